@@ -1,0 +1,138 @@
+// Shared pieces of the peer all-reduce benchmarks (Gloo, MPI): the size
+// sweep flags, the fp32 check pattern and the nccl-tests table.
+//
+// The peers print exactly the columns `tributary bench` prints (size count
+// type redop time algbw busbw #wrong, "# Avg bus bandwidth"), so one script
+// extracts the same numbers from all of them. The input pattern is the one
+// `tributary bench` uses for float sum: ((rank + i) % 7) - 3, whose sum over
+// ranks is exact in fp32 whatever the reduction order.
+//
+// Header-only; no dependencies beyond the C++ library. Thread-safety: plain
+// functions on caller-owned data.
+#pragma once
+
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace tributary::bench {
+
+struct SizeSweep {
+  std::string min_text = "8";
+  std::string max_text = "64M";
+  uint64_t factor = 2;
+  int iterations = 20;
+  int warmup = 5;
+  int check = 1;
+};
+
+// "4096", "4K", "64M", "1G" (binary multiples, as nccl-tests).
+inline bool ParseBytes(const std::string& text, uint64_t* out) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  uint64_t value = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0) return false;
+  std::string suffix(end);
+  if (suffix.empty() || suffix == "B") {
+    *out = value;
+  } else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") {
+    *out = value << 10;
+  } else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") {
+    *out = value << 20;
+  } else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") {
+    *out = value << 30;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Sizes in bytes, whole fp32 elements; empty (and *error set) if invalid.
+inline std::vector<uint64_t> Fp32Sizes(const SizeSweep& sweep, std::string* error) {
+  uint64_t lo = 0, hi = 0;
+  if (!ParseBytes(sweep.min_text, &lo) || !ParseBytes(sweep.max_text, &hi) || hi < lo) {
+    *error = "bad -b/-e sizes (examples: 8, 4K, 64M; -e >= -b)";
+    return {};
+  }
+  if (sweep.factor < 2 && lo != hi) {
+    *error = "-f must be >= 2";
+    return {};
+  }
+  std::vector<uint64_t> sizes;
+  for (uint64_t size = lo; size <= hi;) {
+    uint64_t rounded = size / 4 * 4;
+    if (rounded > 0 && (sizes.empty() || sizes.back() != rounded)) sizes.push_back(rounded);
+    if (lo == hi || size > hi / sweep.factor) break;
+    size *= sweep.factor;
+  }
+  if (sizes.empty()) *error = "no size holds a whole float";
+  return sizes;
+}
+
+inline void FillPattern(float* data, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(((rank + i) % 7)) - 3.0f;
+}
+
+// Elements of `data` that differ from the sum over `ranks` ranks of FillPattern.
+inline uint64_t CheckPattern(const float* data, size_t count, int ranks) {
+  float expected[7];
+  for (int k = 0; k < 7; ++k) {
+    int sum = 0;
+    for (int r = 0; r < ranks; ++r) sum += ((r + k) % 7) - 3;
+    expected[k] = static_cast<float>(sum);
+  }
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += data[i] != expected[i % 7];
+  return wrong;
+}
+
+class AllReduceTable {
+ public:
+  AllReduceTable(int ranks) : ranks_(ranks) {}
+
+  void PrintHeader() const {
+    std::printf("#\n");
+    std::printf("# %10s  %12s  %8s  %6s  %10s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+                "time", "algbw", "busbw", "#wrong");
+    std::printf("# %10s  %12s  %8s  %6s  %10s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  // time_us: the slowest rank's mean iteration time.
+  void PrintRow(uint64_t bytes, double time_us, uint64_t wrong) {
+    const double algbw = time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0;
+    const double busbw = algbw * 2.0 * (ranks_ - 1) / ranks_;
+    std::printf("  %10llu  %12llu  %8s  %6s  %10.2f  %6.2f  %6.2f  %6llu\n",
+                static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(bytes / 4), "float", "sum", time_us, algbw, busbw,
+                static_cast<unsigned long long>(wrong));
+    std::fflush(stdout);
+    busbw_sum_ += busbw;
+    ++rows_;
+    wrong_ += wrong;
+  }
+
+  void PrintFooter() const {
+    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(wrong_),
+                wrong_ == 0 ? "OK" : "FAILED");
+    std::printf("# Avg bus bandwidth    : %g\n", rows_ ? busbw_sum_ / rows_ : 0.0);
+    std::printf("#\n");
+    std::fflush(stdout);
+  }
+
+  uint64_t wrong() const { return wrong_; }
+
+ private:
+  int ranks_;
+  double busbw_sum_ = 0;
+  int rows_ = 0;
+  uint64_t wrong_ = 0;
+};
+
+}  // namespace tributary::bench

@@ -1,0 +1,129 @@
+# libFuzzer targets, built with clang even when the main build uses g++.
+#
+# tributary_add_fuzzer(NAME name
+#                      [SOURCES src...]          fuzz entry point and extra sources
+#                      [FROM_TARGETS target...]  also compile these libraries' sources
+#                      [CORPUS dir]              seed corpus (read only)
+#                      [DEPENDS file...])        extra files that trigger a rebuild
+#
+# Why a custom command rather than add_executable: CMake allows one C++
+# compiler per build, and the fuzzing runtime (-fsanitize=fuzzer) is clang's.
+# This only works for dependency-free code (proto/, the engine), which is
+# exactly what the decoders are. The binary is <build>/fuzz/<name>; ctest gets
+# `<name>_smoke` (LABELS fuzz) running it TRIBUTARY_FUZZ_SECONDS seconds over
+# the seed corpus, writing new inputs into a scratch corpus in the build tree
+# so the source tree is never modified.
+#
+# Enabled when TRIBUTARY_BUILD_FUZZ is ON (configure fails without a working
+# clang), or when it is AUTO and TRIBUTARY_CLANGXX can link a
+# -fsanitize=fuzzer program (Debian: libclang-rt-<ver>-dev).
+
+set(TRIBUTARY_FUZZ_SECONDS 15 CACHE STRING "Seconds each <fuzzer>_smoke ctest runs")
+if(NOT TRIBUTARY_CLANGXX)
+  find_program(TRIBUTARY_CLANGXX NAMES clang++ clang++-14)
+endif()
+
+# What the user asked for. TributaryFeatures turns AUTO into OFF in a normal
+# variable for g++ builds, so read the cache entry. Declared with option()
+# (a BOOL), "AUTO" is stored as OFF and OFF cannot be told from the default:
+# then only ON is meaningful and OFF means AUTO. Declared as a STRING cache
+# variable (AUTO/ON/OFF), an explicit OFF disables the fuzzers.
+set(_fuzz_request "$CACHE{TRIBUTARY_BUILD_FUZZ}")
+get_property(_fuzz_type CACHE TRIBUTARY_BUILD_FUZZ PROPERTY TYPE)
+if(_fuzz_request STREQUAL "" OR (_fuzz_type STREQUAL "BOOL" AND NOT _fuzz_request))
+  set(_fuzz_request AUTO)
+endif()
+
+set(TRIBUTARY_FUZZ_ENABLED OFF)
+if(NOT _fuzz_request STREQUAL "OFF" AND TRIBUTARY_CLANGXX)
+  # Probe once per compiler path (re-probed if TRIBUTARY_CLANGXX changes).
+  if(NOT TRIBUTARY_CLANG_FUZZ_PROBED STREQUAL TRIBUTARY_CLANGXX)
+    set(_probe_dir ${CMAKE_BINARY_DIR}/CMakeFiles/tributary_fuzz_probe)
+    file(MAKE_DIRECTORY ${_probe_dir})
+    file(WRITE ${_probe_dir}/probe.cc
+      "#include <cstddef>\n#include <cstdint>\n"
+      "extern \"C\" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n")
+    execute_process(
+      COMMAND ${TRIBUTARY_CLANGXX} -std=c++20 -fsanitize=fuzzer,address,undefined
+              ${_probe_dir}/probe.cc -o ${_probe_dir}/probe
+      RESULT_VARIABLE _probe_rc OUTPUT_QUIET ERROR_VARIABLE _probe_err)
+    if(_probe_rc EQUAL 0)
+      set(TRIBUTARY_CLANG_FUZZ_WORKS ON CACHE INTERNAL "clang++ links -fsanitize=fuzzer")
+    else()
+      set(TRIBUTARY_CLANG_FUZZ_WORKS OFF CACHE INTERNAL "clang++ links -fsanitize=fuzzer")
+      message(STATUS "Fuzzers: ${TRIBUTARY_CLANGXX} cannot link -fsanitize=fuzzer "
+                     "(install libclang-rt-dev): ${_probe_err}")
+    endif()
+    set(TRIBUTARY_CLANG_FUZZ_PROBED "${TRIBUTARY_CLANGXX}" CACHE INTERNAL "compiler probed")
+  endif()
+  if(TRIBUTARY_CLANG_FUZZ_WORKS)
+    set(TRIBUTARY_FUZZ_ENABLED ON)
+  endif()
+endif()
+if(_fuzz_request STREQUAL "ON" AND NOT TRIBUTARY_FUZZ_ENABLED)
+  message(FATAL_ERROR "TRIBUTARY_BUILD_FUZZ=ON but no clang++ that links -fsanitize=fuzzer "
+                      "was found (set TRIBUTARY_CLANGXX, install clang and libclang-rt-dev)")
+endif()
+
+function(tributary_add_fuzzer)
+  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;FROM_TARGETS;DEPENDS" ${ARGN})
+  if(NOT TRIBUTARY_FUZZ_ENABLED)
+    return()
+  endif()
+
+  set(srcs "")
+  foreach(s IN LISTS F_SOURCES)
+    get_filename_component(abs ${s} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    list(APPEND srcs ${abs})
+  endforeach()
+  foreach(t IN LISTS F_FROM_TARGETS)
+    get_target_property(tsrcs ${t} SOURCES)
+    get_target_property(tdir ${t} SOURCE_DIR)
+    foreach(s IN LISTS tsrcs)
+      if(s MATCHES "\\.(cc|cpp|cxx|c)$")
+        get_filename_component(abs ${s} ABSOLUTE BASE_DIR ${tdir})
+        list(APPEND srcs ${abs})
+      endif()
+    endforeach()
+  endforeach()
+
+  # Rebuild when any header next to a source changes (one clang call compiles
+  # and links everything, so a per-source depfile is not available).
+  set(deps ${srcs} ${F_DEPENDS})
+  foreach(s IN LISTS srcs)
+    get_filename_component(dir ${s} DIRECTORY)
+    file(GLOB hdrs ${dir}/*.h)
+    list(APPEND deps ${hdrs})
+  endforeach()
+  list(REMOVE_DUPLICATES deps)
+
+  # All fuzzers land in <build>/fuzz/ (run_fuzzers.sh looks there); the
+  # target has the fuzzer's name, so the file cannot sit next to it.
+  set(bin ${CMAKE_BINARY_DIR}/fuzz/${F_NAME})
+  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  add_custom_command(
+    OUTPUT ${bin}
+    COMMAND ${TRIBUTARY_CLANGXX} -std=c++20 -O1 -g -fno-omit-frame-pointer
+            -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+            -I${PROJECT_SOURCE_DIR} ${srcs} -o ${bin}
+    DEPENDS ${deps}
+    COMMENT "Building libFuzzer target ${F_NAME} with ${TRIBUTARY_CLANGXX}"
+    VERBATIM)
+  add_custom_target(${F_NAME} ALL DEPENDS ${bin})
+
+  if(F_CORPUS)
+    set(scratch ${CMAKE_BINARY_DIR}/fuzz/${F_NAME}_corpus)
+    file(MAKE_DIRECTORY ${scratch})
+    # libFuzzer writes new inputs into the first directory only and reads
+    # seeds from all of them: the checked-in corpus stays untouched.
+    add_test(NAME ${F_NAME}_smoke
+             COMMAND ${bin} -max_total_time=${TRIBUTARY_FUZZ_SECONDS} -timeout=10
+                     -print_final_stats=1 ${scratch} ${F_CORPUS})
+  else()
+    add_test(NAME ${F_NAME}_smoke
+             COMMAND ${bin} -max_total_time=${TRIBUTARY_FUZZ_SECONDS} -timeout=10
+                     -print_final_stats=1)
+  endif()
+  math(EXPR limit "${TRIBUTARY_FUZZ_SECONDS} + 120")
+  set_tests_properties(${F_NAME}_smoke PROPERTIES LABELS fuzz TIMEOUT ${limit})
+endfunction()

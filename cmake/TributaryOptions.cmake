@@ -1,0 +1,19 @@
+# Build options and shared compiler settings.
+option(TRIBUTARY_BUILD_TESTS "Build the GoogleTest suites" ON)
+option(TRIBUTARY_BUILD_BENCH "Build benchmarks and peer comparison tools" ON)
+set(TRIBUTARY_BUILD_FUZZ AUTO CACHE STRING "Build libFuzzer targets with clang (AUTO, ON, OFF)")
+set(TRIBUTARY_SANITIZE "" CACHE STRING "Sanitizers: '', 'address,undefined' or 'thread'")
+option(TRIBUTARY_NATIVE "Tune for the build machine (-march=native)" OFF)
+
+# Interface target every Tributary target links: warnings and sanitizers.
+add_library(tributary_build_flags INTERFACE)
+target_compile_options(tributary_build_flags INTERFACE
+  -Wall -Wextra -Wno-unused-parameter -Wnon-virtual-dtor)
+if(TRIBUTARY_NATIVE)
+  target_compile_options(tributary_build_flags INTERFACE -march=native)
+endif()
+if(TRIBUTARY_SANITIZE)
+  target_compile_options(tributary_build_flags INTERFACE
+    -fsanitize=${TRIBUTARY_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(tributary_build_flags INTERFACE -fsanitize=${TRIBUTARY_SANITIZE})
+endif()

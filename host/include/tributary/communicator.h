@@ -1,0 +1,139 @@
+// Communicator, registered Buffer and Request: the C++ API of libtributary.
+//
+// A Communicator is one rank's membership in one aggregation job. Create()
+// joins the aggregator (the job is created by the first rank's JOIN) and
+// starts a progress thread that streams fragments, retransmits and writes
+// results; callers never need to poll. Buffers are registered once and used
+// for many collectives: the registration is what RDMA transports pin and
+// register with the NIC.
+//
+// All ranks of a job must issue the same collectives (count, dtype, op) in
+// the same order, as with NCCL/MPI. A collective that fails (timeout, peer
+// mismatch) aborts the communicator: later calls return kAborted, since the
+// ranks' fragment sequences can no longer be trusted to line up.
+//
+// Thread-safety: a Communicator may be used from several threads (calls are
+// serialized inside); a Request may be tested/waited from any thread. The
+// memory of a collective's buffers must stay valid and untouched (send) until
+// its Request completes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tributary/options.h"
+#include "tributary/status.h"
+#include "tributary/types.h"
+
+namespace tributary {
+
+namespace internal {
+class CommImpl;
+struct RequestState;
+struct BufferRecord;
+}  // namespace internal
+
+// A registered memory region. Cheap to copy; stays registered until
+// Communicator::Deregister or the communicator is destroyed.
+class Buffer {
+ public:
+  Buffer() = default;
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  uint64_t id() const { return id_; }
+  bool valid() const { return id_ != 0; }
+
+ private:
+  friend class internal::CommImpl;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  uint64_t id_ = 0;
+};
+
+// Handle to an asynchronous collective. Copies share the same operation.
+class Request {
+ public:
+  Request() = default;
+  // True once the operation finished; *status (optional) gets its outcome.
+  bool Test(Status* status = nullptr) const;
+  // Blocks until the operation finished and returns its outcome. Bounded:
+  // every operation ends within the communicator's op_timeout_ms.
+  Status Wait() const;
+  // Waits at most `timeout`; returns kTimedOut if the operation still runs
+  // (it keeps running; wait again).
+  Status WaitFor(std::chrono::milliseconds timeout) const;
+  bool valid() const { return state_ != nullptr; }
+
+ private:
+  friend class internal::CommImpl;
+  std::shared_ptr<internal::RequestState> state_;
+};
+
+struct CommConfig {
+  uint32_t job_id = 0;      // chosen by the launcher (or the manager); same on all ranks
+  uint64_t job_key = 0;     // secret shared by the ranks; the aggregator checks it on every packet
+  uint32_t rank = 0;        // 0 .. world_size-1
+  uint32_t world_size = 1;  // ranks in the job (the aggregator's fan-in)
+  Options options;          // Options::FromEnvironment() is a good start
+};
+
+struct CommStats {
+  uint64_t collectives_completed = 0;
+  uint64_t fragments_sent = 0;       // first transmissions
+  uint64_t retransmissions = 0;
+  uint64_t results_received = 0;
+  uint64_t duplicate_results = 0;    // results for fragments already done
+  uint64_t packets_rejected = 0;     // undecodable or foreign packets received
+  uint64_t nacks_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint32_t srtt_us = 0;              // smoothed round-trip time
+  uint32_t rto_us = 0;               // current retransmission timeout
+  std::string transport;             // the transport in use, e.g. "udp"
+};
+
+class Communicator {
+ public:
+  // Joins the job at config.options.aggregator. Fails with kUnavailable when
+  // no aggregator answers within connect_timeout_ms, kMismatch when the job
+  // exists with other parameters, kInvalidArgument for bad options.
+  static Result<std::unique_ptr<Communicator>> Create(const CommConfig& config);
+
+  // Fails in-flight requests with kAborted, leaves the job and stops the
+  // progress thread; no user memory is touched after it returns.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Registers [data, data+bytes). bytes may be 0 only with data == nullptr.
+  Result<Buffer> Register(void* data, size_t bytes);
+  // Fails with kFailedPrecondition while a request uses the buffer.
+  Status Deregister(const Buffer& buffer);
+
+  // All-reduce `count` elements of `send` into `recv` (same buffer: in place).
+  // count may be 0. Both buffers must hold count * DataTypeSize(dtype) bytes.
+  Result<Request> AllReduce(const Buffer& send, const Buffer& recv, size_t count, DataType dtype,
+                            ReduceOp op);
+  // Same with raw pointers that must lie inside registered buffers
+  // (kNotFound otherwise): the form the NCCL plugin uses.
+  Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                            ReduceOp op);
+
+  uint32_t rank() const;
+  uint32_t world_size() const;
+  CommStats Stats() const;
+  // The Status that aborted the communicator, or OK.
+  Status Health() const;
+
+ private:
+  explicit Communicator(std::unique_ptr<internal::CommImpl> impl);
+  std::unique_ptr<internal::CommImpl> impl_;
+};
+
+// Version of the library, "MAJOR.MINOR.PATCH".
+const char* Version();
+
+}  // namespace tributary

@@ -1,0 +1,85 @@
+// Options of a Communicator, every field with its default and trade-off.
+//
+// Options::FromEnvironment() starts from these defaults and applies the
+// TRIBUTARY_* environment variables (docs/CONFIGURATION.md lists them; they
+// are read once per process and invalid values are an error, not ignored).
+// Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tributary/status.h"
+
+namespace tributary {
+
+struct FaultOptions {
+  // Seeded fault injection in the host transport, for tests and benchmarks.
+  // Probabilities are in [0, 1]; "tx" is rank -> aggregator, "rx" the reverse.
+  double tx_drop = 0.0;
+  double rx_drop = 0.0;
+  double tx_duplicate = 0.0;
+  double rx_duplicate = 0.0;
+  double tx_reorder = 0.0;  // hold a packet back and send it after the next one
+  double rx_reorder = 0.0;
+  uint64_t seed = 1;        // same seed + same traffic = same faults
+  bool enabled() const {
+    return tx_drop > 0 || rx_drop > 0 || tx_duplicate > 0 || rx_duplicate > 0 || tx_reorder > 0 ||
+           rx_reorder > 0;
+  }
+};
+
+struct Options {
+  // Aggregator to join, "host:port" (IPv4 or a name). Default: the local
+  // tributaryd on its documented port.
+  std::string aggregator = "127.0.0.1:17820";
+
+  // Transport by name: "udp" (kernel UDP, always built) or "auto".
+  std::string transport = "auto";
+
+  // Payload bytes per packet, a multiple of 64 in [64, 65024]. Larger means
+  // fewer packets (less CPU per byte); it must fit the path MTU: 8192 suits
+  // jumbo frames (MTU 9000). Loopback benefits from up to 65024.
+  uint32_t payload_bytes = 8192;
+
+  // Window: slots (fragments in flight) per rank, also the job's slot pool
+  // on the aggregator. More hides more latency and costs aggregator memory
+  // (2 x slots x ~3 x payload_bytes per job).
+  uint32_t window = 128;
+
+  // An all-reduce that has not completed after this long fails with
+  // kTimedOut and names the fragments that never completed. 0 = never
+  // (not recommended).
+  uint32_t op_timeout_ms = 30000;
+
+  // Communicator creation (JOIN handshake) gives up after this long.
+  uint32_t connect_timeout_ms = 10000;
+
+  // Retransmission timeout bounds. The timeout adapts to the measured
+  // round-trip time (SRTT + 4 RTTVAR, as TCP) and doubles on each retry of
+  // the same fragment, clamped to [rto_min_us, rto_max_us].
+  uint32_t rto_min_us = 200;
+  uint32_t rto_initial_us = 5000;
+  uint32_t rto_max_us = 200000;
+
+  // Progress thread: spin this long polling before it sleeps in the kernel.
+  // Spinning lowers latency and burns a core; 0 sleeps at once.
+  uint32_t spin_us = 0;
+
+  // Socket buffer sizes requested for the UDP transport (bytes).
+  uint32_t socket_buffer_bytes = 8u << 20;
+
+  // Carry a CRC32C of header and payload in every packet (kFlagChecksum).
+  // UDP's own checksum already guards real links; this also guards memory and
+  // NIC offload bugs at ~1 us per 8 KiB.
+  bool checksum = false;
+
+  FaultOptions faults;
+
+  // Defaults overridden by TRIBUTARY_* environment variables.
+  static Result<Options> FromEnvironment();
+  // Checks ranges; the message names the field and the allowed range.
+  Status Validate() const;
+};
+
+}  // namespace tributary

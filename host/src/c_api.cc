@@ -1,0 +1,136 @@
+// C API (tributary.h) over the C++ API. Nothing throws across extern "C":
+// every entry point catches std::exception (allocation failure) and reports
+// it as TRIB_INTERNAL / TRIB_RESOURCE_EXHAUSTED with a thread-local message.
+#include "tributary/tributary.h"
+
+#include <new>
+#include <string>
+
+#include "tributary/communicator.h"
+
+struct trib_comm {
+  std::unique_ptr<tributary::Communicator> comm;
+};
+struct trib_buffer {
+  tributary::Buffer buffer;
+};
+struct trib_request {
+  tributary::Request request;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+trib_status_t Report(const tributary::Status& s) {
+  g_last_error = s.ok() ? std::string() : s.ToString();
+  return static_cast<trib_status_t>(s.code());
+}
+
+trib_status_t Fail(trib_status_t code, const char* msg) {
+  g_last_error = msg;
+  return code;
+}
+
+template <typename F>
+trib_status_t Guard(F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return Fail(TRIB_RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(TRIB_INTERNAL, e.what());
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* trib_last_error(void) { return g_last_error.c_str(); }
+const char* trib_version(void) { return tributary::Version(); }
+
+trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** out) {
+  return Guard([&] {
+    if (config == nullptr || out == nullptr) {
+      return Fail(TRIB_INVALID_ARGUMENT, "trib_comm_create: null argument");
+    }
+    *out = nullptr;
+    auto options = tributary::Options::FromEnvironment();
+    if (!options.ok()) return Report(options.status());
+    tributary::CommConfig c;
+    c.job_id = config->job_id;
+    c.job_key = config->job_key;
+    c.rank = config->rank;
+    c.world_size = config->world_size;
+    c.options = options.value();
+    if (config->aggregator != nullptr) c.options.aggregator = config->aggregator;
+    auto comm = tributary::Communicator::Create(c);
+    if (!comm.ok()) return Report(comm.status());
+    *out = new trib_comm{std::move(comm.value())};
+    return Report(tributary::Status::Ok());
+  });
+}
+
+void trib_comm_destroy(trib_comm_t* comm) { delete comm; }
+
+trib_status_t trib_register(trib_comm_t* comm, void* data, size_t bytes, trib_buffer_t** out) {
+  return Guard([&] {
+    if (comm == nullptr || out == nullptr) {
+      return Fail(TRIB_INVALID_ARGUMENT, "trib_register: null argument");
+    }
+    auto b = comm->comm->Register(data, bytes);
+    if (!b.ok()) return Report(b.status());
+    *out = new trib_buffer{b.value()};
+    return Report(tributary::Status::Ok());
+  });
+}
+
+trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer) {
+  return Guard([&] {
+    if (comm == nullptr || buffer == nullptr) {
+      return Fail(TRIB_INVALID_ARGUMENT, "trib_deregister: null argument");
+    }
+    tributary::Status s = comm->comm->Deregister(buffer->buffer);
+    if (s.ok()) delete buffer;
+    return Report(s);
+  });
+}
+
+trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer_t* recv,
+                             size_t count, trib_dtype_t dtype, trib_op_t op,
+                             trib_request_t** out) {
+  return Guard([&] {
+    if (comm == nullptr || send == nullptr || recv == nullptr || out == nullptr) {
+      return Fail(TRIB_INVALID_ARGUMENT, "trib_allreduce: null argument");
+    }
+    auto r = comm->comm->AllReduce(send->buffer, recv->buffer, count,
+                                   static_cast<tributary::DataType>(dtype),
+                                   static_cast<tributary::ReduceOp>(op));
+    if (!r.ok()) return Report(r.status());
+    *out = new trib_request{r.value()};
+    return Report(tributary::Status::Ok());
+  });
+}
+
+trib_status_t trib_test(trib_request_t* request, int* done) {
+  return Guard([&] {
+    if (request == nullptr || done == nullptr) {
+      return Fail(TRIB_INVALID_ARGUMENT, "trib_test: null argument");
+    }
+    tributary::Status s;
+    *done = request->request.Test(&s) ? 1 : 0;
+    return Report(s);
+  });
+}
+
+trib_status_t trib_wait(trib_request_t* request) {
+  return Guard([&] {
+    if (request == nullptr) return Fail(TRIB_INVALID_ARGUMENT, "trib_wait: null argument");
+    return Report(request->request.Wait());
+  });
+}
+
+void trib_request_free(trib_request_t* request) { delete request; }
+
+}  // extern "C"

@@ -1,0 +1,295 @@
+// CommImpl; see comm_impl.h.
+#include "host/src/comm_impl.h"
+
+#include <time.h>
+
+#include <random>
+
+#include "common/check.h"
+#include "common/log.h"
+#include "host/src/env.h"
+#include "proto/codec.h"
+
+namespace tributary::internal {
+namespace {
+
+uint64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+Status InvalidArg(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
+
+bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
+bool ValidOp(ReduceOp op) {
+  return op == ReduceOp::kSum || op == ReduceOp::kProd || op == ReduceOp::kMin ||
+         op == ReduceOp::kMax;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
+  if (config.world_size == 0 || config.world_size > proto::kMaxFanIn) {
+    return InvalidArg("world_size=" + std::to_string(config.world_size) + " must be in [1, " +
+                      std::to_string(proto::kMaxFanIn) + "]");
+  }
+  if (config.rank >= config.world_size) {
+    return InvalidArg("rank=" + std::to_string(config.rank) + " must be < world_size=" +
+                      std::to_string(config.world_size));
+  }
+  Status s = config.options.Validate();
+  if (!s.ok()) return s;
+  std::unique_ptr<CommImpl> impl(new CommImpl(config));
+  auto transport = host::CreateTransport(config.options);
+  if (!transport.ok()) return transport.status();
+  uint32_t epoch = 0;
+  s = impl->Join(transport.value().get(), &epoch);
+  if (!s.ok()) return s;
+  impl->identity_ = {config.job_id, config.job_key, epoch, config.rank};
+  impl->progress_ = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
+                                                           impl->identity_, config.options);
+  impl->progress_->Start();
+  TRIB_LOG(kInfo, "comm", "job %u rank %u/%u joined %s (epoch %u, transport %s): %s",
+           config.job_id, config.rank, config.world_size, config.options.aggregator.c_str(),
+           epoch, impl->progress_->transport()->name(),
+           host::DescribeOptions(config.options).c_str());
+  return impl;
+}
+
+Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
+  const Options& o = config_.options;
+  std::random_device rd;
+  uint64_t nonce = (static_cast<uint64_t>(rd()) << 32) | rd();
+  proto::Header h;
+  h.type = proto::MsgType::kJoin;
+  h.job_id = config_.job_id;
+  h.job_key = config_.job_key;
+  h.sender = config_.rank;
+  proto::JoinBody body{config_.world_size, o.window, o.payload_bytes, 0, nonce, 0};
+  uint8_t packet[proto::kHeaderSize + proto::kJoinBodySize];
+  uint8_t body_bytes[proto::kJoinBodySize];
+  proto::EncodeJoinBody(body, body_bytes);
+  size_t len = proto::Encode(h, body_bytes, sizeof(body_bytes), packet, sizeof(packet));
+  TRIB_CHECK(len == sizeof(packet));
+
+  uint64_t start = NowMs();
+  uint64_t deadline = start + o.connect_timeout_ms;
+  uint64_t retry_ms = 50;
+  uint32_t attempts = 0;
+  while (true) {
+    uint64_t now = NowMs();
+    if (now >= deadline) break;
+    host::TxPacket tx{packet, len, nullptr, 0};
+    transport->Send(&tx, 1);
+    ++attempts;
+    uint64_t resend_at = std::min(deadline, now + retry_ms);
+    retry_ms = std::min<uint64_t>(retry_ms * 2, 1000);
+    while ((now = NowMs()) < resend_at) {
+      transport->Wait(static_cast<int64_t>(resend_at - now) * 1000);
+      host::RxPacket rx[16];
+      int n = transport->Recv(rx, 16);
+      for (int i = 0; i < n; ++i) {
+        proto::PacketView p;
+        if (proto::Decode(rx[i].data, rx[i].len, &p) != proto::DecodeError::kOk) continue;
+        if (p.header.job_id != config_.job_id || p.header.job_key != config_.job_key) continue;
+        if (p.header.type == proto::MsgType::kJoinAck) {
+          proto::JoinBody ack;
+          if (!proto::DecodeJoinBody(p.payload, p.payload_len, &ack) || ack.nonce != nonce) {
+            continue;  // an answer to an earlier attempt of another process
+          }
+          *epoch = p.header.epoch;
+          return Status::Ok();
+        }
+        if (p.header.type == proto::MsgType::kNack) {
+          auto code = static_cast<proto::NackCode>(p.header.aux);
+          std::string text(reinterpret_cast<const char*>(p.payload), p.payload_len);
+          std::string msg = "aggregator " + o.aggregator + " refused job " +
+                            std::to_string(config_.job_id) + " rank " +
+                            std::to_string(config_.rank) + ": " + proto::NackCodeName(code);
+          if (!text.empty()) msg += " (" + text + ")";
+          if (code == proto::NackCode::kJobConflict) {
+            msg += "; this rank asked for world_size " + std::to_string(config_.world_size) +
+                   ", window " + std::to_string(o.window) + ", payload_bytes " +
+                   std::to_string(o.payload_bytes) + ": all ranks must use the same values";
+            return Status(StatusCode::kMismatch, msg);
+          }
+          if (code == proto::NackCode::kResourceExhausted) {
+            return Status(StatusCode::kResourceExhausted, msg);
+          }
+          return Status(StatusCode::kUnavailable, msg);
+        }
+      }
+    }
+  }
+  return Status(StatusCode::kUnavailable,
+                "no answer from aggregator " + o.aggregator + " within " +
+                    std::to_string(o.connect_timeout_ms) + " ms (" + std::to_string(attempts) +
+                    " JOIN attempts for job " + std::to_string(config_.job_id) +
+                    "): is tributaryd running there, and is the job key right?");
+}
+
+void CommImpl::Leave() {
+  proto::Header h;
+  h.type = proto::MsgType::kLeave;
+  h.job_id = identity_.job_id;
+  h.job_key = identity_.job_key;
+  h.epoch = identity_.epoch;
+  h.sender = identity_.rank;
+  uint8_t packet[proto::kHeaderSize];
+  proto::EncodeHeader(h, packet);
+  host::TxPacket tx{packet, sizeof(packet), nullptr, 0};
+  // Best effort, twice: a lost LEAVE only delays the aggregator's reclaiming
+  // of the job until its idle timeout.
+  progress_->transport()->Send(&tx, 1);
+  progress_->transport()->Send(&tx, 1);
+}
+
+CommImpl::~CommImpl() {
+  if (progress_) {
+    progress_->Stop();
+    Leave();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, rec] : by_id_) {
+    if (progress_) progress_->transport()->DeregisterMemory(rec->data, rec->size);
+  }
+}
+
+Result<Buffer> CommImpl::Register(void* data, size_t bytes) {
+  if (data == nullptr && bytes != 0) return InvalidArg("Register: null pointer with size > 0");
+  Status s = progress_->transport()->RegisterMemory(data, bytes);
+  if (!s.ok()) return s;
+  auto rec = std::make_shared<BufferRecord>();
+  rec->data = static_cast<uint8_t*>(data);
+  rec->size = bytes;
+  std::lock_guard<std::mutex> lock(mu_);
+  rec->id = next_buffer_id_++;
+  by_id_[rec->id] = rec;
+  if (bytes > 0) by_address_[reinterpret_cast<uintptr_t>(data)] = rec;
+  Buffer b;
+  b.data_ = data;
+  b.size_ = bytes;
+  b.id_ = rec->id;
+  return b;
+}
+
+Status CommImpl::Deregister(const Buffer& buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_id_.find(buffer.id());
+  if (it == by_id_.end()) {
+    return Status(StatusCode::kNotFound, "Deregister: buffer " + std::to_string(buffer.id()) +
+                                             " is not registered with this communicator");
+  }
+  if (it->second->in_use.load() > 0) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "Deregister: buffer " + std::to_string(buffer.id()) + " is used by " +
+                      std::to_string(it->second->in_use.load()) + " operation(s) in flight");
+  }
+  auto addr = by_address_.find(reinterpret_cast<uintptr_t>(it->second->data));
+  if (addr != by_address_.end() && addr->second == it->second) by_address_.erase(addr);
+  progress_->transport()->DeregisterMemory(it->second->data, it->second->size);
+  by_id_.erase(it);
+  return Status::Ok();
+}
+
+std::shared_ptr<BufferRecord> CommImpl::FindContaining(const void* ptr, size_t bytes) const {
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  auto it = by_address_.upper_bound(p);
+  if (it == by_address_.begin()) return nullptr;
+  --it;
+  const auto& rec = it->second;
+  uintptr_t base = reinterpret_cast<uintptr_t>(rec->data);
+  if (p >= base && p - base <= rec->size && bytes <= rec->size - (p - base)) return rec;
+  return nullptr;
+}
+
+Result<Request> CommImpl::AllReduce(const Buffer& send, const Buffer& recv, size_t count,
+                                    DataType dtype, ReduceOp op) {
+  std::shared_ptr<BufferRecord> s, r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto si = by_id_.find(send.id());
+    auto ri = by_id_.find(recv.id());
+    if (si == by_id_.end() || ri == by_id_.end()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "AllReduce: " + std::string(si == by_id_.end() ? "send" : "recv") +
+                        " buffer is not registered with this communicator");
+    }
+    s = si->second;
+    r = ri->second;
+  }
+  return Submit(s, r, s->data, r->data, count, dtype, op);
+}
+
+Result<Request> CommImpl::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                    ReduceOp op) {
+  size_t bytes = count * DataTypeSize(dtype);
+  std::shared_ptr<BufferRecord> s, r;
+  if (count > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = FindContaining(send, bytes);
+    r = FindContaining(recv, bytes);
+    if (!s || !r) {
+      return Status(StatusCode::kNotFound,
+                    "AllReduce: " + std::string(!s ? "send" : "recv") + " range of " +
+                        std::to_string(bytes) + " bytes is not inside a registered buffer");
+    }
+  }
+  return Submit(s, r, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), count,
+                dtype, op);
+}
+
+Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
+                                 std::shared_ptr<BufferRecord> recv, const uint8_t* send_ptr,
+                                 uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op) {
+  if (!ValidDataType(dtype)) {
+    return InvalidArg("AllReduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
+  }
+  if (!ValidOp(op)) return InvalidArg("AllReduce: invalid op " + std::to_string(static_cast<int>(op)));
+  size_t esize = DataTypeSize(dtype);
+  if (count > SIZE_MAX / esize) return InvalidArg("AllReduce: count overflows");
+  size_t bytes = count * esize;
+  if (send && (send_ptr - send->data) + bytes > send->size) {
+    return InvalidArg("AllReduce: send buffer holds " + std::to_string(send->size) +
+                      " bytes, the operation needs " + std::to_string(bytes));
+  }
+  if (recv && (recv_ptr - recv->data) + bytes > recv->size) {
+    return InvalidArg("AllReduce: recv buffer holds " + std::to_string(recv->size) +
+                      " bytes, the operation needs " + std::to_string(bytes));
+  }
+  Status health = progress_->Health();
+  if (!health.ok()) {
+    return Status(StatusCode::kAborted, "communicator aborted earlier: " + health.message());
+  }
+  auto state = std::make_shared<RequestState>();
+  host::OpDesc d;
+  d.request = state;
+  d.send = send_ptr;
+  d.recv = recv_ptr;
+  d.count = count;
+  d.dtype = dtype;
+  d.op = op;
+  if (send) send->in_use++;
+  if (recv) recv->in_use++;
+  d.on_done = [send, recv] {
+    if (send) send->in_use--;
+    if (recv) recv->in_use--;
+  };
+  {
+    // Collective ids and the submission order must agree, so both are taken
+    // under one lock.
+    std::lock_guard<std::mutex> lock(mu_);
+    d.collective_id = next_collective_id_++;
+    progress_->Submit(std::move(d));
+  }
+  return MakeRequest(state);
+}
+
+Request CommImpl::MakeRequest(std::shared_ptr<RequestState> state) {
+  Request r;
+  r.state_ = std::move(state);
+  return r;
+}
+
+}  // namespace tributary::internal

@@ -1,0 +1,74 @@
+// CommImpl: the communicator behind the public Communicator.
+//
+// Owns the registration table and the progress engine. Create() validates
+// the configuration, opens the transport and performs the JOIN handshake on
+// the caller's thread (bounded by connect_timeout_ms), then starts the
+// progress thread. AllReduce validates its arguments against the registered
+// buffers and hands the operation to the progress engine.
+//
+// Registration: buffers are recorded with a reference count of the
+// operations using them; the transport's RegisterMemory hook is where RDMA
+// transports pin and register with the NIC. Lookups of raw pointers search
+// the table by address (sorted map), for the NCCL-style pointer API.
+//
+// Thread-safety: every public method may be called from any thread; the
+// registration table is guarded by mu_.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "host/src/progress.h"
+#include "tributary/communicator.h"
+
+namespace tributary::internal {
+
+struct BufferRecord {
+  uint64_t id = 0;
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  std::atomic<uint32_t> in_use{0};  // operations in flight using this buffer
+};
+
+class CommImpl {
+ public:
+  static Result<std::unique_ptr<CommImpl>> Create(const CommConfig& config);
+  ~CommImpl();
+
+  Result<Buffer> Register(void* data, size_t bytes);
+  Status Deregister(const Buffer& buffer);
+  Result<Request> AllReduce(const Buffer& send, const Buffer& recv, size_t count, DataType dtype,
+                            ReduceOp op);
+  Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                            ReduceOp op);
+
+  uint32_t rank() const { return config_.rank; }
+  uint32_t world_size() const { return config_.world_size; }
+  CommStats Stats() const { return progress_->Stats(); }
+  Status Health() const { return progress_->Health(); }
+
+  static Request MakeRequest(std::shared_ptr<RequestState> state);
+
+ private:
+  explicit CommImpl(const CommConfig& config) : config_(config) {}
+  Status Join(host::Transport* transport, uint32_t* epoch);
+  void Leave();
+  Result<Request> Submit(std::shared_ptr<BufferRecord> send, std::shared_ptr<BufferRecord> recv,
+                         const uint8_t* send_ptr, uint8_t* recv_ptr, size_t count,
+                         DataType dtype, ReduceOp op);
+  std::shared_ptr<BufferRecord> FindContaining(const void* ptr, size_t bytes) const;
+
+  const CommConfig config_;
+  host::JobIdentity identity_;
+  std::unique_ptr<host::ProgressEngine> progress_;
+
+  mutable std::mutex mu_;
+  std::map<uintptr_t, std::shared_ptr<BufferRecord>> by_address_;  // guarded by mu_
+  std::map<uint64_t, std::shared_ptr<BufferRecord>> by_id_;        // guarded by mu_
+  uint64_t next_buffer_id_ = 1;                                    // guarded by mu_
+  uint64_t next_collective_id_ = 1;                                // guarded by mu_
+};
+
+}  // namespace tributary::internal

@@ -1,0 +1,74 @@
+// Public C++ API: thin forwarding to CommImpl and RequestState.
+#include "tributary/communicator.h"
+
+#include "common/log.h"
+#include "host/src/comm_impl.h"
+#include "host/src/request_state.h"
+#include "tributary/log.h"
+
+namespace tributary {
+
+bool Request::Test(Status* status) const {
+  if (!state_) {
+    if (status) *status = Status(StatusCode::kFailedPrecondition, "Test on an empty Request");
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->done && status) *status = state_->status;
+  return state_->done;
+}
+
+Status Request::Wait() const {
+  if (!state_) return Status(StatusCode::kFailedPrecondition, "Wait on an empty Request");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  return state_->status;
+}
+
+Status Request::WaitFor(std::chrono::milliseconds timeout) const {
+  if (!state_) return Status(StatusCode::kFailedPrecondition, "Wait on an empty Request");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+    return Status(StatusCode::kTimedOut, "operation still in progress after " +
+                                             std::to_string(timeout.count()) + " ms");
+  }
+  return state_->status;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::Create(const CommConfig& config) {
+  auto impl = internal::CommImpl::Create(config);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl.value())));
+}
+
+Communicator::Communicator(std::unique_ptr<internal::CommImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+Result<Buffer> Communicator::Register(void* data, size_t bytes) {
+  return impl_->Register(data, bytes);
+}
+Status Communicator::Deregister(const Buffer& buffer) { return impl_->Deregister(buffer); }
+
+Result<Request> Communicator::AllReduce(const Buffer& send, const Buffer& recv, size_t count,
+                                        DataType dtype, ReduceOp op) {
+  return impl_->AllReduce(send, recv, count, dtype, op);
+}
+
+Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t count,
+                                        DataType dtype, ReduceOp op) {
+  return impl_->AllReduce(send, recv, count, dtype, op);
+}
+
+uint32_t Communicator::rank() const { return impl_->rank(); }
+uint32_t Communicator::world_size() const { return impl_->world_size(); }
+CommStats Communicator::Stats() const { return impl_->Stats(); }
+Status Communicator::Health() const { return impl_->Health(); }
+
+const char* Version() { return TRIBUTARY_VERSION_STRING; }
+
+void SetLogSink(LogSink sink, void* user) {
+  base::SetLogSink(reinterpret_cast<base::LogSinkFn>(sink), user);
+}
+void SetLogLevel(LogLevel level) { base::SetLogLevel(static_cast<base::LogLevel>(level)); }
+
+}  // namespace tributary

@@ -1,0 +1,251 @@
+// TRIBUTARY_* environment table and Options validation; see env.h.
+#include "host/src/env.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "common/log.h"
+#include "proto/wire.h"
+
+namespace tributary::host {
+namespace {
+
+using Setter = Status (*)(const char* name, const char* value, Options* o);
+
+Status BadValue(const char* name, const char* value, const char* expected) {
+  return Status(StatusCode::kInvalidArgument,
+                std::string(name) + "='" + value + "' is invalid: expected " + expected);
+}
+
+bool ParseU64(const char* text, uint64_t* out) {
+  if (text == nullptr || *text == '\0' || *text == '-') return false;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+template <uint32_t Options::*Field, uint64_t kMin, uint64_t kMax>
+Status SetU32(const char* name, const char* value, Options* o) {
+  uint64_t v = 0;
+  if (!ParseU64(value, &v) || v < kMin || v > kMax) {
+    std::string expected =
+        "an integer in [" + std::to_string(kMin) + ", " + std::to_string(kMax) + "]";
+    return BadValue(name, value, expected.c_str());
+  }
+  o->*Field = static_cast<uint32_t>(v);
+  return Status::Ok();
+}
+
+template <double FaultOptions::*Field>
+Status SetProbability(const char* name, const char* value, Options* o) {
+  char* end = nullptr;
+  errno = 0;
+  double v = strtod(value, &end);
+  if (errno != 0 || end == value || *end != '\0' || !(v >= 0.0 && v <= 1.0)) {
+    return BadValue(name, value, "a probability in [0, 1]");
+  }
+  o->faults.*Field = v;
+  return Status::Ok();
+}
+
+Status SetSeed(const char* name, const char* value, Options* o) {
+  uint64_t v = 0;
+  if (!ParseU64(value, &v)) return BadValue(name, value, "an unsigned 64-bit integer");
+  o->faults.seed = v;
+  return Status::Ok();
+}
+
+Status SetAggregator(const char* name, const char* value, Options* o) {
+  const char* colon = strrchr(value, ':');
+  uint64_t port = 0;
+  if (colon == nullptr || colon == value || !ParseU64(colon + 1, &port) || port == 0 ||
+      port > 65535) {
+    return BadValue(name, value, "HOST:PORT, e.g. 127.0.0.1:17820");
+  }
+  o->aggregator = value;
+  return Status::Ok();
+}
+
+Status SetTransport(const char* name, const char* value, Options* o) {
+  if (*value == '\0') return BadValue(name, value, "a transport name (auto, udp)");
+  o->transport = value;
+  return Status::Ok();
+}
+
+Status SetBool(const char* name, const char* value, bool* out) {
+  if (!strcmp(value, "1") || !strcasecmp(value, "true") || !strcasecmp(value, "yes") ||
+      !strcasecmp(value, "on")) {
+    *out = true;
+  } else if (!strcmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") ||
+             !strcasecmp(value, "off")) {
+    *out = false;
+  } else {
+    return BadValue(name, value, "0/1, true/false, yes/no or on/off");
+  }
+  return Status::Ok();
+}
+
+Status SetChecksum(const char* name, const char* value, Options* o) {
+  return SetBool(name, value, &o->checksum);
+}
+
+Status SetLogLevel(const char* name, const char* value, Options*) {
+  base::LogLevel level;
+  if (!base::ParseLogLevel(value, &level)) {
+    return BadValue(name, value, "trace, debug, info, warn, error or off");
+  }
+  base::SetLogLevel(level);
+  return Status::Ok();
+}
+
+struct EnvVar {
+  const char* name;
+  const char* type;
+  Setter set;
+  std::string (*get_default)(const Options&);
+  const char* help;
+};
+
+template <uint32_t Options::*Field>
+std::string U32Default(const Options& o) {
+  return std::to_string(o.*Field);
+}
+template <double FaultOptions::*Field>
+std::string ProbDefault(const Options& o) {
+  return std::to_string(o.faults.*Field);
+}
+
+constexpr uint64_t kU32Max = 0xffffffffull;
+
+const EnvVar kEnvTable[] = {
+    {"TRIBUTARY_AGGREGATOR", "host:port", SetAggregator,
+     [](const Options& o) { return o.aggregator; },
+     "Aggregator (tributaryd) that the communicator joins."},
+    {"TRIBUTARY_TRANSPORT", "string", SetTransport, [](const Options& o) { return o.transport; },
+     "Transport: auto or udp. Forcing one that is not built fails communicator creation."},
+    {"TRIBUTARY_PAYLOAD_BYTES", "u32",
+     SetU32<&Options::payload_bytes, proto::kMinPayloadBytes, proto::kMaxPayloadBytes>,
+     U32Default<&Options::payload_bytes>,
+     "Payload bytes per packet; multiple of 64; must fit the path MTU."},
+    {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 1, proto::kMaxSlotCount>,
+     U32Default<&Options::window>, "Fragments in flight per rank (= aggregator slots per job)."},
+    {"TRIBUTARY_OP_TIMEOUT_MS", "u32", SetU32<&Options::op_timeout_ms, 0, kU32Max>,
+     U32Default<&Options::op_timeout_ms>,
+     "A collective not complete after this many ms fails and names the missing fragments; 0 = "
+     "never."},
+    {"TRIBUTARY_CONNECT_TIMEOUT_MS", "u32", SetU32<&Options::connect_timeout_ms, 1, kU32Max>,
+     U32Default<&Options::connect_timeout_ms>,
+     "Communicator creation gives up when the aggregator does not answer within this many ms."},
+    {"TRIBUTARY_RTO_MIN_US", "u32", SetU32<&Options::rto_min_us, 10, kU32Max>,
+     U32Default<&Options::rto_min_us>, "Lower bound of the adaptive retransmission timeout."},
+    {"TRIBUTARY_RTO_INITIAL_US", "u32", SetU32<&Options::rto_initial_us, 10, kU32Max>,
+     U32Default<&Options::rto_initial_us>, "Retransmission timeout before any RTT is measured."},
+    {"TRIBUTARY_RTO_MAX_US", "u32", SetU32<&Options::rto_max_us, 10, kU32Max>,
+     U32Default<&Options::rto_max_us>, "Upper bound of the retransmission timeout (after backoff)."},
+    {"TRIBUTARY_SPIN_US", "u32", SetU32<&Options::spin_us, 0, 1000000>,
+     U32Default<&Options::spin_us>,
+     "Progress thread busy-polls this long before sleeping: lower latency, burns a core."},
+    {"TRIBUTARY_SOCKET_BUFFER_BYTES", "u32",
+     SetU32<&Options::socket_buffer_bytes, 65536, (1u << 30)>,
+     U32Default<&Options::socket_buffer_bytes>, "UDP socket send/receive buffer request."},
+    {"TRIBUTARY_CHECKSUM", "bool", SetChecksum,
+     [](const Options& o) { return std::string(o.checksum ? "1" : "0"); },
+     "Carry an end-to-end CRC32C in every packet."},
+    {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel, [](const Options&) { return std::string("info"); },
+     "trace, debug, info, warn, error or off."},
+    {"TRIBUTARY_FAULT_TX_DROP", "prob", SetProbability<&FaultOptions::tx_drop>,
+     ProbDefault<&FaultOptions::tx_drop>, "Fault injection: drop this fraction of sent packets."},
+    {"TRIBUTARY_FAULT_RX_DROP", "prob", SetProbability<&FaultOptions::rx_drop>,
+     ProbDefault<&FaultOptions::rx_drop>,
+     "Fault injection: drop this fraction of received packets."},
+    {"TRIBUTARY_FAULT_TX_DUP", "prob", SetProbability<&FaultOptions::tx_duplicate>,
+     ProbDefault<&FaultOptions::tx_duplicate>, "Fault injection: send packets twice."},
+    {"TRIBUTARY_FAULT_RX_DUP", "prob", SetProbability<&FaultOptions::rx_duplicate>,
+     ProbDefault<&FaultOptions::rx_duplicate>, "Fault injection: deliver packets twice."},
+    {"TRIBUTARY_FAULT_TX_REORDER", "prob", SetProbability<&FaultOptions::tx_reorder>,
+     ProbDefault<&FaultOptions::tx_reorder>,
+     "Fault injection: hold a sent packet back behind the next one."},
+    {"TRIBUTARY_FAULT_RX_REORDER", "prob", SetProbability<&FaultOptions::rx_reorder>,
+     ProbDefault<&FaultOptions::rx_reorder>,
+     "Fault injection: deliver a received packet after the next one."},
+    {"TRIBUTARY_FAULT_SEED", "u64", SetSeed,
+     [](const Options& o) { return std::to_string(o.faults.seed); },
+     "Seed of the fault injector (same seed, same faults)."},
+};
+
+const char* ProcessLookup(const char* name, void*) { return getenv(name); }
+
+}  // namespace
+
+std::vector<EnvVarInfo> EnvTable() {
+  Options defaults;
+  std::vector<EnvVarInfo> out;
+  for (const auto& v : kEnvTable) out.push_back({v.name, v.type, v.get_default(defaults), v.help});
+  return out;
+}
+
+Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
+  Options o;
+  for (const auto& v : kEnvTable) {
+    const char* value = lookup(v.name, ctx);
+    if (value == nullptr) continue;
+    Status s = v.set(v.name, value, &o);
+    if (!s.ok()) return s;
+  }
+  Status s = o.Validate();
+  if (!s.ok()) return s;
+  return o;
+}
+
+std::string DescribeOptions(const Options& o) {
+  char buf[512];
+  snprintf(buf, sizeof(buf),
+           "aggregator=%s transport=%s payload_bytes=%u window=%u op_timeout_ms=%u "
+           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] spin_us=%u checksum=%d faults=%s",
+           o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.op_timeout_ms,
+           o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.spin_us,
+           o.checksum ? 1 : 0, o.faults.enabled() ? "on" : "off");
+  return buf;
+}
+
+}  // namespace tributary::host
+
+namespace tributary {
+
+Status Options::Validate() const {
+  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
+  if (payload_bytes < proto::kMinPayloadBytes || payload_bytes > proto::kMaxPayloadBytes ||
+      payload_bytes % proto::kPayloadAlign != 0) {
+    return bad("payload_bytes=" + std::to_string(payload_bytes) +
+               " must be a multiple of 64 in [64, 65024]");
+  }
+  if (window < 1 || window > proto::kMaxSlotCount) {
+    return bad("window=" + std::to_string(window) + " must be in [1, 65536]");
+  }
+  if (connect_timeout_ms == 0) return bad("connect_timeout_ms must be > 0");
+  if (rto_min_us == 0 || rto_min_us > rto_max_us || rto_initial_us < rto_min_us ||
+      rto_initial_us > rto_max_us) {
+    return bad("retransmission timeouts must satisfy 0 < rto_min_us <= rto_initial_us <= "
+               "rto_max_us (got " + std::to_string(rto_min_us) + ", " +
+               std::to_string(rto_initial_us) + ", " + std::to_string(rto_max_us) + ")");
+  }
+  if (aggregator.empty()) return bad("aggregator must be HOST:PORT");
+  return Status::Ok();
+}
+
+Result<Options> Options::FromEnvironment() {
+  static std::once_flag once;
+  static Result<Options>* cached = nullptr;
+  std::call_once(once, [] {
+    cached = new Result<Options>(host::OptionsFromLookup(host::ProcessLookup, nullptr));
+  });
+  return *cached;
+}
+
+}  // namespace tributary

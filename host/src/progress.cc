@@ -1,0 +1,558 @@
+// The progress engine; the protocol and its guarantees are in progress.h.
+#include "host/src/progress.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tributary::host {
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+constexpr int kRecvBatch = 64;
+constexpr size_t kMaxListedFragments = 8;
+
+}  // namespace
+
+struct ProgressEngine::Op {
+  OpDesc desc;
+  size_t elem_size = 0;
+  uint64_t elems_per_frag = 0;
+  uint64_t first_seq = 0;
+  uint64_t nfrags = 0;
+  uint64_t done_frags = 0;
+  uint64_t submit_ns = 0;
+  uint64_t deadline_ns = 0;  // 0: no timeout
+  bool finished = false;
+};
+
+struct ProgressEngine::Slot {
+  uint64_t next_seq = 0;  // the fragment this slot carries now (busy) or next
+  bool busy = false;
+  Op* op = nullptr;
+  uint64_t elem_offset = 0;
+  uint32_t elem_count = 0;
+  uint64_t first_sent_ns = 0;
+  uint64_t deadline_ns = 0;
+  uint32_t retries = 0;
+  uint32_t missing_count = 0;             // from the aggregator's last STATUS
+  std::vector<uint32_t> missing;          // first few missing senders
+  alignas(64) uint8_t header[proto::kHeaderSize];
+};
+
+ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobIdentity& id,
+                               const Options& options)
+    : transport_(std::move(transport)), id_(id), options_(options), window_(options.window) {
+  slots_.resize(window_);
+  for (uint32_t i = 0; i < window_; ++i) {
+    slots_[i].next_seq = i;
+    idle_.push_back(i);
+  }
+  tx_.reserve(window_ * 2 + 16);
+  ready_.reserve(window_);
+  counters_.rto_us = options.rto_initial_us;
+}
+
+ProgressEngine::~ProgressEngine() { Stop(); }
+
+void ProgressEngine::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void ProgressEngine::Submit(OpDesc op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) {
+      if (op.on_done) op.on_done();
+      op.request->Complete(Status(StatusCode::kAborted, "communicator is being destroyed"));
+      return;
+    }
+    submitted_.push_back(std::move(op));
+  }
+  transport_->Wake();
+}
+
+void ProgressEngine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  stop_.store(true);
+  transport_->Wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status ProgressEngine::Health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
+}
+
+CommStats ProgressEngine::Stats() const {
+  CommStats s;
+  s.collectives_completed = counters_.collectives.load(std::memory_order_relaxed);
+  s.fragments_sent = counters_.fragments.load(std::memory_order_relaxed);
+  s.retransmissions = counters_.retransmissions.load(std::memory_order_relaxed);
+  s.results_received = counters_.results.load(std::memory_order_relaxed);
+  s.duplicate_results = counters_.duplicate_results.load(std::memory_order_relaxed);
+  s.packets_rejected = counters_.rejected.load(std::memory_order_relaxed);
+  s.nacks_received = counters_.nacks.load(std::memory_order_relaxed);
+  s.srtt_us = counters_.srtt_us.load(std::memory_order_relaxed);
+  s.rto_us = counters_.rto_us.load(std::memory_order_relaxed);
+  s.transport = transport_->name();
+  // Transport counters are written by the progress thread; a slightly stale
+  // read is fine for statistics.
+  TransportStats ts = transport_->stats();
+  s.bytes_sent = ts.bytes_sent;
+  s.bytes_received = ts.bytes_received;
+  return s;
+}
+
+void ProgressEngine::Run() {
+  RxPacket rx[kRecvBatch];
+  while (!stop_.load(std::memory_order_relaxed)) {
+    uint64_t now = NowNs();
+    DrainSubmissions(now);
+    FillWindow(now);
+    Flush();
+    int n = transport_->Recv(rx, kRecvBatch);
+    now = NowNs();
+    for (int i = 0; i < n; ++i) HandlePacket(rx[i].data, rx[i].len, rx[i].placed, now);
+    FillWindow(now);
+    int64_t wait_us = CheckTimers(now);
+    Flush();
+    if (n > 0) continue;
+    if (options_.spin_us > 0) {
+      uint64_t spin_end = NowNs() + options_.spin_us * 1000ull;
+      bool got = false;
+      while (NowNs() < spin_end && !stop_.load(std::memory_order_relaxed)) {
+        int m = transport_->Recv(rx, kRecvBatch);
+        if (m > 0) {
+          uint64_t t = NowNs();
+          for (int i = 0; i < m; ++i) HandlePacket(rx[i].data, rx[i].len, rx[i].placed, t);
+          got = true;
+          break;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!submitted_.empty()) break;
+      }
+      if (got) continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!submitted_.empty()) continue;
+    }
+    if (tx_head_ < tx_.size()) wait_us = std::min<int64_t>(wait_us < 0 ? 100 : wait_us, 100);
+    transport_->Wait(wait_us);
+  }
+  // Shutdown: nothing in flight may touch user memory after Stop() returns.
+  Abort(Status(StatusCode::kAborted, "communicator destroyed while the operation was in flight"),
+        nullptr);
+  std::deque<OpDesc> rest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rest.swap(submitted_);
+  }
+  for (auto& d : rest) {
+    if (d.on_done) d.on_done();
+    d.request->Complete(
+        Status(StatusCode::kAborted, "communicator destroyed before the operation started"));
+  }
+}
+
+void ProgressEngine::DrainSubmissions(uint64_t now) {
+  std::deque<OpDesc> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (submitted_.empty()) return;
+    batch.swap(submitted_);
+  }
+  for (auto& d : batch) {
+    if (aborted_) {
+      Status h = Health();
+      if (d.on_done) d.on_done();
+      d.request->Complete(Status(StatusCode::kAborted, "communicator aborted: " + h.message()));
+      continue;
+    }
+    auto op = std::make_unique<Op>();
+    op->desc = std::move(d);
+    op->elem_size = DataTypeSize(op->desc.dtype);
+    op->elems_per_frag = options_.payload_bytes / op->elem_size;
+    op->nfrags = (op->desc.count + op->elems_per_frag - 1) / op->elems_per_frag;
+    op->first_seq = seq_end_;
+    op->submit_ns = now;
+    op->deadline_ns = options_.op_timeout_ms ? now + options_.op_timeout_ms * 1000000ull : 0;
+    seq_end_ += op->nfrags;
+    if (op->nfrags == 0) {
+      // Nothing to reduce: complete at once; it still consumed its collective id.
+      counters_.collectives.fetch_add(1, std::memory_order_relaxed);
+      if (op->desc.on_done) op->desc.on_done();
+      op->desc.request->Complete(Status::Ok());
+      continue;
+    }
+    ops_.push_back(std::move(op));
+  }
+  // Newly submitted fragments may be carried by slots that were idle.
+  for (uint32_t s : idle_) ready_.push_back(s);
+  idle_.clear();
+}
+
+void ProgressEngine::FillWindow(uint64_t now) {
+  while (!ready_.empty()) {
+    uint32_t index = ready_.back();
+    ready_.pop_back();
+    Slot& slot = slots_[index];
+    if (slot.next_seq >= seq_end_) {
+      idle_.push_back(index);
+      continue;
+    }
+    // Find the op that owns fragment next_seq (ops_ is short and ordered).
+    Op* owner = nullptr;
+    for (auto& op : ops_) {
+      if (slot.next_seq >= op->first_seq && slot.next_seq < op->first_seq + op->nfrags) {
+        owner = op.get();
+        break;
+      }
+    }
+    TRIB_CHECK_MSG(owner != nullptr, "fragment sequence without an owning operation");
+    uint64_t frag = slot.next_seq - owner->first_seq;
+    slot.busy = true;
+    slot.op = owner;
+    slot.elem_offset = frag * owner->elems_per_frag;
+    slot.elem_count = static_cast<uint32_t>(
+        std::min<uint64_t>(owner->elems_per_frag, owner->desc.count - slot.elem_offset));
+    slot.retries = 0;
+    slot.missing_count = 0;
+    slot.missing.clear();
+    slot.first_sent_ns = now;
+    SendFragment(slot, index, now, false);
+  }
+}
+
+void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool retransmit) {
+  const Op& op = *slot.op;
+  proto::Header h;
+  h.type = proto::MsgType::kContribution;
+  h.flags = (retransmit ? proto::kFlagRetransmit : 0) |
+            (options_.checksum ? proto::kFlagChecksum : 0) |
+            (slot.next_seq + 1 == op.first_seq + op.nfrags ? proto::kFlagLastFragment : 0);
+  h.job_id = id_.job_id;
+  h.epoch = id_.epoch;
+  h.job_key = id_.job_key;
+  h.collective_id = op.desc.collective_id;
+  h.elem_offset = slot.elem_offset;
+  h.slot = index;
+  h.elem_count = slot.elem_count;
+  h.sender = id_.rank;
+  h.dtype = static_cast<proto::DataType>(op.desc.dtype);
+  h.op = static_cast<proto::ReduceOp>(op.desc.op);
+  h.shadow = static_cast<uint8_t>((slot.next_seq / window_) & 1);
+  const uint8_t* payload = op.desc.send + slot.elem_offset * op.elem_size;
+  size_t payload_len = static_cast<size_t>(slot.elem_count) * op.elem_size;
+  proto::EncodeHeader(h, slot.header);
+  if (options_.checksum) proto::EncodeChecksum(slot.header, payload, payload_len);
+  tx_.push_back({slot.header, proto::kHeaderSize, payload, payload_len});
+  slot.deadline_ns = now + RtoNs(slot.retries);
+  if (retransmit) {
+    counters_.retransmissions.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    counters_.fragments.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void ProgressEngine::Flush() {
+  if (tx_head_ >= tx_.size()) {
+    tx_.clear();
+    tx_head_ = 0;
+    return;
+  }
+  int n = static_cast<int>(tx_.size() - tx_head_);
+  int sent = transport_->Send(tx_.data() + tx_head_, n);
+  tx_head_ += static_cast<size_t>(sent);
+  if (tx_head_ >= tx_.size()) {
+    tx_.clear();
+    tx_head_ = 0;
+  }
+  // Unsent packets (socket buffer full) stay queued; the next iteration
+  // retries them. Their headers live in the slots and stay valid.
+}
+
+void ProgressEngine::HandlePacket(const uint8_t* data, size_t len, bool placed, uint64_t now) {
+  proto::PacketView p;
+  proto::DecodeError e = proto::Decode(data, len, &p);
+  if (e != proto::DecodeError::kOk) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    TRIB_LOG(kDebug, "progress", "rejected packet: %s", proto::DecodeErrorName(e));
+    return;
+  }
+  const proto::Header& h = p.header;
+  if (h.job_id != id_.job_id || h.job_key != id_.job_key) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  switch (h.type) {
+    case proto::MsgType::kResult:
+      if (h.epoch != id_.epoch) {
+        counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      HandleResult(p, placed, now);
+      return;
+    case proto::MsgType::kNack:
+      HandleNack(p);
+      return;
+    case proto::MsgType::kStatus:
+      HandleStatus(p);
+      return;
+    case proto::MsgType::kJoinAck:
+      return;  // a late duplicate of the handshake
+    default:
+      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+      return;
+  }
+}
+
+void ProgressEngine::HandleResult(const proto::PacketView& p, bool placed, uint64_t now) {
+  const proto::Header& h = p.header;
+  if (h.slot >= window_) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Slot& slot = slots_[h.slot];
+  if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
+      slot.elem_offset != h.elem_offset || h.shadow != ((slot.next_seq / window_) & 1)) {
+    // A second copy of a result already applied (our retransmission crossed
+    // the first result), or a result for a round this slot has left.
+    counters_.duplicate_results.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Op* op = slot.op;
+  size_t bytes = static_cast<size_t>(slot.elem_count) * op->elem_size;
+  if (h.elem_count != slot.elem_count || static_cast<uint8_t>(h.dtype) !=
+                                             static_cast<uint8_t>(op->desc.dtype) ||
+      (!placed && p.payload_len != bytes)) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    TRIB_LOG(kWarn, "progress", "result for slot %u does not match the fragment sent; dropped",
+             h.slot);
+    return;
+  }
+  if (!placed) memcpy(op->desc.recv + slot.elem_offset * op->elem_size, p.payload, bytes);
+  counters_.results.fetch_add(1, std::memory_order_relaxed);
+  if (slot.retries == 0) Sample(now - slot.first_sent_ns);  // Karn: unambiguous samples only
+  slot.busy = false;
+  slot.op = nullptr;
+  slot.next_seq += window_;
+  ready_.push_back(h.slot);
+  if (++op->done_frags == op->nfrags) {
+    FinishOp(op, Status::Ok());
+    PopFinished();
+  }
+}
+
+void ProgressEngine::HandleNack(const proto::PacketView& p) {
+  counters_.nacks.fetch_add(1, std::memory_order_relaxed);
+  const proto::Header& h = p.header;
+  auto code = static_cast<proto::NackCode>(h.aux);
+  std::string text(reinterpret_cast<const char*>(p.payload), p.payload_len);
+  std::string where = "collective " + std::to_string(h.collective_id) + ", slot " +
+                      std::to_string(h.slot) + ", elements from " + std::to_string(h.elem_offset);
+  StatusCode sc = StatusCode::kUnavailable;
+  std::string msg;
+  switch (code) {
+    case proto::NackCode::kUnknownJob:
+    case proto::NackCode::kStaleEpoch:
+      msg = "aggregator " + options_.aggregator + " no longer knows job " +
+            std::to_string(id_.job_id) + " epoch " + std::to_string(id_.epoch) +
+            " (daemon restarted or job expired)";
+      break;
+    case proto::NackCode::kMismatch:
+      sc = StatusCode::kMismatch;
+      msg = "ranks disagree on " + where +
+            " (count, dtype or op differ between ranks, or they issued collectives in a "
+            "different order)";
+      break;
+    case proto::NackCode::kBadChecksum:
+      // Corruption on the way: retransmission recovers; not fatal.
+      TRIB_LOG(kWarn, "progress", "aggregator saw a bad checksum on %s; will retransmit",
+               where.c_str());
+      return;
+    case proto::NackCode::kResourceExhausted:
+      sc = StatusCode::kResourceExhausted;
+      msg = "aggregator is out of resources";
+      break;
+    default:
+      sc = StatusCode::kInternal;
+      msg = std::string("aggregator refused a packet: ") + proto::NackCodeName(code) + " (" +
+            where + ")";
+      break;
+  }
+  if (!text.empty()) msg += "; aggregator says: " + text;
+  TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, msg.c_str());
+  Abort(Status(sc, msg), nullptr);
+}
+
+void ProgressEngine::HandleStatus(const proto::PacketView& p) {
+  const proto::Header& h = p.header;
+  if (h.slot >= window_ || h.epoch != id_.epoch) return;
+  Slot& slot = slots_[h.slot];
+  if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
+      slot.elem_offset != h.elem_offset) {
+    return;
+  }
+  slot.missing_count = h.aux;
+  slot.missing.clear();
+  for (size_t i = 0; i + 4 <= p.payload_len && slot.missing.size() < 16; i += 4) {
+    uint32_t v;
+    memcpy(&v, p.payload + i, 4);  // little-endian (FORMAT.md §3)
+    slot.missing.push_back(v);
+  }
+}
+
+void ProgressEngine::Sample(uint64_t rtt_ns) {
+  double r = static_cast<double>(rtt_ns) / 1000.0;
+  if (!have_rtt_) {
+    srtt_us_ = r;
+    rttvar_us_ = r / 2;
+    have_rtt_ = true;
+  } else {
+    rttvar_us_ = 0.75 * rttvar_us_ + 0.25 * std::fabs(srtt_us_ - r);
+    srtt_us_ = 0.875 * srtt_us_ + 0.125 * r;
+  }
+  counters_.srtt_us.store(static_cast<uint32_t>(srtt_us_), std::memory_order_relaxed);
+  counters_.rto_us.store(static_cast<uint32_t>(RtoNs(0) / 1000), std::memory_order_relaxed);
+}
+
+uint64_t ProgressEngine::RtoNs(uint32_t retries) const {
+  double base = have_rtt_ ? srtt_us_ + 4 * rttvar_us_ : options_.rto_initial_us;
+  base = std::clamp<double>(base, options_.rto_min_us, options_.rto_max_us);
+  double rto = base * std::pow(2.0, std::min<uint32_t>(retries, 20));
+  rto = std::min<double>(rto, options_.rto_max_us);
+  return static_cast<uint64_t>(rto * 1000.0);
+}
+
+int64_t ProgressEngine::CheckTimers(uint64_t now) {
+  if (aborted_) return -1;
+  uint64_t next = UINT64_MAX;
+  for (auto& op : ops_) {
+    if (op->finished || op->deadline_ns == 0) continue;
+    if (now >= op->deadline_ns) {
+      std::string what = DescribeIncomplete(*op, now);
+      TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, what.c_str());
+      Abort(Status(StatusCode::kTimedOut, what), op.get());
+      return -1;
+    }
+    next = std::min(next, op->deadline_ns);
+  }
+  for (uint32_t i = 0; i < window_; ++i) {
+    Slot& slot = slots_[i];
+    if (!slot.busy) continue;
+    if (now >= slot.deadline_ns) {
+      slot.retries++;
+      SendFragment(slot, i, now, true);
+    }
+    next = std::min(next, slot.deadline_ns);
+  }
+  if (next == UINT64_MAX) return -1;
+  return next > now ? static_cast<int64_t>((next - now) / 1000) : 0;
+}
+
+std::string ProgressEngine::DescribeIncomplete(const Op& op, uint64_t now) const {
+  char head[256];
+  snprintf(head, sizeof(head),
+           "all-reduce of collective %" PRIu64 " (%" PRIu64 " x %s %s) timed out after %" PRIu64
+           " ms: %" PRIu64 " of %" PRIu64 " fragments never completed",
+           op.desc.collective_id, op.desc.count, DataTypeName(op.desc.dtype),
+           ReduceOpName(op.desc.op), (now - op.submit_ns) / 1000000,
+           op.nfrags - op.done_frags, op.nfrags);
+  std::string out = head;
+  size_t listed = 0, in_flight = 0;
+  for (uint32_t i = 0; i < window_; ++i) {
+    const Slot& slot = slots_[i];
+    if (!slot.busy || slot.op != &op) continue;
+    ++in_flight;
+    if (listed >= kMaxListedFragments) continue;
+    ++listed;
+    char frag[160];
+    snprintf(frag, sizeof(frag), "%s slot %u elements [%" PRIu64 ", %" PRIu64 ") sent %u times",
+             listed == 1 ? ";" : ",", i, slot.elem_offset, slot.elem_offset + slot.elem_count,
+             slot.retries + 1);
+    out += frag;
+    if (slot.missing_count > 0) {
+      out += " (aggregator waits for " + std::to_string(slot.missing_count) + " rank(s): ";
+      for (size_t k = 0; k < slot.missing.size(); ++k) {
+        if (k) out += ",";
+        out += std::to_string(slot.missing[k]);
+      }
+      if (slot.missing.size() < slot.missing_count) out += ",...";
+      out += ")";
+    } else if (slot.retries > 0) {
+      out += " (no answer from the aggregator)";
+    }
+  }
+  if (in_flight > listed) out += ", and " + std::to_string(in_flight - listed) + " more in flight";
+  uint64_t unsent = op.nfrags - op.done_frags - in_flight;
+  if (unsent > 0) {
+    out += "; " + std::to_string(unsent) + " fragment(s) never sent (window blocked)";
+  }
+  return out;
+}
+
+void ProgressEngine::FinishOp(Op* op, Status status) {
+  if (op->finished) return;
+  op->finished = true;
+  if (status.ok()) counters_.collectives.fetch_add(1, std::memory_order_relaxed);
+  // Release the buffers first: a caller woken by Complete may deregister them.
+  if (op->desc.on_done) op->desc.on_done();
+  op->desc.request->Complete(std::move(status));
+}
+
+void ProgressEngine::PopFinished() {
+  while (!ops_.empty() && ops_.front()->finished) ops_.pop_front();
+}
+
+void ProgressEngine::Abort(Status reason, Op* culprit) {
+  if (!aborted_) {
+    aborted_ = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (health_.ok()) health_ = reason;
+  }
+  for (auto& slot : slots_) {
+    slot.busy = false;
+    slot.op = nullptr;
+  }
+  tx_.clear();
+  tx_head_ = 0;
+  ready_.clear();
+  // The op that caused the failure (or the oldest one) gets the reason
+  // itself; the others are aborted because of it.
+  if (culprit == nullptr) {
+    for (auto& op : ops_) {
+      if (!op->finished) {
+        culprit = op.get();
+        break;
+      }
+    }
+  }
+  for (auto& owned : ops_) {
+    Op* op = owned.get();
+    if (op->finished) continue;
+    if (op == culprit) {
+      FinishOp(op, reason);
+    } else if (reason.code() == StatusCode::kAborted) {
+      FinishOp(op, reason);
+    } else {
+      FinishOp(op, Status(StatusCode::kAborted, "communicator aborted: " + reason.message()));
+    }
+  }
+  ops_.clear();
+}
+
+}  // namespace tributary::host

@@ -1,0 +1,102 @@
+// Status, type names and parsing of the public API. Pure functions.
+#include <strings.h>
+
+#include "tributary/status.h"
+#include "tributary/types.h"
+
+namespace tributary {
+
+const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case StatusCode::kNotFound: return "NOT_FOUND";
+    case StatusCode::kUnavailable: return "UNAVAILABLE";
+    case StatusCode::kTimedOut: return "TIMED_OUT";
+    case StatusCode::kAborted: return "ABORTED";
+    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kMismatch: return "MISMATCH";
+    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
+  }
+  return "UNKNOWN";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string s = StatusCodeName(code_);
+  s += ": ";
+  s += message_;
+  return s;
+}
+
+namespace {
+struct TypeName {
+  DataType type;
+  const char* name;
+  size_t size;
+};
+// The first name of each type is canonical; the others are nccl-tests' spellings.
+constexpr TypeName kTypeNames[] = {
+    {DataType::kInt8, "int8", 1},        {DataType::kUint8, "uint8", 1},
+    {DataType::kInt32, "int32", 4},      {DataType::kUint32, "uint32", 4},
+    {DataType::kInt64, "int64", 8},      {DataType::kUint64, "uint64", 8},
+    {DataType::kFloat16, "float16", 2},  {DataType::kFloat32, "float32", 4},
+    {DataType::kFloat64, "float64", 8},  {DataType::kBfloat16, "bfloat16", 2},
+    {DataType::kFloat16, "half", 2},     {DataType::kFloat32, "float", 4},
+    {DataType::kFloat64, "double", 8},   {DataType::kInt32, "int", 4},
+    {DataType::kBfloat16, "bf16", 2},    {DataType::kFloat16, "fp16", 2},
+    {DataType::kFloat32, "fp32", 4},     {DataType::kFloat64, "fp64", 8},
+    {DataType::kInt8, "char", 1},        {DataType::kUint32, "uint", 4},
+};
+struct OpName {
+  ReduceOp op;
+  const char* name;
+};
+constexpr OpName kOpNames[] = {
+    {ReduceOp::kSum, "sum"}, {ReduceOp::kProd, "prod"}, {ReduceOp::kMin, "min"},
+    {ReduceOp::kMax, "max"}};
+}  // namespace
+
+size_t DataTypeSize(DataType t) {
+  for (const auto& n : kTypeNames)
+    if (n.type == t) return n.size;
+  return 0;
+}
+
+const char* DataTypeName(DataType t) {
+  for (const auto& n : kTypeNames)
+    if (n.type == t) return n.name;
+  return "invalid";
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  for (const auto& n : kOpNames)
+    if (n.op == op) return n.name;
+  return "invalid";
+}
+
+bool ParseDataType(const char* text, DataType* out) {
+  if (text == nullptr) return false;
+  for (const auto& n : kTypeNames) {
+    if (strcasecmp(text, n.name) == 0) {
+      *out = n.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseReduceOp(const char* text, ReduceOp* out) {
+  if (text == nullptr) return false;
+  for (const auto& n : kOpNames) {
+    if (strcasecmp(text, n.name) == 0) {
+      *out = n.op;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace tributary

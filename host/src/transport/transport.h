@@ -1,0 +1,81 @@
+// The host-side transport interface: datagrams to and from one aggregator.
+//
+// The progress engine (progress.h) sees only this interface, so transports
+// hold no aggregation or reliability logic. Kernel UDP implements it now;
+// libfabric RDM and verbs transports implement the same calls later. A
+// transport that places results straight into registered memory (RDMA write)
+// reports such packets with RxPacket::placed set and no payload bytes.
+//
+// Thread-safety: a transport is used by one thread (the progress thread),
+// except Wake(), which any thread may call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tributary/options.h"
+#include "tributary/status.h"
+
+namespace tributary::host {
+
+// One outgoing packet: an encoded header and an optional payload, gathered
+// by the transport without copying (sendmmsg iovecs, fi_sendv ...).
+struct TxPacket {
+  const void* header = nullptr;
+  size_t header_len = 0;
+  const void* payload = nullptr;
+  size_t payload_len = 0;
+};
+
+// One received packet; `data` stays valid until the next Recv() call.
+struct RxPacket {
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+  bool placed = false;  // payload already written into registered memory
+};
+
+struct TransportStats {
+  uint64_t packets_sent = 0;
+  uint64_t packets_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t send_errors = 0;   // packets the OS refused (counted, recovered by retransmission)
+  uint64_t foreign_packets = 0;  // datagrams not from the aggregator
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Sends up to n packets; returns how many were handed to the OS. Packets
+  // not sent (full buffers) are the caller's to retry later.
+  virtual int Send(const TxPacket* packets, int n) = 0;
+
+  // Receives up to `max` packets without blocking; returns the count.
+  virtual int Recv(RxPacket* out, int max) = 0;
+
+  // Blocks until a packet may be ready, Wake() is called, or timeout_us
+  // passes (negative: no timeout).
+  virtual void Wait(int64_t timeout_us) = 0;
+
+  // Interrupts Wait() from any thread.
+  virtual void Wake() = 0;
+
+  // Memory registration hook for transports that need it (RDMA); UDP keeps
+  // nothing. Called when the application registers a buffer.
+  virtual Status RegisterMemory(void* data, size_t bytes) { return Status::Ok(); }
+  virtual void DeregisterMemory(void* data, size_t bytes) {}
+
+  virtual TransportStats stats() const = 0;
+};
+
+// Creates the transport named by options.transport ("auto" picks the best
+// built-in one and logs why), connected to options.aggregator. Forcing a
+// transport that was not built fails with kUnimplemented naming those that
+// were. Wraps it in the fault injector when options.faults is enabled.
+Result<std::unique_ptr<Transport>> CreateTransport(const Options& options);
+
+}  // namespace tributary::host

@@ -1,0 +1,195 @@
+// Kernel UDP transport; see udp_transport.h.
+#include "host/src/transport/udp/udp_transport.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace tributary::host {
+
+Status ResolveIpv4(const std::string& host_port, sockaddr_in* out) {
+  size_t colon = host_port.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "aggregator '" + host_port + "' is not HOST:PORT");
+  }
+  std::string host = host_port.substr(0, colon);
+  std::string port = host_port.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "cannot resolve aggregator '" + host_port +
+                                                    "': " + gai_strerror(rc));
+  }
+  memcpy(out, res->ai_addr, sizeof(sockaddr_in));
+  freeaddrinfo(res);
+  if (out->sin_port == 0) {
+    return Status(StatusCode::kInvalidArgument, "aggregator '" + host_port + "' has port 0");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+void SetBuffer(int fd, int opt, int force_opt, int bytes) {
+  // SO_*BUFFORCE lets root exceed net.core.*mem_max; fall back when refused.
+  if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0) {
+    setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
+  }
+}
+
+int GetBuffer(int fd, int opt) {
+  int v = 0;
+  socklen_t len = sizeof(v);
+  getsockopt(fd, SOL_SOCKET, opt, &v, &len);
+  return v;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> UdpTransport::Create(const Options& options) {
+  std::unique_ptr<UdpTransport> t(new UdpTransport());
+  Status s = ResolveIpv4(options.aggregator, &t->aggregator_);
+  if (!s.ok()) return s;
+  t->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (t->fd_ < 0) {
+    return Status(StatusCode::kResourceExhausted,
+                  std::string("cannot create UDP socket: ") + strerror(errno));
+  }
+  int bytes = static_cast<int>(options.socket_buffer_bytes);
+  SetBuffer(t->fd_, SO_RCVBUF, SO_RCVBUFFORCE, bytes);
+  SetBuffer(t->fd_, SO_SNDBUF, SO_SNDBUFFORCE, bytes);
+  // Bind to an ephemeral port on any address; the kernel picks the source
+  // address of the route to the aggregator.
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  if (bind(t->fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+    return Status(StatusCode::kUnavailable, std::string("cannot bind UDP socket: ") +
+                                                strerror(errno));
+  }
+  t->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (t->wake_fd_ < 0) {
+    return Status(StatusCode::kResourceExhausted,
+                  std::string("cannot create eventfd: ") + strerror(errno));
+  }
+  t->recv_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kBatch * kRecvBufBytes));
+  if (t->recv_area_ == nullptr) {
+    return Status(StatusCode::kResourceExhausted, "cannot allocate UDP receive buffers");
+  }
+  char addr[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &t->aggregator_.sin_addr, addr, sizeof(addr));
+  TRIB_LOG(kDebug, "udp", "socket to %s:%u, rcvbuf %d sndbuf %d bytes", addr,
+           ntohs(t->aggregator_.sin_port), GetBuffer(t->fd_, SO_RCVBUF),
+           GetBuffer(t->fd_, SO_SNDBUF));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+UdpTransport::~UdpTransport() {
+  if (fd_ >= 0) close(fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  std::free(recv_area_);
+}
+
+int UdpTransport::Send(const TxPacket* packets, int n) {
+  mmsghdr msgs[kBatch];
+  iovec iov[kBatch][2];
+  int sent_total = 0;
+  while (sent_total < n) {
+    int batch = std::min(n - sent_total, kBatch);
+    for (int i = 0; i < batch; ++i) {
+      const TxPacket& p = packets[sent_total + i];
+      iov[i][0] = {const_cast<void*>(p.header), p.header_len};
+      iov[i][1] = {const_cast<void*>(p.payload), p.payload_len};
+      msghdr& h = msgs[i].msg_hdr;
+      h = msghdr{};
+      h.msg_name = &aggregator_;
+      h.msg_namelen = sizeof(aggregator_);
+      h.msg_iov = iov[i];
+      h.msg_iovlen = p.payload_len > 0 ? 2 : 1;
+    }
+    int rc = sendmmsg(fd_, msgs, batch, 0);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) break;
+      // ECONNREFUSED (ICMP port unreachable) and the like: the packet is lost;
+      // count it and let retransmission or the operation timeout decide.
+      stats_.send_errors++;
+      sent_total++;
+      continue;
+    }
+    for (int i = 0; i < rc; ++i) {
+      stats_.packets_sent++;
+      stats_.bytes_sent += msgs[i].msg_len;
+    }
+    sent_total += rc;
+    if (rc < batch) break;
+  }
+  return sent_total;
+}
+
+int UdpTransport::Recv(RxPacket* out, int max) {
+  if (max > kBatch) max = kBatch;
+  mmsghdr msgs[kBatch];
+  iovec iov[kBatch];
+  sockaddr_in from[kBatch];
+  for (int i = 0; i < max; ++i) {
+    iov[i] = {recv_area_ + i * kRecvBufBytes, kRecvBufBytes};
+    msghdr& h = msgs[i].msg_hdr;
+    h = msghdr{};
+    h.msg_name = &from[i];
+    h.msg_namelen = sizeof(from[i]);
+    h.msg_iov = &iov[i];
+    h.msg_iovlen = 1;
+  }
+  int rc;
+  do {
+    rc = recvmmsg(fd_, msgs, max, MSG_DONTWAIT, nullptr);
+  } while (rc < 0 && errno == EINTR);
+  if (rc <= 0) return 0;
+  int n = 0;
+  for (int i = 0; i < rc; ++i) {
+    if (from[i].sin_addr.s_addr != aggregator_.sin_addr.s_addr ||
+        from[i].sin_port != aggregator_.sin_port || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+      stats_.foreign_packets++;
+      continue;
+    }
+    stats_.packets_received++;
+    stats_.bytes_received += msgs[i].msg_len;
+    out[n].data = recv_area_ + i * kRecvBufBytes;
+    out[n].len = msgs[i].msg_len;
+    out[n].placed = false;
+    ++n;
+  }
+  return n;
+}
+
+void UdpTransport::Wait(int64_t timeout_us) {
+  pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  timespec ts{timeout_us / 1000000, (timeout_us % 1000000) * 1000};
+  if (ppoll(fds, 2, timeout_us < 0 ? nullptr : &ts, nullptr) > 0 && (fds[1].revents & POLLIN)) {
+    uint64_t v;
+    ssize_t r = read(wake_fd_, &v, sizeof(v));
+    (void)r;
+  }
+}
+
+void UdpTransport::Wake() {
+  uint64_t one = 1;
+  ssize_t r = write(wake_fd_, &one, sizeof(one));
+  (void)r;
+}
+
+}  // namespace tributary::host

@@ -1,0 +1,329 @@
+// Encoder/decoder of the data-plane packet; the rules are proto/FORMAT.md.
+//
+// Decode() checks the rules in the order FORMAT.md §8 lists them, so the
+// DecodeError of a packet breaking several rules is deterministic (counters
+// and tests rely on it). Every read goes through the Load helpers at offsets
+// already proven to lie inside [data, data + len). Header integers are
+// big-endian, payload and JOIN body little-endian; both are assembled byte by
+// byte, so the code is alignment- and host-endianness-independent.
+// Pure functions, thread-safe, no allocation.
+#include "proto/codec.h"
+
+#include <cstring>
+
+namespace tributary::proto {
+namespace {
+
+inline uint16_t LoadBe16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline uint32_t LoadBe32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+inline uint64_t LoadBe64(const uint8_t* p) {
+  return uint64_t{LoadBe32(p)} << 32 | LoadBe32(p + 4);
+}
+inline void StoreBe16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v >> 8);
+  p[1] = uint8_t(v);
+}
+inline void StoreBe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (24 - 8 * i));
+}
+inline void StoreBe64(uint8_t* p, uint64_t v) {
+  StoreBe32(p, uint32_t(v >> 32));
+  StoreBe32(p + 4, uint32_t(v));
+}
+inline uint32_t LoadLe32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+inline uint64_t LoadLe64(const uint8_t* p) { return LoadLe32(p) | uint64_t{LoadLe32(p + 4)} << 32; }
+inline void StoreLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline void StoreLe64(uint8_t* p, uint64_t v) {
+  StoreLe32(p, uint32_t(v));
+  StoreLe32(p + 4, uint32_t(v >> 32));
+}
+
+// Offsets inside the JOIN body (FORMAT.md §3.1).
+constexpr size_t kJoinOffFanIn = 0;
+constexpr size_t kJoinOffSlotCount = 4;
+constexpr size_t kJoinOffPayloadBytes = 8;
+constexpr size_t kJoinOffFlags = 12;
+constexpr size_t kJoinOffNonce = 16;
+constexpr size_t kJoinOffReserved = 24;
+
+// dtype/op/shadow rules shared by CONTRIBUTION, RESULT and RESULT_REQUEST.
+DecodeError CheckReductionFields(const uint8_t* p) {
+  if (!IsValidDataType(p[kOffDtype])) return DecodeError::kBadDtype;
+  if (!IsValidReduceOp(p[kOffOp])) return DecodeError::kBadOp;
+  if (p[kOffShadow] > 1) return DecodeError::kBadShadow;
+  return DecodeError::kOk;
+}
+
+// The per-type rules of FORMAT.md §8 (everything after the common header).
+DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, size_t payload_len) {
+  switch (type) {
+    case MsgType::kContribution:
+    case MsgType::kResult: {
+      if (DecodeError e = CheckReductionFields(p); e != DecodeError::kOk) return e;
+      const uint64_t count = LoadBe32(p + kOffElemCount);
+      if (count == 0) return DecodeError::kZeroCount;
+      // 64-bit product: count < 2^32 and size <= 8, so it cannot overflow.
+      const uint64_t expected = count * DataTypeSize(static_cast<DataType>(p[kOffDtype]));
+      if (expected != payload_len) return DecodeError::kLengthMismatch;
+      return DecodeError::kOk;
+    }
+    case MsgType::kResultRequest: {
+      if (DecodeError e = CheckReductionFields(p); e != DecodeError::kOk) return e;
+      return payload_len == 0 ? DecodeError::kOk : DecodeError::kLengthMismatch;
+    }
+    case MsgType::kJoin:
+    case MsgType::kJoinAck:
+      return DecodeJoinBody(payload, payload_len, nullptr) ? DecodeError::kOk
+                                                           : DecodeError::kBadBody;
+    case MsgType::kLeave:
+      return payload_len == 0 ? DecodeError::kOk : DecodeError::kLengthMismatch;
+    case MsgType::kNack: {
+      const uint32_t code = LoadBe32(p + kOffAux);
+      if (code == 0 || code > kMaxNackCode) return DecodeError::kBadBody;
+      return payload_len <= kMaxNackTextBytes ? DecodeError::kOk : DecodeError::kBadBody;
+    }
+    case MsgType::kStatus: {
+      if (payload_len % 4 != 0 || payload_len > 4 * kMaxStatusSenders) return DecodeError::kBadBody;
+      // aux counts all missing senders; the payload lists at most 256 of them.
+      if (LoadBe32(p + kOffAux) < payload_len / 4) return DecodeError::kBadBody;
+      return DecodeError::kOk;
+    }
+  }
+  return DecodeError::kBadType;  // unreachable: the type was range-checked
+}
+
+}  // namespace
+
+const char* DecodeErrorName(DecodeError e) {
+  switch (e) {
+    case DecodeError::kOk: return "ok";
+    case DecodeError::kTooShort: return "too_short";
+    case DecodeError::kBadMagic: return "bad_magic";
+    case DecodeError::kBadVersion: return "bad_version";
+    case DecodeError::kBadHeaderLength: return "bad_header_length";
+    case DecodeError::kBadType: return "bad_type";
+    case DecodeError::kBadFlags: return "bad_flags";
+    case DecodeError::kBadDtype: return "bad_dtype";
+    case DecodeError::kBadOp: return "bad_op";
+    case DecodeError::kBadShadow: return "bad_shadow";
+    case DecodeError::kZeroCount: return "zero_count";
+    case DecodeError::kLengthMismatch: return "length_mismatch";
+    case DecodeError::kBadChecksum: return "bad_checksum";
+    case DecodeError::kBadBody: return "bad_body";
+  }
+  return "unknown";
+}
+
+const char* MsgTypeName(MsgType t) {
+  switch (t) {
+    case MsgType::kJoin: return "JOIN";
+    case MsgType::kJoinAck: return "JOIN_ACK";
+    case MsgType::kLeave: return "LEAVE";
+    case MsgType::kContribution: return "CONTRIBUTION";
+    case MsgType::kResult: return "RESULT";
+    case MsgType::kResultRequest: return "RESULT_REQUEST";
+    case MsgType::kNack: return "NACK";
+    case MsgType::kStatus: return "STATUS";
+  }
+  return "unknown";
+}
+
+const char* DataTypeName(DataType t) {
+  switch (t) {
+    case DataType::kInt8: return "int8";
+    case DataType::kUint8: return "uint8";
+    case DataType::kInt32: return "int32";
+    case DataType::kUint32: return "uint32";
+    case DataType::kInt64: return "int64";
+    case DataType::kUint64: return "uint64";
+    case DataType::kFloat16: return "float16";
+    case DataType::kFloat32: return "float32";
+    case DataType::kFloat64: return "float64";
+    case DataType::kBfloat16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+  }
+  return "unknown";
+}
+
+const char* NackCodeName(NackCode c) {
+  switch (c) {
+    case NackCode::kUnknownJob: return "unknown_job";
+    case NackCode::kStaleEpoch: return "stale_epoch";
+    case NackCode::kBadSlot: return "bad_slot";
+    case NackCode::kBadRange: return "bad_range";
+    case NackCode::kMismatch: return "mismatch";
+    case NackCode::kJobConflict: return "job_conflict";
+    case NackCode::kResourceExhausted: return "resource_exhausted";
+    case NackCode::kBadSender: return "bad_sender";
+    case NackCode::kUnsupported: return "unsupported";
+    case NackCode::kBadChecksum: return "bad_checksum";
+  }
+  return "unknown";
+}
+
+size_t DataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::kInt8:
+    case DataType::kUint8: return 1;
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+  }
+  return 0;
+}
+
+bool IsValidDataType(uint8_t raw) { return raw >= 1 && raw <= kMaxDataType; }
+bool IsValidReduceOp(uint8_t raw) { return raw >= 1 && raw <= kMaxReduceOp; }
+
+DecodeError Decode(const void* data, size_t len, PacketView* out) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (p == nullptr || len < kHeaderSize) return DecodeError::kTooShort;
+  if (LoadBe32(p + kOffMagic) != kMagic) return DecodeError::kBadMagic;
+  if (p[kOffVersion] != kVersion) return DecodeError::kBadVersion;
+  const size_t header_len = size_t{p[kOffHeaderWords]} * 8;
+  if (header_len < kHeaderSize || header_len > len) return DecodeError::kBadHeaderLength;
+  const uint8_t raw_type = p[kOffType];
+  if (raw_type == 0 || raw_type > kMaxMsgType) return DecodeError::kBadType;
+  const uint16_t flags = LoadBe16(p + kOffFlags);
+  if (flags & ~kFlagsDefined) return DecodeError::kBadFlags;
+
+  const auto type = static_cast<MsgType>(raw_type);
+  const uint8_t* payload = p + header_len;
+  const size_t payload_len = len - header_len;
+  if (DecodeError e = CheckBody(p, type, payload, payload_len); e != DecodeError::kOk) return e;
+
+  // A clear flag requires a zero field, so that a bit error clearing the flag
+  // itself is still caught (FORMAT.md §10).
+  const uint32_t checksum = LoadBe32(p + kOffChecksum);
+  if (!(flags & kFlagChecksum)) {
+    if (checksum != 0) return DecodeError::kBadChecksum;
+  } else {
+    // Covers every byte of the packet, header extension words included, with
+    // the checksum field read as zero (FORMAT.md §10).
+    static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
+    uint32_t crc = Crc32c(0, p, kOffChecksum);
+    crc = Crc32c(crc, kZero, sizeof(kZero));
+    crc = Crc32c(crc, p + kHeaderSize, len - kHeaderSize);
+    if (crc != checksum) return DecodeError::kBadChecksum;
+  }
+
+  if (out != nullptr) {
+    Header& h = out->header;
+    h.type = type;
+    h.flags = flags;
+    h.job_id = LoadBe32(p + kOffJobId);
+    h.epoch = LoadBe32(p + kOffEpoch);
+    h.job_key = LoadBe64(p + kOffJobKey);
+    h.collective_id = LoadBe64(p + kOffCollectiveId);
+    h.elem_offset = LoadBe64(p + kOffElemOffset);
+    h.slot = LoadBe32(p + kOffSlot);
+    h.elem_count = LoadBe32(p + kOffElemCount);
+    h.sender = LoadBe32(p + kOffSender);
+    // Enums with a fixed underlying type hold any value of it; types that do
+    // not carry data pass dtype/op/shadow through unvalidated.
+    h.dtype = static_cast<DataType>(p[kOffDtype]);
+    h.op = static_cast<ReduceOp>(p[kOffOp]);
+    h.shadow = p[kOffShadow];
+    h.aux = LoadBe32(p + kOffAux);
+    h.checksum = checksum;
+    out->payload = payload;
+    out->payload_len = payload_len;
+  }
+  return DecodeError::kOk;
+}
+
+void EncodeHeader(const Header& h, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  StoreBe32(p + kOffMagic, kMagic);
+  p[kOffVersion] = kVersion;
+  p[kOffType] = static_cast<uint8_t>(h.type);
+  StoreBe16(p + kOffFlags, h.flags);
+  StoreBe32(p + kOffJobId, h.job_id);
+  StoreBe32(p + kOffEpoch, h.epoch);
+  StoreBe64(p + kOffJobKey, h.job_key);
+  StoreBe64(p + kOffCollectiveId, h.collective_id);
+  StoreBe64(p + kOffElemOffset, h.elem_offset);
+  StoreBe32(p + kOffSlot, h.slot);
+  StoreBe32(p + kOffElemCount, h.elem_count);
+  StoreBe32(p + kOffSender, h.sender);
+  p[kOffDtype] = static_cast<uint8_t>(h.dtype);
+  p[kOffOp] = static_cast<uint8_t>(h.op);
+  p[kOffShadow] = h.shadow;
+  p[kOffHeaderWords] = kHeaderWords;
+  StoreBe32(p + kOffAux, h.aux);
+  // Zero unless the flag is set: Decode rejects a stray value (FORMAT.md §10).
+  StoreBe32(p + kOffChecksum, (h.flags & kFlagChecksum) ? h.checksum : 0);
+}
+
+size_t Encode(const Header& h, const void* payload, size_t payload_len, void* out, size_t cap) {
+  if (cap < kHeaderSize || cap - kHeaderSize < payload_len) return 0;
+  auto* p = static_cast<uint8_t*>(out);
+  EncodeHeader(h, p);
+  // A sender may build the payload in place behind the header (zero copy):
+  // then there is nothing to move. memmove tolerates any other overlap.
+  if (payload_len != 0 && payload != p + kHeaderSize) {
+    std::memmove(p + kHeaderSize, payload, payload_len);
+  }
+  if (h.flags & kFlagChecksum) EncodeChecksum(p, p + kHeaderSize, payload_len);
+  return kHeaderSize + payload_len;
+}
+
+uint32_t PacketChecksum(const void* header, const void* payload, size_t payload_len) {
+  static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
+  uint32_t crc = Crc32c(0, header, kOffChecksum);
+  crc = Crc32c(crc, kZero, sizeof(kZero));
+  return Crc32c(crc, payload, payload_len);
+}
+
+void EncodeChecksum(void* header, const void* payload, size_t payload_len) {
+  StoreBe32(static_cast<uint8_t*>(header) + kOffChecksum,
+            PacketChecksum(header, payload, payload_len));
+}
+
+void EncodeJoinBody(const JoinBody& body, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  StoreLe32(p + kJoinOffFanIn, body.fan_in);
+  StoreLe32(p + kJoinOffSlotCount, body.slot_count);
+  StoreLe32(p + kJoinOffPayloadBytes, body.payload_bytes);
+  StoreLe32(p + kJoinOffFlags, body.join_flags);
+  StoreLe64(p + kJoinOffNonce, body.nonce);
+  StoreLe64(p + kJoinOffReserved, body.reserved);
+}
+
+bool DecodeJoinBody(const uint8_t* data, size_t len, JoinBody* out) {
+  if (data == nullptr || len < kJoinBodySize) return false;
+  const uint32_t join_flags = LoadLe32(data + kJoinOffFlags);
+  const uint64_t reserved = LoadLe64(data + kJoinOffReserved);
+  if (join_flags != 0 || reserved != 0) return false;
+  if (out != nullptr) {
+    out->fan_in = LoadLe32(data + kJoinOffFanIn);
+    out->slot_count = LoadLe32(data + kJoinOffSlotCount);
+    out->payload_bytes = LoadLe32(data + kJoinOffPayloadBytes);
+    out->join_flags = join_flags;
+    out->nonce = LoadLe64(data + kJoinOffNonce);
+    out->reserved = reserved;
+  }
+  return true;
+}
+
+}  // namespace tributary::proto

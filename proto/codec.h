@@ -1,0 +1,102 @@
+// Encoder/decoder of the data-plane packet (proto/FORMAT.md).
+//
+// Decode() validates a byte string of any length without reading outside it
+// and returns a DecodeError naming the first rule the packet breaks; on
+// success the PacketView points into the caller's bytes (no copy). Encode*
+// functions write into caller-provided memory and never allocate. Everything
+// here is pure and thread-safe. No dependencies beyond the C++ library.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "proto/wire.h"
+
+namespace tributary::proto {
+
+// The header in host byte order. Field meanings: FORMAT.md §2.1.
+struct Header {
+  MsgType type = MsgType::kContribution;
+  uint16_t flags = 0;
+  uint32_t job_id = 0;
+  uint32_t epoch = 0;
+  uint64_t job_key = 0;
+  uint64_t collective_id = 0;
+  uint64_t elem_offset = 0;
+  uint32_t slot = 0;
+  uint32_t elem_count = 0;
+  uint32_t sender = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  uint8_t shadow = 0;
+  uint32_t aux = 0;
+  uint32_t checksum = 0;
+};
+
+// A decoded packet: the header plus a view of the payload in the input bytes.
+struct PacketView {
+  Header header;
+  const uint8_t* payload = nullptr;
+  size_t payload_len = 0;
+};
+
+// FORMAT.md §8: why a packet was rejected. Stable numbers: counters use them.
+enum class DecodeError : uint8_t {
+  kOk = 0,
+  kTooShort,          // fewer bytes than the fixed header
+  kBadMagic,          // magic is not "TRIB"
+  kBadVersion,        // version other than 1
+  kBadHeaderLength,   // header_words < 8 or header longer than the packet
+  kBadType,           // message type not defined
+  kBadFlags,          // reserved flag bits set
+  kBadDtype,          // data type not defined (data-carrying types)
+  kBadOp,             // reduction op not defined (data-carrying types)
+  kBadShadow,         // shadow set other than 0 or 1
+  kZeroCount,         // contribution/result with no elements
+  kLengthMismatch,    // payload length != elem_count * dtype size (or body size)
+  kBadChecksum,       // CRC32C flag set and checksum wrong
+  kBadBody,           // JOIN/NACK/STATUS body malformed
+};
+inline constexpr int kNumDecodeErrors = static_cast<int>(DecodeError::kBadBody) + 1;
+
+const char* DecodeErrorName(DecodeError e);
+const char* MsgTypeName(MsgType t);
+const char* DataTypeName(DataType t);
+const char* ReduceOpName(ReduceOp op);
+const char* NackCodeName(NackCode c);
+
+// Size in bytes of one element; 0 for an undefined type.
+size_t DataTypeSize(DataType t);
+bool IsValidDataType(uint8_t raw);
+bool IsValidReduceOp(uint8_t raw);
+
+// Validates `data[0, len)` as one packet. Never reads outside it. On kOk fills
+// *out (if out is not null; null only validates); on an error *out is untouched.
+DecodeError Decode(const void* data, size_t len, PacketView* out);
+
+// Writes the 64-byte header. If flags has kFlagChecksum, the caller must use
+// EncodeChecksum afterwards (the checksum covers header and payload); without
+// the flag the checksum field is written as 0, which Decode requires.
+void EncodeHeader(const Header& h, void* out /* kHeaderSize bytes */);
+
+// Header + payload into `out` (capacity `cap`); returns bytes written or 0 if
+// `cap` is too small. Computes the checksum when h.flags has kFlagChecksum.
+size_t Encode(const Header& h, const void* payload, size_t payload_len, void* out, size_t cap);
+
+// CRC32C (Castagnoli) of header (checksum field taken as 0) and payload, as
+// carried in the checksum field when kFlagChecksum is set.
+uint32_t PacketChecksum(const void* header, const void* payload, size_t payload_len);
+// Sets the checksum field of an already encoded header.
+void EncodeChecksum(void* header, const void* payload, size_t payload_len);
+// `crc` is a finished CRC value, 0 to start: Crc32c(0, "123456789", 9) is
+// 0xE3069283 and Crc32c(Crc32c(0, a), b) is the CRC of a then b. Uses SSE4.2
+// when the CPU has it (proto/crc32c.h).
+uint32_t Crc32c(uint32_t crc, const void* data, size_t len);
+
+// JOIN body helpers (FORMAT.md §3.1).
+void EncodeJoinBody(const JoinBody& body, void* out /* kJoinBodySize */);
+// False if len < kJoinBodySize or join_flags/reserved are not zero; bytes
+// after the first kJoinBodySize are ignored. `out` may be null.
+bool DecodeJoinBody(const uint8_t* data, size_t len, JoinBody* out);
+
+}  // namespace tributary::proto

@@ -1,0 +1,117 @@
+// Constants of the Tributary data-plane wire format, version 1.
+//
+// This is the only header that defines the format's numbers; proto/FORMAT.md
+// is the normative prose they implement (section numbers cited below). It has
+// no dependencies beyond <cstdint> so that every layer, fuzzers and foreign
+// tools can include it. Thread-safety: constants only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tributary::proto {
+
+// FORMAT.md §2: fixed header.
+inline constexpr uint32_t kMagic = 0x54524942;  // "TRIB" in network byte order
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 64;       // v1 header, bytes
+inline constexpr uint8_t kHeaderWords = kHeaderSize / 8;
+
+// Field offsets inside the header (FORMAT.md §2.1). Multi-byte header fields
+// are big-endian (network byte order).
+inline constexpr size_t kOffMagic = 0;          // u32
+inline constexpr size_t kOffVersion = 4;        // u8
+inline constexpr size_t kOffType = 5;           // u8
+inline constexpr size_t kOffFlags = 6;          // u16
+inline constexpr size_t kOffJobId = 8;          // u32
+inline constexpr size_t kOffEpoch = 12;         // u32
+inline constexpr size_t kOffJobKey = 16;        // u64
+inline constexpr size_t kOffCollectiveId = 24;  // u64
+inline constexpr size_t kOffElemOffset = 32;    // u64
+inline constexpr size_t kOffSlot = 40;          // u32
+inline constexpr size_t kOffElemCount = 44;     // u32
+inline constexpr size_t kOffSender = 48;        // u32
+inline constexpr size_t kOffDtype = 52;         // u8
+inline constexpr size_t kOffOp = 53;            // u8
+inline constexpr size_t kOffShadow = 54;        // u8
+inline constexpr size_t kOffHeaderWords = 55;   // u8
+inline constexpr size_t kOffAux = 56;           // u32
+inline constexpr size_t kOffChecksum = 60;      // u32
+
+// FORMAT.md §3: message types.
+enum class MsgType : uint8_t {
+  kJoin = 1,            // rank -> aggregator: create or join a job
+  kJoinAck = 2,         // aggregator -> rank: accepted, carries the epoch
+  kLeave = 3,           // rank -> aggregator: the rank is done with the job
+  kContribution = 4,    // child -> aggregator: a fragment to reduce
+  kResult = 5,          // aggregator -> child: the reduced fragment
+  kResultRequest = 6,   // child -> aggregator: resend a result / report status
+  kNack = 7,            // aggregator -> child: refused, aux = NackCode
+  kStatus = 8,          // aggregator -> child: slot pending, payload = missing senders
+};
+inline constexpr uint8_t kMaxMsgType = 8;
+
+// FORMAT.md §2.2: flags. Bits not defined here must be zero in v1.
+inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // sender has sent this before
+inline constexpr uint16_t kFlagChecksum = 1u << 1;    // checksum field holds CRC32C
+inline constexpr uint16_t kFlagLastFragment = 1u << 2; // last fragment of its collective
+inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment;
+
+// FORMAT.md §4: element types. Payload elements are little-endian.
+enum class DataType : uint8_t {
+  kInt8 = 1,
+  kUint8 = 2,
+  kInt32 = 3,
+  kUint32 = 4,
+  kInt64 = 5,
+  kUint64 = 6,
+  kFloat16 = 7,   // IEEE 754 binary16
+  kFloat32 = 8,
+  kFloat64 = 9,
+  kBfloat16 = 10,
+};
+inline constexpr uint8_t kMaxDataType = 10;
+
+// FORMAT.md §4: reduction operators.
+enum class ReduceOp : uint8_t { kSum = 1, kProd = 2, kMin = 3, kMax = 4 };
+inline constexpr uint8_t kMaxReduceOp = 4;
+
+// FORMAT.md §5: reasons carried in a NACK's aux field.
+enum class NackCode : uint32_t {
+  kUnknownJob = 1,        // no such job on this aggregator (rejoin)
+  kStaleEpoch = 2,        // epoch is not the job's current one (rejoin)
+  kBadSlot = 3,           // slot index >= job's slot count
+  kBadRange = 4,          // element count larger than the job's payload
+  kMismatch = 5,          // dtype/op/count/collective disagree with the slot's round
+  kJobConflict = 6,       // JOIN parameters disagree with the existing job
+  kResourceExhausted = 7, // aggregator cannot hold another job / more memory
+  kBadSender = 8,         // sender index >= fan-in
+  kUnsupported = 9,       // dtype/op combination not supported
+  kBadChecksum = 10,      // payload failed CRC32C (only sent when header authenticated)
+};
+inline constexpr uint32_t kMaxNackCode = 10;
+
+// FORMAT.md §3.1: the JOIN body (little-endian like payloads).
+struct JoinBody {
+  uint32_t fan_in;         // number of children of the aggregator for this job
+  uint32_t slot_count;     // slots in the job's pool (the window)
+  uint32_t payload_bytes;  // maximum payload bytes per packet
+  uint32_t join_flags;     // must be 0 in v1
+  uint64_t nonce;          // echoed in the JOIN_ACK
+  uint64_t reserved;       // must be 0
+};
+inline constexpr size_t kJoinBodySize = 32;
+
+// Limits (FORMAT.md §6).
+inline constexpr uint32_t kMinPayloadBytes = 64;
+inline constexpr uint32_t kMaxPayloadBytes = 65024;  // + header fits a UDP datagram
+inline constexpr uint32_t kPayloadAlign = 64;        // payload_bytes is a multiple
+inline constexpr uint32_t kMaxSlotCount = 65536;
+inline constexpr uint32_t kMaxFanIn = 1u << 20;
+inline constexpr size_t kMaxNackTextBytes = 256;
+inline constexpr size_t kMaxStatusSenders = 256;
+
+// Default UDP port of tributaryd (FORMAT.md §7). Unassigned by IANA.
+inline constexpr uint16_t kDefaultPort = 17820;
+
+}  // namespace tributary::proto

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Tributary builds, tests and benchmarks with.
+# Idempotent: packages already present are skipped by apt; safe to run twice.
+# Optional features (DPDK, libfabric, verbs, CUDA) are detected at configure
+# time; installing their -dev packages here lets CI build and test every part
+# that can build on a machine without a GPU or an RDMA NIC.
+set -euo pipefail
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "setup-debian.sh: run as root (it calls apt-get install)" >&2
+  exit 1
+fi
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libyaml-cpp-dev
+  clang libclang-rt-14-dev
+  libgloo-dev openmpi-bin libopenmpi-dev
+  iproute2 nftables procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup-debian.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup-debian.sh: all packages present"
+fi

@@ -1,0 +1,292 @@
+// The key table, the two parsers (flags, YAML) and validation; see config.h.
+// Thread-safety: none needed; called from main() before the loop starts.
+#include "switch_agent/control/config.h"
+
+#include <arpa/inet.h>
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "common/log.h"
+
+#ifndef TRIBUTARY_VERSION
+#define TRIBUTARY_VERSION "unknown"
+#endif
+
+namespace tributary::agent {
+namespace {
+
+// One configurable setting. Exactly one of `str` and `num` is set. The flag
+// is "--" + key with '_' replaced by '-'.
+struct Field {
+  const char* key;
+  const char* help;
+  std::string Config::*str;
+  uint64_t Config::*num;
+};
+
+const Field kFields[] = {
+    {"listen_address", "IPv4 address to bind", &Config::listen_address, nullptr},
+    {"port", "UDP port; 0 picks a free port (printed on stdout)", nullptr, &Config::port},
+    {"dataplane", "dataplane backend by name (built: see --help footer)", &Config::dataplane,
+     nullptr},
+    {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
+    {"max_memory_mb", "MiB for all job arenas; JOINs that do not fit are refused", nullptr,
+     &Config::max_memory_mb},
+    {"job_idle_timeout_s", "seconds without a packet before a job is reaped", nullptr,
+     &Config::job_idle_timeout_s},
+    {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
+    {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
+     &Config::socket_buffer_bytes},
+    {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
+     &Config::max_peers},
+    {"log_level", "trace|debug|info|warn|error|off", &Config::log_level, nullptr},
+    {"stats_interval_s", "print counters every N seconds; 0 = on SIGUSR1 and exit only", nullptr,
+     &Config::stats_interval_s},
+};
+
+std::string FlagName(const Field& f) {
+  std::string flag = std::string("--") + f.key;
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+std::string ValueString(const Config& c, const Field& f) {
+  return f.str != nullptr ? c.*(f.str) : std::to_string(c.*(f.num));
+}
+
+const Field* FindField(const std::string& key) {
+  for (const Field& f : kFields) {
+    if (key == f.key) return &f;
+  }
+  return nullptr;
+}
+
+std::string KnownKeys() {
+  std::string keys;
+  for (const Field& f : kFields) {
+    if (!keys.empty()) keys += ", ";
+    keys += f.key;
+  }
+  return keys;
+}
+
+// Strict: decimal digits only, no sign, no trailing text, no overflow.
+bool ParseUint(const std::string& text, uint64_t* out) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(ch - '0');
+    if (v > (UINT64_MAX - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  *out = v;
+  return true;
+}
+
+bool SetField(const Field& f, const std::string& value, const std::string& origin, Config* c,
+              std::string* error) {
+  if (f.str != nullptr) {
+    c->*(f.str) = value;
+  } else {
+    uint64_t v;
+    if (!ParseUint(value, &v)) {
+      *error = std::string(f.key) + ": invalid value '" + value + "' (from " + origin +
+               "): expected a non-negative integer";
+      return false;
+    }
+    c->*(f.num) = v;
+  }
+  c->source[f.key] = origin;
+  return true;
+}
+
+}  // namespace
+
+bool ApplyYamlText(const std::string& text, const std::string& origin, Config* config,
+                   std::string* error) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    *error = origin + ": YAML syntax error: " + e.what();
+    return false;
+  }
+  if (root.IsNull()) return true;  // an empty file changes nothing
+  if (!root.IsMap()) {
+    *error = origin + ": expected a mapping of 'key: value' lines at the top level";
+    return false;
+  }
+  for (const auto& kv : root) {
+    const int line = kv.first.Mark().line + 1;
+    const std::string where = origin + " line " + std::to_string(line);
+    if (!kv.first.IsScalar()) {
+      *error = where + ": keys must be plain names";
+      return false;
+    }
+    const std::string key = kv.first.Scalar();
+    const Field* f = FindField(key);
+    if (f == nullptr) {
+      *error = where + ": unknown key '" + key + "' (known keys: " + KnownKeys() + ")";
+      return false;
+    }
+    if (!kv.second.IsScalar()) {
+      *error = where + ": key '" + key + "' needs a single value";
+      return false;
+    }
+    if (!SetField(*f, kv.second.Scalar(), where, config, error)) return false;
+  }
+  return true;
+}
+
+bool ApplyYamlFile(const std::string& path, Config* config, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = "cannot read config file '" + path + "': " + strerror(errno);
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  config->config_file = path;
+  return ApplyYamlText(text.str(), "config file " + path, config, error);
+}
+
+bool ValidateConfig(const Config& c, std::string* error) {
+  std::string problems;
+  auto source = [&](const char* key) {
+    auto it = c.source.find(key);
+    return it == c.source.end() ? std::string("default") : it->second;
+  };
+  auto fail = [&](const char* key, const std::string& why) {
+    problems += std::string(key) + ": " + why + " (from " + source(key) + ")\n";
+  };
+  auto range = [&](const char* key, uint64_t v, uint64_t lo, uint64_t hi) {
+    if (v < lo || v > hi) {
+      fail(key, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]");
+    }
+  };
+  in_addr addr{};
+  if (inet_pton(AF_INET, c.listen_address.c_str(), &addr) != 1) {
+    fail("listen_address", "'" + c.listen_address + "' is not an IPv4 address (a.b.c.d)");
+  }
+  range("port", c.port, 0, 65535);
+  std::string why;
+  if (!CheckBackendName(c.dataplane, &why)) fail("dataplane", why);
+  range("max_jobs", c.max_jobs, 1, 1u << 20);
+  range("max_memory_mb", c.max_memory_mb, 1, 1ull << 24);
+  range("job_idle_timeout_s", c.job_idle_timeout_s, 1, 7 * 86400);
+  range("batch_size", c.batch_size, 1, 1024);
+  if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
+  range("max_peers", c.max_peers, 1, 1u << 22);
+  base::LogLevel level;
+  if (!base::ParseLogLevel(c.log_level.c_str(), &level)) {
+    fail("log_level", "'" + c.log_level + "' is not one of trace|debug|info|warn|error|off");
+  }
+  range("stats_interval_s", c.stats_interval_s, 0, 86400);
+  if (problems.empty()) return true;
+  problems.pop_back();
+  *error = problems;
+  return false;
+}
+
+ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config) {
+  const Config defaults;
+  CLI::App app{"tributaryd: the Tributary in-network aggregation daemon. Settings come from "
+               "defaults, then --config FILE (YAML, same keys with '_'), then flags.",
+               "tributaryd"};
+  app.set_version_flag("--version", std::string("tributaryd ") + TRIBUTARY_VERSION);
+  app.footer("Dataplanes built into this binary: " + BuiltBackendNames() +
+             ". Signals: SIGUSR1 prints counters, SIGTERM/SIGINT stop cleanly.");
+  std::string config_file;
+  bool print_config = false;
+  app.add_option("-c,--config", config_file, "YAML file of settings; flags override it");
+  app.add_flag("--print-config", print_config, "print the effective configuration as YAML and exit");
+  std::vector<std::string> values(std::size(kFields));
+  std::vector<CLI::Option*> options(std::size(kFields));
+  for (size_t i = 0; i < std::size(kFields); ++i) {
+    const Field& f = kFields[i];
+    options[i] = app.add_option(FlagName(f), values[i],
+                                std::string(f.help) + " (default: " + ValueString(defaults, f) + ")")
+                     ->type_name(f.num != nullptr ? "UINT" : "TEXT");
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    const int code = app.exit(e, out, err);
+    if (code == 0) return {ParseStatus::kExitOk, out.str()};
+    return {ParseStatus::kError, err.str() + out.str()};
+  }
+
+  *config = Config{};
+  for (const Field& f : kFields) config->source[f.key] = "default";
+  std::string error;
+  if (!config_file.empty() && !ApplyYamlFile(config_file, config, &error)) {
+    return {ParseStatus::kError, error};
+  }
+  for (size_t i = 0; i < std::size(kFields); ++i) {
+    if (options[i]->count() == 0) continue;
+    if (!SetField(kFields[i], values[i], "flag " + FlagName(kFields[i]), config, &error)) {
+      return {ParseStatus::kError, error};
+    }
+  }
+  if (!ValidateConfig(*config, &error)) {
+    return {ParseStatus::kError, "invalid configuration:\n" + error};
+  }
+  if (print_config) return {ParseStatus::kExitOk, ConfigToYaml(*config)};
+  return {ParseStatus::kRun, ""};
+}
+
+std::string ConfigToYaml(const Config& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const Field& f : kFields) {
+    out << YAML::Key << f.key << YAML::Value;
+    if (f.str != nullptr) {
+      out << YAML::DoubleQuoted << config.*(f.str);
+    } else {
+      out << config.*(f.num);
+    }
+  }
+  out << YAML::EndMap;
+  return std::string("# tributaryd effective configuration\n") + out.c_str() + "\n";
+}
+
+void LogConfig(const Config& config) {
+  TRIB_LOG(kInfo, "config", "tributaryd %s, config file: %s", TRIBUTARY_VERSION,
+           config.config_file.empty() ? "(none)" : config.config_file.c_str());
+  for (const Field& f : kFields) {
+    auto it = config.source.find(f.key);
+    TRIB_LOG(kInfo, "config", "  %-20s = %s (%s)", f.key, ValueString(config, f).c_str(),
+             it == config.source.end() ? "default" : it->second.c_str());
+  }
+}
+
+DataplaneOptions ToDataplaneOptions(const Config& c) {
+  DataplaneOptions o;
+  o.listen_address = c.listen_address;
+  o.port = static_cast<uint16_t>(c.port);
+  o.batch_size = static_cast<uint32_t>(c.batch_size);
+  o.socket_buffer_bytes = c.socket_buffer_bytes;
+  o.max_peers = static_cast<uint32_t>(c.max_peers);
+  return o;
+}
+
+engine::EngineLimits ToEngineLimits(const Config& c) {
+  engine::EngineLimits l;
+  l.max_jobs = static_cast<uint32_t>(c.max_jobs);
+  l.max_memory_bytes = c.max_memory_mb << 20;
+  l.job_idle_timeout_ns = c.job_idle_timeout_s * 1000000000ull;
+  return l;
+}
+
+}  // namespace tributary::agent

@@ -1,0 +1,93 @@
+// Configuration of tributaryd: one struct, one table of keys, two sources.
+//
+// Every setting is declared once (config.cc, kFields): its YAML key, its flag
+// (the key with '-' for '_'), its default and its help text. Values come
+// from, in increasing precedence: the defaults below, a YAML file
+// (--config FILE) and command-line flags. Both sources go through the same
+// strict parsers, unknown YAML keys are errors that name the key, and
+// ValidateConfig checks every value before the data plane starts, reporting
+// all problems at once, each naming where the value came from.
+//
+// Thread-safety: plain values; parse once in main() before any thread starts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "proto/wire.h"
+#include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/engine/engine.h"
+
+namespace tributary::agent {
+
+// Numeric fields are uint64_t so one parser serves them all; ranges are
+// enforced by ValidateConfig.
+struct Config {
+  // IPv4 address to bind. 127.0.0.1 keeps a default install off the network.
+  std::string listen_address = "127.0.0.1";
+  // UDP port; 0 lets the kernel pick one (tests read it from stdout).
+  uint64_t port = proto::kDefaultPort;
+  // Dataplane backend by name (see BuiltBackendNames()).
+  std::string dataplane = "udp";
+  // Jobs alive at once; a JOIN beyond it is refused (NACK kResourceExhausted).
+  uint64_t max_jobs = 1024;
+  // Memory for all job arenas, MiB. Reserved at JOIN; a job that does not fit
+  // is refused so the host falls back instead of stalling later.
+  uint64_t max_memory_mb = 4096;
+  // A job with no packet for this long is reaped (ranks that died).
+  uint64_t job_idle_timeout_s = 300;
+  // Datagrams per recvmmsg burst: larger amortises syscalls, smaller cuts latency.
+  uint64_t batch_size = 64;
+  // SO_RCVBUF/SO_SNDBUF request, bytes; 0 keeps the OS default. Large buffers
+  // absorb a fan-in's synchronized bursts.
+  uint64_t socket_buffer_bytes = 16ull << 20;
+  // Peer table bound (distinct sender addresses); new peers beyond it are refused.
+  uint64_t max_peers = 65536;
+  // trace|debug|info|warn|error|off.
+  std::string log_level = "info";
+  // Print counters every N seconds; 0 = only on SIGUSR1 and at exit.
+  uint64_t stats_interval_s = 0;
+
+  // Not settable from YAML: where the file came from, and per key the source
+  // of its value ("default", "file FILE", "flag --x") for messages.
+  std::string config_file;
+  std::map<std::string, std::string> source;
+};
+
+// What main() should do after parsing the command line.
+enum class ParseStatus {
+  kRun,        // config is filled in and valid
+  kExitOk,     // --help / --version / --print-config: print `text` to stdout, exit 0
+  kError,      // print `text` to stderr, exit non-zero
+};
+
+struct ParseResult {
+  ParseStatus status = ParseStatus::kRun;
+  std::string text;
+};
+
+// Parses flags (argv[0] is the program name), loads --config if given,
+// applies flags over it and validates. On kRun, *config is complete.
+ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config);
+
+// Applies the keys of a YAML document (a mapping) onto *config. `origin`
+// names the document in messages. Returns false with a message on a syntax
+// error, an unknown key, a non-scalar or unparsable value.
+bool ApplyYamlText(const std::string& text, const std::string& origin, Config* config,
+                   std::string* error);
+bool ApplyYamlFile(const std::string& path, Config* config, std::string* error);
+
+// Checks every value; on failure returns false and one line per problem.
+bool ValidateConfig(const Config& config, std::string* error);
+
+// The effective configuration as a YAML document that ApplyYamlText accepts.
+std::string ConfigToYaml(const Config& config);
+
+// Logs every key, its value and its source at INFO.
+void LogConfig(const Config& config);
+
+DataplaneOptions ToDataplaneOptions(const Config& config);
+engine::EngineLimits ToEngineLimits(const Config& config);
+
+}  // namespace tributary::agent

@@ -1,0 +1,120 @@
+// The dataplane backend interface of tributaryd, and the registry of backends.
+//
+// A backend owns everything that touches the wire for one Engine: its sockets
+// or queues, its peer table (engine::PeerToken <-> address) and its counters.
+// Its loop receives a burst, decodes each packet with proto::Decode (failures
+// are counted by DecodeError and never answered), hands the rest to
+// Engine::OnPacket, queues the returned Action for transmission, flushes the
+// transmit batch at the end of the burst and calls Engine::Reap between
+// bursts. The engine never sees an address; the backend never aggregates.
+//
+// Lifecycle, as in the DPDK examples: Init() (bind, size buffers, allocate
+// every buffer the loop needs) -> Run() until the stop flag is set ->
+// Cleanup(). Backends are chosen by name at run time from the table of those
+// compiled in (CreateDataplane): kernel UDP ("udp") always, and DPDK,
+// libfabric and verbs backends plug into the same table when built.
+//
+// Thread-safety: a Dataplane and its Engine belong to the thread that calls
+// Run(); the stop flag is the only thing other threads (or signal handlers,
+// through a lock-free atomic) may touch. stats() may be called from the tick
+// callback, which runs on the loop thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/codec.h"
+#include "switch_agent/engine/engine.h"
+
+namespace tributary::agent {
+
+// Settings every backend understands. Defaults match control/config.h.
+struct DataplaneOptions {
+  std::string listen_address = "127.0.0.1";  // IPv4 address to bind
+  uint16_t port = proto::kDefaultPort;        // 0 = let the kernel pick (tests)
+  uint32_t batch_size = 64;                   // packets per receive burst
+  uint64_t socket_buffer_bytes = 16u << 20;   // SO_RCVBUF/SO_SNDBUF request; 0 = OS default
+  uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
+  int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
+};
+
+// Counters of one backend. Written only by the loop thread.
+struct DataplaneStats {
+  uint64_t rx_packets = 0;       // datagrams received (valid or not)
+  uint64_t rx_bytes = 0;
+  uint64_t rx_batches = 0;       // non-empty receive bursts
+  uint64_t rx_truncated = 0;     // datagrams larger than the receive buffer
+  uint64_t tx_packets = 0;       // datagrams handed to the kernel
+  uint64_t tx_bytes = 0;
+  uint64_t tx_batches = 0;       // sendmmsg flushes
+  uint64_t tx_retries = 0;       // EAGAIN/ENOBUFS retries
+  uint64_t tx_drops = 0;         // datagrams given up after retries (peers retransmit)
+  uint64_t tx_errors = 0;        // datagrams refused for other reasons (EPERM, unreachable)
+  uint64_t peers = 0;            // entries in the peer table
+  uint64_t peer_table_full = 0;  // packets dropped because a new peer did not fit
+  uint64_t bad_peer_token = 0;   // actions naming a token the table does not know (bug)
+  uint64_t decode_errors[proto::kNumDecodeErrors] = {};  // by proto::DecodeError
+  uint64_t TotalDecodeErrors() const;
+};
+
+// Called on the loop thread after every burst and every idle poll timeout,
+// with the monotonic time in ns. The daemon prints stats from here.
+using TickFn = std::function<void(uint64_t now_ns)>;
+
+class Dataplane {
+ public:
+  virtual ~Dataplane() = default;
+
+  // The registry name ("udp", ...).
+  virtual const char* name() const = 0;
+
+  // Acquires the backend's resources. On failure returns false and sets a
+  // message that names the cause and, when obvious, the fix.
+  virtual bool Init(std::string* error) = 0;
+
+  // The address actually bound, "a.b.c.d:port" (valid after Init).
+  virtual std::string LocalAddress() const = 0;
+
+  // Serves packets until `stop` becomes true; returns within one poll timeout
+  // of it. Calls `tick` between bursts and on idle timeouts.
+  virtual void Run(const std::atomic<bool>& stop, const TickFn& tick) = 0;
+
+  // Releases what Init acquired. Idempotent; the destructor calls it too.
+  virtual void Cleanup() = 0;
+
+  virtual const DataplaneStats& stats() const = 0;
+};
+
+// One row of the backend table.
+struct BackendInfo {
+  const char* name;
+  const char* description;
+  bool built;            // compiled into this binary
+  const char* how_to_build;  // for backends that are not built
+  std::unique_ptr<Dataplane> (*create)(const DataplaneOptions& options, engine::Engine* engine);
+};
+
+// Every backend the project knows, built or not.
+const std::vector<BackendInfo>& AllBackends();
+
+// Comma-separated names of the backends compiled in, e.g. "udp".
+std::string BuiltBackendNames();
+
+// Checks that `name` is a built backend; otherwise returns false with a
+// message listing the available ones.
+bool CheckBackendName(const std::string& name, std::string* error);
+
+// Creates the backend `name` bound to `engine` (not owned; must outlive it).
+// Returns nullptr with `error` set when the name is unknown or not built.
+std::unique_ptr<Dataplane> CreateDataplane(const std::string& name,
+                                           const DataplaneOptions& options,
+                                           engine::Engine* engine, std::string* error);
+
+// Monotonic clock in nanoseconds, the time base handed to the engine.
+uint64_t MonotonicNowNs();
+
+}  // namespace tributary::agent

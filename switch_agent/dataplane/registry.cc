@@ -1,0 +1,83 @@
+// The table of dataplane backends and creation by name.
+//
+// Every backend the project knows has a row, built or not, so that asking
+// for one that is not compiled in fails fast with a message saying what is
+// available and how to build the missing one, instead of "unknown name".
+// Thread-safety: the table is immutable after static initialisation.
+#include <time.h>
+
+#include <string>
+#include <vector>
+
+#include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/udp/udp_dataplane.h"
+
+namespace tributary::agent {
+
+uint64_t DataplaneStats::TotalDecodeErrors() const {
+  uint64_t total = 0;
+  for (uint64_t n : decode_errors) total += n;
+  return total;
+}
+
+uint64_t MonotonicNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+std::unique_ptr<Dataplane> CreateUdp(const DataplaneOptions& options, engine::Engine* engine) {
+  return std::make_unique<UdpDataplane>(options, engine);
+}
+
+}  // namespace
+
+const std::vector<BackendInfo>& AllBackends() {
+  // Future backends set `built` from their TRIBUTARY_WITH_* compile definition
+  // and point `create` at their factory.
+  static const std::vector<BackendInfo> kBackends = {
+      {"udp", "kernel UDP sockets (recvmmsg/sendmmsg)", true, "", &CreateUdp},
+      {"dpdk", "DPDK poll-mode driver", false, "rebuild with -DTRIBUTARY_WITH_DPDK=ON", nullptr},
+      {"ofi", "libfabric (RDM endpoints)", false, "rebuild with -DTRIBUTARY_WITH_OFI=ON", nullptr},
+      {"verbs", "RDMA verbs (UD/RC queue pairs)", false, "rebuild with -DTRIBUTARY_WITH_VERBS=ON",
+       nullptr},
+  };
+  return kBackends;
+}
+
+std::string BuiltBackendNames() {
+  std::string names;
+  for (const BackendInfo& b : AllBackends()) {
+    if (!b.built) continue;
+    if (!names.empty()) names += ", ";
+    names += b.name;
+  }
+  return names;
+}
+
+bool CheckBackendName(const std::string& name, std::string* error) {
+  for (const BackendInfo& b : AllBackends()) {
+    if (name != b.name) continue;
+    if (b.built && b.create != nullptr) return true;
+    *error = "dataplane '" + name + "' (" + b.description +
+             ") is not built into this tributaryd; available: " + BuiltBackendNames() + " (" +
+             b.how_to_build + ")";
+    return false;
+  }
+  *error = "unknown dataplane '" + name + "'; available: " + BuiltBackendNames();
+  return false;
+}
+
+std::unique_ptr<Dataplane> CreateDataplane(const std::string& name,
+                                           const DataplaneOptions& options,
+                                           engine::Engine* engine, std::string* error) {
+  if (!CheckBackendName(name, error)) return nullptr;
+  for (const BackendInfo& b : AllBackends()) {
+    if (name == b.name) return b.create(options, engine);
+  }
+  return nullptr;  // unreachable: CheckBackendName found it
+}
+
+}  // namespace tributary::agent

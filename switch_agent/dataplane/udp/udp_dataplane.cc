@@ -1,0 +1,323 @@
+// Kernel UDP dataplane; the design is in udp_dataplane.h.
+// Thread-safety: none; everything runs on the loop thread.
+#include "switch_agent/dataplane/udp/udp_dataplane.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tributary::agent {
+namespace {
+
+constexpr const char* kLog = "udp";
+
+// True on the 1st, 2nd, 4th, 8th ... call: logs a recurring condition
+// without flooding the journal under attack or overload.
+bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+std::string FormatAddress(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+uint8_t* AlignedAlloc(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  return static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+}
+
+}  // namespace
+
+UdpDataplane::UdpDataplane(const DataplaneOptions& options, engine::Engine* engine)
+    : options_(options), engine_(engine), peers_(options.max_peers) {
+  TRIB_CHECK(engine_ != nullptr);
+  TRIB_CHECK(options_.batch_size > 0);
+}
+
+UdpDataplane::~UdpDataplane() { Cleanup(); }
+
+bool UdpDataplane::SizeBuffer(int option, int force_option, const char* name, int* effective) {
+  if (options_.socket_buffer_bytes == 0) {
+    socklen_t len = sizeof(*effective);
+    getsockopt(fd_, SOL_SOCKET, option, effective, &len);
+    TRIB_LOG(kInfo, kLog, "%s: OS default, effective %d bytes", name, *effective);
+    return true;
+  }
+  const int want = static_cast<int>(std::min<uint64_t>(options_.socket_buffer_bytes, INT_MAX / 2));
+  // The *FORCE variant ignores net.core.[rw]mem_max but needs CAP_NET_ADMIN.
+  bool forced = setsockopt(fd_, SOL_SOCKET, force_option, &want, sizeof(want)) == 0;
+  if (!forced) setsockopt(fd_, SOL_SOCKET, option, &want, sizeof(want));
+  socklen_t len = sizeof(*effective);
+  getsockopt(fd_, SOL_SOCKET, option, effective, &len);
+  // Linux reports twice the usable size (it counts bookkeeping overhead).
+  if (*effective / 2 < want) {
+    TRIB_LOG(kWarn, kLog,
+             "%s: requested %d bytes, effective %d (kernel cap; raise sysctl net.core.%s_max "
+             "or run with CAP_NET_ADMIN): bursts may be dropped",
+             name, want, *effective, option == SO_RCVBUF ? "rmem" : "wmem");
+  } else {
+    TRIB_LOG(kInfo, kLog, "%s: requested %d bytes, effective %d%s", name, want, *effective,
+             forced ? " (forced)" : "");
+  }
+  return true;
+}
+
+bool UdpDataplane::Init(std::string* error) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(options_.port);
+  if (inet_pton(AF_INET, options_.listen_address.c_str(), &addr.sin_addr) != 1) {
+    *error = "listen address '" + options_.listen_address + "' is not an IPv4 address";
+    return false;
+  }
+  const std::string where = options_.listen_address + ":" + std::to_string(options_.port);
+  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    *error = std::string("socket(AF_INET, SOCK_DGRAM): ") + strerror(errno);
+    return false;
+  }
+  // No SO_REUSEADDR: two daemons on one port would split the traffic of a
+  // job between them; the second must fail instead.
+  if (bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    if (err == EADDRINUSE) {
+      *error = "address " + where + " already in use: another tributaryd? use --port";
+    } else if (err == EADDRNOTAVAIL) {
+      *error = "address " + where + " is not an address of this host (check --listen)";
+    } else if (err == EACCES) {
+      *error = "bind " + where + ": permission denied (ports below 1024 need CAP_NET_BIND_SERVICE)";
+    } else {
+      *error = "bind " + where + ": " + strerror(err);
+    }
+    Cleanup();
+    return false;
+  }
+  socklen_t len = sizeof(bound_);
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&bound_), &len);
+  SizeBuffer(SO_RCVBUF, SO_RCVBUFFORCE, "SO_RCVBUF", &rcvbuf_bytes_);
+  SizeBuffer(SO_SNDBUF, SO_SNDBUFFORCE, "SO_SNDBUF", &sndbuf_bytes_);
+
+  // Every buffer the loop touches is allocated here, none per packet.
+  const size_t batch = options_.batch_size;
+  rx_buffers_ = AlignedAlloc(batch * kRxBufferBytes);
+  tx_headers_ = AlignedAlloc(kTxCapacity * proto::kHeaderSize);
+  tx_small_ = AlignedAlloc(kTxCapacity * kTxSmallPayload);
+  if (rx_buffers_ == nullptr || tx_headers_ == nullptr || tx_small_ == nullptr) {
+    *error = "cannot allocate packet buffers for batch size " + std::to_string(batch);
+    Cleanup();
+    return false;
+  }
+  rx_msgs_.assign(batch, mmsghdr{});
+  rx_iov_.assign(batch, iovec{});
+  rx_addr_.assign(batch, sockaddr_in{});
+  for (size_t i = 0; i < batch; ++i) {
+    rx_iov_[i].iov_base = rx_buffers_ + i * kRxBufferBytes;
+    rx_iov_[i].iov_len = kRxBufferBytes;
+    rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+    rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+    rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];
+  }
+  tx_msgs_.assign(kTxCapacity, mmsghdr{});
+  tx_iov_.assign(2 * kTxCapacity, iovec{});
+  tx_addr_.assign(kTxCapacity, sockaddr_in{});
+  checksum_jobs_.reserve(1024);
+  TRIB_LOG(kInfo, kLog, "bound %s, batch %zu, peer table %u", FormatAddress(bound_).c_str(),
+           batch, peers_.capacity());
+  return true;
+}
+
+std::string UdpDataplane::LocalAddress() const { return FormatAddress(bound_); }
+
+void UdpDataplane::Cleanup() {
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+  std::free(rx_buffers_);
+  std::free(tx_headers_);
+  std::free(tx_small_);
+  rx_buffers_ = tx_headers_ = tx_small_ = nullptr;
+}
+
+void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
+  TRIB_CHECK(fd_ >= 0);
+  const unsigned batch = options_.batch_size;
+  while (!stop.load(std::memory_order_relaxed)) {
+    pollfd pfd{fd_, POLLIN, 0};
+    const int ready = poll(&pfd, 1, options_.poll_timeout_ms);
+    uint64_t now = MonotonicNowNs();
+    if (ready <= 0) {  // timeout, or EINTR from a signal: tick so the flag is seen
+      engine_->Reap(now);
+      if (tick) tick(now);
+      continue;
+    }
+    for (int burst = 0; burst < kMaxBurstsPerWake; ++burst) {
+      for (unsigned i = 0; i < batch; ++i) rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      const int n = recvmmsg(fd_, rx_msgs_.data(), batch, MSG_DONTWAIT, nullptr);
+      if (n <= 0) {
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+            PowerOfTwo(++rx_errors_)) {
+          TRIB_LOG(kWarn, kLog, "recvmmsg: %s (%llu times)", strerror(errno),
+                   static_cast<unsigned long long>(rx_errors_));
+        }
+        break;
+      }
+      ++stats_.rx_batches;
+      ProcessBurst(n, now);
+      Flush();
+      // After the flush: Reap invalidates the payload pointers just sent.
+      engine_->Reap(now);
+      if (tick) tick(now);
+      if (static_cast<unsigned>(n) < batch || stop.load(std::memory_order_relaxed)) break;
+      now = MonotonicNowNs();
+    }
+  }
+  Flush();
+}
+
+void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
+  for (int i = 0; i < count; ++i) {
+    const mmsghdr& m = rx_msgs_[i];
+    ++stats_.rx_packets;
+    stats_.rx_bytes += m.msg_len;
+    if (m.msg_hdr.msg_flags & MSG_TRUNC) {
+      ++stats_.rx_truncated;
+      continue;
+    }
+    proto::PacketView view;
+    const proto::DecodeError err = proto::Decode(rx_iov_[i].iov_base, m.msg_len, &view);
+    if (err != proto::DecodeError::kOk) {
+      ++stats_.decode_errors[static_cast<int>(err)];
+      continue;  // never answered: we cannot trust anything in it
+    }
+    engine::PeerToken token;
+    if (!peers_.Lookup(rx_addr_[i], &token)) {
+      if (PowerOfTwo(++stats_.peer_table_full)) {
+        TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
+                 peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
+      }
+      continue;
+    }
+    stats_.peers = peers_.size();
+    const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
+    if (checksum && view.header.type == proto::MsgType::kContribution &&
+        !checksum_jobs_.count(view.header.job_id)) {
+      // Bounded: ids of jobs that ended are forgotten wholesale; a live job
+      // re-enters on its next contribution.
+      if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
+      checksum_jobs_.insert(view.header.job_id);
+    }
+    Queue(engine_->OnPacket(view, token, now_ns), checksum);
+  }
+}
+
+void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
+  if (action.kind == engine::ActionKind::kNone) return;
+  proto::Header h = action.header;
+  if (incoming_checksum ||
+      (h.type == proto::MsgType::kResult && checksum_jobs_.count(h.job_id) != 0)) {
+    h.flags |= proto::kFlagChecksum;
+  }
+  alignas(64) uint8_t header[proto::kHeaderSize];
+  proto::EncodeHeader(h, header);
+  if (h.flags & proto::kFlagChecksum) proto::EncodeChecksum(header, action.payload, action.payload_len);
+
+  if (action.kind == engine::ActionKind::kResultToAll) {
+    for (uint32_t i = 0; i < action.peer_count; ++i) {
+      Append(header, action.payload, action.payload_len, action.peers[i]);
+    }
+  } else {
+    Append(header, action.payload, action.payload_len, action.peer);
+  }
+}
+
+void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
+                          engine::PeerToken peer) {
+  const sockaddr_in* to = peers_.Address(peer);
+  if (to == nullptr) {
+    if (PowerOfTwo(++stats_.bad_peer_token)) {
+      TRIB_LOG(kError, kLog, "engine named unknown peer token %llu",
+               static_cast<unsigned long long>(peer));
+    }
+    return;
+  }
+  if (tx_count_ == kTxCapacity) Flush();
+  const size_t slot = tx_count_++;
+  uint8_t* hdr = tx_headers_ + slot * proto::kHeaderSize;
+  std::memcpy(hdr, header, proto::kHeaderSize);
+  const auto type = static_cast<proto::MsgType>(header[proto::kOffType]);
+  if (payload_len > 0 && type != proto::MsgType::kResult && payload_len <= kTxSmallPayload) {
+    uint8_t* copy = tx_small_ + slot * kTxSmallPayload;
+    std::memcpy(copy, payload, payload_len);
+    payload = copy;
+  }
+  tx_addr_[slot] = *to;
+  iovec* iov = &tx_iov_[2 * slot];
+  iov[0].iov_base = hdr;
+  iov[0].iov_len = proto::kHeaderSize;
+  iov[1].iov_base = const_cast<uint8_t*>(payload);
+  iov[1].iov_len = payload_len;
+  msghdr& mh = tx_msgs_[slot].msg_hdr;
+  mh = msghdr{};
+  mh.msg_name = &tx_addr_[slot];
+  mh.msg_namelen = sizeof(sockaddr_in);
+  mh.msg_iov = iov;
+  mh.msg_iovlen = payload_len > 0 ? 2 : 1;
+}
+
+void UdpDataplane::Flush() {
+  if (tx_count_ == 0) return;
+  size_t sent = 0;
+  int retries = 0;
+  while (sent < tx_count_) {
+    const int n = sendmmsg(fd_, &tx_msgs_[sent], static_cast<unsigned>(tx_count_ - sent), MSG_DONTWAIT);
+    if (n > 0) {
+      for (size_t i = sent; i < sent + static_cast<size_t>(n); ++i) {
+        stats_.tx_bytes += tx_msgs_[i].msg_len;
+      }
+      stats_.tx_packets += n;
+      sent += n;
+      retries = 0;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
+      if (retries < kMaxSendRetries) {
+        ++retries;
+        ++stats_.tx_retries;
+        pollfd pfd{fd_, POLLOUT, 0};
+        poll(&pfd, 1, 1);  // wait for room, at most 1 ms
+        continue;
+      }
+      const uint64_t dropped = tx_count_ - sent;
+      stats_.tx_drops += dropped;
+      if (PowerOfTwo(stats_.tx_drops)) {
+        TRIB_LOG(kWarn, kLog, "send queue full: dropped %llu datagrams (peers will retransmit)",
+                 static_cast<unsigned long long>(dropped));
+      }
+      break;
+    }
+    // Any other error concerns the first datagram only (EPERM from a
+    // firewall, EHOSTUNREACH ...): skip it and send the rest.
+    const int err = errno;
+    if (PowerOfTwo(++stats_.tx_errors)) {
+      TRIB_LOG(kWarn, kLog, "sendmmsg to %s: %s",
+               FormatAddress(tx_addr_[sent]).c_str(), strerror(err));
+    }
+    ++sent;
+    retries = 0;
+  }
+  ++stats_.tx_batches;
+  tx_count_ = 0;
+}
+
+}  // namespace tributary::agent

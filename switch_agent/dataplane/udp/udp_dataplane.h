@@ -1,0 +1,105 @@
+// The kernel UDP dataplane backend ("udp").
+//
+// One non-blocking IPv4 UDP socket. The loop polls it with a timeout (so the
+// stop flag is seen and Engine::Reap runs even when no traffic arrives),
+// then drains it in bursts of `batch_size` datagrams with recvmmsg into
+// 64-byte-aligned 64 KiB buffers. Each datagram is decoded in place; the
+// Action the engine returns is queued in a sendmmsg batch whose entries are
+// {encoded 64-byte header, payload pointer}: a result fanned out to N peers
+// is N iovec pairs pointing at the one result in the engine's arena, never a
+// payload copy. The batch is flushed at the end of each burst (and when it
+// fills), then the engine reaps: that order keeps every queued payload
+// pointer valid until the kernel has copied it. Transmit back-pressure
+// (EAGAIN/ENOBUFS) is retried a bounded number of times and then counted as
+// drops: the protocol's retransmissions recover them.
+//
+// Checksums: a packet the engine answers carries kFlagChecksum (and a CRC32C)
+// when the engine set the flag, when the packet that triggered it had it, or,
+// for results, when any contribution of that job had it. Remembering the
+// last by job id keeps peers that checksum their data protected on the way
+// back without the engine knowing about it.
+//
+// Thread-safety: none; one UdpDataplane per loop thread (see dataplane.h).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/udp/peer_table.h"
+
+namespace tributary::agent {
+
+class UdpDataplane final : public Dataplane {
+ public:
+  // Receive buffer per datagram: the largest UDP payload fits.
+  static constexpr size_t kRxBufferBytes = 65536;
+  // Entries in the transmit batch; a fan-out larger than this flushes midway.
+  static constexpr size_t kTxCapacity = 1024;
+  // Control payloads (NACK text, STATUS sender lists, JOIN_ACK bodies) are
+  // copied into the batch because the engine may reuse their storage on the
+  // next packet; results (the only large payloads) are referenced in place.
+  static constexpr size_t kTxSmallPayload = 1024;
+  // EAGAIN/ENOBUFS retries of one flush before the rest is counted as dropped.
+  static constexpr int kMaxSendRetries = 8;
+  // Bursts drained per wake-up before the loop ticks anyway.
+  static constexpr int kMaxBurstsPerWake = 16;
+
+  UdpDataplane(const DataplaneOptions& options, engine::Engine* engine);
+  ~UdpDataplane() override;
+
+  const char* name() const override { return "udp"; }
+  bool Init(std::string* error) override;
+  std::string LocalAddress() const override;
+  void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
+  void Cleanup() override;
+  const DataplaneStats& stats() const override { return stats_; }
+
+  // Effective kernel socket buffer sizes (valid after Init).
+  int rcvbuf_bytes() const { return rcvbuf_bytes_; }
+  int sndbuf_bytes() const { return sndbuf_bytes_; }
+
+ private:
+  bool SizeBuffer(int option, int force_option, const char* name, int* effective);
+  void ProcessBurst(int count, uint64_t now_ns);
+  void Queue(const engine::Action& action, bool incoming_checksum);
+  // Appends one datagram; `header` is the encoded header to copy.
+  void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
+              engine::PeerToken peer);
+  void Flush();
+
+  DataplaneOptions options_;
+  engine::Engine* engine_;  // not owned
+  int fd_ = -1;
+  sockaddr_in bound_{};
+  int rcvbuf_bytes_ = 0;
+  int sndbuf_bytes_ = 0;
+  PeerTable peers_;
+  DataplaneStats stats_;
+
+  // Receive side: batch_size entries each.
+  uint8_t* rx_buffers_ = nullptr;  // 64-byte aligned, batch_size * kRxBufferBytes
+  std::vector<mmsghdr> rx_msgs_;
+  std::vector<iovec> rx_iov_;
+  std::vector<sockaddr_in> rx_addr_;
+
+  // Transmit side: kTxCapacity entries each.
+  uint8_t* tx_headers_ = nullptr;  // kTxCapacity * kHeaderSize, 64-byte aligned
+  uint8_t* tx_small_ = nullptr;    // kTxCapacity * kTxSmallPayload
+  std::vector<mmsghdr> tx_msgs_;
+  std::vector<iovec> tx_iov_;      // two per entry: header, payload
+  std::vector<sockaddr_in> tx_addr_;
+  size_t tx_count_ = 0;
+  uint64_t rx_errors_ = 0;  // recvmmsg failures other than EAGAIN (rate-limits the log)
+
+  // Jobs whose contributions carried kFlagChecksum (see the file comment).
+  std::unordered_set<uint32_t> checksum_jobs_;
+};
+
+}  // namespace tributary::agent

@@ -1,0 +1,446 @@
+// The aggregation engine: authentication, the shadow-set state machine and
+// the answers (see engine.h for the protocol, job.h for the memory layout).
+//
+// Per contribution, in this order (FORMAT.md §9):
+//  1. authenticate: job id (NACK unknown_job), key (silent drop: a wrong key
+//     is never answered, so the aggregator cannot be used to probe keys),
+//     epoch (NACK stale_epoch), sender < fan-in (NACK bad_sender), the
+//     sender index registered by a JOIN from this very peer (silent drop);
+//  2. validate: slot/shadow (NACK bad_slot), dtype/op (NACK unsupported),
+//     element count * size <= payload_bytes and == payload length (NACK
+//     bad_range);
+//  3. shadow set v = header.shadow of the slot:
+//     - sender's bit set: same round -> duplicate, answered with the stored
+//       result (complete) or a STATUS listing the missing children
+//       (pending); another round -> stale, dropped;
+//     - bit clear: same round and pending -> a new contribution (dtype/op/
+//       count must agree, else NACK mismatch); same round and complete -> a
+//       late duplicate whose bit a newer round already cleared, answered
+//       with the result; set unused, or complete with an older round -> the
+//       packet starts a new round; pending with another round -> newer: NACK
+//       mismatch (children disagree on the sequence), older: stale drop;
+//  4. the first contribution of a round initializes the accumulator, later
+//     ones combine; the sender's bit is set in v and cleared in 1 - v; when
+//     all fan-in children arrived the result is finalized once and sent to
+//     every child (kResultToAll).
+// A sender whose bit is still set in a PENDING other set has skipped ahead
+// of a round that has not completed, which the sequence rule forbids;
+// clearing that bit would let it count twice, so such a packet is refused
+// (NACK mismatch) before anything is changed.
+//
+// RESULT_REQUEST is authenticated the same way and answered from the set:
+// RESULT if the named round is complete, STATUS if pending; a request for a
+// round the set does not hold is dropped as stale (the requester's timeout
+// resends its contribution, which is the only thing that can make progress).
+// LEAVE is authenticated the same way and never answered.
+//
+// Thread-safety: none; one Engine per thread.
+#include "switch_agent/engine/engine.h"
+
+#include <utility>
+
+#include "switch_agent/engine/job.h"
+#include "switch_agent/engine/reduce.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::Header;
+using proto::MsgType;
+using proto::NackCode;
+
+// (collective_id, elem_offset) of the packet is strictly newer than the set's.
+bool IsNewer(const Header& h, const SetMeta& m) {
+  if (h.collective_id != m.collective_id) return h.collective_id > m.collective_id;
+  return h.elem_offset > m.elem_offset;
+}
+
+bool SameRound(const Header& h, const SetMeta& m) {
+  return m.state != SetState::kUnused && h.collective_id == m.collective_id &&
+         h.elem_offset == m.elem_offset;
+}
+
+}  // namespace
+
+const char* DropReasonName(DropReason r) {
+  switch (r) {
+    case DropReason::kUnknownJob: return "unknown_job";
+    case DropReason::kBadKey: return "bad_key";
+    case DropReason::kStaleEpoch: return "stale_epoch";
+    case DropReason::kBadSlot: return "bad_slot";
+    case DropReason::kBadRange: return "bad_range";
+    case DropReason::kMismatch: return "mismatch";
+    case DropReason::kBadSender: return "bad_sender";
+    case DropReason::kForeignSource: return "foreign_source";
+    case DropReason::kStale: return "stale";
+    case DropReason::kUnexpectedType: return "unexpected_type";
+    case DropReason::kJobConflict: return "job_conflict";
+    case DropReason::kJobLimit: return "job_limit";
+    case DropReason::kMemoryLimit: return "memory_limit";
+    case DropReason::kBadJoin: return "bad_join";
+    case DropReason::kUnsupported: return "unsupported";
+    case DropReason::kCount: break;
+  }
+  return "unknown";
+}
+
+uint64_t EngineCounters::TotalDrops() const {
+  uint64_t total = 0;
+  for (uint64_t d : drops) total += d;
+  return total;
+}
+
+Engine::Engine(const EngineLimits& limits, uint32_t epoch_seed)
+    : limits_(limits), next_epoch_(epoch_seed == 0 ? 1 : epoch_seed) {
+  table_ = &ActiveReduceTable();
+}
+
+Engine::~Engine() = default;
+
+// Handlers fill the one Action constructed here (returned by NRVO): an
+// Action is 112 bytes, and zeroing a temporary per handler and early return
+// (`rep stos`) was most of HandleContribution's own time in
+// tributary_engine_bench.
+Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns) {
+  ++counters_.packets_in;
+  Action out;
+  switch (pkt.header.type) {
+    case MsgType::kContribution: HandleContribution(pkt, from, now_ns, &out); break;
+    case MsgType::kResultRequest: HandleResultRequest(pkt, from, now_ns, &out); break;
+    case MsgType::kJoin: HandleJoin(pkt, from, now_ns, &out); break;
+    case MsgType::kLeave: HandleLeave(pkt, from, now_ns, &out); break;
+    default: Drop(DropReason::kUnexpectedType); break;
+  }
+  return out;
+}
+
+void Engine::Drop(DropReason reason) { ++counters_.drops[static_cast<size_t>(reason)]; }
+
+void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reason, Action* out) {
+  ++counters_.drops[static_cast<size_t>(reason)];
+  out->kind = ActionKind::kSendToOne;
+  out->header = in;  // echo the identity so the sender can match the NACK
+  out->header.type = MsgType::kNack;
+  out->header.flags = 0;
+  out->header.aux = static_cast<uint32_t>(code);
+  out->header.checksum = 0;
+  out->peer = to;
+}
+
+Job* Engine::Lookup(uint32_t job_id) {
+  if (cached_job_ != nullptr && cached_job_->job_id() == job_id) return cached_job_;
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return nullptr;
+  cached_job_ = it->second.get();
+  return cached_job_;
+}
+
+Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) {
+  Job* job = Lookup(h.job_id);
+  if (job == nullptr) {
+    Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, reject);
+    return nullptr;
+  }
+  if (h.job_key != job->job_key()) {
+    Drop(DropReason::kBadKey);
+    return nullptr;
+  }
+  if (h.epoch != job->epoch()) {
+    Nack(h, from, NackCode::kStaleEpoch, DropReason::kStaleEpoch, reject);
+    return nullptr;
+  }
+  if (h.sender >= job->fan_in()) {
+    Nack(h, from, NackCode::kBadSender, DropReason::kBadSender, reject);
+    return nullptr;
+  }
+  if (!job->IsRegistered(h.sender) || job->child(h.sender) != from) {
+    Drop(DropReason::kForeignSource);
+    return nullptr;
+  }
+  return job;
+}
+
+// The RESULT of the round the set holds (complete), for every child.
+void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out) {
+  const SetMeta& m = job->meta(slot, shadow);
+  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  out->kind = ActionKind::kResultToAll;
+  Header& r = out->header;
+  r.type = MsgType::kResult;
+  r.job_id = job->job_id();
+  r.epoch = job->epoch();
+  r.job_key = job->job_key();
+  r.collective_id = m.collective_id;
+  r.elem_offset = m.elem_offset;
+  r.slot = slot;
+  r.elem_count = m.elem_count;
+  r.sender = 0;
+  r.dtype = m.dtype;
+  r.op = m.op;
+  r.shadow = static_cast<uint8_t>(shadow);
+  out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
+  out->payload_len = size_t{m.elem_count} * k.wire_size;
+  out->peers = job->children();
+  out->peer_count = job->fan_in();
+}
+
+// The same RESULT, addressed to one peer (a retransmission answer).
+void Engine::ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Action* out) {
+  ResultAction(job, slot, shadow, out);
+  out->kind = ActionKind::kSendToOne;
+  out->peer = to;
+  out->peers = nullptr;
+  out->peer_count = 0;
+}
+
+// A STATUS for a pending set: aux = number of missing children, payload =
+// the first kMaxStatusSenders of them (u32 LE), so ranks can name them.
+void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
+                      Action* out) {
+  const SetMeta& m = job->meta(slot, shadow);
+  const size_t listed =
+      job->ListMissing(slot, shadow, job->status_scratch(), proto::kMaxStatusSenders);
+  out->kind = ActionKind::kSendToOne;
+  Header& r = out->header;
+  r.type = MsgType::kStatus;
+  r.job_id = job->job_id();
+  r.epoch = job->epoch();
+  r.job_key = job->job_key();
+  r.collective_id = m.collective_id;
+  r.elem_offset = m.elem_offset;
+  r.slot = slot;
+  r.elem_count = m.elem_count;
+  r.sender = in.sender;
+  r.dtype = m.dtype;
+  r.op = m.op;
+  r.shadow = static_cast<uint8_t>(shadow);
+  r.aux = job->fan_in() - m.arrived;
+  out->payload = job->status_scratch();
+  out->payload_len = 4 * listed;
+  out->peer = to;
+}
+
+void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                                Action* out) {
+  const Header& h = pkt.header;
+  Job* job = FindAuthenticated(h, from, out);
+  if (job == nullptr) return;
+  job->last_active_ns = now_ns;
+
+  if (h.slot >= job->slot_count() || h.shadow > 1) {
+    return Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
+  }
+  const auto d = static_cast<uint8_t>(h.dtype);
+  const auto o = static_cast<uint8_t>(h.op);
+  if (d > proto::kMaxDataType || o > proto::kMaxReduceOp || table_->kernels[d][o].init == nullptr) {
+    return Nack(h, from, NackCode::kUnsupported, DropReason::kUnsupported, out);
+  }
+  const ReduceKernel& k = table_->kernels[d][o];
+  const uint64_t bytes = uint64_t{h.elem_count} * k.wire_size;
+  if (h.elem_count == 0 || bytes > job->payload_bytes() || bytes != pkt.payload_len ||
+      pkt.payload == nullptr) {
+    return Nack(h, from, NackCode::kBadRange, DropReason::kBadRange, out);
+  }
+
+  const uint32_t s = h.slot;
+  const uint32_t v = h.shadow;
+  const uint32_t sender = h.sender;
+  SetMeta& m = job->meta(s, v);
+  uint64_t* seen = job->seen(s, v);
+  const bool same_round = SameRound(h, m);
+
+  if (Job::TestBit(seen, sender)) {
+    if (!same_round) return Drop(DropReason::kStale);
+    ++counters_.duplicates;
+    if (m.state == SetState::kComplete) {
+      ++counters_.retransmit_answers;
+      return ResultTo(job, s, v, from, out);
+    }
+    return StatusTo(job, h, s, v, from, out);
+  }
+
+  bool new_round = false;
+  if (same_round) {
+    if (m.state == SetState::kComplete) {
+      ++counters_.duplicates;
+      ++counters_.retransmit_answers;
+      return ResultTo(job, s, v, from, out);
+    }
+    if (m.dtype != h.dtype || m.op != h.op || m.elem_count != h.elem_count) {
+      return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
+    }
+  } else if (m.state == SetState::kUnused || (m.state == SetState::kComplete && IsNewer(h, m))) {
+    new_round = true;
+  } else if (m.state == SetState::kPending && IsNewer(h, m)) {
+    return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
+  } else {
+    return Drop(DropReason::kStale);
+  }
+
+  uint64_t* other = job->seen(s, v ^ 1);
+  if (Job::TestBit(other, sender) && job->meta(s, v ^ 1).state == SetState::kPending) {
+    return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
+  }
+
+  void* acc = job->acc(s, v);
+  if (new_round) {
+    m.collective_id = h.collective_id;
+    m.elem_offset = h.elem_offset;
+    m.elem_count = h.elem_count;
+    m.dtype = h.dtype;
+    m.op = h.op;
+    m.arrived = 0;
+    m.state = SetState::kPending;
+    m.first_arrival_ns = now_ns;
+    job->ClearSeen(s, v);
+    k.init(acc, pkt.payload, h.elem_count);
+  } else {
+    k.combine(acc, pkt.payload, h.elem_count);
+  }
+  Job::SetBit(seen, sender);
+  Job::ClearBit(other, sender);
+  ++m.arrived;
+  ++counters_.contributions;
+  counters_.bytes_reduced += bytes;
+  if (m.arrived < job->fan_in()) return;
+
+  if (k.finalize != nullptr) k.finalize(acc, job->result(s, v), h.elem_count);
+  m.state = SetState::kComplete;
+  m.complete_ns = now_ns;
+  m.last_sender = sender;
+  ++counters_.completions;
+  ++job->completions;
+  ResultAction(job, s, v, out);
+}
+
+void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                                 Action* out) {
+  const Header& h = pkt.header;
+  Job* job = FindAuthenticated(h, from, out);
+  if (job == nullptr) return;
+  job->last_active_ns = now_ns;
+  if (h.slot >= job->slot_count() || h.shadow > 1) {
+    return Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
+  }
+  const SetMeta& m = job->meta(h.slot, h.shadow);
+  if (!SameRound(h, m)) return Drop(DropReason::kStale);
+  if (m.state == SetState::kComplete) {
+    ++counters_.retransmit_answers;
+    return ResultTo(job, h.slot, h.shadow, from, out);
+  }
+  StatusTo(job, h, h.slot, h.shadow, from, out);
+}
+
+void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                         Action* out) {
+  Job* job = FindAuthenticated(pkt.header, from, out);
+  // A leaving rank waits for nothing: refusals are counted, never answered.
+  *out = Action{};
+  if (job == nullptr) return;
+  job->last_active_ns = now_ns;
+  job->Leave(pkt.header.sender);
+  ++counters_.leaves;
+}
+
+// JOIN: the first one creates the job (one arena, checked against the
+// limits, a fresh epoch); later ones must agree on the parameters and
+// register their child index. Every accepted JOIN is answered with a
+// JOIN_ACK carrying the epoch and echoing the accepted body and nonce.
+// Invalid bodies are refused with NACK unsupported (a value v1 cannot
+// serve), resource_exhausted (beyond this engine's limits) or bad_sender.
+void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                        Action* out) {
+  const Header& h = pkt.header;
+  proto::JoinBody body{};
+  if (!proto::DecodeJoinBody(pkt.payload, pkt.payload_len, &body) || body.fan_in == 0 ||
+      body.slot_count == 0 || body.payload_bytes < proto::kMinPayloadBytes ||
+      body.payload_bytes > proto::kMaxPayloadBytes ||
+      body.payload_bytes % proto::kPayloadAlign != 0) {
+    return Nack(h, from, NackCode::kUnsupported, DropReason::kBadJoin, out);
+  }
+  if (body.fan_in > limits_.max_fan_in || body.slot_count > limits_.max_slots) {
+    return Nack(h, from, NackCode::kResourceExhausted, DropReason::kBadJoin, out);
+  }
+  if (h.sender >= body.fan_in) {
+    return Nack(h, from, NackCode::kBadSender, DropReason::kBadJoin, out);
+  }
+
+  const JobParams params{body.fan_in, body.slot_count, body.payload_bytes};
+  Job* job = Lookup(h.job_id);
+  if (job != nullptr) {
+    if (h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
+    const JobParams& have = job->params();
+    if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
+        have.payload_bytes != params.payload_bytes) {
+      return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
+    }
+  } else {
+    if (jobs_.size() >= limits_.max_jobs) {
+      return Nack(h, from, NackCode::kResourceExhausted, DropReason::kJobLimit, out);
+    }
+    const uint64_t arena = Job::ArenaBytes(params);
+    if (arena > limits_.max_memory_bytes || memory_bytes_ + arena > limits_.max_memory_bytes) {
+      return Nack(h, from, NackCode::kResourceExhausted, DropReason::kMemoryLimit, out);
+    }
+    std::unique_ptr<Job> created = Job::Create(h.job_id, h.job_key, next_epoch_, params, now_ns);
+    if (!created) {
+      return Nack(h, from, NackCode::kResourceExhausted, DropReason::kMemoryLimit, out);
+    }
+    next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;  // 0 is never an epoch
+    job = created.get();
+    memory_bytes_ += job->arena_bytes();
+    jobs_.emplace(h.job_id, std::move(created));
+    ++counters_.jobs_created;
+  }
+  job->Register(h.sender, from);
+  job->last_active_ns = now_ns;
+  ++counters_.joins;
+
+  proto::JoinBody ack{};
+  ack.fan_in = params.fan_in;
+  ack.slot_count = params.slot_count;
+  ack.payload_bytes = params.payload_bytes;
+  ack.nonce = body.nonce;
+  proto::EncodeJoinBody(ack, job->join_ack_body());
+  out->kind = ActionKind::kSendToOne;
+  out->header.type = MsgType::kJoinAck;
+  out->header.job_id = job->job_id();
+  out->header.epoch = job->epoch();
+  out->header.job_key = job->job_key();
+  out->header.sender = h.sender;
+  out->payload = job->join_ack_body();
+  out->payload_len = proto::kJoinBodySize;
+  out->peer = from;
+}
+
+size_t Engine::Reap(uint64_t now_ns) {
+  size_t freed = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const Job& job = *it->second;
+    const bool idle = now_ns > job.last_active_ns &&
+                      now_ns - job.last_active_ns > limits_.job_idle_timeout_ns;
+    if (job.finished() || idle) {
+      memory_bytes_ -= job.arena_bytes();
+      if (cached_job_ == it->second.get()) cached_job_ = nullptr;
+      it = jobs_.erase(it);
+      ++counters_.jobs_destroyed;
+      ++freed;
+    } else {
+      ++it;
+    }
+  }
+  return freed;
+}
+
+std::vector<JobInfo> Engine::Jobs() const {
+  std::vector<JobInfo> out;
+  out.reserve(jobs_.size());
+  for (const auto& [id, job] : jobs_) {
+    out.push_back(JobInfo{id, job->epoch(), job->fan_in(), job->slot_count(),
+                          job->payload_bytes(), job->joined(), job->arena_bytes(),
+                          job->completions});
+  }
+  return out;
+}
+
+}  // namespace tributary::engine

@@ -1,0 +1,175 @@
+// The aggregation engine: jobs, slot pools and shadow-set idempotence.
+//
+// The engine turns one decoded packet into at most one Action for the
+// dataplane to send. It does no I/O and knows no addresses: peers are opaque
+// PeerTokens assigned by the dataplane (an index into its own peer table: a
+// sockaddr for kernel UDP, a MAC/IP pair for DPDK, an fi_addr_t for
+// libfabric). The same engine runs behind every dataplane backend, on a
+// server, a DPU or a switch CPU.
+//
+// Protocol (proto/FORMAT.md §9, DESIGN.md §3): each job owns `slot_count`
+// slots, each with two shadow sets. A child streams its fragments through the
+// slots in sequence: fragment k uses slot k % S, set (k / S) % 2, and a child
+// sends fragment k + S only after it received the result of fragment k. A
+// child's bit is set in the set it contributes to and cleared in the other;
+// a contribution whose bit is already set is a duplicate and never counts
+// again; a duplicate for a completed set is answered with the stored result.
+// A set is reused for a new round only by a fragment that is newer (ordered
+// by collective id, then element offset) than the round it holds, which by
+// the sequence rule means every child has received the old result.
+//
+// Memory: each job's slots live in one arena allocated when the job is
+// created (JOIN), sized by its slot count, payload and fan-in, and checked
+// against EngineLimits; nothing is allocated per packet. A job's memory is
+// released only by Reap(), which the dataplane calls between batches. An
+// Action's payload points into engine memory that a later packet may reuse
+// (a set's next round, a job's answer buffer): the dataplane encodes or
+// copies each Action before it calls OnPacket() again.
+//
+// Thread-safety: none. One Engine per thread (per lcore for DPDK): the
+// dataplane shards jobs across engines; an Engine's counters are its own.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "proto/codec.h"
+
+namespace tributary::engine {
+
+// Opaque identity of a peer, meaningful only to the dataplane that made it.
+using PeerToken = uint64_t;
+
+// Why the engine dropped a packet. Stable order: stats print these names.
+enum class DropReason : uint8_t {
+  kUnknownJob = 0,     // job id not known (sender is told: NACK kUnknownJob)
+  kBadKey,             // job key wrong: counted, never answered
+  kStaleEpoch,         // epoch not the job's current one
+  kBadSlot,            // slot index out of range
+  kBadRange,           // element count larger than the job's payload
+  kMismatch,           // dtype/op/count disagree with the slot's current round
+  kBadSender,          // sender index >= fan-in
+  kForeignSource,      // sender index not registered from this peer
+  kStale,              // contribution for a round older than the set holds
+  kUnexpectedType,     // a message type aggregators do not accept (RESULT, ...)
+  kJobConflict,        // JOIN parameters disagree with the existing job
+  kJobLimit,           // too many jobs
+  kMemoryLimit,        // job would exceed the engine's memory budget
+  kBadJoin,            // JOIN parameters invalid (fan-in 0, payload not aligned ...)
+  kUnsupported,        // dtype/op combination not supported
+  kCount
+};
+inline constexpr size_t kNumDropReasons = static_cast<size_t>(DropReason::kCount);
+const char* DropReasonName(DropReason r);
+
+struct EngineCounters {
+  uint64_t packets_in = 0;        // packets handed to OnPacket
+  uint64_t contributions = 0;     // contributions aggregated (first copies)
+  uint64_t duplicates = 0;        // duplicate contributions (not aggregated)
+  uint64_t retransmit_answers = 0;// duplicates for complete sets answered with the result
+  uint64_t completions = 0;       // slot rounds completed
+  uint64_t bytes_reduced = 0;     // payload bytes aggregated
+  uint64_t jobs_created = 0;
+  uint64_t jobs_destroyed = 0;
+  uint64_t joins = 0;
+  uint64_t leaves = 0;
+  std::array<uint64_t, kNumDropReasons> drops{};
+  uint64_t TotalDrops() const;
+};
+
+struct EngineLimits {
+  uint32_t max_jobs = 1024;                       // jobs alive at once
+  uint64_t max_memory_bytes = 4ull << 30;         // sum of all job arenas
+  uint32_t max_fan_in = proto::kMaxFanIn;
+  uint32_t max_slots = proto::kMaxSlotCount;
+  uint64_t job_idle_timeout_ns = 300ull * 1000000000;  // no packet for this long: job reaped
+};
+
+// What the dataplane sends after one input packet.
+enum class ActionKind : uint8_t {
+  kNone = 0,       // nothing to send
+  kResultToAll,    // send header+payload to every peer in `peers`
+  kSendToOne,      // send header (+payload) to `peer` (RESULT, JOIN_ACK, NACK, STATUS)
+};
+
+struct Action {
+  ActionKind kind = ActionKind::kNone;
+  proto::Header header;            // complete header to encode (checksum computed by the encoder)
+  // Points into the job's arena or answer buffers: valid until the next
+  // OnPacket() or Reap() call (a later packet may reuse the set or buffer),
+  // so the dataplane encodes or copies it before handing over the next one.
+  const uint8_t* payload = nullptr;
+  size_t payload_len = 0;
+  PeerToken peer = 0;              // kSendToOne
+  const PeerToken* peers = nullptr;  // kResultToAll
+  uint32_t peer_count = 0;
+};
+
+struct JobInfo {
+  uint32_t job_id;
+  uint32_t epoch;
+  uint32_t fan_in;
+  uint32_t slot_count;
+  uint32_t payload_bytes;
+  uint32_t joined;          // children that have joined
+  uint64_t arena_bytes;
+  uint64_t completions;
+};
+
+class Job;
+struct ReduceTable;
+
+class Engine {
+ public:
+  // `epoch_seed` makes the epochs of this engine instance differ from those
+  // of an earlier run (a restarted daemon must not accept old packets).
+  Engine(const EngineLimits& limits, uint32_t epoch_seed);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Processes one packet that proto::Decode accepted, received from `from`.
+  // Never throws, never allocates except when a JOIN creates a job.
+  Action OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns);
+
+  // Frees jobs that ended (all children left) or idled past the timeout.
+  // Invalidates the payload pointers of earlier Actions. Returns jobs freed.
+  size_t Reap(uint64_t now_ns);
+
+  const EngineCounters& counters() const { return counters_; }
+  std::vector<JobInfo> Jobs() const;
+  uint64_t memory_bytes() const { return memory_bytes_; }
+
+ private:
+  // Handlers write their answer into `out` (left as kNone to send nothing).
+  void HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
+  void HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
+  void HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                          Action* out);
+  void HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                           Action* out);
+  void Drop(DropReason reason);
+  void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
+            Action* out);
+  Job* FindAuthenticated(const proto::Header& h, PeerToken from, Action* reject);
+  Job* Lookup(uint32_t job_id);
+  void ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out);
+  void ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Action* out);
+  void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
+                Action* out);
+
+  EngineLimits limits_;
+  uint32_t next_epoch_;
+  EngineCounters counters_;
+  uint64_t memory_bytes_ = 0;
+  std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
+  Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
+  const ReduceTable* table_ = nullptr;  // kernel variant, fixed at construction
+};
+
+}  // namespace tributary::engine

@@ -1,0 +1,116 @@
+// Arena layout and bookkeeping of one job (see job.h).
+// Thread-safety: none (owned by one Engine).
+#include "switch_agent/engine/job.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace tributary::engine {
+namespace {
+
+constexpr uint64_t kLine = 64;
+
+uint64_t RoundUp(uint64_t n) { return (n + kLine - 1) / kLine * kLine; }
+
+struct Layout {
+  uint64_t registered, left, metas, seen, data, total;
+};
+
+Layout ComputeLayout(const JobParams& p) {
+  const uint64_t words = (uint64_t{p.fan_in} + 63) / 64;
+  const uint64_t sets = 2 * uint64_t{p.slot_count};
+  Layout l{};
+  l.registered = RoundUp(uint64_t{p.fan_in} * sizeof(PeerToken));
+  l.left = l.registered + RoundUp(words * 8);
+  l.metas = l.left + RoundUp(words * 8);
+  l.seen = l.metas + sets * sizeof(SetMeta);
+  l.data = l.seen + RoundUp(sets * words * 8);
+  l.total = l.data + sets * 3 * uint64_t{p.payload_bytes};
+  return l;
+}
+
+}  // namespace
+
+uint64_t Job::ArenaBytes(const JobParams& p) { return ComputeLayout(p).total; }
+
+std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epoch,
+                                 const JobParams& p, uint64_t now_ns) {
+  const Layout l = ComputeLayout(p);
+  if (l.total > SIZE_MAX) return nullptr;
+  void* arena = std::aligned_alloc(kLine, static_cast<size_t>(l.total));  // total % 64 == 0
+  if (arena == nullptr) return nullptr;
+  // Zero the bookkeeping only: the data region is initialized by the first
+  // contribution of each round, and leaving it untouched keeps large,
+  // sparsely used arenas from being faulted in at JOIN time.
+  std::memset(arena, 0, static_cast<size_t>(l.data));
+
+  std::unique_ptr<Job> job(new (std::nothrow) Job());
+  if (!job) {
+    std::free(arena);
+    return nullptr;
+  }
+  auto* base = static_cast<uint8_t*>(arena);
+  job->job_id_ = job_id;
+  job->job_key_ = job_key;
+  job->epoch_ = epoch;
+  job->params_ = p;
+  job->words_ = static_cast<uint32_t>((uint64_t{p.fan_in} + 63) / 64);
+  job->arena_bytes_ = l.total;
+  job->arena_ = arena;
+  job->children_ = reinterpret_cast<PeerToken*>(base);
+  job->registered_ = reinterpret_cast<uint64_t*>(base + l.registered);
+  job->left_bits_ = reinterpret_cast<uint64_t*>(base + l.left);
+  job->metas_ = reinterpret_cast<SetMeta*>(base + l.metas);
+  job->seen_ = reinterpret_cast<uint64_t*>(base + l.seen);
+  job->data_ = base + l.data;
+  job->last_active_ns = now_ns;
+  return job;
+}
+
+Job::~Job() { std::free(arena_); }
+
+void Job::Register(uint32_t i, PeerToken peer) {
+  if (!TestBit(registered_, i)) {
+    SetBit(registered_, i);
+    ++joined_;
+  }
+  if (TestBit(left_bits_, i)) {
+    ClearBit(left_bits_, i);
+    --left_;
+  }
+  children_[i] = peer;
+  finished_ = false;
+}
+
+bool Job::Leave(uint32_t i) {
+  if (!TestBit(left_bits_, i)) {
+    SetBit(left_bits_, i);
+    ++left_;
+  }
+  finished_ = joined_ > 0 && left_ == joined_;
+  return finished_;
+}
+
+void Job::ClearSeen(uint32_t slot, uint32_t shadow) {
+  std::memset(seen(slot, shadow), 0, size_t{words_} * 8);
+}
+
+size_t Job::ListMissing(uint32_t slot, uint32_t shadow, uint8_t* out, size_t max) {
+  const uint64_t* bits = seen(slot, shadow);
+  size_t n = 0;
+  for (uint32_t w = 0; w < words_ && n < max; ++w) {
+    uint64_t missing = ~bits[w];
+    const uint32_t base = w * 64;
+    if (params_.fan_in - base < 64) missing &= (uint64_t{1} << (params_.fan_in - base)) - 1;
+    while (missing != 0 && n < max) {
+      const uint32_t child = base + static_cast<uint32_t>(__builtin_ctzll(missing));
+      missing &= missing - 1;
+      for (int b = 0; b < 4; ++b) out[4 * n + b] = static_cast<uint8_t>(child >> (8 * b));
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace tributary::engine

@@ -1,0 +1,140 @@
+// One aggregation job: its children and its slot pool, in a single arena.
+//
+// A job is created by the first JOIN and sized once: `slot_count` slots of
+// two shadow sets each, every set with a round identity (SetMeta, one cache
+// line), a seen bitmap of fan_in bits, an accumulator of 2 * payload_bytes
+// (fp16/bf16 accumulate in fp32) and a result buffer of payload_bytes (used
+// only by 16-bit floats; native types use the accumulator as the result).
+// Everything lives in one 64-byte aligned allocation so that a packet
+// touches a predictable, small set of cache lines and nothing is allocated
+// after the JOIN:
+//
+//   [children: PeerToken x fan_in][registered bits][left bits]
+//   [SetMeta x 2S][seen bitmaps: 2S x W words][data: 2S x 3P bytes]
+//
+// (S = slot_count, W = ceil(fan_in / 64), P = payload_bytes; each region
+// starts on a 64-byte boundary; set index = 2 * slot + shadow.)
+// The aggregation rules themselves are in engine.cc; Job only owns memory
+// and bookkeeping. Thread-safety: none (owned by one Engine).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "proto/wire.h"
+
+namespace tributary::engine {
+
+using PeerToken = uint64_t;
+
+enum class SetState : uint8_t { kUnused = 0, kPending = 1, kComplete = 2 };
+
+// The round a shadow set currently holds. 64 bytes: one cache line.
+struct alignas(64) SetMeta {
+  uint64_t collective_id;
+  uint64_t elem_offset;
+  uint64_t first_arrival_ns;  // first contribution of the round
+  uint64_t complete_ns;       // when the last child arrived
+  uint32_t elem_count;
+  uint32_t arrived;           // distinct children that contributed
+  uint32_t last_sender;       // the child that completed the round (straggler)
+  proto::DataType dtype;
+  proto::ReduceOp op;
+  SetState state;
+};
+static_assert(sizeof(SetMeta) == 64);
+
+struct JobParams {
+  uint32_t fan_in;
+  uint32_t slot_count;
+  uint32_t payload_bytes;
+};
+
+class Job {
+ public:
+  // Bytes of the arena for these parameters (no overflow for any values
+  // allowed by proto/wire.h limits).
+  static uint64_t ArenaBytes(const JobParams& p);
+  // Allocates and initializes the arena; nullptr if the allocation failed.
+  static std::unique_ptr<Job> Create(uint32_t job_id, uint64_t job_key, uint32_t epoch,
+                                     const JobParams& p, uint64_t now_ns);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  uint32_t job_id() const { return job_id_; }
+  uint64_t job_key() const { return job_key_; }
+  uint32_t epoch() const { return epoch_; }
+  const JobParams& params() const { return params_; }
+  uint32_t fan_in() const { return params_.fan_in; }
+  uint32_t slot_count() const { return params_.slot_count; }
+  uint32_t payload_bytes() const { return params_.payload_bytes; }
+  uint64_t arena_bytes() const { return arena_bytes_; }
+  uint32_t bitmap_words() const { return words_; }
+
+  // ---- Children. ----
+  const PeerToken* children() const { return children_; }
+  bool IsRegistered(uint32_t child) const { return TestBit(registered_, child); }
+  PeerToken child(uint32_t i) const { return children_[i]; }
+  // Registers (or re-registers, after a rank restart) child `i` from `peer`;
+  // clears its "left" mark.
+  void Register(uint32_t i, PeerToken peer);
+  // Marks child `i` as gone. Returns true if every joined child has now left.
+  bool Leave(uint32_t i);
+  uint32_t joined() const { return joined_; }
+  bool finished() const { return finished_; }
+
+  // ---- Slots. `slot` < slot_count, `shadow` in {0, 1}: unchecked. ----
+  SetMeta& meta(uint32_t slot, uint32_t shadow) { return metas_[2 * size_t{slot} + shadow]; }
+  uint64_t* seen(uint32_t slot, uint32_t shadow) {
+    return seen_ + (2 * size_t{slot} + shadow) * words_;
+  }
+  uint8_t* acc(uint32_t slot, uint32_t shadow) {
+    return data_ + (2 * size_t{slot} + shadow) * 3 * size_t{params_.payload_bytes};
+  }
+  uint8_t* result(uint32_t slot, uint32_t shadow) {
+    return acc(slot, shadow) + 2 * size_t{params_.payload_bytes};
+  }
+  void ClearSeen(uint32_t slot, uint32_t shadow);
+
+  // Writes the indices of children missing from the set (bit clear) as
+  // little-endian u32 into `out`, at most `max` of them; returns the count.
+  size_t ListMissing(uint32_t slot, uint32_t shadow, uint8_t* out, size_t max);
+
+  // Per-job answer buffers: STATUS payloads and JOIN_ACK bodies are encoded
+  // here so that an Action's payload outlives the OnPacket call.
+  uint8_t* status_scratch() { return status_scratch_; }
+  uint8_t* join_ack_body() { return join_ack_body_; }
+
+  uint64_t last_active_ns = 0;
+  uint64_t completions = 0;
+
+  static bool TestBit(const uint64_t* words, uint32_t i) { return (words[i >> 6] >> (i & 63)) & 1; }
+  static void SetBit(uint64_t* words, uint32_t i) { words[i >> 6] |= uint64_t{1} << (i & 63); }
+  static void ClearBit(uint64_t* words, uint32_t i) { words[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
+
+ private:
+  Job() = default;
+
+  uint32_t job_id_ = 0;
+  uint64_t job_key_ = 0;
+  uint32_t epoch_ = 0;
+  JobParams params_{};
+  uint32_t words_ = 0;
+  uint32_t joined_ = 0;
+  uint32_t left_ = 0;
+  bool finished_ = false;
+  uint64_t arena_bytes_ = 0;
+  void* arena_ = nullptr;
+  PeerToken* children_ = nullptr;
+  uint64_t* registered_ = nullptr;
+  uint64_t* left_bits_ = nullptr;
+  SetMeta* metas_ = nullptr;
+  uint64_t* seen_ = nullptr;
+  uint8_t* data_ = nullptr;
+  alignas(64) uint8_t status_scratch_[4 * proto::kMaxStatusSenders];
+  uint8_t join_ack_body_[proto::kJoinBodySize];
+};
+
+}  // namespace tributary::engine

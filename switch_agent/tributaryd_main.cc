@@ -1,0 +1,100 @@
+// tributaryd: the Tributary aggregation daemon.
+//
+// main() only wires the parts together: parse and validate the configuration
+// (control/config.h), install the signal flags (control/signals.h), create
+// the engine and the dataplane backend chosen by name, run the loop until
+// SIGTERM/SIGINT, print the counters and exit. Exit codes: 0 clean stop or
+// --help/--version/--print-config; 2 bad flags or configuration; 1 the data
+// plane could not start (port in use, ...). Single-threaded.
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "switch_agent/control/config.h"
+#include "switch_agent/control/counters.h"
+#include "switch_agent/control/signals.h"
+#include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/engine/engine.h"
+
+namespace {
+
+constexpr int kExitStartFailed = 1;
+constexpr int kExitUsage = 2;
+
+// Epochs of this run must differ from a previous run's, so that packets of
+// jobs that lived in an earlier daemon are refused as stale.
+uint32_t EpochSeed() {
+  uint32_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed)) {
+    seed = static_cast<uint32_t>(time(nullptr)) ^ (static_cast<uint32_t>(getpid()) << 16);
+  }
+  return seed;
+}
+
+void PrintCounters(const char* why, const tributary::agent::Dataplane& dp,
+                   const tributary::engine::Engine& engine) {
+  const std::string report = tributary::agent::FormatCounters(why, dp, engine);
+  std::fputs(report.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tributary;
+  agent::Config config;
+  const agent::ParseResult parsed = agent::ParseCommandLine(argc, argv, &config);
+  if (parsed.status == agent::ParseStatus::kExitOk) {
+    std::fputs(parsed.text.c_str(), stdout);
+    return 0;
+  }
+  if (parsed.status == agent::ParseStatus::kError) {
+    std::fprintf(stderr, "tributaryd: %s\n", parsed.text.c_str());
+    return kExitUsage;
+  }
+  base::LogLevel level = base::LogLevel::kInfo;
+  base::ParseLogLevel(config.log_level.c_str(), &level);  // validated already
+  base::SetLogLevel(level);
+  agent::LogConfig(config);
+
+  agent::SignalFlags& signals = agent::InstallSignalHandlers();
+  engine::Engine engine(agent::ToEngineLimits(config), EpochSeed());
+  std::string error;
+  std::unique_ptr<agent::Dataplane> dataplane = agent::CreateDataplane(
+      config.dataplane, agent::ToDataplaneOptions(config), &engine, &error);
+  if (dataplane == nullptr) {
+    std::fprintf(stderr, "tributaryd: %s\n", error.c_str());
+    return kExitUsage;
+  }
+  if (!dataplane->Init(&error)) {
+    std::fprintf(stderr, "tributaryd: %s\n", error.c_str());
+    return kExitStartFailed;
+  }
+  // Machine-readable: with --port 0 this is how a supervisor or test learns the port.
+  std::printf("tributaryd listening on %s\n", dataplane->LocalAddress().c_str());
+  std::fflush(stdout);
+  TRIB_LOG(kInfo, "tributaryd", "serving on %s with dataplane '%s'",
+           dataplane->LocalAddress().c_str(), dataplane->name());
+
+  const uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
+  uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
+  dataplane->Run(signals.stop, [&](uint64_t now_ns) {
+    if (signals.dump_counters.exchange(false, std::memory_order_relaxed)) {
+      PrintCounters("SIGUSR1", *dataplane, engine);
+    }
+    if (interval_ns != 0 && now_ns >= next_stats_ns) {
+      PrintCounters("interval", *dataplane, engine);
+      next_stats_ns = now_ns + interval_ns;
+    }
+  });
+
+  TRIB_LOG(kInfo, "tributaryd", "stopping (signal %d)", signals.last_signal.load());
+  dataplane->Cleanup();
+  PrintCounters("exit", *dataplane, engine);
+  return 0;
+}

@@ -1,0 +1,188 @@
+// Unit tests of tributaryd's configuration (switch_agent/control/config.h).
+//
+// They prove the precedence defaults < YAML file < flags, that unknown YAML
+// keys and bad values are rejected with messages naming the key and the
+// source, and that --print-config output reads back to the same settings.
+#include "switch_agent/control/config.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace tributary::agent {
+namespace {
+
+// A YAML file that removes itself.
+class TempYaml {
+ public:
+  explicit TempYaml(const std::string& text) {
+    char tmpl[] = "/tmp/tributaryd_config_test_XXXXXX";
+    const int fd = mkstemp(tmpl);
+    close(fd);
+    path_ = tmpl;
+    std::ofstream(path_) << text;
+  }
+  ~TempYaml() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+ParseResult Parse(std::vector<std::string> args, Config* config) {
+  args.insert(args.begin(), "tributaryd");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseCommandLine(static_cast<int>(argv.size()), argv.data(), config);
+}
+
+// Proves: with no flags and no file every value is the documented default.
+TEST(ConfigTest, DefaultsAreValid) {
+  Config c;
+  ASSERT_EQ(Parse({}, &c).status, ParseStatus::kRun);
+  EXPECT_EQ(c.listen_address, "127.0.0.1");
+  EXPECT_EQ(c.port, proto::kDefaultPort);
+  EXPECT_EQ(c.dataplane, "udp");
+  EXPECT_EQ(c.source.at("port"), "default");
+}
+
+// Proves: a flag overrides the file, the file overrides the default, and the
+// source of each value is recorded.
+TEST(ConfigTest, FlagsOverrideYamlOverridesDefaults) {
+  TempYaml yaml("port: 18000\nmax_jobs: 77\nlog_level: warn\n");
+  Config c;
+  const ParseResult r = Parse({"--config", yaml.path(), "--port", "18001"}, &c);
+  ASSERT_EQ(r.status, ParseStatus::kRun) << r.text;
+  EXPECT_EQ(c.port, 18001u);                // flag beats file
+  EXPECT_EQ(c.max_jobs, 77u);               // file beats default
+  EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.batch_size, Config{}.batch_size);  // default kept
+  EXPECT_EQ(c.source.at("port"), "flag --port");
+  EXPECT_NE(c.source.at("max_jobs").find(yaml.path()), std::string::npos);
+}
+
+// Proves: an unknown key is an error that names the key and its line.
+TEST(ConfigTest, UnknownYamlKeyIsRejected) {
+  TempYaml yaml("port: 18000\nmax_jbos: 3\n");
+  Config c;
+  const ParseResult r = Parse({"--config", yaml.path()}, &c);
+  ASSERT_EQ(r.status, ParseStatus::kError);
+  EXPECT_NE(r.text.find("unknown key 'max_jbos'"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("line 2"), std::string::npos) << r.text;
+}
+
+// Proves: malformed YAML and non-scalar values are rejected.
+TEST(ConfigTest, MalformedYamlIsRejected) {
+  Config c;
+  std::string error;
+  EXPECT_FALSE(ApplyYamlText("port: [1, 2]\n", "t", &c, &error));
+  EXPECT_NE(error.find("port"), std::string::npos) << error;
+  EXPECT_FALSE(ApplyYamlText("port: 1\n  bad: : indent\n", "t", &c, &error));
+  EXPECT_FALSE(ApplyYamlText("- just\n- a list\n", "t", &c, &error));
+  EXPECT_TRUE(ApplyYamlText("", "t", &c, &error)) << "an empty file is allowed";
+}
+
+// Proves: every out-of-range or unparsable value fails validation, naming
+// the key; all problems are reported together.
+TEST(ConfigTest, BadValuesAreRejected) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--port", "65536"}, "port"},
+      {{"--port", "-1"}, "port"},
+      {{"--port", "12ab"}, "port"},
+      {{"--listen-address", "::1"}, "listen_address"},
+      {{"--dataplane", "nope"}, "unknown dataplane 'nope'"},
+      {{"--dataplane", "verbs"}, "not built"},
+      {{"--max-jobs", "0"}, "max_jobs"},
+      {{"--max-memory-mb", "0"}, "max_memory_mb"},
+      {{"--job-idle-timeout-s", "0"}, "job_idle_timeout_s"},
+      {{"--batch-size", "1025"}, "batch_size"},
+      {{"--socket-buffer-bytes", "100"}, "socket_buffer_bytes"},
+      {{"--max-peers", "0"}, "max_peers"},
+      {{"--log-level", "verbose"}, "log_level"},
+      {{"--stats-interval-s", "999999"}, "stats_interval_s"},
+  };
+  for (const auto& [args, needle] : cases) {
+    Config c;
+    const ParseResult r = Parse(args, &c);
+    EXPECT_EQ(r.status, ParseStatus::kError) << args[0] << " " << args[1];
+    EXPECT_NE(r.text.find(needle), std::string::npos) << r.text;
+  }
+  Config c;
+  const ParseResult both = Parse({"--max-jobs", "0", "--batch-size", "0"}, &c);
+  EXPECT_NE(both.text.find("max_jobs"), std::string::npos);
+  EXPECT_NE(both.text.find("batch_size"), std::string::npos);
+}
+
+// Proves: a bad value in the file is reported with the file as its source.
+TEST(ConfigTest, BadYamlValueNamesTheFile) {
+  TempYaml yaml("batch_size: 5000\n");
+  Config c;
+  const ParseResult r = Parse({"--config", yaml.path()}, &c);
+  ASSERT_EQ(r.status, ParseStatus::kError);
+  EXPECT_NE(r.text.find("batch_size"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find(yaml.path()), std::string::npos) << r.text;
+}
+
+// Proves: socket_buffer_bytes 0 (OS default) is accepted, as is port 0.
+TEST(ConfigTest, ZeroMeansDefaultWhereDocumented) {
+  Config c;
+  EXPECT_EQ(Parse({"--socket-buffer-bytes", "0", "--port", "0"}, &c).status, ParseStatus::kRun);
+}
+
+// Proves: --print-config emits YAML that parses back to the same values.
+TEST(ConfigTest, PrintConfigRoundTrips) {
+  Config c;
+  const ParseResult r = Parse({"--print-config", "--port", "19000", "--max-peers", "12",
+                               "--listen-address", "0.0.0.0", "--stats-interval-s", "5"},
+                              &c);
+  ASSERT_EQ(r.status, ParseStatus::kExitOk);
+  Config back;
+  std::string error;
+  ASSERT_TRUE(ApplyYamlText(r.text, "printed", &back, &error)) << error << "\n" << r.text;
+  EXPECT_EQ(back.port, 19000u);
+  EXPECT_EQ(back.max_peers, 12u);
+  EXPECT_EQ(back.listen_address, "0.0.0.0");
+  EXPECT_EQ(back.stats_interval_s, 5u);
+  EXPECT_EQ(ConfigToYaml(back), ConfigToYaml(c));
+}
+
+// Proves: the derived engine limits and dataplane options carry the units
+// converted (MiB -> bytes, s -> ns).
+TEST(ConfigTest, ConversionsUseTheRightUnits) {
+  Config c;
+  c.max_memory_mb = 3;
+  c.job_idle_timeout_s = 2;
+  c.port = 1234;
+  EXPECT_EQ(ToEngineLimits(c).max_memory_bytes, 3u << 20);
+  EXPECT_EQ(ToEngineLimits(c).job_idle_timeout_ns, 2000000000u);
+  EXPECT_EQ(ToDataplaneOptions(c).port, 1234);
+}
+
+
+// Proves: the example configuration shipped in deploy/ is valid, sets every
+// key, and its values are the documented defaults.
+TEST(ConfigTest, ShippedExampleIsValidAndComplete) {
+  Config c;
+  std::string error;
+  ASSERT_TRUE(ApplyYamlFile(TRIBUTARY_DEPLOY_YAML, &c, &error)) << error;
+  ASSERT_TRUE(ValidateConfig(c, &error)) << error;
+  for (const auto& [key, origin] : c.source) {
+    EXPECT_NE(origin.find("tributaryd.yaml"), std::string::npos) << key << " not set in the example";
+  }
+  Config defaults;
+  const std::string printed = ConfigToYaml(defaults);
+  size_t keys = 0;
+  for (size_t pos = printed.find(": "); pos != std::string::npos; pos = printed.find(": ", pos + 1)) {
+    ++keys;
+  }
+  EXPECT_EQ(c.source.size(), keys) << "every key appears in the example";
+  EXPECT_EQ(ConfigToYaml(c), ConfigToYaml(defaults));
+}
+
+}  // namespace
+}  // namespace tributary::agent

@@ -1,0 +1,88 @@
+// Test harness for process tests of tributaryd: start the real binary, act
+// as ranks over raw UDP with the codec, read the counters it prints.
+//
+// DaemonProcess runs $TRIBUTARYD (set by tributary_add_test) with stdout and
+// stderr redirected to temporary files, so a chatty daemon can never block
+// on a full pipe, and learns its port from the "tributaryd listening on
+// 127.0.0.1:PORT" line (the tests pass --port 0). Its destructor kills the
+// daemon by pid if a test left it running. Rank is one UDP socket on
+// 127.0.0.1 talking to the daemon. Thread-safety: none; one test thread.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/codec.h"
+
+namespace tributary::agent::testing {
+
+// Path of the tributaryd binary under test (env TRIBUTARYD); empty if unset.
+std::string DaemonPath();
+
+class DaemonProcess {
+ public:
+  DaemonProcess();
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // Starts the daemon with `args` and waits up to 10 s for its listening
+  // line. Returns false with a message (including its stderr) on failure.
+  bool Start(const std::vector<std::string>& args, std::string* error);
+
+  // Runs the daemon to completion (for flag errors): returns its exit code,
+  // or -1 if it did not exit within `timeout_ms` (it is then killed).
+  int RunToExit(const std::vector<std::string>& args, int timeout_ms);
+
+  // Sends `sig` to the daemon.
+  void Signal(int sig);
+  // Waits up to `timeout_ms` for exit; returns false on timeout. On exit,
+  // *status is the waitpid status and *elapsed_ms the time waited.
+  bool WaitExit(int timeout_ms, int* status, int* elapsed_ms);
+
+  // Polls stderr until it contains `needle` `occurrences` times.
+  bool WaitForStderr(const std::string& needle, int occurrences, int timeout_ms);
+
+  pid_t pid() const { return pid_; }
+  uint16_t port() const { return port_; }
+  std::string Stdout() const;
+  std::string Stderr() const;
+
+ private:
+  pid_t Spawn(const std::vector<std::string>& args);
+
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  std::string out_path_;
+  std::string err_path_;
+};
+
+// The value of `name` in group `group` ("decode_errors", "engine_drops",
+// "engine", "jobs", "dataplane.udp") of the LAST counter report in `text`;
+// -1 if absent.
+int64_t CounterValue(const std::string& text, const std::string& group, const std::string& name);
+
+class Rank {
+ public:
+  explicit Rank(uint16_t daemon_port);
+  ~Rank();
+  Rank(const Rank&) = delete;
+  Rank& operator=(const Rank&) = delete;
+
+  void Send(const proto::Header& h, const void* payload, size_t len);
+  void SendRaw(const void* data, size_t len);
+  // Receives one datagram that decodes; returns false on timeout.
+  bool Receive(proto::PacketView* view, int timeout_ms);
+
+ private:
+  int fd_ = -1;
+  sockaddr_in daemon_{};
+  std::vector<uint8_t> rx_;
+  std::vector<uint8_t> tx_;
+};
+
+}  // namespace tributary::agent::testing

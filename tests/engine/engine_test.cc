@@ -1,0 +1,464 @@
+// Proves the engine's protocol behaviour (engine.h, FORMAT.md §9): JOIN and
+// its limits, authentication and every drop reason, shadow-set idempotence
+// (duplicates never double count, completed sets answer retransmissions with
+// the stored result, pending sets answer with the missing senders), set reuse
+// only for newer rounds, out-of-order arrival across slots, LEAVE and Reap,
+// and that every answer encodes into a packet proto::Decode accepts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tests/engine/engine_test_util.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::DataType;
+using proto::MsgType;
+using proto::NackCode;
+using proto::ReduceOp;
+using testing::Drops;
+using testing::JobFixture;
+using testing::JoinPacket;
+using testing::JoinPayload;
+using testing::PayloadFloats;
+using testing::StatusSenders;
+
+// Encodes an Action's packet and decodes it again: the engine's answers are
+// valid wire packets.
+proto::PacketView RoundTrip(const Action& a, std::vector<uint8_t>* buf) {
+  buf->assign(proto::kHeaderSize + a.payload_len, 0);
+  const size_t n = proto::Encode(a.header, a.payload, a.payload_len, buf->data(), buf->size());
+  EXPECT_EQ(n, buf->size());
+  proto::PacketView v;
+  EXPECT_EQ(proto::Decode(buf->data(), n, &v), proto::DecodeError::kOk)
+      << proto::MsgTypeName(a.header.type);
+  return v;
+}
+
+TEST(EngineJoin, AckCarriesEpochAndEchoesBodyAndNonce) {
+  Engine engine(EngineLimits{}, 0);  // seed 0 must not give epoch 0
+  const auto body = JoinPayload(2, 8, 1024, 0xfeedbeef);
+  const Action a = engine.OnPacket(JoinPacket(9, 77, 1, body), 55, 1);
+  ASSERT_EQ(a.kind, ActionKind::kSendToOne);
+  EXPECT_EQ(a.peer, 55u);
+  EXPECT_EQ(a.header.type, MsgType::kJoinAck);
+  EXPECT_NE(a.header.epoch, 0u);
+  EXPECT_EQ(a.header.job_id, 9u);
+  EXPECT_EQ(a.header.job_key, 77u);
+  EXPECT_EQ(a.header.sender, 1u);
+  std::vector<uint8_t> buf;
+  const proto::PacketView v = RoundTrip(a, &buf);
+  proto::JoinBody echo{};
+  ASSERT_TRUE(proto::DecodeJoinBody(v.payload, v.payload_len, &echo));
+  EXPECT_EQ(echo.fan_in, 2u);
+  EXPECT_EQ(echo.slot_count, 8u);
+  EXPECT_EQ(echo.payload_bytes, 1024u);
+  EXPECT_EQ(echo.nonce, 0xfeedbeefu);
+  // The second child joins the same job: same epoch, one job, one arena.
+  const Action b = engine.OnPacket(JoinPacket(9, 77, 0, body), 56, 1);
+  EXPECT_EQ(b.header.epoch, a.header.epoch);
+  ASSERT_EQ(engine.Jobs().size(), 1u);
+  EXPECT_EQ(engine.Jobs()[0].joined, 2u);
+  EXPECT_EQ(engine.memory_bytes(), engine.Jobs()[0].arena_bytes);
+  EXPECT_GE(engine.memory_bytes(), 2u * 8 * 3 * 1024);
+  // A different job gets a different epoch.
+  const Action c = engine.OnPacket(JoinPacket(10, 77, 0, JoinPayload(1, 1, 64)), 57, 1);
+  EXPECT_NE(c.header.epoch, a.header.epoch);
+  EXPECT_EQ(engine.counters().jobs_created, 2u);
+}
+
+TEST(EngineJoin, InvalidConflictingAndOverLimitJoinsAreRefused) {
+  EngineLimits limits;
+  limits.max_jobs = 2;
+  limits.max_memory_bytes = 1 << 20;
+  Engine engine(limits, 3);
+  auto nack = [&](const proto::PacketView& p, NackCode code, DropReason reason) {
+    const uint64_t before = Drops(engine, reason);
+    const Action a = engine.OnPacket(p, 1, 1);
+    EXPECT_EQ(a.kind, ActionKind::kSendToOne);
+    EXPECT_EQ(a.header.type, MsgType::kNack);
+    EXPECT_EQ(a.header.aux, static_cast<uint32_t>(code));
+    EXPECT_EQ(Drops(engine, reason), before + 1) << DropReasonName(reason);
+    std::vector<uint8_t> buf;
+    RoundTrip(a, &buf);
+  };
+  nack(JoinPacket(1, 1, 0, JoinPayload(0, 4, 1024)), NackCode::kUnsupported, DropReason::kBadJoin);
+  nack(JoinPacket(1, 1, 0, JoinPayload(2, 0, 1024)), NackCode::kUnsupported, DropReason::kBadJoin);
+  nack(JoinPacket(1, 1, 0, JoinPayload(2, 4, 1000)), NackCode::kUnsupported, DropReason::kBadJoin);
+  nack(JoinPacket(1, 1, 0, JoinPayload(2, 4, 65024 + 64)), NackCode::kUnsupported, DropReason::kBadJoin);
+  nack(JoinPacket(1, 1, 2, JoinPayload(2, 4, 1024)), NackCode::kBadSender, DropReason::kBadJoin);
+  nack(JoinPacket(1, 1, 0, JoinPayload(2, proto::kMaxSlotCount + 1, 1024)),
+       NackCode::kResourceExhausted, DropReason::kBadJoin);
+  const std::vector<uint8_t> short_body(16, 0);
+  nack(JoinPacket(1, 1, 0, short_body), NackCode::kUnsupported, DropReason::kBadJoin);
+  // Over the memory budget: 64 slots x 2 sets x 3 x 8 KiB > 1 MiB.
+  nack(JoinPacket(1, 1, 0, JoinPayload(2, 64, 8192)), NackCode::kResourceExhausted,
+       DropReason::kMemoryLimit);
+  EXPECT_TRUE(engine.Jobs().empty());
+  EXPECT_EQ(engine.memory_bytes(), 0u);
+
+  ASSERT_EQ(engine.OnPacket(JoinPacket(1, 1, 0, JoinPayload(2, 4, 1024)), 1, 1).header.type,
+            MsgType::kJoinAck);
+  nack(JoinPacket(1, 1, 1, JoinPayload(3, 4, 1024)), NackCode::kJobConflict, DropReason::kJobConflict);
+  nack(JoinPacket(1, 1, 1, JoinPayload(2, 4, 2048)), NackCode::kJobConflict, DropReason::kJobConflict);
+  // Wrong key for an existing job: counted, never answered.
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, JoinPayload(2, 4, 1024)), 1, 1).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kBadKey), 1u);
+  ASSERT_EQ(engine.OnPacket(JoinPacket(2, 1, 0, JoinPayload(1, 1, 64)), 1, 1).header.type,
+            MsgType::kJoinAck);
+  nack(JoinPacket(3, 1, 0, JoinPayload(1, 1, 64)), NackCode::kResourceExhausted, DropReason::kJobLimit);
+  EXPECT_EQ(engine.Jobs().size(), 2u);
+}
+
+// Every authentication and validation failure of a contribution is counted
+// under its own reason; NACKed ones carry the right code, the others
+// (bad key, foreign source, stale, unexpected type) get no answer.
+TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
+  Engine engine(EngineLimits{}, 11);
+  JobFixture job(&engine, 4, 0x5eed, 2, 4, 256);
+  const std::vector<float> vals(8, 1.0f);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(vals.data());
+  auto send = [&](proto::Header h, PeerToken from, size_t len = 32) {
+    proto::PacketView p;
+    p.header = h;
+    p.payload = bytes;
+    p.payload_len = len;
+    return engine.OnPacket(p, from, 5);
+  };
+  auto good = [&] {
+    return job.Header(MsgType::kContribution, 0, 1, 0, 1, 0, DataType::kFloat32, ReduceOp::kSum, 8);
+  };
+  struct Case {
+    const char* what;
+    proto::Header h;
+    PeerToken from;
+    size_t len;
+    DropReason reason;
+    bool answered;
+    NackCode code;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* what, auto mutate, DropReason r, bool answered, NackCode code,
+                 PeerToken from = JobFixture::Peer(0), size_t len = 32) {
+    proto::Header h = good();
+    mutate(h);
+    cases.push_back({what, h, from, len, r, answered, code});
+  };
+  add("unknown job", [](proto::Header& h) { h.job_id = 99; }, DropReason::kUnknownJob, true, NackCode::kUnknownJob);
+  add("bad key", [](proto::Header& h) { h.job_key ^= 1; }, DropReason::kBadKey, false, NackCode{});
+  add("stale epoch", [](proto::Header& h) { h.epoch += 1; }, DropReason::kStaleEpoch, true, NackCode::kStaleEpoch);
+  add("bad sender", [](proto::Header& h) { h.sender = 2; }, DropReason::kBadSender, true, NackCode::kBadSender);
+  add("foreign source", [](proto::Header& h) {}, DropReason::kForeignSource, false, NackCode{}, JobFixture::Peer(1));
+  add("bad slot", [](proto::Header& h) { h.slot = 4; }, DropReason::kBadSlot, true, NackCode::kBadSlot);
+  add("bad range", [](proto::Header& h) { h.elem_count = 65; }, DropReason::kBadRange, true, NackCode::kBadRange, JobFixture::Peer(0), 260);
+  add("length mismatch", [](proto::Header& h) { h.elem_count = 4; }, DropReason::kBadRange, true, NackCode::kBadRange);
+  add("bad dtype", [](proto::Header& h) { h.dtype = static_cast<DataType>(11); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
+  add("bad op", [](proto::Header& h) { h.op = static_cast<ReduceOp>(0); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
+  add("unexpected type", [](proto::Header& h) { h.type = MsgType::kResult; }, DropReason::kUnexpectedType, false, NackCode{});
+  add("unexpected ack", [](proto::Header& h) { h.type = MsgType::kJoinAck; }, DropReason::kUnexpectedType, false, NackCode{});
+  for (const Case& c : cases) {
+    const uint64_t before = Drops(engine, c.reason);
+    const Action a = send(c.h, c.from, c.len);
+    EXPECT_EQ(Drops(engine, c.reason), before + 1) << c.what;
+    if (c.answered) {
+      EXPECT_EQ(a.kind, ActionKind::kSendToOne) << c.what;
+      EXPECT_EQ(a.header.type, MsgType::kNack) << c.what;
+      EXPECT_EQ(a.header.aux, static_cast<uint32_t>(c.code)) << c.what;
+      EXPECT_EQ(a.peer, c.from) << c.what;
+    } else {
+      EXPECT_EQ(a.kind, ActionKind::kNone) << c.what;
+    }
+  }
+  EXPECT_EQ(engine.counters().TotalDrops(), cases.size());
+  EXPECT_EQ(engine.counters().contributions, 0u);
+
+  // Mismatch: same round, different count; stale: older than a complete round.
+  ASSERT_EQ(send(good(), JobFixture::Peer(0)).kind, ActionKind::kNone);
+  proto::Header h = good();
+  h.sender = 1;
+  h.elem_count = 4;
+  const Action mm = send(h, JobFixture::Peer(1), 16);
+  EXPECT_EQ(mm.header.aux, static_cast<uint32_t>(NackCode::kMismatch));
+  EXPECT_EQ(Drops(engine, DropReason::kMismatch), 1u);
+  h.elem_count = 8;
+  ASSERT_EQ(send(h, JobFixture::Peer(1)).kind, ActionKind::kResultToAll);
+  h.collective_id = 0;  // older than (1, 0)
+  EXPECT_EQ(send(h, JobFixture::Peer(1)).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
+  EXPECT_EQ(engine.counters().completions, 1u);
+}
+
+TEST(EngineContribution, DuplicatesNeverDoubleCountAndPendingDuplicatesGetStatus) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 3, 2, 64);
+  EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1, 2}).kind, ActionKind::kNone);
+  // The same contribution again (a retransmission): STATUS naming 1 and 2.
+  const Action st = job.Send(0, 0, 0, 1, 0, {1, 2});
+  ASSERT_EQ(st.kind, ActionKind::kSendToOne);
+  EXPECT_EQ(st.header.type, MsgType::kStatus);
+  EXPECT_EQ(st.peer, JobFixture::Peer(0));
+  EXPECT_EQ(st.header.aux, 2u);
+  EXPECT_EQ(StatusSenders(st), (std::vector<uint32_t>{1, 2}));
+  std::vector<uint8_t> buf;
+  RoundTrip(st, &buf);
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {10, 20}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {10, 20}).header.type, MsgType::kStatus);
+  const Action done = job.Send(2, 0, 0, 1, 0, {100, 200});
+  ASSERT_EQ(done.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(PayloadFloats(done), (std::vector<float>{111, 222}));
+  EXPECT_EQ(done.header.type, MsgType::kResult);
+  EXPECT_EQ(done.header.epoch, job.epoch());
+  EXPECT_EQ(done.header.sender, 0u);
+  ASSERT_EQ(done.peer_count, 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(done.peers[i], JobFixture::Peer(i));
+  RoundTrip(done, &buf);
+  EXPECT_EQ(engine.counters().duplicates, 2u);
+  EXPECT_EQ(engine.counters().contributions, 3u);
+  EXPECT_EQ(engine.counters().completions, 1u);
+}
+
+TEST(EngineContribution, RetransmissionAfterCompletionGetsStoredResult) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 2, 64);
+  job.Send(0, 1, 1, 3, 64, {1.5f});
+  const Action done = job.Send(1, 1, 1, 3, 64, {2.0f});
+  ASSERT_EQ(done.kind, ActionKind::kResultToAll);
+  // Child 1 lost the result and retransmits (with a different payload, which
+  // must be ignored): it gets the stored result, nothing is re-aggregated.
+  const Action again = job.Send(1, 1, 1, 3, 64, {1000.0f});
+  ASSERT_EQ(again.kind, ActionKind::kSendToOne);
+  EXPECT_EQ(again.peer, JobFixture::Peer(1));
+  EXPECT_EQ(again.header.type, MsgType::kResult);
+  EXPECT_EQ(again.header.collective_id, 3u);
+  EXPECT_EQ(again.header.elem_offset, 64u);
+  EXPECT_EQ(again.header.slot, 1u);
+  EXPECT_EQ(again.header.shadow, 1u);
+  EXPECT_EQ(PayloadFloats(again), (std::vector<float>{3.5f}));
+  // A RESULT_REQUEST is answered the same way.
+  const Action req = job.Request(0, 1, 1, 3, 64);
+  EXPECT_EQ(req.header.type, MsgType::kResult);
+  EXPECT_EQ(PayloadFloats(req), (std::vector<float>{3.5f}));
+  EXPECT_EQ(engine.counters().retransmit_answers, 2u);
+  EXPECT_EQ(engine.counters().duplicates, 1u);
+  EXPECT_EQ(engine.counters().completions, 1u);
+}
+
+// The sender's bit is cleared in the other set when it moves on; a late
+// duplicate for the old round is still recognized (same round, complete) and
+// answered with the result instead of being aggregated into it.
+TEST(EngineContribution, LateDuplicateAfterOtherSetClearedItsBit) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  job.Send(0, 0, 0, 1, 0, {1});
+  ASSERT_EQ(job.Send(1, 0, 0, 1, 0, {2}).kind, ActionKind::kResultToAll);
+  EXPECT_EQ(job.Send(0, 0, 1, 1, 16, {5}).kind, ActionKind::kNone);  // next round, set 1
+  const Action late = job.Send(0, 0, 0, 1, 0, {1});
+  EXPECT_EQ(late.header.type, MsgType::kResult);
+  EXPECT_EQ(PayloadFloats(late), (std::vector<float>{3}));
+  EXPECT_EQ(job.Send(1, 0, 1, 1, 16, {6}).header.type, MsgType::kResult);
+  EXPECT_EQ(engine.counters().completions, 2u);
+  EXPECT_EQ(engine.counters().contributions, 4u);
+}
+
+// A set is reused only by a strictly newer round; a pending set refuses a
+// newer round (children disagree: NACK mismatch) and drops an older one.
+// One slot, so rounds alternate between set 0 and set 1 as ranks send them.
+TEST(EngineContribution, SetReuseOnlyForNewerRounds) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  job.Send(0, 0, 0, 5, 100, {1});
+  ASSERT_EQ(job.Send(1, 0, 0, 5, 100, {1}).kind, ActionKind::kResultToAll);  // R0 in set 0
+  // Older by offset and by collective, senders' bits still set: stale.
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 50, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 4, 900, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 2u);
+  // R1 in set 1 clears both bits in set 0.
+  job.Send(0, 0, 1, 5, 200, {2});
+  ASSERT_EQ(job.Send(1, 0, 1, 5, 200, {2}).kind, ActionKind::kResultToAll);
+  // Bit clear, set complete, packet older than its round: stale.
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 50, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 3u);
+  // Newer: R2 starts in set 0 (bitmap cleared, accumulator re-initialized).
+  EXPECT_EQ(job.Send(1, 0, 0, 5, 300, {7}).kind, ActionKind::kNone);
+  // Pending set, packet newer than its round: mismatch; older: stale.
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 400, {9}).header.aux, static_cast<uint32_t>(NackCode::kMismatch));
+  EXPECT_EQ(Drops(engine, DropReason::kMismatch), 1u);
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 100, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 4u);
+  // A sender whose bit is set in the pending round sends another round: stale.
+  EXPECT_EQ(job.Send(1, 0, 0, 5, 100, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 5u);
+  const Action done = job.Send(0, 0, 0, 5, 300, {8});
+  ASSERT_EQ(done.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(PayloadFloats(done), (std::vector<float>{15}));
+  // Child 0 starts R3 in set 1, then skips ahead to R4 in set 0 while R3 is
+  // still pending with its bit set: refused, nothing changes in set 0.
+  EXPECT_EQ(job.Send(0, 0, 1, 5, 400, {1}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 500, {1}).header.aux, static_cast<uint32_t>(NackCode::kMismatch));
+  EXPECT_EQ(job.Request(1, 0, 0, 5, 300).header.type, MsgType::kResult);
+  EXPECT_EQ(engine.counters().completions, 3u);
+}
+
+// Fragments of many slots arrive interleaved in random order from every
+// child; each slot completes exactly once with the right sum.
+TEST(EngineContribution, OutOfOrderArrivalAcrossSlots) {
+  Engine engine(EngineLimits{}, 1);
+  const uint32_t fan_in = 5, slots = 16;
+  JobFixture job(&engine, 1, 2, fan_in, slots, 256);
+  struct Msg { uint32_t child, slot; };
+  std::vector<Msg> msgs;
+  for (uint32_t c = 0; c < fan_in; ++c)
+    for (uint32_t s = 0; s < slots; ++s) msgs.push_back({c, s});
+  std::mt19937 rng(42);
+  std::shuffle(msgs.begin(), msgs.end(), rng);
+  std::vector<int> completed(slots, 0);
+  for (const Msg& m : msgs) {
+    std::vector<float> v(16);
+    for (uint32_t i = 0; i < 16; ++i) v[i] = float(m.child * 1000 + m.slot * 16 + i);
+    const Action a = job.Send(m.child, m.slot, 0, 1, m.slot * 16, v);
+    if (a.kind == ActionKind::kResultToAll) {
+      ++completed[m.slot];
+      const auto got = PayloadFloats(a);
+      for (uint32_t i = 0; i < 16; ++i) {
+        EXPECT_EQ(got[i], float(fan_in * (m.slot * 16 + i) + 1000 * (0 + 1 + 2 + 3 + 4)));
+      }
+      EXPECT_EQ(a.header.slot, m.slot);
+      EXPECT_EQ(a.header.elem_offset, m.slot * 16u);
+    }
+  }
+  EXPECT_EQ(completed, std::vector<int>(slots, 1));
+  EXPECT_EQ(engine.counters().completions, slots);
+}
+
+// STATUS lists exactly the missing children, beyond one bitmap word, and at
+// most 256 of them while aux still counts them all.
+TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 100, 1, 64);
+  for (uint32_t c = 0; c < 100; ++c) {
+    if (c == 5 || c == 64 || c == 99) continue;
+    job.Send(c, 0, 0, 1, 0, {1});
+  }
+  const Action st = job.Request(7, 0, 0, 1, 0);
+  ASSERT_EQ(st.header.type, MsgType::kStatus);
+  EXPECT_EQ(st.header.aux, 3u);
+  EXPECT_EQ(StatusSenders(st), (std::vector<uint32_t>{5, 64, 99}));
+  // A request for a round the set does not hold is dropped as stale.
+  EXPECT_EQ(job.Request(7, 0, 0, 2, 0).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
+
+  Engine big(EngineLimits{}, 1);
+  JobFixture wide(&big, 2, 3, 300, 1, 64);
+  for (uint32_t c = 0; c < 20; ++c) wide.Send(c * 3, 0, 0, 1, 0, {1});
+  const Action st2 = wide.Request(0, 0, 0, 1, 0);
+  EXPECT_EQ(st2.header.aux, 280u);
+  const auto listed = StatusSenders(st2);
+  ASSERT_EQ(listed.size(), proto::kMaxStatusSenders);
+  EXPECT_EQ(listed[0], 1u);
+  EXPECT_EQ(listed[1], 2u);
+  EXPECT_EQ(listed[2], 4u);
+  std::vector<uint8_t> buf;
+  RoundTrip(st2, &buf);
+}
+
+// A re-JOIN of the same child from a new peer (rank restarted) moves the
+// child: the old peer's packets are now foreign.
+TEST(EngineJoin, RejoinUpdatesPeerToken) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  const auto body = JoinPayload(2, 1, 64);
+  ASSERT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, body), 4242, 1).header.type, MsgType::kJoinAck);
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kForeignSource), 1u);
+  proto::PacketView p;
+  const std::vector<float> one{1};
+  p.header = job.Header(MsgType::kContribution, 1, 0, 0, 1, 0, DataType::kFloat32, ReduceOp::kSum, 1);
+  p.payload = reinterpret_cast<const uint8_t*>(one.data());
+  p.payload_len = 4;
+  EXPECT_EQ(engine.OnPacket(p, 4242, 2).kind, ActionKind::kNone);
+  EXPECT_EQ(engine.counters().contributions, 1u);
+  EXPECT_EQ(engine.Jobs()[0].joined, 2u);
+}
+
+TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
+  EngineLimits limits;
+  limits.job_idle_timeout_ns = 1000;
+  Engine engine(limits, 1);
+  JobFixture a(&engine, 1, 2, 2, 4, 128);
+  JobFixture b(&engine, 2, 3, 1, 4, 128);
+  const uint64_t both = engine.memory_bytes();
+  ASSERT_GT(both, 0u);
+  proto::PacketView leave;
+  leave.header = a.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  EXPECT_EQ(engine.OnPacket(leave, JobFixture::Peer(0), 10).kind, ActionKind::kNone);
+  EXPECT_EQ(engine.Reap(10), 0u);  // child 1 is still there
+  leave.header.sender = 1;
+  engine.OnPacket(leave, JobFixture::Peer(1), 10);
+  EXPECT_EQ(engine.counters().leaves, 2u);
+  EXPECT_EQ(engine.Reap(10), 1u);  // job 1 finished; job 2 active at t=1, not idle yet
+  ASSERT_EQ(engine.Jobs().size(), 1u);
+  EXPECT_EQ(engine.Jobs()[0].job_id, 2u);
+  EXPECT_LT(engine.memory_bytes(), both);
+  // Packets for the reaped job are now for an unknown job.
+  EXPECT_EQ(a.Send(0, 0, 0, 1, 0, {1}).header.aux, static_cast<uint32_t>(NackCode::kUnknownJob));
+  // Job 2 idles past the timeout.
+  EXPECT_EQ(b.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kResultToAll);  // active at t=2
+  EXPECT_EQ(engine.Reap(1000), 0u);
+  EXPECT_EQ(engine.Reap(1003), 1u);
+  EXPECT_TRUE(engine.Jobs().empty());
+  EXPECT_EQ(engine.memory_bytes(), 0u);
+  EXPECT_EQ(engine.counters().jobs_destroyed, 2u);
+}
+
+// Two jobs with different fan-in and payload sizes share an engine without
+// interfering, even with the same slot/set/round identities.
+TEST(EngineLifecycle, TwoJobsSideBySide) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture small(&engine, 1, 11, 2, 4, 64);
+  JobFixture large(&engine, 2, 22, 70, 8, 4096);
+  EXPECT_NE(small.epoch(), large.epoch());
+  small.Send(0, 3, 1, 1, 0, {1, 1});
+  for (uint32_t c = 0; c < 69; ++c) EXPECT_EQ(large.Send(c, 3, 1, 1, 0, {2, 2}).kind, ActionKind::kNone);
+  const Action s = small.Send(1, 3, 1, 1, 0, {1, 1});
+  ASSERT_EQ(s.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(PayloadFloats(s), (std::vector<float>{2, 2}));
+  EXPECT_EQ(s.peer_count, 2u);
+  const Action l = large.Send(69, 3, 1, 1, 0, {2, 2});
+  ASSERT_EQ(l.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(PayloadFloats(l), (std::vector<float>{140, 140}));
+  EXPECT_EQ(l.peer_count, 70u);
+  EXPECT_EQ(l.header.job_id, 2u);
+  EXPECT_EQ(l.header.job_key, 22u);
+  // A key of one job does not open the other.
+  proto::Header h = small.Header(MsgType::kContribution, 0, 0, 0, 9, 0, DataType::kFloat32, ReduceOp::kSum, 1);
+  h.job_id = 2;
+  proto::PacketView p;
+  const float one = 1;
+  p.header = h;
+  p.payload = reinterpret_cast<const uint8_t*>(&one);
+  p.payload_len = 4;
+  EXPECT_EQ(engine.OnPacket(p, JobFixture::Peer(0), 3).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kBadKey), 1u);
+  const auto jobs = engine.Jobs();
+  uint64_t total = 0;
+  for (const JobInfo& j : jobs) {
+    total += j.arena_bytes;
+    EXPECT_EQ(j.completions, 1u);
+  }
+  EXPECT_EQ(total, engine.memory_bytes());
+}
+
+TEST(EngineCounters, DropReasonNamesAreDistinct) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kNumDropReasons; ++i) names.push_back(DropReasonName(static_cast<DropReason>(i)));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::unique(names.begin(), names.end()), names.end());
+  EXPECT_EQ(std::count(names.begin(), names.end(), "unknown"), 0);
+}
+
+}  // namespace
+}  // namespace tributary::engine

@@ -1,0 +1,117 @@
+// Proves that the TRIBUTARY_* table parses every variable, rejects invalid
+// values with a message naming the variable, and keeps documented defaults.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "host/src/env.h"
+
+namespace tributary::host {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+const char* Lookup(const char* name, void* ctx) {
+  auto* env = static_cast<Env*>(ctx);
+  auto it = env->find(name);
+  return it == env->end() ? nullptr : it->second.c_str();
+}
+
+Result<Options> Parse(Env env) { return OptionsFromLookup(&Lookup, &env); }
+
+TEST(EnvTest, DefaultsWhenNothingIsSet) {
+  auto o = Parse({});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  Options d;
+  EXPECT_EQ(o.value().payload_bytes, d.payload_bytes);
+  EXPECT_EQ(o.value().window, d.window);
+  EXPECT_EQ(o.value().aggregator, "127.0.0.1:17820");
+}
+
+TEST(EnvTest, EveryVariableIsApplied) {
+  auto o = Parse({{"TRIBUTARY_AGGREGATOR", "10.1.2.3:999"},
+                  {"TRIBUTARY_TRANSPORT", "udp"},
+                  {"TRIBUTARY_PAYLOAD_BYTES", "4096"},
+                  {"TRIBUTARY_WINDOW", "64"},
+                  {"TRIBUTARY_OP_TIMEOUT_MS", "1234"},
+                  {"TRIBUTARY_CONNECT_TIMEOUT_MS", "77"},
+                  {"TRIBUTARY_RTO_MIN_US", "100"},
+                  {"TRIBUTARY_RTO_INITIAL_US", "300"},
+                  {"TRIBUTARY_RTO_MAX_US", "9000"},
+                  {"TRIBUTARY_SPIN_US", "5"},
+                  {"TRIBUTARY_SOCKET_BUFFER_BYTES", "1048576"},
+                  {"TRIBUTARY_CHECKSUM", "yes"},
+                  {"TRIBUTARY_FAULT_TX_DROP", "0.25"},
+                  {"TRIBUTARY_FAULT_RX_DROP", "0.5"},
+                  {"TRIBUTARY_FAULT_TX_DUP", "0.125"},
+                  {"TRIBUTARY_FAULT_RX_DUP", "0.0625"},
+                  {"TRIBUTARY_FAULT_TX_REORDER", "0.1"},
+                  {"TRIBUTARY_FAULT_RX_REORDER", "0.2"},
+                  {"TRIBUTARY_FAULT_SEED", "42"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  const Options& v = o.value();
+  EXPECT_EQ(v.aggregator, "10.1.2.3:999");
+  EXPECT_EQ(v.transport, "udp");
+  EXPECT_EQ(v.payload_bytes, 4096u);
+  EXPECT_EQ(v.window, 64u);
+  EXPECT_EQ(v.op_timeout_ms, 1234u);
+  EXPECT_EQ(v.connect_timeout_ms, 77u);
+  EXPECT_EQ(v.rto_min_us, 100u);
+  EXPECT_EQ(v.rto_initial_us, 300u);
+  EXPECT_EQ(v.rto_max_us, 9000u);
+  EXPECT_EQ(v.spin_us, 5u);
+  EXPECT_EQ(v.socket_buffer_bytes, 1048576u);
+  EXPECT_TRUE(v.checksum);
+  EXPECT_DOUBLE_EQ(v.faults.tx_drop, 0.25);
+  EXPECT_DOUBLE_EQ(v.faults.rx_drop, 0.5);
+  EXPECT_DOUBLE_EQ(v.faults.tx_duplicate, 0.125);
+  EXPECT_DOUBLE_EQ(v.faults.rx_duplicate, 0.0625);
+  EXPECT_DOUBLE_EQ(v.faults.tx_reorder, 0.1);
+  EXPECT_DOUBLE_EQ(v.faults.rx_reorder, 0.2);
+  EXPECT_EQ(v.faults.seed, 42u);
+}
+
+TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"TRIBUTARY_PAYLOAD_BYTES", "100"},      // not a multiple of 64 (Validate)
+      {"TRIBUTARY_PAYLOAD_BYTES", "abc"},      // not a number
+      {"TRIBUTARY_PAYLOAD_BYTES", "99999999"}, // out of range
+      {"TRIBUTARY_WINDOW", "0"},
+      {"TRIBUTARY_WINDOW", "-3"},
+      {"TRIBUTARY_AGGREGATOR", "nohostport"},
+      {"TRIBUTARY_AGGREGATOR", "host:0"},
+      {"TRIBUTARY_CHECKSUM", "maybe"},
+      {"TRIBUTARY_FAULT_TX_DROP", "1.5"},
+      {"TRIBUTARY_FAULT_RX_DROP", "x"},
+      {"TRIBUTARY_LOG_LEVEL", "loud"},
+      {"TRIBUTARY_RTO_MIN_US", "5"},
+  };
+  for (const auto& [name, value] : bad) {
+    auto o = Parse({{name, value}});
+    ASSERT_FALSE(o.ok()) << name << "=" << value << " was accepted";
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+    if (std::string(name) != "TRIBUTARY_PAYLOAD_BYTES" || std::string(value) != "100") {
+      EXPECT_NE(o.status().message().find(name), std::string::npos) << o.status().message();
+    }
+  }
+}
+
+TEST(EnvTest, RtoBoundsMustBeOrdered) {
+  auto o = Parse({{"TRIBUTARY_RTO_MIN_US", "5000"}, {"TRIBUTARY_RTO_MAX_US", "1000"}});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("rto"), std::string::npos);
+}
+
+TEST(EnvTest, TableListsEveryVariableWithDefaultAndHelp) {
+  auto table = EnvTable();
+  EXPECT_GE(table.size(), 19u);
+  for (const auto& v : table) {
+    EXPECT_EQ(std::string(v.name).rfind("TRIBUTARY_", 0), 0u);
+    EXPECT_FALSE(v.default_value.empty()) << v.name;
+    EXPECT_GT(std::string(v.help).size(), 10u) << v.name;
+  }
+}
+
+}  // namespace
+}  // namespace tributary::host

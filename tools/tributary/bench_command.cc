@@ -1,0 +1,61 @@
+// `tributary bench`: nccl-tests style all-reduce benchmark over tributaryd.
+//
+// Example: tributary bench --ranks 4 -b 8 -e 64M -f 2 -d float -o sum
+// Flags follow nccl-tests' all_reduce_perf; see bench_config.h for each.
+// Thread-safety: runs on the main thread only.
+#include <cstdio>
+#include <memory>
+
+#include "tools/tributary/bench_config.h"
+#include "tools/tributary/bench_runner.h"
+#include "tools/tributary/commands.h"
+
+namespace tributary::cli {
+
+void RegisterBenchCommand(CLI::App& app, int* exit_code) {
+  // Owned by the callback: CLI11 keeps the option pointers for the app's life.
+  auto config = std::make_shared<BenchConfig>();
+  CLI::App* sub = app.add_subcommand(
+      "bench", "All-reduce benchmark in nccl-tests conventions (forks --ranks processes)");
+  sub->add_option("-b,--minbytes", config->min_bytes_text, "Smallest message size (K/M/G)")
+      ->capture_default_str();
+  sub->add_option("-e,--maxbytes", config->max_bytes_text, "Largest message size (K/M/G)")
+      ->capture_default_str();
+  sub->add_option("-f,--stepfactor", config->step_factor, "Size multiplier between steps")
+      ->capture_default_str();
+  sub->add_option("-d,--datatype", config->dtype_text,
+                  "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64")
+      ->capture_default_str();
+  sub->add_option("-o,--op", config->op_text, "sum, prod, min, max")->capture_default_str();
+  sub->add_option("-n,--iters", config->iterations, "Timed iterations per size")
+      ->capture_default_str();
+  sub->add_option("-w,--warmup_iters", config->warmup_iterations, "Warm-up iterations per size")
+      ->capture_default_str();
+  sub->add_option("-c,--check", config->check, "Check results (0/1)")->capture_default_str();
+  sub->add_option("--ranks", config->ranks, "Rank processes to fork")->capture_default_str();
+  sub->add_option("--daemon", config->daemon,
+                  "HOST:PORT of a running tributaryd (default: start one on 127.0.0.1)");
+  sub->add_option("--daemon-args", config->daemon_args,
+                  "Extra arguments for the tributaryd this run starts");
+  sub->add_option("--payload", config->payload_bytes,
+                  "Payload bytes per packet (Options::payload_bytes; 0 = default)");
+  sub->add_option("--window", config->window, "Fragments in flight per rank (0 = default)");
+  sub->add_option("--timeout-ms", config->op_timeout_ms,
+                  "Per-operation timeout (Options::op_timeout_ms; 0 = default)");
+  sub->add_option("--connect-timeout-ms", config->connect_timeout_ms,
+                  "Communicator creation timeout (0 = default)");
+  sub->add_flag("--latency", config->latency,
+                "Time every iteration; print p50/p99 (max over ranks per iteration)");
+  sub->add_flag("-v,--verbose", config->verbose, "Library log messages at info level");
+  sub->callback([config, exit_code]() {
+    Status status = config->Finalize();
+    if (!status.ok()) {
+      std::fprintf(stderr, "tributary bench: %s\n", status.message().c_str());
+      *exit_code = kExitFailed;
+      return;
+    }
+    *exit_code = RunBench(*config).exit_code;
+  });
+}
+
+}  // namespace tributary::cli

@@ -1,0 +1,101 @@
+// Validation and parsing of BenchConfig. Single-threaded (runs before fork).
+#include "tools/tributary/bench_config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+
+namespace tributary::cli {
+
+bool ParseByteSize(const std::string& text, uint64_t* out) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0) return false;
+  std::string suffix(end);
+  // Accept "K", "KB", "KiB" and lower case: users type all of them.
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.size() >= 2 && suffix.back() == 'B') suffix.pop_back();
+  if (!suffix.empty() && suffix.back() == 'I') suffix.pop_back();
+  unsigned shift = 0;
+  if (suffix.empty()) {
+    shift = 0;
+  } else if (suffix == "K") {
+    shift = 10;
+  } else if (suffix == "M") {
+    shift = 20;
+  } else if (suffix == "G") {
+    shift = 30;
+  } else if (suffix == "B") {
+    shift = 0;
+  } else {
+    return false;
+  }
+  if (value > (std::numeric_limits<uint64_t>::max() >> shift)) return false;
+  *out = static_cast<uint64_t>(value) << shift;
+  return true;
+}
+
+const char* NcclTestsTypeName(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt8: return "int8";
+    case DataType::kUint8: return "uint8";
+    case DataType::kInt32: return "int32";
+    case DataType::kUint32: return "uint32";
+    case DataType::kInt64: return "int64";
+    case DataType::kUint64: return "uint64";
+    case DataType::kFloat16: return "half";
+    case DataType::kFloat32: return "float";
+    case DataType::kFloat64: return "double";
+    case DataType::kBfloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+Status BenchConfig::Finalize() {
+  auto invalid = [](std::string message) {
+    return Status(StatusCode::kInvalidArgument, std::move(message));
+  };
+  if (!ParseByteSize(min_bytes_text, &min_bytes)) {
+    return invalid("-b/--minbytes: cannot parse '" + min_bytes_text + "' (examples: 8, 4K, 64M)");
+  }
+  if (!ParseByteSize(max_bytes_text, &max_bytes)) {
+    return invalid("-e/--maxbytes: cannot parse '" + max_bytes_text + "' (examples: 8, 4K, 64M)");
+  }
+  if (max_bytes < min_bytes) return invalid("-e/--maxbytes must be >= -b/--minbytes");
+  if (step_factor < 2 && min_bytes != max_bytes) {
+    return invalid("-f/--stepfactor must be >= 2 (or use -b equal to -e)");
+  }
+  if (!ParseDataType(dtype_text.c_str(), &dtype)) {
+    return invalid("-d/--datatype: unknown type '" + dtype_text +
+                   "' (float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64)");
+  }
+  if (!ParseReduceOp(op_text.c_str(), &op)) {
+    return invalid("-o/--op: unknown operation '" + op_text + "' (sum, prod, min, max)");
+  }
+  if (iterations == 0) return invalid("-n/--iters must be >= 1");
+  if (ranks == 0 || ranks > 1024) return invalid("--ranks must be in [1, 1024]");
+  if (check != 0 && check != 1) return invalid("-c/--check must be 0 or 1");
+  if (max_bytes < DataTypeSize(dtype)) {
+    return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(dtype)));
+  }
+  return Status::Ok();
+}
+
+std::vector<uint64_t> BenchConfig::Sizes() const {
+  // As nccl-tests: each size rounded down to whole elements; sizes that round
+  // to zero elements are skipped since they would measure nothing.
+  std::vector<uint64_t> sizes;
+  const uint64_t element = DataTypeSize(dtype);
+  for (uint64_t size = min_bytes; size <= max_bytes;) {
+    uint64_t rounded = size / element * element;
+    if (rounded > 0 && (sizes.empty() || sizes.back() != rounded)) sizes.push_back(rounded);
+    if (min_bytes == max_bytes || size > max_bytes / step_factor) break;
+    size *= step_factor;
+  }
+  return sizes;
+}
+
+}  // namespace tributary::cli

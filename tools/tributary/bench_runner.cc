@@ -1,0 +1,365 @@
+// Parent of `tributary bench`; see bench_runner.h.
+#include "tools/tributary/bench_runner.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "tools/tributary/daemon_launcher.h"
+#include "tools/tributary/rank_group.h"
+#include "tools/tributary/rank_worker.h"
+#include "tools/tributary/results_table.h"
+#include "tributary/communicator.h"
+
+namespace tributary::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t g_interrupted = 0;
+
+void OnSignal(int) { g_interrupted = 1; }
+
+void InstallSignalHandlers() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = OnSignal;  // no SA_RESTART: poll() returns EINTR at once
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill us before cleanup
+}
+
+std::vector<std::string> SplitArgs(const std::string& text) {
+  std::vector<std::string> args;
+  std::istringstream in(text);
+  for (std::string arg; in >> arg;) args.push_back(arg);
+  return args;
+}
+
+// What the parent knows about one message size while ranks report it.
+struct SizeState {
+  uint32_t reports = 0;
+  double max_avg_us = 0;
+  uint64_t wrong = 0;
+  std::string first_wrong;  // "rank 1 element 7: got 3 expected 4"
+  std::vector<std::vector<float>> samples;  // per rank, --latency only
+};
+
+class BenchRun {
+ public:
+  explicit BenchRun(const BenchConfig& config)
+      : config_(config),
+        sizes_(config.Sizes()),
+        table_(stdout, config.dtype, config.op, config.ranks, config.latency) {}
+
+  BenchOutcome Run() {
+    outcome_.sizes_planned = sizes_.size();
+    InstallSignalHandlers();
+    if (!CheckOptions()) return Finish(kExitFailed);
+    if (!StartDaemon()) return Finish(kExitFailed);
+    PrintPreamble();
+    if (!SpawnRanks()) return Finish(kExitFailed);
+    Supervise();
+    ranks_.Terminate(std::chrono::seconds(2));
+    if (g_interrupted) {
+      Fail("interrupted by a signal");
+      return Finish(kExitInterrupted);
+    }
+    if (!outcome_.failure.empty()) return Finish(kExitFailed);
+    table_.PrintFooter();
+    PrintTransportCounters();
+    if (table_.total_wrong() > 0) {
+      outcome_.failure = std::to_string(table_.total_wrong()) + " wrong elements (" +
+                         first_wrong_ + ")";
+      std::fprintf(stderr, "tributary bench: FAILED: %s\n", outcome_.failure.c_str());
+      return Finish(kExitWrongResults);
+    }
+    return Finish(kExitOk);
+  }
+
+ private:
+  // Validates the library options in the parent, so a bad --payload fails
+  // once with the library's message instead of once per rank.
+  bool CheckOptions() {
+    Result<Options> options = Options::FromEnvironment();
+    if (!options.ok()) return Fail("TRIBUTARY_* environment: " + options.status().ToString());
+    options_ = options.value();
+    if (config_.payload_bytes > 0) options_.payload_bytes = config_.payload_bytes;
+    if (config_.window > 0) options_.window = config_.window;
+    if (config_.op_timeout_ms > 0) options_.op_timeout_ms = config_.op_timeout_ms;
+    if (config_.connect_timeout_ms > 0) options_.connect_timeout_ms = config_.connect_timeout_ms;
+    Status valid = options_.Validate();
+    if (!valid.ok()) return Fail("invalid options: " + valid.ToString());
+    if (sizes_.empty()) return Fail("no message size between -b and -e holds a whole element");
+    return true;
+  }
+
+  bool StartDaemon() {
+    if (!config_.daemon.empty()) {
+      outcome_.daemon_address = config_.daemon;
+      return true;
+    }
+    std::string searched;
+    const std::string binary = FindDaemonBinary(&searched);
+    if (binary.empty()) {
+      return Fail("cannot find tributaryd (set TRIBUTARYD=/path/to/tributaryd or pass --daemon "
+                  "HOST:PORT); looked in: " + searched);
+    }
+    Status status = daemon_.Start(binary, SplitArgs(config_.daemon_args), std::chrono::seconds(10));
+    if (!status.ok()) return Fail(status.ToString());
+    outcome_.daemon_address = daemon_.address();
+    outcome_.own_daemon = true;
+    return true;
+  }
+
+  void PrintPreamble() {
+    std::printf("# tributary bench: all-reduce (out of place) through in-network aggregation, "
+                "libtributary %s\n", Version());
+    std::printf("# nranks %u minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %u "
+                "iters: %u validation: %d\n",
+                config_.ranks, static_cast<unsigned long long>(config_.min_bytes),
+                static_cast<unsigned long long>(config_.max_bytes),
+                static_cast<unsigned long long>(config_.step_factor), config_.warmup_iterations,
+                config_.iterations, config_.check);
+    if (outcome_.own_daemon) {
+      std::printf("# daemon %s (tributaryd pid %d, started for this run)\n",
+                  outcome_.daemon_address.c_str(), static_cast<int>(daemon_.pid()));
+    } else {
+      std::printf("# daemon %s (given with --daemon)\n", outcome_.daemon_address.c_str());
+    }
+    std::printf("# payload %u window %u op timeout %u ms connect timeout %u ms\n",
+                options_.payload_bytes, options_.window, options_.op_timeout_ms,
+                options_.connect_timeout_ms);
+    std::fflush(stdout);
+  }
+
+  bool SpawnRanks() {
+    // A fresh job id and key per run: two runs against one daemon never mix.
+    std::random_device random;
+    job_id_ = random() | 1u;
+    job_key_ = (static_cast<uint64_t>(random()) << 32) | random();
+    RankJob job;
+    job.config = &config_;
+    job.sizes = sizes_;
+    job.aggregator = outcome_.daemon_address;
+    job.job_id = job_id_;
+    job.job_key = job_key_;
+    states_.assign(sizes_.size(), SizeState{});
+    for (SizeState& s : states_) s.samples.resize(config_.ranks);
+    last_seen_.assign(config_.ranks, Clock::now());
+    ready_.assign(config_.ranks, false);
+    Status status = ranks_.Spawn(config_.ranks, [&job](uint32_t rank, int fd) {
+      job.rank = rank;
+      return RunRank(job, fd);
+    });
+    if (!status.ok()) return Fail("cannot start the rank processes: " + status.ToString());
+    return true;
+  }
+
+  // A rank is silent for at most Create's timeout or one operation's timeout
+  // (it sends a heartbeat every second while it works); twice that plus a
+  // margin means it is stuck, and it is killed rather than waited for.
+  std::chrono::milliseconds Watchdog() const {
+    const uint64_t op = options_.op_timeout_ms == 0 ? 60000 : options_.op_timeout_ms;
+    return std::chrono::milliseconds(options_.connect_timeout_ms + op + 10000);
+  }
+
+  void Supervise() {
+    std::vector<RankGroup::Event> events;
+    while (!g_interrupted && outcome_.failure.empty() && !ranks_.AllExited()) {
+      events.clear();
+      ranks_.Poll(std::chrono::milliseconds(100), &events);
+      for (const RankGroup::Event& event : events) Handle(event);
+      const Clock::time_point now = Clock::now();
+      for (uint32_t r = 0; r < config_.ranks && outcome_.failure.empty(); ++r) {
+        if (!exited_.count(r) && now - last_seen_[r] > Watchdog()) {
+          Fail("rank " + std::to_string(r) + " reported nothing for " +
+               std::to_string(Watchdog().count() / 1000) + " s; stopping all ranks");
+        }
+      }
+      std::string how;
+      if (outcome_.failure.empty() && outcome_.own_daemon && daemon_.HasExited(&how)) {
+        Fail("tributaryd exited during the run (" + how + "); its output:\n" +
+             daemon_.LogTail(20));
+      }
+    }
+    if (outcome_.failure.empty() && next_row_ < sizes_.size() && !g_interrupted) {
+      Fail("ranks exited before reporting every size");
+    }
+  }
+
+  void Handle(const RankGroup::Event& event) {
+    const uint32_t r = event.rank;
+    last_seen_[r] = Clock::now();
+    if (event.type == RankGroup::Event::Type::kExit) {
+      exited_.insert(r);
+      if (event.wait_status != 0 && outcome_.failure.empty()) {
+        Fail("rank " + std::to_string(r) + " exited with " + DescribeWaitStatus(event.wait_status));
+      }
+      return;
+    }
+    const std::string& p = event.frame.payload;
+    switch (event.frame.kind) {
+      case ReportKind::kReady: {
+        ReadyReport ready;
+        if (p.size() != sizeof(ready)) break;
+        std::memcpy(&ready, p.data(), sizeof(ready));
+        ready_[r] = true;
+        slowest_create_ms_ = std::max(slowest_create_ms_, ready.create_ms);
+        if (r == 0) outcome_.transport = std::string(ready.transport, strnlen(ready.transport, 32));
+        if (std::all_of(ready_.begin(), ready_.end(), [](bool b) { return b; })) {
+          std::printf("# transport %s, all %u ranks joined job %u (slowest join %.1f ms)\n",
+                      outcome_.transport.c_str(), config_.ranks, job_id_, slowest_create_ms_);
+          table_.PrintColumnHeader();
+        }
+        break;
+      }
+      case ReportKind::kSamples: {
+        uint32_t index;
+        if (p.size() < sizeof(index)) break;
+        std::memcpy(&index, p.data(), sizeof(index));
+        if (index >= states_.size()) break;
+        std::vector<float>& samples = states_[index].samples[r];
+        samples.resize((p.size() - sizeof(index)) / sizeof(float));
+        std::memcpy(samples.data(), p.data() + sizeof(index), samples.size() * sizeof(float));
+        break;
+      }
+      case ReportKind::kSize: {
+        SizeReport report;
+        if (p.size() != sizeof(report)) break;
+        std::memcpy(&report, p.data(), sizeof(report));
+        if (report.size_index >= states_.size()) break;
+        SizeState& s = states_[report.size_index];
+        ++s.reports;
+        s.max_avg_us = std::max(s.max_avg_us, report.avg_us);
+        s.wrong += report.wrong;
+        if (report.wrong > 0 && first_wrong_.empty()) {
+          char text[200];
+          std::snprintf(text, sizeof(text), "first: rank %u, %llu-byte size, element %llu = %g, "
+                        "expected %g", r, static_cast<unsigned long long>(sizes_[report.size_index]),
+                        static_cast<unsigned long long>(report.first_wrong_index),
+                        report.first_wrong_got, report.first_wrong_expected);
+          first_wrong_ = text;
+        }
+        PrintCompletedRows();
+        break;
+      }
+      case ReportKind::kError:
+        // The first failing rank is the cause; ranks stopped after it are not.
+        std::fprintf(stderr, "tributary bench: rank %u failed: %s\n", r, p.c_str());
+        if (outcome_.failure.empty()) outcome_.failure = "rank " + std::to_string(r) + ": " + p;
+        break;
+      case ReportKind::kDone: {
+        DoneReport done;
+        if (p.size() != sizeof(done)) break;
+        std::memcpy(&done, p.data(), sizeof(done));
+        retransmissions_ += done.retransmissions;
+        fragments_sent_ += done.fragments_sent;
+        rejected_ += done.packets_rejected;
+        break;
+      }
+      case ReportKind::kHeartbeat:
+        break;
+    }
+  }
+
+  // Rows print in size order as soon as every rank has reported them.
+  void PrintCompletedRows() {
+    while (next_row_ < sizes_.size() && states_[next_row_].reports == config_.ranks) {
+      const SizeState& s = states_[next_row_];
+      SizeRow row = table_.MakeRow(sizes_[next_row_], s.max_avg_us, s.wrong);
+      if (config_.latency) {
+        // An iteration ends for the job when its slowest rank is done: take
+        // the per-iteration maximum over ranks, then percentiles over those.
+        size_t n = s.samples[0].size();
+        for (const auto& v : s.samples) n = std::min(n, v.size());
+        std::vector<double> per_iteration(n, 0.0);
+        for (const auto& v : s.samples) {
+          for (size_t i = 0; i < n; ++i) per_iteration[i] = std::max<double>(per_iteration[i], v[i]);
+        }
+        row.p50_us = Percentile(per_iteration, 50);
+        row.p99_us = Percentile(per_iteration, 99);
+        latency_lines_.push_back(
+            "# latency " + std::to_string(row.bytes) + " B: p50 " + Format(row.p50_us) +
+            " us p99 " + Format(row.p99_us) + " us min " +
+            Format(Percentile(per_iteration, 0)) + " us over " + std::to_string(n) +
+            " iterations (per-iteration max over ranks)");
+      }
+      table_.PrintRow(row);
+      ++next_row_;
+      outcome_.sizes_done = next_row_;
+    }
+  }
+
+  static std::string Format(double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f", v);
+    return text;
+  }
+
+  void PrintTransportCounters() {
+    for (const std::string& line : latency_lines_) std::printf("%s\n", line.c_str());
+    std::printf("# fragments sent %llu, retransmissions %llu, packets rejected %llu (all ranks)\n",
+                static_cast<unsigned long long>(fragments_sent_),
+                static_cast<unsigned long long>(retransmissions_),
+                static_cast<unsigned long long>(rejected_));
+    std::fflush(stdout);
+  }
+
+  bool Fail(const std::string& why) {
+    if (outcome_.failure.empty()) {
+      outcome_.failure = why;
+      std::fprintf(stderr, "tributary bench: %s\n", why.c_str());
+    }
+    return false;
+  }
+
+  BenchOutcome Finish(int code) {
+    ranks_.Terminate(std::chrono::seconds(2));
+    daemon_.Stop(/*keep_log=*/code != kExitOk);
+    if (code != kExitOk && !daemon_.log_path().empty()) {
+      std::fprintf(stderr, "tributary bench: daemon log kept at %s\n", daemon_.log_path().c_str());
+    }
+    outcome_.exit_code = code;
+    outcome_.total_wrong = table_.total_wrong();
+    outcome_.avg_busbw_gbps = table_.avg_busbw();
+    return outcome_;
+  }
+
+  const BenchConfig& config_;
+  const std::vector<uint64_t> sizes_;
+  ResultsTable table_;
+  Options options_;
+  DaemonProcess daemon_;
+  RankGroup ranks_;
+  BenchOutcome outcome_;
+  uint32_t job_id_ = 0;
+  uint64_t job_key_ = 0;
+  std::vector<SizeState> states_;
+  std::vector<Clock::time_point> last_seen_;
+  std::vector<bool> ready_;
+  std::set<uint32_t> exited_;
+  double slowest_create_ms_ = 0;
+  size_t next_row_ = 0;
+  std::string first_wrong_;
+  std::vector<std::string> latency_lines_;
+  uint64_t fragments_sent_ = 0;
+  uint64_t retransmissions_ = 0;
+  uint64_t rejected_ = 0;
+};
+
+}  // namespace
+
+BenchOutcome RunBench(const BenchConfig& config) {
+  BenchRun run(config);
+  return run.Run();
+}
+
+}  // namespace tributary::cli

@@ -1,0 +1,16 @@
+// Subcommands of the `tributary` command line tool, one file each.
+//
+// Each Register*Command adds its subcommand to the CLI11 app; the callback
+// runs the command and stores the process exit code in *exit_code. Commands
+// run on the main thread before any other thread exists (bench forks).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tributary::cli {
+
+void RegisterBenchCommand(CLI::App& app, int* exit_code);    // bench_command.cc
+void RegisterDemoCommand(CLI::App& app, int* exit_code);     // demo_command.cc
+void RegisterVersionCommand(CLI::App& app, int* exit_code);  // version_command.cc
+
+}  // namespace tributary::cli

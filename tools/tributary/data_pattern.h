@@ -1,0 +1,71 @@
+// Deterministic per-rank input data whose all-reduce result is exact.
+//
+// A benchmark that checks its results must know the right answer without
+// talking to the other ranks, and that answer must not depend on the order
+// in which the aggregator adds contributions. So every element is a small
+// integer that every type represents exactly, chosen per operation:
+//   sum       ((rank + i) % 7) - 3           (0..6 for unsigned types)
+//   prod      1 or -1, and 2 for one rank in 13 (no overflow, exact in half)
+//   min, max  ((7 rank + 13 i) % 101) - 50   (0..100 for unsigned types)
+// Integer sums and products wrap modulo 2^bits exactly as the library
+// specifies, so the check stays exact for any number of ranks; float sums
+// are exact while |sum| stays below 2^8 (bfloat16) .. 2^11 (half), i.e. for
+// up to ~85 ranks. Each pattern is periodic in the element index, so filling
+// and checking stream through precomputed tables.
+//
+// Thread-safety: immutable after construction; use from one thread at a time
+// or share const.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tributary/types.h"
+
+namespace tributary::cli {
+
+struct Mismatch {
+  size_t index = 0;
+  double got = 0;
+  double expected = 0;
+};
+
+class DataPattern {
+ public:
+  DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t world_size);
+
+  // Writes this rank's contribution into buf[0, count).
+  void Fill(void* buf, size_t count) const;
+  // Fills buf with values that differ from the correct result in every
+  // element, so a result that was never written is caught by Check.
+  void Poison(void* buf, size_t count) const;
+  // Counts elements of buf[0, count) that differ from the all-reduce of all
+  // ranks' contributions; *first (optional) describes the first one.
+  uint64_t Check(const void* buf, size_t count, Mismatch* first) const;
+
+  size_t element_size() const { return element_size_; }
+
+ private:
+  // Repeats a one-period table until it is at least this long, so that Fill
+  // and Check work in large memcpy/memcmp blocks.
+  static constexpr size_t kTableBytes = 64 * 1024;
+
+  DataType dtype_;
+  size_t element_size_;
+  size_t period_;                     // elements
+  size_t table_elements_;             // multiple of period_
+  std::vector<uint8_t> send_table_;   // this rank's values, table_elements_ long
+  std::vector<uint8_t> expect_table_; // the reduced values, same length
+  std::vector<uint8_t> poison_table_; // expect_table_ with every bit flipped
+};
+
+// Conversions used by the pattern and by reports; exact for the values above.
+void EncodeValue(DataType dtype, double value, void* out);  // integers wrap modulo 2^bits
+double DecodeValue(DataType dtype, const void* in);
+uint16_t FloatToHalfBits(float value);  // round to nearest even
+float HalfBitsToFloat(uint16_t bits);
+uint16_t FloatToBfloat16Bits(float value);
+float Bfloat16BitsToFloat(uint16_t bits);
+
+}  // namespace tributary::cli

@@ -1,0 +1,23 @@
+// `tributary`: the command line tool of Tributary (bench, demo, version).
+//
+// Only main() exits: subcommands return their exit code through the
+// callbacks. The process stays single-threaded until `bench` has forked its
+// ranks (the parent never creates threads), which fork() requires.
+#include <CLI/CLI.hpp>
+
+#include "tools/tributary/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tributary: in-network all-reduce runtime tools"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  tributary::cli::RegisterBenchCommand(app, &exit_code);
+  tributary::cli::RegisterDemoCommand(app, &exit_code);
+  tributary::cli::RegisterVersionCommand(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

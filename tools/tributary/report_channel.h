@@ -1,0 +1,77 @@
+// The pipe protocol between a rank process and the `tributary bench` parent.
+//
+// Each rank owns one pipe; it writes framed messages (header + payload) and
+// the parent decodes them as bytes arrive. Frames are small except latency
+// samples; a rank blocks when the pipe is full until the parent reads, which
+// it always does from its poll loop. Only the rank writes, only the parent
+// reads, both from a single thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tributary::cli {
+
+enum class ReportKind : uint32_t {
+  kReady = 1,      // ReadyReport: the communicator exists
+  kSize = 2,       // SizeReport: one message size is done
+  kSamples = 3,    // uint32 size index + float microseconds per iteration
+  kError = 4,      // text: why this rank failed
+  kHeartbeat = 5,  // empty: still working (keeps the parent's watchdog quiet)
+  kDone = 6,       // DoneReport: all sizes finished, communicator statistics
+};
+
+struct ReportHeader {
+  uint32_t kind;
+  uint32_t length;  // payload bytes after the header
+};
+
+struct ReadyReport {
+  char transport[32];
+  double create_ms;  // time Communicator::Create took
+};
+
+struct SizeReport {
+  uint32_t size_index;
+  uint32_t reserved;
+  double avg_us;  // mean time of one AllReduce + Wait over the timed iterations
+  uint64_t wrong;
+  uint64_t first_wrong_index;
+  double first_wrong_got;
+  double first_wrong_expected;
+};
+
+struct DoneReport {
+  uint64_t fragments_sent;
+  uint64_t retransmissions;
+  uint64_t packets_rejected;
+  uint64_t duplicate_results;
+  uint32_t srtt_us;
+  uint32_t reserved;
+};
+
+// Writes one frame, retrying short writes and EINTR. False if the parent is
+// gone (EPIPE) or the pipe failed.
+bool WriteReport(int fd, ReportKind kind, const void* payload, size_t length);
+
+// Accumulates bytes read from a pipe and splits them into frames.
+class ReportReader {
+ public:
+  struct Frame {
+    ReportKind kind;
+    std::string payload;
+  };
+  // Reads what is available from fd (non-blocking). Returns false on EOF or
+  // error; frames completed before that are still returned by Next.
+  bool ReadFrom(int fd);
+  // Pops the next complete frame; false when none is complete.
+  bool Next(Frame* frame);
+
+ private:
+  std::string buffer_;
+  size_t consumed_ = 0;
+};
+
+}  // namespace tributary::cli

@@ -8,9 +8,11 @@
 #
 # Why a custom command rather than add_executable: CMake allows one C++
 # compiler per build, and the fuzzing runtime (-fsanitize=fuzzer) is clang's.
-# This only works for dependency-free code (proto/, the engine), which is
-# exactly what the decoders are. The binary is <build>/fuzz/<name>; ctest gets
-# `<name>_smoke` (LABELS fuzz) running it TRIBUTARY_FUZZ_SECONDS seconds over
+# This only works for dependency-free code (proto/, the engine, common/log),
+# which is exactly what the decoders and the engine are. Sources compile one
+# object each (per-source ISA flags such as reduce_avx2.cc's -mavx2 -mf16c
+# are honoured, see below), then one clang call links them. The binary is
+# <build>/fuzz/<name>; ctest gets `<name>_smoke` (LABELS fuzz) running it TRIBUTARY_FUZZ_SECONDS seconds over
 # the seed corpus, writing new inputs into a scratch corpus in the build tree
 # so the source tree is never modified.
 #
@@ -65,17 +67,35 @@ if(_fuzz_request STREQUAL "ON" AND NOT TRIBUTARY_FUZZ_ENABLED)
                       "was found (set TRIBUTARY_CLANGXX, install clang and libclang-rt-dev)")
 endif()
 
+# ISA flags a library gives single sources (e.g. reduce_avx2.cc: -mavx2
+# -mf16c) are carried over to the fuzzer's compile of that file; other
+# per-source options are GCC tuning (-O3, -mmemset-strategy) that clang may
+# not accept, so only these patterns pass.
+set(TRIBUTARY_FUZZ_ISA_FLAG_REGEX
+    "^-m(avx|f16c|fma|sse|ssse|bmi|popcnt|pclmul|crc|arch=|tune=|cpu=|fpu=)"
+    CACHE STRING "Per-source compile options copied into fuzzer builds")
+mark_as_advanced(TRIBUTARY_FUZZ_ISA_FLAG_REGEX)
+
 function(tributary_add_fuzzer)
   cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;FROM_TARGETS;DEPENDS" ${ARGN})
   if(NOT TRIBUTARY_FUZZ_ENABLED)
     return()
   endif()
 
+  # Each source is compiled to its own object (clang -MD: exact header
+  # dependencies, and objects compile in parallel), then one clang call
+  # links them with the fuzzing runtime. A source gets the ISA options of
+  # its COMPILE_OPTIONS property and every source the non-generator-
+  # expression COMPILE_DEFINITIONS of the targets in FROM_TARGETS (e.g.
+  # TRIBUTARY_REDUCE_HAVE_AVX2, which must agree with the objects present).
   set(srcs "")
+  set(src_dirs "")   # directory whose source properties apply, per source
   foreach(s IN LISTS F_SOURCES)
     get_filename_component(abs ${s} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
     list(APPEND srcs ${abs})
+    list(APPEND src_dirs ${CMAKE_CURRENT_SOURCE_DIR})
   endforeach()
+  set(defs "")
   foreach(t IN LISTS F_FROM_TARGETS)
     get_target_property(tsrcs ${t} SOURCES)
     get_target_property(tdir ${t} SOURCE_DIR)
@@ -83,19 +103,52 @@ function(tributary_add_fuzzer)
       if(s MATCHES "\\.(cc|cpp|cxx|c)$")
         get_filename_component(abs ${s} ABSOLUTE BASE_DIR ${tdir})
         list(APPEND srcs ${abs})
+        list(APPEND src_dirs ${tdir})
       endif()
     endforeach()
+    get_target_property(tdefs ${t} COMPILE_DEFINITIONS)
+    if(tdefs)
+      foreach(d IN LISTS tdefs)
+        if(NOT d MATCHES "\\$<")
+          list(APPEND defs -D${d})
+        endif()
+      endforeach()
+    endif()
   endforeach()
+  list(REMOVE_DUPLICATES defs)
 
-  # Rebuild when any header next to a source changes (one clang call compiles
-  # and links everything, so a per-source depfile is not available).
-  set(deps ${srcs} ${F_DEPENDS})
-  foreach(s IN LISTS srcs)
-    get_filename_component(dir ${s} DIRECTORY)
-    file(GLOB hdrs ${dir}/*.h)
-    list(APPEND deps ${hdrs})
+  set(common_flags -std=c++20 -O1 -g -fno-omit-frame-pointer
+                   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+  set(obj_dir ${CMAKE_BINARY_DIR}/fuzz/obj/${F_NAME})
+  set(objs "")
+  list(LENGTH srcs n)
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    list(GET srcs ${i} src)
+    list(GET src_dirs ${i} sdir)
+    file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${src})
+    string(REGEX REPLACE "[/.]" "_" stem "${rel}")
+    set(obj ${obj_dir}/${stem}.o)
+    get_source_file_property(sopts ${src} DIRECTORY ${sdir} COMPILE_OPTIONS)
+    set(isa "")
+    if(sopts)
+      foreach(o IN LISTS sopts)
+        if(o MATCHES "${TRIBUTARY_FUZZ_ISA_FLAG_REGEX}")
+          list(APPEND isa ${o})
+        endif()
+      endforeach()
+    endif()
+    add_custom_command(
+      OUTPUT ${obj}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${obj_dir}
+      COMMAND ${TRIBUTARY_CLANGXX} ${common_flags} ${defs} ${isa} -I${PROJECT_SOURCE_DIR}
+              -MD -MF ${obj}.d -c ${src} -o ${obj}
+      DEPENDS ${src} ${F_DEPENDS}
+      DEPFILE ${obj}.d
+      COMMENT "Fuzzer ${F_NAME}: compiling ${rel} with ${TRIBUTARY_CLANGXX}"
+      VERBATIM)
+    list(APPEND objs ${obj})
   endforeach()
-  list(REMOVE_DUPLICATES deps)
 
   # All fuzzers land in <build>/fuzz/ (run_fuzzers.sh looks there); the
   # target has the fuzzer's name, so the file cannot sit next to it.
@@ -103,11 +156,9 @@ function(tributary_add_fuzzer)
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
   add_custom_command(
     OUTPUT ${bin}
-    COMMAND ${TRIBUTARY_CLANGXX} -std=c++20 -O1 -g -fno-omit-frame-pointer
-            -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-            -I${PROJECT_SOURCE_DIR} ${srcs} -o ${bin}
-    DEPENDS ${deps}
-    COMMENT "Building libFuzzer target ${F_NAME} with ${TRIBUTARY_CLANGXX}"
+    COMMAND ${TRIBUTARY_CLANGXX} ${common_flags} ${objs} -o ${bin}
+    DEPENDS ${objs}
+    COMMENT "Linking libFuzzer target ${F_NAME} with ${TRIBUTARY_CLANGXX}"
     VERBATIM)
   add_custom_target(${F_NAME} ALL DEPENDS ${bin})
 

@@ -15,5 +15,5 @@ function(tributary_add_test)
     set(T_LABELS unit)
   endif()
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-    ENVIRONMENT "TRIBUTARYD=$<TARGET_FILE:tributaryd>;TRIBUTARY_CLI=$<TARGET_FILE:tributary>")
+    ENVIRONMENT "TRIBUTARYD=$<TARGET_FILE:tributaryd>;TRIBUTARY_CLI=$<TARGET_FILE:tributary_cli>")
 endfunction()

@@ -94,6 +94,11 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
       if (LoadBe32(p + kOffAux) < payload_len / 4) return DecodeError::kBadBody;
       return DecodeError::kOk;
     }
+    case MsgType::kStatsRequest:
+      return payload_len == 0 ? DecodeError::kOk : DecodeError::kLengthMismatch;
+    case MsgType::kStats:
+      return DecodeStatsBody(payload, payload_len, nullptr, nullptr) ? DecodeError::kOk
+                                                                      : DecodeError::kBadBody;
   }
   return DecodeError::kBadType;  // unreachable: the type was range-checked
 }
@@ -130,6 +135,8 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kResultRequest: return "RESULT_REQUEST";
     case MsgType::kNack: return "NACK";
     case MsgType::kStatus: return "STATUS";
+    case MsgType::kStatsRequest: return "STATS_REQUEST";
+    case MsgType::kStats: return "STATS";
   }
   return "unknown";
 }
@@ -322,6 +329,46 @@ bool DecodeJoinBody(const uint8_t* data, size_t len, JoinBody* out) {
     out->join_flags = join_flags;
     out->nonce = LoadLe64(data + kJoinOffNonce);
     out->reserved = reserved;
+  }
+  return true;
+}
+
+
+size_t EncodeStatsBody(const StatsSummary& summary, const StatsEntry* entries, uint8_t* out) {
+  StoreLe64(out, summary.rounds);
+  StoreLe32(out + 8, summary.fan_in);
+  StoreLe32(out + 12, summary.entries);
+  uint8_t* p = out + kStatsSummarySize;
+  for (uint32_t i = 0; i < summary.entries; ++i, p += kStatsEntrySize) {
+    StoreLe32(p, entries[i].child);
+    StoreLe32(p + 4, 0);
+    StoreLe64(p + 8, entries[i].rounds_last);
+    StoreLe64(p + 16, entries[i].lateness_sum_ns);
+    StoreLe64(p + 24, entries[i].contributions);
+  }
+  return kStatsSummarySize + size_t{summary.entries} * kStatsEntrySize;
+}
+
+bool DecodeStatsBody(const uint8_t* data, size_t len, StatsSummary* summary, StatsEntry* entries) {
+  if (len < kStatsSummarySize || data == nullptr) return false;
+  const uint32_t n = LoadLe32(data + 12);
+  if (n > kMaxStatsEntries || len != kStatsSummarySize + size_t{n} * kStatsEntrySize) return false;
+  const uint32_t fan_in = LoadLe32(data + 8);
+  const uint8_t* p = data + kStatsSummarySize;
+  for (uint32_t i = 0; i < n; ++i, p += kStatsEntrySize) {
+    if (LoadLe32(p + 4) != 0 || LoadLe32(p) >= fan_in) return false;
+    if (entries != nullptr) {
+      entries[i].child = LoadLe32(p);
+      entries[i].reserved = 0;
+      entries[i].rounds_last = LoadLe64(p + 8);
+      entries[i].lateness_sum_ns = LoadLe64(p + 16);
+      entries[i].contributions = LoadLe64(p + 24);
+    }
+  }
+  if (summary != nullptr) {
+    summary->rounds = LoadLe64(data);
+    summary->fan_in = fan_in;
+    summary->entries = n;
   }
   return true;
 }

@@ -99,4 +99,11 @@ void EncodeJoinBody(const JoinBody& body, void* out /* kJoinBodySize */);
 // after the first kJoinBodySize are ignored. `out` may be null.
 bool DecodeJoinBody(const uint8_t* data, size_t len, JoinBody* out);
 
+// STATS body helpers (FORMAT.md §3.4). Encode writes the summary and
+// `summary.entries` records into `out` (capacity checked by the caller:
+// kStatsSummarySize + entries * kStatsEntrySize) and returns bytes written.
+size_t EncodeStatsBody(const StatsSummary& summary, const StatsEntry* entries, uint8_t* out);
+// Validates and decodes; entries must hold kMaxStatsEntries. False if malformed.
+bool DecodeStatsBody(const uint8_t* data, size_t len, StatsSummary* summary, StatsEntry* entries);
+
 }  // namespace tributary::proto

@@ -48,8 +48,10 @@ enum class MsgType : uint8_t {
   kResultRequest = 6,   // child -> aggregator: resend a result / report status
   kNack = 7,            // aggregator -> child: refused, aux = NackCode
   kStatus = 8,          // aggregator -> child: slot pending, payload = missing senders
+  kStatsRequest = 9,    // child -> aggregator: send the job's straggler statistics
+  kStats = 10,          // aggregator -> child: per-child lateness (FORMAT.md §3.4)
 };
-inline constexpr uint8_t kMaxMsgType = 8;
+inline constexpr uint8_t kMaxMsgType = 10;
 
 // FORMAT.md §2.2: flags. Bits not defined here must be zero in v1.
 inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // sender has sent this before
@@ -101,6 +103,25 @@ struct JoinBody {
   uint64_t reserved;       // must be 0
 };
 inline constexpr size_t kJoinBodySize = 32;
+
+// FORMAT.md §3.4: the STATS body: a summary followed by `entries` records,
+// children ordered by how often they completed a round (arrived last).
+// Little-endian like payloads.
+struct StatsSummary {
+  uint64_t rounds;        // rounds completed by the job
+  uint32_t fan_in;
+  uint32_t entries;       // records that follow (<= kMaxStatsEntries)
+};
+struct StatsEntry {
+  uint32_t child;             // sender index
+  uint32_t reserved;          // 0
+  uint64_t rounds_last;       // rounds this child completed (arrived last)
+  uint64_t lateness_sum_ns;   // sum over its contributions of (arrival - first arrival)
+  uint64_t contributions;     // contributions counted from this child
+};
+inline constexpr size_t kStatsSummarySize = 16;
+inline constexpr size_t kStatsEntrySize = 32;
+inline constexpr size_t kMaxStatsEntries = 64;
 
 // Limits (FORMAT.md §6).
 inline constexpr uint32_t kMinPayloadBytes = 64;

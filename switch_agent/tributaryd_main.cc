@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
 
   const uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
+  agent::StragglerMonitor stragglers;
   dataplane->Run(signals.stop, [&](uint64_t now_ns) {
+    stragglers.Tick(engine, now_ns);
     if (signals.dump_counters.exchange(false, std::memory_order_relaxed)) {
       PrintCounters("SIGUSR1", *dataplane, engine);
     }

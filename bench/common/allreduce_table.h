@@ -109,9 +109,8 @@ class AllReduceTable {
     const double algbw = time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0;
     const double busbw = algbw * 2.0 * (ranks_ - 1) / ranks_;
     std::printf("  %10llu  %12llu  %8s  %6s  %10.2f  %6.2f  %6.2f  %6llu\n",
-                static_cast<unsigned long long>(bytes),
-                static_cast<unsigned long long>(bytes / 4), "float", "sum", time_us, algbw, busbw,
-                static_cast<unsigned long long>(wrong));
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(bytes / 4),
+                "float", "sum", time_us, algbw, busbw, static_cast<unsigned long long>(wrong));
     std::fflush(stdout);
     busbw_sum_ += busbw;
     ++rows_;

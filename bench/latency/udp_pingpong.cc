@@ -154,12 +154,14 @@ int main(int argc, char** argv) {
   }
   double sum = 0;
   for (double v : rtt_us) sum += v;
-  std::printf("# udp_pingpong: %zu-byte datagrams, 127.0.0.1, %s, %d round trips after %d "
-              "warm-up, %d lost\n",
-              size, busy_poll ? "busy-poll" : "blocking recv", iterations, warmup, lost);
-  std::printf("# latency %zu B: p50 %.2f us p99 %.2f us min %.2f us over %zu iterations "
-              "(round trip; avg %.2f us)\n",
-              size, Percentile(rtt_us, 50), Percentile(rtt_us, 99), Percentile(rtt_us, 0),
-              rtt_us.size(), rtt_us.empty() ? 0 : sum / rtt_us.size());
+  std::printf(
+      "# udp_pingpong: %zu-byte datagrams, 127.0.0.1, %s, %d round trips after %d "
+      "warm-up, %d lost\n",
+      size, busy_poll ? "busy-poll" : "blocking recv", iterations, warmup, lost);
+  std::printf(
+      "# latency %zu B: p50 %.2f us p99 %.2f us min %.2f us over %zu iterations "
+      "(round trip; avg %.2f us)\n",
+      size, Percentile(rtt_us, 50), Percentile(rtt_us, 99), Percentile(rtt_us, 0), rtt_us.size(),
+      rtt_us.empty() ? 0 : sum / rtt_us.size());
   return 0;
 }

@@ -12,6 +12,11 @@
 // (gathered with a Gloo max-allreduce after each size). Thread-safety: one
 // thread per process (plus Gloo's own I/O thread); fork happens before Gloo
 // creates any thread.
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -24,12 +29,6 @@
 #include <memory>
 #include <thread>
 #include <vector>
-
-#include <gloo/allreduce.h>
-#include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/transport/tcp/device.h>
 
 #include "bench/common/allreduce_table.h"
 
@@ -74,14 +73,15 @@ int RunRank(int rank, int size, const std::string& store_dir,
   std::vector<float> send(max_count), recv(max_count);
   tributary::bench::AllReduceTable table(size);
   if (rank == 0) {
-    std::printf("# gloo_allreduce: gloo::allreduce (default algorithm), TCP transport on "
-                "127.0.0.1, out of place\n");
-    std::printf("# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
-                "iters: %d validation: %d\n",
-                size, static_cast<unsigned long long>(sizes.front()),
-                static_cast<unsigned long long>(sizes.back()),
-                static_cast<unsigned long long>(sweep.factor), sweep.warmup, sweep.iterations,
-                sweep.check);
+    std::printf(
+        "# gloo_allreduce: gloo::allreduce (default algorithm), TCP transport on "
+        "127.0.0.1, out of place\n");
+    std::printf(
+        "# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
+        "iters: %d validation: %d\n",
+        size, static_cast<unsigned long long>(sizes.front()),
+        static_cast<unsigned long long>(sizes.back()),
+        static_cast<unsigned long long>(sweep.factor), sweep.warmup, sweep.iterations, sweep.check);
     table.PrintHeader();
   }
   uint32_t tag = 0;
@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", sweep.iterations, "Timed iterations")->capture_default_str();
   app.add_option("-w,--warmup_iters", sweep.warmup, "Warm-up iterations")->capture_default_str();
   app.add_option("-c,--check", sweep.check, "Check results (0/1)")->capture_default_str();
-  app.add_option("--ranks", ranks, "Processes to fork (ignored with --rank)")->capture_default_str();
+  app.add_option("--ranks", ranks, "Processes to fork (ignored with --rank)")
+      ->capture_default_str();
   app.add_option("--rank", rank, "This process's rank (job started elsewhere)");
   app.add_option("--size", size, "World size with --rank");
   app.add_option("--store", store, "FileStore directory shared by the ranks (with --rank)");

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   const std::vector<uint64_t> sizes = tributary::bench::Fp32Sizes(sweep, &error);
   if (sizes.empty() || sweep.iterations < 1) {
     if (rank == 0) {
-      std::fprintf(stderr, "mpi_allreduce: %s\n", error.empty() ? "-n must be >= 1" : error.c_str());
+      std::fprintf(stderr, "mpi_allreduce: %s\n",
+                   error.empty() ? "-n must be >= 1" : error.c_str());
     }
     MPI_Finalize();
     return 2;
@@ -59,12 +60,12 @@ int main(int argc, char** argv) {
     std::string first_line(library, std::find(library, library + length, '\n'));
     std::printf("# mpi_allreduce: MPI_Allreduce (library defaults), out of place; %s\n",
                 first_line.c_str());
-    std::printf("# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
-                "iters: %d validation: %d\n",
-                size, static_cast<unsigned long long>(sizes.front()),
-                static_cast<unsigned long long>(sizes.back()),
-                static_cast<unsigned long long>(sweep.factor), sweep.warmup, sweep.iterations,
-                sweep.check);
+    std::printf(
+        "# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
+        "iters: %d validation: %d\n",
+        size, static_cast<unsigned long long>(sizes.front()),
+        static_cast<unsigned long long>(sizes.back()),
+        static_cast<unsigned long long>(sweep.factor), sweep.warmup, sweep.iterations, sweep.check);
     table.PrintHeader();
   }
   for (uint64_t bytes : sizes) {
@@ -78,8 +79,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < sweep.iterations; ++i) {
       MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
-    double avg_us = std::chrono::duration<double, std::micro>(
-                        std::chrono::steady_clock::now() - start).count() / sweep.iterations;
+    double avg_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        sweep.iterations;
     unsigned long long wrong =
         sweep.check ? tributary::bench::CheckPattern(recv.data(), count, size) : 0;
     double max_us = 0;

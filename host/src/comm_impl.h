@@ -48,6 +48,9 @@ class CommImpl {
   uint32_t world_size() const { return config_.world_size; }
   CommStats Stats() const { return progress_->Stats(); }
   Status Health() const { return progress_->Health(); }
+  Result<StragglerReport> FetchStragglerReport(uint32_t timeout_ms) {
+    return progress_->RequestStragglerReport(timeout_ms);
+  }
 
   static Request MakeRequest(std::shared_ptr<RequestState> state);
 

@@ -6,6 +6,9 @@
 #include "host/src/request_state.h"
 #include "tributary/log.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace tributary {
 
 bool Request::Test(Status* status) const {
@@ -63,6 +66,28 @@ uint32_t Communicator::rank() const { return impl_->rank(); }
 uint32_t Communicator::world_size() const { return impl_->world_size(); }
 CommStats Communicator::Stats() const { return impl_->Stats(); }
 Status Communicator::Health() const { return impl_->Health(); }
+
+Result<StragglerReport> Communicator::FetchStragglerReport(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) {
+    return Status(StatusCode::kInvalidArgument, "FetchStragglerReport: negative timeout");
+  }
+  return impl_->FetchStragglerReport(static_cast<uint32_t>(
+      std::min<int64_t>(timeout.count(), 24 * 3600 * 1000)));
+}
+
+std::string StragglerReport::ToString() const {
+  std::string s = std::to_string(rounds) + " rounds, " + std::to_string(world_size) + " ranks";
+  for (const StragglerEntry& e : ranks) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "; rank %u last in %llu (%.0f%%), mean lateness %.1f us", e.rank,
+             static_cast<unsigned long long>(e.rounds_last),
+             rounds ? 100.0 * static_cast<double>(e.rounds_last) / static_cast<double>(rounds)
+                    : 0.0,
+             e.mean_lateness_us);
+    s += buf;
+  }
+  return s;
+}
 
 const char* Version() { return TRIBUTARY_VERSION_STRING; }
 

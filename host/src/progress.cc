@@ -50,6 +50,26 @@ struct ProgressEngine::Slot {
   alignas(64) uint8_t header[proto::kHeaderSize];
 };
 
+// A caller blocked in RequestStragglerReport. Guarded by its own mutex;
+// `next_send_ns`/`deadline_ns` are touched by the progress thread only.
+struct ProgressEngine::StatsWaiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Result<StragglerReport> result{Status(StatusCode::kTimedOut, "no answer yet")};
+  uint64_t deadline_ns = 0;
+  uint64_t next_send_ns = 0;
+  void Finish(Result<StragglerReport> r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) return;
+      result = std::move(r);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
 ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobIdentity& id,
                                const Options& options)
     : transport_(std::move(transport)), id_(id), options_(options), window_(options.window) {
@@ -128,6 +148,8 @@ void ProgressEngine::Run() {
     for (int i = 0; i < n; ++i) HandlePacket(rx[i].data, rx[i].len, rx[i].placed, now);
     FillWindow(now);
     int64_t wait_us = CheckTimers(now);
+    int64_t stats_us = ServiceStatsWaiters(now);
+    if (stats_us >= 0 && (wait_us < 0 || stats_us < wait_us)) wait_us = stats_us;
     Flush();
     if (n > 0) continue;
     if (options_.spin_us > 0) {
@@ -160,6 +182,14 @@ void ProgressEngine::Run() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     rest.swap(submitted_);
+  }
+  std::vector<std::shared_ptr<StatsWaiter>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters.swap(stats_waiters_);
+  }
+  for (auto& w : waiters) {
+    w->Finish(Status(StatusCode::kAborted, "communicator destroyed during the stats request"));
   }
   for (auto& d : rest) {
     if (d.on_done) d.on_done();
@@ -312,6 +342,9 @@ void ProgressEngine::HandlePacket(const uint8_t* data, size_t len, bool placed, 
     case proto::MsgType::kStatus:
       HandleStatus(p);
       return;
+    case proto::MsgType::kStats:
+      HandleStats(p);
+      return;
     case proto::MsgType::kJoinAck:
       return;  // a late duplicate of the handshake
     default:
@@ -414,6 +447,89 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p) {
     memcpy(&v, p.payload + i, 4);  // little-endian (FORMAT.md §3)
     slot.missing.push_back(v);
   }
+}
+
+Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_ms) {
+  auto w = std::make_shared<StatsWaiter>();
+  w->deadline_ns = NowNs() + uint64_t{timeout_ms} * 1000000;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return Status(StatusCode::kAborted, "communicator is being destroyed");
+    if (!health_.ok()) {
+      return Status(StatusCode::kAborted, "communicator aborted earlier: " + health_.message());
+    }
+    stats_waiters_.push_back(w);
+  }
+  transport_->Wake();
+  std::unique_lock<std::mutex> lock(w->mu);
+  // The progress thread finishes the waiter at its deadline; the extra
+  // second only guards against a progress thread that is gone.
+  w->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms + 1000), [&] { return w->done; });
+  if (!w->done) return Status(StatusCode::kInternal, "progress thread did not answer");
+  return w->result;
+}
+
+int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stats_waiters_.empty()) return -1;
+  uint64_t next = UINT64_MAX;
+  bool send = false;
+  for (auto it = stats_waiters_.begin(); it != stats_waiters_.end();) {
+    StatsWaiter& w = **it;
+    if (now >= w.deadline_ns) {
+      w.Finish(Status(StatusCode::kTimedOut, "aggregator " + options_.aggregator +
+                                                 " did not answer the straggler-report request"));
+      it = stats_waiters_.erase(it);
+      continue;
+    }
+    if (now >= w.next_send_ns) {
+      send = true;
+      w.next_send_ns = now + 50 * 1000000ull;
+    }
+    next = std::min({next, w.next_send_ns, w.deadline_ns});
+    ++it;
+  }
+  if (send) {
+    proto::Header h;
+    h.type = proto::MsgType::kStatsRequest;
+    h.job_id = id_.job_id;
+    h.job_key = id_.job_key;
+    h.epoch = id_.epoch;
+    h.sender = id_.rank;
+    proto::EncodeHeader(h, stats_request_);
+    tx_.push_back({stats_request_, proto::kHeaderSize, nullptr, 0});
+  }
+  if (next == UINT64_MAX) return -1;
+  return next > now ? static_cast<int64_t>((next - now) / 1000) : 0;
+}
+
+void ProgressEngine::HandleStats(const proto::PacketView& p) {
+  if (p.header.epoch != id_.epoch) return;
+  proto::StatsSummary summary;
+  proto::StatsEntry entries[proto::kMaxStatsEntries];
+  if (!proto::DecodeStatsBody(p.payload, p.payload_len, &summary, entries)) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  StragglerReport report;
+  report.rounds = summary.rounds;
+  report.world_size = summary.fan_in;
+  for (uint32_t i = 0; i < summary.entries; ++i) {
+    StragglerEntry e;
+    e.rank = entries[i].child;
+    e.rounds_last = entries[i].rounds_last;
+    e.contributions = entries[i].contributions;
+    e.mean_lateness_us = e.contributions ? static_cast<double>(entries[i].lateness_sum_ns) /
+                                               1000.0 / static_cast<double>(e.contributions)
+                                         : 0.0;
+    report.ranks.push_back(e);
+  }
+  std::vector<std::shared_ptr<StatsWaiter>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters.swap(stats_waiters_);
+  }
+  for (auto& w : waiters) w->Finish(report);
 }
 
 void ProgressEngine::Sample(uint64_t rtt_ns) {

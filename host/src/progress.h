@@ -72,11 +72,15 @@ class ProgressEngine {
 
   CommStats Stats() const;
   Status Health() const;
+  // Asks the aggregator for the job's straggler statistics (STATS_REQUEST),
+  // resending every 50 ms until an answer or `timeout_ms`. Blocks the caller.
+  Result<StragglerReport> RequestStragglerReport(uint32_t timeout_ms);
   Transport* transport() { return transport_.get(); }
 
  private:
   struct Op;
   struct Slot;
+  struct StatsWaiter;
 
   void Run();
   void DrainSubmissions(uint64_t now);
@@ -86,6 +90,8 @@ class ProgressEngine {
   void HandleResult(const proto::PacketView& p, bool placed, uint64_t now);
   void HandleNack(const proto::PacketView& p);
   void HandleStatus(const proto::PacketView& p);
+  void HandleStats(const proto::PacketView& p);
+  int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
   int64_t CheckTimers(uint64_t now);  // returns microseconds until the next deadline
   void Flush();
   void FinishOp(Op* op, Status status);
@@ -105,6 +111,7 @@ class ProgressEngine {
   // Submission queue: the only state shared with caller threads.
   mutable std::mutex mu_;
   std::deque<OpDesc> submitted_;  // guarded by mu_
+  std::vector<std::shared_ptr<StatsWaiter>> stats_waiters_;  // guarded by mu_
   Status health_;                 // guarded by mu_
   bool stopped_ = false;          // guarded by mu_
 
@@ -119,6 +126,7 @@ class ProgressEngine {
   bool aborted_ = false;
   double srtt_us_ = 0, rttvar_us_ = 0;
   bool have_rtt_ = false;
+  alignas(64) uint8_t stats_request_[proto::kHeaderSize];
 
   // Counters read by Stats() from other threads.
   struct Counters {

@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "common/log.h"
+
 namespace tributary::agent {
 namespace {
 
@@ -60,7 +62,69 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
   Add(&s, "alive", engine.Jobs().size());
   Add(&s, "memory_bytes", engine.memory_bytes());
   s += "\n";
+  // Per job, the children that most often arrived last: stragglers named by
+  // the aggregator that saw them, not guessed (at most kMaxJobsListed jobs).
+  constexpr size_t kMaxJobsListed = 32;
+  size_t listed = 0;
+  for (const engine::JobInfo& j : engine.Jobs()) {
+    if (listed++ == kMaxJobsListed) {
+      s += "  (more jobs not listed)\n";
+      break;
+    }
+    s += "  " + FormatJobStragglers(engine, j) + "\n";
+  }
   return s;
+}
+
+std::string FormatJobStragglers(const engine::Engine& engine, const engine::JobInfo& job) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "job %u: fan_in=%u joined=%u completions=%" PRIu64 " last:",
+                job.job_id, job.fan_in, job.joined, job.completions);
+  std::string s = buf;
+  auto top = engine.Stragglers(job.job_id, 3);
+  if (top.empty()) s += " -";
+  for (const engine::ChildStat& c : top) {
+    const double share = job.completions ? 100.0 * static_cast<double>(c.lateness.rounds_last) /
+                                               static_cast<double>(job.completions)
+                                         : 0.0;
+    const double mean_us = c.lateness.contributions
+                               ? static_cast<double>(c.lateness.lateness_sum_ns) / 1000.0 /
+                                     static_cast<double>(c.lateness.contributions)
+                               : 0.0;
+    std::snprintf(buf, sizeof(buf), " rank %u %" PRIu64 "/%" PRIu64 " (%.0f%%, mean lateness %.1f us);",
+                  c.child, c.lateness.rounds_last, job.completions, share, mean_us);
+    s += buf;
+  }
+  return s;
+}
+
+void StragglerMonitor::Tick(const engine::Engine& engine, uint64_t now_ns) {
+  if (now_ns < next_check_ns_) return;
+  next_check_ns_ = now_ns + kCheckIntervalNs;
+  std::unordered_map<uint32_t, Seen> next;
+  for (const engine::JobInfo& j : engine.Jobs()) {
+    Seen& before = jobs_[j.job_id];
+    Seen& now = next[j.job_id];
+    now.completions = j.completions;
+    auto top = engine.Stragglers(j.job_id, 3);
+    for (const engine::ChildStat& c : top) now.rounds_last[c.child] = c.lateness.rounds_last;
+    const uint64_t rounds = j.completions - before.completions;
+    if (j.fan_in < 2 || rounds < kMinRounds || top.empty()) continue;
+    for (const engine::ChildStat& c : top) {
+      auto it = before.rounds_last.find(c.child);
+      const uint64_t last = c.lateness.rounds_last - (it == before.rounds_last.end() ? 0 : it->second);
+      if (2 * last >= rounds) {
+        TRIB_LOG(kWarn, "straggler",
+                 "job %u: rank %u arrived last in %" PRIu64 " of the last %" PRIu64
+                 " rounds (%.0f%%); mean lateness %.1f us over the job",
+                 j.job_id, c.child, last, rounds, 100.0 * last / rounds,
+                 c.lateness.contributions ? c.lateness.lateness_sum_ns / 1000.0 /
+                                                c.lateness.contributions
+                                          : 0.0);
+      }
+    }
+  }
+  jobs_.swap(next);  // forget jobs that ended
 }
 
 }  // namespace tributary::agent

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 
 #include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/engine/engine.h"
@@ -17,5 +18,27 @@ namespace tributary::agent {
 // `why` says what triggered the report ("SIGUSR1", "interval", "exit").
 std::string FormatCounters(const char* why, const Dataplane& dataplane,
                            const engine::Engine& engine);
+
+// "job 42: fan_in=4 joined=4 completions=1200 last: rank 3 900/1200 (75%, mean
+// lateness 812.0 us); ..." — the three children that most often arrived last.
+std::string FormatJobStragglers(const engine::Engine& engine, const engine::JobInfo& job);
+
+// Logs a WARN when one child of a job arrived last in at least half of the
+// rounds completed since the previous check (and at least kMinRounds of
+// them): a persistent straggler, named. Called from the loop's tick.
+class StragglerMonitor {
+ public:
+  static constexpr uint64_t kCheckIntervalNs = 10ull * 1000000000;
+  static constexpr uint64_t kMinRounds = 100;
+  void Tick(const engine::Engine& engine, uint64_t now_ns);
+
+ private:
+  struct Seen {
+    uint64_t completions = 0;
+    std::unordered_map<uint32_t, uint64_t> rounds_last;  // child -> rounds_last at last check
+  };
+  uint64_t next_check_ns_ = 0;
+  std::unordered_map<uint32_t, Seen> jobs_;
+};
 
 }  // namespace tributary::agent

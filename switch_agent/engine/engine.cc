@@ -109,6 +109,7 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
     case MsgType::kResultRequest: HandleResultRequest(pkt, from, now_ns, &out); break;
     case MsgType::kJoin: HandleJoin(pkt, from, now_ns, &out); break;
     case MsgType::kLeave: HandleLeave(pkt, from, now_ns, &out); break;
+    case MsgType::kStatsRequest: HandleStatsRequest(pkt, from, now_ns, &out); break;
     default: Drop(DropReason::kUnexpectedType); break;
   }
   return out;
@@ -299,6 +300,9 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   Job::SetBit(seen, sender);
   Job::ClearBit(other, sender);
+  ChildLateness& late = job->lateness(sender);
+  late.lateness_sum_ns += now_ns - m.first_arrival_ns;
+  ++late.contributions;
   ++m.arrived;
   ++counters_.contributions;
   counters_.bytes_reduced += bytes;
@@ -308,6 +312,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   m.state = SetState::kComplete;
   m.complete_ns = now_ns;
   m.last_sender = sender;
+  ++late.rounds_last;
   ++counters_.completions;
   ++job->completions;
   ResultAction(job, s, v, out);
@@ -329,6 +334,36 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     return ResultTo(job, h.slot, h.shadow, from, out);
   }
   StatusTo(job, h, h.slot, h.shadow, from, out);
+}
+
+// STATS: the job's straggler statistics, for a rank that asks (the host
+// library's straggler report). A control-path message: answered from the
+// per-job scratch buffer, no allocation.
+void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                                Action* out) {
+  const Header& h = pkt.header;
+  Job* job = FindAuthenticated(h, from, out);
+  if (job == nullptr) return;
+  job->last_active_ns = now_ns;
+  ChildStat top[proto::kMaxStatsEntries];
+  const size_t n = job->TopStragglers(top, proto::kMaxStatsEntries);
+  proto::StatsEntry entries[proto::kMaxStatsEntries];
+  for (size_t i = 0; i < n; ++i) {
+    entries[i] = {top[i].child, 0, top[i].lateness.rounds_last, top[i].lateness.lateness_sum_ns,
+                  top[i].lateness.contributions};
+  }
+  proto::StatsSummary summary{job->completions, job->fan_in(), static_cast<uint32_t>(n)};
+  out->kind = ActionKind::kSendToOne;
+  out->header = Header{};
+  out->header.type = MsgType::kStats;
+  out->header.job_id = job->job_id();
+  out->header.epoch = job->epoch();
+  out->header.job_key = job->job_key();
+  out->header.sender = h.sender;
+  out->header.aux = static_cast<uint32_t>(n);
+  out->payload = job->stats_scratch();
+  out->payload_len = proto::EncodeStatsBody(summary, entries, job->stats_scratch());
+  out->peer = from;
 }
 
 void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
@@ -430,6 +465,14 @@ size_t Engine::Reap(uint64_t now_ns) {
     }
   }
   return freed;
+}
+
+std::vector<ChildStat> Engine::Stragglers(uint32_t job_id, size_t max) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || max == 0) return {};
+  std::vector<ChildStat> out(std::min<size_t>(max, it->second->fan_in()));
+  out.resize(it->second->TopStragglers(out.data(), out.size()));
+  return out;
 }
 
 std::vector<JobInfo> Engine::Jobs() const {

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "switch_agent/engine/job.h"
 
 namespace tributary::engine {
 
@@ -121,7 +122,6 @@ struct JobInfo {
   uint64_t completions;
 };
 
-class Job;
 struct ReduceTable;
 
 class Engine {
@@ -143,12 +143,17 @@ class Engine {
 
   const EngineCounters& counters() const { return counters_; }
   std::vector<JobInfo> Jobs() const;
+  // The children of `job_id` that most often arrived last (see job.h
+  // ChildLateness), at most `max`; empty for an unknown job.
+  std::vector<ChildStat> Stragglers(uint32_t job_id, size_t max) const;
   uint64_t memory_bytes() const { return memory_bytes_; }
 
  private:
   // Handlers write their answer into `out` (left as kNone to send nothing).
   void HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
   void HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
+  void HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                          Action* out);
   void HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                           Action* out);
   void HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,

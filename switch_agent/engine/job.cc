@@ -14,7 +14,7 @@ constexpr uint64_t kLine = 64;
 uint64_t RoundUp(uint64_t n) { return (n + kLine - 1) / kLine * kLine; }
 
 struct Layout {
-  uint64_t registered, left, metas, seen, data, total;
+  uint64_t registered, left, lateness, metas, seen, data, total;
 };
 
 Layout ComputeLayout(const JobParams& p) {
@@ -23,7 +23,8 @@ Layout ComputeLayout(const JobParams& p) {
   Layout l{};
   l.registered = RoundUp(uint64_t{p.fan_in} * sizeof(PeerToken));
   l.left = l.registered + RoundUp(words * 8);
-  l.metas = l.left + RoundUp(words * 8);
+  l.lateness = l.left + RoundUp(words * 8);
+  l.metas = l.lateness + RoundUp(uint64_t{p.fan_in} * sizeof(ChildLateness));
   l.seen = l.metas + sets * sizeof(SetMeta);
   l.data = l.seen + RoundUp(sets * words * 8);
   l.total = l.data + sets * 3 * uint64_t{p.payload_bytes};
@@ -61,6 +62,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   job->children_ = reinterpret_cast<PeerToken*>(base);
   job->registered_ = reinterpret_cast<uint64_t*>(base + l.registered);
   job->left_bits_ = reinterpret_cast<uint64_t*>(base + l.left);
+  job->lateness_ = reinterpret_cast<ChildLateness*>(base + l.lateness);
   job->metas_ = reinterpret_cast<SetMeta*>(base + l.metas);
   job->seen_ = reinterpret_cast<uint64_t*>(base + l.seen);
   job->data_ = base + l.data;
@@ -109,6 +111,28 @@ size_t Job::ListMissing(uint32_t slot, uint32_t shadow, uint8_t* out, size_t max
       for (int b = 0; b < 4; ++b) out[4 * n + b] = static_cast<uint8_t>(child >> (8 * b));
       ++n;
     }
+  }
+  return n;
+}
+
+size_t Job::TopStragglers(ChildStat* out, size_t max) const {
+  // Insertion into a fixed top-`max` list: no allocation, O(fan_in * max)
+  // worst case, on a control path (stats requests and reports) only.
+  size_t n = 0;
+  auto before = [](const ChildLateness& a, const ChildLateness& b) {
+    return a.rounds_last != b.rounds_last ? a.rounds_last > b.rounds_last
+                                          : a.lateness_sum_ns > b.lateness_sum_ns;
+  };
+  for (uint32_t c = 0; c < params_.fan_in; ++c) {
+    const ChildLateness& l = lateness_[c];
+    if (l.contributions == 0) continue;
+    size_t pos = n;
+    while (pos > 0 && before(l, out[pos - 1].lateness)) --pos;
+    if (pos >= max) continue;
+    size_t last = n < max ? n : max - 1;
+    for (size_t i = last; i > pos; --i) out[i] = out[i - 1];
+    out[pos] = {c, l};
+    if (n < max) ++n;
   }
   return n;
 }

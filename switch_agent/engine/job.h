@@ -10,6 +10,7 @@
 // after the JOIN:
 //
 //   [children: PeerToken x fan_in][registered bits][left bits]
+//   [lateness: ChildLateness x fan_in]
 //   [SetMeta x 2S][seen bitmaps: 2S x W words][data: 2S x 3P bytes]
 //
 // (S = slot_count, W = ceil(fan_in / 64), P = payload_bytes; each region
@@ -44,6 +45,20 @@ struct alignas(64) SetMeta {
   SetState state;
 };
 static_assert(sizeof(SetMeta) == 64);
+
+// What the aggregator saw of one child's timing: the stragglers are named
+// from this, not guessed. Lateness of a contribution = its arrival minus the
+// first arrival of the same round.
+struct ChildLateness {
+  uint64_t rounds_last;       // rounds this child completed (it arrived last)
+  uint64_t lateness_sum_ns;
+  uint64_t contributions;
+};
+
+struct ChildStat {
+  uint32_t child;
+  ChildLateness lateness;
+};
 
 struct JobParams {
   uint32_t fan_in;
@@ -98,6 +113,14 @@ class Job {
   }
   void ClearSeen(uint32_t slot, uint32_t shadow);
 
+  // Per-child timing (straggler detection).
+  ChildLateness& lateness(uint32_t child) { return lateness_[child]; }
+  // Children ordered by rounds completed last, then by total lateness; the
+  // first `max` with any contribution. Returns how many were written.
+  size_t TopStragglers(ChildStat* out, size_t max) const;
+  // Scratch for the STATS body (summary + kMaxStatsEntries records).
+  uint8_t* stats_scratch() { return stats_scratch_; }
+
   // Writes the indices of children missing from the set (bit clear) as
   // little-endian u32 into `out`, at most `max` of them; returns the count.
   size_t ListMissing(uint32_t slot, uint32_t shadow, uint8_t* out, size_t max);
@@ -130,11 +153,14 @@ class Job {
   PeerToken* children_ = nullptr;
   uint64_t* registered_ = nullptr;
   uint64_t* left_bits_ = nullptr;
+  ChildLateness* lateness_ = nullptr;
   SetMeta* metas_ = nullptr;
   uint64_t* seen_ = nullptr;
   uint8_t* data_ = nullptr;
   alignas(64) uint8_t status_scratch_[4 * proto::kMaxStatusSenders];
   uint8_t join_ack_body_[proto::kJoinBodySize];
+  uint8_t stats_scratch_[proto::kStatsSummarySize +
+                         proto::kMaxStatsEntries * proto::kStatsEntrySize];
 };
 
 }  // namespace tributary::engine

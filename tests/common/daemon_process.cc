@@ -47,7 +47,10 @@ bool DaemonProcess::Start(const std::vector<std::string>& extra_args, std::strin
     return false;
   }
   log_path_ = tmpl;
-  std::vector<std::string> args = {bin, "--listen-address", "127.0.0.1", "--port", "0"};
+  std::vector<std::string> args = {bin, "--listen-address", "127.0.0.1"};
+  bool has_port = false;
+  for (const auto& a : extra_args) has_port |= (a == "--port");
+  if (!has_port) args.insert(args.end(), {"--port", "0"});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -63,7 +66,8 @@ bool DaemonProcess::Start(const std::vector<std::string>& extra_args, std::strin
   // Wait for the "listening on" line (bounded).
   for (int i = 0; i < 500; ++i) {
     std::string out = Output();
-    size_t at = out.find("listening on ");
+    size_t at = out.find("tributaryd listening on ");
+    if (at != std::string::npos) at += 11;
     if (at != std::string::npos) {
       size_t colon = out.find(':', at + 13);
       size_t eol = out.find('\n', at);

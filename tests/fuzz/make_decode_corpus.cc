@@ -55,8 +55,15 @@ std::vector<uint8_t> Packet(proto::MsgType type, uint16_t flags) {
       h.aux = 2;
       payload = {0, 0, 0, 0, 3, 0, 0, 0};
       break;
+    case proto::MsgType::kStats: {
+      const proto::StatsEntry e[2] = {{3, 0, 7, 123456, 9}, {0, 0, 2, 1000, 9}};
+      payload.resize(proto::kStatsSummarySize + 2 * proto::kStatsEntrySize);
+      proto::EncodeStatsBody({9, 4, 2}, e, payload.data());
+      break;
+    }
     case proto::MsgType::kLeave:
     case proto::MsgType::kResultRequest:
+    case proto::MsgType::kStatsRequest:
       break;
   }
   std::vector<uint8_t> out(proto::kHeaderSize + payload.size());

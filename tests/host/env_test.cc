@@ -115,3 +115,24 @@ TEST(EnvTest, TableListsEveryVariableWithDefaultAndHelp) {
 
 }  // namespace
 }  // namespace tributary::host
+
+namespace tributary::host {
+namespace {
+
+// docs/CONFIGURATION.md must document every variable of the table.
+TEST(EnvTest, EveryVariableIsDocumented) {
+  FILE* f = fopen(TRIBUTARY_SOURCE_DIR "/docs/CONFIGURATION.md", "r");
+  ASSERT_NE(f, nullptr);
+  std::string doc;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) doc.append(buf, n);
+  fclose(f);
+  for (const auto& v : EnvTable()) {
+    EXPECT_NE(doc.find(std::string("`") + v.name + "`"), std::string::npos)
+        << v.name << " is missing from docs/CONFIGURATION.md";
+  }
+}
+
+}  // namespace
+}  // namespace tributary::host

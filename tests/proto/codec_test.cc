@@ -68,8 +68,15 @@ Bytes ValidPacket(MsgType type, uint16_t flags = 0) {
       h.aux = 3;
       payload = {2, 0, 0, 0, 5, 0, 0, 0};
       break;
+    case MsgType::kStats: {
+      StatsEntry e[2] = {{3, 0, 10, 5000, 12}, {1, 0, 2, 700, 12}};
+      payload.resize(kStatsSummarySize + 2 * kStatsEntrySize);
+      EncodeStatsBody({12, 4, 2}, e, payload.data());
+      break;
+    }
     case MsgType::kLeave:
     case MsgType::kResultRequest:
+    case MsgType::kStatsRequest:
       break;
   }
   return EncodeToVector(h, payload);
@@ -77,7 +84,8 @@ Bytes ValidPacket(MsgType type, uint16_t flags = 0) {
 
 const MsgType kAllTypes[] = {MsgType::kJoin,   MsgType::kJoinAck,       MsgType::kLeave,
                              MsgType::kContribution, MsgType::kResult, MsgType::kResultRequest,
-                             MsgType::kNack,   MsgType::kStatus};
+                             MsgType::kNack,   MsgType::kStatus, MsgType::kStatsRequest,
+                             MsgType::kStats};
 
 DecodeError DecodeBytes(const Bytes& b, PacketView* view = nullptr) {
   return Decode(b.data(), b.size(), view);
@@ -439,6 +447,57 @@ TEST(Codec, NamesAndSizes) {
   EXPECT_FALSE(IsValidDataType(0));
   EXPECT_FALSE(IsValidDataType(kMaxDataType + 1));
   EXPECT_EQ(DataTypeSize(static_cast<DataType>(0)), 0u);
+}
+
+}  // namespace
+}  // namespace tributary::proto
+
+namespace tributary::proto {
+namespace {
+
+// Proves the STATS body round-trips and that every malformed variant
+// (truncated, wrong entry count, reserved bits, child >= fan-in, too many
+// entries) is rejected as kBadBody by Decode.
+TEST(Codec, StatsBodyRoundTripAndRejections) {
+  StatsEntry in[3] = {{2, 0, 100, 123456789, 150}, {0, 0, 40, 55, 150}, {1, 0, 10, 7, 149}};
+  Bytes body(kStatsSummarySize + 3 * kStatsEntrySize);
+  ASSERT_EQ(EncodeStatsBody({150, 3, 3}, in, body.data()), body.size());
+  StatsSummary sum;
+  StatsEntry out[kMaxStatsEntries];
+  ASSERT_TRUE(DecodeStatsBody(body.data(), body.size(), &sum, out));
+  EXPECT_EQ(sum.rounds, 150u);
+  EXPECT_EQ(sum.fan_in, 3u);
+  EXPECT_EQ(sum.entries, 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].child, in[i].child);
+    EXPECT_EQ(out[i].rounds_last, in[i].rounds_last);
+    EXPECT_EQ(out[i].lateness_sum_ns, in[i].lateness_sum_ns);
+    EXPECT_EQ(out[i].contributions, in[i].contributions);
+  }
+  EXPECT_FALSE(DecodeStatsBody(body.data(), body.size() - 1, nullptr, nullptr));
+  EXPECT_FALSE(DecodeStatsBody(body.data(), kStatsSummarySize - 1, nullptr, nullptr));
+  Bytes bad = body;
+  bad[12] = 4;  // claims 4 entries, holds 3
+  EXPECT_FALSE(DecodeStatsBody(bad.data(), bad.size(), nullptr, nullptr));
+  bad = body;
+  bad[kStatsSummarySize + 4] = 1;  // reserved field
+  EXPECT_FALSE(DecodeStatsBody(bad.data(), bad.size(), nullptr, nullptr));
+  bad = body;
+  bad[kStatsSummarySize] = 3;  // child 3 >= fan-in 3
+  EXPECT_FALSE(DecodeStatsBody(bad.data(), bad.size(), nullptr, nullptr));
+  Bytes many(kStatsSummarySize + (kMaxStatsEntries + 1) * kStatsEntrySize, 0);
+  many[8] = 200;                 // fan-in 200
+  many[12] = kMaxStatsEntries + 1;
+  EXPECT_FALSE(DecodeStatsBody(many.data(), many.size(), nullptr, nullptr));
+
+  Header h;
+  h.type = MsgType::kStats;
+  Bytes packet(kHeaderSize + bad.size());
+  ASSERT_GT(Encode(h, bad.data(), bad.size(), packet.data(), packet.size()), 0u);
+  EXPECT_EQ(Decode(packet.data(), packet.size(), nullptr), DecodeError::kBadBody);
+  h.type = MsgType::kStatsRequest;
+  ASSERT_GT(Encode(h, body.data(), 4, packet.data(), packet.size()), 0u);
+  EXPECT_EQ(Decode(packet.data(), kHeaderSize + 4, nullptr), DecodeError::kLengthMismatch);
 }
 
 }  // namespace

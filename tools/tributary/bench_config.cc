@@ -40,16 +40,26 @@ bool ParseByteSize(const std::string& text, uint64_t* out) {
 
 const char* NcclTestsTypeName(DataType dtype) {
   switch (dtype) {
-    case DataType::kInt8: return "int8";
-    case DataType::kUint8: return "uint8";
-    case DataType::kInt32: return "int32";
-    case DataType::kUint32: return "uint32";
-    case DataType::kInt64: return "int64";
-    case DataType::kUint64: return "uint64";
-    case DataType::kFloat16: return "half";
-    case DataType::kFloat32: return "float";
-    case DataType::kFloat64: return "double";
-    case DataType::kBfloat16: return "bfloat16";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kUint8:
+      return "uint8";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kUint32:
+      return "uint32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kUint64:
+      return "uint64";
+    case DataType::kFloat16:
+      return "half";
+    case DataType::kFloat32:
+      return "float";
+    case DataType::kFloat64:
+      return "double";
+    case DataType::kBfloat16:
+      return "bfloat16";
   }
   return "?";
 }

@@ -48,7 +48,7 @@ struct SizeState {
   uint32_t reports = 0;
   double max_avg_us = 0;
   uint64_t wrong = 0;
-  std::string first_wrong;  // "rank 1 element 7: got 3 expected 4"
+  std::string first_wrong;                  // "rank 1 element 7: got 3 expected 4"
   std::vector<std::vector<float>> samples;  // per rank, --latency only
 };
 
@@ -76,8 +76,8 @@ class BenchRun {
     table_.PrintFooter();
     PrintTransportCounters();
     if (table_.total_wrong() > 0) {
-      outcome_.failure = std::to_string(table_.total_wrong()) + " wrong elements (" +
-                         first_wrong_ + ")";
+      outcome_.failure =
+          std::to_string(table_.total_wrong()) + " wrong elements (" + first_wrong_ + ")";
       std::fprintf(stderr, "tributary bench: FAILED: %s\n", outcome_.failure.c_str());
       return Finish(kExitWrongResults);
     }
@@ -109,8 +109,10 @@ class BenchRun {
     std::string searched;
     const std::string binary = FindDaemonBinary(&searched);
     if (binary.empty()) {
-      return Fail("cannot find tributaryd (set TRIBUTARYD=/path/to/tributaryd or pass --daemon "
-                  "HOST:PORT); looked in: " + searched);
+      return Fail(
+          "cannot find tributaryd (set TRIBUTARYD=/path/to/tributaryd or pass --daemon "
+          "HOST:PORT); looked in: " +
+          searched);
     }
     Status status = daemon_.Start(binary, SplitArgs(config_.daemon_args), std::chrono::seconds(10));
     if (!status.ok()) return Fail(status.ToString());
@@ -120,14 +122,17 @@ class BenchRun {
   }
 
   void PrintPreamble() {
-    std::printf("# tributary bench: all-reduce (out of place) through in-network aggregation, "
-                "libtributary %s\n", Version());
-    std::printf("# nranks %u minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %u "
-                "iters: %u validation: %d\n",
-                config_.ranks, static_cast<unsigned long long>(config_.min_bytes),
-                static_cast<unsigned long long>(config_.max_bytes),
-                static_cast<unsigned long long>(config_.step_factor), config_.warmup_iterations,
-                config_.iterations, config_.check);
+    std::printf(
+        "# tributary bench: all-reduce (out of place) through in-network aggregation, "
+        "libtributary %s\n",
+        Version());
+    std::printf(
+        "# nranks %u minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %u "
+        "iters: %u validation: %d\n",
+        config_.ranks, static_cast<unsigned long long>(config_.min_bytes),
+        static_cast<unsigned long long>(config_.max_bytes),
+        static_cast<unsigned long long>(config_.step_factor), config_.warmup_iterations,
+        config_.iterations, config_.check);
     if (outcome_.own_daemon) {
       std::printf("# daemon %s (tributaryd pid %d, started for this run)\n",
                   outcome_.daemon_address.c_str(), static_cast<int>(daemon_.pid()));
@@ -186,8 +191,7 @@ class BenchRun {
       }
       std::string how;
       if (outcome_.failure.empty() && outcome_.own_daemon && daemon_.HasExited(&how)) {
-        Fail("tributaryd exited during the run (" + how + "); its output:\n" +
-             daemon_.LogTail(20));
+        Fail("tributaryd exited during the run (" + how + "); its output:\n" + daemon_.LogTail(20));
       }
     }
     if (outcome_.failure.empty() && next_row_ < sizes_.size() && !g_interrupted) {
@@ -242,8 +246,10 @@ class BenchRun {
         s.wrong += report.wrong;
         if (report.wrong > 0 && first_wrong_.empty()) {
           char text[200];
-          std::snprintf(text, sizeof(text), "first: rank %u, %llu-byte size, element %llu = %g, "
-                        "expected %g", r, static_cast<unsigned long long>(sizes_[report.size_index]),
+          std::snprintf(text, sizeof(text),
+                        "first: rank %u, %llu-byte size, element %llu = %g, "
+                        "expected %g",
+                        r, static_cast<unsigned long long>(sizes_[report.size_index]),
                         static_cast<unsigned long long>(report.first_wrong_index),
                         report.first_wrong_got, report.first_wrong_expected);
           first_wrong_ = text;
@@ -282,15 +288,15 @@ class BenchRun {
         for (const auto& v : s.samples) n = std::min(n, v.size());
         std::vector<double> per_iteration(n, 0.0);
         for (const auto& v : s.samples) {
-          for (size_t i = 0; i < n; ++i) per_iteration[i] = std::max<double>(per_iteration[i], v[i]);
+          for (size_t i = 0; i < n; ++i)
+            per_iteration[i] = std::max<double>(per_iteration[i], v[i]);
         }
         row.p50_us = Percentile(per_iteration, 50);
         row.p99_us = Percentile(per_iteration, 99);
-        latency_lines_.push_back(
-            "# latency " + std::to_string(row.bytes) + " B: p50 " + Format(row.p50_us) +
-            " us p99 " + Format(row.p99_us) + " us min " +
-            Format(Percentile(per_iteration, 0)) + " us over " + std::to_string(n) +
-            " iterations (per-iteration max over ranks)");
+        latency_lines_.push_back("# latency " + std::to_string(row.bytes) + " B: p50 " +
+                                 Format(row.p50_us) + " us p99 " + Format(row.p99_us) + " us min " +
+                                 Format(Percentile(per_iteration, 0)) + " us over " +
+                                 std::to_string(n) + " iterations (per-iteration max over ranks)");
       }
       table_.PrintRow(row);
       ++next_row_;

@@ -53,7 +53,9 @@ std::string DescribeWaitStatus(int status) {
 std::string FindDaemonBinary(std::string* searched) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("TRIBUTARYD"); env != nullptr && env[0] != '\0') {
-    candidates.push_back(env);
+    // An explicit choice is never silently replaced by another binary.
+    *searched = std::string("$TRIBUTARYD=") + env + " (not an executable file)";
+    return IsExecutable(env) ? env : "";
   }
   const std::string self = SelfDirectory();
   if (!self.empty()) {
@@ -83,7 +85,8 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
   char log_template[] = "/tmp/tributaryd-XXXXXX.log";
   int log_fd = ::mkstemps(log_template, 4);
   if (log_fd < 0) {
-    return Status(StatusCode::kInternal, std::string("cannot create daemon log: ") + strerror(errno));
+    return Status(StatusCode::kInternal,
+                  std::string("cannot create daemon log: ") + strerror(errno));
   }
   log_path_ = log_template;
 
@@ -136,8 +139,9 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
     std::string how;
     if (HasExited(&how)) {
       keep_log_ = true;
-      return Status(StatusCode::kUnavailable, "tributaryd (" + binary + ") exited during startup (" +
-                                                  how + "); its output:\n" + LogTail(20));
+      return Status(StatusCode::kUnavailable, "tributaryd (" + binary +
+                                                  ") exited during startup (" + how +
+                                                  "); its output:\n" + LogTail(20));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       Stop(/*keep_log=*/true);

@@ -22,9 +22,10 @@
 
 namespace tributary::cli {
 
-// Where the daemon binary is looked up, in order: $TRIBUTARYD, next to this
-// executable, ../switch_agent/ and ../../switch_agent/ from it (build tree),
-// then $PATH. Returns the first that exists; *searched lists all candidates.
+// Where the daemon binary is looked up: $TRIBUTARYD if set (and then only
+// there), else next to this executable, ../switch_agent/ and
+// ../../switch_agent/ from it (build tree), then $PATH. Returns the first
+// that exists, or "" with *searched listing where it looked.
 std::string FindDaemonBinary(std::string* searched);
 
 class DaemonProcess {
@@ -34,8 +35,8 @@ class DaemonProcess {
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
-  // Runs `binary --listen-address 127.0.0.1 --port 0 <extra_args>` and waits up to `timeout` for its
-  // listening line. On failure the message includes the daemon's log tail.
+  // Runs `binary --listen-address 127.0.0.1 --port 0 <extra_args>` and waits up to `timeout` for
+  // its listening line. On failure the message includes the daemon's log tail.
   Status Start(const std::string& binary, const std::vector<std::string>& extra_args,
                std::chrono::milliseconds timeout);
   // SIGTERM, wait up to 5 s, then SIGKILL; reaps the process and removes the

@@ -20,10 +20,13 @@ bool IsUnsigned(DataType t) {
 
 size_t PeriodOf(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return 7;
-    case ReduceOp::kProd: return 39;  // lcm(13, 3)
+    case ReduceOp::kSum:
+      return 7;
+    case ReduceOp::kProd:
+      return 39;  // lcm(13, 3)
     case ReduceOp::kMin:
-    case ReduceOp::kMax: return 101;
+    case ReduceOp::kMax:
+      return 101;
   }
   return 1;
 }
@@ -65,7 +68,9 @@ void EncodeBits(DataType dtype, uint64_t bits, void* out) {
       std::memcpy(out, &v, 4);
       return;
     }
-    default: std::memcpy(out, &bits, 8); return;
+    default:
+      std::memcpy(out, &bits, 8);
+      return;
   }
 }
 
@@ -147,7 +152,9 @@ void EncodeValue(DataType dtype, double value, void* out) {
       std::memcpy(out, &f, 4);
       return;
     }
-    case DataType::kFloat64: std::memcpy(out, &value, 8); return;
+    case DataType::kFloat64:
+      std::memcpy(out, &value, 8);
+      return;
     default:
       EncodeBits(dtype, static_cast<uint64_t>(static_cast<int64_t>(value)), out);
       return;
@@ -156,16 +163,56 @@ void EncodeValue(DataType dtype, double value, void* out) {
 
 double DecodeValue(DataType dtype, const void* in) {
   switch (dtype) {
-    case DataType::kInt8: { int8_t v; std::memcpy(&v, in, 1); return v; }
-    case DataType::kUint8: { uint8_t v; std::memcpy(&v, in, 1); return v; }
-    case DataType::kInt32: { int32_t v; std::memcpy(&v, in, 4); return v; }
-    case DataType::kUint32: { uint32_t v; std::memcpy(&v, in, 4); return v; }
-    case DataType::kInt64: { int64_t v; std::memcpy(&v, in, 8); return static_cast<double>(v); }
-    case DataType::kUint64: { uint64_t v; std::memcpy(&v, in, 8); return static_cast<double>(v); }
-    case DataType::kFloat16: { uint16_t v; std::memcpy(&v, in, 2); return HalfBitsToFloat(v); }
-    case DataType::kBfloat16: { uint16_t v; std::memcpy(&v, in, 2); return Bfloat16BitsToFloat(v); }
-    case DataType::kFloat32: { float v; std::memcpy(&v, in, 4); return v; }
-    case DataType::kFloat64: { double v; std::memcpy(&v, in, 8); return v; }
+    case DataType::kInt8: {
+      int8_t v;
+      std::memcpy(&v, in, 1);
+      return v;
+    }
+    case DataType::kUint8: {
+      uint8_t v;
+      std::memcpy(&v, in, 1);
+      return v;
+    }
+    case DataType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, in, 4);
+      return v;
+    }
+    case DataType::kUint32: {
+      uint32_t v;
+      std::memcpy(&v, in, 4);
+      return v;
+    }
+    case DataType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, in, 8);
+      return static_cast<double>(v);
+    }
+    case DataType::kUint64: {
+      uint64_t v;
+      std::memcpy(&v, in, 8);
+      return static_cast<double>(v);
+    }
+    case DataType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, in, 2);
+      return HalfBitsToFloat(v);
+    }
+    case DataType::kBfloat16: {
+      uint16_t v;
+      std::memcpy(&v, in, 2);
+      return Bfloat16BitsToFloat(v);
+    }
+    case DataType::kFloat32: {
+      float v;
+      std::memcpy(&v, in, 4);
+      return v;
+    }
+    case DataType::kFloat64: {
+      double v;
+      std::memcpy(&v, in, 8);
+      return v;
+    }
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -193,10 +240,20 @@ DataPattern::DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t wo
         continue;
       }
       switch (op) {
-        case ReduceOp::kSum: acc_bits += v_bits; acc += static_cast<double>(v); break;
-        case ReduceOp::kProd: acc_bits *= v_bits; acc *= static_cast<double>(v); break;
-        case ReduceOp::kMin: acc_int = std::min(acc_int, v); break;
-        case ReduceOp::kMax: acc_int = std::max(acc_int, v); break;
+        case ReduceOp::kSum:
+          acc_bits += v_bits;
+          acc += static_cast<double>(v);
+          break;
+        case ReduceOp::kProd:
+          acc_bits *= v_bits;
+          acc *= static_cast<double>(v);
+          break;
+        case ReduceOp::kMin:
+          acc_int = std::min(acc_int, v);
+          break;
+        case ReduceOp::kMax:
+          acc_int = std::max(acc_int, v);
+          break;
       }
     }
     if (op == ReduceOp::kMin || op == ReduceOp::kMax) {

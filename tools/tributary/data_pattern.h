@@ -53,11 +53,11 @@ class DataPattern {
 
   DataType dtype_;
   size_t element_size_;
-  size_t period_;                     // elements
-  size_t table_elements_;             // multiple of period_
-  std::vector<uint8_t> send_table_;   // this rank's values, table_elements_ long
-  std::vector<uint8_t> expect_table_; // the reduced values, same length
-  std::vector<uint8_t> poison_table_; // expect_table_ with every bit flipped
+  size_t period_;                      // elements
+  size_t table_elements_;              // multiple of period_
+  std::vector<uint8_t> send_table_;    // this rank's values, table_elements_ long
+  std::vector<uint8_t> expect_table_;  // the reduced values, same length
+  std::vector<uint8_t> poison_table_;  // expect_table_ with every bit flipped
 };
 
 // Conversions used by the pattern and by reports; exact for the values above.

@@ -14,9 +14,12 @@ namespace tributary::cli {
 namespace {
 
 std::string HumanBytes(uint64_t bytes) {
-  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
-  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0)
+    return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0)
+    return std::to_string(bytes >> 10) + " KiB";
   return std::to_string(bytes) + " B";
 }
 
@@ -45,10 +48,10 @@ void RegisterDemoCommand(CLI::App& app, int* exit_code) {
     const BenchOutcome outcome = RunBench(*config);
     const std::string range = HumanBytes(config->min_bytes) + ".." + HumanBytes(config->max_bytes);
     if (outcome.exit_code == kExitOk) {
-      std::printf("VERDICT: PASS — %u ranks all-reduced %s float32 through tributaryd on %s, "
-                  "0 wrong elements, avg busbw %.2f GB/s\n",
-                  config->ranks, range.c_str(), outcome.daemon_address.c_str(),
-                  outcome.avg_busbw_gbps);
+      std::printf(
+          "VERDICT: PASS — %u ranks all-reduced %s float32 through tributaryd on %s, "
+          "0 wrong elements, avg busbw %.2f GB/s\n",
+          config->ranks, range.c_str(), outcome.daemon_address.c_str(), outcome.avg_busbw_gbps);
     } else {
       std::printf("VERDICT: FAIL — %u ranks, %s float32, daemon %s: %s\n", config->ranks,
                   range.c_str(),

@@ -138,13 +138,11 @@ class Rank {
       Status status = AllReduceOnce(count);
       if (!status.ok()) return fail(status, "timed");
       if (config_.latency) {
-        samples.push_back(
-            std::chrono::duration<float, std::micro>(Clock::now() - before).count());
+        samples.push_back(std::chrono::duration<float, std::micro>(Clock::now() - before).count());
       }
       MaybeHeartbeat();
     }
-    const double total_us =
-        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    const double total_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
 
     SizeReport report{};
     report.size_index = index;
@@ -178,7 +176,13 @@ class Rank {
 }  // namespace
 
 int RunRank(const RankJob& job, int report_fd) {
-  SetLogLevel(job.config->verbose ? LogLevel::kInfo : LogLevel::kWarn);
+  // Quiet by default so the table stays readable; TRIBUTARY_LOG_LEVEL (read
+  // by the library) or --verbose say otherwise.
+  if (job.config->verbose) {
+    SetLogLevel(LogLevel::kInfo);
+  } else if (std::getenv("TRIBUTARY_LOG_LEVEL") == nullptr) {
+    SetLogLevel(LogLevel::kWarn);
+  }
   Status status;
   {
     // The communicator is destroyed (progress thread joined) before we exit.

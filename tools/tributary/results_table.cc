@@ -28,10 +28,9 @@ SizeRow ResultsTable::MakeRow(uint64_t bytes, double time_us, uint64_t wrong) co
 void ResultsTable::PrintColumnHeader() {
   std::fprintf(out_, "#\n");
   std::fprintf(out_, "# %10s  %12s  %8s  %6s  %10s  %6s  %6s  %6s%s\n", "size", "count", "type",
-               "redop", "time", "algbw", "busbw", "#wrong",
-               latency_ ? "       p50       p99" : "");
-  std::fprintf(out_, "# %10s  %12s  %8s  %6s  %10s  %6s  %6s  %6s%s\n", "(B)", "(elements)", "",
-               "", "(us)", "(GB/s)", "(GB/s)", "", latency_ ? "      (us)      (us)" : "");
+               "redop", "time", "algbw", "busbw", "#wrong", latency_ ? "       p50       p99" : "");
+  std::fprintf(out_, "# %10s  %12s  %8s  %6s  %10s  %6s  %6s  %6s%s\n", "(B)", "(elements)", "", "",
+               "(us)", "(GB/s)", "(GB/s)", "", latency_ ? "      (us)      (us)" : "");
   std::fflush(out_);
 }
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Sanitizer stages of CI: builds Tributary twice more and runs the tests that
+# each sanitizer is good at.
+#
+#   1. ASan + UBSan (build-asan/): every ctest test except the fuzz labels
+#      (the fuzzers already run under ASan/UBSan, built by clang) and install
+#      (it installs and builds a consumer: nothing a sanitizer adds to).
+#   2. TSan (build-tsan/): only what runs threads: the tests labelled
+#      integration, the host_* tests, and tributaryd they start. The other
+#      targets are not built.
+#
+# Both builds use -O1 -g: about as fast to compile as -O0, much faster to run,
+# and stack traces keep their line numbers. Any sanitizer report fails the
+# test that hit it (halt_on_error, -fno-sanitize-recover), so this script
+# exits non-zero on a report as on any test failure.
+#
+# Environment:
+#   SAN_ASAN_DIR / SAN_TSAN_DIR  build dirs (default <root>/build-asan, build-tsan)
+#   SAN_STAGES       "asan tsan" (default) or one of them
+#   JOBS             build parallelism (default nproc)
+#   CTEST_JOBS       ctest parallelism (default 2)
+#   SAN_TSAN_TESTS   ctest -R regex overriding the TSan test selection
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+asan_dir=${SAN_ASAN_DIR:-$root/build-asan}
+tsan_dir=${SAN_TSAN_DIR:-$root/build-tsan}
+stages=${SAN_STAGES:-asan tsan}
+jobs=${JOBS:-$(nproc)}
+ctest_jobs=${CTEST_JOBS:-2}
+generator=()
+if command -v ninja > /dev/null; then generator=(-G Ninja); fi
+
+# detect_leaks: the daemons and tests must not leak either. abort_on_error
+# gives a core/stack in the test log rather than a plain exit code.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:abort_on_error=1}
+
+configure() {  # dir sanitize
+  mkdir -p "$1"
+  cmake -S "$root" -B "$1" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
+    -DTRIBUTARY_SANITIZE="$2" -DTRIBUTARY_BUILD_FUZZ=OFF -DTRIBUTARY_BUILD_BENCH=OFF \
+    > "$1/configure.log" 2>&1 || { cat "$1/configure.log"; return 1; }
+}
+
+stamp() { date +%s; }
+report() { echo "== sanitizers: $1 took $(( $(stamp) - $2 ))s"; }
+
+run_asan() {
+  local t0 t1
+  t0=$(stamp)
+  configure "$asan_dir" address,undefined
+  cmake --build "$asan_dir" -j "$jobs"
+  report "asan build" "$t0"
+  t1=$(stamp)
+  (cd "$asan_dir" && ctest --output-on-failure -j "$ctest_jobs" -LE '^(fuzz|install)$')
+  report "asan tests" "$t1"
+}
+
+run_tsan() {
+  local t0 t1 tests regex
+  t0=$(stamp)
+  configure "$tsan_dir" thread
+  # Test names are target names (tributary_add_test), so the selection
+  # doubles as the build target list.
+  if [[ -n ${SAN_TSAN_TESTS:-} ]]; then
+    regex=$SAN_TSAN_TESTS
+  else
+    regex=$( (cd "$tsan_dir" && ctest -N -L '^integration$'; cd "$tsan_dir" && ctest -N -R '^host_') |
+      sed -n 's/^ *Test *#[0-9]*: *\([A-Za-z0-9_]*\)$/\1/p' | sort -u | paste -sd'|')
+    regex="^(${regex})\$"
+  fi
+  tests=$(cd "$tsan_dir" && ctest -N -R "$regex" |
+    sed -n 's/^ *Test *#[0-9]*: *\([A-Za-z0-9_]*\)$/\1/p' | sort -u)
+  if [[ -z $tests ]]; then
+    echo "sanitizers: no TSan tests selected by $regex" >&2
+    return 1
+  fi
+  # shellcheck disable=SC2086
+  cmake --build "$tsan_dir" -j "$jobs" --target tributaryd $tests
+  report "tsan build" "$t0"
+  t1=$(stamp)
+  (cd "$tsan_dir" && ctest --output-on-failure -j "$ctest_jobs" -R "$regex")
+  report "tsan tests" "$t1"
+}
+
+start=$(stamp)
+for s in $stages; do
+  case $s in
+    asan) run_asan ;;
+    tsan) run_tsan ;;
+    *) echo "sanitizers: unknown stage $s (asan, tsan)" >&2; exit 2 ;;
+  esac
+done
+report "all stages" "$start"

@@ -1,0 +1,190 @@
+// End-to-end tests of the `tributary` command line tool, run as users run it.
+//
+// Proves: `tributary bench` starts its own tributaryd, forks the ranks, and
+// prints an nccl-tests table whose rows are the requested sizes with
+// consistent columns (busbw = algbw * 2(n-1)/n, 0 wrong) and the closing
+// "# Avg bus bandwidth" line, exit 0 — for float sum and for other
+// types/operations; and that pointing --daemon at a port where nothing
+// listens ends within the connect timeout with a clear message and a
+// non-zero exit, not a hang. Needs $TRIBUTARY_CLI and $TRIBUTARYD (ctest
+// sets both).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+  double seconds = 0;
+};
+
+std::string Cli() {
+  const char* cli = std::getenv("TRIBUTARY_CLI");
+  return cli == nullptr ? "" : cli;
+}
+
+// Runs the CLI with `args` under coreutils timeout, so a hang fails the test
+// instead of stalling it.
+CommandResult RunCli(const std::string& args, int timeout_s = 120) {
+  CommandResult result;
+  const std::string command =
+      "timeout -k 5 " + std::to_string(timeout_s) + " '" + Cli() + "' " + args + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = pclose(pipe);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> Fields(const std::string& line) {
+  std::vector<std::string> fields;
+  std::istringstream in(line);
+  for (std::string f; in >> f;) fields.push_back(f);
+  return fields;
+}
+
+// Checks the table of a successful run: the header columns, one row per
+// expected size with the given type/op names, and the footer lines.
+void ExpectTable(const CommandResult& run, const std::vector<uint64_t>& sizes, size_t elem_size,
+                 const std::string& type, const std::string& op, int ranks) {
+  const std::vector<std::string> lines = Lines(run.output);
+  bool header = false;
+  std::vector<std::vector<std::string>> rows;
+  double avg_busbw = -1;
+  bool out_of_bounds_ok = false;
+  for (const std::string& line : lines) {
+    if (Fields(line) == std::vector<std::string>{"#", "size", "count", "type", "redop", "time",
+                                                 "algbw", "busbw", "#wrong"}) {
+      header = true;
+    } else if (line.rfind("# Avg bus bandwidth    : ", 0) == 0) {
+      avg_busbw = std::atof(line.c_str() + std::strlen("# Avg bus bandwidth    : "));
+    } else if (line == "# Out of bounds values : 0 OK") {
+      out_of_bounds_ok = true;
+    } else if (!line.empty() && line[0] != '#' && header) {
+      rows.push_back(Fields(line));
+    }
+  }
+  EXPECT_TRUE(header) << run.output;
+  EXPECT_TRUE(out_of_bounds_ok) << run.output;
+  EXPECT_GT(avg_busbw, 0) << run.output;
+  ASSERT_EQ(rows.size(), sizes.size()) << run.output;
+  double busbw_sum = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<std::string>& r = rows[i];
+    ASSERT_EQ(r.size(), 8u) << "row " << i << " of\n" << run.output;
+    EXPECT_EQ(std::stoull(r[0]), sizes[i]);
+    EXPECT_EQ(std::stoull(r[1]), sizes[i] / elem_size);
+    EXPECT_EQ(r[2], type);
+    EXPECT_EQ(r[3], op);
+    const double time_us = std::stod(r[4]), algbw = std::stod(r[5]), busbw = std::stod(r[6]);
+    EXPECT_GT(time_us, 0);
+    // Columns are printed with 2 decimals: compare within rounding.
+    EXPECT_NEAR(algbw, sizes[i] / (time_us * 1e3), 0.006) << "row " << i;
+    EXPECT_NEAR(busbw, algbw * 2.0 * (ranks - 1) / ranks, 0.011) << "row " << i;
+    EXPECT_EQ(r[7], "0") << "wrong elements in row " << i;
+    busbw_sum += busbw;
+  }
+  EXPECT_NEAR(avg_busbw, busbw_sum / rows.size(), 0.01);
+}
+
+class CliBenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(Cli().empty()) << "set TRIBUTARY_CLI to the tributary executable";
+    ASSERT_EQ(access(Cli().c_str(), X_OK), 0) << Cli();
+    ASSERT_NE(std::getenv("TRIBUTARYD"), nullptr) << "set TRIBUTARYD to the daemon binary";
+  }
+};
+
+TEST_F(CliBenchTest, FloatSumTwoRanksPrintsNcclTestsTable) {
+  const CommandResult run = RunCli("bench --ranks 2 -b 8 -e 64K -c 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = 8; s <= 65536; s *= 2) sizes.push_back(s);
+  ExpectTable(run, sizes, 4, "float", "sum", 2);
+  EXPECT_NE(run.output.find("# nranks 2 "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("started for this run"), std::string::npos) << run.output;
+}
+
+TEST_F(CliBenchTest, OtherTypesAndOperationsAreExact) {
+  // Three ranks (an odd fan-in), 16-bit floats and integers, non-sum ops.
+  struct Case {
+    const char* dtype;
+    const char* op;
+    const char* type_column;
+    size_t elem_size;
+  };
+  const Case cases[] = {{"int32", "max", "int32", 4},
+                        {"half", "prod", "half", 2},
+                        {"bfloat16", "sum", "bfloat16", 2},
+                        {"uint8", "min", "uint8", 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.dtype) + " " + c.op);
+    const CommandResult run = RunCli(std::string("bench --ranks 3 -b 4 -e 1M -f 16 -n 5 -w 1 -d ") +
+                                     c.dtype + " -o " + c.op);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    std::vector<uint64_t> sizes;
+    for (uint64_t s = 4; s <= (1u << 20); s *= 16) sizes.push_back(s / c.elem_size * c.elem_size);
+    ExpectTable(run, sizes, c.elem_size, c.type_column, c.op, 3);
+  }
+}
+
+TEST_F(CliBenchTest, UnreachableDaemonFailsWithinConnectTimeout) {
+  // A port that was free a moment ago: nothing answers there.
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string target = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  close(fd);
+
+  const CommandResult run =
+      RunCli("bench --ranks 2 -b 8 -e 64K --daemon " + target + " --connect-timeout-ms 1500", 60);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_LT(run.exit_code, 124) << "killed by the test's timeout: a hang\n" << run.output;
+  // Bounded by the connect timeout (plus process start-up), far below a hang.
+  EXPECT_LT(run.seconds, 1.5 + 5.0) << run.output;
+  EXPECT_GE(run.seconds, 1.0) << "gave up before the connect timeout?\n" << run.output;
+  EXPECT_NE(run.output.find("failed: UNAVAILABLE"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(target), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("# Avg bus bandwidth"), std::string::npos) << run.output;
+}
+
+TEST_F(CliBenchTest, BadFlagsAreRejectedBeforeAnyRankStarts) {
+  const CommandResult run = RunCli("bench --ranks 2 -d float7 -e 64K", 30);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("unknown type 'float7'"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("# nranks"), std::string::npos) << run.output;
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+// Unit tests of the benchmark's check machinery (tools/tributary).
+//
+// Proves: the expected result DataPattern checks against equals a direct
+// element-by-element reduction of every rank's Fill output, for every type,
+// operation and several world sizes (so `tributary bench -c 1` can neither
+// miss a wrong element nor flag a right one); a single corrupted element is
+// counted once at its index; Poison leaves every element wrong; the half /
+// bfloat16 conversions round correctly; byte sizes parse as nccl-tests does.
+#include "tools/tributary/data_pattern.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tools/tributary/bench_config.h"
+
+namespace tributary::cli {
+namespace {
+
+constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
+                                  DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
+                                  DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
+                                  DataType::kBfloat16};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+
+// Reduces the ranks' buffers element by element in double (exact for the
+// pattern's small integers at these world sizes) and encodes the result.
+std::vector<uint8_t> ReduceDirectly(DataType dtype, ReduceOp op, uint32_t world, size_t count) {
+  const size_t es = DataTypeSize(dtype);
+  std::vector<std::vector<uint8_t>> inputs(world, std::vector<uint8_t>(count * es));
+  for (uint32_t r = 0; r < world; ++r)
+    DataPattern(dtype, op, r, world).Fill(inputs[r].data(), count);
+  std::vector<uint8_t> out(count * es);
+  for (size_t i = 0; i < count; ++i) {
+    double acc = DecodeValue(dtype, &inputs[0][i * es]);
+    for (uint32_t r = 1; r < world; ++r) {
+      const double v = DecodeValue(dtype, &inputs[r][i * es]);
+      switch (op) {
+        case ReduceOp::kSum:
+          acc += v;
+          break;
+        case ReduceOp::kProd:
+          acc *= v;
+          break;
+        case ReduceOp::kMin:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::kMax:
+          acc = std::max(acc, v);
+          break;
+      }
+    }
+    EncodeValue(dtype, acc, &out[i * es]);
+  }
+  return out;
+}
+
+TEST(DataPatternTest, ExpectedResultMatchesDirectReduction) {
+  // 70001 elements: several table repeats plus a ragged tail.
+  const size_t count = 70001;
+  for (DataType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (uint32_t world : {1u, 2u, 3u, 8u, 20u}) {
+        SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " + ReduceOpName(op) + " world " +
+                     std::to_string(world));
+        std::vector<uint8_t> result = ReduceDirectly(dtype, op, world, count);
+        const DataPattern pattern(dtype, op, 0, world);
+        Mismatch first;
+        EXPECT_EQ(pattern.Check(result.data(), count, &first), 0u)
+            << "element " << first.index << " got " << first.got << " expected " << first.expected;
+      }
+    }
+  }
+}
+
+TEST(DataPatternTest, RanksContributeDifferentData) {
+  // Otherwise a result that is one rank's input copied back would pass.
+  for (DataType dtype : kAllTypes) {
+    std::vector<uint8_t> a(1000 * DataTypeSize(dtype)), b(a.size());
+    DataPattern(dtype, ReduceOp::kSum, 0, 2).Fill(a.data(), 1000);
+    DataPattern(dtype, ReduceOp::kSum, 1, 2).Fill(b.data(), 1000);
+    EXPECT_NE(a, b) << DataTypeName(dtype);
+    const DataPattern pattern(dtype, ReduceOp::kSum, 0, 2);
+    EXPECT_GT(pattern.Check(a.data(), 1000, nullptr), 0u) << DataTypeName(dtype);
+  }
+}
+
+TEST(DataPatternTest, CorruptedElementIsCountedAtItsIndex) {
+  for (DataType dtype : kAllTypes) {
+    const size_t count = 50000, es = DataTypeSize(dtype);
+    std::vector<uint8_t> result = ReduceDirectly(dtype, ReduceOp::kSum, 4, count);
+    const DataPattern pattern(dtype, ReduceOp::kSum, 0, 4);
+    const size_t bad = 40961;
+    result[bad * es] ^= 0x01;  // lowest byte: flips the lowest mantissa/integer bit
+    Mismatch first;
+    EXPECT_EQ(pattern.Check(result.data(), count, &first), 1u) << DataTypeName(dtype);
+    EXPECT_EQ(first.index, bad) << DataTypeName(dtype);
+  }
+}
+
+TEST(DataPatternTest, PoisonMakesEveryElementWrong) {
+  for (DataType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      const size_t count = 4099;
+      std::vector<uint8_t> buf(count * DataTypeSize(dtype));
+      const DataPattern pattern(dtype, op, 1, 3);
+      pattern.Poison(buf.data(), count);
+      EXPECT_EQ(pattern.Check(buf.data(), count, nullptr), count)
+          << DataTypeName(dtype) << " " << ReduceOpName(op);
+    }
+  }
+}
+
+TEST(HalfConversionTest, RoundsToNearestEven) {
+  EXPECT_EQ(FloatToHalfBits(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalfBits(-2.0f), 0xC000);
+  EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalfBits(1e6f), 0x7C00);                 // overflow -> inf
+  EXPECT_EQ(FloatToHalfBits(1.0f + 0x1p-11f), 0x3C00);      // tie -> even (down)
+  EXPECT_EQ(FloatToHalfBits(1.0f + 3 * 0x1p-11f), 0x3C02);  // tie -> even (up)
+  EXPECT_EQ(FloatToHalfBits(0x1p-24f), 0x0001);             // smallest subnormal
+  EXPECT_EQ(HalfBitsToFloat(0x3555), 0.333251953125f);
+  EXPECT_EQ(HalfBitsToFloat(0x0001), 0x1p-24f);
+  EXPECT_TRUE(std::isnan(HalfBitsToFloat(0x7E00)));
+  EXPECT_EQ(FloatToBfloat16Bits(1.0f), 0x3F80);
+  EXPECT_EQ(FloatToBfloat16Bits(1.0f + 0x1p-8f), 0x3F80);      // tie -> even (down)
+  EXPECT_EQ(FloatToBfloat16Bits(1.0f + 3 * 0x1p-8f), 0x3F82);  // tie -> even (up)
+  EXPECT_EQ(Bfloat16BitsToFloat(0xC040), -3.0f);
+}
+
+TEST(BenchConfigTest, ParsesSizesAndSweepsLikeNcclTests) {
+  uint64_t v = 0;
+  EXPECT_TRUE(ParseByteSize("8", &v));
+  EXPECT_EQ(v, 8u);
+  EXPECT_TRUE(ParseByteSize("4K", &v));
+  EXPECT_EQ(v, 4096u);
+  EXPECT_TRUE(ParseByteSize("64M", &v));
+  EXPECT_EQ(v, 64u << 20);
+  EXPECT_TRUE(ParseByteSize("1g", &v));
+  EXPECT_EQ(v, 1u << 30);
+  EXPECT_TRUE(ParseByteSize("2KiB", &v));
+  EXPECT_EQ(v, 2048u);
+  EXPECT_FALSE(ParseByteSize("", &v));
+  EXPECT_FALSE(ParseByteSize("M", &v));
+  EXPECT_FALSE(ParseByteSize("12Q", &v));
+
+  BenchConfig config;
+  config.min_bytes_text = "4";
+  config.max_bytes_text = "64";
+  config.dtype_text = "double";
+  config.step_factor = 2;
+  ASSERT_TRUE(config.Finalize().ok());
+  // 4 bytes holds no double: skipped; the rest rounded to whole elements.
+  EXPECT_EQ(config.Sizes(), (std::vector<uint64_t>{8, 16, 32, 64}));
+
+  config.dtype_text = "nope";
+  EXPECT_FALSE(config.Finalize().ok());
+  config.dtype_text = "half";
+  config.op_text = "avg";
+  EXPECT_FALSE(config.Finalize().ok());
+}
+
+}  // namespace
+}  // namespace tributary::cli

@@ -8,7 +8,7 @@ option(TRIBUTARY_NATIVE "Tune for the build machine (-march=native)" OFF)
 # Interface target every Tributary target links: warnings and sanitizers.
 add_library(tributary_build_flags INTERFACE)
 target_compile_options(tributary_build_flags INTERFACE
-  -Wall -Wextra -Wno-unused-parameter -Wnon-virtual-dtor)
+  -Wall -Wextra -Wno-unused-parameter $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>)
 if(TRIBUTARY_NATIVE)
   target_compile_options(tributary_build_flags INTERFACE -march=native)
 endif()

@@ -57,7 +57,9 @@ inline constexpr uint8_t kMaxMsgType = 10;
 inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // sender has sent this before
 inline constexpr uint16_t kFlagChecksum = 1u << 1;    // checksum field holds CRC32C
 inline constexpr uint16_t kFlagLastFragment = 1u << 2; // last fragment of its collective
-inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment;
+inline constexpr uint16_t kFlagHeld = 1u << 3;  // STATUS: the addressee's contribution is held
+inline constexpr uint16_t kFlagsDefined =
+    kFlagRetransmit | kFlagChecksum | kFlagLastFragment | kFlagHeld;
 
 // FORMAT.md §4: element types. Payload elements are little-endian.
 enum class DataType : uint8_t {

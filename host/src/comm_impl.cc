@@ -40,20 +40,22 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
   }
   Status s = config.options.Validate();
   if (!s.ok()) return s;
-  std::unique_ptr<CommImpl> impl(new CommImpl(config));
-  auto transport = host::CreateTransport(config.options);
+  CommConfig resolved = config;
+  resolved.options = config.options.Resolved();
+  std::unique_ptr<CommImpl> impl(new CommImpl(resolved));
+  auto transport = host::CreateTransport(resolved.options);
   if (!transport.ok()) return transport.status();
   uint32_t epoch = 0;
   s = impl->Join(transport.value().get(), &epoch);
   if (!s.ok()) return s;
   impl->identity_ = {config.job_id, config.job_key, epoch, config.rank};
   impl->progress_ = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
-                                                           impl->identity_, config.options);
+                                                           impl->identity_, resolved.options);
   impl->progress_->Start();
   TRIB_LOG(kInfo, "comm", "job %u rank %u/%u joined %s (epoch %u, transport %s): %s",
            config.job_id, config.rank, config.world_size, config.options.aggregator.c_str(),
            epoch, impl->progress_->transport()->name(),
-           host::DescribeOptions(config.options).c_str());
+           host::DescribeOptions(resolved.options).c_str());
   return impl;
 }
 

@@ -8,7 +8,11 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "host/src/transport/udp/udp_transport.h"
 #include "proto/wire.h"
+
+#include <arpa/inet.h>
+#include <algorithm>
 
 namespace tributary::host {
 namespace {
@@ -130,11 +134,14 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_TRANSPORT", "string", SetTransport, [](const Options& o) { return o.transport; },
      "Transport: auto or udp. Forcing one that is not built fails communicator creation."},
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
-     SetU32<&Options::payload_bytes, proto::kMinPayloadBytes, proto::kMaxPayloadBytes>,
+     SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
-     "Payload bytes per packet; multiple of 64; must fit the path MTU."},
-    {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 1, proto::kMaxSlotCount>,
-     U32Default<&Options::window>, "Fragments in flight per rank (= aggregator slots per job)."},
+     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 65024 to a "
+     "loopback aggregator, else 8192."},
+    {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 0, proto::kMaxSlotCount>,
+     U32Default<&Options::window>,
+     "Fragments in flight per rank (= aggregator slots per job). 0 = auto: 2 MiB / payload, "
+     "clamped to [16, 128]."},
     {"TRIBUTARY_OP_TIMEOUT_MS", "u32", SetU32<&Options::op_timeout_ms, 0, kU32Max>,
      U32Default<&Options::op_timeout_ms>,
      "A collective not complete after this many ms fails and names the missing fragments; 0 = "
@@ -220,13 +227,14 @@ namespace tributary {
 
 Status Options::Validate() const {
   auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
-  if (payload_bytes < proto::kMinPayloadBytes || payload_bytes > proto::kMaxPayloadBytes ||
-      payload_bytes % proto::kPayloadAlign != 0) {
+  if (payload_bytes != 0 &&
+      (payload_bytes < proto::kMinPayloadBytes || payload_bytes > proto::kMaxPayloadBytes ||
+       payload_bytes % proto::kPayloadAlign != 0)) {
     return bad("payload_bytes=" + std::to_string(payload_bytes) +
-               " must be a multiple of 64 in [64, 65024]");
+               " must be 0 (auto) or a multiple of 64 in [64, 65024]");
   }
-  if (window < 1 || window > proto::kMaxSlotCount) {
-    return bad("window=" + std::to_string(window) + " must be in [1, 65536]");
+  if (window > proto::kMaxSlotCount) {
+    return bad("window=" + std::to_string(window) + " must be 0 (auto) or in [1, 65536]");
   }
   if (connect_timeout_ms == 0) return bad("connect_timeout_ms must be > 0");
   if (rto_min_us == 0 || rto_min_us > rto_max_us || rto_initial_us < rto_min_us ||
@@ -237,6 +245,20 @@ Status Options::Validate() const {
   }
   if (aggregator.empty()) return bad("aggregator must be HOST:PORT");
   return Status::Ok();
+}
+
+Options Options::Resolved() const {
+  Options o = *this;
+  if (o.payload_bytes == 0) {
+    sockaddr_in addr{};
+    bool loopback = host::ResolveIpv4(o.aggregator, &addr).ok() &&
+                    (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
+    o.payload_bytes = loopback ? proto::kMaxPayloadBytes : 8192;
+  }
+  if (o.window == 0) {
+    o.window = std::clamp<uint32_t>((2u << 20) / o.payload_bytes, 16, 128);
+  }
+  return o;
 }
 
 Result<Options> Options::FromEnvironment() {

@@ -44,10 +44,11 @@ struct ProgressEngine::Slot {
   uint32_t elem_count = 0;
   uint64_t first_sent_ns = 0;
   uint64_t deadline_ns = 0;
-  uint32_t retries = 0;
+  uint32_t retries = 0;                   // timer expiries (backoff exponent)
+  bool held = false;                      // STATUS said the aggregator has our data
+  bool probe_pending = false;             // a RESULT_REQUEST is unanswered
   uint32_t missing_count = 0;             // from the aggregator's last STATUS
   std::vector<uint32_t> missing;          // first few missing senders
-  alignas(64) uint8_t header[proto::kHeaderSize];
 };
 
 // A caller blocked in RequestStragglerReport. Guarded by its own mutex;
@@ -79,6 +80,7 @@ ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobId
     idle_.push_back(i);
   }
   tx_.reserve(window_ * 2 + 16);
+  tx_view_.reserve(window_ * 2 + 16);
   ready_.reserve(window_);
   counters_.rto_us = options.rto_initial_us;
 }
@@ -121,6 +123,8 @@ CommStats ProgressEngine::Stats() const {
   s.collectives_completed = counters_.collectives.load(std::memory_order_relaxed);
   s.fragments_sent = counters_.fragments.load(std::memory_order_relaxed);
   s.retransmissions = counters_.retransmissions.load(std::memory_order_relaxed);
+  s.probes = counters_.probes.load(std::memory_order_relaxed);
+  s.losses_detected = counters_.lost_detected.load(std::memory_order_relaxed);
   s.results_received = counters_.results.load(std::memory_order_relaxed);
   s.duplicate_results = counters_.duplicate_results.load(std::memory_order_relaxed);
   s.packets_rejected = counters_.rejected.load(std::memory_order_relaxed);
@@ -172,7 +176,7 @@ void ProgressEngine::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (!submitted_.empty()) continue;
     }
-    if (tx_head_ < tx_.size()) wait_us = std::min<int64_t>(wait_us < 0 ? 100 : wait_us, 100);
+    if (!tx_.empty()) wait_us = std::min<int64_t>(wait_us < 0 ? 100 : wait_us, 100);
     transport_->Wait(wait_us);
   }
   // Shutdown: nothing in flight may touch user memory after Stop() returns.
@@ -260,17 +264,20 @@ void ProgressEngine::FillWindow(uint64_t now) {
     slot.elem_count = static_cast<uint32_t>(
         std::min<uint64_t>(owner->elems_per_frag, owner->desc.count - slot.elem_offset));
     slot.retries = 0;
+    slot.held = false;
+    slot.probe_pending = false;
     slot.missing_count = 0;
     slot.missing.clear();
     slot.first_sent_ns = now;
-    SendFragment(slot, index, now, false);
+    SendFragment(slot, index, now, false, false);
   }
 }
 
-void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool retransmit) {
+void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool retransmit,
+                                  bool probe) {
   const Op& op = *slot.op;
   proto::Header h;
-  h.type = proto::MsgType::kContribution;
+  h.type = probe ? proto::MsgType::kResultRequest : proto::MsgType::kContribution;
   h.flags = (retransmit ? proto::kFlagRetransmit : 0) |
             (options_.checksum ? proto::kFlagChecksum : 0) |
             (slot.next_seq + 1 == op.first_seq + op.nfrags ? proto::kFlagLastFragment : 0);
@@ -285,34 +292,39 @@ void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool
   h.dtype = static_cast<proto::DataType>(op.desc.dtype);
   h.op = static_cast<proto::ReduceOp>(op.desc.op);
   h.shadow = static_cast<uint8_t>((slot.next_seq / window_) & 1);
-  const uint8_t* payload = op.desc.send + slot.elem_offset * op.elem_size;
-  size_t payload_len = static_cast<size_t>(slot.elem_count) * op.elem_size;
-  proto::EncodeHeader(h, slot.header);
-  if (options_.checksum) proto::EncodeChecksum(slot.header, payload, payload_len);
-  tx_.push_back({slot.header, proto::kHeaderSize, payload, payload_len});
+  const uint8_t* payload = probe ? nullptr : op.desc.send + slot.elem_offset * op.elem_size;
+  size_t payload_len = probe ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
+  if (probe) h.flags &= ~proto::kFlagLastFragment;
+  uint8_t* header = QueueTx(payload, payload_len);
+  proto::EncodeHeader(h, header);
+  if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len);
   slot.deadline_ns = now + RtoNs(slot.retries);
-  if (retransmit) {
+  if (probe) {
+    counters_.probes.fetch_add(1, std::memory_order_relaxed);
+  } else if (retransmit) {
     counters_.retransmissions.fetch_add(1, std::memory_order_relaxed);
   } else {
     counters_.fragments.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
+uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len) {
+  tx_.push_back(TxEntry{{}, payload, payload_len});
+  return tx_.back().header;
+}
+
 void ProgressEngine::Flush() {
-  if (tx_head_ >= tx_.size()) {
-    tx_.clear();
-    tx_head_ = 0;
-    return;
+  if (tx_.empty()) return;
+  // Pointers into tx_ are taken here, after every push of this iteration,
+  // so a reallocation of tx_ cannot leave one dangling.
+  tx_view_.clear();
+  for (const TxEntry& e : tx_) {
+    tx_view_.push_back({e.header, proto::kHeaderSize, e.payload, e.payload_len});
   }
-  int n = static_cast<int>(tx_.size() - tx_head_);
-  int sent = transport_->Send(tx_.data() + tx_head_, n);
-  tx_head_ += static_cast<size_t>(sent);
-  if (tx_head_ >= tx_.size()) {
-    tx_.clear();
-    tx_head_ = 0;
-  }
-  // Unsent packets (socket buffer full) stay queued; the next iteration
-  // retries them. Their headers live in the slots and stay valid.
+  int sent = transport_->Send(tx_view_.data(), static_cast<int>(tx_view_.size()));
+  // Unsent packets (socket buffer full) stay queued, in order, with their
+  // own headers; the next iteration retries them.
+  tx_.erase(tx_.begin(), tx_.begin() + sent);
 }
 
 void ProgressEngine::HandlePacket(const uint8_t* data, size_t len, bool placed, uint64_t now) {
@@ -340,7 +352,7 @@ void ProgressEngine::HandlePacket(const uint8_t* data, size_t len, bool placed, 
       HandleNack(p);
       return;
     case proto::MsgType::kStatus:
-      HandleStatus(p);
+      HandleStatus(p, now);
       return;
     case proto::MsgType::kStats:
       HandleStats(p);
@@ -432,14 +444,20 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
   Abort(Status(sc, msg), nullptr);
 }
 
-void ProgressEngine::HandleStatus(const proto::PacketView& p) {
+// STATUS answers a probe (RESULT_REQUEST) or a duplicate contribution while
+// the round is pending. If the aggregator holds our data we only wait (and
+// later probe again, header only); if it does not, the data was lost and is
+// resent at once instead of after another timeout.
+void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
   if (h.slot >= window_ || h.epoch != id_.epoch) return;
-  Slot& slot = slots_[h.slot];
+  uint32_t index = h.slot;
+  Slot& slot = slots_[index];
   if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
       slot.elem_offset != h.elem_offset) {
     return;
   }
+  slot.probe_pending = false;
   slot.missing_count = h.aux;
   slot.missing.clear();
   for (size_t i = 0; i + 4 <= p.payload_len && slot.missing.size() < 16; i += 4) {
@@ -447,6 +465,13 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p) {
     memcpy(&v, p.payload + i, 4);  // little-endian (FORMAT.md §3)
     slot.missing.push_back(v);
   }
+  if (h.flags & proto::kFlagHeld) {
+    slot.held = true;
+    return;
+  }
+  slot.held = false;
+  counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
+  SendFragment(slot, index, now, true, false);
 }
 
 Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_ms) {
@@ -496,8 +521,7 @@ int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
     h.job_key = id_.job_key;
     h.epoch = id_.epoch;
     h.sender = id_.rank;
-    proto::EncodeHeader(h, stats_request_);
-    tx_.push_back({stats_request_, proto::kHeaderSize, nullptr, 0});
+    proto::EncodeHeader(h, QueueTx(nullptr, 0));
   }
   if (next == UINT64_MAX) return -1;
   return next > now ? static_cast<int64_t>((next - now) / 1000) : 0;
@@ -571,8 +595,13 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     Slot& slot = slots_[i];
     if (!slot.busy) continue;
     if (now >= slot.deadline_ns) {
+      // Probe first (header only): most timeouts on a busy cluster are
+      // waits for a slower rank, not losses, and the aggregator's STATUS
+      // tells which. Resend the data only if a probe went unanswered.
       slot.retries++;
-      SendFragment(slot, i, now, true);
+      bool resend = !slot.held && slot.probe_pending;
+      slot.probe_pending = !resend;
+      SendFragment(slot, i, now, true, /*probe=*/!resend);
     }
     next = std::min(next, slot.deadline_ns);
   }
@@ -601,8 +630,11 @@ std::string ProgressEngine::DescribeIncomplete(const Op& op, uint64_t now) const
              listed == 1 ? ";" : ",", i, slot.elem_offset, slot.elem_offset + slot.elem_count,
              slot.retries + 1);
     out += frag;
-    if (slot.missing_count > 0) {
-      out += " (aggregator waits for " + std::to_string(slot.missing_count) + " rank(s): ";
+    if (slot.missing_count > 0 && slot.missing.empty()) {
+      out += " (the aggregator has no contribution to this round yet)";
+    } else if (slot.missing_count > 0) {
+      out += std::string(slot.held ? " (held; aggregator" : " (aggregator") + " waits for " +
+             std::to_string(slot.missing_count) + " rank(s): ";
       for (size_t k = 0; k < slot.missing.size(); ++k) {
         if (k) out += ",";
         out += std::to_string(slot.missing[k]);
@@ -645,7 +677,6 @@ void ProgressEngine::Abort(Status reason, Op* culprit) {
     slot.op = nullptr;
   }
   tx_.clear();
-  tx_head_ = 0;
   ready_.clear();
   // The op that caused the failure (or the oldest one) gets the reason
   // itself; the others are aborted because of it.

@@ -85,11 +85,11 @@ class ProgressEngine {
   void Run();
   void DrainSubmissions(uint64_t now);
   void FillWindow(uint64_t now);
-  void SendFragment(Slot& slot, uint32_t index, uint64_t now, bool retransmit);
+  void SendFragment(Slot& slot, uint32_t index, uint64_t now, bool retransmit, bool probe);
   void HandlePacket(const uint8_t* data, size_t len, bool placed, uint64_t now);
   void HandleResult(const proto::PacketView& p, bool placed, uint64_t now);
   void HandleNack(const proto::PacketView& p);
-  void HandleStatus(const proto::PacketView& p);
+  void HandleStatus(const proto::PacketView& p, uint64_t now);
   void HandleStats(const proto::PacketView& p);
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
   int64_t CheckTimers(uint64_t now);  // returns microseconds until the next deadline
@@ -121,17 +121,25 @@ class ProgressEngine {
   std::vector<uint32_t> ready_;  // slots free to carry their next fragment
   std::vector<uint32_t> idle_;   // free slots whose next fragment is not submitted yet
   uint64_t seq_end_ = 0;         // one past the last submitted fragment
-  std::vector<TxPacket> tx_;
-  size_t tx_head_ = 0;
+  // Packets waiting for the transport. Each entry owns its header bytes: a
+  // packet may wait here (socket full) while its slot moves on, and must go
+  // out exactly as it was encoded (never with a later fragment's header).
+  struct TxEntry {
+    alignas(64) uint8_t header[proto::kHeaderSize];
+    const uint8_t* payload;
+    size_t payload_len;
+  };
+  std::vector<TxEntry> tx_;
+  std::vector<TxPacket> tx_view_;  // scratch for Flush
+  uint8_t* QueueTx(const uint8_t* payload, size_t payload_len);
   bool aborted_ = false;
   double srtt_us_ = 0, rttvar_us_ = 0;
   bool have_rtt_ = false;
-  alignas(64) uint8_t stats_request_[proto::kHeaderSize];
 
   // Counters read by Stats() from other threads.
   struct Counters {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
-        duplicate_results{0}, rejected{0}, nacks{0};
+        duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0};
   };
   Counters counters_;

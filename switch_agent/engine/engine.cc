@@ -102,7 +102,6 @@ Engine::~Engine() = default;
 // (`rep stos`) was most of HandleContribution's own time in
 // tributary_engine_bench.
 Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns) {
-  ++counters_.packets_in;
   Action out;
   switch (pkt.header.type) {
     case MsgType::kContribution: HandleContribution(pkt, from, now_ns, &out); break;
@@ -112,6 +111,8 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
     case MsgType::kStatsRequest: HandleStatsRequest(pkt, from, now_ns, &out); break;
     default: Drop(DropReason::kUnexpectedType); break;
   }
+  // A packet sent back for a flush is counted when it is processed.
+  if (out.kind != ActionKind::kFlushAndRetry) ++counters_.packets_in;
   return out;
 }
 
@@ -163,7 +164,8 @@ Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) 
 
 // The RESULT of the round the set holds (complete), for every child.
 void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out) {
-  const SetMeta& m = job->meta(slot, shadow);
+  SetMeta& m = job->meta(slot, shadow);
+  m.result_burst = burst_;
   const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   out->kind = ActionKind::kResultToAll;
   Header& r = out->header;
@@ -204,6 +206,7 @@ void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow
   out->kind = ActionKind::kSendToOne;
   Header& r = out->header;
   r.type = MsgType::kStatus;
+  r.flags = Job::TestBit(job->seen(slot, shadow), in.sender) ? proto::kFlagHeld : 0;
   r.job_id = job->job_id();
   r.epoch = job->epoch();
   r.job_key = job->job_key();
@@ -218,6 +221,22 @@ void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow
   r.aux = job->fan_in() - m.arrived;
   out->payload = job->status_scratch();
   out->payload_len = 4 * listed;
+  out->peer = to;
+}
+
+// A STATUS for a round the set does not hold (nobody's contribution to it has
+// arrived, or the set still holds the previous round): everyone is missing,
+// the requester included. No list: aux = fan-in says it all.
+void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* out) {
+  out->kind = ActionKind::kSendToOne;
+  Header& r = out->header;
+  r = in;
+  r.type = MsgType::kStatus;
+  r.flags = 0;
+  r.checksum = 0;
+  r.aux = job->fan_in();
+  out->payload = nullptr;
+  out->payload_len = 0;
   out->peer = to;
 }
 
@@ -284,6 +303,13 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
 
   void* acc = job->acc(s, v);
+  if (new_round && m.result_burst == burst_) {
+    // The previous round's RESULT still sits in the dataplane's send queue
+    // pointing at this accumulator: have it flushed before we overwrite.
+    ++counters_.flush_retries;
+    out->kind = ActionKind::kFlushAndRetry;
+    return;
+  }
   if (new_round) {
     m.collective_id = h.collective_id;
     m.elem_offset = h.elem_offset;
@@ -328,7 +354,12 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     return Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
   }
   const SetMeta& m = job->meta(h.slot, h.shadow);
-  if (!SameRound(h, m)) return Drop(DropReason::kStale);
+  if (!SameRound(h, m)) {
+    // Older than the set's round: a stale request, ignore it. Otherwise the
+    // round has not started here: tell the requester to resend its data.
+    if (m.state != SetState::kUnused && !IsNewer(h, m)) return Drop(DropReason::kStale);
+    return StatusNotStarted(job, h, from, out);
+  }
   if (m.state == SetState::kComplete) {
     ++counters_.retransmit_answers;
     return ResultTo(job, h.slot, h.shadow, from, out);

@@ -79,6 +79,7 @@ struct EngineCounters {
   uint64_t jobs_destroyed = 0;
   uint64_t joins = 0;
   uint64_t leaves = 0;
+  uint64_t flush_retries = 0;     // packets that had to wait for a flush (kFlushAndRetry)
   std::array<uint64_t, kNumDropReasons> drops{};
   uint64_t TotalDrops() const;
 };
@@ -96,6 +97,7 @@ enum class ActionKind : uint8_t {
   kNone = 0,       // nothing to send
   kResultToAll,    // send header+payload to every peer in `peers`
   kSendToOne,      // send header (+payload) to `peer` (RESULT, JOIN_ACK, NACK, STATUS)
+  kFlushAndRetry,  // flush what is queued, call EndBurst(), then OnPacket again (same packet)
 };
 
 struct Action {
@@ -137,6 +139,12 @@ class Engine {
   // Never throws, never allocates except when a JOIN creates a job.
   Action OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns);
 
+  // The dataplane has handed every queued Action to the wire: payloads of
+  // earlier Actions may now change. A packet that would overwrite a set
+  // whose RESULT is still queued gets kFlushAndRetry instead, so a queued
+  // RESULT never carries the next round's bytes.
+  void EndBurst() { ++burst_; }
+
   // Frees jobs that ended (all children left) or idled past the timeout.
   // Invalidates the payload pointers of earlier Actions. Returns jobs freed.
   size_t Reap(uint64_t now_ns);
@@ -152,6 +160,7 @@ class Engine {
   // Handlers write their answer into `out` (left as kNone to send nothing).
   void HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
   void HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
+  void StatusNotStarted(Job* job, const proto::Header& in, PeerToken to, Action* out);
   void HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                           Action* out);
   void HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
@@ -172,6 +181,7 @@ class Engine {
   uint32_t next_epoch_;
   EngineCounters counters_;
   uint64_t memory_bytes_ = 0;
+  uint32_t burst_ = 1;
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
   const ReduceTable* table_ = nullptr;  // kernel variant, fixed at construction

@@ -40,6 +40,7 @@ struct alignas(64) SetMeta {
   uint32_t elem_count;
   uint32_t arrived;           // distinct children that contributed
   uint32_t last_sender;       // the child that completed the round (straggler)
+  uint32_t result_burst;      // Engine burst in which a RESULT of this set was last emitted
   proto::DataType dtype;
   proto::ReduceOp op;
   SetState state;

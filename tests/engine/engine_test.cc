@@ -347,8 +347,17 @@ TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
   ASSERT_EQ(st.header.type, MsgType::kStatus);
   EXPECT_EQ(st.header.aux, 3u);
   EXPECT_EQ(StatusSenders(st), (std::vector<uint32_t>{5, 64, 99}));
-  // A request for a round the set does not hold is dropped as stale.
-  EXPECT_EQ(job.Request(7, 0, 0, 2, 0).kind, ActionKind::kNone);
+  // A request for a newer round the set does not hold yet: everyone is
+  // missing, the requester included (STATUS, aux = fan-in, not held).
+  const Action fresh = job.Request(7, 0, 0, 2, 0);
+  ASSERT_EQ(fresh.header.type, MsgType::kStatus);
+  EXPECT_EQ(fresh.header.aux, 100u);
+  EXPECT_EQ(fresh.header.flags & proto::kFlagHeld, 0);
+  EXPECT_EQ(fresh.payload_len, 0u);
+  // The requester of the pending round is held.
+  EXPECT_NE(job.Request(7, 0, 0, 1, 0).header.flags & proto::kFlagHeld, 0);
+  // A request for an older round than the set holds is stale.
+  EXPECT_EQ(job.Request(7, 0, 0, 0, 0).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
 
   Engine big(EngineLimits{}, 1);
@@ -458,6 +467,48 @@ TEST(EngineCounters, DropReasonNamesAreDistinct) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::unique(names.begin(), names.end()), names.end());
   EXPECT_EQ(std::count(names.begin(), names.end(), "unknown"), 0);
+}
+
+}  // namespace
+}  // namespace tributary::engine
+
+namespace tributary::engine {
+namespace {
+
+// A RESULT emitted in the current burst points at the set's accumulator
+// until the dataplane flushes: a packet that would start the set's next
+// round in the same burst must get kFlushAndRetry, and nothing may change
+// until EndBurst(); after it, the same packet is accepted.
+TEST(EngineBurst, NewRoundWaitsForTheFlushOfTheQueuedResult) {
+  Engine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 1, 1, 64);  // fan-in 1, one slot
+  ASSERT_EQ(job.Send(0, 0, 0, 1, 0, {3.0f}).kind, ActionKind::kResultToAll);  // set 0
+  engine.EndBurst();
+  ASSERT_EQ(job.Send(0, 0, 1, 2, 0, {4.0f}).kind, ActionKind::kResultToAll);  // set 1
+  engine.EndBurst();
+  // A late copy of round 1 is answered from set 0 (queued RESULT) ...
+  Action r = job.Send(0, 0, 0, 1, 0, {3.0f});
+  ASSERT_EQ(r.kind, ActionKind::kSendToOne);
+  ASSERT_EQ(r.header.type, MsgType::kResult);
+  ASSERT_EQ(*reinterpret_cast<const float*>(r.payload), 3.0f);
+  // ... and round 3 for set 0 arrives in the same burst: it must wait.
+  proto::PacketView p;
+  float next = 5.0f;
+  p.header = job.Header(proto::MsgType::kContribution, 0, 0, 0, 3, 0, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 1);
+  p.payload = reinterpret_cast<const uint8_t*>(&next);
+  p.payload_len = 4;
+  const uint64_t in = engine.counters().packets_in;
+  Action a = engine.OnPacket(p, job.Peer(0), 5);
+  EXPECT_EQ(a.kind, ActionKind::kFlushAndRetry);
+  EXPECT_EQ(engine.counters().flush_retries, 1u);
+  EXPECT_EQ(engine.counters().packets_in, in);  // counted when processed
+  EXPECT_EQ(*reinterpret_cast<const float*>(r.payload), 3.0f);
+  engine.EndBurst();
+  a = engine.OnPacket(p, job.Peer(0), 5);
+  ASSERT_EQ(a.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(*reinterpret_cast<const float*>(a.payload), 5.0f);
+  EXPECT_EQ(engine.counters().packets_in, in + 1);
 }
 
 }  // namespace

@@ -87,7 +87,14 @@ class JobFixture {
                       dtype, op, static_cast<uint32_t>(len / proto::DataTypeSize(dtype)));
     p.payload = bytes;
     p.payload_len = len;
-    return engine_->OnPacket(p, Peer(sender), now);
+    // Behave like a dataplane: a packet sent back for a flush is retried
+    // after EndBurst() (flush_retries counts how often that happened).
+    Action a = engine_->OnPacket(p, Peer(sender), now);
+    if (a.kind == ActionKind::kFlushAndRetry) {
+      engine_->EndBurst();
+      a = engine_->OnPacket(p, Peer(sender), now);
+    }
+    return a;
   }
 
   // fp32 SUM helper.

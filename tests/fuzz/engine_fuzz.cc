@@ -12,7 +12,7 @@
 //
 // Checked after every OnPacket()/Reap(), from outside the engine:
 //  1. counters never decrease; packets_in counts every packet; every packet
-//     other than RESULT_REQUEST is accounted for exactly once (aggregated,
+//     other than RESULT_REQUEST/STATS_REQUEST is accounted for exactly once (aggregated,
 //     duplicate, dropped, join or leave); a completion comes with a result;
 //  2. memory_bytes() <= the limit and equals the sum of the jobs' arenas;
 //     at most max_jobs jobs; Reap() frees exactly what it reports;
@@ -99,6 +99,7 @@ class Driver {
         case ops::kLeaveAll: LeaveAll(in); break;
         case ops::kReap: Reap(in); break;
         case ops::kRaw: Raw(in); break;
+        case ops::kStatsRequest: StatsRequest(in); break;
         case ops::kNumOps: break;  // unreachable (modulo)
       }
     }
@@ -220,6 +221,13 @@ class Driver {
     Send(h, nullptr, 0, Peer(child, flags));
   }
 
+  void StatsRequest(Reader* in) {
+    const uint32_t sel = in->U8() % ops::kJobIds;
+    const uint32_t child = in->U8();
+    const uint8_t flags = in->U8();
+    Send(Base(proto::MsgType::kStatsRequest, sel, child, flags), nullptr, 0, Peer(child, flags));
+  }
+
   void Leave(Reader* in) {
     const uint32_t sel = in->U8() % ops::kJobIds;
     const uint32_t child = in->U8();
@@ -265,9 +273,19 @@ class Driver {
   }
 
   void Deliver(const proto::PacketView& view, engine::PeerToken from) {
-    const engine::EngineCounters before = engine_.counters();
     now_ns_ += 1000;
-    const engine::Action a = engine_.OnPacket(view, from, now_ns_);
+    engine::EngineCounters before = engine_.counters();
+    engine::Action a = engine_.OnPacket(view, from, now_ns_);
+    if (a.kind == engine::ActionKind::kFlushAndRetry) {
+      // The packet would overwrite a queued RESULT: "send" the burst (every
+      // Action was read already), then the same packet must go through.
+      FUZZ_CHECK(engine_.counters().packets_in == before.packets_in);
+      FUZZ_CHECK(engine_.counters().flush_retries == before.flush_retries + 1);
+      engine_.EndBurst();
+      before = engine_.counters();
+      a = engine_.OnPacket(view, from, now_ns_);
+      FUZZ_CHECK(a.kind != engine::ActionKind::kFlushAndRetry);
+    }
     CheckCounters(before, view.header.type, a);
     CheckAction(a, from);
     CheckMemory();
@@ -295,7 +313,9 @@ class Driver {
     const uint64_t accounted = (c.contributions - b.contributions) +
                                (c.duplicates - b.duplicates) + (c.TotalDrops() - b.TotalDrops()) +
                                (c.joins - b.joins) + (c.leaves - b.leaves);
-    if (type == proto::MsgType::kResultRequest) {
+    // Requests answered from state (RESULT_REQUEST, STATS_REQUEST) change
+    // no counter when they are served.
+    if (type == proto::MsgType::kResultRequest || type == proto::MsgType::kStatsRequest) {
       FUZZ_CHECK(accounted <= 1);
     } else {
       FUZZ_CHECK(accounted == 1);

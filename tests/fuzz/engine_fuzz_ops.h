@@ -13,6 +13,7 @@
 //   kLeaveAll      sel
 //   kReap          u16 LE milliseconds to advance the clock, then Reap()
 //   kRaw           u16 LE length (mod 2048), peer, bytes  (any packet)
+//   kStatsRequest  sel child flags
 // <round> = slot shadow coll off dtype op count. With bit kDataFromInput of
 // `data` the payload bytes follow in the input (the packet's exact length,
 // padded with a pattern when the input ends); otherwise `data` seeds a
@@ -39,6 +40,7 @@ enum Op : uint8_t {
   kLeaveAll,
   kReap,
   kRaw,
+  kStatsRequest,
   kNumOps
 };
 

@@ -47,6 +47,9 @@ class Program {
   Program& Leave(uint8_t sel, uint8_t child, uint8_t flags) {
     return Put({ops::kLeave, sel, child, flags});
   }
+  Program& StatsRequest(uint8_t sel, uint8_t child, uint8_t flags) {
+    return Put({ops::kStatsRequest, sel, child, flags});
+  }
   Program& LeaveAll(uint8_t sel) { return Put({ops::kLeaveAll, sel}); }
   Program& Reap(uint16_t ms) {
     return Put({ops::kReap, static_cast<uint8_t>(ms), static_cast<uint8_t>(ms >> 8)});
@@ -88,14 +91,15 @@ int main(int argc, char** argv) {
 
   // A job of 3 children, 4 slots of 256 B: two windows of fp32 sums (both
   // shadow sets of every slot), a duplicate of a complete round (answered
-  // with the result), a stale older round, a request for a result, all
-  // children leave, the job is reaped.
+  // with the result), a stale older round, a request for a result and one
+  // for the straggler statistics, all children leave, the job is reaped.
   Program full;
   full.JoinAll(0, kFan3, 4, 4);
   for (uint8_t k = 0; k < 8; ++k) full.Round(0, 0, k % 4, k / 4, 1, k, kF32, kSum, 15);
   full.Contribution(0, 1, ops::kRetransmit, 0, 0, 1, 0, kF32, kSum, 15)
       .Contribution(0, 2, 0, 1, 0, 0, 9, kF32, kSum, 15)
       .ResultRequest(0, 0, 0, 3, 1, 1, 7)
+      .StatsRequest(0, 2, 0)
       .LeaveAll(0)
       .Reap(1);
   seeds.emplace_back("full_round", full);

@@ -77,7 +77,7 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       {"TRIBUTARY_PAYLOAD_BYTES", "100"},      // not a multiple of 64 (Validate)
       {"TRIBUTARY_PAYLOAD_BYTES", "abc"},      // not a number
       {"TRIBUTARY_PAYLOAD_BYTES", "99999999"}, // out of range
-      {"TRIBUTARY_WINDOW", "0"},
+      {"TRIBUTARY_WINDOW", "70000"},
       {"TRIBUTARY_WINDOW", "-3"},
       {"TRIBUTARY_AGGREGATOR", "nohostport"},
       {"TRIBUTARY_AGGREGATOR", "host:0"},
@@ -132,6 +132,32 @@ TEST(EnvTest, EveryVariableIsDocumented) {
     EXPECT_NE(doc.find(std::string("`") + v.name + "`"), std::string::npos)
         << v.name << " is missing from docs/CONFIGURATION.md";
   }
+}
+
+}  // namespace
+}  // namespace tributary::host
+
+namespace tributary::host {
+namespace {
+
+// Auto payload/window: large packets to a loopback aggregator, MTU-sized ones
+// elsewhere, and a window of about 2 MiB in flight; explicit values stay.
+TEST(OptionsTest, AutoPayloadAndWindowResolve) {
+  Options o;
+  o.aggregator = "127.0.0.1:17820";
+  Options r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 65024u);
+  EXPECT_EQ(r.window, 32u);
+  o.aggregator = "198.18.0.1:17820";
+  r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 8192u);
+  EXPECT_EQ(r.window, 128u);
+  o.payload_bytes = 1024;
+  o.window = 7;
+  r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 1024u);
+  EXPECT_EQ(r.window, 7u);
+  EXPECT_TRUE(r.Validate().ok());
 }
 
 }  // namespace

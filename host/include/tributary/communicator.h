@@ -84,7 +84,9 @@ struct CommConfig {
 struct CommStats {
   uint64_t collectives_completed = 0;
   uint64_t fragments_sent = 0;       // first transmissions
-  uint64_t retransmissions = 0;
+  uint64_t retransmissions = 0;      // contributions sent again (data lost or unanswered)
+  uint64_t probes = 0;               // header-only RESULT_REQUESTs after a timeout
+  uint64_t losses_detected = 0;      // STATUS said the aggregator lacked our data
   uint64_t results_received = 0;
   uint64_t duplicate_results = 0;    // results for fragments already done
   uint64_t packets_rejected = 0;     // undecodable or foreign packets received

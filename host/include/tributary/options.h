@@ -37,15 +37,18 @@ struct Options {
   // Transport by name: "udp" (kernel UDP, always built) or "auto".
   std::string transport = "auto";
 
-  // Payload bytes per packet, a multiple of 64 in [64, 65024]. Larger means
-  // fewer packets (less CPU per byte); it must fit the path MTU: 8192 suits
-  // jumbo frames (MTU 9000). Loopback benefits from up to 65024.
-  uint32_t payload_bytes = 8192;
+  // Payload bytes per packet, a multiple of 64 in [64, 65024], or 0 = auto:
+  // 65024 when the aggregator is on loopback (the kernel copies dominate:
+  // fewer, larger packets win), else 8192, which fits jumbo frames (MTU
+  // 9000). Larger means fewer packets (less CPU per byte); it must fit the
+  // path MTU. Every rank of a job must end up with the same value.
+  uint32_t payload_bytes = 0;
 
   // Window: slots (fragments in flight) per rank, also the job's slot pool
-  // on the aggregator. More hides more latency and costs aggregator memory
-  // (2 x slots x ~3 x payload_bytes per job).
-  uint32_t window = 128;
+  // on the aggregator, or 0 = auto: 2 MiB in flight (2 MiB / payload_bytes,
+  // clamped to [16, 128]). More hides more latency and costs aggregator
+  // memory (2 x slots x 3 x payload_bytes per job) and socket buffer space.
+  uint32_t window = 0;
 
   // An all-reduce that has not completed after this long fails with
   // kTimedOut and names the fragments that never completed. 0 = never
@@ -80,6 +83,8 @@ struct Options {
   static Result<Options> FromEnvironment();
   // Checks ranges; the message names the field and the allowed range.
   Status Validate() const;
+  // The options with every "auto" (0) field replaced by its value.
+  Options Resolved() const;
 };
 
 }  // namespace tributary

@@ -216,7 +216,13 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
       if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
       checksum_jobs_.insert(view.header.job_id);
     }
-    Queue(engine_->OnPacket(view, token, now_ns), checksum);
+    engine::Action action = engine_->OnPacket(view, token, now_ns);
+    if (action.kind == engine::ActionKind::kFlushAndRetry) {
+      Flush();
+      engine_->EndBurst();
+      action = engine_->OnPacket(view, token, now_ns);
+    }
+    Queue(action, checksum);
   }
 }
 
@@ -318,6 +324,7 @@ void UdpDataplane::Flush() {
   }
   ++stats_.tx_batches;
   tx_count_ = 0;
+  engine_->EndBurst();  // queued payload pointers are no longer needed
 }
 
 }  // namespace tributary::agent

@@ -131,9 +131,16 @@ class EngineDriver {
         proto::PacketView& v = views_[size_t{c} * s_.slots + slot];
         v.header.elem_offset = k * elems;
         v.header.shadow = set;
-        const Action a = engine_.OnPacket(v, 100 + c, k);
+        Action a = engine_.OnPacket(v, 100 + c, k);
+        if (a.kind == ActionKind::kFlushAndRetry) {
+          engine_.EndBurst();
+          a = engine_.OnPacket(v, 100 + c, k);
+        }
         results_ += a.kind == ActionKind::kResultToAll;
       }
+      // A dataplane flushes its send queue once per receive burst (64
+      // datagrams by default): the engine's burst boundary.
+      if ((i & 15) == 15) engine_.EndBurst();
     }
     return Seconds(t0, std::chrono::steady_clock::now());
   }

@@ -17,7 +17,8 @@ PACKAGES=(
   libcli11-dev libyaml-cpp-dev
   clang libclang-rt-14-dev
   libgloo-dev openmpi-bin libopenmpi-dev
-  iproute2 nftables procps
+  iproute2 nftables procps util-linux
+  gnuplot-nox  # bench/cluster plots
 )
 
 missing=()

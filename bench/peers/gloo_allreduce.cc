@@ -60,9 +60,11 @@ double ReduceOverRanks(const std::shared_ptr<gloo::Context>& context, double val
   return value;
 }
 
-int RunRank(int rank, int size, const std::string& store_dir,
+// The TCP device binds to, and advertises in the store, `hostname`
+// (127.0.0.1 on loopback; the host's data-link address on bench/cluster).
+int RunRank(int rank, int size, const std::string& store_dir, const std::string& hostname,
             const tributary::bench::SizeSweep& sweep, const std::vector<uint64_t>& sizes) {
-  gloo::transport::tcp::attr attr("127.0.0.1");
+  gloo::transport::tcp::attr attr(hostname.c_str());
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(store_dir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -75,7 +77,7 @@ int RunRank(int rank, int size, const std::string& store_dir,
   if (rank == 0) {
     std::printf(
         "# gloo_allreduce: gloo::allreduce (default algorithm), TCP transport on "
-        "127.0.0.1, out of place\n");
+        "%s, out of place\n", hostname.c_str());
     std::printf(
         "# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
         "iters: %d validation: %d\n",
@@ -110,7 +112,8 @@ int RunRank(int rank, int size, const std::string& store_dir,
 
 // Forks the ranks, waits for all with a deadline, and kills the rest as soon
 // as one fails, so a broken rendezvous never hangs the caller.
-int ForkRanks(int size, const std::string& store_dir, const tributary::bench::SizeSweep& sweep,
+int ForkRanks(int size, const std::string& store_dir, const std::string& hostname,
+              const tributary::bench::SizeSweep& sweep,
               const std::vector<uint64_t>& sizes, int timeout_s) {
   std::vector<pid_t> pids;
   const pid_t parent = getpid();
@@ -127,7 +130,7 @@ int ForkRanks(int size, const std::string& store_dir, const tributary::bench::Si
       if (getppid() != parent) _exit(2);
       int code = 2;
       try {
-        code = RunRank(rank, size, store_dir, sweep, sizes);
+        code = RunRank(rank, size, store_dir, hostname, sweep, sizes);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "gloo_allreduce: rank %d failed: %s\n", rank, e.what());
       }
@@ -179,7 +182,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Gloo all-reduce (fp32 sum, TCP on 127.0.0.1) in nccl-tests columns"};
   tributary::bench::SizeSweep sweep;
   int ranks = 4, rank = -1, size = -1, timeout_s = 600;
-  std::string store;
+  std::string store, hostname = "127.0.0.1";
   app.add_option("-b,--minbytes", sweep.min_text, "Smallest size (K/M/G)")->capture_default_str();
   app.add_option("-e,--maxbytes", sweep.max_text, "Largest size (K/M/G)")->capture_default_str();
   app.add_option("-f,--stepfactor", sweep.factor, "Size multiplier")->capture_default_str();
@@ -191,6 +194,8 @@ int main(int argc, char** argv) {
   app.add_option("--rank", rank, "This process's rank (job started elsewhere)");
   app.add_option("--size", size, "World size with --rank");
   app.add_option("--store", store, "FileStore directory shared by the ranks (with --rank)");
+  app.add_option("--hostname", hostname, "Address the TCP device binds to and advertises")
+      ->capture_default_str();
   app.add_option("--timeout-s", timeout_s, "Kill forked ranks after this long")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -207,7 +212,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     try {
-      return RunRank(rank, size, store, sweep, sizes);
+      return RunRank(rank, size, store, hostname, sweep, sizes);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gloo_allreduce: rank %d failed: %s\n", rank, e.what());
       return 2;
@@ -222,7 +227,7 @@ int main(int argc, char** argv) {
     std::perror("mkdtemp");
     return 2;
   }
-  const int code = ForkRanks(ranks, dir_template, sweep, sizes, timeout_s);
+  const int code = ForkRanks(ranks, dir_template, hostname, sweep, sizes, timeout_s);
   std::error_code ignored;
   std::filesystem::remove_all(dir_template, ignored);
   return code;

@@ -65,6 +65,15 @@ Status SetSeed(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
+Status SetDelayUs(const char* name, const char* value, Options* o) {
+  uint64_t v = 0;
+  if (!ParseU64(value, &v) || v > 10000000) {
+    return BadValue(name, value, "an integer in [0, 10000000] (microseconds)");
+  }
+  o->faults.delay_us = static_cast<uint32_t>(v);
+  return Status::Ok();
+}
+
 Status SetAggregator(const char* name, const char* value, Options* o) {
   const char* colon = strrchr(value, ':');
   uint64_t port = 0;
@@ -79,6 +88,14 @@ Status SetAggregator(const char* name, const char* value, Options* o) {
 Status SetTransport(const char* name, const char* value, Options* o) {
   if (*value == '\0') return BadValue(name, value, "a transport name (auto, udp)");
   o->transport = value;
+  return Status::Ok();
+}
+
+Status SetOfiProvider(const char* name, const char* value, Options* o) {
+  if (*value == '\0') {
+    return BadValue(name, value, "auto or a libfabric provider name such as tcp;ofi_rxm or shm");
+  }
+  o->ofi_provider = value;
   return Status::Ok();
 }
 
@@ -132,7 +149,13 @@ const EnvVar kEnvTable[] = {
      [](const Options& o) { return o.aggregator; },
      "Aggregator (tributaryd) that the communicator joins."},
     {"TRIBUTARY_TRANSPORT", "string", SetTransport, [](const Options& o) { return o.transport; },
-     "Transport: auto or udp. Forcing one that is not built fails communicator creation."},
+     "Transport: auto (= udp), udp or ofi (libfabric, when built). Forcing one that is not "
+     "built fails communicator creation."},
+    {"TRIBUTARY_OFI_PROVIDER", "string", SetOfiProvider,
+     [](const Options& o) { return o.ofi_provider; },
+     "libfabric provider for transport ofi (and tributaryd --dataplane ofi): auto (verbs;ofi_rxm, "
+     "efa, else tcp;ofi_rxm with a warning), or a name such as tcp;ofi_rxm, shm, verbs;ofi_rxm, "
+     "efa. A provider fi_getinfo does not offer fails creation and lists those it does."},
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
      SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
@@ -181,6 +204,21 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_FAULT_RX_REORDER", "prob", SetProbability<&FaultOptions::rx_reorder>,
      ProbDefault<&FaultOptions::rx_reorder>,
      "Fault injection: deliver a received packet after the next one."},
+    {"TRIBUTARY_FAULT_TX_DELAY", "prob", SetProbability<&FaultOptions::tx_delay>,
+     ProbDefault<&FaultOptions::tx_delay>,
+     "Fault injection: delay this fraction of sent packets by up to TRIBUTARY_FAULT_DELAY_US."},
+    {"TRIBUTARY_FAULT_RX_DELAY", "prob", SetProbability<&FaultOptions::rx_delay>,
+     ProbDefault<&FaultOptions::rx_delay>,
+     "Fault injection: delay this fraction of received packets."},
+    {"TRIBUTARY_FAULT_DELAY_US", "u32", SetDelayUs,
+     [](const Options& o) { return std::to_string(o.faults.delay_us); },
+     "Fault injection: maximum delay; each delayed packet waits a uniform time in [0, this]."},
+    {"TRIBUTARY_FAULT_TX_CORRUPT", "prob", SetProbability<&FaultOptions::tx_corrupt>,
+     ProbDefault<&FaultOptions::tx_corrupt>,
+     "Fault injection: flip one random bit in this fraction of sent packets."},
+    {"TRIBUTARY_FAULT_RX_CORRUPT", "prob", SetProbability<&FaultOptions::rx_corrupt>,
+     ProbDefault<&FaultOptions::rx_corrupt>,
+     "Fault injection: flip one random bit in this fraction of received packets."},
     {"TRIBUTARY_FAULT_SEED", "u64", SetSeed,
      [](const Options& o) { return std::to_string(o.faults.seed); },
      "Seed of the fault injector (same seed, same faults)."},

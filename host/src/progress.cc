@@ -21,6 +21,8 @@ uint64_t NowNs() {
 
 constexpr int kRecvBatch = 64;
 constexpr size_t kMaxListedFragments = 8;
+// Probe interval floor on reliable transports (Transport::reliable()).
+constexpr double kReliableProbeUs = 1000000.0;
 
 }  // namespace
 
@@ -73,7 +75,11 @@ struct ProgressEngine::StatsWaiter {
 
 ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobIdentity& id,
                                const Options& options)
-    : transport_(std::move(transport)), id_(id), options_(options), window_(options.window) {
+    : transport_(std::move(transport)),
+      id_(id),
+      options_(options),
+      window_(options.window),
+      reliable_(transport_->reliable()) {
   slots_.resize(window_);
   for (uint32_t i = 0; i < window_; ++i) {
     slots_[i].next_seq = i;
@@ -296,6 +302,7 @@ void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool
   size_t payload_len = probe ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
   if (probe) h.flags &= ~proto::kFlagLastFragment;
   uint8_t* header = QueueTx(payload, payload_len);
+  if (!probe) tx_.back().result_dest = op.desc.recv + slot.elem_offset * op.elem_size;
   proto::EncodeHeader(h, header);
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len);
   slot.deadline_ns = now + RtoNs(slot.retries);
@@ -309,7 +316,7 @@ void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool
 }
 
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len) {
-  tx_.push_back(TxEntry{{}, payload, payload_len});
+  tx_.push_back(TxEntry{{}, payload, payload_len, nullptr});
   return tx_.back().header;
 }
 
@@ -319,7 +326,7 @@ void ProgressEngine::Flush() {
   // so a reallocation of tx_ cannot leave one dangling.
   tx_view_.clear();
   for (const TxEntry& e : tx_) {
-    tx_view_.push_back({e.header, proto::kHeaderSize, e.payload, e.payload_len});
+    tx_view_.push_back({e.header, proto::kHeaderSize, e.payload, e.payload_len, e.result_dest});
   }
   int sent = transport_->Send(tx_view_.data(), static_cast<int>(tx_view_.size()));
   // Unsent packets (socket buffer full) stay queued, in order, with their
@@ -329,7 +336,23 @@ void ProgressEngine::Flush() {
 
 void ProgressEngine::HandlePacket(const uint8_t* data, size_t len, bool placed, uint64_t now) {
   proto::PacketView p;
-  proto::DecodeError e = proto::Decode(data, len, &p);
+  proto::DecodeError e;
+  if (placed) {
+    // A result the transport placed in the receive buffer arrives as its
+    // header alone. Validate it as a header-only packet, then restore its type.
+    if (len != proto::kHeaderSize || data[proto::kOffType] !=
+                                         static_cast<uint8_t>(proto::MsgType::kResult)) {
+      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    uint8_t copy[proto::kHeaderSize];
+    memcpy(copy, data, sizeof(copy));
+    copy[proto::kOffType] = static_cast<uint8_t>(proto::MsgType::kResultRequest);
+    e = proto::Decode(copy, sizeof(copy), &p);
+    p.header.type = proto::MsgType::kResult;
+  } else {
+    e = proto::Decode(data, len, &p);
+  }
   if (e != proto::DecodeError::kOk) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     TRIB_LOG(kDebug, "progress", "rejected packet: %s", proto::DecodeErrorName(e));
@@ -573,8 +596,12 @@ void ProgressEngine::Sample(uint64_t rtt_ns) {
 uint64_t ProgressEngine::RtoNs(uint32_t retries) const {
   double base = have_rtt_ ? srtt_us_ + 4 * rttvar_us_ : options_.rto_initial_us;
   base = std::clamp<double>(base, options_.rto_min_us, options_.rto_max_us);
+  // A reliable transport loses nothing: the timer only probes (header-only
+  // RESULT_REQUEST) so that a stalled collective still names who is missing.
+  if (reliable_) base = std::max<double>(base, kReliableProbeUs);
   double rto = base * std::pow(2.0, std::min<uint32_t>(retries, 20));
-  rto = std::min<double>(rto, options_.rto_max_us);
+  rto = std::min<double>(rto, reliable_ ? std::max<double>(options_.rto_max_us, kReliableProbeUs)
+                                        : options_.rto_max_us);
   return static_cast<uint64_t>(rto * 1000.0);
 }
 

@@ -105,6 +105,7 @@ class ProgressEngine {
   const JobIdentity id_;
   const Options options_;
   const uint32_t window_;
+  const bool reliable_;  // transport_->reliable(): timers only probe, at >= 1 s
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
@@ -128,6 +129,7 @@ class ProgressEngine {
     alignas(64) uint8_t header[proto::kHeaderSize];
     const uint8_t* payload;
     size_t payload_len;
+    void* result_dest;  // CONTRIBUTION: where its result goes (TxPacket::result_dest)
   };
   std::vector<TxEntry> tx_;
   std::vector<TxPacket> tx_view_;  // scratch for Flush

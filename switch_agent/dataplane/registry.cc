@@ -11,6 +11,9 @@
 
 #include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/dataplane/udp/udp_dataplane.h"
+#ifdef TRIBUTARY_HAVE_OFI
+#include "switch_agent/dataplane/ofi/ofi_dataplane.h"
+#endif
 
 namespace tributary::agent {
 
@@ -32,6 +35,12 @@ std::unique_ptr<Dataplane> CreateUdp(const DataplaneOptions& options, engine::En
   return std::make_unique<UdpDataplane>(options, engine);
 }
 
+#ifdef TRIBUTARY_HAVE_OFI
+std::unique_ptr<Dataplane> CreateOfi(const DataplaneOptions& options, engine::Engine* engine) {
+  return std::make_unique<OfiDataplane>(options, engine);
+}
+#endif
+
 }  // namespace
 
 const std::vector<BackendInfo>& AllBackends() {
@@ -40,7 +49,11 @@ const std::vector<BackendInfo>& AllBackends() {
   static const std::vector<BackendInfo> kBackends = {
       {"udp", "kernel UDP sockets (recvmmsg/sendmmsg)", true, "", &CreateUdp},
       {"dpdk", "DPDK poll-mode driver", false, "rebuild with -DTRIBUTARY_WITH_DPDK=ON", nullptr},
+#ifdef TRIBUTARY_HAVE_OFI
+      {"ofi", "libfabric RDM endpoints (provider: TRIBUTARY_OFI_PROVIDER)", true, "", &CreateOfi},
+#else
       {"ofi", "libfabric (RDM endpoints)", false, "rebuild with -DTRIBUTARY_WITH_OFI=ON", nullptr},
+#endif
       {"verbs", "RDMA verbs (UD/RC queue pairs)", false, "rebuild with -DTRIBUTARY_WITH_VERBS=ON",
        nullptr},
   };

@@ -151,6 +151,16 @@ class Engine {
 
   const EngineCounters& counters() const { return counters_; }
   std::vector<JobInfo> Jobs() const;
+  // Adds the token of every registered child of every job to `out` (peer
+  // tables keep these and may forget the rest).
+  template <typename Set>
+  void CollectPeers(Set* out) const {
+    for (const auto& [id, job] : jobs_) {
+      for (uint32_t c = 0; c < job->fan_in(); ++c) {
+        if (job->IsRegistered(c)) out->insert(job->child(c));
+      }
+    }
+  }
   // The children of `job_id` that most often arrived last (see job.h
   // ChildLateness), at most `max`; empty for an unknown job.
   std::vector<ChildStat> Stragglers(uint32_t job_id, size_t max) const;

@@ -67,3 +67,38 @@ TEST(RegistryTest, UnbuiltBackendFailsFastWithList) {
 
 }  // namespace
 }  // namespace tributary::agent
+
+namespace tributary::agent {
+namespace {
+
+// Removed entries free their slot for reuse; Sweep forgets only entries that
+// no job references and that were idle long enough; Find never inserts.
+TEST(PeerTableTest, RemoveSweepAndReuse) {
+  PeerTable t(3);
+  engine::PeerToken a, b, c, d;
+  EXPECT_FALSE(t.Find(Addr("10.0.0.1", 1), 0, &a));
+  EXPECT_EQ(t.size(), 0u);
+  ASSERT_TRUE(t.Insert(Addr("10.0.0.1", 1), 100, &a));
+  ASSERT_TRUE(t.Insert(Addr("10.0.0.2", 1), 100, &b));
+  ASSERT_TRUE(t.Insert(Addr("10.0.0.3", 1), 5000, &c));
+  EXPECT_FALSE(t.Insert(Addr("10.0.0.4", 1), 5000, &d));  // full
+  t.Remove(b);
+  EXPECT_EQ(t.Address(b), nullptr);
+  ASSERT_TRUE(t.Insert(Addr("10.0.0.4", 1), 200, &d));
+  EXPECT_EQ(d, b);  // the freed slot is reused
+  EXPECT_EQ(t.Address(d)->sin_addr.s_addr, Addr("10.0.0.4", 1).sin_addr.s_addr);
+  // a is referenced by a job: kept; c is recent: kept; d idle and unreferenced.
+  std::unordered_set<engine::PeerToken> referenced = {a};
+  EXPECT_EQ(t.Sweep(referenced, 5500, 1000), 1u);
+  EXPECT_NE(t.Address(a), nullptr);
+  EXPECT_NE(t.Address(c), nullptr);
+  EXPECT_EQ(t.Address(d), nullptr);
+  engine::PeerToken again;
+  EXPECT_FALSE(t.Find(Addr("10.0.0.4", 1), 7000, &again));
+  EXPECT_TRUE(t.Find(Addr("10.0.0.1", 1), 7000, &again));
+  EXPECT_EQ(again, a);
+  EXPECT_EQ(t.Address(kTransientPeer), nullptr);
+}
+
+}  // namespace
+}  // namespace tributary::agent

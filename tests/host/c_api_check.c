@@ -33,16 +33,27 @@ int tributary_c_api_check(const char* aggregator, unsigned job_id) {
   }
   int done = 0;
   if (trib_test(req, &done) != TRIB_OK || !done) return 7;
-  trib_request_free(req);
+  if (trib_request_free(req) != TRIB_OK) return 22;
   for (int i = 0; i < 1000; ++i)
     if (data[i] != (float)i) return 8; /* fan-in 1: the sum is the input */
   /* Too many elements for the buffer. */
   if (trib_allreduce(comm, buf, buf, 1001, TRIB_FLOAT32, TRIB_SUM, &req) != TRIB_INVALID_ARGUMENT)
     return 9;
   if (trib_deregister(comm, buf) != TRIB_OK) return 10;
-  trib_comm_destroy(comm);
-  trib_comm_destroy(NULL);
-  trib_request_free(NULL);
+  /* A buffer that was deregistered is no longer usable. */
+  if (trib_deregister(comm, buf) != TRIB_FAILED_PRECONDITION) return 12;
+  trib_buffer_t* buf2 = NULL;
+  if (trib_register(comm, data, sizeof(data), &buf2) != TRIB_OK) return 13;
+  if (trib_request_free(req) != TRIB_FAILED_PRECONDITION) return 14; /* freed above */
+  if (trib_comm_destroy(comm) != TRIB_OK) return 15;
+  /* Double destroy and use after destroy: clear errors, no crash. */
+  if (trib_comm_destroy(comm) != TRIB_FAILED_PRECONDITION) return 16;
+  if (strstr(trib_last_error(), "not live") == NULL) return 17;
+  if (trib_allreduce(comm, buf2, buf2, 1, TRIB_FLOAT32, TRIB_SUM, &req) != TRIB_FAILED_PRECONDITION)
+    return 18;
+  if (trib_register(comm, data, 4, &buf2) != TRIB_FAILED_PRECONDITION) return 19;
+  if (trib_comm_destroy(NULL) != TRIB_OK) return 20;
+  if (trib_request_free(NULL) != TRIB_OK) return 21;
   if (strlen(trib_version()) == 0) return 11;
   return 0;
 }

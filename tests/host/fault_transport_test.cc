@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <chrono>
 #include <deque>
+#include <thread>
 #include <vector>
 
 #include "host/src/transport/fault_transport.h"
@@ -121,6 +123,64 @@ TEST(FaultTransportTest, DuplicatesAndReordersWithoutLoss) {
   }
   for (int v = 0; v < 5000; ++v) EXPECT_GE(seen[v], 1) << v;
   EXPECT_GT(inversions, 100u);
+}
+
+// Delayed packets are all delivered, later, some after packets sent after
+// them; corrupted packets differ from the original in exactly one bit.
+TEST(FaultTransportTest, DelayDeliversEverythingLaterAndCorruptFlipsOneBit) {
+  FaultOptions f;
+  f.tx_delay = 0.3;
+  f.delay_us = 2000;
+  f.seed = 11;
+  auto fake = std::make_unique<FakeTransport>();
+  FakeTransport* raw = fake.get();
+  FaultTransport t(std::move(fake), f);
+  for (uint32_t i = 0; i < 200; ++i) {
+    TxPacket p{&i, 4, nullptr, 0};
+    t.Send(&p, 1);
+  }
+  EXPECT_GT(t.fault_stats().tx_delayed, 30u);
+  EXPECT_LT(raw->sent_.size(), 200u);
+  for (int k = 0; k < 100 && raw->sent_.size() < 200; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the fake's Wait returns at once
+    t.Send(nullptr, 0);
+  }
+  ASSERT_EQ(raw->sent_.size(), 200u);
+  // Every packet exactly once, and the delayed ones out of their place.
+  std::vector<int> seen(200, 0);
+  size_t moved = 0;
+  for (size_t i = 0; i < raw->sent_.size(); ++i) {
+    uint32_t v;
+    memcpy(&v, raw->sent_[i].data(), 4);
+    ASSERT_LT(v, 200u);
+    seen[v]++;
+    moved += v != i;
+  }
+  for (int v = 0; v < 200; ++v) EXPECT_EQ(seen[v], 1) << v;
+  EXPECT_GT(moved, 30u);
+
+  FaultOptions c;
+  c.tx_corrupt = 1.0;
+  c.seed = 5;
+  auto fake2 = std::make_unique<FakeTransport>();
+  FakeTransport* raw2 = fake2.get();
+  FaultTransport t2(std::move(fake2), c);
+  std::vector<uint8_t> header(64, 0xAA), payload(1000, 0x55);
+  for (int i = 0; i < 50; ++i) {
+    TxPacket p{header.data(), header.size(), payload.data(), payload.size()};
+    t2.Send(&p, 1);
+  }
+  ASSERT_EQ(raw2->sent_.size(), 50u);
+  for (const auto& got : raw2->sent_) {
+    ASSERT_EQ(got.size(), 1064u);
+    int flipped = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      uint8_t want = i < 64 ? 0xAA : 0x55;
+      flipped += __builtin_popcount(got[i] ^ want);
+    }
+    EXPECT_EQ(flipped, 1);
+  }
+  EXPECT_EQ(t2.fault_stats().tx_corrupted, 50u);
 }
 
 TEST(FaultTransportTest, NoFaultsIsTransparent) {

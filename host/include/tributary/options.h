@@ -22,10 +22,15 @@ struct FaultOptions {
   double rx_duplicate = 0.0;
   double tx_reorder = 0.0;  // hold a packet back and send it after the next one
   double rx_reorder = 0.0;
+  double tx_delay = 0.0;    // hold a packet for a uniform random time in [0, delay_us]
+  double rx_delay = 0.0;
+  uint32_t delay_us = 1000;
+  double tx_corrupt = 0.0;  // flip one random bit of the packet (header or payload)
+  double rx_corrupt = 0.0;
   uint64_t seed = 1;        // same seed + same traffic = same faults
   bool enabled() const {
     return tx_drop > 0 || rx_drop > 0 || tx_duplicate > 0 || rx_duplicate > 0 || tx_reorder > 0 ||
-           rx_reorder > 0;
+           rx_reorder > 0 || tx_delay > 0 || rx_delay > 0 || tx_corrupt > 0 || rx_corrupt > 0;
   }
 };
 
@@ -34,8 +39,16 @@ struct Options {
   // tributaryd on its documented port.
   std::string aggregator = "127.0.0.1:17820";
 
-  // Transport by name: "udp" (kernel UDP, always built) or "auto".
+  // Transport by name: "udp" (kernel UDP, always built), "ofi" (libfabric
+  // RDM endpoints, when built; the aggregator must run --dataplane ofi) or
+  // "auto", which picks udp: the daemon's default dataplane.
   std::string transport = "auto";
+
+  // libfabric provider for transport "ofi": "auto" (verbs;ofi_rxm, then efa,
+  // else tcp;ofi_rxm with a warning that no RDMA device was found), or a name
+  // as fi_info prints it, e.g. "tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "efa".
+  // A named provider that fi_getinfo does not offer fails creation.
+  std::string ofi_provider = "auto";
 
   // Payload bytes per packet, a multiple of 64 in [64, 65024], or 0 = auto:
   // 65024 when the aggregator is on loopback (the kernel copies dominate:

@@ -1,33 +1,82 @@
 // Seeded fault injection; see fault_transport.h.
 #include "host/src/transport/fault_transport.h"
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
 
 namespace tributary::host {
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+}  // namespace
 
 FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults)
     : inner_(std::move(inner)), faults_(faults), rng_(faults.seed) {
   TRIB_LOG(kWarn, "fault",
-           "fault injection ON (seed %llu): tx drop %.4f dup %.4f reorder %.4f, rx drop %.4f "
-           "dup %.4f reorder %.4f",
+           "fault injection ON (seed %llu): tx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt "
+           "%.4f; rx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt %.4f; delay up to %u us",
            static_cast<unsigned long long>(faults.seed), faults.tx_drop, faults.tx_duplicate,
-           faults.tx_reorder, faults.rx_drop, faults.rx_duplicate, faults.rx_reorder);
+           faults.tx_reorder, faults.tx_delay, faults.tx_corrupt, faults.rx_drop,
+           faults.rx_duplicate, faults.rx_reorder, faults.rx_delay, faults.rx_corrupt,
+           faults.delay_us);
+}
+
+void FaultTransport::FlipBit(Bytes* b) {
+  if (b->empty()) return;
+  const uint64_t bit = static_cast<uint64_t>(uniform_(rng_) * static_cast<double>(b->size() * 8));
+  (*b)[std::min<uint64_t>(bit / 8, b->size() - 1)] ^= static_cast<uint8_t>(1u << (bit % 8));
+}
+
+void FaultTransport::SendCopies(std::vector<Bytes>* copies) {
+  if (copies->empty()) return;
+  std::vector<TxPacket> out;
+  out.reserve(copies->size());
+  for (const Bytes& b : *copies) out.push_back({b.data(), b.size(), nullptr, 0});
+  // What the OS refuses is lost, as a dropped packet would be.
+  inner_->Send(out.data(), static_cast<int>(out.size()));
+  copies->clear();
+}
+
+void FaultTransport::ReleaseDue(uint64_t now) {
+  std::vector<Bytes> due;
+  for (auto it = tx_delayed_.begin(); it != tx_delayed_.end();) {
+    if (it->release_ns <= now) {
+      due.push_back(std::move(it->bytes));
+      it = tx_delayed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  SendCopies(&due);
+}
+
+int64_t FaultTransport::UsUntilNextRelease(uint64_t now) const {
+  uint64_t next = UINT64_MAX;
+  for (const Held& h : tx_delayed_) next = std::min(next, h.release_ns);
+  for (const Held& h : rx_delayed_) next = std::min(next, h.release_ns);
+  if (next == UINT64_MAX) return -1;
+  return next > now ? static_cast<int64_t>((next - now) / 1000) : 0;
 }
 
 int FaultTransport::Send(const TxPacket* packets, int n) {
-  // Faulty packets are decided one by one; the survivors go out in one batch.
-  std::vector<TxPacket> out;
+  const uint64_t now = NowNs();
+  std::vector<Bytes> out;
   out.reserve(static_cast<size_t>(n) * 2 + 1);
-  std::vector<uint8_t> release;  // the previously held packet, sent after this batch's first
-  size_t release_header_len = 0;
+  Bytes release;  // a packet held for reordering goes right after this call's first packet
   bool releasing = false;
   if (tx_has_held_) {
     release.swap(tx_held_);
-    release_header_len = tx_held_header_len_;
-    releasing = true;
     tx_has_held_ = false;
+    releasing = true;
   }
   for (int i = 0; i < n; ++i) {
     const TxPacket& p = packets[i];
@@ -35,86 +84,115 @@ int FaultTransport::Send(const TxPacket* packets, int n) {
       fstats_.tx_dropped++;
       continue;
     }
-    if (!tx_has_held_ && !releasing && Chance(faults_.tx_reorder)) {
-      tx_held_.assign(static_cast<const uint8_t*>(p.header),
-                      static_cast<const uint8_t*>(p.header) + p.header_len);
-      if (p.payload_len) {
-        tx_held_.insert(tx_held_.end(), static_cast<const uint8_t*>(p.payload),
-                        static_cast<const uint8_t*>(p.payload) + p.payload_len);
+    Bytes b(static_cast<const uint8_t*>(p.header),
+            static_cast<const uint8_t*>(p.header) + p.header_len);
+    if (p.payload_len) {
+      b.insert(b.end(), static_cast<const uint8_t*>(p.payload),
+               static_cast<const uint8_t*>(p.payload) + p.payload_len);
+    }
+    if (Chance(faults_.tx_corrupt)) {
+      fstats_.tx_corrupted++;
+      FlipBit(&b);
+    }
+    const bool duplicate = Chance(faults_.tx_duplicate);
+    if (Chance(faults_.tx_delay)) {
+      fstats_.tx_delayed++;
+      if (duplicate) {
+        fstats_.tx_duplicated++;
+        out.push_back(b);  // one copy now, one later
       }
-      tx_held_header_len_ = p.header_len;
-      tx_has_held_ = true;
-      fstats_.tx_reordered++;
+      tx_delayed_.push_back({now + DelayNs(), std::move(b)});
       continue;
     }
-    out.push_back(p);
+    if (!tx_has_held_ && !releasing && Chance(faults_.tx_reorder)) {
+      fstats_.tx_reordered++;
+      tx_held_ = std::move(b);
+      tx_has_held_ = true;
+      continue;
+    }
+    if (duplicate) {
+      fstats_.tx_duplicated++;
+      out.push_back(b);
+    }
+    out.push_back(std::move(b));
     if (releasing) {
-      out.push_back({release.data(), release_header_len, release.data() + release_header_len,
-                     release.size() - release_header_len});
+      out.push_back(std::move(release));
       releasing = false;
     }
-    if (Chance(faults_.tx_duplicate)) {
-      fstats_.tx_duplicated++;
-      out.push_back(p);
-    }
   }
-  if (releasing) {
-    out.push_back({release.data(), release_header_len, release.data() + release_header_len,
-                   release.size() - release_header_len});
-  }
-  if (!out.empty()) {
-    // Packets the OS refuses here are simply lost, like any dropped packet:
-    // the caller's retransmission recovers them. Report all n as handled.
-    inner_->Send(out.data(), static_cast<int>(out.size()));
-  }
-  return n;
+  if (releasing) out.push_back(std::move(release));
+  SendCopies(&out);
+  ReleaseDue(now);
+  return n;  // everything was handled: sent, dropped or held
 }
 
 int FaultTransport::Recv(RxPacket* out, int max) {
-  rx_copies_.clear();
-  int n = 0;
-  RxPacket in[64];
-  int got = inner_->Recv(in, std::min(max, 64));
-  auto emit_copy = [&](const uint8_t* data, size_t len) {
-    if (n >= max) return;
-    rx_copies_.emplace_back(data, data + len);
-    out[n++] = {rx_copies_.back().data(), len, false};
+  const uint64_t now = NowNs();
+  ReleaseDue(now);
+  rx_out_.clear();
+  auto emit = [&](Bytes b) {
+    if (static_cast<int>(rx_out_.size()) >= max) return;  // lost, like an overflowing socket
+    rx_out_.push_back(std::move(b));
   };
-  rx_copies_.reserve(static_cast<size_t>(got) * 2 + 1);
-  for (int i = 0; i < got && n < max; ++i) {
+  // Delayed packets whose time has come go first.
+  for (auto it = rx_delayed_.begin(); it != rx_delayed_.end();) {
+    if (it->release_ns <= now) {
+      emit(std::move(it->bytes));
+      it = rx_delayed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  RxPacket in[64];
+  const int room = std::max(0, std::min(max - static_cast<int>(rx_out_.size()), 64));
+  const int got = room > 0 ? inner_->Recv(in, room) : 0;
+  for (int i = 0; i < got; ++i) {
     if (Chance(faults_.rx_drop)) {
       fstats_.rx_dropped++;
       continue;
     }
-    if (!rx_has_held_ && Chance(faults_.rx_reorder)) {
-      rx_held_.assign(in[i].data, in[i].data + in[i].len);
-      rx_has_held_ = true;
-      fstats_.rx_reordered++;
+    Bytes b(in[i].data, in[i].data + in[i].len);
+    if (Chance(faults_.rx_corrupt)) {
+      fstats_.rx_corrupted++;
+      FlipBit(&b);
+    }
+    if (Chance(faults_.rx_delay)) {
+      fstats_.rx_delayed++;
+      rx_delayed_.push_back({now + DelayNs(), std::move(b)});
       continue;
     }
-    emit_copy(in[i].data, in[i].len);
+    if (!rx_has_held_ && Chance(faults_.rx_reorder)) {
+      fstats_.rx_reordered++;
+      rx_held_ = std::move(b);
+      rx_has_held_ = true;
+      continue;
+    }
+    const bool duplicate = Chance(faults_.rx_duplicate);
+    if (duplicate) fstats_.rx_duplicated++;
+    if (duplicate) emit(b);
+    emit(std::move(b));
     if (rx_has_held_) {
-      emit_copy(rx_held_.data(), rx_held_.size());
+      emit(std::move(rx_held_));
       rx_has_held_ = false;
     }
-    if (Chance(faults_.rx_duplicate)) {
-      fstats_.rx_duplicated++;
-      emit_copy(in[i].data, in[i].len);
-    }
   }
-  if (got == 0 && rx_has_held_ && n < max) {
-    emit_copy(rx_held_.data(), rx_held_.size());
+  if (got == 0 && rx_has_held_) {
+    emit(std::move(rx_held_));
     rx_has_held_ = false;
   }
-  return n;
+  for (size_t i = 0; i < rx_out_.size(); ++i) out[i] = {rx_out_[i].data(), rx_out_[i].size(), false};
+  return static_cast<int>(rx_out_.size());
 }
 
 void FaultTransport::Wait(int64_t timeout_us) {
-  // A held packet must not wait for traffic that may never come.
+  const uint64_t now = NowNs();
+  // Held packets must not wait for traffic that may never come.
   if (rx_has_held_ || tx_has_held_) {
     if (tx_has_held_) Send(nullptr, 0);
     return;
   }
+  const int64_t release = UsUntilNextRelease(now);
+  if (release >= 0 && (timeout_us < 0 || release < timeout_us)) timeout_us = release;
   inner_->Wait(timeout_us);
 }
 

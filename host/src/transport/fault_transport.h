@@ -1,13 +1,21 @@
 // Seeded fault injection around any Transport, for tests and benchmarks.
 //
-// Drops, duplicates and reorders packets independently in each direction
-// with the probabilities of FaultOptions (TRIBUTARY_FAULT_* variables). The
-// same seed and the same sequence of calls give the same faults, so a failing
-// run can be replayed. Reordering holds one packet back and releases it after
-// the next one (or at the next call when nothing follows). Thread-safety: as
-// Transport.
+// Drops, duplicates, reorders, delays and corrupts packets independently in
+// each direction with the probabilities of FaultOptions (TRIBUTARY_FAULT_*
+// variables; set per process, so per rank). The same seed and the same
+// sequence of calls give the same decisions, so a failing run can be
+// replayed (delays add wall-clock time, so their release order can vary
+// with scheduling).
+//   drop      the packet is never sent / never delivered
+//   duplicate it is sent / delivered twice
+//   reorder   it is held back and released right after the next packet
+//   delay     it is held for a uniform time in [0, delay_us]
+//   corrupt   one random bit of header or payload is flipped (a copy)
+// Thread-safety: as Transport.
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <random>
 #include <vector>
@@ -20,6 +28,8 @@ struct FaultStats {
   uint64_t tx_dropped = 0, rx_dropped = 0;
   uint64_t tx_duplicated = 0, rx_duplicated = 0;
   uint64_t tx_reordered = 0, rx_reordered = 0;
+  uint64_t tx_delayed = 0, rx_delayed = 0;
+  uint64_t tx_corrupted = 0, rx_corrupted = 0;
 };
 
 class FaultTransport final : public Transport {
@@ -39,22 +49,33 @@ class FaultTransport final : public Transport {
   const FaultStats& fault_stats() const { return fstats_; }
 
  private:
+  using Bytes = std::vector<uint8_t>;
+  struct Held {
+    uint64_t release_ns;
+    Bytes bytes;
+  };
+
   bool Chance(double p) { return p > 0 && uniform_(rng_) < p; }
+  uint64_t DelayNs() { return static_cast<uint64_t>(uniform_(rng_) * faults_.delay_us * 1000.0); }
+  void FlipBit(Bytes* b);
+  void SendCopies(std::vector<Bytes>* copies);
+  void ReleaseDue(uint64_t now);
+  int64_t UsUntilNextRelease(uint64_t now) const;
 
   std::unique_ptr<Transport> inner_;
   FaultOptions faults_;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   FaultStats fstats_;
-  // A packet held back for reordering, copied (header and payload).
-  std::vector<uint8_t> tx_held_;
-  size_t tx_held_header_len_ = 0;
-  bool tx_has_held_ = false;
-  std::vector<uint8_t> rx_held_;
-  bool rx_has_held_ = false;
-  // Received packets delivered this call (copies: duplicates and released
-  // held packets must outlive the inner transport's buffers until the next Recv).
-  std::vector<std::vector<uint8_t>> rx_copies_;
+  bool tx_has_held_ = false;   // reorder: one packet held until the next send
+  Bytes tx_held_;
+  bool rx_has_held_ = false;   // reorder: one packet held until the next receive
+  Bytes rx_held_;
+  std::deque<Held> tx_delayed_;  // by release time (pushed in any order, scanned)
+  std::deque<Held> rx_delayed_;
+  // Packets handed out by the last Recv (they must outlive the inner
+  // transport's buffers until the next Recv).
+  std::vector<Bytes> rx_out_;
 };
 
 }  // namespace tributary::host

@@ -5,6 +5,9 @@
 #include "host/src/transport/fault_transport.h"
 #include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
+#ifdef TRIBUTARY_HAVE_OFI
+#include "host/src/transport/ofi/ofi_transport.h"
+#endif
 
 namespace tributary::host {
 namespace {
@@ -14,9 +17,15 @@ struct TransportEntry {
   Result<std::unique_ptr<Transport>> (*create)(const Options&);
 };
 
-// In order of preference for "auto". RDMA transports go before udp when built.
+// The first row is what "auto" picks: udp, because a transport must match
+// the aggregator's dataplane and tributaryd serves udp unless told otherwise.
+// "ofi" is chosen by name; its provider choice (and any fallback from RDMA
+// to TCP) is logged by the transport and shows in CommStats::transport.
 const TransportEntry kTransports[] = {
     {"udp", &UdpTransport::Create},
+#ifdef TRIBUTARY_HAVE_OFI
+    {"ofi", &OfiTransport::Create},
+#endif
 };
 
 std::string BuiltNames() {
@@ -34,8 +43,10 @@ Result<std::unique_ptr<Transport>> CreateTransport(const Options& options) {
   const TransportEntry* chosen = nullptr;
   if (options.transport == "auto") {
     chosen = &kTransports[0];
-    TRIB_LOG(kInfo, "transport", "transport auto -> %s (best built-in; built: %s)", chosen->name,
-             BuiltNames().c_str());
+    TRIB_LOG(kInfo, "transport",
+             "transport auto -> %s (the aggregator's default dataplane; built: %s; set "
+             "TRIBUTARY_TRANSPORT=ofi for libfabric)",
+             chosen->name, BuiltNames().c_str());
   } else {
     for (const auto& t : kTransports) {
       if (options.transport == t.name) chosen = &t;

@@ -27,6 +27,10 @@ struct TxPacket {
   size_t header_len = 0;
   const void* payload = nullptr;
   size_t payload_len = 0;
+  // CONTRIBUTION only: where this fragment's result goes in the receive
+  // buffer (payload_len bytes). RDMA transports tell the aggregator so it can
+  // write the result there directly; others ignore it.
+  void* result_dest = nullptr;
 };
 
 // One received packet; `data` stays valid until the next Recv() call.
@@ -49,6 +53,11 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+
+  // True when the transport itself never loses, duplicates or corrupts a
+  // packet (libfabric RDM, RDMA RC): the progress engine then keeps its
+  // timers only as a slow liveness probe instead of retransmitting.
+  virtual bool reliable() const { return false; }
 
   // Sends up to n packets; returns how many were handed to the OS. Packets
   // not sent (full buffers) are the caller's to retry later.

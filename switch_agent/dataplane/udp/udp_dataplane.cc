@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 #include "common/check.h"
 #include "common/log.h"
@@ -157,6 +158,7 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
     uint64_t now = MonotonicNowNs();
     if (ready <= 0) {  // timeout, or EINTR from a signal: tick so the flag is seen
       engine_->Reap(now);
+      MaybeSweepPeers(now);
       if (tick) tick(now);
       continue;
     }
@@ -176,12 +178,25 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
       Flush();
       // After the flush: Reap invalidates the payload pointers just sent.
       engine_->Reap(now);
+      MaybeSweepPeers(now);
       if (tick) tick(now);
       if (static_cast<unsigned>(n) < batch || stop.load(std::memory_order_relaxed)) break;
       now = MonotonicNowNs();
     }
   }
   Flush();
+}
+
+// Every 10 s, forget peers that no live job references and that have been
+// silent for a minute (jobs that ended, ranks that went away).
+void UdpDataplane::MaybeSweepPeers(uint64_t now_ns) {
+  constexpr uint64_t kSweepIntervalNs = 10ull * 1000000000;
+  constexpr uint64_t kIdleNs = 60ull * 1000000000;
+  if (now_ns < next_sweep_ns_) return;
+  next_sweep_ns_ = now_ns + kSweepIntervalNs;
+  std::unordered_set<engine::PeerToken> referenced;
+  engine_->CollectPeers(&referenced);
+  if (peers_.Sweep(referenced, now_ns, kIdleNs) > 0) stats_.peers = peers_.size();
 }
 
 void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
@@ -199,15 +214,27 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
       ++stats_.decode_errors[static_cast<int>(err)];
       continue;  // never answered: we cannot trust anything in it
     }
+    // Only a JOIN may create a peer entry; any other packet from an unknown
+    // source is processed with the transient token (answers, such as NACK
+    // kUnknownJob after a restart, go straight back to its source).
     engine::PeerToken token;
-    if (!peers_.Lookup(rx_addr_[i], &token)) {
-      if (PowerOfTwo(++stats_.peer_table_full)) {
-        TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
-                 peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
+    bool inserted = false;
+    if (!peers_.Find(rx_addr_[i], now_ns, &token)) {
+      if (view.header.type == proto::MsgType::kJoin) {
+        if (!peers_.Insert(rx_addr_[i], now_ns, &token)) {
+          if (PowerOfTwo(++stats_.peer_table_full)) {
+            TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
+                     peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
+          }
+          continue;
+        }
+        inserted = true;
+      } else {
+        token = kTransientPeer;
       }
-      continue;
     }
-    stats_.peers = peers_.size();
+    current_source_ = &rx_addr_[i];
+    const uint64_t joins_before = engine_->counters().joins;
     const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
     if (checksum && view.header.type == proto::MsgType::kContribution &&
         !checksum_jobs_.count(view.header.job_id)) {
@@ -223,6 +250,12 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
       action = engine_->OnPacket(view, token, now_ns);
     }
     Queue(action, checksum);
+    if (inserted && engine_->counters().joins == joins_before) {
+      // The engine refused the JOIN (wrong key, conflict, limits): forget
+      // the address; the answer, if any, is already queued by address.
+      peers_.Remove(token);
+    }
+    stats_.peers = peers_.size();
   }
 }
 
@@ -248,7 +281,8 @@ void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
 
 void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
                           engine::PeerToken peer) {
-  const sockaddr_in* to = peers_.Address(peer);
+  const sockaddr_in* to =
+      peer == kTransientPeer ? current_source_ : peers_.Address(peer);
   if (to == nullptr) {
     if (PowerOfTwo(++stats_.bad_peer_token)) {
       TRIB_LOG(kError, kLog, "engine named unknown peer token %llu",

@@ -81,6 +81,9 @@ class UdpDataplane final : public Dataplane {
   int rcvbuf_bytes_ = 0;
   int sndbuf_bytes_ = 0;
   PeerTable peers_;
+  const sockaddr_in* current_source_ = nullptr;  // source of the packet being processed
+  uint64_t next_sweep_ns_ = 0;
+  void MaybeSweepPeers(uint64_t now_ns);
   DataplaneStats stats_;
 
   // Receive side: batch_size entries each.

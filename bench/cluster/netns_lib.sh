@@ -1,0 +1,253 @@
+# netns_lib.sh: an emulated cluster on one Linux machine, for benchmarks and
+# tests that need real links (rate, MTU, kernel packet loss) instead of
+# loopback. Source it from bash; it defines functions and NETNS_* variables
+# and runs nothing by itself.
+#
+# Topology (../shared/BENCHMARKS.md, "The emulated cluster"):
+#
+#   host namespace <P>-h<i>            switch namespace <P>-sw
+#   eth0 198.18.0.<i+1>/24 ==veth==    port h<i> --+
+#                                                   br0 198.18.0.254/24 (tributaryd)
+#   (one per host, MTU 9000)           port h<j> --+
+#
+# - Every host has one link: a veth pair with `eth0` in the host namespace
+#   and `h<i>` in the switch namespace, enslaved to the bridge br0. Ring
+#   peers (Gloo, OpenMPI) talk host to host through br0, so they cross
+#   exactly the links Tributary crosses to reach the daemon on br0.
+# - Optional rate limit: a tbf qdisc on the egress of BOTH ends of every
+#   veth, so each direction of each link runs at the rate (full duplex).
+# - Optional packet loss with nftables `numgen random mod 1000 < K drop`,
+#   once on every path in each direction: the switch's input hook (packets
+#   to the daemon), the switch's bridge forward hook (host to host), and the
+#   hosts' input hook for packets from the daemon. Never on an output hook:
+#   a drop there makes the sender's sendto() fail with EPERM, which is not
+#   how a network loses packets.
+# - Names carry a per-run prefix (default trib<PID>, PID of the sourcing
+#   shell) so parallel runs never collide; addresses come from 198.18.0.0/15
+#   and exist only inside these namespaces.
+#
+# Functions (all return non-zero with a message on stderr when they fail):
+#   netns_check                 root and `ip netns` usable? (else 77-style)
+#   netns_cluster_create N [RATE] [MTU]   build it (RATE e.g. 1gbit, "" = none)
+#   netns_set_loss PERMILLE     drop PERMILLE/1000 of packets (0 removes)
+#   netns_loss_drops            packets dropped by the loss rules so far
+#   netns_host_exec I CMD...    run CMD in host I's namespace
+#   netns_switch_exec CMD...    run CMD in the switch namespace
+#   netns_start_daemon TRIBUTARYD LOG [ARGS...]  tributaryd on br0, sets
+#                               NETNS_DAEMON_PID and NETNS_DAEMON (addr:port)
+#   netns_cluster_destroy       kill what runs inside, delete everything
+#   netns_trap_cleanup [FN]     destroy (after FN) on EXIT, INT and TERM
+#
+# Not thread-safe in any sense: one cluster per shell process.
+
+NETNS_PREFIX=${NETNS_PREFIX:-trib$$}
+NETNS_SUBNET=198.18.0
+NETNS_DAEMON_ADDR=${NETNS_SUBNET}.254
+NETNS_SWITCH="${NETNS_PREFIX}-sw"
+NETNS_NHOSTS=0
+NETNS_RATE=""
+NETNS_MTU=9000
+NETNS_DAEMON_PID=""
+NETNS_DAEMON=""
+NETNS_CREATED=()  # namespaces this shell created, for teardown
+
+netns_log() { echo "netns: $*" >&2; }
+
+# 0 if usable; otherwise prints why and returns 77 (ctest's SKIP code).
+netns_check() {
+  if [[ $(id -u) -ne 0 ]]; then
+    netns_log "needs root (it creates network namespaces, veths and qdiscs); skipping"
+    return 77
+  fi
+  local cmd
+  for cmd in ip tc nft; do
+    if ! command -v "$cmd" > /dev/null; then
+      netns_log "'$cmd' not found (apt-get install iproute2 nftables); skipping"
+      return 77
+    fi
+  done
+  local probe="${NETNS_PREFIX}-probe"
+  if ! ip netns add "$probe" 2> /dev/null; then
+    netns_log "'ip netns add' does not work here (no CAP_SYS_ADMIN or no netns support); skipping"
+    return 77
+  fi
+  ip netns del "$probe"
+  return 0
+}
+
+netns_host_ns() { echo "${NETNS_PREFIX}-h$1"; }
+netns_host_addr() { echo "${NETNS_SUBNET}.$(($1 + 1))"; }
+netns_host_exec() {
+  local i=$1
+  shift
+  ip netns exec "$(netns_host_ns "$i")" "$@"
+}
+netns_switch_exec() { ip netns exec "$NETNS_SWITCH" "$@"; }
+
+# Rate in bits/s from a tc rate ("1gbit", "500mbit", "200000kbit").
+netns_rate_bps() {
+  local r=${1,,}
+  case $r in
+    *gbit) echo $((${r%gbit} * 1000000000)) ;;
+    *mbit) echo $((${r%mbit} * 1000000)) ;;
+    *kbit) echo $((${r%kbit} * 1000)) ;;
+    *bit) echo "${r%bit}" ;;
+    *) return 1 ;;
+  esac
+}
+
+# tbf on the egress of one interface. Burst: 1 ms at the rate, at least
+# 64 KiB (above the MTU, so full-size frames pass). Queue: 50 ms at the
+# rate, at least 8 MiB, so that one rank's window (2 MiB for Tributary) or
+# a TCP window never overflows it: losses come from nftables only, when
+# asked for, and not from an emulated switch buffer smaller than any real one.
+netns_tbf() {  # NS DEV RATE
+  local bps burst limit
+  bps=$(netns_rate_bps "$3") || { netns_log "bad rate '$3' (examples: 1gbit, 500mbit)"; return 1; }
+  burst=$((bps / 8 / 1000)); ((burst < 65536)) && burst=65536
+  limit=$((bps / 8 / 20)); ((limit < 8388608)) && limit=8388608
+  ip -n "$1" link set "$2" txqueuelen 10000
+  tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "$burst" limit "$limit"
+}
+
+netns_cluster_create() {  # N [RATE] [MTU]
+  local n=$1 i ns
+  NETNS_RATE=${2:-}
+  NETNS_MTU=${3:-9000}
+  if ((n < 1 || n > 250)); then netns_log "hosts must be 1..250"; return 1; fi
+  ip netns add "$NETNS_SWITCH" || return 1
+  NETNS_CREATED+=("$NETNS_SWITCH")
+  ip -n "$NETNS_SWITCH" link set lo up
+  ip -n "$NETNS_SWITCH" link add br0 type bridge || return 1
+  # No STP, no forwarding delay: a port forwards as soon as it is up.
+  ip -n "$NETNS_SWITCH" link set br0 type bridge stp_state 0 forward_delay 0
+  ip -n "$NETNS_SWITCH" link set br0 mtu "$NETNS_MTU"
+  ip -n "$NETNS_SWITCH" addr add "${NETNS_DAEMON_ADDR}/24" dev br0
+  for ((i = 0; i < n; ++i)); do
+    ns=$(netns_host_ns "$i")
+    ip netns add "$ns" || return 1
+    NETNS_CREATED+=("$ns")
+    ip -n "$ns" link set lo up
+    # Both ends are created directly in their namespaces: no name ever
+    # appears in the root namespace, so parallel runs cannot collide there.
+    ip -n "$NETNS_SWITCH" link add "h$i" mtu "$NETNS_MTU" type veth \
+      peer name eth0 netns "$ns" mtu "$NETNS_MTU" || return 1
+    ip -n "$NETNS_SWITCH" link set "h$i" master br0
+    ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$NETNS_SWITCH" link set "h$i" up
+    if [[ -n "$NETNS_RATE" ]]; then
+      netns_tbf "$ns" eth0 "$NETNS_RATE" || return 1
+      netns_tbf "$NETNS_SWITCH" "h$i" "$NETNS_RATE" || return 1
+    fi
+  done
+  ip -n "$NETNS_SWITCH" link set br0 up
+  NETNS_NHOSTS=$n
+  # Wait until every bridge port forwards (ports come up asynchronously).
+  local tries
+  for ((tries = 0; tries < 100; ++tries)); do
+    (($(bridge -n "$NETNS_SWITCH" link show | grep -c 'state forwarding') == n)) && break
+    sleep 0.05
+  done
+  if ((tries == 100)); then netns_log "bridge ports did not reach forwarding state"; return 1; fi
+  return 0
+}
+
+# Replaces the loss rules; PERMILLE = 0 removes them.
+netns_set_loss() {
+  local k=$1 i
+  ip netns exec "$NETNS_SWITCH" nft delete table inet trib_loss 2> /dev/null
+  ip netns exec "$NETNS_SWITCH" nft delete table bridge trib_loss 2> /dev/null
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    netns_host_exec "$i" nft delete table inet trib_loss 2> /dev/null
+  done
+  ((k > 0)) || return 0
+  ip netns exec "$NETNS_SWITCH" nft -f - << EOF || return 1
+table inet trib_loss {
+  chain to_daemon { type filter hook input priority 0; numgen random mod 1000 < $k counter drop; }
+}
+table bridge trib_loss {
+  chain host_to_host { type filter hook forward priority 0; ether type ip numgen random mod 1000 < $k counter drop; }
+}
+EOF
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    netns_host_exec "$i" nft -f - << EOF || return 1
+table inet trib_loss {
+  chain from_daemon { type filter hook input priority 0; ip saddr $NETNS_DAEMON_ADDR numgen random mod 1000 < $k counter drop; }
+}
+EOF
+  done
+}
+
+# Sum of the packets the loss rules dropped (all namespaces).
+netns_loss_drops() {
+  local i
+  {
+    ip netns exec "$NETNS_SWITCH" nft list table inet trib_loss 2> /dev/null
+    ip netns exec "$NETNS_SWITCH" nft list table bridge trib_loss 2> /dev/null
+    for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+      netns_host_exec "$i" nft list table inet trib_loss 2> /dev/null
+    done
+  } | awk '/counter packets/ { for (f = 1; f < NF; ++f) if ($f == "packets") s += $(f + 1) }
+           END { print s + 0 }'
+}
+
+# tributaryd on br0 with a free port; waits for its "listening" line.
+netns_start_daemon() {  # TRIBUTARYD LOG [ARGS...]
+  local bin=$1 log=$2 i
+  shift 2
+  ip netns exec "$NETNS_SWITCH" "$bin" --listen-address "$NETNS_DAEMON_ADDR" --port 0 "$@" \
+    > "$log" 2>&1 &
+  NETNS_DAEMON_PID=$!
+  for ((i = 0; i < 100; ++i)); do
+    NETNS_DAEMON=$(sed -n 's/.*tributaryd listening on \([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -1)
+    [[ -n "$NETNS_DAEMON" ]] && return 0
+    if ! kill -0 "$NETNS_DAEMON_PID" 2> /dev/null; then break; fi
+    sleep 0.1
+  done
+  netns_log "tributaryd did not start:"
+  sed 's/^/  /' "$log" >&2
+  return 1
+}
+
+netns_stop_daemon() {
+  [[ -n "$NETNS_DAEMON_PID" ]] || return 0
+  kill -TERM "$NETNS_DAEMON_PID" 2> /dev/null
+  wait "$NETNS_DAEMON_PID" 2> /dev/null
+  NETNS_DAEMON_PID=""
+}
+
+# Kills every process still inside our namespaces (only ours can be there:
+# we created them), then deletes the namespaces, which removes their veths,
+# the bridge, qdiscs and nftables tables with them. Idempotent.
+netns_cluster_destroy() {
+  local ns pid
+  netns_stop_daemon
+  for ns in "${NETNS_CREATED[@]}"; do
+    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -KILL "$pid" 2> /dev/null; done
+  done
+  for ns in "${NETNS_CREATED[@]}"; do ip netns del "$ns" 2> /dev/null; done
+  NETNS_CREATED=()
+  NETNS_NHOSTS=0
+}
+
+# Installs a trap that runs FN (optional, the caller's own cleanup) and then
+# tears the cluster down, on normal exit, on failure and on Ctrl-C.
+netns_trap_cleanup() {
+  NETNS_USER_CLEANUP=${1:-}
+  trap 'netns__on_exit' EXIT
+  trap 'netns__on_signal 130' INT
+  trap 'netns__on_signal 143' TERM
+}
+netns__on_exit() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [[ -n "${NETNS_USER_CLEANUP:-}" ]] && "$NETNS_USER_CLEANUP"
+  netns_cluster_destroy
+  exit "$rc"
+}
+netns__on_signal() {
+  echo >&2
+  netns_log "interrupted; cleaning up"
+  exit "$1"  # runs the EXIT trap
+}

@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# run_cluster_bench.sh: Tributary vs Gloo (ring, TCP) vs OpenMPI
+# (MPI_Allreduce, TCP BTL) on an emulated cluster: one network namespace per
+# host, rate-limited veth links (tbf, both directions, MTU 9000) to a switch
+# namespace whose bridge forwards host-to-host traffic and where tributaryd
+# runs, i.e. in the network (netns_lib.sh draws the topology).
+#
+# Every rank runs in its own host namespace, so every byte it sends or
+# receives crosses its own link:
+# - Tributary: tributary_cluster_rank (one process per host, same job).
+# - Gloo: gloo_allreduce --rank/--size/--store/--hostname <host address>;
+#   rendezvous through a FileStore directory (the filesystem is shared), so
+#   no control network is needed; data is TCP between the host addresses.
+# - OpenMPI: mpirun (root namespace) starts in_host_ns.sh per rank, which
+#   enters host namespace <rank>. PMIx talks over a Unix-domain socket (no
+#   control network needed); data is pinned to the links with
+#   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0.
+#   Everything else is OpenMPI's default (its tuned algorithm choice).
+#
+# For each n in --hosts the cluster is built, the systems run interleaved
+# (T G M T G M ... for --rounds rounds), each run sweeping all sizes, and
+# the cluster is torn down. Results: nccl-tests tables per system, a
+# comparison table against the link-bound limits (S/R in-network,
+# 2(n-1)/n·S/R for a ring), CSV, PNG plots (gnuplot), CPU use of the
+# machine during every run (/proc/stat), all under --out.
+#
+# Needs root (exits 77 otherwise, which ctest reads as SKIP). Always removes
+# its namespaces and processes, also on failure and Ctrl-C. Exit: 0 all
+# runs completed with exact results, 1 otherwise, 2 usage.
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/netns_lib.sh"
+
+usage() {
+  cat << EOF
+Usage: $0 [options]
+  --build DIR      build directory (default: $HERE/../../build)
+  --hosts "N..."   host counts (default: "2 4 8")
+  --min SIZE       smallest size (default 4K)      --max SIZE   largest (default 256M)
+  --factor F       size step factor (default 4)
+  --iters N        timed iterations per size (default 5)
+  --warmup N       warm-up iterations per size (default 1)
+  --rounds N       interleaved rounds per system (default 3; medians reported)
+  --rate RATE      link rate, tc syntax (default 1gbit)
+  --mtu BYTES      link MTU (default 9000)
+  --loss PERMILLE  nftables drops per 1000 packets, each direction (default 0)
+  --systems "..."  subset of "tributary gloo mpi" (default all three)
+  --out DIR        results directory (default ./cluster-bench-<date>)
+  --timeout S      per-run limit in seconds (default 3600)
+  --smoke          also fail when a result file is missing (ctest)
+EOF
+}
+
+BUILD="$HERE/../../build"
+HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
+RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=3600; SMOKE=0
+OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
+while (($#)); do
+  case $1 in
+    --build) BUILD=$2; shift ;;
+    --hosts) HOSTS=$2; shift ;;
+    --min) MIN=$2; shift ;;
+    --max) MAX=$2; shift ;;
+    --factor) FACTOR=$2; shift ;;
+    --iters) ITERS=$2; shift ;;
+    --warmup) WARMUP=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --rate) RATE=$2; shift ;;
+    --mtu) MTU=$2; shift ;;
+    --loss) LOSS=$2; shift ;;
+    --systems) SYSTEMS=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --timeout) TIMEOUT=$2; shift ;;
+    --smoke) SMOKE=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "run_cluster_bench: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+RATE_BPS=$(netns_rate_bps "$RATE") || { echo "run_cluster_bench: bad --rate $RATE" >&2; exit 2; }
+
+find_bin() {  # first existing executable among the arguments
+  local f
+  for f in "$@"; do [[ -x "$f" ]] && { echo "$f"; return 0; }; done
+  return 1
+}
+DAEMON_BIN=$(find_bin "$BUILD/switch_agent/tributaryd") || DAEMON_BIN=""
+TRANK_BIN=$(find_bin "$BUILD/bench/cluster/tributary_cluster_rank" \
+  "$BUILD/tributary_cluster_rank") || TRANK_BIN=""
+GLOO_BIN=$(find_bin "$BUILD/bench/gloo_allreduce") || GLOO_BIN=""
+MPI_BIN=$(find_bin "$BUILD/bench/mpi_allreduce") || MPI_BIN=""
+
+# Drop systems that cannot run, saying why; a missing Tributary is an error.
+active=()
+for sys in $SYSTEMS; do
+  case $sys in
+    tributary)
+      if [[ -z "$DAEMON_BIN" || -z "$TRANK_BIN" ]]; then
+        echo "run_cluster_bench: build tributaryd and tributary_cluster_rank in $BUILD" >&2
+        exit 2
+      fi ;;
+    gloo)
+      if [[ -z "$GLOO_BIN" ]] || ! "$GLOO_BIN" --help 2>&1 | grep -q -- --hostname; then
+        echo "# gloo_allreduce (with --hostname) not built in $BUILD: Gloo skipped" >&2
+        continue
+      fi ;;
+    mpi)
+      if [[ -z "$MPI_BIN" ]] || ! command -v mpirun > /dev/null; then
+        echo "# mpi_allreduce or mpirun missing: OpenMPI skipped" >&2
+        continue
+      fi ;;
+    *) echo "run_cluster_bench: unknown system $sys" >&2; exit 2 ;;
+  esac
+  active+=("$sys")
+done
+
+netns_check || exit $?
+mkdir -p "$OUT/logs" || exit 2
+RAW="$OUT/raw.txt"
+: > "$RAW"
+export NETNS_PREFIX  # in_host_ns.sh needs it under mpirun
+netns_trap_cleanup
+
+# Machine-wide CPU busy time (all CPUs) from /proc/stat: "busy total" jiffies.
+cpu_sample() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; ++i) t += $i; print t - $5 - $6, t }' /proc/stat; }
+
+SWEEP=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1)
+
+# Runs one rank per host in the background, waits for all; rank 0's output
+# (the table) goes to $1. Returns the first non-zero exit status.
+run_per_host() {  # LOG N CMD_FN
+  local log=$1 n=$2 fn=$3 i pids=() rc=0 r
+  for ((i = 0; i < n; ++i)); do
+    if ((i == 0)); then
+      netns_host_exec "$i" timeout "$TIMEOUT" $($fn "$i" "$n") > "$log" 2>&1 &
+    else
+      netns_host_exec "$i" timeout "$TIMEOUT" $($fn "$i" "$n") > "$log.rank$i" 2>&1 &
+    fi
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; r=$?
+    ((r != 0 && rc == 0)) && rc=$r
+  done
+  for ((i = 1; i < n; ++i)); do cat "$log.rank$i" >> "$log"; rm -f "$log.rank$i"; done
+  return "$rc"
+}
+
+JOB_ID=1000
+tributary_cmd() {  # RANK N
+  echo "$TRANK_BIN --rank $1 --size $2 --daemon $NETNS_DAEMON --job-id $JOB_ID" \
+       "--job-key $JOB_KEY --timeout-ms 300000 ${SWEEP[*]}"
+}
+gloo_cmd() {
+  echo "$GLOO_BIN --rank $1 --size $2 --store $GLOO_STORE --hostname $(netns_host_addr "$1")" \
+       "${SWEEP[*]}"
+}
+
+run_system() {  # SYSTEM N ROUND
+  local sys=$1 n=$2 round=$3 log rc
+  log="$OUT/logs/$sys-n$n-r$round.log"
+  case $sys in
+    tributary)
+      JOB_ID=$((JOB_ID + 1))
+      JOB_KEY=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
+      run_per_host "$log" "$n" tributary_cmd ;;
+    gloo)
+      GLOO_STORE=$(mktemp -d "$OUT/logs/gloo-store.XXXXXX")
+      run_per_host "$log" "$n" gloo_cmd
+      rc=$?; rm -rf "$GLOO_STORE"; return $rc ;;
+    mpi)
+      timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$n" \
+        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+        "$HERE/in_host_ns.sh" "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 ;;
+  esac
+}
+
+read -ra host_list <<< "$HOSTS"
+total=$((${#host_list[@]} * ROUNDS * ${#active[@]}))
+step=0 failures=0
+start_all=$(date +%s)
+echo "# emulated cluster: hosts {$HOSTS}, links $RATE, MTU $MTU, loss $LOSS/1000;" \
+     "sizes $MIN..$MAX x$FACTOR, $ITERS iters + $WARMUP warm-up, $ROUNDS rounds;" \
+     "systems: ${active[*]}; $(nproc) CPUs; results in $OUT" >&2
+for n in "${host_list[@]}"; do
+  netns_cluster_create "$n" "$RATE" "$MTU" || { echo "cluster of $n failed" >&2; exit 1; }
+  netns_set_loss "$LOSS" || exit 1
+  netns_start_daemon "$DAEMON_BIN" "$OUT/logs/tributaryd-n$n.log" || exit 1
+  for ((round = 1; round <= ROUNDS; ++round)); do
+    for sys in "${active[@]}"; do
+      step=$((step + 1))
+      printf '[%d/%d %4ds] n=%d round %d/%d %-9s ... ' "$step" "$total" \
+        $(($(date +%s) - start_all)) "$n" "$round" "$ROUNDS" "$sys" >&2
+      read -r busy0 total0 < <(cpu_sample)
+      t0=$(date +%s.%N)
+      run_system "$sys" "$n" "$round"
+      rc=$?
+      read -r busy1 total1 < <(cpu_sample)
+      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      cpu=$(awk -v b=$((busy1 - busy0)) -v t=$((total1 - total0)) \
+        'BEGIN { printf "%.0f", t > 0 ? 100 * b / t : 0 }')
+      log="$OUT/logs/$sys-n$n-r$round.log"
+      # Data rows of rank 0's nccl-tests table: size count type redop time algbw busbw #wrong.
+      rows=$(awk '!/^#/ && NF == 8 && $1 ~ /^[0-9]+$/' "$log")
+      if [[ $rc -ne 0 || -z "$rows" ]] || awk '$8 != 0 { bad = 1 } END { exit !bad }' <<< "$rows"; then
+        echo "FAILED (exit $rc; $log)" >&2
+        tail -5 "$log" | sed 's/^/    | /' >&2
+        failures=$((failures + 1))
+        continue
+      fi
+      awk -v s="$sys" -v n="$n" -v r="$round" -v c="$cpu" \
+        '{ print s, n, r, $1, $5, $8, c }' <<< "$rows" >> "$RAW"
+      last=$(tail -1 <<< "$rows")
+      extra=$(grep -m1 '^# fragments sent' "$log" | sed 's/^# //')
+      echo "done ${secs}s, CPU ${cpu}%, $(awk '{ printf "%s B: algbw %.3f GB/s", $1, $6 }' \
+        <<< "$last")${extra:+; $extra}" >&2
+    done
+  done
+  netns_cluster_destroy
+done
+
+python3 "$HERE/summarize.py" --raw "$RAW" --out "$OUT" --rate-bps "$RATE_BPS" \
+  --rate "$RATE" --mtu "$MTU" --loss "$LOSS" --rounds "$ROUNDS" --iters "$ITERS" \
+  --warmup "$WARMUP" --systems "${active[*]}" || failures=$((failures + 1))
+if command -v gnuplot > /dev/null; then
+  for plot in "$OUT"/plot-n*.gp; do
+    [[ -e "$plot" ]] || continue
+    (cd "$OUT" && gnuplot "$(basename "$plot")") || failures=$((failures + 1))
+  done
+else
+  echo "# gnuplot not installed (apt-get install gnuplot-nox): no PNG plots" >&2
+  ((SMOKE)) && failures=$((failures + 1))
+fi
+if ((SMOKE)); then
+  for f in results.csv summary.md; do
+    [[ -s "$OUT/$f" ]] || { echo "missing $OUT/$f" >&2; failures=$((failures + 1)); }
+  done
+fi
+echo "# results: $OUT/summary.md, $OUT/results.csv, $OUT/*.png; logs in $OUT/logs" >&2
+((failures == 0)) || { echo "run_cluster_bench: $failures failure(s)" >&2; exit 1; }

@@ -1,0 +1,440 @@
+// libfabric transport; the design is in ofi_transport.h, the wire binding in
+// proto/FORMAT.md §12.
+#include "host/src/transport/ofi/ofi_transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "common/log.h"
+#include "host/src/transport/ofi/ofi_fabric.h"
+#include "proto/codec.h"
+#include "proto/crc32c.h"
+#include "proto/wire.h"
+
+namespace tributary::host {
+namespace {
+
+constexpr const char* kLog = "ofi";
+
+bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+void StoreBe64(uint8_t* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i) {
+    p[i] = static_cast<uint8_t>(v);
+    v >>= 8;
+  }
+}
+uint64_t LoadBe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+void StoreBe32(uint8_t* p, uint32_t v) {
+  for (int i = 3; i >= 0; --i) {
+    p[i] = static_cast<uint8_t>(v);
+    v >>= 8;
+  }
+}
+uint32_t LoadBe32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+Status FiStatus(StatusCode code, const std::string& what, int rc) {
+  return Status(code, what + ": " + ofi::FiError(rc));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> OfiTransport::Create(const Options& options) {
+  std::unique_ptr<OfiTransport> t(new OfiTransport());
+  Status s = t->Open(options);
+  if (!s.ok()) return s;
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+Status OfiTransport::Open(const Options& options) {
+  const std::string& agg = options.aggregator;
+  size_t colon = agg.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' is not HOST:PORT");
+  }
+  const std::string host = agg.substr(0, colon);
+  const int port = atoi(agg.substr(colon + 1).c_str());
+  if (port <= 0 || port > 65535) {
+    return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' has no valid port");
+  }
+  auto sel = ofi::SelectProvider(options.ofi_provider, host, static_cast<uint16_t>(port),
+                                 /*source=*/false, FI_THREAD_SAFE);
+  if (!sel.ok()) return sel.status();
+  info_ = sel.value().info;
+  name_ = "ofi:" + sel.value().provider;
+  virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+
+  int rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
+  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_fabric", rc);
+  rc = fi_domain(fabric_, info_, &domain_, nullptr);
+  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_domain", rc);
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
+  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_av_open", rc);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.size = 4096;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  rc = fi_cq_open(domain_, &cq_attr, &tx_cq_, nullptr);
+  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_cq_open (transmit)", rc);
+  cq_attr.wait_obj = FI_WAIT_FD;
+  rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
+  if (rc == 0) {
+    rc = fi_control(&rx_cq_->fid, FI_GETWAIT, &cq_fd_);
+    if (rc) cq_fd_ = -1;
+  } else {
+    // shm has no wait object: Wait() polls every kPollIntervalUs.
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
+    if (rc) return FiStatus(StatusCode::kUnavailable, "fi_cq_open (receive)", rc);
+    TRIB_LOG(kDebug, kLog, "%s has no CQ wait fd; polling every %lld us", name_.c_str(),
+             static_cast<long long>(kPollIntervalUs));
+  }
+  rc = fi_endpoint(domain_, info_, &ep_, nullptr);
+  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_endpoint", rc);
+  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) ||
+      (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
+      (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
+    return FiStatus(StatusCode::kUnavailable, "endpoint setup", rc);
+  }
+  if (info_->dest_addr == nullptr ||
+      fi_av_insert(av_, info_->dest_addr, 1, &aggregator_, 0, nullptr) != 1) {
+    return Status(StatusCode::kUnavailable,
+                  "cannot insert aggregator " + agg + " into the libfabric address vector");
+  }
+  cache_ = std::make_unique<RegistrationCache>(
+      [this](void* base, size_t bytes) { return RegisterRange(base, bytes); },
+      [](const Registration& r) { fi_close(&static_cast<fid_mr*>(r.handle)->fid); });
+
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    return Status(StatusCode::kResourceExhausted,
+                  std::string("cannot create eventfd: ") + strerror(errno));
+  }
+  recv_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kRecvBuffers * kRecvBufBytes));
+  if (recv_area_ == nullptr) {
+    return Status(StatusCode::kResourceExhausted, "cannot allocate receive buffers");
+  }
+  rx_ctx_.resize(kRecvBuffers);
+  placed_headers_.resize(kRecvBuffers);
+  for (int i = 0; i < kRecvBuffers; ++i) PostRecv(i);
+  tx_ctx_.resize(kTxContexts);
+  for (int i = kTxContexts - 1; i >= 0; --i) tx_free_.push_back(i);
+
+  std::random_device rd;
+  do {
+    conn_id_ = ((uint64_t{rd()} << 32) | rd()) & ~ofi::kHelloFlag;
+  } while (conn_id_ == 0);
+  Status s = SendHello();
+  if (!s.ok()) return s;
+  TRIB_LOG(kInfo, kLog, "%s endpoint to aggregator %s (%s, results %s)", name_.c_str(),
+           agg.c_str(), cq_fd_ >= 0 ? "wait fd" : "polled",
+           virt_addr_ ? "written at virtual addresses" : "written at registration offsets");
+  return Status::Ok();
+}
+
+OfiTransport::~OfiTransport() {
+  if (cache_) {
+    RegistrationCounters c = cache_->counters();
+    TRIB_LOG(kInfo, kLog,
+             "%s closing: registration cache hits %llu misses %llu releases %llu; results "
+             "placed %llu, unmatched writes %llu",
+             name_.c_str(), static_cast<unsigned long long>(c.hits),
+             static_cast<unsigned long long>(c.misses),
+             static_cast<unsigned long long>(c.releases), static_cast<unsigned long long>(placed_),
+             static_cast<unsigned long long>(unmatched_writes_));
+  }
+  if (ep_) fi_close(&ep_->fid);
+  cache_.reset();  // closes the memory registrations before their domain
+  if (rx_cq_) fi_close(&rx_cq_->fid);
+  if (tx_cq_) fi_close(&tx_cq_->fid);
+  if (av_) fi_close(&av_->fid);
+  if (domain_) fi_close(&domain_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  if (info_) fi_freeinfo(info_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  std::free(recv_area_);
+}
+
+Status OfiTransport::SendHello() {
+  char name[512];
+  size_t len = sizeof(name);
+  int rc = fi_getname(&ep_->fid, name, &len);
+  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_getname", rc);
+  hello_.resize(ofi::kHelloHeaderBytes + len);
+  memcpy(hello_.data(), ofi::kHelloMagic, sizeof(ofi::kHelloMagic));
+  const uint32_t n = static_cast<uint32_t>(len);
+  for (int i = 0; i < 4; ++i) hello_[8 + i] = static_cast<uint8_t>(n >> (8 * i));  // LE
+  memcpy(hello_.data() + ofi::kHelloHeaderBytes, name, len);
+  TxContext& c = tx_ctx_[tx_free_.back()];
+  iovec iov{hello_.data(), hello_.size()};
+  fi_msg msg{};
+  msg.msg_iov = &iov;
+  msg.iov_count = 1;
+  msg.addr = aggregator_;
+  msg.context = &c.ctx;
+  msg.data = conn_id_ | ofi::kHelloFlag;
+  for (int attempt = 0; attempt < 100000; ++attempt) {
+    rc = static_cast<int>(fi_sendmsg(ep_, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
+    if (rc != -FI_EAGAIN) break;
+    ReapTx();
+    usleep(10);
+  }
+  if (rc) return FiStatus(StatusCode::kUnavailable, "sending the hello to the aggregator", rc);
+  tx_free_.pop_back();
+  return Status::Ok();
+}
+
+void OfiTransport::PostRecv(size_t index) {
+  int rc = static_cast<int>(fi_recv(ep_, recv_area_ + index * kRecvBufBytes, kRecvBufBytes,
+                                    nullptr, FI_ADDR_UNSPEC, &rx_ctx_[index].ctx));
+  if (rc == -FI_EAGAIN) {
+    repost_.push_back(static_cast<int>(index));  // retried on the next Recv()
+  } else if (rc != 0) {
+    TRIB_LOG(kError, kLog, "fi_recv: %s", ofi::FiError(rc).c_str());
+  }
+}
+
+void OfiTransport::ReapTx() {
+  fi_cq_data_entry e[64];
+  while (true) {
+    ssize_t n = fi_cq_read(tx_cq_, e, 64);
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(tx_cq_, &err, 0) == 1) {
+        if (err.op_context != nullptr) {
+          tx_free_.push_back(static_cast<int>(static_cast<TxContext*>(err.op_context) -
+                                              tx_ctx_.data()));
+        }
+        if (PowerOfTwo(++stats_.send_errors)) {
+          TRIB_LOG(kWarn, kLog, "send to the aggregator failed: %s (%llu times)",
+                   fi_cq_strerror(tx_cq_, err.prov_errno, err.err_data, nullptr, 0),
+                   static_cast<unsigned long long>(stats_.send_errors));
+        }
+      }
+      continue;
+    }
+    if (n <= 0) return;
+    for (ssize_t i = 0; i < n; ++i) {
+      tx_free_.push_back(
+          static_cast<int>(static_cast<TxContext*>(e[i].op_context) - tx_ctx_.data()));
+    }
+  }
+}
+
+int OfiTransport::Send(const TxPacket* packets, int n) {
+  ReapTx();
+  int sent = 0;
+  for (; sent < n; ++sent) {
+    if (tx_free_.empty()) {
+      ReapTx();
+      if (tx_free_.empty()) break;  // the caller retries after its next wait
+    }
+    const TxPacket& p = packets[sent];
+    TxContext& c = tx_ctx_[tx_free_.back()];
+    const uint8_t* header = static_cast<const uint8_t*>(p.header);
+    size_t header_len = p.header_len;
+    // The caller may reuse its header bytes once Send returns, but the
+    // provider reads them until the completion: copy the (small) header.
+    if (header_len <= proto::kHeaderSize) {
+      memcpy(c.header, header, header_len);
+      header = c.header;
+    }
+    uintptr_t base = 0;
+    uint64_t key = 0;
+    if (header == c.header && header_len == proto::kHeaderSize &&
+        c.header[proto::kOffType] == static_cast<uint8_t>(proto::MsgType::kContribution) &&
+        p.result_dest != nullptr && cache_->Find(p.result_dest, p.payload_len, &base, &key)) {
+      // FORMAT.md §12.3: tell the aggregator where to write the result.
+      const uintptr_t dest = reinterpret_cast<uintptr_t>(p.result_dest);
+      c.header[proto::kOffHeaderWords] = ofi::kPlacementHeaderWords;
+      StoreBe64(c.header + 64, virt_addr_ ? dest : dest - base);
+      StoreBe64(c.header + 72, key);
+      header_len = proto::kHeaderSize + ofi::kPlacementBytes;
+      if (((c.header[proto::kOffFlags] << 8) | c.header[proto::kOffFlags + 1]) &
+          proto::kFlagChecksum) {
+        // The checksum covers the extension words too (§10).
+        static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
+        uint32_t crc = proto::Crc32c(0, c.header, proto::kOffChecksum);
+        crc = proto::Crc32c(crc, kZero, 4);
+        crc = proto::Crc32c(crc, c.header + 64, ofi::kPlacementBytes);
+        crc = proto::Crc32c(crc, p.payload, p.payload_len);
+        StoreBe32(c.header + proto::kOffChecksum, crc);
+      }
+      const uint32_t slot = LoadBe32(c.header + proto::kOffSlot);
+      if (slot >= sent_headers_.size()) sent_headers_.resize(slot + 1);
+      memcpy(sent_headers_[slot].data(), header, proto::kHeaderSize);
+    }
+    iovec iov[2] = {{const_cast<uint8_t*>(header), header_len},
+                    {const_cast<void*>(p.payload), p.payload_len}};
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.iov_count = p.payload_len > 0 ? 2 : 1;
+    msg.addr = aggregator_;
+    msg.context = &c.ctx;
+    msg.data = conn_id_;
+    int rc = static_cast<int>(fi_sendmsg(ep_, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
+    if (rc == -FI_EAGAIN) {
+      ReapTx();  // drives progress; the caller retries this packet
+      break;
+    }
+    if (rc != 0) {
+      if (PowerOfTwo(++stats_.send_errors)) {
+        TRIB_LOG(kWarn, kLog, "fi_sendmsg: %s", ofi::FiError(rc).c_str());
+      }
+      continue;  // lost; the progress engine's timers recover it
+    }
+    tx_free_.pop_back();
+    stats_.packets_sent++;
+    stats_.bytes_sent += header_len + p.payload_len;
+  }
+  return sent;
+}
+
+bool OfiTransport::SynthesizeResult(uint64_t data, uint8_t* out) {
+  uint32_t slot;
+  uint8_t shadow;
+  uint64_t collective_low;
+  ofi::UnpackResultData(data, &slot, &shadow, &collective_low);
+  if (slot >= sent_headers_.size()) return false;
+  const uint8_t* sent = sent_headers_[slot].data();
+  if (sent[proto::kOffShadow] != shadow ||
+      (LoadBe64(sent + proto::kOffCollectiveId) & ((1ull << 47) - 1)) != collective_low) {
+    return false;
+  }
+  // The RESULT the aggregator would have sent (FORMAT.md §3.3): the
+  // contribution's addressing with sender 0, no flags, no payload bytes.
+  memcpy(out, sent, proto::kHeaderSize);
+  out[proto::kOffType] = static_cast<uint8_t>(proto::MsgType::kResult);
+  out[proto::kOffFlags] = out[proto::kOffFlags + 1] = 0;
+  StoreBe32(out + proto::kOffSender, 0);
+  out[proto::kOffHeaderWords] = proto::kHeaderWords;
+  StoreBe32(out + proto::kOffAux, 0);
+  StoreBe32(out + proto::kOffChecksum, 0);
+  return true;
+}
+
+int OfiTransport::Recv(RxPacket* out, int max) {
+  ReapTx();
+  if (!repost_.empty()) {
+    std::vector<int> again;
+    again.swap(repost_);
+    for (int idx : again) PostRecv(idx);
+  }
+  if (max > kRecvBuffers) max = kRecvBuffers;
+  fi_cq_data_entry e[kRecvBuffers];
+  ssize_t rc = fi_cq_read(rx_cq_, e, max);
+  if (rc == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(rx_cq_, &err, 0) == 1) {
+      auto* ctx = static_cast<RxContext*>(err.op_context);
+      if (ctx >= rx_ctx_.data() && ctx < rx_ctx_.data() + rx_ctx_.size()) {
+        PostRecv(ctx - rx_ctx_.data());
+      }
+      TRIB_LOG(kWarn, kLog, "receive failed: %s",
+               fi_cq_strerror(rx_cq_, err.prov_errno, err.err_data, nullptr, 0));
+    }
+    return 0;
+  }
+  if (rc <= 0) return 0;
+  int n = 0;
+  for (ssize_t i = 0; i < rc; ++i) {
+    auto* ctx = static_cast<RxContext*>(e[i].op_context);
+    const bool is_buffer = ctx >= rx_ctx_.data() && ctx < rx_ctx_.data() + rx_ctx_.size();
+    const size_t index = is_buffer ? static_cast<size_t>(ctx - rx_ctx_.data()) : 0;
+    if ((e[i].flags & FI_REMOTE_WRITE) && (e[i].flags & FI_REMOTE_CQ_DATA)) {
+      // A result written into our registered memory (§12.3). Providers in
+      // FI_RX_CQ_DATA mode consumed a receive buffer for it: give it back.
+      if (is_buffer) repost_.push_back(static_cast<int>(index));
+      uint8_t* h = placed_headers_[n].data();
+      if (!SynthesizeResult(e[i].data, h)) {
+        if (PowerOfTwo(++unmatched_writes_)) {
+          TRIB_LOG(kWarn, kLog, "result write with data %llx matches no contribution (%llu)",
+                   static_cast<unsigned long long>(e[i].data),
+                   static_cast<unsigned long long>(unmatched_writes_));
+        }
+        continue;
+      }
+      ++placed_;
+      stats_.packets_received++;
+      stats_.bytes_received += e[i].len;
+      out[n++] = {h, proto::kHeaderSize, true};
+      continue;
+    }
+    if (!is_buffer) continue;
+    repost_.push_back(static_cast<int>(index));
+    stats_.packets_received++;
+    stats_.bytes_received += e[i].len;
+    out[n++] = {recv_area_ + index * kRecvBufBytes, e[i].len, false};
+  }
+  return n;
+}
+
+void OfiTransport::Wait(int64_t timeout_us) {
+  if (cq_fd_ >= 0) {
+    fid* fids[1] = {&rx_cq_->fid};
+    // fi_trywait says whether the fd may block: completions may be queued
+    // without the fd being readable.
+    if (fi_trywait(fabric_, fids, 1) != FI_SUCCESS) return;
+  } else if (timeout_us < 0 || timeout_us > kPollIntervalUs) {
+    timeout_us = kPollIntervalUs;
+  }
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {cq_fd_, POLLIN, 0}};
+  const nfds_t count = cq_fd_ >= 0 ? 2 : 1;
+  timespec ts{timeout_us / 1000000, (timeout_us % 1000000) * 1000};
+  if (ppoll(fds, count, timeout_us < 0 ? nullptr : &ts, nullptr) > 0 &&
+      (fds[0].revents & POLLIN)) {
+    uint64_t v;
+    ssize_t r = read(wake_fd_, &v, sizeof(v));
+    (void)r;
+  }
+}
+
+void OfiTransport::Wake() {
+  uint64_t one = 1;
+  ssize_t r = write(wake_fd_, &one, sizeof(one));
+  (void)r;
+}
+
+Result<Registration> OfiTransport::RegisterRange(void* base, size_t bytes) {
+  fid_mr* mr = nullptr;
+  int rc = fi_mr_reg(domain_, base, bytes, FI_REMOTE_WRITE, 0, next_key_.fetch_add(1), 0, &mr,
+                     nullptr);
+  if (rc) {
+    return Status(StatusCode::kResourceExhausted,
+                  "fi_mr_reg of " + std::to_string(bytes) + " bytes for " + name_ +
+                      " failed: " + ofi::FiError(rc) +
+                      " (pinned-memory limit? check `ulimit -l`)");
+  }
+  Registration r;
+  r.key = fi_mr_key(mr);
+  r.handle = mr;
+  return r;
+}
+
+Status OfiTransport::RegisterMemory(void* data, size_t bytes) {
+  return cache_->Acquire(data, bytes);
+}
+
+void OfiTransport::DeregisterMemory(void* data, size_t bytes) {
+  Status s = cache_->Release(data, bytes);
+  if (!s.ok()) TRIB_LOG(kWarn, kLog, "DeregisterMemory: %s", s.message().c_str());
+}
+
+}  // namespace tributary::host

@@ -1,0 +1,537 @@
+// libfabric dataplane; the design is in ofi_dataplane.h, the wire binding in
+// proto/FORMAT.md §12. Thread-safety: none; everything runs on the loop thread.
+#include "switch_agent/dataplane/ofi/ofi_dataplane.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tributary::agent {
+namespace {
+
+constexpr const char* kLog = "ofi";
+constexpr uint32_t kFiVersion = FI_VERSION(1, 14);
+// FORMAT.md §12 (the host transport, host/src/transport/ofi, uses the same).
+constexpr uint64_t kHelloFlag = 1ull << 63;
+constexpr char kHelloMagic[8] = {'T', 'R', 'I', 'B', 'O', 'F', 'I', '1'};
+constexpr size_t kHelloHeaderBytes = 12;
+constexpr uint8_t kPlacementHeaderWords = 10;
+
+bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+uint64_t LoadBe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string FiError(int rc) { return fi_strerror(rc < 0 ? -rc : rc); }
+
+fi_info* Hints(const char* provider) {
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_MSG | FI_RMA;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  if (provider != nullptr) h->fabric_attr->prov_name = strdup(provider);
+  return h;
+}
+
+std::string OfferedProviders() {
+  fi_info* hints = Hints(nullptr);
+  fi_info* list = nullptr;
+  int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+  fi_freeinfo(hints);
+  if (rc != 0) return "none (" + FiError(rc) + ")";
+  std::set<std::string> names;
+  for (fi_info* i = list; i != nullptr; i = i->next) names.insert(i->fabric_attr->prov_name);
+  fi_freeinfo(list);
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+OfiDataplane::OfiDataplane(const DataplaneOptions& options, engine::Engine* engine)
+    : options_(options), engine_(engine) {
+  TRIB_CHECK(engine_ != nullptr);
+}
+
+OfiDataplane::~OfiDataplane() { Cleanup(); }
+
+bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string* error) {
+  fi_info* hints = Hints(provider.c_str());
+  std::string node, service;
+  if (provider == "shm") {
+    node = "tributary-" + std::to_string(port);
+  } else {
+    node = options_.listen_address;
+    service = std::to_string(port);
+  }
+  int rc = fi_getinfo(kFiVersion, node.c_str(), service.empty() ? nullptr : service.c_str(),
+                      FI_SOURCE, hints, &info_);
+  fi_freeinfo(hints);
+  if (rc != 0) {
+    info_ = nullptr;
+    *error = "fi_getinfo(" + provider + ", " + node + (service.empty() ? "" : ":" + service) +
+             "): " + FiError(rc);
+    return false;
+  }
+  auto fail = [&](const char* what, int code) {
+    *error = std::string(what) + " (" + provider + "): " + FiError(code);
+    Cleanup();
+    return false;
+  };
+  if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))) return fail("fi_fabric", rc);
+  if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) return fail("fi_domain", rc);
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if ((rc = fi_av_open(domain_, &av_attr, &av_, nullptr))) return fail("fi_av_open", rc);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.size = kTxOps;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  if ((rc = fi_cq_open(domain_, &cq_attr, &tx_cq_, nullptr))) return fail("fi_cq_open", rc);
+  cq_attr.size = 4096;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr) == 0) {
+    if (fi_control(&rx_cq_->fid, FI_GETWAIT, &cq_fd_) != 0) cq_fd_ = -1;
+  } else {
+    cq_attr.wait_obj = FI_WAIT_NONE;  // shm: polled
+    if ((rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr))) return fail("fi_cq_open", rc);
+  }
+  if ((rc = fi_endpoint(domain_, info_, &ep_, nullptr))) return fail("fi_endpoint", rc);
+  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) || (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
+      (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
+    return fail("endpoint setup", rc);
+  }
+  char name[256];
+  size_t len = sizeof(name);
+  if ((rc = fi_getname(&ep_->fid, name, &len))) return fail("fi_getname", rc);
+  if (info_->addr_format == FI_SOCKADDR_IN && len >= sizeof(sockaddr_in)) {
+    sockaddr_in sin;
+    memcpy(&sin, name, sizeof(sin));
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
+    local_address_ = std::string(ip) + ":" + std::to_string(ntohs(sin.sin_port));
+  } else {
+    // Name-addressed providers (shm): "host:port" maps to the name (§12.1).
+    local_address_ = options_.listen_address + ":" + std::to_string(port);
+  }
+  return true;
+}
+
+bool OfiDataplane::Init(std::string* error) {
+  const char* env = getenv("TRIBUTARY_OFI_PROVIDER");
+  const std::string wanted = env != nullptr && *env != '\0' ? env : "auto";
+  std::vector<std::string> candidates;
+  if (wanted == "auto") {
+    candidates = {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"};
+  } else {
+    candidates = {wanted};
+  }
+  std::string why;
+  for (const std::string& provider : candidates) {
+    uint16_t port = options_.port;
+    bool ok = false;
+    std::string err;
+    if (provider == "shm" && port == 0) {
+      // No kernel picks a free shm name: try a few derived from the pid.
+      for (int i = 0; i < 16 && !ok; ++i) {
+        port = static_cast<uint16_t>(20000 + (getpid() * 7 + i * 131) % 40000);
+        ok = Open(provider, port, &err);
+      }
+    } else {
+      ok = Open(provider, port, &err);
+    }
+    if (ok) {
+      provider_ = provider;
+      break;
+    }
+    why += (why.empty() ? "" : "; ") + err;
+  }
+  if (provider_.empty()) {
+    *error = "libfabric provider '" + wanted + "' unusable: " + why +
+             "; providers offering RDM endpoints here: " + OfferedProviders() +
+             " (set TRIBUTARY_OFI_PROVIDER)";
+    return false;
+  }
+  if (wanted == "auto" && provider_ == "tcp;ofi_rxm") {
+    TRIB_LOG(kWarn, kLog,
+             "provider auto -> tcp;ofi_rxm: NO RDMA provider usable (%s); traffic goes over "
+             "kernel TCP. Set TRIBUTARY_OFI_PROVIDER to make this an error.",
+             why.c_str());
+  } else {
+    TRIB_LOG(kInfo, kLog, "provider %s%s, fabric %s", provider_.c_str(),
+             wanted == "auto" ? " (auto)" : "", info_->fabric_attr->name);
+  }
+
+  rx_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kRecvBuffers * kBufferBytes));
+  tx_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kTxBuffers * kBufferBytes));
+  if (rx_area_ == nullptr || tx_area_ == nullptr) {
+    *error = "cannot allocate libfabric packet buffers";
+    Cleanup();
+    return false;
+  }
+  rx_ctx_.assign(kRecvBuffers, fi_context2{});
+  for (int i = 0; i < kRecvBuffers; ++i) PostRecv(i);
+  tx_refs_.assign(kTxBuffers, 0);
+  for (int i = kTxBuffers - 1; i >= 0; --i) tx_free_buffers_.push_back(i);
+  tx_ops_.assign(kTxOps, TxOp{});
+  for (int i = kTxOps - 1; i >= 0; --i) tx_free_ops_.push_back(i);
+  peers_.reserve(1024);
+  checksum_jobs_.reserve(1024);
+  TRIB_LOG(kInfo, kLog, "listening on %s (%s, %s)", local_address_.c_str(), provider_.c_str(),
+           cq_fd_ >= 0 ? "wait fd" : "polled");
+  return true;
+}
+
+void OfiDataplane::Cleanup() {
+  if (ep_ != nullptr) {
+    TRIB_LOG(kInfo, kLog,
+             "closing: %zu peers, %llu results written in place, %llu write errors, %llu "
+             "messages from unknown senders",
+             peers_.size(), static_cast<unsigned long long>(placed_writes_),
+             static_cast<unsigned long long>(write_errors_),
+             static_cast<unsigned long long>(unknown_sender_));
+    fi_close(&ep_->fid);
+  }
+  if (rx_cq_) fi_close(&rx_cq_->fid);
+  if (tx_cq_) fi_close(&tx_cq_->fid);
+  if (av_) fi_close(&av_->fid);
+  if (domain_) fi_close(&domain_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  if (info_) fi_freeinfo(info_);
+  ep_ = nullptr;
+  rx_cq_ = tx_cq_ = nullptr;
+  av_ = nullptr;
+  domain_ = nullptr;
+  fabric_ = nullptr;
+  info_ = nullptr;
+  cq_fd_ = -1;
+  std::free(rx_area_);
+  std::free(tx_area_);
+  rx_area_ = tx_area_ = nullptr;
+}
+
+void OfiDataplane::PostRecv(int index) {
+  for (int attempt = 0;; ++attempt) {
+    int rc = static_cast<int>(fi_recv(ep_, rx_area_ + size_t(index) * kBufferBytes, kBufferBytes,
+                                      nullptr, FI_ADDR_UNSPEC, &rx_ctx_[index]));
+    if (rc == 0) return;
+    if (rc != -FI_EAGAIN || attempt > 100000) {
+      TRIB_LOG(kError, kLog, "fi_recv: %s (a receive buffer is lost)", FiError(rc).c_str());
+      return;
+    }
+    ReapTx();  // progress
+  }
+}
+
+void OfiDataplane::ReapTx() {
+  fi_cq_data_entry e[64];
+  while (true) {
+    ssize_t n = fi_cq_read(tx_cq_, e, 64);
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(tx_cq_, &err, 0) != 1) return;
+      ++stats_.tx_errors;
+      if (PowerOfTwo(++write_errors_)) {
+        TRIB_LOG(kWarn, kLog, "send/write failed: %s (%llu times; the rank's probe recovers)",
+                 fi_cq_strerror(tx_cq_, err.prov_errno, err.err_data, nullptr, 0),
+                 static_cast<unsigned long long>(write_errors_));
+      }
+      e[0].op_context = err.op_context;
+      n = 1;
+    } else if (n <= 0) {
+      return;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      auto* op = static_cast<TxOp*>(e[i].op_context);
+      if (op == nullptr) continue;
+      if (op->buffer >= 0 && --tx_refs_[op->buffer] == 0) tx_free_buffers_.push_back(op->buffer);
+      op->buffer = -1;
+      tx_free_ops_.push_back(static_cast<int>(op - tx_ops_.data()));
+    }
+  }
+}
+
+int OfiDataplane::TakeBuffer() {
+  // Bounded wait for a buffer: completions need only the peers' progress.
+  for (int spin = 0; tx_free_buffers_.empty() && spin < 200000; ++spin) {
+    ReapTx();
+    if (tx_free_buffers_.empty()) usleep(5);
+  }
+  if (tx_free_buffers_.empty()) return -1;
+  int b = tx_free_buffers_.back();
+  tx_free_buffers_.pop_back();
+  return b;
+}
+
+int OfiDataplane::TakeOp() {
+  for (int spin = 0; tx_free_ops_.empty() && spin < 200000; ++spin) {
+    ReapTx();
+    if (tx_free_ops_.empty()) usleep(5);
+  }
+  if (tx_free_ops_.empty()) return -1;
+  int o = tx_free_ops_.back();
+  tx_free_ops_.pop_back();
+  return o;
+}
+
+void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id) {
+  uint32_t name_len = 0;
+  if (len >= kHelloHeaderBytes && memcmp(data, kHelloMagic, sizeof(kHelloMagic)) == 0) {
+    for (int i = 0; i < 4; ++i) name_len |= uint32_t{data[8 + i]} << (8 * i);
+  }
+  if (name_len == 0 || name_len > len - kHelloHeaderBytes) {
+    if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "malformed hello dropped");
+    return;
+  }
+  if (by_conn_.count(conn_id) != 0) return;  // a repeated hello
+  if (peers_.size() >= options_.max_peers) {
+    if (PowerOfTwo(++stats_.peer_table_full)) {
+      TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing a new rank (raise max_peers)",
+               options_.max_peers);
+    }
+    return;
+  }
+  Peer peer;
+  peer.conn_id = conn_id;
+  if (fi_av_insert(av_, data + kHelloHeaderBytes, 1, &peer.addr, 0, nullptr) != 1) {
+    if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "hello with an unusable address");
+    return;
+  }
+  by_conn_[conn_id] = static_cast<uint32_t>(peers_.size());
+  peers_.push_back(std::move(peer));
+  stats_.peers = peers_.size();
+}
+
+int OfiDataplane::DrainReceive(uint64_t now_ns) {
+  fi_cq_data_entry e[256];
+  const size_t batch = std::min<size_t>(options_.batch_size, 256);
+  ssize_t n = fi_cq_read(rx_cq_, e, batch);
+  if (n == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(rx_cq_, &err, 0) == 1) {
+      auto* ctx = static_cast<fi_context2*>(err.op_context);
+      if (ctx >= rx_ctx_.data() && ctx < rx_ctx_.data() + rx_ctx_.size()) {
+        PostRecv(static_cast<int>(ctx - rx_ctx_.data()));
+      }
+      ++stats_.rx_truncated;
+      TRIB_LOG(kWarn, kLog, "receive failed: %s",
+               fi_cq_strerror(rx_cq_, err.prov_errno, err.err_data, nullptr, 0));
+    }
+    return 1;
+  }
+  if (n <= 0) return 0;
+  ++stats_.rx_batches;
+  for (ssize_t i = 0; i < n; ++i) {
+    auto* ctx = static_cast<fi_context2*>(e[i].op_context);
+    if (ctx < rx_ctx_.data() || ctx >= rx_ctx_.data() + rx_ctx_.size()) continue;
+    const int index = static_cast<int>(ctx - rx_ctx_.data());
+    const uint8_t* data = rx_area_ + size_t(index) * kBufferBytes;
+    const size_t len = e[i].len;
+    ++stats_.rx_packets;
+    stats_.rx_bytes += len;
+    if (!(e[i].flags & FI_REMOTE_CQ_DATA)) {
+      ++unknown_sender_;
+      PostRecv(index);
+      continue;
+    }
+    if (e[i].data & kHelloFlag) {
+      HandleHello(data, len, e[i].data & ~kHelloFlag);
+      PostRecv(index);
+      continue;
+    }
+    auto peer_it = by_conn_.find(e[i].data);
+    if (peer_it == by_conn_.end()) {
+      if (PowerOfTwo(++unknown_sender_)) {
+        TRIB_LOG(kWarn, kLog, "message from a connection that sent no hello (%llu times)",
+                 static_cast<unsigned long long>(unknown_sender_));
+      }
+      PostRecv(index);
+      continue;
+    }
+    const engine::PeerToken token = peer_it->second;
+    proto::PacketView view;
+    const proto::DecodeError err = proto::Decode(data, len, &view);
+    if (err != proto::DecodeError::kOk) {
+      ++stats_.decode_errors[static_cast<int>(err)];
+      PostRecv(index);
+      continue;
+    }
+    const proto::Header& h = view.header;
+    if (h.type == proto::MsgType::kContribution && data[proto::kOffHeaderWords] >= kPlacementHeaderWords) {
+      // §12.3: where this rank wants the round's result written.
+      Peer& peer = peers_[token];
+      const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
+      if (at < 2 * size_t(proto::kMaxSlotCount)) {
+        if (at >= peer.placements.size()) peer.placements.resize(at + 2);
+        Placement& pl = peer.placements[at];
+        pl.collective_id = h.collective_id;
+        pl.elem_offset = h.elem_offset;
+        pl.addr = LoadBe64(data + 64);
+        pl.key = LoadBe64(data + 72);
+        pl.valid = true;
+      }
+    }
+    const bool checksum = (h.flags & proto::kFlagChecksum) != 0;
+    if (checksum && h.type == proto::MsgType::kContribution && !checksum_jobs_.count(h.job_id)) {
+      if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
+      checksum_jobs_.insert(h.job_id);
+    }
+    engine::Action action = engine_->OnPacket(view, token, now_ns);
+    if (action.kind == engine::ActionKind::kFlushAndRetry) {
+      // Every queued payload was copied into a transmit buffer already.
+      engine_->EndBurst();
+      action = engine_->OnPacket(view, token, now_ns);
+    }
+    Queue(action, checksum);
+    PostRecv(index);
+  }
+  engine_->EndBurst();
+  return static_cast<int>(n);
+}
+
+void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
+  if (action.kind == engine::ActionKind::kNone) return;
+  proto::Header h = action.header;
+  if (incoming_checksum ||
+      (h.type == proto::MsgType::kResult && checksum_jobs_.count(h.job_id) != 0)) {
+    h.flags |= proto::kFlagChecksum;
+  }
+  const size_t len = proto::kHeaderSize + action.payload_len;
+  if (len > kBufferBytes) {
+    ++stats_.tx_errors;
+    return;
+  }
+  const int buffer = TakeBuffer();
+  if (buffer < 0) {
+    ++stats_.tx_drops;
+    return;
+  }
+  uint8_t* out = tx_area_ + size_t(buffer) * kBufferBytes;
+  proto::EncodeHeader(h, out);
+  if (action.payload_len > 0) memcpy(out + proto::kHeaderSize, action.payload, action.payload_len);
+  if (h.flags & proto::kFlagChecksum) {
+    proto::EncodeChecksum(out, out + proto::kHeaderSize, action.payload_len);
+  }
+  tx_refs_[buffer] = 1;  // held while the sends below are posted
+  if (action.kind == engine::ActionKind::kResultToAll) {
+    for (uint32_t i = 0; i < action.peer_count; ++i) Emit(buffer, len, h, action.peers[i]);
+  } else {
+    Emit(buffer, len, h, action.peer);
+  }
+  if (--tx_refs_[buffer] == 0) tx_free_buffers_.push_back(buffer);
+  ++stats_.tx_batches;
+}
+
+void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken token) {
+  if (token >= peers_.size()) {
+    if (PowerOfTwo(++stats_.bad_peer_token)) {
+      TRIB_LOG(kError, kLog, "engine named unknown peer token %llu",
+               static_cast<unsigned long long>(token));
+    }
+    return;
+  }
+  Peer& peer = peers_[token];
+  const uint8_t* data = tx_area_ + size_t(buffer) * kBufferBytes;
+  Placement* place = nullptr;
+  if (h.type == proto::MsgType::kResult) {
+    const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
+    if (at < peer.placements.size() && peer.placements[at].valid &&
+        peer.placements[at].collective_id == h.collective_id &&
+        peer.placements[at].elem_offset == h.elem_offset) {
+      place = &peer.placements[at];
+    }
+  }
+  const int op = TakeOp();
+  if (op < 0) {
+    ++stats_.tx_drops;
+    return;
+  }
+  tx_ops_[op].buffer = buffer;
+  ++tx_refs_[buffer];
+  for (int attempt = 0;; ++attempt) {
+    ssize_t rc;
+    if (place != nullptr) {
+      // §12.3: CQ data = slot (16 bits), shadow (1), collective id (low 47).
+      const uint64_t cq_data = (uint64_t{h.slot} & 0xffff) | (uint64_t{h.shadow & 1u} << 16) |
+                               ((h.collective_id & ((1ull << 47) - 1)) << 17);
+      rc = fi_writedata(ep_, data + proto::kHeaderSize, len - proto::kHeaderSize, nullptr,
+                        cq_data, peer.addr, place->addr, place->key, &tx_ops_[op].ctx);
+    } else {
+      rc = fi_send(ep_, data, len, nullptr, peer.addr, &tx_ops_[op].ctx);
+    }
+    if (rc == 0) {
+      ++stats_.tx_packets;
+      stats_.tx_bytes += place != nullptr ? len - proto::kHeaderSize : len;
+      if (place != nullptr) {
+        place->valid = false;  // used once; later copies travel as messages
+        ++placed_writes_;
+      }
+      return;
+    }
+    if (rc != -FI_EAGAIN || attempt > 100000) {
+      ++stats_.tx_errors;
+      if (PowerOfTwo(stats_.tx_errors)) {
+        TRIB_LOG(kWarn, kLog, "%s: %s", place ? "fi_writedata" : "fi_send",
+                 FiError(static_cast<int>(rc)).c_str());
+      }
+      --tx_refs_[buffer];
+      tx_ops_[op].buffer = -1;
+      tx_free_ops_.push_back(op);
+      return;
+    }
+    ++stats_.tx_retries;
+    ReapTx();
+  }
+}
+
+void OfiDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
+  TRIB_CHECK(ep_ != nullptr);
+  uint64_t last_tick = MonotonicNowNs();
+  const uint64_t tick_ns = uint64_t(options_.poll_timeout_ms) * 1000000;
+  while (!stop.load(std::memory_order_relaxed)) {
+    uint64_t now = MonotonicNowNs();
+    int got = 0;
+    for (int burst = 0; burst < 16; ++burst) {
+      const int n = DrainReceive(now);
+      ReapTx();
+      if (n <= 0) break;
+      got += n;
+      now = MonotonicNowNs();
+    }
+    if (got > 0 || now - last_tick >= tick_ns) {
+      engine_->Reap(now);
+      if (tick) tick(now);
+      last_tick = now;
+    }
+    if (got > 0) continue;
+    if (cq_fd_ >= 0) {
+      fid* fids[1] = {&rx_cq_->fid};
+      if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) {
+        pollfd pfd{cq_fd_, POLLIN, 0};
+        poll(&pfd, 1, options_.poll_timeout_ms);
+      }
+    } else {
+      usleep(kPollIntervalUs);
+    }
+  }
+  ReapTx();
+}
+
+}  // namespace tributary::agent

@@ -1,0 +1,123 @@
+// The libfabric dataplane backend ("ofi"): tributaryd on an RDM endpoint.
+//
+// The endpoint listens on --listen-address/--port (fi_getinfo node/service
+// with FI_SOURCE; for shm the name "tributary-<port>", FORMAT.md §12.1).
+// Ranks carry the same packets as over UDP, one per message. A rank's first
+// message is a hello with its endpoint name (§12.2): the backend inserts it
+// into its address vector and maps the rank's connection id (the remote CQ
+// data every later message carries) to a peer token, an index into its peer
+// table. Receives go into pre-posted 64 KiB buffers, reposted once the
+// packet has been handed to the engine.
+//
+// Transmit: an Action's header and payload are copied into one of
+// kTxBuffers reference-counted transmit buffers, shared by every peer of a
+// result fan-out; the buffer returns to the pool when the last send or
+// write from it completes. The copy decouples the provider's asynchronous
+// reads from the engine's buffer reuse (EndBurst/Reap), which the UDP
+// backend gets for free from the kernel's copy.
+//
+// Zero copy (§12.3): a CONTRIBUTION with header_words >= 10 carries the
+// remote address and key of the rank's receive range. The backend remembers
+// them per (peer, slot, shadow); when that round's RESULT is sent to that
+// peer it is written there with fi_writedata instead, with CQ data naming
+// slot, shadow and collective. A placement is used once; later copies of
+// the result (retransmission answers) go as ordinary messages.
+//
+// Thread-safety: none; one OfiDataplane per loop thread (see dataplane.h).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "switch_agent/dataplane/dataplane.h"
+
+namespace tributary::agent {
+
+class OfiDataplane final : public Dataplane {
+ public:
+  static constexpr size_t kBufferBytes = 65536;  // largest packet + extension fits
+  static constexpr int kRecvBuffers = 256;
+  static constexpr int kTxBuffers = 512;
+  static constexpr int kTxOps = 8192;
+  static constexpr int kPollIntervalUs = 50;  // providers without a CQ wait fd
+
+  OfiDataplane(const DataplaneOptions& options, engine::Engine* engine);
+  ~OfiDataplane() override;
+
+  const char* name() const override { return "ofi"; }
+  bool Init(std::string* error) override;
+  std::string LocalAddress() const override { return local_address_; }
+  void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
+  void Cleanup() override;
+  const DataplaneStats& stats() const override { return stats_; }
+
+  const std::string& provider() const { return provider_; }
+
+ private:
+  struct Placement {
+    uint64_t collective_id = 0;
+    uint64_t elem_offset = 0;
+    uint64_t addr = 0;
+    uint64_t key = 0;
+    bool valid = false;
+  };
+  struct Peer {
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    uint64_t conn_id = 0;
+    std::vector<Placement> placements;  // by slot * 2 + shadow, grown on demand
+  };
+  struct TxOp {
+    fi_context2 ctx;  // first: completions return a pointer to it
+    int buffer = -1;
+  };
+
+  bool Open(const std::string& provider, uint16_t port, std::string* error);
+  int DrainReceive(uint64_t now_ns);
+  void HandleHello(const uint8_t* data, size_t len, uint64_t conn_id);
+  void Queue(const engine::Action& action, bool incoming_checksum);
+  void Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken peer);
+  int TakeBuffer();
+  int TakeOp();
+  void ReapTx();
+  void PostRecv(int index);
+
+  DataplaneOptions options_;
+  engine::Engine* engine_;  // not owned
+  DataplaneStats stats_;
+  std::string provider_;
+  std::string local_address_;
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_cq* tx_cq_ = nullptr;
+  fid_cq* rx_cq_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  int cq_fd_ = -1;
+
+  uint8_t* rx_area_ = nullptr;
+  std::vector<fi_context2> rx_ctx_;
+  uint8_t* tx_area_ = nullptr;
+  std::vector<uint32_t> tx_refs_;  // outstanding operations per transmit buffer
+  std::vector<int> tx_free_buffers_;
+  std::vector<TxOp> tx_ops_;
+  std::vector<int> tx_free_ops_;
+
+  std::vector<Peer> peers_;
+  std::unordered_map<uint64_t, uint32_t> by_conn_;  // connection id -> peer token
+  std::unordered_set<uint32_t> checksum_jobs_;      // as the UDP backend
+  uint64_t unknown_sender_ = 0;   // messages from connection ids without a hello
+  uint64_t bad_hellos_ = 0;
+  uint64_t placed_writes_ = 0;    // results written with fi_writedata
+  uint64_t write_errors_ = 0;
+};
+
+}  // namespace tributary::agent

@@ -19,6 +19,7 @@ PACKAGES=(
   libgloo-dev openmpi-bin libopenmpi-dev
   iproute2 nftables procps util-linux
   gnuplot-nox  # bench/cluster plots
+  libfabric-dev libfabric-bin  # transport/dataplane "ofi" (providers tcp;ofi_rxm, shm here)
 )
 
 missing=()

@@ -37,6 +37,7 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
   Add(&s, "peers", d.peers);
   Add(&s, "peer_table_full", d.peer_table_full);
   Add(&s, "bad_peer_token", d.bad_peer_token);
+  Add(&s, "transient_replies_limited", d.transient_replies_limited);
   s += "\n  decode_errors:";
   Add(&s, "total", d.TotalDecodeErrors());
   for (int i = 1; i < proto::kNumDecodeErrors; ++i) {

@@ -302,6 +302,67 @@ TEST_F(ReliabilityTest, ZeroSizeMisalignedAndMismatchedCounts) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
+// Hostile traffic at the daemon while a job runs (garbage, wrong-key
+// contributions and JOINs for the job's id from fresh source ports, random
+// job ids): the job's results stay exact, the drops are counted by reason,
+// and refused JOINs leave no peer entries behind.
+TEST_F(ReliabilityTest, FloodsDoNotCorruptResultsOrFillThePeerTable) {
+  const char* flood = getenv("UDP_FLOOD");
+  ASSERT_NE(flood, nullptr) << "UDP_FLOOD is not set (run through ctest)";
+  const uint32_t job = NextJobId();
+  const std::string addr = daemon_.address();
+  std::vector<pid_t> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    ranks.push_back(testing::ForkChild([&, rank] {
+      CommConfig c = Config(addr, job, rank, 3);
+      c.options.op_timeout_ms = 20000;
+      auto comm = Communicator::Create(c);
+      if (!comm.ok()) return Fail(rank, comm.status().ToString());
+      std::vector<int32_t> buf((1 << 20) + 3);
+      auto b = comm.value()->Register(buf.data(), buf.size() * 4);
+      // A fixed count: every rank must issue the same collectives.
+      for (int iterations = 0; iterations < 12; ++iterations) {
+        testing::Fill(DataType::kInt32, ReduceOp::kSum, rank, buf.data(), buf.size());
+        Status s = comm.value()
+                       ->AllReduce(b.value(), b.value(), buf.size(), DataType::kInt32,
+                                   ReduceOp::kSum)
+                       .value()
+                       .Wait();
+        if (!s.ok()) return Fail(rank, s.ToString());
+        std::string first;
+        if (testing::Check(DataType::kInt32, ReduceOp::kSum, 3, buf.data(), buf.size(), &first)) {
+          return Fail(rank, "wrong under flood: " + first);
+        }
+      }
+      return 0;
+    }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the job exists
+  std::vector<pid_t> flooders;
+  for (const char* mode : {"garbage", "wrong-key", "join", "unknown"}) {
+    flooders.push_back(testing::ForkChild([&, mode] {
+      std::string job_arg = std::to_string(job);
+      execl(flood, flood, "--daemon", addr.c_str(), "--mode", mode, "--job", job_arg.c_str(),
+            "--seconds", "3", "--payload", "4096", static_cast<char*>(nullptr));
+      return 127;
+    }));
+  }
+  EXPECT_EQ(testing::WaitChildren(ranks, 120), "") << daemon_.Output();
+  EXPECT_EQ(testing::WaitChildren(flooders, 30), "");
+  daemon_.Stop();
+  const std::string out = daemon_.Output();
+  auto counter = [&](const std::string& name) -> long {
+    size_t at = out.rfind(" " + name + "=");
+    return at == std::string::npos ? -1 : atol(out.c_str() + at + name.size() + 2);
+  };
+  EXPECT_GT(counter("bad_key"), 0) << out;
+  EXPECT_GT(counter("unknown_job"), 0) << out;
+  EXPECT_GT(counter("bad_magic") + counter("too_short"), 0) << out;
+  EXPECT_GT(counter("bad_join"), 0) << out;
+  // Thousands of JOINs from fresh ports were refused: only the ranks remain.
+  EXPECT_LE(counter("peers"), 8) << out;
+}
+
 // Bounded daemon memory: with --max-jobs 1 a second job is refused with a
 // clear RESOURCE_EXHAUSTED; with a tiny memory budget a large window is too.
 TEST(ReliabilityLimits, DaemonLimitsRefuseJobsClearly) {

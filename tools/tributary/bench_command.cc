@@ -44,6 +44,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "Per-operation timeout (Options::op_timeout_ms; 0 = default)");
   sub->add_option("--connect-timeout-ms", config->connect_timeout_ms,
                   "Communicator creation timeout (0 = default)");
+  sub->add_option("--job-id", config->job_id, "Job id (0 = random; the key is always random)");
   sub->add_flag("--latency", config->latency,
                 "Time every iteration; print p50/p99 (max over ranks per iteration)");
   sub->add_flag("-v,--verbose", config->verbose, "Library log messages at info level");

@@ -45,6 +45,10 @@ struct BenchConfig {
   uint32_t op_timeout_ms = 0;
   uint32_t connect_timeout_ms = 0;
 
+  // Job id to use (0 = random). Benchmarks that attack a known job id (the
+  // flood benchmark) set it; the key stays random.
+  uint32_t job_id = 0;
+
   // Record every iteration's time and print p50/p99 (small-message latency).
   bool latency = false;
   // Library log level in the ranks: warn unless --verbose.

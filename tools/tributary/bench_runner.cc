@@ -148,7 +148,7 @@ class BenchRun {
   bool SpawnRanks() {
     // A fresh job id and key per run: two runs against one daemon never mix.
     std::random_device random;
-    job_id_ = random() | 1u;
+    job_id_ = config_.job_id != 0 ? config_.job_id : (random() | 1u);
     job_key_ = (static_cast<uint64_t>(random()) << 32) | random();
     RankJob job;
     job.config = &config_;

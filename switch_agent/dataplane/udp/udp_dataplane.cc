@@ -187,6 +187,22 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   Flush();
 }
 
+// Answers to unknown sources (NACK kUnknownJob, mostly) are rate-limited to
+// kTransientRepliesPerSecond, so spoofed traffic cannot turn the daemon into
+// an amplifier; ranks of a job the daemon lost (restart) retry and still
+// learn it within a few of their retransmission timeouts.
+bool UdpDataplane::AllowTransientReply() {
+  constexpr double kTransientRepliesPerSecond = 2000;
+  const uint64_t now = MonotonicNowNs();
+  transient_tokens_ = std::min(kTransientRepliesPerSecond,
+                               transient_tokens_ + (now - transient_refill_ns_) * 1e-9 *
+                                                       kTransientRepliesPerSecond);
+  transient_refill_ns_ = now;
+  if (transient_tokens_ < 1.0) return false;
+  transient_tokens_ -= 1.0;
+  return true;
+}
+
 // Every 10 s, forget peers that no live job references and that have been
 // silent for a minute (jobs that ended, ranks that went away).
 void UdpDataplane::MaybeSweepPeers(uint64_t now_ns) {
@@ -281,6 +297,10 @@ void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
 
 void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
                           engine::PeerToken peer) {
+  if (peer == kTransientPeer && !AllowTransientReply()) {
+    ++stats_.transient_replies_limited;
+    return;
+  }
   const sockaddr_in* to =
       peer == kTransientPeer ? current_source_ : peers_.Address(peer);
   if (to == nullptr) {

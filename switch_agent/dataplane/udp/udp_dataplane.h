@@ -83,6 +83,9 @@ class UdpDataplane final : public Dataplane {
   PeerTable peers_;
   const sockaddr_in* current_source_ = nullptr;  // source of the packet being processed
   uint64_t next_sweep_ns_ = 0;
+  double transient_tokens_ = 2000;
+  uint64_t transient_refill_ns_ = 0;
+  bool AllowTransientReply();
   void MaybeSweepPeers(uint64_t now_ns);
   DataplaneStats stats_;
 

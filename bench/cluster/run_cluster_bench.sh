@@ -199,7 +199,7 @@ for n in "${host_list[@]}"; do
       read -r busy1 total1 < <(cpu_sample)
       secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
       cpu=$(awk -v b=$((busy1 - busy0)) -v t=$((total1 - total0)) \
-        'BEGIN { printf "%.0f", t > 0 ? 100 * b / t : 0 }')
+        'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')
       log="$OUT/logs/$sys-n$n-r$round.log"
       # Data rows of rank 0's nccl-tests table: size count type redop time algbw busbw #wrong.
       rows=$(awk '!/^#/ && NF == 8 && $1 ~ /^[0-9]+$/' "$log")

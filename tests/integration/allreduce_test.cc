@@ -157,6 +157,20 @@ TEST_F(AllReduceE2E, InPlaceEveryOp) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
+// 64 MiB of every dtype (2 ranks; 4 and 8 ranks run fp32 and int32 above).
+TEST_F(AllReduceE2E, SixtyFourMebibytesEveryDtype) {
+  const uint32_t job = NextJobId();
+  std::string failures = RunRanks(2, 600, [&](int rank) {
+    for (DataType t : kAllTypes) {
+      int rc = RankBody(MakeConfig(daemon_, job + static_cast<uint32_t>(t), rank, 2),
+                        {(64u << 20) / DataTypeSize(t)}, {t}, {ReduceOp::kSum}, false);
+      if (rc != 0) return rc;
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
 // Seeded loss in both directions on every rank: retransmission and the
 // aggregator's shadow sets must still give exact results (no double counting).
 void RunWithLoss(const DaemonProcess& daemon, double loss) {

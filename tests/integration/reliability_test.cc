@@ -72,7 +72,7 @@ TEST_F(ReliabilityTest, SlowRankIsNamedAsStraggler) {
     std::vector<float> buf(4096);
     auto b = comm.value()->Register(buf.data(), buf.size() * 4);
     for (int it = 0; it < 40; ++it) {
-      if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       testing::Fill(DataType::kFloat32, ReduceOp::kSum, rank, buf.data(), buf.size());
       Status s = comm.value()
                      ->AllReduce(b.value(), b.value(), buf.size(), DataType::kFloat32,
@@ -88,8 +88,10 @@ TEST_F(ReliabilityTest, SlowRankIsNamedAsStraggler) {
     fprintf(stderr, "report: %s\n", r.ToString().c_str());
     if (r.world_size != 3 || r.rounds < 40 || r.ranks.empty()) return Fail(rank, "bad report");
     if (r.ranks[0].rank != 2) return Fail(rank, "straggler not named first: " + r.ToString());
-    if (r.ranks[0].rounds_last * 10 < r.rounds * 8) return Fail(rank, "rank 2 not last in 80%");
-    if (r.ranks[0].mean_lateness_us < 500) return Fail(rank, "lateness too small: " + r.ToString());
+    // Margins for slow machines and sanitizer builds: 10 ms of sleep against
+    // scheduling noise of a few ms.
+    if (r.ranks[0].rounds_last * 3 < r.rounds * 2) return Fail(rank, "rank 2 not last in 2/3");
+    if (r.ranks[0].mean_lateness_us < 2000) return Fail(rank, "lateness too small: " + r.ToString());
     return 0;
   });
   EXPECT_EQ(failures, "") << daemon_.Output();

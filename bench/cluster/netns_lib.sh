@@ -29,6 +29,9 @@
 # Functions (all return non-zero with a message on stderr when they fail):
 #   netns_check                 root and `ip netns` usable? (else 77-style)
 #   netns_cluster_create N [RATE] [MTU]   build it (RATE e.g. 1gbit, "" = none)
+#   netns_add_control_network  a second, NOT rate-limited link per host
+#                               (ctl0 198.19.0.<i+1>, bridge ctl 198.19.0.254)
+#                               for launchers' out-of-band traffic (mpirun)
 #   netns_set_loss PERMILLE     drop PERMILLE/1000 of packets (0 removes)
 #   netns_loss_drops            packets dropped by the loss rules so far
 #   netns_host_exec I CMD...    run CMD in host I's namespace
@@ -146,11 +149,39 @@ netns_cluster_create() {  # N [RATE] [MTU]
   # Wait until every bridge port forwards (ports come up asynchronously).
   local tries
   for ((tries = 0; tries < 100; ++tries)); do
-    (($(bridge -n "$NETNS_SWITCH" link show | grep -c 'state forwarding') == n)) && break
+    (($(bridge -n "$NETNS_SWITCH" link show | grep -c 'master br0 .*state forwarding') == n)) && break
     sleep 0.05
   done
   if ((tries == 100)); then netns_log "bridge ports did not reach forwarding state"; return 1; fi
   return 0
+}
+
+# A control network beside the data links: bridge `ctl` (198.19.0.254) in
+# the switch namespace and `ctl0` (198.19.0.<i+1>) in every host, no rate
+# limit, no loss rules (they match the data path only). Launchers pin their
+# out-of-band traffic here and their data to eth0.
+NETNS_CTL_SUBNET=198.19.0
+netns_add_control_network() {
+  local i ns
+  ip -n "$NETNS_SWITCH" link add ctl type bridge || return 1
+  ip -n "$NETNS_SWITCH" link set ctl type bridge stp_state 0 forward_delay 0
+  ip -n "$NETNS_SWITCH" addr add "${NETNS_CTL_SUBNET}.254/24" dev ctl
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    ns=$(netns_host_ns "$i")
+    ip -n "$NETNS_SWITCH" link add "c$i" type veth peer name ctl0 netns "$ns" || return 1
+    ip -n "$NETNS_SWITCH" link set "c$i" master ctl
+    ip -n "$ns" addr add "${NETNS_CTL_SUBNET}.$((i + 1))/24" dev ctl0
+    ip -n "$ns" link set ctl0 up
+    ip -n "$NETNS_SWITCH" link set "c$i" up
+  done
+  ip -n "$NETNS_SWITCH" link set ctl up
+  local tries
+  for ((tries = 0; tries < 100; ++tries)); do
+    (($(bridge -n "$NETNS_SWITCH" link show | grep -c 'master ctl .*state forwarding') == NETNS_NHOSTS)) && return 0
+    sleep 0.05
+  done
+  netns_log "control bridge ports did not reach forwarding state"
+  return 1
 }
 
 # Replaces the loss rules; PERMILLE = 0 removes them.
@@ -164,10 +195,10 @@ netns_set_loss() {
   ((k > 0)) || return 0
   ip netns exec "$NETNS_SWITCH" nft -f - << EOF || return 1
 table inet trib_loss {
-  chain to_daemon { type filter hook input priority 0; numgen random mod 1000 < $k counter drop; }
+  chain to_daemon { type filter hook input priority 0; iifname "br0" numgen random mod 1000 < $k counter drop; }
 }
 table bridge trib_loss {
-  chain host_to_host { type filter hook forward priority 0; ether type ip numgen random mod 1000 < $k counter drop; }
+  chain host_to_host { type filter hook forward priority 0; ibrname "br0" ether type ip numgen random mod 1000 < $k counter drop; }
 }
 EOF
   for ((i = 0; i < NETNS_NHOSTS; ++i)); do

@@ -11,10 +11,12 @@
 # - Gloo: gloo_allreduce --rank/--size/--store/--hostname <host address>;
 #   rendezvous through a FileStore directory (the filesystem is shared), so
 #   no control network is needed; data is TCP between the host addresses.
-# - OpenMPI: mpirun (root namespace) starts in_host_ns.sh per rank, which
-#   enters host namespace <rank>. PMIx talks over a Unix-domain socket (no
-#   control network needed); data is pinned to the links with
-#   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0.
+# - OpenMPI: as on a real cluster, mpirun (in the switch namespace) starts
+#   one orted per host through ns_rsh.sh (its "ssh"), which serves PMIx to
+#   the rank inside that host's namespace. mpirun's out-of-band channel runs
+#   over a separate control network that is not rate-limited
+#   (--mca oob_tcp_if_include 198.19.0.0/24); data is pinned to the links
+#   with --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0.
 #   Everything else is OpenMPI's default (its tuned algorithm choice).
 #
 # For each n in --hosts the cluster is built, the systems run interleaved
@@ -119,7 +121,7 @@ netns_check || exit $?
 mkdir -p "$OUT/logs" || exit 2
 RAW="$OUT/raw.txt"
 : > "$RAW"
-export NETNS_PREFIX  # in_host_ns.sh needs it under mpirun
+export NETNS_PREFIX  # ns_rsh.sh needs it under mpirun
 netns_trap_cleanup
 
 # Machine-wide CPU busy time (all CPUs) from /proc/stat: "busy total" jiffies.
@@ -170,9 +172,13 @@ run_system() {  # SYSTEM N ROUND
       run_per_host "$log" "$n" gloo_cmd
       rc=$?; rm -rf "$GLOO_STORE"; return $rc ;;
     mpi)
-      timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$n" \
+      local hosts i
+      hosts=$(for ((i = 0; i < n; ++i)); do printf 'h%d:1,' "$i"; done)
+      netns_switch_exec timeout "$TIMEOUT" mpirun --allow-run-as-root -np "$n" \
+        --host "${hosts%,}" --mca plm_rsh_agent "$HERE/ns_rsh.sh" \
+        --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 198.19.0.0/24 \
         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
-        "$HERE/in_host_ns.sh" "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 ;;
+        "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 ;;
   esac
 }
 
@@ -185,6 +191,7 @@ echo "# emulated cluster: hosts {$HOSTS}, links $RATE, MTU $MTU, loss $LOSS/1000
      "systems: ${active[*]}; $(nproc) CPUs; results in $OUT" >&2
 for n in "${host_list[@]}"; do
   netns_cluster_create "$n" "$RATE" "$MTU" || { echo "cluster of $n failed" >&2; exit 1; }
+  if [[ " ${active[*]} " == *" mpi "* ]]; then netns_add_control_network || exit 1; fi
   netns_set_loss "$LOSS" || exit 1
   netns_start_daemon "$DAEMON_BIN" "$OUT/logs/tributaryd-n$n.log" || exit 1
   for ((round = 1; round <= ROUNDS; ++round)); do

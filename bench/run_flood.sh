@@ -33,24 +33,24 @@ declare -A results
 for round in $(seq "$ROUNDS"); do
   for mode in "${modes[@]}"; do
     job=$((RANDOM * 32768 + RANDOM + 1))
+    # The bench starts first: its ranks create the job in their first
+    # milliseconds, and the flood is aimed at a job that exists. (A JOIN
+    # with a guessed key that arrives before any rank's would create the job
+    # with that key: with first-contact job creation, admission belongs to
+    # the manager; see docs/RELIABILITY.md.)
+    "$TRIB" bench --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
+      -n 40 -w 5 -c 1 > "$work/bench.out" 2>&1 &
+    bench_pid=$!
     flood_pid=""
     if [[ "$mode" != none ]]; then
-      # JOINs with a guessed key are aimed at the job once it exists (the
-      # bench's ranks join in their first milliseconds): they must be refused
-      # without using up the daemon's peer table. (A JOIN that arrives before
-      # any rank's creates the job with the guessed key: with first-contact job
-      # creation, admission belongs to the manager; see docs/RELIABILITY.md.)
-      delay=0.2
-      [[ "$mode" == join ]] && delay=0
-      ( sleep $([[ "$mode" == join ]] && echo 1 || echo 0)
-        exec "$FLOOD" --daemon "$addr" --mode "$mode" --job "$job" --seconds 60 > /dev/null ) &
+      sleep 0.3
+      "$FLOOD" --daemon "$addr" --mode "$mode" --job "$job" --seconds 60 > /dev/null &
       flood_pid=$!
-      sleep "$delay"
     fi
-    out=$("$TRIB" bench --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
-          -n 10 -w 2 -c 1 2>&1)
+    wait "$bench_pid"
     rc=$?
     [[ -n "$flood_pid" ]] && kill "$flood_pid" 2> /dev/null && wait "$flood_pid" 2> /dev/null
+    out=$(cat "$work/bench.out")
     algbw=$(awk '/^ +[0-9]/ {print $7}' <<< "$out" | tail -1)
     wrong=$(awk '/^ +[0-9]/ {print $10}' <<< "$out" | tail -1)
     if [[ $rc -ne 0 ]]; then echo "round $round $mode: bench failed (rc $rc)"; echo "$out" | tail -5; fi

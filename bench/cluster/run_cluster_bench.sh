@@ -50,12 +50,15 @@ Usage: $0 [options]
   --systems "..."  subset of "tributary gloo mpi" (default all three)
   --out DIR        results directory (default ./cluster-bench-<date>)
   --timeout S      per-run limit in seconds (default 3600)
+  --trib-args "..." extra tributary_cluster_rank flags (e.g. "--window 32")
+  --mpi-args "..."  extra mpirun flags (e.g. "--mca mpi_yield_when_idle 1")
   --smoke          also fail when a result file is missing (ctest)
 EOF
 }
 
 BUILD="$HERE/../../build"
 HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
+TRIB_ARGS=""; MPI_ARGS=""
 RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=3600; SMOKE=0
 OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
 while (($#)); do
@@ -74,6 +77,8 @@ while (($#)); do
     --systems) SYSTEMS=$2; shift ;;
     --out) OUT=$2; shift ;;
     --timeout) TIMEOUT=$2; shift ;;
+    --trib-args) TRIB_ARGS=$2; shift ;;
+    --mpi-args) MPI_ARGS=$2; shift ;;
     --smoke) SMOKE=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "run_cluster_bench: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -152,7 +157,7 @@ run_per_host() {  # LOG N CMD_FN
 JOB_ID=1000
 tributary_cmd() {  # RANK N
   echo "$TRANK_BIN --rank $1 --size $2 --daemon $NETNS_DAEMON --job-id $JOB_ID" \
-       "--job-key $JOB_KEY --timeout-ms 300000 ${SWEEP[*]}"
+       "--job-key $JOB_KEY --timeout-ms 300000 ${SWEEP[*]} $TRIB_ARGS"
 }
 gloo_cmd() {
   echo "$GLOO_BIN --rank $1 --size $2 --store $GLOO_STORE --hostname $(netns_host_addr "$1")" \
@@ -177,7 +182,7 @@ run_system() {  # SYSTEM N ROUND
       netns_switch_exec timeout "$TIMEOUT" mpirun --allow-run-as-root -np "$n" \
         --host "${hosts%,}" --mca plm_rsh_agent "$HERE/ns_rsh.sh" \
         --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 198.19.0.0/24 \
-        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 $MPI_ARGS \
         "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 ;;
   esac
 }

@@ -267,6 +267,10 @@ class BenchRun {
         if (p.size() != sizeof(done)) break;
         std::memcpy(&done, p.data(), sizeof(done));
         retransmissions_ += done.retransmissions;
+        probes_ += done.probes;
+        losses_detected_ += done.losses_detected;
+        max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
+        max_rto_us_ = std::max(max_rto_us_, done.rto_us);
         fragments_sent_ += done.fragments_sent;
         rejected_ += done.packets_rejected;
         break;
@@ -316,6 +320,11 @@ class BenchRun {
                 static_cast<unsigned long long>(fragments_sent_),
                 static_cast<unsigned long long>(retransmissions_),
                 static_cast<unsigned long long>(rejected_));
+    // How loss recovery behaved: header-only probes after timeouts, data
+    // found missing by the aggregator, and the adaptive timer at the end.
+    std::printf("# probes %llu, losses detected %llu, srtt %u us, rto %u us (max over ranks)\n",
+                static_cast<unsigned long long>(probes_),
+                static_cast<unsigned long long>(losses_detected_), max_srtt_us_, max_rto_us_);
     std::fflush(stdout);
   }
 
@@ -358,6 +367,10 @@ class BenchRun {
   std::vector<std::string> latency_lines_;
   uint64_t fragments_sent_ = 0;
   uint64_t retransmissions_ = 0;
+  uint64_t probes_ = 0;
+  uint64_t losses_detected_ = 0;
+  uint32_t max_srtt_us_ = 0;
+  uint32_t max_rto_us_ = 0;
   uint64_t rejected_ = 0;
 };
 

@@ -48,6 +48,9 @@ class Rank {
     done.packets_rejected = stats.packets_rejected;
     done.duplicate_results = stats.duplicate_results;
     done.srtt_us = stats.srtt_us;
+    done.rto_us = stats.rto_us;
+    done.probes = stats.probes;
+    done.losses_detected = stats.losses_detected;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

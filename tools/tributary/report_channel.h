@@ -49,7 +49,9 @@ struct DoneReport {
   uint64_t packets_rejected;
   uint64_t duplicate_results;
   uint32_t srtt_us;
-  uint32_t reserved;
+  uint32_t rto_us;
+  uint64_t probes;
+  uint64_t losses_detected;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

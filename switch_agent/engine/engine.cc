@@ -240,16 +240,24 @@ void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* 
   out->peer = to;
 }
 
+// Authenticates a packet that names a slot, notes the job's activity and
+// checks the slot; nullptr (with the rejection in *out) when any check fails.
+Job* Engine::FindSlot(const Header& h, PeerToken from, uint64_t now_ns, Action* out) {
+  Job* job = FindAuthenticated(h, from, out);
+  if (job == nullptr) return nullptr;
+  job->last_active_ns = now_ns;
+  if (h.slot >= job->slot_count() || h.shadow > 1) {
+    Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
+    return nullptr;
+  }
+  return job;
+}
+
 void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                                 Action* out) {
   const Header& h = pkt.header;
-  Job* job = FindAuthenticated(h, from, out);
+  Job* job = FindSlot(h, from, now_ns, out);
   if (job == nullptr) return;
-  job->last_active_ns = now_ns;
-
-  if (h.slot >= job->slot_count() || h.shadow > 1) {
-    return Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
-  }
   const auto d = static_cast<uint8_t>(h.dtype);
   const auto o = static_cast<uint8_t>(h.op);
   if (d > proto::kMaxDataType || o > proto::kMaxReduceOp || table_->kernels[d][o].init == nullptr) {
@@ -347,12 +355,8 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
 void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                                  Action* out) {
   const Header& h = pkt.header;
-  Job* job = FindAuthenticated(h, from, out);
+  Job* job = FindSlot(h, from, now_ns, out);
   if (job == nullptr) return;
-  job->last_active_ns = now_ns;
-  if (h.slot >= job->slot_count() || h.shadow > 1) {
-    return Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
-  }
   const SetMeta& m = job->meta(h.slot, h.shadow);
   if (!SameRound(h, m)) {
     // Older than the set's round: a stale request, ignore it. Otherwise the

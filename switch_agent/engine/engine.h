@@ -180,6 +180,7 @@ class Engine {
   void Drop(DropReason reason);
   void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
             Action* out);
+  Job* FindSlot(const proto::Header& h, PeerToken from, uint64_t now_ns, Action* out);
   Job* FindAuthenticated(const proto::Header& h, PeerToken from, Action* reject);
   Job* Lookup(uint32_t job_id);
   void ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out);

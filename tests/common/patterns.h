@@ -16,6 +16,13 @@
 
 namespace tributary::testing {
 
+inline constexpr DataType kAllTypes[] = {
+    DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
+    DataType::kInt64,   DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
+    DataType::kFloat64, DataType::kBfloat16};
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
+                                       ReduceOp::kMax};
+
 double PatternValue(ReduceOp op, uint32_t rank, uint64_t i);
 double ExpectedValue(ReduceOp op, uint32_t world, uint64_t i);
 

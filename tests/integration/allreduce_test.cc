@@ -24,11 +24,8 @@ namespace {
 using testing::DaemonProcess;
 using testing::RunRanks;
 
-constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
-                                  DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
-                                  DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
-                                  DataType::kBfloat16};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+using testing::kAllTypes;
+using testing::kAllOps;
 
 uint32_t NextJobId() {
   static std::mt19937 rng(static_cast<uint32_t>(getpid()) * 2654435761u);

@@ -48,6 +48,18 @@ int Fail(uint32_t rank, const std::string& what) {
   return 1;
 }
 
+// One in-place all-reduce of `buf` (a pattern of this rank) and a check of
+// every element. Returns the collective's status; *wrong is set when the
+// collective succeeded with a wrong result.
+template <typename T>
+Status ReduceAndCheck(Communicator& comm, const Buffer& b, std::vector<T>& buf, DataType t,
+                      ReduceOp op, uint32_t rank, uint32_t world, std::string* wrong) {
+  testing::Fill(t, op, rank, buf.data(), buf.size());
+  Status s = comm.AllReduce(b, b, buf.size(), t, op).value().Wait();
+  if (s.ok() && testing::Check(t, op, world, buf.data(), buf.size(), wrong) == 0) wrong->clear();
+  return s;
+}
+
 long Ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
@@ -73,13 +85,11 @@ TEST_F(ReliabilityTest, SlowRankIsNamedAsStraggler) {
     auto b = comm.value()->Register(buf.data(), buf.size() * 4);
     for (int it = 0; it < 40; ++it) {
       if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      testing::Fill(DataType::kFloat32, ReduceOp::kSum, rank, buf.data(), buf.size());
-      Status s = comm.value()
-                     ->AllReduce(b.value(), b.value(), buf.size(), DataType::kFloat32,
-                                 ReduceOp::kSum)
-                     .value()
-                     .Wait();
+      std::string wrong;
+      Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kFloat32,
+                                ReduceOp::kSum, rank, 3, &wrong);
       if (!s.ok()) return Fail(rank, s.ToString());
+      if (!wrong.empty()) return Fail(rank, wrong);
     }
     if (rank != 0) return 0;
     auto report = comm.value()->FetchStragglerReport();
@@ -126,18 +136,11 @@ TEST_F(ReliabilityTest, KilledRankIsNamedBySurvivors) {
       auto b = comm.value()->Register(buf.data(), buf.size() * 4);
       for (int it = 0; it < 100000; ++it) {
         auto start = Clock::now();
-        testing::Fill(DataType::kInt32, ReduceOp::kSum, rank, buf.data(), buf.size());
-        Status s = comm.value()
-                       ->AllReduce(b.value(), b.value(), buf.size(), DataType::kInt32,
-                                   ReduceOp::kSum)
-                       .value()
-                       .Wait();
+        std::string wrong;
+        Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32,
+                                  ReduceOp::kSum, rank, 4, &wrong);
         if (s.ok()) {
-          std::string first;
-          if (testing::Check(DataType::kInt32, ReduceOp::kSum, 4, buf.data(), buf.size(),
-                             &first) != 0) {
-            return Fail(rank, "wrong result before the failure: " + first);
-          }
+          if (!wrong.empty()) return Fail(rank, "wrong result before the failure: " + wrong);
           continue;
         }
         if (s.code() != StatusCode::kTimedOut) return Fail(rank, "expected TIMED_OUT: " + s.ToString());
@@ -177,19 +180,12 @@ TEST_F(ReliabilityTest, DaemonKilledAndRestartedGivesClearErrors) {
       std::vector<int64_t> buf(1 << 17);
       auto b = comm.value()->Register(buf.data(), buf.size() * 8);
       for (int it = 0; it < 100000; ++it) {
-        testing::Fill(DataType::kInt64, ReduceOp::kSum, rank, buf.data(), buf.size());
         auto start = Clock::now();
-        Status s = comm.value()
-                       ->AllReduce(b.value(), b.value(), buf.size(), DataType::kInt64,
-                                   ReduceOp::kSum)
-                       .value()
-                       .Wait();
+        std::string wrong;
+        Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt64,
+                                  ReduceOp::kSum, rank, 3, &wrong);
         if (s.ok()) {
-          std::string first;
-          if (testing::Check(DataType::kInt64, ReduceOp::kSum, 3, buf.data(), buf.size(),
-                             &first) != 0) {
-            return Fail(rank, "wrong result: " + first);
-          }
+          if (!wrong.empty()) return Fail(rank, "wrong result: " + wrong);
           continue;
         }
         fprintf(stderr, "rank %d after %d collectives: %s\n", rank, it, s.ToString().c_str());
@@ -250,17 +246,11 @@ TEST_F(ReliabilityTest, MismatchedDtypeIsReportedAndDaemonKeepsServing) {
       std::vector<float> buf(100000);
       auto b = comm.value()->Register(buf.data(), buf.size() * 4);
       for (int it = 0; it < 20; ++it) {
-        testing::Fill(DataType::kFloat32, ReduceOp::kMax, rank, buf.data(), buf.size());
-        Status s = comm.value()
-                       ->AllReduce(b.value(), b.value(), buf.size(), DataType::kFloat32,
-                                   ReduceOp::kMax)
-                       .value()
-                       .Wait();
-        std::string first;
+        std::string wrong;
+        Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kFloat32,
+                                  ReduceOp::kMax, rank, 2, &wrong);
         if (!s.ok()) return Fail(rank, s.ToString());
-        if (testing::Check(DataType::kFloat32, ReduceOp::kMax, 2, buf.data(), buf.size(), &first)) {
-          return Fail(rank, first);
-        }
+        if (!wrong.empty()) return Fail(rank, wrong);
       }
       return 0;
     }));
@@ -324,17 +314,11 @@ TEST_F(ReliabilityTest, FloodsDoNotCorruptResultsOrFillThePeerTable) {
       auto b = comm.value()->Register(buf.data(), buf.size() * 4);
       // A fixed count: every rank must issue the same collectives.
       for (int iterations = 0; iterations < 12; ++iterations) {
-        testing::Fill(DataType::kInt32, ReduceOp::kSum, rank, buf.data(), buf.size());
-        Status s = comm.value()
-                       ->AllReduce(b.value(), b.value(), buf.size(), DataType::kInt32,
-                                   ReduceOp::kSum)
-                       .value()
-                       .Wait();
+        std::string wrong;
+        Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32,
+                                  ReduceOp::kSum, rank, 3, &wrong);
         if (!s.ok()) return Fail(rank, s.ToString());
-        std::string first;
-        if (testing::Check(DataType::kInt32, ReduceOp::kSum, 3, buf.data(), buf.size(), &first)) {
-          return Fail(rank, "wrong under flood: " + first);
-        }
+        if (!wrong.empty()) return Fail(rank, "wrong under flood: " + wrong);
       }
       return 0;
     }));

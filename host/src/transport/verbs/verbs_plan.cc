@@ -1,0 +1,222 @@
+// Pure helpers of the verbs transport; see verbs_plan.h.
+#include "host/src/transport/verbs/verbs_plan.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "proto/wire.h"
+
+namespace tributary::host::verbs {
+namespace {
+
+uint32_t RoundUpPow2(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+size_t RoundUp64(size_t n) { return (n + 63) & ~size_t{63}; }
+
+bool IsIpv4Mapped(const std::array<uint8_t, 16>& gid) {
+  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return memcmp(gid.data(), kPrefix, sizeof(kPrefix)) == 0;
+}
+
+Status Bad(const std::string& text, const std::string& why) {
+  return Status(StatusCode::kInvalidArgument, "aggregator '" + text + "' for transport verbs: " +
+                                                  why);
+}
+
+}  // namespace
+
+uint32_t MtuBytes(int ibv_mtu_enum) {
+  switch (ibv_mtu_enum) {
+    case IBV_MTU_256: return 256;
+    case IBV_MTU_512: return 512;
+    case IBV_MTU_1024: return 1024;
+    case IBV_MTU_2048: return 2048;
+    case IBV_MTU_4096: return 4096;
+    default: return 0;
+  }
+}
+
+uint32_t MaxUdPayload(uint32_t mtu_bytes) {
+  if (mtu_bytes <= kMaxHeaderBytes) return 0;
+  uint32_t p = static_cast<uint32_t>(mtu_bytes - kMaxHeaderBytes) / proto::kPayloadAlign *
+               proto::kPayloadAlign;
+  return p >= proto::kMinPayloadBytes ? p : 0;
+}
+
+Result<QueuePlan> PlanQueues(uint32_t window, uint32_t payload_bytes, uint32_t mtu_bytes,
+                             const DeviceLimits& limits) {
+  if (window == 0) {
+    return Status(StatusCode::kInvalidArgument, "verbs: window must be resolved (> 0)");
+  }
+  QueuePlan plan;
+  plan.max_payload = MaxUdPayload(mtu_bytes);
+  if (payload_bytes == 0 || payload_bytes > plan.max_payload) {
+    return Status(StatusCode::kInvalidArgument,
+                  "verbs: payload_bytes=" + std::to_string(payload_bytes) +
+                      " does not fit one UD message of the path MTU (" +
+                      std::to_string(mtu_bytes) + " bytes incl. an " +
+                      std::to_string(kMaxHeaderBytes) +
+                      "-byte header); set TRIBUTARY_PAYLOAD_BYTES<=" +
+                      std::to_string(plan.max_payload));
+  }
+  // Sends: the window of contributions, each possibly retransmitted before the
+  // (selectively signalled) completion that frees its slot is reaped, plus
+  // control messages.
+  const uint64_t sq_need = uint64_t{2} * window + kControlSlack;
+  const uint64_t rq_need = uint64_t{window} + kControlSlack;
+  if (sq_need > limits.max_qp_wr || rq_need > limits.max_qp_wr) {
+    return Status(StatusCode::kResourceExhausted,
+                  "verbs: window=" + std::to_string(window) + " needs " +
+                      std::to_string(sq_need) + " send work requests; the device allows " +
+                      std::to_string(limits.max_qp_wr) + " (lower TRIBUTARY_WINDOW)");
+  }
+  plan.sq_depth = std::min<uint32_t>(RoundUpPow2(static_cast<uint32_t>(sq_need)),
+                                     limits.max_qp_wr);
+  plan.rq_depth = std::min<uint32_t>(RoundUpPow2(static_cast<uint32_t>(rq_need)),
+                                     limits.max_qp_wr);
+  plan.recv_buffers = plan.rq_depth;
+  plan.send_slots = plan.sq_depth;
+  // One CQ: every receive completes, sends only every kSignalEvery-th (and
+  // the one that fills the queue), so this bounds the outstanding entries.
+  const uint64_t cq_need = uint64_t{plan.rq_depth} + plan.sq_depth / kSignalEvery + 1;
+  if (cq_need > limits.max_cqe) {
+    return Status(StatusCode::kResourceExhausted,
+                  "verbs: needs a completion queue of " + std::to_string(cq_need) +
+                      " entries; the device allows " + std::to_string(limits.max_cqe));
+  }
+  plan.cq_depth = static_cast<uint32_t>(cq_need);
+  if (limits.max_sge < 2) {
+    return Status(StatusCode::kResourceExhausted,
+                  "verbs: the device allows " + std::to_string(limits.max_sge) +
+                      " scatter/gather entries per send; 2 are needed (header + payload)");
+  }
+  plan.recv_buf_bytes = RoundUp64(kGrhBytes + mtu_bytes);
+  plan.send_slot_bytes = RoundUp64(kMaxHeaderBytes + plan.max_payload);
+  return plan;
+}
+
+Status Packetize(const TxPacket& packet, uint8_t* slot, uint32_t slot_lkey, uint32_t payload_lkey,
+                 uint32_t mtu_bytes, SgeList* out) {
+  if (packet.header_len == 0 || packet.header_len > kMaxHeaderBytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  "verbs: header of " + std::to_string(packet.header_len) + " bytes (max " +
+                      std::to_string(kMaxHeaderBytes) + ")");
+  }
+  const size_t total = packet.header_len + packet.payload_len;
+  if (total > mtu_bytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  "verbs: message of " + std::to_string(total) + " bytes exceeds the path MTU " +
+                      std::to_string(mtu_bytes));
+  }
+  memcpy(slot, packet.header, packet.header_len);
+  out->count = 1;
+  out->copied_payload = false;
+  out->sge[0].addr = reinterpret_cast<uintptr_t>(slot);
+  out->sge[0].lkey = slot_lkey;
+  out->sge[0].length = static_cast<uint32_t>(packet.header_len);
+  if (packet.payload_len > 0) {
+    if (payload_lkey != 0) {
+      out->sge[1].addr = reinterpret_cast<uintptr_t>(packet.payload);
+      out->sge[1].length = static_cast<uint32_t>(packet.payload_len);
+      out->sge[1].lkey = payload_lkey;
+      out->count = 2;
+    } else {
+      memcpy(slot + packet.header_len, packet.payload, packet.payload_len);
+      out->sge[0].length = static_cast<uint32_t>(total);
+      out->copied_payload = true;
+    }
+  }
+  out->bytes = static_cast<uint32_t>(total);
+  return Status::Ok();
+}
+
+Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* out) {
+  VerbsAddress a;
+  std::string rest = text;
+  const size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    const std::string qpn = rest.substr(slash + 1);
+    rest.resize(slash);
+    char* end = nullptr;
+    errno = 0;
+    unsigned long v = strtoul(qpn.c_str(), &end, 0);
+    // A QPN is 24 bits; 0 and 1 are the special QPs (SMI/GSI).
+    if (qpn.empty() || *end != '\0' || errno != 0 || v < 2 || v > 0xffffff) {
+      return Bad(text, "QPN '" + qpn + "' is not a number in [2, 0xffffff]");
+    }
+    a.qpn = static_cast<uint32_t>(v);
+  }
+  std::string port;
+  if (!rest.empty() && rest[0] == '[') {
+    const size_t close = rest.find(']');
+    if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
+      return Bad(text, "expected [IPv6-GID]:PORT");
+    }
+    a.host = rest.substr(1, close - 1);
+    port = rest.substr(close + 2);
+    in6_addr v6{};
+    if (inet_pton(AF_INET6, a.host.c_str(), &v6) != 1) {
+      return Bad(text, "'" + a.host + "' is not an IPv6 GID");
+    }
+    memcpy(a.gid.data(), &v6, 16);
+    a.ipv4 = IsIpv4Mapped(a.gid);
+  } else {
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) return Bad(text, "expected HOST:PORT[/QPN]");
+    a.host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    in_addr v4{};
+    if (inet_pton(AF_INET, a.host.c_str(), &v4) != 1) {
+      if (!resolve) return Bad(text, "'" + a.host + "' is not an IPv4 address");
+      addrinfo hints{};
+      hints.ai_family = AF_INET;
+      addrinfo* res = nullptr;
+      const int rc = getaddrinfo(a.host.c_str(), nullptr, &hints, &res);
+      if (rc != 0 || res == nullptr) return Bad(text, std::string("cannot resolve: ") + gai_strerror(rc));
+      v4 = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+      freeaddrinfo(res);
+    }
+    a.gid[10] = 0xff;
+    a.gid[11] = 0xff;
+    memcpy(a.gid.data() + 12, &v4, 4);
+    a.ipv4 = true;
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long p = strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || errno != 0 || p == 0 || p > 65535) {
+    return Bad(text, "port '" + port + "' is not in [1, 65535]");
+  }
+  a.port = static_cast<uint16_t>(p);
+  *out = a;
+  return Status::Ok();
+}
+
+std::string GidToString(const std::array<uint8_t, 16>& gid) {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, gid.data(), buf, sizeof(buf));
+  return buf;
+}
+
+int PickGidIndex(const std::vector<GidEntry>& table, bool ipv4) {
+  int best = -1;
+  for (const GidEntry& e : table) {
+    if (!e.roce_v2) continue;
+    bool zero = true;
+    for (uint8_t b : e.gid) zero = zero && b == 0;
+    if (zero || IsIpv4Mapped(e.gid) != ipv4) continue;
+    if (best < 0 || e.index < static_cast<uint32_t>(best)) best = static_cast<int>(e.index);
+  }
+  return best;
+}
+
+}  // namespace tributary::host::verbs

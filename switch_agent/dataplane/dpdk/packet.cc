@@ -1,0 +1,117 @@
+// See packet.h. Thread-safety: pure functions.
+#include "switch_agent/dataplane/dpdk/packet.h"
+
+#include <cstring>
+
+namespace tributary::agent::dpdk {
+namespace {
+
+constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+constexpr uint16_t kEtherTypeArp = 0x0806;
+constexpr uint8_t kIpProtoUdp = 17;
+
+uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+void Store16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+
+}  // namespace
+
+const char* FrameVerdictName(FrameVerdict v) {
+  static const char* const kNames[kNumFrameVerdicts] = {
+      "udp", "arp_request", "not_ipv4", "too_short", "bad_ip_header",
+      "bad_length", "fragment", "not_udp", "not_for_us"};
+  const int i = static_cast<int>(v);
+  return i >= 0 && i < kNumFrameVerdicts ? kNames[i] : "?";
+}
+
+uint16_t Ipv4HeaderChecksum(const uint8_t* header, size_t len) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i + 1 < len; i += 2) sum += Load16(header + i);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
+                        uint16_t our_port_be, UdpFrameInfo* info) {
+  if (len < kEthHeaderBytes) return FrameVerdict::kTooShort;
+  const uint16_t ether_type = Load16(frame + 12);
+  if (ether_type == kEtherTypeArp) {
+    if (len < kArpFrameBytes) return FrameVerdict::kTooShort;
+    const uint8_t* arp = frame + kEthHeaderBytes;
+    // Ethernet/IPv4 request whose target protocol address is ours.
+    if (Load16(arp) == 1 && Load16(arp + 2) == kEtherTypeIpv4 && arp[4] == 6 && arp[5] == 4 &&
+        Load16(arp + 6) == 1 && std::memcmp(arp + 24, &our_ip_be, 4) == 0) {
+      return FrameVerdict::kArpRequest;
+    }
+    return FrameVerdict::kNotIpv4;
+  }
+  if (ether_type != kEtherTypeIpv4) return FrameVerdict::kNotIpv4;
+  if (len < kEthHeaderBytes + kIpv4HeaderBytes) return FrameVerdict::kTooShort;
+  const uint8_t* ip = frame + kEthHeaderBytes;
+  const size_t ihl = size_t{ip[0] & 0x0fu} * 4;
+  if ((ip[0] >> 4) != 4 || ihl < kIpv4HeaderBytes) return FrameVerdict::kBadIpHeader;
+  if (len < kEthHeaderBytes + ihl) return FrameVerdict::kTooShort;
+  if (Ipv4HeaderChecksum(ip, ihl) != 0) return FrameVerdict::kBadIpHeader;
+  const size_t total = Load16(ip + 2);
+  // The frame may carry Ethernet padding beyond the datagram, never less.
+  if (total < ihl + kUdpHeaderBytes || kEthHeaderBytes + total > len) return FrameVerdict::kBadLength;
+  if ((Load16(ip + 6) & 0x3fff) != 0) return FrameVerdict::kFragment;  // MF or offset
+  if (ip[9] != kIpProtoUdp) return FrameVerdict::kNotUdp;
+  const uint8_t* udp = ip + ihl;
+  if (std::memcmp(ip + 16, &our_ip_be, 4) != 0 || std::memcmp(udp + 2, &our_port_be, 2) != 0) {
+    return FrameVerdict::kNotForUs;
+  }
+  const size_t udp_len = Load16(udp + 4);
+  if (udp_len < kUdpHeaderBytes || udp_len != total - ihl) return FrameVerdict::kBadLength;
+  std::memcpy(info->src_mac.bytes, frame + 6, 6);
+  std::memcpy(&info->src_ip_be, ip + 12, 4);
+  std::memcpy(&info->src_port_be, udp, 2);
+  info->payload_offset = kEthHeaderBytes + ihl + kUdpHeaderBytes;
+  info->payload_len = udp_len - kUdpHeaderBytes;
+  return FrameVerdict::kUdp;
+}
+
+void BuildUdpHeaders(const MacAddress& src_mac, const MacAddress& dst_mac, uint32_t src_ip_be,
+                     uint32_t dst_ip_be, uint16_t src_port_be, uint16_t dst_port_be,
+                     uint16_t ip_id, size_t payload_len, uint8_t* out) {
+  std::memcpy(out, dst_mac.bytes, 6);
+  std::memcpy(out + 6, src_mac.bytes, 6);
+  Store16(out + 12, kEtherTypeIpv4);
+  uint8_t* ip = out + kEthHeaderBytes;
+  ip[0] = 0x45;  // version 4, IHL 5
+  ip[1] = 0;     // DSCP/ECN
+  Store16(ip + 2, static_cast<uint16_t>(kIpv4HeaderBytes + kUdpHeaderBytes + payload_len));
+  Store16(ip + 4, ip_id);
+  Store16(ip + 6, 0x4000);  // DF: we never fragment
+  ip[8] = 64;               // TTL
+  ip[9] = kIpProtoUdp;
+  Store16(ip + 10, 0);
+  std::memcpy(ip + 12, &src_ip_be, 4);
+  std::memcpy(ip + 16, &dst_ip_be, 4);
+  Store16(ip + 10, Ipv4HeaderChecksum(ip, kIpv4HeaderBytes));
+  uint8_t* udp = ip + kIpv4HeaderBytes;
+  std::memcpy(udp, &src_port_be, 2);
+  std::memcpy(udp + 2, &dst_port_be, 2);
+  Store16(udp + 4, static_cast<uint16_t>(kUdpHeaderBytes + payload_len));
+  Store16(udp + 6, 0);
+}
+
+size_t MakeArpReply(uint8_t* frame, const MacAddress& our_mac, uint32_t our_ip_be) {
+  uint8_t* arp = frame + kEthHeaderBytes;
+  uint8_t requester_mac[6];
+  uint8_t requester_ip[4];
+  std::memcpy(requester_mac, arp + 8, 6);
+  std::memcpy(requester_ip, arp + 14, 4);
+  std::memcpy(frame, requester_mac, 6);  // Ethernet: back to the requester
+  std::memcpy(frame + 6, our_mac.bytes, 6);
+  Store16(arp + 6, 2);  // reply
+  std::memcpy(arp + 8, our_mac.bytes, 6);
+  std::memcpy(arp + 14, &our_ip_be, 4);
+  std::memcpy(arp + 18, requester_mac, 6);
+  std::memcpy(arp + 24, requester_ip, 4);
+  return kArpFrameBytes;
+}
+
+}  // namespace tributary::agent::dpdk

@@ -139,8 +139,13 @@ class BenchRun {
     } else {
       std::printf("# daemon %s (given with --daemon)\n", outcome_.daemon_address.c_str());
     }
-    std::printf("# payload %u window %u op timeout %u ms connect timeout %u ms\n",
-                options_.payload_bytes, options_.window, options_.op_timeout_ms,
+    // 0 means "auto" (Options::Resolved picks by the aggregator's address).
+    Options with_daemon = options_;
+    with_daemon.aggregator = outcome_.daemon_address;
+    const Options resolved = with_daemon.Resolved();
+    std::printf("# payload %u%s window %u%s op timeout %u ms connect timeout %u ms\n",
+                resolved.payload_bytes, options_.payload_bytes == 0 ? " (auto)" : "",
+                resolved.window, options_.window == 0 ? " (auto)" : "", options_.op_timeout_ms,
                 options_.connect_timeout_ms);
     std::fflush(stdout);
   }

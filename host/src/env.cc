@@ -149,8 +149,9 @@ const EnvVar kEnvTable[] = {
      [](const Options& o) { return o.aggregator; },
      "Aggregator (tributaryd) that the communicator joins."},
     {"TRIBUTARY_TRANSPORT", "string", SetTransport, [](const Options& o) { return o.transport; },
-     "Transport: auto (= udp), udp or ofi (libfabric, when built). Forcing one that is not "
-     "built fails communicator creation."},
+     "Transport: auto, udp, ofi (libfabric) or verbs (RoCEv2 UD), the last two when built. "
+     "auto picks verbs when built and a device exists, else udp, and logs why. Forcing one "
+     "that is not built or cannot run fails communicator creation."},
     {"TRIBUTARY_OFI_PROVIDER", "string", SetOfiProvider,
      [](const Options& o) { return o.ofi_provider; },
      "libfabric provider for transport ofi (and tributaryd --dataplane ofi): auto (verbs;ofi_rxm, "

@@ -52,7 +52,11 @@ TEST_F(CommunicatorTest, InvalidConfigsAreRejected) {
   c = Config();
   c.options.transport = "verbs";
   r = Communicator::Create(c);
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  // kUnimplemented when verbs is not built; kUnavailable when it is built
+  // but this machine has no RDMA device. Either way: fail, naming udp.
+  EXPECT_TRUE(r.status().code() == StatusCode::kUnimplemented ||
+              r.status().code() == StatusCode::kUnavailable)
+      << r.status().ToString();
   EXPECT_NE(r.status().message().find("udp"), std::string::npos) << r.status().message();
 }
 

@@ -40,8 +40,10 @@ struct Options {
   std::string aggregator = "127.0.0.1:17820";
 
   // Transport by name: "udp" (kernel UDP, always built), "ofi" (libfabric
-  // RDM endpoints, when built; the aggregator must run --dataplane ofi) or
-  // "auto", which picks udp: the daemon's default dataplane.
+  // RDM endpoints, when built; the aggregator must run --dataplane ofi),
+  // "verbs" (RoCEv2 UD, when built; needs an RDMA device and a payload that
+  // fits the path MTU) or "auto": verbs when built and a device exists, else
+  // udp (the daemon's default dataplane); the choice is logged with its reason.
   std::string transport = "auto";
 
   // libfabric provider for transport "ofi": "auto" (verbs;ofi_rxm, then efa,

@@ -82,9 +82,35 @@ class Transport {
 };
 
 // Creates the transport named by options.transport ("auto" picks the best
-// built-in one and logs why), connected to options.aggregator. Forcing a
+// usable one and logs why), connected to options.aggregator. Forcing a
 // transport that was not built fails with kUnimplemented naming those that
-// were. Wraps it in the fault injector when options.faults is enabled.
+// were; forcing one that was built but cannot run here (verbs without an
+// RDMA device) fails with its own status, kUnavailable. Wraps it in the
+// fault injector when options.faults is enabled.
 Result<std::unique_ptr<Transport>> CreateTransport(const Options& options);
+
+// What "auto" looks at, probed once per CreateTransport call.
+struct TransportProbe {
+  bool verbs_built = false;
+  int rdma_devices = 0;           // ibv_get_device_list count (0 when verbs is not built)
+  std::string rdma_device_names;  // comma-separated
+};
+TransportProbe ProbeTransports();
+
+// The "auto" decision and its reason, as logged. verbs when it is built and
+// an RDMA device exists, else udp (the aggregator's default dataplane; a
+// transport must match the aggregator's). warn is set when an RDMA device
+// exists but is not used, which must never be silent.
+struct AutoChoice {
+  std::string name;
+  std::string reason;
+  bool warn = false;
+};
+AutoChoice ChooseAutoTransport(const TransportProbe& probe);
+
+// CreateTransport with a given probe (tests simulate an RDMA device). When
+// auto chose verbs and it fails to open, falls back to udp with a WARN.
+Result<std::unique_ptr<Transport>> CreateTransport(const Options& options,
+                                                   const TransportProbe& probe);
 
 }  // namespace tributary::host

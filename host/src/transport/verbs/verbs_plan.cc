@@ -85,15 +85,17 @@ Result<QueuePlan> PlanQueues(uint32_t window, uint32_t payload_bytes, uint32_t m
                                      limits.max_qp_wr);
   plan.recv_buffers = plan.rq_depth;
   plan.send_slots = plan.sq_depth;
-  // One CQ: every receive completes, sends only every kSignalEvery-th (and
-  // the one that fills the queue), so this bounds the outstanding entries.
-  const uint64_t cq_need = uint64_t{plan.rq_depth} + plan.sq_depth / kSignalEvery + 1;
-  if (cq_need > limits.max_cqe) {
+  // Two CQs, so reaping sends never consumes a receive: every receive
+  // completes, sends only every kSignalEvery-th (and the one that fills the
+  // queue), which bounds the outstanding entries of each.
+  const uint64_t send_cq = plan.sq_depth / kSignalEvery + 1;
+  if (plan.rq_depth > limits.max_cqe || send_cq > limits.max_cqe) {
     return Status(StatusCode::kResourceExhausted,
-                  "verbs: needs a completion queue of " + std::to_string(cq_need) +
+                  "verbs: needs a completion queue of " + std::to_string(plan.rq_depth) +
                       " entries; the device allows " + std::to_string(limits.max_cqe));
   }
-  plan.cq_depth = static_cast<uint32_t>(cq_need);
+  plan.send_cq_depth = static_cast<uint32_t>(send_cq);
+  plan.recv_cq_depth = plan.rq_depth;
   if (limits.max_sge < 2) {
     return Status(StatusCode::kResourceExhausted,
                   "verbs: the device allows " + std::to_string(limits.max_sge) +

@@ -58,7 +58,8 @@ struct DeviceLimits {
 struct QueuePlan {
   uint32_t sq_depth = 0;      // send work requests
   uint32_t rq_depth = 0;      // receive work requests == recv_buffers
-  uint32_t cq_depth = 0;      // one CQ for sends and receives
+  uint32_t send_cq_depth = 0; // signalled sends only (selective signalling)
+  uint32_t recv_cq_depth = 0; // every receive
   uint32_t recv_buffers = 0;  // pre-posted receive buffers
   uint32_t send_slots = 0;    // registered header/bounce slots == sq_depth
   size_t recv_buf_bytes = 0;  // kGrhBytes + mtu, rounded up to 64

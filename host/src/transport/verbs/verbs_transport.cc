@@ -130,11 +130,14 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
     return Errno(StatusCode::kUnavailable, "ibv_create_comp_channel");
   }
   fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
-  cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.cq_depth), nullptr, channel_, 0);
-  if (cq_ == nullptr) return Errno(StatusCode::kResourceExhausted, "ibv_create_cq");
+  send_cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.send_cq_depth), nullptr, nullptr, 0);
+  recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.recv_cq_depth), nullptr, channel_, 0);
+  if (send_cq_ == nullptr || recv_cq_ == nullptr) {
+    return Errno(StatusCode::kResourceExhausted, "ibv_create_cq");
+  }
   ibv_qp_init_attr qa{};
-  qa.send_cq = cq_;
-  qa.recv_cq = cq_;
+  qa.send_cq = send_cq_;
+  qa.recv_cq = recv_cq_;
   qa.qp_type = IBV_QPT_UD;
   qa.cap.max_send_wr = plan_.sq_depth;
   qa.cap.max_recv_wr = plan_.rq_depth;
@@ -168,10 +171,9 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Errno(StatusCode::kResourceExhausted, "eventfd");
   TRIB_LOG(kInfo, kLog,
-           "%s port %u gid %d (mtu %u) UD qpn %u -> aggregator %s qpn %u; sq %u rq %u cq %u",
+           "%s port %u gid %d (mtu %u) UD qpn %u -> aggregator %s qpn %u; sq %u rq %u",
            device_.c_str(), port_num_, gid_index_, mtu_, qp_->qp_num,
-           verbs::GidToString(agg_.gid).c_str(), agg_.qpn, plan_.sq_depth, plan_.rq_depth,
-           plan_.cq_depth);
+           verbs::GidToString(agg_.gid).c_str(), agg_.qpn, plan_.sq_depth, plan_.rq_depth);
   return Status::Ok();
 }
 
@@ -215,7 +217,8 @@ VerbsTransport::~VerbsTransport() {
   }
   if (recv_mr_) ibv_dereg_mr(recv_mr_);
   if (send_mr_) ibv_dereg_mr(send_mr_);
-  if (cq_) ibv_destroy_cq(cq_);
+  if (send_cq_) ibv_destroy_cq(send_cq_);
+  if (recv_cq_) ibv_destroy_cq(recv_cq_);
   if (channel_) ibv_destroy_comp_channel(channel_);
   if (pd_) ibv_dealloc_pd(pd_);
   if (ctx_) ibv_close_device(ctx_);
@@ -248,7 +251,7 @@ int VerbsTransport::Send(const TxPacket* packets, int n) {
   int sent = 0;
   for (; sent < n; ++sent) {
     if (posted_ - completed_ >= plan_.sq_depth - 1) {
-      Poll(nullptr, 0);
+      ReapSends();
       if (posted_ - completed_ >= plan_.sq_depth - 1) break;  // caller retries later
     }
     const TxPacket& p = packets[sent];
@@ -283,23 +286,32 @@ int VerbsTransport::Send(const TxPacket* packets, int n) {
   return sent;
 }
 
-int VerbsTransport::Poll(RxPacket* out, int max) {
-  int got = 0;
+void VerbsTransport::ReapSends() {
   for (;;) {
-    const int n = ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data());
-    if (n <= 0) break;
+    const int n = ibv_poll_cq(send_cq_, static_cast<int>(wc_.size()), wc_.data());
+    for (int i = 0; i < n; ++i) {
+      // Sends complete in order: everything up to this one is done.
+      completed_ = (wc_[i].wr_id & ~kSendTag) + 1;
+      if (wc_[i].status != IBV_WC_SUCCESS) ++stats_.send_errors;
+    }
+    if (n < static_cast<int>(wc_.size())) return;
+  }
+}
+
+int VerbsTransport::Recv(RxPacket* out, int max) {
+  for (uint32_t index : repost_) PostRecv(index);
+  repost_.clear();
+  ReapSends();
+  int got = 0;
+  while (got < max) {
+    const int want = std::min<int>(max - got, static_cast<int>(wc_.size()));
+    const int n = ibv_poll_cq(recv_cq_, want, wc_.data());
     for (int i = 0; i < n; ++i) {
       const ibv_wc& wc = wc_[i];
-      if (wc.wr_id & kSendTag) {
-        // Sends complete in order: everything up to this one is done.
-        completed_ = (wc.wr_id & ~kSendTag) + 1;
-        if (wc.status != IBV_WC_SUCCESS) ++stats_.send_errors;
-        continue;
-      }
       const uint32_t index = static_cast<uint32_t>(wc.wr_id);
-      if (wc.status != IBV_WC_SUCCESS || wc.byte_len < verbs::kGrhBytes || got >= max) {
-        // Flushed, failed, or no room this call: a lost datagram, which
-        // the progress engine's retransmission covers.
+      if (wc.status != IBV_WC_SUCCESS || wc.byte_len < verbs::kGrhBytes) {
+        // Flushed or failed: a lost datagram, which the progress engine's
+        // retransmission covers.
         PostRecv(index);
         continue;
       }
@@ -311,15 +323,9 @@ int VerbsTransport::Poll(RxPacket* out, int max) {
       ++stats_.packets_received;
       stats_.bytes_received += wc.byte_len - verbs::kGrhBytes;
     }
-    if (n < static_cast<int>(wc_.size())) break;
+    if (n < want) break;
   }
   return got;
-}
-
-int VerbsTransport::Recv(RxPacket* out, int max) {
-  for (uint32_t index : repost_) PostRecv(index);
-  repost_.clear();
-  return Poll(out, max);
 }
 
 void VerbsTransport::Wait(int64_t timeout_us) {
@@ -327,7 +333,7 @@ void VerbsTransport::Wait(int64_t timeout_us) {
   // arming raises no event; capping the sleep at kMaxSleepMs bounds what
   // that race costs without stashing polled completions.
   constexpr int64_t kMaxSleepMs = 1;
-  ibv_req_notify_cq(cq_, 0);
+  ibv_req_notify_cq(recv_cq_, 0);
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const int ms = static_cast<int>(
       timeout_us < 0 ? kMaxSleepMs : std::min<int64_t>(kMaxSleepMs, (timeout_us + 999) / 1000));

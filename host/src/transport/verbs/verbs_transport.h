@@ -15,7 +15,7 @@
 // per byte than UDP with 64 KiB datagrams, and reliable() is false.
 //
 // Resources (sized by PlanQueues from the window and payload): one UD QP,
-// one CQ for sends and receives with a completion channel for Wait(), a
+// a send CQ and a receive CQ (with a completion channel for Wait()), a
 // registered ring of receive buffers (GRH + MTU each) and of send slots
 // (header + bounce payload). Payloads inside memory registered through
 // RegisterMemory go as a second SGE without a copy; others are copied into
@@ -66,8 +66,8 @@ class VerbsTransport final : public Transport {
   Status OpenDevice(const verbs::VerbsAddress& agg);
   Status ConnectQp();
   void PostRecv(uint32_t index);
-  // Reaps completions; receives go to out (up to max), returns their count.
-  int Poll(RxPacket* out, int max);
+  // Reaps send completions (frees send slots).
+  void ReapSends();
   uint32_t PayloadLkey(const void* data, size_t bytes);
 
   struct Region {
@@ -87,7 +87,8 @@ class VerbsTransport final : public Transport {
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
-  ibv_cq* cq_ = nullptr;
+  ibv_cq* send_cq_ = nullptr;
+  ibv_cq* recv_cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
   ibv_ah* ah_ = nullptr;
   uint8_t* recv_area_ = nullptr;

@@ -198,7 +198,7 @@ table inet trib_loss {
   chain to_daemon { type filter hook input priority 0; iifname "br0" numgen random mod 1000 < $k counter drop; }
 }
 table bridge trib_loss {
-  chain host_to_host { type filter hook forward priority 0; ibrname "br0" ether type ip numgen random mod 1000 < $k counter drop; }
+  chain host_to_host { type filter hook forward priority 0; iifname "h*" ether type ip numgen random mod 1000 < $k counter drop; }
 }
 EOF
   for ((i = 0; i < NETNS_NHOSTS; ++i)); do

@@ -49,7 +49,7 @@ Usage: $0 [options]
   --loss PERMILLE  nftables drops per 1000 packets, each direction (default 0)
   --systems "..."  subset of "tributary gloo mpi" (default all three)
   --out DIR        results directory (default ./cluster-bench-<date>)
-  --timeout S      per-run limit in seconds (default 3600)
+  --timeout S      per-run limit in seconds (default 1200)
   --trib-args "..." extra tributary_cluster_rank flags (e.g. "--window 32")
   --mpi-args "..."  extra mpirun flags (e.g. "--mca mpi_yield_when_idle 1")
   --smoke          also fail when a result file is missing (ctest)
@@ -59,7 +59,7 @@ EOF
 BUILD="$HERE/../../build"
 HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
 TRIB_ARGS=""; MPI_ARGS=""
-RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=3600; SMOKE=0
+RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=1200; SMOKE=0
 OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
 while (($#)); do
   case $1 in
@@ -183,7 +183,10 @@ run_system() {  # SYSTEM N ROUND
         --host "${hosts%,}" --mca plm_rsh_agent "$HERE/ns_rsh.sh" \
         --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 198.19.0.0/24 \
         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 $MPI_ARGS \
-        "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 ;;
+        "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 &
+      # In the background and waited for: bash runs the INT/TERM trap (and
+      # so the cleanup) only once a foreground child ends.
+      wait $! ;;
   esac
 }
 

@@ -146,7 +146,7 @@ def main():
                     f"set title 'All-reduce fp32 sum, {n} hosts, links {a.rate}, MTU {a.mtu}, "
                     f"loss {a.loss}/1000'\n"
                     f"set logscale x 2\nset format x '%.0b%B'\nset xlabel 'size (bytes)'\n"
-                    f"set ylabel 'algbw (GB/s)'\nset key left top\nset grid\nset yrange [0:*]\n"
+                    f"set ylabel 'algbw (GB/s)'\nset key below\nset grid\nset yrange [0:*]\n"
                     f"set datafile missing 'NaN'\n"
                     f"plot " + ", \\\n     ".join(plots) + "\n")
     text = "\n".join(out) + "\n"

@@ -49,6 +49,7 @@ struct ProgressEngine::Slot {
   uint32_t retries = 0;                   // timer expiries (backoff exponent)
   bool held = false;                      // STATUS said the aggregator has our data
   bool probe_pending = false;             // a RESULT_REQUEST is unanswered
+  uint32_t unanswered_probes = 0;         // consecutive probes with no answer
   uint32_t missing_count = 0;             // from the aggregator's last STATUS
   std::vector<uint32_t> missing;          // first few missing senders
 };
@@ -265,6 +266,7 @@ void ProgressEngine::FillWindow(uint64_t now) {
     TRIB_CHECK_MSG(owner != nullptr, "fragment sequence without an owning operation");
     uint64_t frag = slot.next_seq - owner->first_seq;
     slot.busy = true;
+    ++busy_slots_;
     slot.op = owner;
     slot.elem_offset = frag * owner->elems_per_frag;
     slot.elem_count = static_cast<uint32_t>(
@@ -272,6 +274,7 @@ void ProgressEngine::FillWindow(uint64_t now) {
     slot.retries = 0;
     slot.held = false;
     slot.probe_pending = false;
+    slot.unanswered_probes = 0;
     slot.missing_count = 0;
     slot.missing.clear();
     slot.first_sent_ns = now;
@@ -305,7 +308,7 @@ void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool
   if (!probe) tx_.back().result_dest = op.desc.recv + slot.elem_offset * op.elem_size;
   proto::EncodeHeader(h, header);
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len);
-  slot.deadline_ns = now + RtoNs(slot.retries);
+  slot.deadline_ns = now + RtoNs(slot.retries) + QueueingNs();
   if (probe) {
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
   } else if (retransmit) {
@@ -415,7 +418,9 @@ void ProgressEngine::HandleResult(const proto::PacketView& p, bool placed, uint6
   if (!placed) memcpy(op->desc.recv + slot.elem_offset * op->elem_size, p.payload, bytes);
   counters_.results.fetch_add(1, std::memory_order_relaxed);
   if (slot.retries == 0) Sample(now - slot.first_sent_ns);  // Karn: unambiguous samples only
+  NoteDelivery(bytes, now);
   slot.busy = false;
+  --busy_slots_;
   slot.op = nullptr;
   slot.next_seq += window_;
   ready_.push_back(h.slot);
@@ -481,6 +486,7 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     return;
   }
   slot.probe_pending = false;
+  slot.unanswered_probes = 0;
   slot.missing_count = h.aux;
   slot.missing.clear();
   for (size_t i = 0; i + 4 <= p.payload_len && slot.missing.size() < 16; i += 4) {
@@ -593,6 +599,29 @@ void ProgressEngine::Sample(uint64_t rtt_ns) {
   counters_.rto_us.store(static_cast<uint32_t>(RtoNs(0) / 1000), std::memory_order_relaxed);
 }
 
+// Delivery rate: result bytes per second, measured over batches of results
+// (an EWMA). It turns the bytes queued ahead of a packet into time, so the
+// timers of a full window on a slow or rate-limited link do not fire on
+// packets that are merely waiting in a queue.
+void ProgressEngine::NoteDelivery(size_t bytes, uint64_t now) {
+  if (rate_window_start_ns_ == 0) rate_window_start_ns_ = now;
+  rate_window_bytes_ += bytes;
+  const uint64_t elapsed = now - rate_window_start_ns_;
+  if (elapsed < 2000000) return;  // measure over at least 2 ms
+  const double rate = static_cast<double>(rate_window_bytes_) / static_cast<double>(elapsed);
+  delivery_bytes_per_ns_ =
+      delivery_bytes_per_ns_ == 0 ? rate : 0.75 * delivery_bytes_per_ns_ + 0.25 * rate;
+  rate_window_start_ns_ = now;
+  rate_window_bytes_ = 0;
+}
+
+uint64_t ProgressEngine::QueueingNs() const {
+  if (delivery_bytes_per_ns_ <= 0) return 0;
+  const double queued = static_cast<double>(busy_slots_) * options_.payload_bytes;
+  return static_cast<uint64_t>(
+      std::min(queued / delivery_bytes_per_ns_, options_.rto_max_us * 1000.0));
+}
+
 uint64_t ProgressEngine::RtoNs(uint32_t retries) const {
   double base = have_rtt_ ? srtt_us_ + 4 * rttvar_us_ : options_.rto_initial_us;
   base = std::clamp<double>(base, options_.rto_min_us, options_.rto_max_us);
@@ -623,10 +652,14 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     if (!slot.busy) continue;
     if (now >= slot.deadline_ns) {
       // Probe first (header only): most timeouts on a busy cluster are
-      // waits for a slower rank, not losses, and the aggregator's STATUS
-      // tells which. Resend the data only if a probe went unanswered.
+      // waits for a slower rank or packets still queued in a rate-limited
+      // link, not losses, and the aggregator's STATUS tells which. Resend
+      // the data only when two probes in a row went unanswered (the
+      // aggregator saying "not held" triggers a resend at once instead).
       slot.retries++;
-      bool resend = !slot.held && slot.probe_pending;
+      if (slot.probe_pending) slot.unanswered_probes++;
+      const bool resend = !slot.held && slot.unanswered_probes >= 2;
+      if (resend) slot.unanswered_probes = 0;
       slot.probe_pending = !resend;
       SendFragment(slot, i, now, true, /*probe=*/!resend);
     }
@@ -703,6 +736,7 @@ void ProgressEngine::Abort(Status reason, Op* culprit) {
     slot.busy = false;
     slot.op = nullptr;
   }
+  busy_slots_ = 0;
   tx_.clear();
   ready_.clear();
   // The op that caused the failure (or the oldest one) gets the reason

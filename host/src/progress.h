@@ -100,6 +100,8 @@ class ProgressEngine {
   std::string DescribeIncomplete(const Op& op, uint64_t now) const;
   void Sample(uint64_t rtt_ns);
   uint64_t RtoNs(uint32_t retries) const;
+  void NoteDelivery(size_t bytes, uint64_t now);
+  uint64_t QueueingNs() const;
 
   std::unique_ptr<Transport> transport_;
   const JobIdentity id_;
@@ -137,6 +139,10 @@ class ProgressEngine {
   bool aborted_ = false;
   double srtt_us_ = 0, rttvar_us_ = 0;
   bool have_rtt_ = false;
+  double delivery_bytes_per_ns_ = 0;  // EWMA of result bytes per ns
+  size_t busy_slots_ = 0;             // slots with a fragment in flight
+  uint64_t rate_window_start_ns_ = 0;
+  uint64_t rate_window_bytes_ = 0;
 
   // Counters read by Stats() from other threads.
   struct Counters {

@@ -20,6 +20,7 @@ PACKAGES=(
   iproute2 nftables procps util-linux
   gnuplot-nox  # bench/cluster plots
   libfabric-dev libfabric-bin  # transport/dataplane "ofi" (providers tcp;ofi_rxm, shm here)
+  libdpdk-dev dpdk  # dataplane "dpdk" (tests and bench use vdevs: net_tap, net_ring)
   libibverbs-dev  # transport "verbs" (rdma-core; builds without an RDMA device)
 )
 

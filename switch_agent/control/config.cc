@@ -35,6 +35,8 @@ const Field kFields[] = {
     {"port", "UDP port; 0 picks a free port (printed on stdout)", nullptr, &Config::port},
     {"dataplane", "dataplane backend by name (built: see --help footer)", &Config::dataplane,
      nullptr},
+    {"eal_args", "dpdk dataplane: DPDK EAL arguments (use --eal-args=\"...\")", &Config::eal_args,
+     nullptr},
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
     {"max_memory_mb", "MiB for all job arenas; JOINs that do not fit are refused", nullptr,
      &Config::max_memory_mb},
@@ -278,6 +280,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.batch_size = static_cast<uint32_t>(c.batch_size);
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.max_peers = static_cast<uint32_t>(c.max_peers);
+  o.eal_args = c.eal_args;
   return o;
 }
 

@@ -30,6 +30,9 @@ struct Config {
   uint64_t port = proto::kDefaultPort;
   // Dataplane backend by name (see BuiltBackendNames()).
   std::string dataplane = "udp";
+  // DPDK EAL arguments for dataplane "dpdk", passed through (split on spaces,
+  // quotes group), e.g. "--no-huge --no-pci --in-memory --vdev=net_tap0".
+  std::string eal_args;
   // Jobs alive at once; a JOIN beyond it is refused (NACK kResourceExhausted).
   uint64_t max_jobs = 1024;
   // Memory for all job arenas, MiB. Reserved at JOIN; a job that does not fit

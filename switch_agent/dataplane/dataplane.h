@@ -40,6 +40,7 @@ struct DataplaneOptions {
   uint64_t socket_buffer_bytes = 16u << 20;   // SO_RCVBUF/SO_SNDBUF request; 0 = OS default
   uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
   int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
+  std::string eal_args;                       // dpdk only: DPDK EAL arguments, split on spaces
 };
 
 // Counters of one backend. Written only by the loop thread.

@@ -14,6 +14,9 @@
 #ifdef TRIBUTARY_HAVE_OFI
 #include "switch_agent/dataplane/ofi/ofi_dataplane.h"
 #endif
+#ifdef TRIBUTARY_HAVE_DPDK
+#include "switch_agent/dataplane/dpdk/dpdk_dataplane.h"
+#endif
 
 namespace tributary::agent {
 
@@ -35,6 +38,12 @@ std::unique_ptr<Dataplane> CreateUdp(const DataplaneOptions& options, engine::En
   return std::make_unique<UdpDataplane>(options, engine);
 }
 
+#ifdef TRIBUTARY_HAVE_DPDK
+std::unique_ptr<Dataplane> CreateDpdk(const DataplaneOptions& options, engine::Engine* engine) {
+  return std::make_unique<dpdk::DpdkDataplane>(options, engine);
+}
+#endif
+
 #ifdef TRIBUTARY_HAVE_OFI
 std::unique_ptr<Dataplane> CreateOfi(const DataplaneOptions& options, engine::Engine* engine) {
   return std::make_unique<OfiDataplane>(options, engine);
@@ -48,7 +57,12 @@ const std::vector<BackendInfo>& AllBackends() {
   // and point `create` at their factory.
   static const std::vector<BackendInfo> kBackends = {
       {"udp", "kernel UDP sockets (recvmmsg/sendmmsg)", true, "", &CreateUdp},
-      {"dpdk", "DPDK poll-mode driver", false, "rebuild with -DTRIBUTARY_WITH_DPDK=ON", nullptr},
+#ifdef TRIBUTARY_HAVE_DPDK
+      {"dpdk", "DPDK poll-mode driver (EAL arguments: --eal-args)", true, "", &CreateDpdk},
+#else
+      {"dpdk", "DPDK poll-mode driver", false,
+       "install libdpdk-dev and rebuild with -DTRIBUTARY_WITH_DPDK=ON", nullptr},
+#endif
 #ifdef TRIBUTARY_HAVE_OFI
       {"ofi", "libfabric RDM endpoints (provider: TRIBUTARY_OFI_PROVIDER)", true, "", &CreateOfi},
 #else

@@ -7,7 +7,9 @@
 // packet); build the 42 bytes of headers in front of an answer; and answer
 // ARP requests for our address so that kernel-stack hosts can reach us.
 // Everything else is dropped and counted by reason (FrameVerdict): the
-// dataplane never answers what it cannot parse.
+// dataplane never answers what it cannot parse. The UDP checksum of received
+// datagrams is not verified (the Ethernet FCS covers the link; end to end,
+// jobs that want it set kFlagChecksum and get a CRC32C over the packet).
 //
 // These functions touch no DPDK type, so the unit tests run them without an
 // EAL. Thread-safety: pure functions on caller-owned buffers.

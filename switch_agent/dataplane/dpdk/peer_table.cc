@@ -12,17 +12,23 @@ PeerTable::PeerTable(uint32_t max_peers) : max_peers_(max_peers) {
   index_.reserve(reserve);
 }
 
-PeerTable::Key PeerTable::MakeKey(const PeerAddress& a) {
-  Key k{};
-  k.ip_port = static_cast<uint64_t>(a.ip_be) << 16 | a.port_be;
-  std::memcpy(&k.mac, a.mac.bytes, 6);
-  return k;
-}
-
 bool PeerTable::Find(const PeerAddress& addr, uint64_t now_ns, engine::PeerToken* token) {
-  auto it = index_.find(MakeKey(addr));
+  const Key key = MakeKey(addr);
+  uint32_t& cached = cache_[KeyHash()(key) & (kCacheSize - 1)];
+  // A cached index is trusted only if its entry is in use and holds this key
+  // (entries are removed and reused without touching the cache).
+  if (cached != 0) {
+    Entry& e = entries_[cached - 1];
+    if (e.used && e.key == key) {
+      e.last_seen_ns = now_ns;
+      *token = cached - 1;
+      return true;
+    }
+  }
+  auto it = index_.find(key);
   if (it == index_.end()) return false;
   entries_[it->second].last_seen_ns = now_ns;
+  cached = it->second + 1;
   *token = it->second;
   return true;
 }
@@ -37,8 +43,8 @@ bool PeerTable::Insert(const PeerAddress& addr, uint64_t now_ns, engine::PeerTok
     index = static_cast<uint32_t>(entries_.size());
     entries_.push_back({});
   }
-  entries_[index] = Entry{addr, now_ns, true};
-  index_.emplace(MakeKey(addr), index);
+  entries_[index] = Entry{addr, MakeKey(addr), now_ns, true};
+  index_.emplace(entries_[index].key, index);
   *token = index;
   return true;
 }
@@ -46,7 +52,7 @@ bool PeerTable::Insert(const PeerAddress& addr, uint64_t now_ns, engine::PeerTok
 void PeerTable::Remove(engine::PeerToken token) {
   if (token >= entries_.size() || !entries_[token].used) return;
   Entry& e = entries_[token];
-  index_.erase(MakeKey(e.addr));
+  index_.erase(e.key);
   e.used = false;
   free_.push_back(static_cast<uint32_t>(token));
 }

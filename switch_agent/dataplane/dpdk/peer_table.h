@@ -8,11 +8,16 @@
 // neighbour table: it answers a peer at the Ethernet address its packets
 // came from, so a peer that moved behind another router is a new peer.
 // A token is an index into a vector, so the transmit path turns it back into
-// an address with one bounds-checked load.
+// an address with one bounds-checked load. Find first tries a small
+// direct-mapped cache (hash -> index, verified against the entry), which
+// holds the few peers of the jobs in flight and spares the hash map lookup
+// that otherwise costs ~10% of a 1 KiB packet's cycles.
 // Thread-safety: none; owned by one dataplane loop (one per lcore).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -58,12 +63,23 @@ class PeerTable {
   };
   struct Entry {
     PeerAddress addr;
+    Key key;  // MakeKey(addr), kept so that a cache hit is verified with two compares
     uint64_t last_seen_ns;
     bool used;
   };
-  static Key MakeKey(const PeerAddress& a);
+  static Key MakeKey(const PeerAddress& a) {
+    uint32_t mac_lo;
+    uint16_t mac_hi;
+    std::memcpy(&mac_lo, a.mac.bytes, 4);
+    std::memcpy(&mac_hi, a.mac.bytes + 4, 2);
+    return Key{static_cast<uint64_t>(a.ip_be) << 16 | a.port_be,
+               static_cast<uint64_t>(mac_hi) << 32 | mac_lo};
+  }
+
+  static constexpr size_t kCacheSize = 256;  // power of two
 
   uint32_t max_peers_;
+  std::array<uint32_t, kCacheSize> cache_{};  // entry index + 1; 0 = empty
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_;
   std::unordered_map<Key, uint32_t, KeyHash> index_;

@@ -1,0 +1,205 @@
+// See eal.h. Thread-safety: main thread only, before loops start.
+#include "switch_agent/dataplane/dpdk/eal.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace tributary::agent::dpdk {
+namespace {
+
+constexpr const char* kLog = "dpdk";
+
+enum class EalState { kNone, kUp, kFailed, kCleaned };
+EalState g_state = EalState::kNone;
+std::string g_error;
+
+}  // namespace
+
+std::vector<std::string> SplitArgs(const std::string& args) {
+  std::vector<std::string> out;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : args) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) out.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) out.push_back(word);
+  return out;
+}
+
+bool EalInitialized() { return g_state == EalState::kUp; }
+
+bool EalInit(const std::string& args, std::string* error) {
+  if (g_state == EalState::kUp) return true;
+  if (g_state != EalState::kNone) {
+    *error = g_state == EalState::kFailed ? g_error : "DPDK EAL was already cleaned up";
+    return false;
+  }
+  std::vector<std::string> words = SplitArgs(args);
+  words.insert(words.begin(), "tributaryd");
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  TRIB_LOG(kInfo, kLog, "rte_eal_init(%s)", args.c_str());
+  const int rc = rte_eal_init(static_cast<int>(words.size()), argv.data());
+  if (rc < 0) {
+    g_state = EalState::kFailed;
+    g_error = std::string("DPDK EAL initialisation failed (eal_args '") + args +
+              "'): " + rte_strerror(rte_errno) +
+              ". Without hugepages pass --no-huge; without a bound NIC use --no-pci and a "
+              "--vdev (net_tap0, net_af_packet0,iface=IF, net_ring0); several DPDK processes "
+              "on one host need distinct --file-prefix values (or --in-memory, which "
+              "hugepages require)";
+    *error = g_error;
+    return false;
+  }
+  g_state = EalState::kUp;
+  return true;
+}
+
+void EalCleanup() {
+  if (g_state != EalState::kUp) return;
+  rte_eal_cleanup();
+  g_state = EalState::kCleaned;
+}
+
+bool FirstPort(uint16_t* port_id, std::string* error) {
+  uint16_t count = 0;
+  uint16_t first = 0;
+  uint16_t id;
+  RTE_ETH_FOREACH_DEV(id) {
+    if (count++ == 0) first = id;
+  }
+  if (count == 0) {
+    *error = "DPDK found no Ethernet port: bind a NIC to vfio-pci or add a --vdev to eal_args";
+    return false;
+  }
+  if (count > 1) {
+    TRIB_LOG(kWarn, kLog, "%u ports probed; using port %u only", count, first);
+  }
+  *port_id = first;
+  return true;
+}
+
+bool StartPort(const PortSetup& setup, PortState* state, std::string* error) {
+  const uint16_t port = setup.port_id;
+  state->port_id = port;
+  rte_eth_dev_info info{};
+  int rc = rte_eth_dev_info_get(port, &info);
+  if (rc != 0) {
+    *error = std::string("rte_eth_dev_info_get: ") + rte_strerror(-rc);
+    return false;
+  }
+  state->driver = info.driver_name != nullptr ? info.driver_name : "?";
+  if (setup.queues > info.max_rx_queues || setup.queues > info.max_tx_queues) {
+    *error = "port " + std::to_string(port) + " (" + state->driver + ") supports " +
+             std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)) +
+             " queue pairs, " + std::to_string(setup.queues) + " requested";
+    return false;
+  }
+  rte_eth_conf conf{};
+  if (setup.queues > 1) {
+    // Share-nothing lcores: RSS on the UDP 4-tuple spreads ranks over queues.
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_NONFRAG_IPV4_UDP & info.flow_type_rss_offloads;
+  }
+  const uint16_t mtu = info.max_mtu >= kJumboMtu ? kJumboMtu : std::max<uint16_t>(info.max_mtu, 1500);
+  conf.rxmode.mtu = mtu;
+  rc = rte_eth_dev_configure(port, setup.queues, setup.queues, &conf);
+  if (rc != 0) {
+    conf.rxmode.mtu = 0;  // the driver's default (1500)
+    rc = rte_eth_dev_configure(port, setup.queues, setup.queues, &conf);
+  }
+  if (rc != 0) {
+    *error = std::string("rte_eth_dev_configure: ") + rte_strerror(-rc);
+    return false;
+  }
+  uint16_t rxd = setup.rx_descriptors;
+  uint16_t txd = setup.tx_descriptors;
+  rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
+  const int socket = rte_eth_dev_socket_id(port);
+  const unsigned socket_id = socket < 0 ? SOCKET_ID_ANY : static_cast<unsigned>(socket);
+  for (uint16_t q = 0; q < setup.queues; ++q) {
+    // Large enough for the RX ring, a full TX ring and our TX batch; halved
+    // until it fits (--no-huge runs get 64 MiB by default).
+    rte_mempool* pool = nullptr;
+    for (unsigned n = 8191; n >= 1023 && pool == nullptr; n = (n + 1) / 2 - 1) {
+      char name[RTE_MEMPOOL_NAMESIZE];
+      std::snprintf(name, sizeof name, "trib_p%u_q%u", port, q);
+      pool = rte_pktmbuf_pool_create(name, n, 256, 0, RTE_PKTMBUF_HEADROOM + kMaxFrameBytes,
+                                     static_cast<int>(socket_id));
+      if (pool != nullptr) {
+        TRIB_LOG(kInfo, kLog, "queue %u: mbuf pool of %u x %u bytes", q, n,
+                 RTE_PKTMBUF_HEADROOM + kMaxFrameBytes);
+      }
+    }
+    if (pool == nullptr) {
+      *error = std::string("cannot create an mbuf pool: ") + rte_strerror(rte_errno) +
+               " (give the EAL more memory: -m 256, or hugepages)";
+      StopPort(state);
+      return false;
+    }
+    state->pools.push_back(pool);
+    rc = rte_eth_rx_queue_setup(port, q, rxd, socket_id, nullptr, pool);
+    if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket_id, nullptr);
+    if (rc != 0) {
+      *error = std::string("queue setup: ") + rte_strerror(-rc);
+      StopPort(state);
+      return false;
+    }
+  }
+  rc = rte_eth_dev_start(port);
+  if (rc != 0) {
+    *error = std::string("rte_eth_dev_start: ") + rte_strerror(-rc);
+    StopPort(state);
+    return false;
+  }
+  uint16_t actual_mtu = 1500;
+  if (rte_eth_dev_get_mtu(port, &actual_mtu) == 0) state->mtu = actual_mtu;
+  rte_ether_addr mac{};
+  rte_eth_macaddr_get(port, &mac);
+  std::memcpy(state->mac, mac.addr_bytes, 6);
+  TRIB_LOG(kInfo, kLog,
+           "port %u (%s) started: %u queue pair(s), %u/%u descriptors, MTU %u, MAC "
+           "%02x:%02x:%02x:%02x:%02x:%02x",
+           port, state->driver.c_str(), setup.queues, rxd, txd, state->mtu, mac.addr_bytes[0],
+           mac.addr_bytes[1], mac.addr_bytes[2], mac.addr_bytes[3], mac.addr_bytes[4],
+           mac.addr_bytes[5]);
+  return true;
+}
+
+void StopPort(PortState* state) {
+  if (state->pools.empty()) return;
+  rte_eth_dev_stop(state->port_id);
+  rte_eth_dev_close(state->port_id);
+  for (rte_mempool* p : state->pools) rte_mempool_free(p);
+  state->pools.clear();
+}
+
+}  // namespace tributary::agent::dpdk

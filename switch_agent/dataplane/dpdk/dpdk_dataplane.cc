@@ -71,7 +71,6 @@ bool DpdkDataplane::Init(std::string* error) {
   std::memcpy(our_mac_.bytes, port_.mac, 6);
   const size_t mtu_payload = size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes;
   max_payload_ = std::min(mtu_payload, size_t{kMaxFrameBytes} - kFrameOverhead);
-  checksum_jobs_.reserve(1024);
   TRIB_LOG(kInfo, kLog, "serving %s:%u on port %u queue %u; largest datagram %zu bytes "
            "(ranks' payload_bytes must be <= %zu)",
            FormatIp(our_ip_be_).c_str(), ntohs(our_port_be_), port_.port_id, queue_,
@@ -212,11 +211,7 @@ void DpdkDataplane::ProcessFrame(rte_mbuf* m, uint64_t now_ns) {
   }
   const uint64_t joins_before = engine_->counters().joins;
   const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
-  if (checksum && view.header.type == proto::MsgType::kContribution &&
-      !checksum_jobs_.count(view.header.job_id)) {
-    if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
-    checksum_jobs_.insert(view.header.job_id);
-  }
+  replies_.NoteIncoming(view.header);
   engine::Action action = engine_->OnPacket(view, token, now_ns);
   if (action.kind == engine::ActionKind::kFlushAndRetry) {
     Flush();
@@ -229,44 +224,21 @@ void DpdkDataplane::ProcessFrame(rte_mbuf* m, uint64_t now_ns) {
   stats_.peers = peers_.size();
 }
 
-bool DpdkDataplane::AllowTransientReply() {
-  constexpr double kTransientRepliesPerSecond = 2000;
-  const uint64_t now = MonotonicNowNs();
-  transient_tokens_ = std::min(kTransientRepliesPerSecond,
-                               transient_tokens_ + (now - transient_refill_ns_) * 1e-9 *
-                                                       kTransientRepliesPerSecond);
-  transient_refill_ns_ = now;
-  if (transient_tokens_ < 1.0) return false;
-  transient_tokens_ -= 1.0;
-  return true;
-}
-
 void DpdkDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   if (action.kind != engine::ActionKind::kSendToOne &&
       action.kind != engine::ActionKind::kResultToAll) {
     return;
   }
-  proto::Header h = action.header;
-  if (incoming_checksum ||
-      (h.type == proto::MsgType::kResult && !checksum_jobs_.empty() &&
-       checksum_jobs_.count(h.job_id) != 0)) {
-    h.flags |= proto::kFlagChecksum;
-  }
   alignas(64) uint8_t header[proto::kHeaderSize];
-  proto::EncodeHeader(h, header);
-  if (h.flags & proto::kFlagChecksum) proto::EncodeChecksum(header, action.payload, action.payload_len);
-  if (action.kind == engine::ActionKind::kResultToAll) {
-    for (uint32_t i = 0; i < action.peer_count; ++i) {
-      Append(header, action.payload, action.payload_len, action.peers[i]);
-    }
-  } else {
-    Append(header, action.payload, action.payload_len, action.peer);
-  }
+  replies_.EncodeHeader(action, incoming_checksum, header);
+  ReplyPolicy::ForEachPeer(action, [&](engine::PeerToken peer) {
+    Append(header, action.payload, action.payload_len, peer);
+  });
 }
 
 void DpdkDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
                            engine::PeerToken peer) {
-  if (peer == kTransientPeer && !AllowTransientReply()) {
+  if (peer == kTransientPeer && !replies_.AllowTransientReply(MonotonicNowNs())) {
     ++stats_.transient_replies_limited;
     return;
   }

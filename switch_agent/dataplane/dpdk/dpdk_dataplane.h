@@ -36,6 +36,7 @@
 #include <unordered_set>
 
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/reply_policy.h"
 #include "switch_agent/dataplane/dpdk/eal.h"
 #include "switch_agent/dataplane/dpdk/packet.h"
 #include "switch_agent/dataplane/dpdk/peer_table.h"
@@ -89,7 +90,6 @@ class DpdkDataplane final : public Dataplane {
               engine::PeerToken peer);
   void QueueFrame(rte_mbuf* m);
   void Flush();
-  bool AllowTransientReply();
 
   DataplaneOptions options_;
   engine::Engine* engine_;  // not owned
@@ -107,8 +107,6 @@ class DpdkDataplane final : public Dataplane {
   PeerAddress current_source_{};
   uint64_t next_sweep_ns_ = 0;
   uint64_t next_housekeeping_ns_ = 0;
-  double transient_tokens_ = 2000;
-  uint64_t transient_refill_ns_ = 0;
   uint32_t idle_polls_ = 0;
 
   std::array<rte_mbuf*, kRxBurst> rx_{};
@@ -117,7 +115,7 @@ class DpdkDataplane final : public Dataplane {
   std::array<rte_mbuf*, kTxCapacity> tx_{};
   size_t tx_count_ = 0;
 
-  std::unordered_set<uint32_t> checksum_jobs_;  // as in the UDP backend
+  ReplyPolicy replies_;  // checksum rules, answers to unknown sources
   DataplaneStats stats_;
   DpdkStats dpdk_stats_;
 };

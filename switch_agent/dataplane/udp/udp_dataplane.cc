@@ -130,7 +130,6 @@ bool UdpDataplane::Init(std::string* error) {
   tx_msgs_.assign(kTxCapacity, mmsghdr{});
   tx_iov_.assign(2 * kTxCapacity, iovec{});
   tx_addr_.assign(kTxCapacity, sockaddr_in{});
-  checksum_jobs_.reserve(1024);
   TRIB_LOG(kInfo, kLog, "bound %s, batch %zu, peer table %u", FormatAddress(bound_).c_str(),
            batch, peers_.capacity());
   return true;
@@ -187,22 +186,6 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   Flush();
 }
 
-// Answers to unknown sources (NACK kUnknownJob, mostly) are rate-limited to
-// kTransientRepliesPerSecond, so spoofed traffic cannot turn the daemon into
-// an amplifier; ranks of a job the daemon lost (restart) retry and still
-// learn it within a few of their retransmission timeouts.
-bool UdpDataplane::AllowTransientReply() {
-  constexpr double kTransientRepliesPerSecond = 2000;
-  const uint64_t now = MonotonicNowNs();
-  transient_tokens_ = std::min(kTransientRepliesPerSecond,
-                               transient_tokens_ + (now - transient_refill_ns_) * 1e-9 *
-                                                       kTransientRepliesPerSecond);
-  transient_refill_ns_ = now;
-  if (transient_tokens_ < 1.0) return false;
-  transient_tokens_ -= 1.0;
-  return true;
-}
-
 // Every 10 s, forget peers that no live job references and that have been
 // silent for a minute (jobs that ended, ranks that went away).
 void UdpDataplane::MaybeSweepPeers(uint64_t now_ns) {
@@ -252,13 +235,7 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
     current_source_ = &rx_addr_[i];
     const uint64_t joins_before = engine_->counters().joins;
     const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
-    if (checksum && view.header.type == proto::MsgType::kContribution &&
-        !checksum_jobs_.count(view.header.job_id)) {
-      // Bounded: ids of jobs that ended are forgotten wholesale; a live job
-      // re-enters on its next contribution.
-      if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
-      checksum_jobs_.insert(view.header.job_id);
-    }
+    replies_.NoteIncoming(view.header);
     engine::Action action = engine_->OnPacket(view, token, now_ns);
     if (action.kind == engine::ActionKind::kFlushAndRetry) {
       Flush();
@@ -277,27 +254,16 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
 
 void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   if (action.kind == engine::ActionKind::kNone) return;
-  proto::Header h = action.header;
-  if (incoming_checksum ||
-      (h.type == proto::MsgType::kResult && checksum_jobs_.count(h.job_id) != 0)) {
-    h.flags |= proto::kFlagChecksum;
-  }
   alignas(64) uint8_t header[proto::kHeaderSize];
-  proto::EncodeHeader(h, header);
-  if (h.flags & proto::kFlagChecksum) proto::EncodeChecksum(header, action.payload, action.payload_len);
-
-  if (action.kind == engine::ActionKind::kResultToAll) {
-    for (uint32_t i = 0; i < action.peer_count; ++i) {
-      Append(header, action.payload, action.payload_len, action.peers[i]);
-    }
-  } else {
-    Append(header, action.payload, action.payload_len, action.peer);
-  }
+  replies_.EncodeHeader(action, incoming_checksum, header);
+  ReplyPolicy::ForEachPeer(action, [&](engine::PeerToken peer) {
+    Append(header, action.payload, action.payload_len, peer);
+  });
 }
 
 void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
                           engine::PeerToken peer) {
-  if (peer == kTransientPeer && !AllowTransientReply()) {
+  if (peer == kTransientPeer && !replies_.AllowTransientReply(MonotonicNowNs())) {
     ++stats_.transient_replies_limited;
     return;
   }

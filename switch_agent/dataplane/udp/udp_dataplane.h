@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/reply_policy.h"
 #include "switch_agent/dataplane/udp/peer_table.h"
 
 namespace tributary::agent {
@@ -83,9 +84,7 @@ class UdpDataplane final : public Dataplane {
   PeerTable peers_;
   const sockaddr_in* current_source_ = nullptr;  // source of the packet being processed
   uint64_t next_sweep_ns_ = 0;
-  double transient_tokens_ = 2000;
-  uint64_t transient_refill_ns_ = 0;
-  bool AllowTransientReply();
+  ReplyPolicy replies_;  // checksum rules, answers to unknown sources
   void MaybeSweepPeers(uint64_t now_ns);
   DataplaneStats stats_;
 
@@ -103,9 +102,6 @@ class UdpDataplane final : public Dataplane {
   std::vector<sockaddr_in> tx_addr_;
   size_t tx_count_ = 0;
   uint64_t rx_errors_ = 0;  // recvmmsg failures other than EAGAIN (rate-limits the log)
-
-  // Jobs whose contributions carried kFlagChecksum (see the file comment).
-  std::unordered_set<uint32_t> checksum_jobs_;
 };
 
 }  // namespace tributary::agent

@@ -1,0 +1,76 @@
+// What every dataplane backend does the same way around the engine's
+// answers: which replies carry a CRC32C, how an Action's header is encoded,
+// and how fast unknown sources may be answered.
+//
+// - Checksums: a reply carries kFlagChecksum when the packet that caused it
+//   did, and a RESULT does when any contribution of its job did (the job's
+//   ranks asked for end-to-end checksums). The set of such jobs is bounded:
+//   past 65536 ids it is forgotten wholesale and a live job re-enters with
+//   its next contribution.
+// - Unknown sources (kTransientPeer) are answered at most
+//   kTransientRepliesPerSecond times per second (token bucket), so spoofed
+//   traffic cannot use the daemon as an amplifier.
+// Thread-safety: none; one per dataplane loop.
+#pragma once
+
+#include <cstdint>
+#include <unordered_set>
+
+#include "proto/codec.h"
+#include "switch_agent/engine/engine.h"
+
+namespace tributary::agent {
+
+class ReplyPolicy {
+ public:
+  static constexpr double kTransientRepliesPerSecond = 2000;
+
+  ReplyPolicy() { checksum_jobs_.reserve(1024); }
+
+  // Call for every decoded packet before the engine sees it.
+  void NoteIncoming(const proto::Header& h) {
+    if ((h.flags & proto::kFlagChecksum) == 0 || h.type != proto::MsgType::kContribution) return;
+    if (checksum_jobs_.count(h.job_id)) return;
+    if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
+    checksum_jobs_.insert(h.job_id);
+  }
+
+  // Encodes the Action's header into `out` (kHeaderSize bytes), with the
+  // checksum flag and CRC when the rules above say so.
+  void EncodeHeader(const engine::Action& action, bool incoming_checksum, uint8_t* out) const {
+    proto::Header h = action.header;
+    if (incoming_checksum || (h.type == proto::MsgType::kResult && !checksum_jobs_.empty() &&
+                              checksum_jobs_.count(h.job_id) != 0)) {
+      h.flags |= proto::kFlagChecksum;
+    }
+    proto::EncodeHeader(h, out);
+    if (h.flags & proto::kFlagChecksum) proto::EncodeChecksum(out, action.payload, action.payload_len);
+  }
+
+  // Calls append(peer) for every addressee of the Action.
+  template <typename AppendFn>
+  static void ForEachPeer(const engine::Action& action, AppendFn&& append) {
+    if (action.kind == engine::ActionKind::kResultToAll) {
+      for (uint32_t i = 0; i < action.peer_count; ++i) append(action.peers[i]);
+    } else {
+      append(action.peer);
+    }
+  }
+
+  // True if an answer to an unknown source may go out now.
+  bool AllowTransientReply(uint64_t now_ns) {
+    tokens_ += static_cast<double>(now_ns - refill_ns_) * 1e-9 * kTransientRepliesPerSecond;
+    if (tokens_ > kTransientRepliesPerSecond) tokens_ = kTransientRepliesPerSecond;
+    refill_ns_ = now_ns;
+    if (tokens_ < 1.0) return false;
+    tokens_ -= 1.0;
+    return true;
+  }
+
+ private:
+  std::unordered_set<uint32_t> checksum_jobs_;
+  double tokens_ = kTransientRepliesPerSecond;
+  uint64_t refill_ns_ = 0;
+};
+
+}  // namespace tributary::agent

@@ -139,12 +139,18 @@ CommStats ProgressEngine::Stats() const {
   s.srtt_us = counters_.srtt_us.load(std::memory_order_relaxed);
   s.rto_us = counters_.rto_us.load(std::memory_order_relaxed);
   s.transport = transport_->name();
-  // Transport counters are written by the progress thread; a slightly stale
-  // read is fine for statistics.
-  TransportStats ts = transport_->stats();
-  s.bytes_sent = ts.bytes_sent;
-  s.bytes_received = ts.bytes_received;
+  // The transport's own counters belong to the progress thread, which
+  // publishes them here (PublishTransportStats); reading the transport from
+  // this thread would race with it.
+  s.bytes_sent = counters_.bytes_sent.load(std::memory_order_relaxed);
+  s.bytes_received = counters_.bytes_received.load(std::memory_order_relaxed);
   return s;
+}
+
+void ProgressEngine::PublishTransportStats() {
+  const TransportStats ts = transport_->stats();
+  counters_.bytes_sent.store(ts.bytes_sent, std::memory_order_relaxed);
+  counters_.bytes_received.store(ts.bytes_received, std::memory_order_relaxed);
 }
 
 void ProgressEngine::Run() {
@@ -162,6 +168,7 @@ void ProgressEngine::Run() {
     int64_t stats_us = ServiceStatsWaiters(now);
     if (stats_us >= 0 && (wait_us < 0 || stats_us < wait_us)) wait_us = stats_us;
     Flush();
+    PublishTransportStats();
     if (n > 0) continue;
     if (options_.spin_us > 0) {
       uint64_t spin_end = NowNs() + options_.spin_us * 1000ull;

@@ -94,6 +94,7 @@ class ProgressEngine {
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
   int64_t CheckTimers(uint64_t now);  // returns microseconds until the next deadline
   void Flush();
+  void PublishTransportStats();
   void FinishOp(Op* op, Status status);
   void PopFinished();
   void Abort(Status reason, Op* culprit);
@@ -149,6 +150,7 @@ class ProgressEngine {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0};
+    std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
   };
   Counters counters_;
 };

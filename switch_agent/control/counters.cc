@@ -52,6 +52,7 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
   Add(&s, "bytes_reduced", e.bytes_reduced);
   Add(&s, "joins", e.joins);
   Add(&s, "leaves", e.leaves);
+  Add(&s, "late_leaves", e.late_leaves);
   Add(&s, "flush_retries", e.flush_retries);
   Add(&s, "jobs_created", e.jobs_created);
   Add(&s, "jobs_destroyed", e.jobs_destroyed);

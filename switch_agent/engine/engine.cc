@@ -403,6 +403,14 @@ void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, ui
 
 void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                          Action* out) {
+  *out = Action{};
+  // Children send LEAVE twice (it is never answered); the copy that arrives
+  // after the last child left finds the job reaped. That is not an attack
+  // and not a drop worth an operator's attention.
+  if (Lookup(pkt.header.job_id) == nullptr) {
+    ++counters_.late_leaves;
+    return;
+  }
   Job* job = FindAuthenticated(pkt.header, from, out);
   // A leaving rank waits for nothing: refusals are counted, never answered.
   *out = Action{};

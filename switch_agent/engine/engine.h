@@ -79,6 +79,7 @@ struct EngineCounters {
   uint64_t jobs_destroyed = 0;
   uint64_t joins = 0;
   uint64_t leaves = 0;
+  uint64_t late_leaves = 0;       // LEAVE for a job already gone (the duplicate LEAVE)
   uint64_t flush_retries = 0;     // packets that had to wait for a flush (kFlushAndRetry)
   std::array<uint64_t, kNumDropReasons> drops{};
   uint64_t TotalDrops() const;

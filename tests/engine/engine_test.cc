@@ -412,6 +412,11 @@ TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
   ASSERT_EQ(engine.Jobs().size(), 1u);
   EXPECT_EQ(engine.Jobs()[0].job_id, 2u);
   EXPECT_LT(engine.memory_bytes(), both);
+  // The duplicate LEAVE that arrives after the reap is not a drop.
+  const uint64_t drops_before = engine.counters().TotalDrops();
+  EXPECT_EQ(engine.OnPacket(leave, JobFixture::Peer(1), 11).kind, ActionKind::kNone);
+  EXPECT_EQ(engine.counters().late_leaves, 1u);
+  EXPECT_EQ(engine.counters().TotalDrops(), drops_before);
   // Packets for the reaped job are now for an unknown job.
   EXPECT_EQ(a.Send(0, 0, 0, 1, 0, {1}).header.aux, static_cast<uint32_t>(NackCode::kUnknownJob));
   // Job 2 idles past the timeout.

@@ -312,7 +312,8 @@ class Driver {
     for (size_t i = 0; i < engine::kNumDropReasons; ++i) FUZZ_CHECK(c.drops[i] >= b.drops[i]);
     const uint64_t accounted = (c.contributions - b.contributions) +
                                (c.duplicates - b.duplicates) + (c.TotalDrops() - b.TotalDrops()) +
-                               (c.joins - b.joins) + (c.leaves - b.leaves);
+                               (c.joins - b.joins) + (c.leaves - b.leaves) +
+                               (c.late_leaves - b.late_leaves);
     // Requests answered from state (RESULT_REQUEST, STATS_REQUEST) change
     // no counter when they are served.
     if (type == proto::MsgType::kResultRequest || type == proto::MsgType::kStatsRequest) {

@@ -37,6 +37,18 @@ tributary_feature(DPDK DPDK_FOUND "libdpdk not found (apt-get install libdpdk-de
 tributary_feature(OFI LIBFABRIC_FOUND "libfabric not found (apt-get install libfabric-dev)")
 tributary_feature(VERBS IBVERBS_FOUND "libibverbs not found (apt-get install libibverbs-dev)")
 
+# The control plane (tributary-manager, the daemons' manager client, the CLI's
+# job commands) speaks gRPC; its code is generated from proto/manager.proto.
+find_package(Protobuf QUIET)
+find_package(gRPC CONFIG QUIET)
+find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin)
+set(_grpc_found OFF)
+if(Protobuf_FOUND AND gRPC_FOUND AND GRPC_CPP_PLUGIN AND Protobuf_PROTOC_EXECUTABLE)
+  set(_grpc_found ON)
+endif()
+tributary_feature(MANAGER _grpc_found
+  "gRPC/protobuf not found (apt-get install libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler)")
+
 include(CheckLanguage)
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)

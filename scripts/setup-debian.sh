@@ -22,6 +22,7 @@ PACKAGES=(
   libfabric-dev libfabric-bin  # transport/dataplane "ofi" (providers tcp;ofi_rxm, shm here)
   libdpdk-dev dpdk  # dataplane "dpdk" (tests and bench use vdevs: net_tap, net_ring)
   libibverbs-dev  # transport "verbs" (rdma-core; builds without an RDMA device)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # tributary-manager (gRPC)
 )
 
 missing=()

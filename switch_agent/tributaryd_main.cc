@@ -5,7 +5,10 @@
 // the engine and the dataplane backend chosen by name, run the loop until
 // SIGTERM/SIGINT, print the counters and exit. Exit codes: 0 clean stop or
 // --help/--version/--print-config; 2 bad flags or configuration; 1 the data
-// plane could not start (port in use, ...). Single-threaded.
+// plane could not start (port in use, ...). The loop runs on the main
+// thread; with --manager a second thread talks to tributary-manager
+// (control/manager_client.h) and hands job assignments to the loop through
+// the Provisioner.
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -18,6 +21,10 @@
 #include "switch_agent/control/config.h"
 #include "switch_agent/control/counters.h"
 #include "switch_agent/control/signals.h"
+#if TRIBUTARY_HAVE_MANAGER
+#include "switch_agent/control/manager_client.h"
+#endif
+#include "switch_agent/dataplane/provisioner.h"
 #include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/engine/engine.h"
 
@@ -75,6 +82,46 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tributaryd: %s\n", error.c_str());
     return kExitStartFailed;
   }
+  // Jobs placed ahead of their ranks: the static list now, the manager's later.
+  agent::Provisioner provisioner;
+  const bool placed_jobs = !config.jobs.empty() || !config.manager.empty();
+  if (placed_jobs && !dataplane->AttachProvisioner(&provisioner)) {
+    std::fprintf(stderr,
+                 "tributaryd: dataplane '%s' cannot hold placed jobs or trees (jobs:, --manager); "
+                 "use --dataplane udp\n",
+                 dataplane->name());
+    return kExitUsage;
+  }
+  if (!config.jobs.empty()) provisioner.Submit("config", config.jobs);
+#if TRIBUTARY_HAVE_MANAGER
+  std::unique_ptr<agent::ManagerClient> manager;
+  if (!config.manager.empty()) {
+    agent::ManagerClientOptions mo;
+    mo.manager = config.manager;
+    mo.endpoint = config.advertise_address.empty() ? dataplane->LocalAddress()
+                                                   : config.advertise_address;
+    if (config.daemon_name.empty()) {
+      char host[256] = "localhost";
+      gethostname(host, sizeof(host) - 1);
+      mo.name = std::string(host) + ":" + mo.endpoint.substr(mo.endpoint.rfind(':') + 1);
+    } else {
+      mo.name = config.daemon_name;
+    }
+    mo.position = config.position;
+    mo.role = config.role;
+    mo.capacity_slots = config.capacity_slots == 0 ? 65536 : config.capacity_slots;
+    mo.capacity_bytes = config.max_memory_mb << 20;
+    manager = std::make_unique<agent::ManagerClient>(mo, &provisioner);
+    manager->Start();
+  }
+#else
+  if (!config.manager.empty()) {
+    std::fprintf(stderr,
+                 "tributaryd: --manager given but this build has no manager client (configure "
+                 "with gRPC: apt-get install libgrpc++-dev protobuf-compiler-grpc)\n");
+    return kExitUsage;
+  }
+#endif
   // Machine-readable: with --port 0 this is how a supervisor or test learns the port.
   std::printf("tributaryd listening on %s\n", dataplane->LocalAddress().c_str());
   std::fflush(stdout);
@@ -96,6 +143,9 @@ int main(int argc, char** argv) {
   });
 
   TRIB_LOG(kInfo, "tributaryd", "stopping (signal %d)", signals.last_signal.load());
+#if TRIBUTARY_HAVE_MANAGER
+  if (manager) manager->Stop();
+#endif
   dataplane->Cleanup();
   PrintCounters("exit", *dataplane, engine);
   return 0;

@@ -79,6 +79,7 @@ Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
   uint64_t deadline = start + o.connect_timeout_ms;
   uint64_t retry_ms = 50;
   uint32_t attempts = 0;
+  bool unknown_job = false;
   while (true) {
     uint64_t now = NowMs();
     if (now >= deadline) break;
@@ -105,6 +106,12 @@ Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
         }
         if (p.header.type == proto::MsgType::kNack) {
           auto code = static_cast<proto::NackCode>(p.header.aux);
+          if (code == proto::NackCode::kUnknownJob) {
+            // A managed aggregator learns its jobs from tributary-manager
+            // within a heartbeat: a rank may be faster. Keep trying.
+            unknown_job = true;
+            continue;
+          }
           std::string text(reinterpret_cast<const char*>(p.payload), p.payload_len);
           std::string msg = "aggregator " + o.aggregator + " refused job " +
                             std::to_string(config_.job_id) + " rank " +
@@ -123,6 +130,15 @@ Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
         }
       }
     }
+  }
+  if (unknown_job) {
+    return Status(StatusCode::kUnavailable,
+                  "aggregator " + o.aggregator + " does not hold job " +
+                      std::to_string(config_.job_id) + " (still unknown after " +
+                      std::to_string(o.connect_timeout_ms) +
+                      " ms): a daemon run by tributary-manager serves only the jobs placed on it; "
+                      "check that `tributary job create` placed this job and that this rank uses "
+                      "the aggregator it was given");
   }
   return Status(StatusCode::kUnavailable,
                 "no answer from aggregator " + o.aggregator + " within " +

@@ -697,7 +697,10 @@ std::string ProgressEngine::DescribeIncomplete(const Op& op, uint64_t now) const
              listed == 1 ? ";" : ",", i, slot.elem_offset, slot.elem_offset + slot.elem_count,
              slot.retries + 1);
     out += frag;
-    if (slot.missing_count > 0 && slot.missing.empty()) {
+    if (slot.held && slot.missing_count == 0) {
+      // A node of a tree: every child is in, the partial sum went up.
+      out += " (held; the aggregator has every rank's data and waits for its parent aggregator)";
+    } else if (slot.missing_count > 0 && slot.missing.empty()) {
       out += " (the aggregator has no contribution to this round yet)";
     } else if (slot.missing_count > 0) {
       out += std::string(slot.held ? " (held; aggregator" : " (aggregator") + " waits for " +

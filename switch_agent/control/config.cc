@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -50,7 +51,85 @@ const Field kFields[] = {
     {"log_level", "trace|debug|info|warn|error|off", &Config::log_level, nullptr},
     {"stats_interval_s", "print counters every N seconds; 0 = on SIGUSR1 and exit only", nullptr,
      &Config::stats_interval_s},
+    {"manager", "tributary-manager address host:port to register with; empty = standalone",
+     &Config::manager, nullptr},
+    {"daemon_name", "name at the manager; empty = <hostname>:<port>", &Config::daemon_name,
+     nullptr},
+    {"position", "topology node this daemon serves (leaf switch or DPU name)", &Config::position,
+     nullptr},
+    {"role", "leaf|inner|any: tree levels the manager may place it at", &Config::role, nullptr},
+    {"advertise_address", "ip:port children send to; empty = the bound address",
+     &Config::advertise_address, nullptr},
+    {"capacity_slots", "slots the manager may reserve here; 0 = 65536", nullptr,
+     &Config::capacity_slots},
 };
+
+// Keys of one entry of the YAML `jobs:` list.
+const char* const kJobKeys[] = {"id",     "key",         "fan_in",       "slot_count",
+                                "payload_bytes", "parent", "child_index", "parent_fan_in"};
+
+// Decimal, or 0x-prefixed hexadecimal (job keys are usually written in hex).
+bool ParseUintOrHex(const std::string& text, uint64_t* out);
+
+bool ParseJobs(const YAML::Node& list, const std::string& where, Config* c, std::string* error) {
+  if (!list.IsSequence()) {
+    *error = where + ": 'jobs' must be a list of mappings";
+    return false;
+  }
+  c->jobs.clear();
+  for (const auto& item : list) {
+    const std::string at = where + ", jobs entry line " + std::to_string(item.Mark().line + 1);
+    if (!item.IsMap()) {
+      *error = at + ": expected a mapping";
+      return false;
+    }
+    JobAssignment a;
+    for (const auto& kv : item) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      if (std::find(std::begin(kJobKeys), std::end(kJobKeys), key) == std::end(kJobKeys)) {
+        *error = at + ": unknown key '" + key +
+                 "' (known: id, key, fan_in, slot_count, payload_bytes, parent, child_index, "
+                 "parent_fan_in)";
+        return false;
+      }
+      if (!kv.second.IsScalar()) {
+        *error = at + ": '" + key + "' needs a single value";
+        return false;
+      }
+      const std::string value = kv.second.Scalar();
+      if (key == "parent") {
+        a.parent = value;
+        continue;
+      }
+      uint64_t v;
+      if (!ParseUintOrHex(value, &v) || (key != "key" && v > UINT32_MAX)) {
+        *error = at + ": '" + key + "': invalid value '" + value + "'";
+        return false;
+      }
+      if (key == "id") a.job_id = static_cast<uint32_t>(v);
+      else if (key == "key") a.job_key = v;
+      else if (key == "fan_in") a.fan_in = static_cast<uint32_t>(v);
+      else if (key == "slot_count") a.slot_count = static_cast<uint32_t>(v);
+      else if (key == "payload_bytes") a.payload_bytes = static_cast<uint32_t>(v);
+      else if (key == "child_index") a.child_index = static_cast<uint32_t>(v);
+      else a.parent_fan_in = static_cast<uint32_t>(v);
+    }
+    std::string why;
+    if (!ValidateAssignment(a, &why)) {
+      *error = at + ": " + why;
+      return false;
+    }
+    for (const JobAssignment& other : c->jobs) {
+      if (other.job_id == a.job_id) {
+        *error = at + ": job " + std::to_string(a.job_id) + " is listed twice";
+        return false;
+      }
+    }
+    c->jobs.push_back(a);
+  }
+  c->source["jobs"] = where;
+  return true;
+}
 
 std::string FlagName(const Field& f) {
   std::string flag = std::string("--") + f.key;
@@ -78,6 +157,27 @@ std::string KnownKeys() {
     keys += f.key;
   }
   return keys;
+}
+
+bool ParseUint(const std::string& text, uint64_t* out);
+
+bool ParseUintOrHex(const std::string& text, uint64_t* out) {
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    if (text.size() > 18) return false;
+    uint64_t v = 0;
+    for (size_t i = 2; i < text.size(); ++i) {
+      const char ch = text[i];
+      int d;
+      if (ch >= '0' && ch <= '9') d = ch - '0';
+      else if (ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
+      else if (ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
+      else return false;
+      v = v << 4 | static_cast<uint64_t>(d);
+    }
+    *out = v;
+    return true;
+  }
+  return ParseUint(text, out);
 }
 
 // Strict: decimal digits only, no sign, no trailing text, no overflow.
@@ -135,6 +235,10 @@ bool ApplyYamlText(const std::string& text, const std::string& origin, Config* c
       return false;
     }
     const std::string key = kv.first.Scalar();
+    if (key == "jobs") {
+      if (!ParseJobs(kv.second, where, config, error)) return false;
+      continue;
+    }
     const Field* f = FindField(key);
     if (f == nullptr) {
       *error = where + ": unknown key '" + key + "' (known keys: " + KnownKeys() + ")";
@@ -194,6 +298,13 @@ bool ValidateConfig(const Config& c, std::string* error) {
     fail("log_level", "'" + c.log_level + "' is not one of trace|debug|info|warn|error|off");
   }
   range("stats_interval_s", c.stats_interval_s, 0, 86400);
+  if (c.role != "leaf" && c.role != "inner" && c.role != "any") {
+    fail("role", "'" + c.role + "' is not one of leaf|inner|any");
+  }
+  range("capacity_slots", c.capacity_slots, 0, 1ull << 32);
+  if (!c.manager.empty() && c.manager.find(':') == std::string::npos) {
+    fail("manager", "'" + c.manager + "' is not host:port");
+  }
   if (problems.empty()) return true;
   problems.pop_back();
   *error = problems;
@@ -259,6 +370,24 @@ std::string ConfigToYaml(const Config& config) {
       out << config.*(f.num);
     }
   }
+  if (!config.jobs.empty()) {
+    out << YAML::Key << "jobs" << YAML::Value << YAML::BeginSeq;
+    for (const JobAssignment& a : config.jobs) {
+      char key[24];
+      snprintf(key, sizeof(key), "0x%llx", static_cast<unsigned long long>(a.job_key));
+      out << YAML::BeginMap << YAML::Key << "id" << YAML::Value << a.job_id << YAML::Key << "key"
+          << YAML::Value << key << YAML::Key << "fan_in" << YAML::Value << a.fan_in << YAML::Key
+          << "slot_count" << YAML::Value << a.slot_count << YAML::Key << "payload_bytes"
+          << YAML::Value << a.payload_bytes;
+      if (!a.parent.empty()) {
+        out << YAML::Key << "parent" << YAML::Value << a.parent << YAML::Key << "child_index"
+            << YAML::Value << a.child_index << YAML::Key << "parent_fan_in" << YAML::Value
+            << a.parent_fan_in;
+      }
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
   return std::string("# tributaryd effective configuration\n") + out.c_str() + "\n";
 }
@@ -270,6 +399,9 @@ void LogConfig(const Config& config) {
     auto it = config.source.find(f.key);
     TRIB_LOG(kInfo, "config", "  %-20s = %s (%s)", f.key, ValueString(config, f).c_str(),
              it == config.source.end() ? "default" : it->second.c_str());
+  }
+  for (const JobAssignment& a : config.jobs) {
+    TRIB_LOG(kInfo, "config", "  jobs: %s", a.Describe().c_str());
   }
 }
 
@@ -289,6 +421,7 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   l.max_jobs = static_cast<uint32_t>(c.max_jobs);
   l.max_memory_bytes = c.max_memory_mb << 20;
   l.job_idle_timeout_ns = c.job_idle_timeout_s * 1000000000ull;
+  l.create_jobs_on_join = c.manager.empty();
   return l;
 }
 

@@ -16,7 +16,10 @@
 #include <string>
 
 #include "proto/wire.h"
+#include <vector>
+
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/provisioner.h"
 #include "switch_agent/engine/engine.h"
 
 namespace tributary::agent {
@@ -51,6 +54,26 @@ struct Config {
   std::string log_level = "info";
   // Print counters every N seconds; 0 = only on SIGUSR1 and at exit.
   uint64_t stats_interval_s = 0;
+
+  // ---- Control plane (docs/CONTROL_PLANE.md). ----
+  // tributary-manager to register with ("host:port"); empty = standalone.
+  std::string manager;
+  // This daemon's name at the manager (stable across restarts); empty =
+  // "<hostname>:<port>".
+  std::string daemon_name;
+  // The topology node it serves (a leaf switch or DPU name of the topology file).
+  std::string position;
+  // leaf | inner | any: the tree levels the manager may place it at.
+  std::string role = "any";
+  // Endpoint children should send to, "ip:port"; empty = the bound address.
+  std::string advertise_address;
+  // Slots the manager may reserve here for all jobs; 0 = 65536.
+  uint64_t capacity_slots = 0;
+
+  // Jobs held from start-up, static trees without a manager (YAML only: a
+  // list of {id, key, fan_in, slot_count, payload_bytes, parent,
+  // child_index, parent_fan_in}).
+  std::vector<JobAssignment> jobs;
 
   // Not settable from YAML: where the file came from, and per key the source
   // of its value ("default", "file FILE", "flag --x") for messages.

@@ -53,9 +53,18 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
   Add(&s, "joins", e.joins);
   Add(&s, "leaves", e.leaves);
   Add(&s, "late_leaves", e.late_leaves);
+  Add(&s, "recycles", e.recycles);
+  Add(&s, "joins_deferred", e.joins_deferred);
   Add(&s, "flush_retries", e.flush_retries);
   Add(&s, "jobs_created", e.jobs_created);
   Add(&s, "jobs_destroyed", e.jobs_destroyed);
+  s += "\n  uplink:";
+  Add(&s, "joins", e.uplink_joins);
+  Add(&s, "sends", e.uplink_sends);
+  Add(&s, "resends", e.uplink_resends);
+  Add(&s, "results", e.uplink_results);
+  Add(&s, "nacks", e.uplink_nacks);
+  Add(&s, "drops", e.uplink_drops);
   s += "\n  engine_drops:";
   Add(&s, "total", e.TotalDrops());
   for (size_t i = 0; i < engine::kNumDropReasons; ++i) {

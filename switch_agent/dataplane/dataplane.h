@@ -32,6 +32,8 @@
 
 namespace tributary::agent {
 
+class Provisioner;
+
 // Settings every backend understands. Defaults match control/config.h.
 struct DataplaneOptions {
   std::string listen_address = "127.0.0.1";  // IPv4 address to bind
@@ -89,6 +91,14 @@ class Dataplane {
   virtual void Cleanup() = 0;
 
   virtual const DataplaneStats& stats() const = 0;
+
+  // Jobs placed ahead of their ranks and trees (provisioner.h): a backend
+  // that can apply them in its loop and reach parent aggregators keeps the
+  // pointer (not owned) and returns true. Call before Run().
+  virtual bool AttachProvisioner(Provisioner* provisioner) {
+    (void)provisioner;
+    return false;
+  }
 };
 
 // One row of the backend table.

@@ -39,7 +39,8 @@ class ReplyPolicy {
   // checksum flag and CRC when the rules above say so.
   void EncodeHeader(const engine::Action& action, bool incoming_checksum, uint8_t* out) const {
     proto::Header h = action.header;
-    if (incoming_checksum || (h.type == proto::MsgType::kResult && !checksum_jobs_.empty() &&
+    if (incoming_checksum || ((h.type == proto::MsgType::kResult || h.type == proto::MsgType::kContribution) &&
+                              !checksum_jobs_.empty() &&
                               checksum_jobs_.count(h.job_id) != 0)) {
       h.flags |= proto::kFlagChecksum;
     }

@@ -45,20 +45,12 @@
 namespace tributary::engine {
 namespace {
 
+// How long the JOIN of a new generation waits for the old one to leave.
+constexpr uint64_t kGenerationDrainNs = 2000ull * 1000000;
+
 using proto::Header;
 using proto::MsgType;
 using proto::NackCode;
-
-// (collective_id, elem_offset) of the packet is strictly newer than the set's.
-bool IsNewer(const Header& h, const SetMeta& m) {
-  if (h.collective_id != m.collective_id) return h.collective_id > m.collective_id;
-  return h.elem_offset > m.elem_offset;
-}
-
-bool SameRound(const Header& h, const SetMeta& m) {
-  return m.state != SetState::kUnused && h.collective_id == m.collective_id &&
-         h.elem_offset == m.elem_offset;
-}
 
 }  // namespace
 
@@ -109,6 +101,11 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
     case MsgType::kJoin: HandleJoin(pkt, from, now_ns, &out); break;
     case MsgType::kLeave: HandleLeave(pkt, from, now_ns, &out); break;
     case MsgType::kStatsRequest: HandleStatsRequest(pkt, from, now_ns, &out); break;
+    // What a parent aggregator sends to this node of a tree (uplink.cc).
+    case MsgType::kResult:
+    case MsgType::kJoinAck:
+    case MsgType::kNack:
+    case MsgType::kStatus: HandleFromParent(pkt, from, now_ns, &out); break;
     default: Drop(DropReason::kUnexpectedType); break;
   }
   // A packet sent back for a flush is counted when it is processed.
@@ -299,14 +296,17 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     }
   } else if (m.state == SetState::kUnused || (m.state == SetState::kComplete && IsNewer(h, m))) {
     new_round = true;
-  } else if (m.state == SetState::kPending && IsNewer(h, m)) {
+  } else if (m.state != SetState::kComplete && IsNewer(h, m)) {
+    // Pending here, or waiting for the parent's RESULT (kUpstream).
     return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
   } else {
     return Drop(DropReason::kStale);
   }
 
   uint64_t* other = job->seen(s, v ^ 1);
-  if (Job::TestBit(other, sender) && job->meta(s, v ^ 1).state == SetState::kPending) {
+  const SetState other_state = job->meta(s, v ^ 1).state;
+  if (Job::TestBit(other, sender) &&
+      (other_state == SetState::kPending || other_state == SetState::kUpstream)) {
     return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
   }
 
@@ -343,12 +343,21 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   if (m.arrived < job->fan_in()) return;
 
   if (k.finalize != nullptr) k.finalize(acc, job->result(s, v), h.elem_count);
-  m.state = SetState::kComplete;
   m.complete_ns = now_ns;
   m.last_sender = sender;
   ++late.rounds_last;
   ++counters_.completions;
   ++job->completions;
+  if (job->has_uplink) {
+    // A node below the root: the partial sum goes up as one contribution;
+    // the children get the parent's RESULT when it comes down.
+    m.state = SetState::kUpstream;
+    m.upstream_sends = 0;
+    ++job->uplink.waiting;
+    if (job->uplink.parent_epoch != 0) UpstreamAction(job, s, v, now_ns, out);
+    return;
+  }
+  m.state = SetState::kComplete;
   ResultAction(job, s, v, out);
 }
 
@@ -404,20 +413,44 @@ void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, ui
 void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                          Action* out) {
   *out = Action{};
+  const Header& h = pkt.header;
   // Children send LEAVE twice (it is never answered); the copy that arrives
-  // after the last child left finds the job reaped. That is not an attack
-  // and not a drop worth an operator's attention.
-  if (Lookup(pkt.header.job_id) == nullptr) {
+  // after the last child left finds the job reaped, or recycled with a new
+  // epoch. That is not an attack and not a drop worth an operator's attention.
+  Job* job = Lookup(h.job_id);
+  if (job != nullptr && h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
+  if (job == nullptr || h.epoch != job->epoch()) {
     ++counters_.late_leaves;
     return;
   }
-  Job* job = FindAuthenticated(pkt.header, from, out);
+  job = FindAuthenticated(h, from, out);
   // A leaving rank waits for nothing: refusals are counted, never answered.
   *out = Action{};
   if (job == nullptr) return;
   job->last_active_ns = now_ns;
-  job->Leave(pkt.header.sender);
   ++counters_.leaves;
+  if (job->left() == 0) job->first_leave_ns = now_ns;
+  if (job->Leave(h.sender) && job->provisioned && !job->withdrawn) RecycleJob(job);
+}
+
+// A provisioned job outlives its communicators: when the last child left,
+// it starts over (job.h Recycle) and, below the root, leaves its parent so
+// the parent starts over too once all of its children did. The uplink
+// JOINs again when a child of the next generation joins here.
+void Engine::RecycleJob(Job* job) {
+  job->Recycle(next_epoch_);
+  next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;
+  ++counters_.recycles;
+  if (!job->has_uplink) return;
+  Uplink& up = job->uplink;
+  if (up.parent_epoch != 0) {
+    up.leaves_to_send = 2;
+    up.leave_epoch = up.parent_epoch;
+  }
+  up.parent_epoch = 0;
+  up.join_attempts = 0;
+  up.next_join_ns = 0;
+  up.waiting = 0;
 }
 
 // JOIN: the first one creates the job (one arena, checked against the
@@ -447,28 +480,33 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   Job* job = Lookup(h.job_id);
   if (job != nullptr) {
     if (h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
+    // Generations: a child that left and joins again belongs to the job's
+    // next communicator; its rounds restart at collective 0 and must not
+    // meet the sets of the old one. It waits (unanswered; it retries its
+    // JOIN) until the old generation's other children left too, or until
+    // kGenerationDrainNs passed, after which they are dropped from the job.
+    if (job->finished()) {
+      RecycleJob(job);
+    } else if (job->HasLeft(h.sender)) {
+      if (now_ns - job->first_leave_ns < kGenerationDrainNs) {
+        ++counters_.joins_deferred;
+        return;
+      }
+      RecycleJob(job);
+    }
     const JobParams& have = job->params();
     if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
         have.payload_bytes != params.payload_bytes) {
       return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
     }
   } else {
-    if (jobs_.size() >= limits_.max_jobs) {
-      return Nack(h, from, NackCode::kResourceExhausted, DropReason::kJobLimit, out);
+    if (!limits_.create_jobs_on_join) {
+      return Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, out);
     }
-    const uint64_t arena = Job::ArenaBytes(params);
-    if (arena > limits_.max_memory_bytes || memory_bytes_ + arena > limits_.max_memory_bytes) {
-      return Nack(h, from, NackCode::kResourceExhausted, DropReason::kMemoryLimit, out);
+    DropReason refused;
+    if (!ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused)) {
+      return Nack(h, from, NackCode::kResourceExhausted, refused, out);
     }
-    std::unique_ptr<Job> created = Job::Create(h.job_id, h.job_key, next_epoch_, params, now_ns);
-    if (!created) {
-      return Nack(h, from, NackCode::kResourceExhausted, DropReason::kMemoryLimit, out);
-    }
-    next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;  // 0 is never an epoch
-    job = created.get();
-    memory_bytes_ += job->arena_bytes();
-    jobs_.emplace(h.job_id, std::move(created));
-    ++counters_.jobs_created;
   }
   job->Register(h.sender, from);
   job->last_active_ns = now_ns;
@@ -491,13 +529,41 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   out->peer = from;
 }
 
+// Creates a job within the limits (the JOIN path and Provision).
+bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params,
+                        uint64_t now_ns, Job** job, DropReason* refused) {
+  if (jobs_.size() >= limits_.max_jobs) {
+    *refused = DropReason::kJobLimit;
+    return false;
+  }
+  const uint64_t arena = Job::ArenaBytes(params);
+  if (arena > limits_.max_memory_bytes || memory_bytes_ + arena > limits_.max_memory_bytes) {
+    *refused = DropReason::kMemoryLimit;
+    return false;
+  }
+  std::unique_ptr<Job> created = Job::Create(job_id, job_key, next_epoch_, params, now_ns);
+  if (!created) {
+    *refused = DropReason::kMemoryLimit;
+    return false;
+  }
+  next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;  // 0 is never an epoch
+  *job = created.get();
+  memory_bytes_ += created->arena_bytes();
+  jobs_.emplace(job_id, std::move(created));
+  ++counters_.jobs_created;
+  return true;
+}
+
 size_t Engine::Reap(uint64_t now_ns) {
   size_t freed = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     const Job& job = *it->second;
     const bool idle = now_ns > job.last_active_ns &&
                       now_ns - job.last_active_ns > limits_.job_idle_timeout_ns;
-    if (job.finished() || idle) {
+    // Provisioned jobs end when withdrawn, not when their children leave.
+    const bool ended = job.provisioned ? job.withdrawn : job.finished() || idle;
+    if (ended) {
+      if (job.has_uplink) --uplink_jobs_;
       memory_bytes_ -= job.arena_bytes();
       if (cached_job_ == it->second.get()) cached_job_ = nullptr;
       it = jobs_.erase(it);

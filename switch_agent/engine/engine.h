@@ -79,8 +79,17 @@ struct EngineCounters {
   uint64_t jobs_destroyed = 0;
   uint64_t joins = 0;
   uint64_t leaves = 0;
-  uint64_t late_leaves = 0;       // LEAVE for a job already gone (the duplicate LEAVE)
+  uint64_t late_leaves = 0;       // LEAVE for a job gone or recycled (the duplicate LEAVE)
+  uint64_t joins_deferred = 0;    // JOINs of a next generation waiting for the old one to leave
+  uint64_t recycles = 0;          // provisioned jobs restarted after all children left
   uint64_t flush_retries = 0;     // packets that had to wait for a flush (kFlushAndRetry)
+  // Trees (non-root nodes): traffic with the parent aggregator.
+  uint64_t uplink_joins = 0;      // JOINs sent to parents
+  uint64_t uplink_sends = 0;      // partial sums sent to parents (first copies)
+  uint64_t uplink_resends = 0;    // partial sums re-sent after the uplink RTO
+  uint64_t uplink_results = 0;    // RESULTs from parents fanned out to children
+  uint64_t uplink_nacks = 0;      // NACKs from parents
+  uint64_t uplink_drops = 0;      // packets from parents that matched no waiting set
   std::array<uint64_t, kNumDropReasons> drops{};
   uint64_t TotalDrops() const;
 };
@@ -91,6 +100,11 @@ struct EngineLimits {
   uint32_t max_fan_in = proto::kMaxFanIn;
   uint32_t max_slots = proto::kMaxSlotCount;
   uint64_t job_idle_timeout_ns = 300ull * 1000000000;  // no packet for this long: job reaped
+  // A JOIN for an unknown job creates it (standalone daemons). A daemon run
+  // by tributary-manager serves only the jobs placed on it (Provision): a
+  // rank that races ahead of the placement is told unknown_job and retries,
+  // and a leaf never aggregates a job before it knows its parent.
+  bool create_jobs_on_join = true;
 };
 
 // What the dataplane sends after one input packet.
@@ -125,6 +139,30 @@ struct JobInfo {
   uint64_t completions;
 };
 
+// A job placed ahead of its children's JOINs (static configuration or the
+// manager): parameters fixed, arena reserved now, and for a non-root node of
+// a tree the parent to forward partial sums to. Children must JOIN with the
+// same fan-in, slot count and payload size.
+struct JobSpec {
+  uint32_t job_id = 0;
+  uint64_t job_key = 0;
+  JobParams params{};
+  bool has_parent = false;
+  PeerToken parent = 0;        // the dataplane's token for the parent aggregator
+  uint32_t child_index = 0;    // this node's index at the parent
+  uint32_t parent_fan_in = 0;
+};
+
+enum class ProvisionResult : uint8_t {
+  kCreated = 0,
+  kUnchanged,     // already provisioned with this very spec
+  kConflict,      // a job with this id exists with other parameters, key or parent
+  kInvalid,       // parameters outside the protocol's or this engine's limits
+  kJobLimit,
+  kMemoryLimit,
+};
+const char* ProvisionResultName(ProvisionResult r);
+
 struct ReduceTable;
 
 class Engine {
@@ -150,6 +188,24 @@ class Engine {
   // Invalidates the payload pointers of earlier Actions. Returns jobs freed.
   size_t Reap(uint64_t now_ns);
 
+  // ---- Provisioned jobs and trees (control path, loop thread). ----
+  ProvisionResult Provision(const JobSpec& spec, uint64_t now_ns);
+  // Withdraws a provisioned job: it is freed by the next Reap(). False if
+  // there is no such provisioned job.
+  bool Withdraw(uint32_t job_id);
+  // Uplink timers of non-root nodes: a JOIN to every parent not joined yet
+  // (retried with backoff), and the partial sums whose parent RESULT is
+  // overdue (adaptive RTO per job, from send-to-result times). Writes at
+  // most `max` Actions into `out` and returns how many; their payloads stay
+  // valid until the next OnPacket() or Reap(), as OnPacket's. Cheap when
+  // there is nothing due: the dataplane calls it every millisecond or so
+  // while HasUplinks().
+  size_t PollUplinks(uint64_t now_ns, Action* out, size_t max);
+  bool HasUplinks() const { return uplink_jobs_ > 0; }
+  // Some uplink has work for its timers (partial sums waiting, a JOIN or
+  // LEAVE owed): the dataplane then polls every millisecond.
+  bool UplinksBusy() const;
+
   const EngineCounters& counters() const { return counters_; }
   std::vector<JobInfo> Jobs() const;
   // Adds the token of every registered child of every job to `out` (peer
@@ -160,6 +216,7 @@ class Engine {
       for (uint32_t c = 0; c < job->fan_in(); ++c) {
         if (job->IsRegistered(c)) out->insert(job->child(c));
       }
+      if (job->has_uplink) out->insert(job->uplink.parent);
     }
   }
   // The children of `job_id` that most often arrived last (see job.h
@@ -178,6 +235,17 @@ class Engine {
                           Action* out);
   void HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                            Action* out);
+  void RecycleJob(Job* job);
+  void HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                        Action* out);
+  void ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_ns, Action* out);
+  void ParentJoinAck(Job* job, const proto::PacketView& pkt);
+  // The partial sum of a set in kUpstream, to the parent.
+  void UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out);
+  void UplinkJoinAction(Job* job, uint64_t now_ns, Action* out);
+  void LeaveAction(Job* job, Action* out);
+  bool ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params, uint64_t now_ns,
+                  Job** job, DropReason* refused);
   void Drop(DropReason reason);
   void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
             Action* out);
@@ -194,6 +262,7 @@ class Engine {
   EngineCounters counters_;
   uint64_t memory_bytes_ = 0;
   uint32_t burst_ = 1;
+  uint32_t uplink_jobs_ = 0;  // jobs with a parent
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
   const ReduceTable* table_ = nullptr;  // kernel variant, fixed at construction

@@ -58,6 +58,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   job->params_ = p;
   job->words_ = static_cast<uint32_t>((uint64_t{p.fan_in} + 63) / 64);
   job->arena_bytes_ = l.total;
+  job->bookkeeping_bytes_ = l.data;
   job->arena_ = arena;
   job->children_ = reinterpret_cast<PeerToken*>(base);
   job->registered_ = reinterpret_cast<uint64_t*>(base + l.registered);
@@ -92,6 +93,15 @@ bool Job::Leave(uint32_t i) {
   }
   finished_ = joined_ > 0 && left_ == joined_;
   return finished_;
+}
+
+void Job::Recycle(uint32_t new_epoch) {
+  std::memset(arena_, 0, static_cast<size_t>(bookkeeping_bytes_));
+  epoch_ = new_epoch;
+  joined_ = 0;
+  left_ = 0;
+  finished_ = false;
+  completions = 0;
 }
 
 void Job::ClearSeen(uint32_t slot, uint32_t shadow) {

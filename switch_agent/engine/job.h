@@ -23,20 +23,24 @@
 #include <cstdint>
 #include <memory>
 
+#include "proto/codec.h"
 #include "proto/wire.h"
 
 namespace tributary::engine {
 
 using PeerToken = uint64_t;
 
-enum class SetState : uint8_t { kUnused = 0, kPending = 1, kComplete = 2 };
+// kUpstream: every child contributed and the partial sum went to the
+// parent (a non-root node of a tree); the set completes when the parent's
+// RESULT comes back.
+enum class SetState : uint8_t { kUnused = 0, kPending = 1, kComplete = 2, kUpstream = 3 };
 
 // The round a shadow set currently holds. 64 bytes: one cache line.
 struct alignas(64) SetMeta {
   uint64_t collective_id;
   uint64_t elem_offset;
   uint64_t first_arrival_ns;  // first contribution of the round
-  uint64_t complete_ns;       // when the last child arrived
+  uint64_t complete_ns;       // when the last child arrived; kUpstream: last sent to the parent
   uint32_t elem_count;
   uint32_t arrived;           // distinct children that contributed
   uint32_t last_sender;       // the child that completed the round (straggler)
@@ -44,6 +48,7 @@ struct alignas(64) SetMeta {
   proto::DataType dtype;
   proto::ReduceOp op;
   SetState state;
+  uint8_t upstream_sends;     // kUpstream: times the partial sum was sent (0 = not yet)
 };
 static_assert(sizeof(SetMeta) == 64);
 
@@ -59,6 +64,23 @@ struct ChildLateness {
 struct ChildStat {
   uint32_t child;
   ChildLateness lateness;
+};
+
+// A non-root node of a job's tree: where partial sums go (DESIGN.md §3).
+struct Uplink {
+  PeerToken parent = 0;
+  uint32_t child_index = 0;    // this node's child index at the parent
+  uint32_t parent_fan_in = 0;
+  uint32_t parent_epoch = 0;   // 0 until the parent's JOIN_ACK
+  uint64_t join_nonce = 0;
+  uint64_t next_join_ns = 0;
+  uint32_t join_attempts = 0;
+  uint32_t last_nack = 0;      // the parent's last NACK code (diagnostics)
+  uint64_t srtt_ns = 0;        // partial sum sent -> parent's RESULT (first sends only)
+  uint64_t rttvar_ns = 0;
+  uint32_t waiting = 0;        // sets in kUpstream
+  uint32_t leaves_to_send = 0; // LEAVEs owed to the parent (sent twice, unanswered)
+  uint32_t leave_epoch = 0;    // the parent epoch they name
 };
 
 struct JobParams {
@@ -98,7 +120,14 @@ class Job {
   void Register(uint32_t i, PeerToken peer);
   // Marks child `i` as gone. Returns true if every joined child has now left.
   bool Leave(uint32_t i);
+  // A provisioned job whose children all left starts over for the next
+  // communicator: no children, every set unused, statistics cleared, a new
+  // epoch (packets of the old generation are stale). The arena is kept.
+  void Recycle(uint32_t new_epoch);
   uint32_t joined() const { return joined_; }
+  uint32_t left() const { return left_; }
+  bool HasLeft(uint32_t i) const { return TestBit(left_bits_, i); }
+  uint64_t first_leave_ns = 0;  // when the first child of this generation left
   bool finished() const { return finished_; }
 
   // ---- Slots. `slot` < slot_count, `shadow` in {0, 1}: unchecked. ----
@@ -133,6 +162,13 @@ class Job {
 
   uint64_t last_active_ns = 0;
   uint64_t completions = 0;
+  // Jobs placed by configuration or the manager (Engine::Provision) live
+  // until they are withdrawn, not until their children leave or idle.
+  bool provisioned = false;
+  bool withdrawn = false;
+  bool has_uplink = false;
+  Uplink uplink;
+  uint8_t* uplink_join_body() { return uplink_join_body_; }
 
   static bool TestBit(const uint64_t* words, uint32_t i) { return (words[i >> 6] >> (i & 63)) & 1; }
   static void SetBit(uint64_t* words, uint32_t i) { words[i >> 6] |= uint64_t{1} << (i & 63); }
@@ -150,6 +186,7 @@ class Job {
   uint32_t left_ = 0;
   bool finished_ = false;
   uint64_t arena_bytes_ = 0;
+  uint64_t bookkeeping_bytes_ = 0;  // arena prefix before the data region
   void* arena_ = nullptr;
   PeerToken* children_ = nullptr;
   uint64_t* registered_ = nullptr;
@@ -160,8 +197,21 @@ class Job {
   uint8_t* data_ = nullptr;
   alignas(64) uint8_t status_scratch_[4 * proto::kMaxStatusSenders];
   uint8_t join_ack_body_[proto::kJoinBodySize];
+  uint8_t uplink_join_body_[proto::kJoinBodySize];
   uint8_t stats_scratch_[proto::kStatsSummarySize +
                          proto::kMaxStatsEntries * proto::kStatsEntrySize];
 };
+
+// (collective_id, elem_offset) of the packet is strictly newer than the set's.
+inline bool IsNewer(const proto::Header& h, const SetMeta& m) {
+  if (h.collective_id != m.collective_id) return h.collective_id > m.collective_id;
+  return h.elem_offset > m.elem_offset;
+}
+
+// The packet names the round the set holds.
+inline bool SameRound(const proto::Header& h, const SetMeta& m) {
+  return m.state != SetState::kUnused && h.collective_id == m.collective_id &&
+         h.elem_offset == m.elem_offset;
+}
 
 }  // namespace tributary::engine

@@ -184,5 +184,48 @@ TEST(ConfigTest, ShippedExampleIsValidAndComplete) {
   EXPECT_EQ(ConfigToYaml(c), ConfigToYaml(defaults));
 }
 
+// Proves: the static `jobs:` list parses (hex keys, root and non-root
+// entries), prints back, and every malformed entry is refused with a
+// message naming the problem.
+TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
+  Config c;
+  std::string error;
+  ASSERT_TRUE(ApplyYamlText("jobs:\n"
+                            "  - {id: 7, key: 0x5eed, fan_in: 2, slot_count: 64, payload_bytes: 8192}\n"
+                            "  - {id: 8, key: 12, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
+                            "     parent: \"198.18.0.9:17820\", child_index: 1, parent_fan_in: 2}\n",
+                            "test", &c, &error))
+      << error;
+  ASSERT_EQ(c.jobs.size(), 2u);
+  EXPECT_EQ(c.jobs[0].job_key, 0x5eedu);
+  EXPECT_TRUE(c.jobs[0].parent.empty());
+  EXPECT_EQ(c.jobs[1].parent, "198.18.0.9:17820");
+  EXPECT_EQ(c.jobs[1].child_index, 1u);
+  Config again;
+  ASSERT_TRUE(ApplyYamlText(ConfigToYaml(c), "printed", &again, &error)) << error;
+  EXPECT_EQ(again.jobs, c.jobs);
+  const std::pair<const char*, const char*> bad[] = {
+      {"jobs: 3", "must be a list"},
+      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64, colour: red}",
+       "unknown key 'colour'"},
+      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 100}",
+       "payload_bytes must be a multiple of 64"},
+      {"jobs:\n  - {id: 1, key: 1, fan_in: 0, slot_count: 4, payload_bytes: 64}", "fan_in"},
+      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64, parent: x, "
+       "child_index: 2, parent_fan_in: 2}",
+       "child_index must be below parent_fan_in"},
+      {"jobs:\n  - {id: 1, key: 0xzz, fan_in: 2, slot_count: 4, payload_bytes: 64}", "'key'"},
+      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64}\n"
+       "  - {id: 1, key: 2, fan_in: 2, slot_count: 4, payload_bytes: 64}",
+       "listed twice"},
+  };
+  for (const auto& [text, why] : bad) {
+    Config b;
+    std::string e;
+    EXPECT_FALSE(ApplyYamlText(text, "test", &b, &e)) << text;
+    EXPECT_NE(e.find(why), std::string::npos) << text << " -> " << e;
+  }
+}
+
 }  // namespace
 }  // namespace tributary::agent

@@ -313,7 +313,8 @@ class Driver {
     const uint64_t accounted = (c.contributions - b.contributions) +
                                (c.duplicates - b.duplicates) + (c.TotalDrops() - b.TotalDrops()) +
                                (c.joins - b.joins) + (c.leaves - b.leaves) +
-                               (c.late_leaves - b.late_leaves);
+                               (c.late_leaves - b.late_leaves) +
+                               (c.joins_deferred - b.joins_deferred);
     // Requests answered from state (RESULT_REQUEST, STATS_REQUEST) change
     // no counter when they are served.
     if (type == proto::MsgType::kResultRequest || type == proto::MsgType::kStatsRequest) {

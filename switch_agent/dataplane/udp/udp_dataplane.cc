@@ -15,6 +15,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "switch_agent/dataplane/provisioner.h"
 
 namespace tributary::agent {
 namespace {
@@ -153,9 +154,12 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   const unsigned batch = options_.batch_size;
   while (!stop.load(std::memory_order_relaxed)) {
     pollfd pfd{fd_, POLLIN, 0};
-    const int ready = poll(&pfd, 1, options_.poll_timeout_ms);
+    const int ready = poll(&pfd, 1, PollTimeoutMs());
     uint64_t now = MonotonicNowNs();
+    ServiceProvisioning(now);
     if (ready <= 0) {  // timeout, or EINTR from a signal: tick so the flag is seen
+      PollUplinks(now);
+      Flush();
       engine_->Reap(now);
       MaybeSweepPeers(now);
       if (tick) tick(now);
@@ -174,6 +178,7 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
       }
       ++stats_.rx_batches;
       ProcessBurst(n, now);
+      PollUplinks(now);
       Flush();
       // After the flush: Reap invalidates the payload pointers just sent.
       engine_->Reap(now);
@@ -184,6 +189,61 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
     }
   }
   Flush();
+}
+
+bool UdpDataplane::AttachProvisioner(Provisioner* provisioner) {
+  provisioner_ = provisioner;
+  return true;
+}
+
+// While partial sums wait for a parent the uplink timers need millisecond
+// resolution; otherwise the idle poll timeout is enough.
+int UdpDataplane::PollTimeoutMs() const {
+  return engine_->UplinksBusy() ? 1 : options_.poll_timeout_ms;
+}
+
+void UdpDataplane::ServiceProvisioning(uint64_t now_ns) {
+  if (provisioner_ == nullptr || !provisioner_->pending()) return;
+  provisioner_->Apply(engine_, now_ns,
+                      [this, now_ns](const std::string& ep, engine::PeerToken* t, std::string* e) {
+                        (void)now_ns;
+                        return ResolveParent(ep, t, e);
+                      });
+}
+
+bool UdpDataplane::ResolveParent(const std::string& endpoint, engine::PeerToken* token,
+                                 std::string* error) {
+  const size_t colon = endpoint.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  char* end = nullptr;
+  const unsigned long port =
+      colon == std::string::npos ? 0 : std::strtoul(endpoint.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || end == nullptr || *end != '\0' || port == 0 || port > 65535 ||
+      inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+    *error = "not an IPv4 'address:port'";
+    return false;
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const uint64_t now = MonotonicNowNs();
+  if (peers_.Find(addr, now, token)) return true;
+  if (!peers_.Insert(addr, now, token)) {
+    *error = "peer table full";
+    return false;
+  }
+  stats_.peers = peers_.size();
+  return true;
+}
+
+void UdpDataplane::PollUplinks(uint64_t now_ns) {
+  if (!engine_->HasUplinks() || now_ns < next_uplink_poll_ns_) return;
+  next_uplink_poll_ns_ = now_ns + 1000000;  // every millisecond at most
+  if (uplink_actions_.empty()) uplink_actions_.resize(256);
+  size_t n;
+  do {
+    n = engine_->PollUplinks(now_ns, uplink_actions_.data(), uplink_actions_.size());
+    for (size_t i = 0; i < n; ++i) Queue(uplink_actions_[i], false);
+  } while (n == uplink_actions_.size());
 }
 
 // Every 10 s, forget peers that no live job references and that have been

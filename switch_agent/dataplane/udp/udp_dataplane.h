@@ -61,6 +61,7 @@ class UdpDataplane final : public Dataplane {
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
   void Cleanup() override;
   const DataplaneStats& stats() const override { return stats_; }
+  bool AttachProvisioner(Provisioner* provisioner) override;
 
   // Effective kernel socket buffer sizes (valid after Init).
   int rcvbuf_bytes() const { return rcvbuf_bytes_; }
@@ -74,6 +75,11 @@ class UdpDataplane final : public Dataplane {
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
               engine::PeerToken peer);
   void Flush();
+  // Trees: applies pending provisioning, runs the engine's uplink timers.
+  void ServiceProvisioning(uint64_t now_ns);
+  void PollUplinks(uint64_t now_ns);
+  bool ResolveParent(const std::string& endpoint, engine::PeerToken* token, std::string* error);
+  int PollTimeoutMs() const;
 
   DataplaneOptions options_;
   engine::Engine* engine_;  // not owned
@@ -101,7 +107,10 @@ class UdpDataplane final : public Dataplane {
   std::vector<iovec> tx_iov_;      // two per entry: header, payload
   std::vector<sockaddr_in> tx_addr_;
   size_t tx_count_ = 0;
-  uint64_t rx_errors_ = 0;  // recvmmsg failures other than EAGAIN (rate-limits the log)
+  uint64_t rx_errors_ = 0;
+  Provisioner* provisioner_ = nullptr;  // not owned
+  uint64_t next_uplink_poll_ns_ = 0;
+  std::vector<engine::Action> uplink_actions_;  // recvmmsg failures other than EAGAIN (rate-limits the log)
 };
 
 }  // namespace tributary::agent

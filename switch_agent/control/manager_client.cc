@@ -1,0 +1,147 @@
+// tributaryd's manager client; the design is in manager_client.h.
+// Thread-safety: see manager_client.h.
+#include "switch_agent/control/manager_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+
+#include "common/log.h"
+#include "proto/manager.grpc.pb.h"
+
+namespace tributary::agent {
+namespace {
+
+namespace pb = tributary::manager::v1;
+constexpr const char* kLog = "manager";
+constexpr int kRpcDeadlineMs = 2000;
+
+pb::Role RoleOf(const std::string& role) {
+  if (role == "leaf") return pb::ROLE_LEAF;
+  if (role == "inner") return pb::ROLE_INNER;
+  return pb::ROLE_ANY;
+}
+
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kRpcDeadlineMs));
+}
+
+JobAssignment FromProto(const pb::JobAssignment& j) {
+  JobAssignment a;
+  a.job_id = j.job_id();
+  a.job_key = j.job_key();
+  a.fan_in = j.fan_in();
+  a.slot_count = j.slot_count();
+  a.payload_bytes = j.payload_bytes();
+  a.parent = j.parent_endpoint();
+  a.child_index = j.child_index();
+  a.parent_fan_in = j.parent_fan_in();
+  return a;
+}
+
+}  // namespace
+
+ManagerClient::ManagerClient(const ManagerClientOptions& options, Provisioner* provisioner)
+    : options_(options), provisioner_(provisioner) {}
+
+ManagerClient::~ManagerClient() { Stop(); }
+
+void ManagerClient::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void ManagerClient::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool ManagerClient::WaitFor(uint32_t ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stop_; });
+  return !stop_;
+}
+
+void ManagerClient::Loop() {
+  // Reconnect quickly after a manager restart: gRPC's default backoff grows
+  // to two minutes, far beyond the manager's grace period for heartbeats.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel =
+      grpc::CreateCustomChannel(options_.manager, grpc::InsecureChannelCredentials(), args);
+  auto stub = pb::Manager::NewStub(channel);
+  uint64_t session = 0;
+  uint32_t interval_ms = 1000;
+  bool outage_logged = false;
+  auto report_outage = [&](const char* what, const grpc::Status& st) {
+    if (outage_logged) return;
+    outage_logged = true;
+    TRIB_LOG(kWarn, kLog, "%s to %s failed: %s; keeping the %zu job(s) held, retrying",
+             what, options_.manager.c_str(), st.error_message().c_str(),
+             provisioner_->Held().size());
+  };
+  while (true) {
+    if (session == 0) {
+      pb::RegisterRequest req;
+      pb::DaemonInfo* d = req.mutable_daemon();
+      d->set_name(options_.name);
+      d->set_endpoint(options_.endpoint);
+      d->set_position(options_.position);
+      d->set_role(RoleOf(options_.role));
+      d->set_capacity_slots(options_.capacity_slots);
+      d->set_capacity_bytes(options_.capacity_bytes);
+      d->set_version(TRIBUTARY_VERSION);
+      pb::RegisterReply reply;
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      const grpc::Status st = stub->RegisterDaemon(&ctx, req, &reply);
+      if (!st.ok()) {
+        if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+            st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+          // Refused, not unreachable: say so every time (it needs an operator).
+          TRIB_LOG(kError, kLog, "manager %s refused registration of '%s': %s",
+                   options_.manager.c_str(), options_.name.c_str(), st.error_message().c_str());
+        } else {
+          report_outage("registration", st);
+        }
+        if (!WaitFor(1000)) return;
+        continue;
+      }
+      session = reply.session();
+      interval_ms = reply.heartbeat_interval_ms() == 0 ? 1000 : reply.heartbeat_interval_ms();
+      outage_logged = false;
+      TRIB_LOG(kInfo, kLog, "registered with %s as '%s' (position %s, endpoint %s, session %llu)",
+               options_.manager.c_str(), options_.name.c_str(), options_.position.c_str(),
+               options_.endpoint.c_str(), static_cast<unsigned long long>(session));
+    }
+    pb::HeartbeatRequest req;
+    req.set_name(options_.name);
+    req.set_session(session);
+    for (uint32_t id : provisioner_->Held()) req.add_active_jobs(id);
+    pb::HeartbeatReply reply;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    const grpc::Status st = stub->Heartbeat(&ctx, req, &reply);
+    if (!st.ok()) {
+      report_outage("heartbeat", st);
+    } else if (reply.reregister()) {
+      TRIB_LOG(kInfo, kLog, "manager %s asks '%s' to register again", options_.manager.c_str(),
+               options_.name.c_str());
+      session = 0;
+      continue;
+    } else {
+      if (outage_logged) TRIB_LOG(kInfo, kLog, "manager %s reachable again", options_.manager.c_str());
+      outage_logged = false;
+      std::vector<JobAssignment> jobs;
+      for (const pb::JobAssignment& j : reply.jobs()) jobs.push_back(FromProto(j));
+      provisioner_->Submit("manager", std::move(jobs));
+    }
+    if (!WaitFor(interval_ms)) return;
+  }
+}
+
+}  // namespace tributary::agent

@@ -1,0 +1,71 @@
+// Jobs placed on this daemon ahead of their ranks: by the static `jobs:` list
+// of the configuration, or by the aggregation manager (its heartbeat replies).
+//
+// Declarative: each source submits the complete set of jobs it wants held;
+// the dataplane's loop applies the difference to its Engine (Provision for
+// new jobs, Withdraw for jobs no source wants any more). A job names its
+// parent aggregator by "ip:port"; the backend turns that into a PeerToken
+// (a pinned peer-table entry) through the resolver it passes to Apply().
+//
+// Thread-safety: Submit(), Held() and Problems() from any thread (the
+// manager client's); Apply() on the loop thread only, which checks pending()
+// (one relaxed atomic load) once per loop iteration.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "switch_agent/engine/engine.h"
+
+namespace tributary::agent {
+
+struct JobAssignment {
+  uint32_t job_id = 0;
+  uint64_t job_key = 0;
+  uint32_t fan_in = 0;
+  uint32_t slot_count = 0;
+  uint32_t payload_bytes = 0;
+  std::string parent;          // "ip:port" of the parent aggregator; empty at the root
+  uint32_t child_index = 0;    // at the parent
+  uint32_t parent_fan_in = 0;
+
+  bool operator==(const JobAssignment&) const = default;
+  std::string Describe() const;  // one line for logs
+};
+
+// Checks what the engine would refuse, with a message naming the field.
+bool ValidateAssignment(const JobAssignment& a, std::string* error);
+
+class Provisioner {
+ public:
+  // Maps an "ip:port" endpoint to a token of the backend's peer table.
+  using ResolveFn =
+      std::function<bool(const std::string& endpoint, engine::PeerToken* token, std::string* error)>;
+
+  // Replaces the set of jobs `source` wants held ("config", "manager").
+  void Submit(const std::string& source, std::vector<JobAssignment> jobs);
+
+  bool pending() const { return pending_.load(std::memory_order_relaxed); }
+
+  // Loop thread: provisions and withdraws so that the engine holds what the
+  // sources want. Failures are logged once per job and listed by Problems().
+  void Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn& resolve);
+
+  // Jobs provisioned now, and the ones that could not be (with why).
+  std::vector<uint32_t> Held() const;
+  std::vector<std::string> Problems() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<JobAssignment>> wanted_;  // by source
+  std::map<uint32_t, JobAssignment> applied_;                 // loop thread writes, under mu_
+  std::map<uint32_t, std::string> failed_;                    // job id -> why
+  std::atomic<bool> pending_{false};
+};
+
+}  // namespace tributary::agent

@@ -1,0 +1,357 @@
+// Trees: provisioned jobs and the uplink of a non-root node (engine.h).
+//
+// A node below the root of a job's tree is, towards its parent, one child
+// like any rank: it JOINs the parent's job (same job id and key, its own
+// child index, the parent's fan-in, the same slot count and payload size),
+// and when a set completes here it sends the partial sum as one
+// CONTRIBUTION for the same (slot, shadow, collective id, offset). The set
+// then waits in kUpstream; the parent's RESULT for that round is copied into
+// the set and fanned out to this node's children as if computed here.
+//
+// Why the shadow-set rules hold hop by hop: this node contributes to
+// (slot, v) only after all its children did, and each child contributed to
+// (slot, v) only after it received the result of (slot, 1 - v), which came
+// from the parent. So the parent sees from this node exactly the sequence a
+// rank would send, and nothing new is needed at the parent.
+//
+// Per-hop recovery: PollUplinks re-sends a partial sum whose RESULT is
+// overdue (RTO from this hop's own send-to-result times, doubling per
+// attempt); the parent answers a duplicate with its stored RESULT or a
+// STATUS. A STATUS saying the parent does not hold our contribution, or a
+// NACK stale_epoch / unknown_job (the parent restarted), makes this node
+// re-JOIN and re-send every waiting partial sum at once. Children's own
+// timers are not involved: their STATUS says "held" while we wait.
+//
+// 16-bit floats: a partial sum goes up rounded to its wire type, so a tree
+// of depth d rounds d times (docs/ARCHITECTURE.md states the tolerance).
+//
+// Thread-safety: none; one Engine per thread.
+#include <algorithm>
+#include <cstring>
+
+#include "switch_agent/engine/engine.h"
+#include "switch_agent/engine/job.h"
+#include "switch_agent/engine/reduce.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::Header;
+using proto::MsgType;
+using proto::NackCode;
+
+constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kInitialRtoNs = 50 * kMs;  // before the first sample
+constexpr uint64_t kMinRtoNs = 5 * kMs;
+constexpr uint64_t kMaxRtoNs = 1000 * kMs;
+constexpr uint64_t kJoinRetryMinNs = 20 * kMs;
+constexpr uint64_t kJoinRetryMaxNs = 1000 * kMs;
+
+uint64_t UplinkRto(const Uplink& up, uint32_t sends) {
+  uint64_t rto = up.srtt_ns == 0 ? kInitialRtoNs : up.srtt_ns + 4 * up.rttvar_ns;
+  rto = std::clamp(rto, kMinRtoNs, kMaxRtoNs);
+  const uint32_t backoff = sends > 1 ? std::min<uint32_t>(sends - 1, 5) : 0;
+  return std::min(rto << backoff, kMaxRtoNs);
+}
+
+// RFC 6298 smoothing, in ns.
+void SampleRtt(Uplink* up, uint64_t sample) {
+  if (up->srtt_ns == 0) {
+    up->srtt_ns = sample;
+    up->rttvar_ns = sample / 2;
+    return;
+  }
+  const uint64_t err = sample > up->srtt_ns ? sample - up->srtt_ns : up->srtt_ns - sample;
+  up->rttvar_ns = (3 * up->rttvar_ns + err) / 4;
+  up->srtt_ns = (7 * up->srtt_ns + sample) / 8;
+}
+
+// Every waiting partial sum is due now (after a (re)JOIN, or when the
+// parent says it does not hold ours).
+void MarkAllDue(Job* job) {
+  for (uint32_t s = 0; s < job->slot_count(); ++s) {
+    for (uint32_t v = 0; v < 2; ++v) {
+      SetMeta& m = job->meta(s, v);
+      if (m.state == SetState::kUpstream) m.complete_ns = 0;
+    }
+  }
+}
+
+}  // namespace
+
+const char* ProvisionResultName(ProvisionResult r) {
+  switch (r) {
+    case ProvisionResult::kCreated: return "created";
+    case ProvisionResult::kUnchanged: return "unchanged";
+    case ProvisionResult::kConflict: return "conflict with an existing job";
+    case ProvisionResult::kInvalid: return "invalid parameters";
+    case ProvisionResult::kJobLimit: return "job limit reached";
+    case ProvisionResult::kMemoryLimit: return "memory limit reached";
+  }
+  return "unknown";
+}
+
+ProvisionResult Engine::Provision(const JobSpec& spec, uint64_t now_ns) {
+  const JobParams& p = spec.params;
+  if (spec.job_id == 0 || p.fan_in == 0 || p.fan_in > limits_.max_fan_in || p.slot_count == 0 ||
+      p.slot_count > limits_.max_slots || p.payload_bytes < proto::kMinPayloadBytes ||
+      p.payload_bytes > proto::kMaxPayloadBytes || p.payload_bytes % proto::kPayloadAlign != 0 ||
+      (spec.has_parent &&
+       (spec.parent_fan_in == 0 || spec.parent_fan_in > proto::kMaxFanIn ||
+        spec.child_index >= spec.parent_fan_in))) {
+    return ProvisionResult::kInvalid;
+  }
+  if (Job* job = Lookup(spec.job_id)) {
+    const JobParams& have = job->params();
+    const bool same = job->job_key() == spec.job_key && have.fan_in == p.fan_in &&
+                      have.slot_count == p.slot_count && have.payload_bytes == p.payload_bytes &&
+                      job->has_uplink == spec.has_parent &&
+                      (!spec.has_parent || (job->uplink.parent == spec.parent &&
+                                            job->uplink.child_index == spec.child_index &&
+                                            job->uplink.parent_fan_in == spec.parent_fan_in));
+    if (!same || job->withdrawn) return ProvisionResult::kConflict;
+    job->provisioned = true;  // a job its ranks created first is adopted
+    return ProvisionResult::kUnchanged;
+  }
+  Job* job = nullptr;
+  DropReason refused;
+  if (!ReserveJob(spec.job_id, spec.job_key, p, now_ns, &job, &refused)) {
+    return refused == DropReason::kJobLimit ? ProvisionResult::kJobLimit
+                                            : ProvisionResult::kMemoryLimit;
+  }
+  job->provisioned = true;
+  if (spec.has_parent) {
+    job->has_uplink = true;
+    job->uplink = Uplink{};
+    job->uplink.parent = spec.parent;
+    job->uplink.child_index = spec.child_index;
+    job->uplink.parent_fan_in = spec.parent_fan_in;
+    job->uplink.next_join_ns = now_ns;  // JOIN once a child joined
+    ++uplink_jobs_;
+  }
+  return ProvisionResult::kCreated;
+}
+
+bool Engine::Withdraw(uint32_t job_id) {
+  Job* job = Lookup(job_id);
+  if (job == nullptr || !job->provisioned) return false;
+  job->withdrawn = true;
+  return true;
+}
+
+void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
+  Uplink& up = job->uplink;
+  ++up.join_attempts;
+  up.join_nonce = (uint64_t{job->epoch()} << 32) | up.join_attempts;
+  const uint64_t wait = std::min(kJoinRetryMinNs << std::min<uint32_t>(up.join_attempts - 1, 6),
+                                 kJoinRetryMaxNs);
+  up.next_join_ns = now_ns + wait;
+  proto::JoinBody body{};
+  body.fan_in = up.parent_fan_in;
+  body.slot_count = job->slot_count();
+  body.payload_bytes = job->payload_bytes();
+  body.nonce = up.join_nonce;
+  proto::EncodeJoinBody(body, job->uplink_join_body());
+  *out = Action{};
+  out->kind = ActionKind::kSendToOne;
+  out->header.type = MsgType::kJoin;
+  out->header.job_id = job->job_id();
+  out->header.job_key = job->job_key();
+  out->header.sender = up.child_index;
+  out->payload = job->uplink_join_body();
+  out->payload_len = proto::kJoinBodySize;
+  out->peer = up.parent;
+  ++counters_.uplink_joins;
+}
+
+void Engine::LeaveAction(Job* job, Action* out) {
+  Uplink& up = job->uplink;
+  --up.leaves_to_send;
+  *out = Action{};
+  out->kind = ActionKind::kSendToOne;
+  out->header.type = MsgType::kLeave;
+  out->header.job_id = job->job_id();
+  out->header.job_key = job->job_key();
+  out->header.epoch = up.leave_epoch;
+  out->header.sender = up.child_index;
+  out->peer = up.parent;
+}
+
+void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
+                            Action* out) {
+  SetMeta& m = job->meta(slot, shadow);
+  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const bool again = m.upstream_sends > 0;
+  if (m.upstream_sends < UINT8_MAX) ++m.upstream_sends;
+  m.complete_ns = now_ns;
+  m.result_burst = burst_;  // the queued packet points at this set
+  *out = Action{};
+  out->kind = ActionKind::kSendToOne;
+  Header& r = out->header;
+  r.type = MsgType::kContribution;
+  r.flags = again ? proto::kFlagRetransmit : 0;
+  r.job_id = job->job_id();
+  r.epoch = job->uplink.parent_epoch;
+  r.job_key = job->job_key();
+  r.collective_id = m.collective_id;
+  r.elem_offset = m.elem_offset;
+  r.slot = slot;
+  r.shadow = static_cast<uint8_t>(shadow);
+  r.elem_count = m.elem_count;
+  r.sender = job->uplink.child_index;
+  r.dtype = m.dtype;
+  r.op = m.op;
+  out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
+  out->payload_len = size_t{m.elem_count} * k.wire_size;
+  out->peer = job->uplink.parent;
+  ++(again ? counters_.uplink_resends : counters_.uplink_sends);
+}
+
+bool Engine::UplinksBusy() const {
+  if (uplink_jobs_ == 0) return false;
+  for (const auto& [id, job] : jobs_) {
+    if (!job->has_uplink || job->withdrawn) continue;
+    const Uplink& up = job->uplink;
+    if (up.waiting > 0 || up.leaves_to_send > 0 || (up.parent_epoch == 0 && job->joined() > 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t Engine::PollUplinks(uint64_t now_ns, Action* out, size_t max) {
+  if (uplink_jobs_ == 0 || max == 0) return 0;
+  size_t n = 0;
+  for (auto& [id, owned] : jobs_) {
+    Job* job = owned.get();
+    if (!job->has_uplink || job->withdrawn) continue;
+    Uplink& up = job->uplink;
+    if (up.leaves_to_send > 0) {
+      LeaveAction(job, &out[n++]);
+      if (n == max) return n;
+      continue;  // the JOIN of the next generation waits for the next poll
+    }
+    if (up.parent_epoch == 0) {
+      // Join the parent once a child of this generation joined here, so that
+      // a parent whose children all left can start over too.
+      if (job->joined() > 0 && now_ns >= up.next_join_ns) {
+        UplinkJoinAction(job, now_ns, &out[n++]);
+        if (n == max) return n;
+      }
+      continue;
+    }
+    if (up.waiting == 0) continue;
+    for (uint32_t s = 0; s < job->slot_count(); ++s) {
+      for (uint32_t v = 0; v < 2; ++v) {
+        const SetMeta& m = job->meta(s, v);
+        if (m.state != SetState::kUpstream) continue;
+        if (m.complete_ns != 0 && now_ns - m.complete_ns < UplinkRto(up, m.upstream_sends)) {
+          continue;
+        }
+        UpstreamAction(job, s, v, now_ns, &out[n++]);
+        if (n == max) return n;
+      }
+    }
+  }
+  return n;
+}
+
+// RESULT, JOIN_ACK, NACK and STATUS are only ever sent by a parent. Anything
+// else sending them is counted and ignored, never answered.
+void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                              Action* out) {
+  const Header& h = pkt.header;
+  Job* job = Lookup(h.job_id);
+  if (job == nullptr || !job->has_uplink || job->withdrawn || from != job->uplink.parent) {
+    return Drop(DropReason::kUnexpectedType);
+  }
+  if (h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
+  Uplink& up = job->uplink;
+  switch (h.type) {
+    case MsgType::kJoinAck: return ParentJoinAck(job, pkt);
+    case MsgType::kNack:
+      ++counters_.uplink_nacks;
+      up.last_nack = h.aux;
+      if (h.aux == static_cast<uint32_t>(NackCode::kStaleEpoch) ||
+          h.aux == static_cast<uint32_t>(NackCode::kUnknownJob)) {
+        // The parent restarted (or reaped the job): join again, then
+        // re-send everything that waits for it.
+        if (up.parent_epoch != 0 && (h.epoch == up.parent_epoch || h.epoch == 0)) {
+          up.parent_epoch = 0;
+          up.join_attempts = 0;
+          up.next_join_ns = now_ns;
+        }
+      }
+      return;
+    case MsgType::kStatus: {
+      if (h.epoch != up.parent_epoch || h.slot >= job->slot_count() || h.shadow > 1) {
+        ++counters_.uplink_drops;
+        return;
+      }
+      SetMeta& m = job->meta(h.slot, h.shadow);
+      // The parent does not hold our partial sum of a round we wait on:
+      // re-send it at the next poll instead of after the RTO.
+      if ((h.flags & proto::kFlagHeld) == 0 && m.state == SetState::kUpstream &&
+          SameRound(h, m)) {
+        m.complete_ns = 0;
+      }
+      return;
+    }
+    case MsgType::kResult: return ParentResult(job, pkt, now_ns, out);
+    default: return Drop(DropReason::kUnexpectedType);
+  }
+}
+
+void Engine::ParentJoinAck(Job* job, const proto::PacketView& pkt) {
+  Uplink& up = job->uplink;
+  proto::JoinBody body{};
+  if (!proto::DecodeJoinBody(pkt.payload, pkt.payload_len, &body) || body.nonce != up.join_nonce ||
+      pkt.header.epoch == 0) {
+    ++counters_.uplink_drops;  // an answer to an older JOIN, or garbage
+    return;
+  }
+  if (up.parent_epoch == pkt.header.epoch) return;  // duplicate
+  up.parent_epoch = pkt.header.epoch;
+  MarkAllDue(job);
+}
+
+void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_ns, Action* out) {
+  const Header& h = pkt.header;
+  Uplink& up = job->uplink;
+  if (h.epoch != up.parent_epoch || h.slot >= job->slot_count() || h.shadow > 1) {
+    ++counters_.uplink_drops;
+    return;
+  }
+  SetMeta& m = job->meta(h.slot, h.shadow);
+  if (!SameRound(h, m) || m.state != SetState::kUpstream) {
+    ++counters_.uplink_drops;  // a duplicate RESULT, or one for a round long gone
+    return;
+  }
+  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const size_t bytes = size_t{m.elem_count} * k.wire_size;
+  if (h.dtype != m.dtype || h.op != m.op || h.elem_count != m.elem_count ||
+      pkt.payload_len != bytes || pkt.payload == nullptr) {
+    ++counters_.uplink_drops;
+    return Drop(DropReason::kMismatch);
+  }
+  if (m.result_burst == burst_) {
+    // Our partial sum for this set may still sit in the send queue pointing
+    // at the buffer the RESULT is about to overwrite.
+    ++counters_.flush_retries;
+    out->kind = ActionKind::kFlushAndRetry;
+    return;
+  }
+  uint8_t* dst = k.finalize != nullptr ? job->result(h.slot, h.shadow) : job->acc(h.slot, h.shadow);
+  std::memcpy(dst, pkt.payload, bytes);
+  if (m.upstream_sends == 1 && m.complete_ns != 0 && now_ns > m.complete_ns) {
+    SampleRtt(&up, now_ns - m.complete_ns);  // Karn: first sends only
+  }
+  m.state = SetState::kComplete;
+  m.complete_ns = now_ns;
+  --up.waiting;
+  ++counters_.uplink_results;
+  job->last_active_ns = now_ns;
+  ResultAction(job, h.slot, h.shadow, out);
+}
+
+}  // namespace tributary::engine

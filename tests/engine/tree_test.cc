@@ -1,0 +1,467 @@
+// Proves the tree data path of the engine (uplink.cc) with three engines
+// wired together in process: two leaves of fan-in 2 under one root of
+// fan-in 2. Every packet between them is encoded and decoded as on the
+// wire. Shown: exact and identical results on every rank over many rounds
+// through both shadow sets; loss between two aggregators recovered between
+// them by the uplink timer (children's timers untouched); a parent restart
+// (new epoch) recovered by re-JOIN and re-send; children probing a set that
+// waits for its parent hear "held"; provisioning rules (conflicts, limits,
+// withdraw, no idle reaping); packets a parent would send refused from
+// anyone else.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "tests/engine/engine_test_util.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::DataType;
+using proto::MsgType;
+using proto::ReduceOp;
+using testing::JoinPacket;
+using testing::JoinPayload;
+
+constexpr uint32_t kJob = 42;
+constexpr uint64_t kKey = 0xabcdef;
+constexpr uint32_t kSlots = 4;
+constexpr uint32_t kPayload = 256;
+constexpr PeerToken kParentToken = 1;   // the root, as the leaves' dataplanes name it
+constexpr PeerToken kLeafToken = 2000;  // leaf i, as the root's dataplane names it
+constexpr PeerToken kRankToken = 1000;  // rank i of a leaf, as that leaf names it
+
+// A packet in flight: where it goes (engine index, 3 = a rank) and its bytes.
+struct Wire {
+  int to_engine;   // 0, 1 = leaves, 2 = root, 3 = ranks
+  int leaf;        // for ranks: which leaf sent it
+  PeerToken from;  // token the receiving engine knows the sender by
+  PeerToken to;    // for ranks: the rank token
+  std::vector<uint8_t> bytes;
+};
+
+class Tree {
+ public:
+  Tree() { Restart(); for (int i = 0; i < 2; ++i) MakeLeaf(i); }
+
+  void Restart(uint32_t seed = 7) {
+    root_ = std::make_unique<Engine>(EngineLimits{}, seed);
+    JobSpec spec;
+    spec.job_id = kJob;
+    spec.job_key = kKey;
+    spec.params = {2, kSlots, kPayload};
+    EXPECT_EQ(root_->Provision(spec, now_), ProvisionResult::kCreated);
+  }
+  void MakeLeaf(int i) {
+    leaf_[i] = std::make_unique<Engine>(EngineLimits{}, 100 + i);
+    JobSpec spec;
+    spec.job_id = kJob;
+    spec.job_key = kKey;
+    spec.params = {2, kSlots, kPayload};
+    spec.has_parent = true;
+    spec.parent = kParentToken;
+    spec.child_index = static_cast<uint32_t>(i);
+    spec.parent_fan_in = 2;
+    EXPECT_EQ(leaf_[i]->Provision(spec, now_), ProvisionResult::kCreated);
+    const auto body = JoinPayload(2, kSlots, kPayload);
+    for (uint32_t r = 0; r < 2; ++r) {
+      const Action a = leaf_[i]->OnPacket(JoinPacket(kJob, kKey, r, body), kRankToken + r, now_);
+      EXPECT_EQ(a.header.type, MsgType::kJoinAck);
+      epoch_[i] = a.header.epoch;
+    }
+  }
+
+  Engine& leaf(int i) { return *leaf_[i]; }
+  Engine& root() { return *root_; }
+  uint64_t& now() { return now_; }
+
+  // Emits what an engine's Action sends, as packets on the wire.
+  void Emit(int from_engine, const Action& a) {
+    if (a.kind == ActionKind::kNone) return;
+    ASSERT_NE(a.kind, ActionKind::kFlushAndRetry);
+    std::vector<uint8_t> bytes(proto::kHeaderSize + a.payload_len);
+    ASSERT_EQ(proto::Encode(a.header, a.payload, a.payload_len, bytes.data(), bytes.size()),
+              bytes.size());
+    auto send = [&](PeerToken to) {
+      Wire w{};
+      w.bytes = bytes;
+      if (from_engine == 2) {  // root -> leaf
+        w.to_engine = static_cast<int>(to - kLeafToken);
+        w.from = kParentToken;
+      } else if (to == kParentToken) {  // leaf -> root
+        w.to_engine = 2;
+        w.from = kLeafToken + from_engine;
+      } else {  // leaf -> rank
+        w.to_engine = 3;
+        w.leaf = from_engine;
+        w.to = to;
+      }
+      wire_.push_back(std::move(w));
+    };
+    if (a.kind == ActionKind::kSendToOne) send(a.peer);
+    for (uint32_t i = 0; i < a.peer_count; ++i) send(a.peers[i]);
+  }
+
+  // Delivers packets until none is left; `drop` may discard any of them.
+  void Pump(const std::function<bool(const Wire&, const proto::Header&)>& drop = nullptr) {
+    while (!wire_.empty()) {
+      Wire w = std::move(wire_.front());
+      wire_.pop_front();
+      proto::PacketView v;
+      ASSERT_EQ(proto::Decode(w.bytes.data(), w.bytes.size(), &v), proto::DecodeError::kOk);
+      if (drop && drop(w, v.header)) continue;
+      if (w.to_engine == 3) {
+        rank_rx_.push_back({w.leaf, static_cast<uint32_t>(w.to - kRankToken), v.header,
+                            std::vector<uint8_t>(v.payload, v.payload + v.payload_len)});
+        continue;
+      }
+      Engine& e = w.to_engine == 2 ? *root_ : *leaf_[w.to_engine];
+      Action a = e.OnPacket(v, w.from, now_);
+      if (a.kind == ActionKind::kFlushAndRetry) {
+        e.EndBurst();
+        a = e.OnPacket(v, w.from, now_);
+      }
+      Emit(w.to_engine, a);
+    }
+    for (auto* e : {leaf_[0].get(), leaf_[1].get(), root_.get()}) e->EndBurst();
+  }
+
+  // Runs the uplink timers of both leaves at the current time.
+  void Poll() {
+    for (int i = 0; i < 2; ++i) {
+      Action out[16];
+      const size_t n = leaf_[i]->PollUplinks(now_, out, 16);
+      for (size_t k = 0; k < n; ++k) Emit(i, out[k]);
+    }
+  }
+
+  // Rank `r` of leaf `i` contributes int32 values.
+  void Contribute(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
+                  const std::vector<int32_t>& values) {
+    proto::PacketView p;
+    p.header.type = MsgType::kContribution;
+    p.header.job_id = kJob;
+    p.header.job_key = kKey;
+    p.header.epoch = epoch_[i];
+    p.header.sender = r;
+    p.header.slot = slot;
+    p.header.shadow = static_cast<uint8_t>(shadow);
+    p.header.collective_id = collective;
+    p.header.dtype = DataType::kInt32;
+    p.header.op = ReduceOp::kSum;
+    p.header.elem_count = static_cast<uint32_t>(values.size());
+    p.payload = reinterpret_cast<const uint8_t*>(values.data());
+    p.payload_len = values.size() * 4;
+    Action a = leaf_[i]->OnPacket(p, kRankToken + r, now_);
+    if (a.kind == ActionKind::kFlushAndRetry) {
+      leaf_[i]->EndBurst();
+      a = leaf_[i]->OnPacket(p, kRankToken + r, now_);
+    }
+    last_to_rank_ = a;
+    Emit(i, a);
+  }
+
+  struct RankPacket {
+    int leaf;
+    uint32_t rank;
+    proto::Header header;
+    std::vector<uint8_t> payload;
+  };
+  std::vector<RankPacket>& rank_rx() { return rank_rx_; }
+  uint32_t epoch(int i) const { return epoch_[i]; }
+  // Both ranks of leaf `i` leave (each LEAVE sent twice, as ranks do).
+  void LeaveAll(int i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      proto::PacketView p;
+      p.header.type = MsgType::kLeave;
+      p.header.job_id = kJob;
+      p.header.job_key = kKey;
+      p.header.epoch = epoch_[i];
+      p.header.sender = r;
+      for (int copy = 0; copy < 2; ++copy) leaf_[i]->OnPacket(p, kRankToken + r, now_);
+    }
+  }
+  // The ranks of leaf `i` join again (a new communicator of the same job).
+  void Rejoin(int i) {
+    const auto body = JoinPayload(2, kSlots, kPayload);
+    for (uint32_t r = 0; r < 2; ++r) {
+      epoch_[i] = leaf_[i]->OnPacket(JoinPacket(kJob, kKey, r, body), kRankToken + r, now_).header.epoch;
+    }
+  }
+  const Action& last() const { return last_to_rank_; }
+
+ private:
+  std::unique_ptr<Engine> leaf_[2];
+  std::unique_ptr<Engine> root_;
+  uint32_t epoch_[2] = {};
+  uint64_t now_ = 1000;
+  std::deque<Wire> wire_;
+  std::vector<RankPacket> rank_rx_;
+  Action last_to_rank_;
+};
+
+std::vector<int32_t> Values(int leaf, uint32_t rank, uint64_t round) {
+  std::vector<int32_t> v(kPayload / 4);
+  for (size_t k = 0; k < v.size(); ++k) {
+    v[k] = static_cast<int32_t>((leaf * 2 + rank + 1) * 1000003 * (round + 1) + k);
+  }
+  return v;
+}
+
+// Every rank got exactly one RESULT for `collective` holding the sum of the
+// four ranks' contributions.
+void ExpectResults(Tree* t, uint64_t collective) {
+  std::vector<int64_t> want(kPayload / 4, 0);
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      const auto v = Values(i, r, collective);
+      for (size_t k = 0; k < v.size(); ++k) want[k] += v[k];
+    }
+  }
+  int got = 0;
+  for (const auto& p : t->rank_rx()) {
+    if (p.header.type != MsgType::kResult || p.header.collective_id != collective) continue;
+    ++got;
+    ASSERT_EQ(p.payload.size(), kPayload);
+    const auto* out = reinterpret_cast<const int32_t*>(p.payload.data());
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ(out[k], static_cast<int32_t>(want[k])) << "collective " << collective << " [" << k << "]";
+    }
+  }
+  EXPECT_EQ(got, 4) << "collective " << collective;
+}
+
+TEST(EngineTree, TwoLevelsExactOnEveryRankThroughBothShadowSets) {
+  Tree t;
+  t.Poll();  // the leaves JOIN the root
+  t.Pump();
+  EXPECT_EQ(t.leaf(0).counters().uplink_joins, 1u);
+  EXPECT_EQ(t.root().Jobs()[0].joined, 2u);
+  for (uint64_t c = 0; c < 3 * kSlots; ++c) {
+    const uint32_t slot = c % kSlots, shadow = (c / kSlots) % 2;
+    for (int i = 0; i < 2; ++i) {
+      for (uint32_t r = 0; r < 2; ++r) t.Contribute(i, r, slot, shadow, c, Values(i, r, c));
+    }
+    t.Pump();
+    ExpectResults(&t, c);
+  }
+  EXPECT_EQ(t.leaf(0).counters().uplink_sends, 3u * kSlots);
+  EXPECT_EQ(t.leaf(1).counters().uplink_results, 3u * kSlots);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
+  EXPECT_EQ(t.root().counters().completions, 3u * kSlots);
+  EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
+}
+
+TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  // Lose leaf 0's first partial sum and the root's first RESULT to leaf 1.
+  int lost_up = 0, lost_down = 0;
+  auto drop = [&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine == 2 && w.from == kLeafToken && h.type == MsgType::kContribution && lost_up == 0) {
+      return ++lost_up, true;
+    }
+    if (w.to_engine == 1 && h.type == MsgType::kResult && lost_down == 0) return ++lost_down, true;
+    return false;
+  };
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) t.Contribute(i, r, 0, 0, 0, Values(i, r, 0));
+  }
+  t.Pump(drop);
+  EXPECT_EQ(lost_up, 1);
+  EXPECT_TRUE(t.rank_rx().empty());
+  // A rank probing meanwhile hears "held, nobody missing": it must wait.
+  t.Contribute(0, 1, 0, 0, 0, Values(0, 1, 0));
+  EXPECT_EQ(t.last().header.type, MsgType::kStatus);
+  EXPECT_TRUE(t.last().header.flags & proto::kFlagHeld);
+  EXPECT_EQ(t.last().header.aux, 0u);
+  t.Pump();
+  t.Poll();  // before the RTO: nothing is re-sent
+  t.Pump();
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
+  t.now() += 60'000'000;  // past the initial 50 ms RTO
+  t.Poll();
+  t.Pump(drop);
+  EXPECT_EQ(lost_down, 1);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
+  // Leaf 1's timer fired in the same poll: the root answered its duplicate
+  // with the stored RESULT, so leaf 1 has its result despite the loss.
+  t.now() += 60'000'000;
+  t.Poll();
+  t.Pump();
+  EXPECT_EQ(t.leaf(1).counters().uplink_resends, 1u);
+  EXPECT_GE(t.root().counters().retransmit_answers, 1u);
+  ExpectResults(&t, 0);
+  EXPECT_EQ(t.root().counters().contributions, 2u);  // no double counting
+}
+
+TEST(EngineTree, ParentRestartIsRecoveredByRejoinAndResend) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 1, 0, 1, Values(0, r, 1));
+  t.Pump();  // leaf 0's partial sum is at the old root
+  t.Restart(99);  // the root restarts: new epoch, nothing held
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 1, 0, 1, Values(1, r, 1));
+  t.Pump();  // leaf 1 sends with the old epoch: NACK stale_epoch -> re-JOIN
+  EXPECT_GE(t.leaf(1).counters().uplink_nacks, 1u);
+  t.now() += 60'000'000;
+  for (int round = 0; round < 4 && t.rank_rx().size() < 4; ++round) {
+    t.Poll();
+    t.Pump();
+    t.now() += 60'000'000;
+  }
+  ExpectResults(&t, 1);
+  EXPECT_EQ(t.root().counters().contributions, 2u);
+}
+
+TEST(EngineTree, ProvisioningRulesAndLifetime) {
+  EngineLimits limits;
+  limits.max_jobs = 2;
+  limits.job_idle_timeout_ns = 10;
+  Engine e(limits, 1);
+  JobSpec spec;
+  spec.job_id = 5;
+  spec.job_key = 9;
+  spec.params = {3, 8, 1024};
+  EXPECT_EQ(e.Provision(spec, 1), ProvisionResult::kCreated);
+  EXPECT_EQ(e.Provision(spec, 1), ProvisionResult::kUnchanged);
+  JobSpec other = spec;
+  other.job_key = 10;
+  EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kConflict);
+  other = spec;
+  other.params.fan_in = 4;
+  EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kConflict);
+  other = spec;
+  other.job_id = 6;
+  other.params.payload_bytes = 1000;  // not a multiple of 64
+  EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kInvalid);
+  other.params.payload_bytes = 1024;
+  other.has_parent = true;
+  other.parent_fan_in = 2;
+  other.child_index = 2;  // >= the parent's fan-in
+  EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kInvalid);
+  other.child_index = 1;
+  EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kCreated);
+  EXPECT_TRUE(e.HasUplinks());
+  other.job_id = 7;
+  EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kJobLimit);
+  // Children must JOIN with the provisioned parameters.
+  EXPECT_EQ(e.OnPacket(JoinPacket(5, 9, 0, JoinPayload(3, 8, 2048)), 77, 2).header.type,
+            MsgType::kNack);
+  EXPECT_EQ(e.OnPacket(JoinPacket(5, 9, 0, JoinPayload(3, 8, 1024)), 77, 2).header.type,
+            MsgType::kJoinAck);
+  // Provisioned jobs outlive idleness and their children's LEAVE ...
+  EXPECT_EQ(e.Reap(1000000), 0u);
+  // ... and end when withdrawn.
+  EXPECT_FALSE(e.Withdraw(99));
+  EXPECT_TRUE(e.Withdraw(6));
+  EXPECT_EQ(e.Reap(1000001), 1u);
+  EXPECT_FALSE(e.HasUplinks());
+  EXPECT_EQ(e.Jobs().size(), 1u);
+}
+
+// A daemon run by the manager serves only placed jobs: a JOIN that races
+// ahead of the placement is told unknown_job (and retries), so no leaf ever
+// aggregates a job without knowing its parent.
+TEST(EngineTree, ManagedEngineCreatesNoJobOnJoin) {
+  EngineLimits limits;
+  limits.create_jobs_on_join = false;
+  Engine e(limits, 1);
+  const Action a = e.OnPacket(JoinPacket(5, 9, 0, JoinPayload(2, 8, 1024)), 77, 1);
+  EXPECT_EQ(a.header.type, MsgType::kNack);
+  EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kUnknownJob));
+  EXPECT_TRUE(e.Jobs().empty());
+  JobSpec spec;
+  spec.job_id = 5;
+  spec.job_key = 9;
+  spec.params = {2, 8, 1024};
+  ASSERT_EQ(e.Provision(spec, 1), ProvisionResult::kCreated);
+  EXPECT_EQ(e.OnPacket(JoinPacket(5, 9, 0, JoinPayload(2, 8, 1024)), 77, 1).header.type,
+            MsgType::kJoinAck);
+}
+
+TEST(EngineTree, ParentMessagesFromAnyoneElseAreRefused) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 0, 0, 0, Values(0, r, 0));
+  // A forged RESULT from a rank's address (not the parent): dropped.
+  std::vector<int32_t> forged(kPayload / 4, 7);
+  proto::PacketView p;
+  p.header.type = MsgType::kResult;
+  p.header.job_id = kJob;
+  p.header.job_key = kKey;
+  p.header.collective_id = 0;
+  p.header.dtype = DataType::kInt32;
+  p.header.op = ReduceOp::kSum;
+  p.header.elem_count = kPayload / 4;
+  p.payload = reinterpret_cast<const uint8_t*>(forged.data());
+  p.payload_len = kPayload;
+  const uint64_t unexpected = t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kUnexpectedType)];
+  EXPECT_EQ(t.leaf(0).OnPacket(p, kRankToken, t.now()).kind, ActionKind::kNone);
+  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kUnexpectedType)],
+            unexpected + 1);
+  // From the parent's address with the wrong key: dropped as bad key.
+  p.header.job_key = kKey + 1;
+  EXPECT_EQ(t.leaf(0).OnPacket(p, kParentToken, t.now()).kind, ActionKind::kNone);
+  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadKey)], 1u);
+  // The real round still completes exactly.
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 0));
+  t.Pump();
+  ExpectResults(&t, 0);
+}
+
+// A provisioned tree outlives its communicators: when every rank left, each
+// node starts over with a new epoch and leaves its parent, so a new
+// communicator of the same job (collective ids from 0 again) is exact.
+TEST(EngineTree, NewCommunicatorAfterAllRanksLeftStartsOverEverywhere) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint64_t c = 0; c < 6; ++c) {
+    for (int i = 0; i < 2; ++i) {
+      for (uint32_t r = 0; r < 2; ++r) t.Contribute(i, r, c % kSlots, (c / kSlots) % 2, c, Values(i, r, c));
+    }
+    t.Pump();
+  }
+  const uint32_t old_epoch = t.epoch(0);
+  for (int i = 0; i < 2; ++i) t.LeaveAll(i);
+  EXPECT_EQ(t.leaf(0).counters().recycles, 1u);
+  EXPECT_EQ(t.leaf(0).counters().late_leaves, 1u);  // the last rank's second copy
+  t.Poll();  // each leaf owes its parent two LEAVEs
+  t.Poll();
+  t.Pump();
+  EXPECT_EQ(t.root().counters().recycles, 1u);
+  EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
+  t.rank_rx().clear();
+  for (int i = 0; i < 2; ++i) t.Rejoin(i);
+  EXPECT_NE(t.epoch(0), old_epoch);
+  t.Poll();  // the leaves join the root again
+  t.Pump();
+  for (uint64_t c = 0; c < 2; ++c) {
+    for (int i = 0; i < 2; ++i) {
+      for (uint32_t r = 0; r < 2; ++r) t.Contribute(i, r, c % kSlots, 0, c, Values(i, r, c + 100));
+    }
+    t.Pump();
+  }
+  // Values(…, c + 100) differ from the first generation's: stale answers would show.
+  int got = 0;
+  for (const auto& p : t.rank_rx()) {
+    if (p.header.type != MsgType::kResult) continue;
+    ++got;
+    const auto* out = reinterpret_cast<const int32_t*>(p.payload.data());
+    int64_t want = 0;
+    for (int i = 0; i < 2; ++i)
+      for (uint32_t r = 0; r < 2; ++r) want += Values(i, r, p.header.collective_id + 100)[0];
+    EXPECT_EQ(out[0], static_cast<int32_t>(want));
+  }
+  EXPECT_EQ(got, 8);
+}
+
+}  // namespace
+}  // namespace tributary::engine

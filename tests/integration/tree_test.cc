@@ -1,0 +1,279 @@
+// Proves multi-level aggregation through real daemons on loopback: 8 rank
+// processes, 4 leaf daemons (2 ranks each), 2 inner daemons (2 leaves each)
+// and a root, the tree given to each tributaryd by its static `jobs:`
+// configuration. Shown: exact results on every rank for every dtype at
+// sizes from 1 element to 1 Mi+3 elements and fp32 at 64 MiB, through every
+// op; two jobs sharing all seven daemons at once; a wrong job key refused
+// with a clear error; an inner daemon killed mid-job gives every rank a
+// clear error within the operation timeout; and per-hop recovery under
+// loss on the ranks' links. (The same tree in network namespaces and placed
+// by tributary-manager is tests/netns/tree_netns_test.sh.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/common/daemon_process.h"
+#include "tests/common/patterns.h"
+#include "tributary/communicator.h"
+
+namespace tributary {
+namespace {
+
+using testing::DaemonProcess;
+
+constexpr uint32_t kRanks = 8;
+constexpr uint32_t kPayload = 8192;
+constexpr uint32_t kWindow = 32;
+
+struct TreeJob {
+  uint32_t id;
+  uint64_t key;
+};
+
+// A YAML `jobs:` entry for one daemon of the tree.
+std::string JobEntry(const TreeJob& j, const std::string& parent, uint32_t child) {
+  std::string e = "  - {id: " + std::to_string(j.id) + ", key: " + std::to_string(j.key) +
+                  ", fan_in: 2, slot_count: " + std::to_string(kWindow) +
+                  ", payload_bytes: " + std::to_string(kPayload);
+  if (!parent.empty()) {
+    e += ", parent: \"" + parent + "\", child_index: " + std::to_string(child) +
+         ", parent_fan_in: 2";
+  }
+  return e + "}\n";
+}
+
+class Tree : public ::testing::Test {
+ protected:
+  // Starts root, inner and leaf daemons holding `jobs`, parents first (a
+  // child's configuration names its parent's port).
+  void StartTree(const std::vector<TreeJob>& jobs) {
+    jobs_ = jobs;
+    root_ = Start(jobs, "", 0);
+    for (uint32_t i = 0; i < 2; ++i) inner_[i] = Start(jobs, root_->address(), i);
+    for (uint32_t l = 0; l < 4; ++l) leaf_[l] = Start(jobs, inner_[l / 2]->address(), l % 2);
+  }
+
+  std::unique_ptr<DaemonProcess> Start(const std::vector<TreeJob>& jobs, const std::string& parent,
+                                       uint32_t child) {
+    const std::string path = "/tmp/tributary-tree-" + std::to_string(getpid()) + "-" +
+                             std::to_string(configs_.size()) + ".yaml";
+    std::ofstream out(path);
+    out << "jobs:\n";
+    for (const TreeJob& j : jobs) out << JobEntry(j, parent, child);
+    out.close();
+    configs_.push_back(path);
+    auto d = std::make_unique<DaemonProcess>();
+    std::string error;
+    EXPECT_TRUE(d->Start({"--config", path}, &error)) << error;
+    return d;
+  }
+
+  void TearDown() override {
+    for (const std::string& p : configs_) unlink(p.c_str());
+  }
+
+  std::string AllOutput() const {
+    std::string s = "root:\n" + root_->Output();
+    for (int i = 0; i < 2; ++i) s += "inner " + std::to_string(i) + ":\n" + inner_[i]->Output();
+    for (int l = 0; l < 4; ++l) s += "leaf " + std::to_string(l) + ":\n" + leaf_[l]->Output();
+    return s;
+  }
+
+  // Rank g's membership: child g % 2 of leaf g / 2.
+  CommConfig RankConfig(const TreeJob& j, uint32_t g) const {
+    CommConfig c;
+    c.job_id = j.id;
+    c.job_key = j.key;
+    c.rank = g % 2;
+    c.world_size = 2;
+    c.options.aggregator = leaf_[g / 2]->address();
+    c.options.payload_bytes = kPayload;
+    c.options.window = kWindow;
+    c.options.op_timeout_ms = 60000;
+    c.options.connect_timeout_ms = 5000;
+    return c;
+  }
+
+  std::vector<TreeJob> jobs_;
+  std::unique_ptr<DaemonProcess> root_, inner_[2], leaf_[4];
+  std::vector<std::string> configs_;
+};
+
+int Fail(uint32_t g, const std::string& what) {
+  fprintf(stderr, "global rank %u: %s\n", g, what.c_str());
+  return 1;
+}
+
+// Global rank g all-reduces every (op, dtype, size) and checks every element
+// against the exact reduction over all 8 ranks.
+int TreeRank(const CommConfig& config, uint32_t g, const std::vector<ReduceOp>& ops,
+             const std::vector<DataType>& types, const std::vector<uint64_t>& sizes) {
+  auto comm = Communicator::Create(config);
+  if (!comm.ok()) return Fail(g, comm.status().ToString());
+  uint64_t max_bytes = 8;
+  for (uint64_t n : sizes)
+    for (DataType t : types) max_bytes = std::max<uint64_t>(max_bytes, n * DataTypeSize(t));
+  std::vector<uint8_t> send(max_bytes), recv(max_bytes);
+  auto sb = comm.value()->Register(send.data(), send.size());
+  auto rb = comm.value()->Register(recv.data(), recv.size());
+  if (!sb.ok() || !rb.ok()) return Fail(g, "register failed");
+  for (ReduceOp op : ops) {
+    for (DataType t : types) {
+      for (uint64_t n : sizes) {
+        testing::Fill(t, op, g, send.data(), n);
+        auto req = comm.value()->AllReduce(sb.value(), rb.value(), n, t, op);
+        if (!req.ok()) return Fail(g, req.status().ToString());
+        Status s = req.value().Wait();
+        if (!s.ok()) return Fail(g, s.ToString());
+        std::string first;
+        const uint64_t wrong = testing::Check(t, op, kRanks, recv.data(), n, &first);
+        if (wrong != 0) {
+          return Fail(g, std::string(DataTypeName(t)) + " " + ReduceOpName(op) + " n=" +
+                             std::to_string(n) + ": " + std::to_string(wrong) +
+                             " wrong; first: " + first);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+TreeJob NewJob() {
+  static std::mt19937_64 rng(static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull);
+  return {static_cast<uint32_t>(rng()) | 1, rng()};
+}
+
+TEST_F(Tree, EightRanksFourLeavesTwoInnerOneRootExactEveryDtype) {
+  const TreeJob job = NewJob();
+  StartTree({job});
+  const std::vector<DataType> types(std::begin(testing::kAllTypes), std::end(testing::kAllTypes));
+  const std::string failures = testing::RunRanks(kRanks, 300, [&](int g) {
+    return TreeRank(RankConfig(job, g), g, {ReduceOp::kSum}, types, {1, 7, 1023, (1u << 20) + 3});
+  });
+  EXPECT_EQ(failures, "") << AllOutput();
+}
+
+TEST_F(Tree, EveryOpAndSixtyFourMebibytes) {
+  const TreeJob job = NewJob();
+  StartTree({job});
+  const std::string failures = testing::RunRanks(kRanks, 300, [&](int g) {
+    const std::vector<ReduceOp> ops(std::begin(testing::kAllOps), std::end(testing::kAllOps));
+    if (int rc = TreeRank(RankConfig(job, g), g, ops, {DataType::kInt32, DataType::kBfloat16},
+                          {4099})) {
+      return rc;
+    }
+    return TreeRank(RankConfig(job, g), g, {ReduceOp::kSum}, {DataType::kFloat32},
+                    {(64u << 20) / 4});
+  });
+  EXPECT_EQ(failures, "") << AllOutput();
+  // Every partial sum went up once per hop: no loss on loopback, no resends
+  // needed beyond a handful, and the root completed the rounds.
+  const int status = root_->Stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_NE(root_->Output().find("engine_drops: total=0 "), std::string::npos) << root_->Output();
+}
+
+TEST_F(Tree, TwoJobsShareEveryDaemon) {
+  const TreeJob a = NewJob(), b = NewJob();
+  StartTree({a, b});
+  std::vector<pid_t> pids;
+  for (const TreeJob& j : {a, b}) {
+    for (uint32_t g = 0; g < kRanks; ++g) {
+      pids.push_back(testing::ForkChild([&, j, g] {
+        return TreeRank(RankConfig(j, g), g, {ReduceOp::kSum},
+                        {DataType::kInt32, DataType::kFloat64}, {1023, (1u << 20) + 3});
+      }));
+    }
+  }
+  EXPECT_EQ(testing::WaitChildren(pids, 300), "") << AllOutput();
+}
+
+TEST_F(Tree, WrongKeyIsRefused) {
+  const TreeJob job = NewJob();
+  StartTree({job});
+  const std::string failures = testing::RunRanks(1, 30, [&](int) {
+    CommConfig c = RankConfig(job, 0);
+    c.job_key ^= 1;
+    c.options.connect_timeout_ms = 800;
+    auto comm = Communicator::Create(c);
+    if (comm.ok()) return Fail(0, "a JOIN with a wrong key was accepted");
+    if (comm.status().message().find("job key") == std::string::npos) {
+      return Fail(0, "error does not mention the key: " + comm.status().ToString());
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+  leaf_[0]->Stop();
+  EXPECT_EQ(leaf_[0]->Output().find("bad_key=0 "), std::string::npos) << leaf_[0]->Output();
+}
+
+// Files as a barrier between the test and its rank processes (bounded waits).
+bool WaitForFile(const std::string& path, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (access(path.c_str(), F_OK) == 0) return true;
+    usleep(10 * 1000);
+  }
+  return false;
+}
+
+// An inner daemon dies while its subtree's ranks are in a collective: every
+// rank fails within the operation timeout with an error, none hangs, and
+// the error says the aggregator holds the rank's data and waits for its
+// parent (the whole tree below the root stalls: inner 1 waits for a root
+// that waits for the dead inner 0).
+TEST_F(Tree, InnerDaemonKilledMidJobFailsEveryRankWithinTimeout) {
+  const TreeJob job = NewJob();
+  StartTree({job});
+  const uint32_t timeout_ms = 3000;
+  const std::string marker = "/tmp/tributary-tree-" + std::to_string(getpid()) + "-";
+  std::vector<pid_t> pids;
+  for (uint32_t g = 0; g < kRanks; ++g) {
+    pids.push_back(testing::ForkChild([&, g] {
+      CommConfig c = RankConfig(job, g);
+      c.options.op_timeout_ms = timeout_ms;
+      auto comm = Communicator::Create(c);
+      if (!comm.ok()) return Fail(g, comm.status().ToString());
+      std::vector<int32_t> buf(1 << 20, 1);
+      auto b = comm.value()->Register(buf.data(), buf.size() * 4);
+      // One collective that works, then the kill, then one that cannot.
+      auto first = comm.value()->AllReduce(b.value(), b.value(), 1024, DataType::kInt32,
+                                           ReduceOp::kSum);
+      if (!first.ok() || !first.value().Wait().ok()) return Fail(g, "first collective failed");
+      std::ofstream(marker + "ready-" + std::to_string(g)).close();
+      if (!WaitForFile(marker + "killed", 30000)) return Fail(g, "the daemon was never killed");
+      const auto start = std::chrono::steady_clock::now();
+      auto req = comm.value()->AllReduce(b.value(), b.value(), buf.size(), DataType::kInt32,
+                                         ReduceOp::kSum);
+      const Status s = req.ok() ? req.value().Wait() : req.status();
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+      if (s.ok()) return Fail(g, "a collective through a dead daemon succeeded");
+      if (s.code() != StatusCode::kTimedOut) return Fail(g, "expected TIMED_OUT: " + s.ToString());
+      if (ms > timeout_ms + 3000) return Fail(g, "took " + std::to_string(ms) + " ms");
+      if (s.message().find("waits for its parent") == std::string::npos) {
+        return Fail(g, "error does not say the aggregator waits for its parent: " + s.message());
+      }
+      return 0;
+    }));
+  }
+  bool ready = true;
+  for (uint32_t g = 0; g < kRanks && ready; ++g) {
+    ready = WaitForFile(marker + "ready-" + std::to_string(g), 30000);
+  }
+  EXPECT_TRUE(ready) << "ranks did not finish their first collective";
+  inner_[0]->Kill();
+  std::ofstream(marker + "killed").close();
+  EXPECT_EQ(testing::WaitChildren(pids, 60), "") << AllOutput();
+  for (uint32_t g = 0; g < kRanks; ++g) unlink((marker + "ready-" + std::to_string(g)).c_str());
+  unlink((marker + "killed").c_str());
+}
+
+}  // namespace
+}  // namespace tributary

@@ -13,4 +13,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code);    // bench_command.cc
 void RegisterDemoCommand(CLI::App& app, int* exit_code);     // demo_command.cc
 void RegisterVersionCommand(CLI::App& app, int* exit_code);  // version_command.cc
 
+#ifdef TRIBUTARY_HAVE_MANAGER
+// Control-plane commands (manager_commands.cc), built only with gRPC.
+void RegisterJobsCommand(CLI::App& app, int* exit_code);  // tributary jobs
+void RegisterTreeCommand(CLI::App& app, int* exit_code);  // tributary tree JOB
+void RegisterJobCommand(CLI::App& app, int* exit_code);   // tributary job create|end
+#endif
+
 }  // namespace tributary::cli

@@ -14,6 +14,11 @@ int main(int argc, char** argv) {
   tributary::cli::RegisterBenchCommand(app, &exit_code);
   tributary::cli::RegisterDemoCommand(app, &exit_code);
   tributary::cli::RegisterVersionCommand(app, &exit_code);
+#ifdef TRIBUTARY_HAVE_MANAGER
+  tributary::cli::RegisterJobsCommand(app, &exit_code);
+  tributary::cli::RegisterTreeCommand(app, &exit_code);
+  tributary::cli::RegisterJobCommand(app, &exit_code);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,169 @@
+// Proves the CLI's control-plane commands against a real tributary-manager
+// process: `job create` prints the documented key=value lines, `jobs` the
+// daemon and job tables, `tree` the drawn tree, `job end` frees the job, a
+// refusal exits 1 with the manager's message; and SIGTERM stops the manager
+// cleanly (exit 0). Daemons are registered by the test through gRPC.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "proto/manager.grpc.pb.h"
+
+namespace {
+
+namespace v1 = tributary::manager::v1;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command line; returns its stdout+stderr and exit code.
+std::string RunCommand(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+class ManagerCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = getenv("TRIBUTARY_MANAGER_BIN");
+    const char* cli = getenv("TRIBUTARY_CLI");
+    ASSERT_TRUE(bin && cli) << "TRIBUTARY_MANAGER_BIN and TRIBUTARY_CLI must be set (ctest does)";
+    cli_ = cli;
+    char dir[] = "/tmp/trib-mgrcli-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    log_ = dir_ + "/manager.log";
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      const std::string topo = std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml";
+      const std::string state = dir_ + "/manager.state";
+      execl(bin, bin, "--listen", "127.0.0.1:0", "--topology", topo.c_str(), "--state-file",
+            state.c_str(), "--daemon-timeout-ms", "60000", "--job-timeout-ms", "60000",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::regex listening("tributary-manager listening on (\\S+)");
+    for (int i = 0; i < 100 && address_.empty(); ++i) {
+      std::smatch m;
+      const std::string text = ReadFile(log_);
+      if (std::regex_search(text, m, listening)) address_ = m[1];
+      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_FALSE(address_.empty()) << ReadFile(log_);
+    stub_ = v1::Manager::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (waitpid(pid_, &status, WNOHANG) == 0 && kill(pid_, 0) == 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        ADD_FAILURE() << "manager did not stop on SIGTERM";
+      } else {
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_);
+      }
+    }
+    RunCommand("rm -rf " + dir_, &rc_);
+  }
+  void RegisterDaemon(const std::string& pos, int port) {
+    v1::RegisterRequest req;
+    req.mutable_daemon()->set_name("d-" + pos);
+    req.mutable_daemon()->set_endpoint("127.0.0.1:" + std::to_string(port));
+    req.mutable_daemon()->set_position(pos);
+    req.mutable_daemon()->set_capacity_slots(256);
+    req.mutable_daemon()->set_capacity_bytes(1ull << 30);
+    v1::RegisterReply reply;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->RegisterDaemon(&ctx, req, &reply).ok());
+  }
+  std::string Cli(const std::string& args, int* rc) {
+    return RunCommand(cli_ + " " + args + " --manager " + address_, rc);
+  }
+
+  std::string cli_, dir_, log_, address_;
+  pid_t pid_ = -1;
+  int rc_ = 0;
+  std::unique_ptr<v1::Manager::Stub> stub_;
+};
+
+TEST_F(ManagerCliTest, JobCreateJobsTreeEnd) {
+  const char* positions[] = {"core0", "agg0", "agg1", "leaf0", "leaf1", "leaf2", "leaf3"};
+  for (int i = 0; i < 7; ++i) RegisterDaemon(positions[i], 9200 + i);
+  int rc = 0;
+  // Refusal: exit 1, the manager's reason on stderr.
+  std::string out = Cli("job create --hosts h0,h9", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("INVALID_ARGUMENT: rank 1: host 'h9' unknown"), std::string::npos) << out;
+
+  out = Cli("job create --name demo --hosts h0,h1,h2,h6 --slots 32", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_id=([0-9]+)\n"))) << out;
+  const std::string id = m[1];
+  EXPECT_TRUE(std::regex_search(out, std::regex("job_key=[0-9a-f]{16}\n"))) << out;
+  EXPECT_NE(out.find("slot_count=32\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("ranks=4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank=0 host=h0 aggregator=127.0.0.1:9203 child=0 fan_in=2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank=1 host=h1 aggregator=127.0.0.1:9203 child=1 fan_in=2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank=2 host=h2 aggregator=127.0.0.1:9204 child=0 fan_in=1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank=3 host=h6 aggregator=127.0.0.1:9206 child=0 fan_in=1\n"), std::string::npos) << out;
+
+  out = Cli("jobs", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("DAEMONS (7)"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("d-core0 +127\\.0\\.0\\.1:9200 +core0 +up +32/256 "))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("d-leaf2 +127\\.0\\.0\\.1:9205 +leaf2 +up +0/256 "))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(id + " +demo +running +4 +d-core0,"))) << out;
+
+  out = Cli("tree " + id, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string expected =
+      "d-core0 127.0.0.1:9200 fan-in 2\n"
+      "├─ d-agg0 127.0.0.1:9201 fan-in 2\n"
+      "│  ├─ d-leaf0 127.0.0.1:9203 fan-in 2\n"
+      "│  │  ├─ rank 0 h0 (child 0)\n"
+      "│  │  └─ rank 1 h1 (child 1)\n"
+      "│  └─ d-leaf1 127.0.0.1:9204 fan-in 1\n"
+      "│     └─ rank 2 h2 (child 0)\n"
+      "└─ d-agg1 127.0.0.1:9202 fan-in 1\n"
+      "   └─ d-leaf3 127.0.0.1:9206 fan-in 1\n"
+      "      └─ rank 3 h6 (child 0)\n";
+  EXPECT_NE(out.find(expected), std::string::npos) << out;
+  EXPECT_NE(out.find("job " + id + " 'demo': running, 4 ranks"), std::string::npos) << out;
+
+  out = Cli("job end " + id, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  out = Cli("jobs", &rc);
+  EXPECT_TRUE(std::regex_search(out, std::regex("d-core0 +127\\.0\\.0\\.1:9200 +core0 +up +0/256 "))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(id + " +demo +ended: "))) << out;
+}
+
+}  // namespace

@@ -1,0 +1,225 @@
+// Proves the job table's lifecycle with a fake clock: admission reserves
+// all-or-nothing, heartbeat replies carry exactly the live assignments,
+// silent jobs end and free everything, a silent daemon fails its jobs, and a
+// snapshot restores jobs and reservations (with a grace period for daemons).
+#include <gtest/gtest.h>
+
+#include "manager/manager_core.h"
+#include "tests/manager/topology_gen.h"
+
+namespace tributary::manager {
+namespace {
+
+// leaf-spine: 2 spines, 4 leaves x 2 hosts.
+class CoreTest : public ::testing::Test {
+ protected:
+  CoreTest() : topo_(testing::MakeLeafSpine(2, 4, 2)), core_(&topo_, Options()) {}
+  static ManagerOptions Options() {
+    ManagerOptions o;
+    o.daemon_timeout_ms = 100;
+    o.job_timeout_ms = 1000;
+    return o;
+  }
+  uint64_t Register(ManagerCore* core, const std::string& pos, uint64_t slots, int64_t now) {
+    v1::DaemonInfo info;
+    info.set_name("d-" + pos);
+    info.set_endpoint("127.0.0.1:" + std::to_string(9000 + topo_.FindNode(pos)));
+    info.set_position(pos);
+    info.set_capacity_slots(slots);
+    info.set_capacity_bytes(1ull << 30);
+    v1::RegisterReply reply;
+    EXPECT_TRUE(core->RegisterDaemon(info, now, &reply).ok());
+    return reply.session();
+  }
+  void RegisterAll(uint64_t slots, int64_t now) {
+    for (const auto& n : topo_.nodes()) sessions_[n.name] = Register(&core_, n.name, slots, now);
+  }
+  v1::HeartbeatReply Beat(const std::string& pos, int64_t now) {
+    v1::HeartbeatRequest req;
+    req.set_name("d-" + pos);
+    req.set_session(sessions_[pos]);
+    v1::HeartbeatReply reply;
+    EXPECT_TRUE(core_.Heartbeat(req, now, &reply).ok());
+    return reply;
+  }
+  void BeatAll(int64_t now) {
+    for (const auto& n : topo_.nodes()) Beat(n.name, now);
+  }
+  uint64_t UsedSlots(const ManagerCore& core) const {
+    v1::ListReply list;
+    core.List(&list);
+    uint64_t used = 0;
+    for (const auto& d : list.daemons()) used += d.used_slots();
+    return used;
+  }
+
+  Topology topo_;
+  ManagerCore core_;
+  std::map<std::string, uint64_t> sessions_;
+};
+
+TEST_F(CoreTest, CreateJobAndAssignments) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  req.set_name("j");
+  for (const char* h : {"h0-0", "h0-1", "h2-0"}) req.add_rank_hosts(h);
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 10, &job).ok());
+  EXPECT_NE(job.job_id(), 0u);
+  EXPECT_EQ(job.payload_bytes(), 8192u);  // defaults
+  EXPECT_EQ(job.slot_count(), 64u);
+  ASSERT_EQ(job.tree_size(), 3);          // spine + leaf0 + leaf2
+  EXPECT_EQ(UsedSlots(core_), 3u * 64);
+
+  const v1::HeartbeatReply leaf0 = Beat("leaf0", 20);
+  ASSERT_EQ(leaf0.jobs_size(), 1);
+  const v1::JobAssignment& a = leaf0.jobs(0);
+  EXPECT_EQ(a.job_id(), job.job_id());
+  EXPECT_EQ(a.job_key(), job.job_key());
+  EXPECT_EQ(a.fan_in(), 2u);
+  EXPECT_EQ(a.parent_fan_in(), 2u);
+  EXPECT_FALSE(a.parent_endpoint().empty());
+  EXPECT_EQ(a.child_endpoints_size(), 2);
+  EXPECT_EQ(Beat("leaf1", 20).jobs_size(), 0);  // not in this job
+  // The root: no parent, two daemon children.
+  const std::string root = job.tree(0).daemon().substr(2);
+  const v1::HeartbeatReply r = Beat(root, 20);
+  ASSERT_EQ(r.jobs_size(), 1);
+  EXPECT_TRUE(r.jobs(0).parent_endpoint().empty());
+  EXPECT_EQ(r.jobs(0).fan_in(), 2u);
+  EXPECT_EQ(a.parent_endpoint(), job.tree(0).endpoint());
+
+  // Wrong key refused; a stale session is told to register again.
+  v1::JobHeartbeatRequest jh;
+  jh.set_job_id(job.job_id());
+  jh.set_job_key(job.job_key() + 1);
+  v1::JobHeartbeatReply jr;
+  EXPECT_EQ(core_.JobHeartbeat(jh, 30, &jr).code(), Code::kPermissionDenied);
+  v1::HeartbeatRequest stale;
+  stale.set_name("d-leaf0");
+  stale.set_session(12345);
+  v1::HeartbeatReply sr;
+  ASSERT_TRUE(core_.Heartbeat(stale, 30, &sr).ok());
+  EXPECT_TRUE(sr.reregister());
+}
+
+TEST_F(CoreTest, RefusalHoldsNothing) {
+  RegisterAll(100, 0);
+  v1::CreateJobRequest req;
+  req.add_rank_hosts("h0-0");
+  req.add_rank_hosts("h1-0");
+  req.set_slot_count(101);
+  v1::Job job;
+  Status s = core_.CreateJob(req, 1, &job);
+  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("short of slots by 1"), std::string::npos) << s.message();
+  EXPECT_EQ(UsedSlots(core_), 0u);
+  req.set_slot_count(0);
+  req.set_payload_bytes(100);
+  EXPECT_EQ(core_.CreateJob(req, 1, &job).code(), Code::kInvalidArgument);
+  req.set_payload_bytes(0);
+  req.set_slot_count(5000);
+  EXPECT_EQ(core_.CreateJob(req, 1, &job).code(), Code::kInvalidArgument);
+}
+
+TEST_F(CoreTest, SilentJobEndsAndFreesEverything) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  req.add_rank_hosts("h0-0");
+  req.add_rank_hosts("h3-1");
+  req.set_heartbeat_timeout_ms(500);
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
+  v1::JobHeartbeatRequest jh;
+  jh.set_job_id(job.job_id());
+  jh.set_job_key(job.job_key());
+  v1::JobHeartbeatReply jr;
+  for (int64_t t = 50; t <= 800; t += 50) {  // daemons and the job alive
+    BeatAll(t);
+    ASSERT_TRUE(core_.JobHeartbeat(jh, t, &jr).ok());
+    core_.Expire(t);
+  }
+  EXPECT_EQ(jr.state(), "running");
+  EXPECT_GT(UsedSlots(core_), 0u);
+  for (int64_t t = 850; t <= 1400; t += 50) {  // the job goes silent
+    BeatAll(t);
+    core_.Expire(t);
+  }
+  EXPECT_EQ(UsedSlots(core_), 0u);
+  EXPECT_EQ(Beat("leaf0", 1400).jobs_size(), 0);
+  v1::Job ended;
+  ASSERT_TRUE(core_.GetJob(job.job_id(), &ended).ok());
+  EXPECT_EQ(ended.state().rfind("ended: no job heartbeat", 0), 0u) << ended.state();
+}
+
+TEST_F(CoreTest, DaemonDownFailsItsJobs) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  req.add_rank_hosts("h0-0");
+  req.add_rank_hosts("h1-0");
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
+  // Every daemon but leaf1's keeps beating.
+  for (int64_t t = 20; t <= 200; t += 20) {
+    for (const auto& n : topo_.nodes()) {
+      if (n.name != "leaf1") Beat(n.name, t);
+    }
+    core_.Expire(t);
+  }
+  v1::JobHeartbeatRequest jh;
+  jh.set_job_id(job.job_id());
+  jh.set_job_key(job.job_key());
+  v1::JobHeartbeatReply jr;
+  ASSERT_TRUE(core_.JobHeartbeat(jh, 200, &jr).ok());
+  EXPECT_EQ(jr.state(), "failed: daemon d-leaf1 down");
+  EXPECT_EQ(UsedSlots(core_), 0u);
+  EXPECT_EQ(Beat("leaf0", 200).jobs_size(), 0);
+  // New jobs on that leaf are refused while it is down.
+  Status s = core_.CreateJob(req, 210, &job);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("leaf1"), std::string::npos);
+}
+
+TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  for (const char* h : {"h0-0", "h1-0", "h2-1"}) req.add_rank_hosts(h);
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
+  v1::ListReply state;
+  core_.Snapshot(&state);
+
+  ManagerCore restarted(&topo_, Options());
+  ASSERT_TRUE(restarted.Restore(state, 5000).ok());
+  EXPECT_EQ(UsedSlots(restarted), UsedSlots(core_));
+  v1::Job again;
+  ASSERT_TRUE(restarted.GetJob(job.job_id(), &again).ok());
+  EXPECT_EQ(again.job_key(), job.job_key());
+  EXPECT_EQ(again.tree_size(), job.tree_size());
+  EXPECT_EQ(again.state(), "running");
+  // Old sessions are unknown: daemons register again and get their jobs.
+  v1::HeartbeatRequest hb;
+  hb.set_name("d-leaf0");
+  hb.set_session(sessions_["leaf0"]);
+  v1::HeartbeatReply reply;
+  ASSERT_TRUE(restarted.Heartbeat(hb, 5010, &reply).ok());
+  EXPECT_TRUE(reply.reregister());
+  hb.set_session(Register(&restarted, "leaf0", 128, 5020));
+  reply.Clear();
+  ASSERT_TRUE(restarted.Heartbeat(hb, 5030, &reply).ok());
+  ASSERT_EQ(reply.jobs_size(), 1);
+  EXPECT_EQ(reply.jobs(0).job_key(), job.job_key());
+  // Grace: nobody is down before daemon_timeout_ms after the restart...
+  restarted.Expire(5090);
+  EXPECT_EQ(again.state(), "running");
+  ASSERT_TRUE(restarted.GetJob(job.job_id(), &again).ok());
+  EXPECT_EQ(again.state(), "running");
+  // ...but daemons that never come back fail the job after it.
+  restarted.Expire(5200);
+  ASSERT_TRUE(restarted.GetJob(job.job_id(), &again).ok());
+  EXPECT_EQ(again.state().rfind("failed: daemon", 0), 0u) << again.state();
+  EXPECT_EQ(UsedSlots(restarted), 0u);
+}
+
+}  // namespace
+}  // namespace tributary::manager

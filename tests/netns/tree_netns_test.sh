@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# tree_netns_test: jobs placed by tributary-manager on a tree of daemons,
+# every host and every daemon in its own network namespace.
+#
+# Topology (deploy/topologies/test-4-2-1.yaml): 8 rank hosts h0..h7 on 4
+# leaf switches, 2 aggregation switches, 1 core. One tributaryd per switch
+# (leaf0..3, agg0..1, core0), each in its own namespace and address, and the
+# manager in another, all on one bridge (198.18.0.0/24, MTU 9000). The
+# daemons register with the manager (--position = their switch); `tributary
+# job create` places each job; every rank runs tests/netns/tree_rank in its
+# host's namespace with what the manager handed out.
+#
+# What it proves, in order:
+#   1. placement: the job's tree is 4 leaves, 2 inner, 1 root (tributary tree);
+#   2. exact results for every dtype at 1, 7, 1023, 1 Mi+3 elements and fp32
+#      at 64 MiB on all 8 ranks;
+#   3. two jobs sharing all seven daemons at once, both exact, while the
+#      manager is SIGKILLed and restarted from its state file (the data path
+#      does not need it), after which it still knows both jobs;
+#   4. admission refused at once, naming what is short, when the daemons'
+#      slot capacity cannot hold another job; nothing stays reserved;
+#   5. a wrong job key is refused with an error that says so;
+#   6. an inner daemon killed mid-job: every rank gets TIMED_OUT within the
+#      operation timeout (+3 s), none hangs;
+#   7. ending jobs frees every slot (tributary jobs shows 0 used).
+# Needs root and `ip netns`; exits 77 (ctest SKIP) without.
+#
+# Usage: tree_netns_test.sh (environment: TRIBUTARYD, TRIBUTARY_CLI,
+# TRIBUTARY_MANAGER_BIN, TREE_RANK, TOPOLOGY; ctest sets them).
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/../../bench/cluster/netns_lib.sh"
+
+DAEMON_BIN=${TRIBUTARYD:-}
+CLI_BIN=${TRIBUTARY_CLI:-}
+MANAGER_BIN=${TRIBUTARY_MANAGER_BIN:-}
+RANK_BIN=${TREE_RANK:-}
+TOPOLOGY=${TOPOLOGY:-$HERE/../../deploy/topologies/test-4-2-1.yaml}
+for b in "$DAEMON_BIN" "$CLI_BIN" "$MANAGER_BIN" "$RANK_BIN"; do
+  if [[ ! -x "$b" ]]; then
+    echo "tree_netns_test: set TRIBUTARYD, TRIBUTARY_CLI, TRIBUTARY_MANAGER_BIN, TREE_RANK" >&2
+    exit 2
+  fi
+done
+netns_check || exit $?
+
+WORK=$(mktemp -d /tmp/trib-netns-tree.XXXXXX)
+cleanup_work() {
+  if [[ ${KEEP_LOGS:-0} == 1 ]]; then echo "logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
+}
+netns_trap_cleanup cleanup_work
+
+# Namespaces 0..7: rank hosts; 8..14: daemons; 15: the manager.
+SWITCHES=(leaf0 leaf1 leaf2 leaf3 agg0 agg1 core0)
+netns_cluster_create 16 "" 9000 || { echo "tree_netns_test: cannot build the namespaces" >&2; exit 1; }
+MGR_NS=15
+MGR="$(netns_host_addr $MGR_NS):17900"
+failures=0
+fail() { echo "FAIL $*" >&2; failures=$((failures + 1)); }
+cli() { netns_host_exec "$MGR_NS" timeout 30 "$CLI_BIN" "$@" --manager "$MGR"; }
+
+declare -A DAEMON_PID
+start_manager() {
+  # `ip netns exec` execs the program: $! is the manager itself (a shell
+  # function here would leave $! pointing at a subshell).
+  ip netns exec "$(netns_host_ns "$MGR_NS")" "$MANAGER_BIN" --listen "$MGR" --topology "$TOPOLOGY" \
+    --state-file "$WORK/manager.state" --daemon-timeout-ms 3000 --job-timeout-ms 600000 \
+    >> "$WORK/manager.log" 2>&1 &
+  MANAGER_PID=$!
+}
+start_daemon() {  # INDEX (into SWITCHES)
+  local i=$1 name=${SWITCHES[$1]} ns=$((8 + $1)) role=inner
+  [[ $name == leaf* ]] && role=leaf
+  ip netns exec "$(netns_host_ns "$ns")" "$DAEMON_BIN" --listen-address "$(netns_host_addr "$ns")" --port 17820 \
+    --manager "$MGR" --daemon-name "$name" --position "$name" --role "$role" \
+    --capacity-slots 200 --max-memory-mb 512 > "$WORK/$name.log" 2>&1 &
+  DAEMON_PID[$name]=$!
+}
+
+start_manager
+for i in "${!SWITCHES[@]}"; do start_daemon "$i"; done
+up=0
+for ((t = 0; t < 100; ++t)); do
+  up=$(cli jobs 2> /dev/null | grep -cw 'up')
+  ((up >= 7)) && break
+  sleep 0.2
+done
+if ((up < 7)); then
+  fail "only $up of 7 daemons registered"
+  cli jobs >&2
+  tail -5 "$WORK"/*.log >&2
+  exit 1
+fi
+echo "ok   7 daemons registered with the manager"
+
+# create_job NAME [extra job-create flags] -> writes $WORK/NAME.job, prints job id
+create_job() {  # NAME [SLOTS]
+  local name=$1 slots=${2:-64}
+  cli job create --name "$name" --hosts h0,h1,h2,h3,h4,h5,h6,h7 --slots "$slots" \
+    --payload-bytes 8192 --heartbeat-timeout-ms 600000 > "$WORK/$name.job" 2>&1 || return 1
+  sed -n 's/^job_id=//p' "$WORK/$name.job"
+}
+# run_ranks NAME [tree_rank flags]: one tree_rank per host namespace, waits (bounded).
+run_ranks() {
+  local name=$1 line rank host agg child fan pids=() rc=0 id key
+  shift
+  id=$(sed -n 's/^job_id=//p' "$WORK/$name.job")
+  key=$(sed -n 's/^job_key=//p' "$WORK/$name.job")
+  while read -r line; do
+    rank=$(sed -n 's/.*rank=\([0-9]*\).*/\1/p' <<< "$line")
+    agg=$(sed -n 's/.*aggregator=\([0-9.:]*\).*/\1/p' <<< "$line")
+    child=$(sed -n 's/.* child=\([0-9]*\).*/\1/p' <<< "$line")
+    fan=$(sed -n 's/.*fan_in=\([0-9]*\).*/\1/p' <<< "$line")
+    netns_host_exec "$rank" timeout 200 "$RANK_BIN" --aggregator "$agg" --job-id "$id" \
+      --job-key "$key" --child "$child" --fan-in "$fan" --global-rank "$rank" --world 8 \
+      --payload-bytes 8192 --window 64 "$@" > "$WORK/$name-rank$rank.log" 2>&1 &
+    pids+=($!)
+  done < <(grep '^rank=' "$WORK/$name.job")
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+show_rank_failures() {  # NAME
+  grep -h . "$WORK/$1"-rank*.log | grep -v ': exact$' | head -10 | cut -c1-300 | sed 's/^/  | /' >&2
+}
+
+# 1 + 2: placement and exact results.
+A=$(create_job a) || { fail "job a not created: $(cat "$WORK/a.job")"; exit 1; }
+cli tree "$A" > "$WORK/a.tree"
+leaves=$(grep -c 'leaf[0-3]' "$WORK/a.tree")
+if ((leaves == 4)) && grep -q agg0 "$WORK/a.tree" && grep -q agg1 "$WORK/a.tree" &&
+   grep -q core0 "$WORK/a.tree"; then
+  echo "ok   job $A placed on 4 leaves, 2 inner, 1 root:"
+  sed 's/^/     /' "$WORK/a.tree"
+else
+  fail "unexpected tree for job $A"
+  cat "$WORK/a.tree" >&2
+fi
+if run_ranks a --sizes 1,7,1023,1048579 --dtypes all &&
+   run_ranks a --sizes 16777216 --dtypes float32; then
+  echo "ok   job $A: every dtype, 1 .. 1 Mi+3 elements and fp32 64 MiB exact on 8 ranks"
+else
+  fail "job $A results"
+  show_rank_failures a
+fi
+cli job end "$A" > /dev/null || fail "job end $A"
+
+# 3: two jobs at once; the manager dies and comes back meanwhile.
+B=$(create_job b) || fail "job b: $(cat "$WORK/b.job")"
+C=$(create_job c) || fail "job c: $(cat "$WORK/c.job")"
+run_ranks b --sizes 1048579,4194304 --dtypes int32,float64 & RB=$!
+run_ranks c --sizes 1048579,4194304 --dtypes int32,float64 & RC=$!
+sleep 0.5
+kill -KILL "$MANAGER_PID"
+wait "$MANAGER_PID" 2> /dev/null
+start_manager
+rb=0; rc=0
+wait "$RB" || rb=1
+wait "$RC" || rc=1
+if ((rb == 0 && rc == 0)); then
+  echo "ok   jobs $B and $C exact side by side while the manager was killed and restarted"
+else
+  fail "concurrent jobs (b rc $rb, c rc $rc)"
+  show_rank_failures b
+  show_rank_failures c
+fi
+for ((t = 0; t < 50; ++t)); do cli tree "$B" > "$WORK/b.tree" 2>&1 && break; sleep 0.2; done
+if grep -q core0 "$WORK/b.tree"; then
+  echo "ok   the restarted manager still knows job $B's tree"
+else
+  fail "restarted manager lost job $B"
+  cat "$WORK/b.tree" >&2
+fi
+
+# 4: admission refused (200 slots per daemon; b and c hold 128 of them).
+if create_job d 128 > /dev/null; then
+  fail "job d (128 more slots per daemon) was admitted beyond capacity"
+else
+  echo "ok   job d refused: $(head -1 "$WORK/d.job")"
+  grep -qi 'slot' "$WORK/d.job" || fail "the refusal does not say what is short"
+fi
+
+# 5: wrong key.
+sed -i 's/^job_key=.*/job_key=0000000000000bad/' "$WORK/b.job"
+if run_ranks b --sizes 7 --dtypes int32; then
+  fail "ranks with a wrong key were served"
+elif grep -q "job key" "$WORK"/b-rank0.log; then
+  echo "ok   wrong key refused: $(head -c 160 "$WORK/b-rank0.log")"
+else
+  fail "wrong-key error is unclear"
+  show_rank_failures b
+fi
+cli job end "$B" > /dev/null; cli job end "$C" > /dev/null
+
+# 6: an inner daemon dies while job e runs.
+E=$(create_job e) || fail "job e: $(cat "$WORK/e.job")"
+READY="$WORK/e.ready"
+(run_ranks e --until-failure --timeout-ms 3000 --ready "$READY") & RE=$!
+# A first collective completed on some rank: all 8 contributed, the job runs.
+for ((t = 0; t < 300; ++t)); do [[ -e "$READY" ]] && break; sleep 0.1; done
+[[ -e "$READY" ]] || fail "job e never completed a collective"
+sleep 0.5
+kill -KILL "${DAEMON_PID[agg0]}"
+if wait "$RE"; then
+  echo "ok   agg0 killed mid-job: all 8 ranks failed with TIMED_OUT within the timeout"
+  head -c 240 "$WORK/e-rank0.log" | sed 's/^/     /'; echo
+else
+  fail "ranks after agg0 died"
+  show_rank_failures e
+fi
+[[ -n "$E" ]] && cli job end "$E" > /dev/null
+
+# 7: everything freed.
+cli jobs > "$WORK/jobs.txt" 2>&1
+echo "     tributary jobs after the run:"
+sed 's/^/     /' "$WORK/jobs.txt"
+if grep -E '^ *(leaf|agg|core)' "$WORK/jobs.txt" | grep -vw down | grep -Eq ' [1-9][0-9]*/200'; then
+  fail "slots still reserved after every job ended"
+fi
+
+if ((failures > 0)); then
+  echo "tree_netns_test: $failures failure(s); logs: $WORK" >&2
+  KEEP_LOGS=1
+  exit 1
+fi
+echo "tree_netns_test: all checks passed"

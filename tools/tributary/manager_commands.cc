@@ -1,0 +1,170 @@
+// `tributary jobs`, `tributary tree JOB`, `tributary job create|end`: the
+// control-plane commands, talking to tributary-manager over gRPC.
+//
+// Each command makes one RPC with a 10 s deadline and prints the reply with
+// manager_format.h; an RPC error prints "tributary: <code>: <message>" (the
+// manager's message names what is missing) and exits 1. The manager address
+// comes from --manager, else $TRIBUTARY_MANAGER, else 127.0.0.1:17900.
+// Single-threaded (gRPC's own threads aside).
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "proto/manager.grpc.pb.h"
+#include "tools/tributary/commands.h"
+#include "tools/tributary/manager_format.h"
+
+namespace tributary::cli {
+namespace {
+
+namespace v1 = tributary::manager::v1;
+
+constexpr const char* kDefaultManager = "127.0.0.1:17900";
+
+const char* GrpcCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    default: return "ERROR";
+  }
+}
+
+struct Call {
+  explicit Call(const std::string& address)
+      : stub(v1::Manager::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  }
+  std::unique_ptr<v1::Manager::Stub> stub;
+  grpc::ClientContext context;
+};
+
+int Fail(const std::string& address, const grpc::Status& s) {
+  std::fprintf(stderr, "tributary: manager %s: %s: %s\n", address.c_str(),
+               GrpcCodeName(s.error_code()), s.error_message().c_str());
+  return 1;
+}
+
+void AddManagerOption(CLI::App* cmd, std::string* address) {
+  *address = kDefaultManager;
+  cmd->add_option("--manager", *address, "tributary-manager address HOST:PORT")
+      ->envname("TRIBUTARY_MANAGER")
+      ->capture_default_str();
+}
+
+std::vector<std::string> SplitHosts(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+void RegisterJobsCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("jobs", "list the manager's daemons and jobs");
+  auto address = std::make_shared<std::string>();
+  AddManagerOption(cmd, address.get());
+  cmd->callback([address, exit_code] {
+    Call call(*address);
+    v1::ListReply reply;
+    const grpc::Status s = call.stub->List(&call.context, v1::ListRequest(), &reply);
+    if (!s.ok()) {
+      *exit_code = Fail(*address, s);
+      return;
+    }
+    std::fputs(FormatJobsTables(reply).c_str(), stdout);
+  });
+}
+
+void RegisterTreeCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("tree", "draw a job's aggregation tree");
+  auto address = std::make_shared<std::string>();
+  auto job_id = std::make_shared<uint32_t>(0);
+  cmd->add_option("JOB", *job_id, "job id")->required();
+  AddManagerOption(cmd, address.get());
+  cmd->callback([address, job_id, exit_code] {
+    Call call(*address);
+    v1::JobRef ref;
+    ref.set_job_id(*job_id);
+    v1::Job job;
+    const grpc::Status s = call.stub->GetJob(&call.context, ref, &job);
+    if (!s.ok()) {
+      *exit_code = Fail(*address, s);
+      return;
+    }
+    std::fputs(FormatJobTree(job).c_str(), stdout);
+  });
+}
+
+void RegisterJobCommand(CLI::App& app, int* exit_code) {
+  auto* job = app.add_subcommand("job", "create or end a job on the manager");
+  job->require_subcommand(1);
+
+  struct CreateArgs {
+    std::string address, hosts, name;
+    uint32_t payload_bytes = 0, slots = 0, timeout_ms = 0;
+  };
+  auto create_args = std::make_shared<CreateArgs>();
+  auto* create = job->add_subcommand("create", "place a job; prints its id, key and ranks");
+  AddManagerOption(create, &create_args->address);
+  create->add_option("--hosts", create_args->hosts, "rank hosts h0,h1,... (rank i on host i)")
+      ->required();
+  create->add_option("--name", create_args->name, "job name");
+  create->add_option("--payload-bytes", create_args->payload_bytes, "0: manager default (8192)");
+  create->add_option("--slots", create_args->slots, "0: manager default (64)");
+  create->add_option("--heartbeat-timeout-ms", create_args->timeout_ms,
+                     "0: manager default; the job ends when nobody heartbeats it");
+  create->callback([create_args, exit_code] {
+    v1::CreateJobRequest request;
+    request.set_name(create_args->name);
+    for (const auto& h : SplitHosts(create_args->hosts)) request.add_rank_hosts(h);
+    request.set_payload_bytes(create_args->payload_bytes);
+    request.set_slot_count(create_args->slots);
+    request.set_heartbeat_timeout_ms(create_args->timeout_ms);
+    Call call(create_args->address);
+    v1::Job reply;
+    const grpc::Status s = call.stub->CreateJob(&call.context, request, &reply);
+    if (!s.ok()) {
+      *exit_code = Fail(create_args->address, s);
+      return;
+    }
+    std::fputs(FormatCreatedJob(reply).c_str(), stdout);
+  });
+
+  struct EndArgs {
+    std::string address, reason;
+    uint32_t job_id = 0;
+  };
+  auto end_args = std::make_shared<EndArgs>();
+  auto* end = job->add_subcommand("end", "end a job and free its resources");
+  end->add_option("JOB", end_args->job_id, "job id")->required();
+  end->add_option("--reason", end_args->reason, "recorded in the job's state");
+  AddManagerOption(end, &end_args->address);
+  end->callback([end_args, exit_code] {
+    v1::EndJobRequest request;
+    request.set_job_id(end_args->job_id);
+    request.set_reason(end_args->reason.empty() ? "ended by tributary job end" : end_args->reason);
+    Call call(end_args->address);
+    v1::EndJobReply reply;
+    const grpc::Status s = call.stub->EndJob(&call.context, request, &reply);
+    if (!s.ok()) {
+      *exit_code = Fail(end_args->address, s);
+      return;
+    }
+    std::printf("job %u ended\n", end_args->job_id);
+  });
+}
+
+}  // namespace tributary::cli

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Throughput of a running job while hostile traffic hits the same tributaryd:
 # no flood vs garbage, wrong-key contributions for the job's id, random job
-# ids, and JOINs from fresh source ports. Interleaved rounds (none, garbage,
-# wrong-key, unknown, join, ...), median algbw per mode and its ratio to no
+# ids, JOINs from fresh source ports, and "tenant": another, legitimate job
+# on the same daemon streaming 64 MiB all-reduces through its own slots as
+# fast as it can (tenancy: one job's load must not starve another). Interleaved
+# rounds (none, garbage, wrong-key, unknown, join, tenant, ...), median algbw per mode and its ratio to no
 # flood; every run checks its results (-c 1) and the daemon's counters
 # (drops by reason, peers) are printed at the end. Loopback only.
 # Usage: bench/run_flood.sh [BUILD_DIR]   Environment: ROUNDS (3), SIZE (16M), RANKS (4)
@@ -28,7 +30,7 @@ for _ in $(seq 100); do grep -q "listening on" "$work/daemon.out" && break; slee
 addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
 [[ -n "$addr" ]] || { echo "run_flood: daemon did not start" >&2; exit 2; }
 
-modes=(none garbage wrong-key unknown join)
+modes=(none garbage wrong-key unknown join tenant)
 declare -A results
 for round in $(seq "$ROUNDS"); do
   for mode in "${modes[@]}"; do
@@ -42,7 +44,13 @@ for round in $(seq "$ROUNDS"); do
       -n 40 -w 5 -c 1 > "$work/bench.out" 2>&1 &
     bench_pid=$!
     flood_pid=""
-    if [[ "$mode" != none ]]; then
+    if [[ "$mode" == tenant ]]; then
+      # The other job: its own id and key, as many ranks, 64 MiB rounds until
+      # it is stopped (SIGTERM: the bench stops its ranks and leaves).
+      "$TRIB" bench --daemon "$addr" --job-id $((job ^ 1)) --ranks "$RANKS" -b 64M -e 64M \
+        -n 100000 -w 0 -c 0 > "$work/tenant.out" 2>&1 &
+      flood_pid=$!
+    elif [[ "$mode" != none ]]; then
       sleep 0.3
       "$FLOOD" --daemon "$addr" --mode "$mode" --job "$job" --seconds 60 > /dev/null &
       flood_pid=$!

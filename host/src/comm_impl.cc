@@ -86,6 +86,10 @@ Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
     host::TxPacket tx{packet, len, nullptr, 0};
     transport->Send(&tx, 1);
     ++attempts;
+    // What the last attempt heard decides the final message: a managed
+    // aggregator answers unknown_job until the placement reaches it, and
+    // then a wrong key is met with silence.
+    unknown_job = false;
     uint64_t resend_at = std::min(deadline, now + retry_ms);
     retry_ms = std::min<uint64_t>(retry_ms * 2, 1000);
     while ((now = NowMs()) < resend_at) {

@@ -475,7 +475,11 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
       break;
   }
   if (!text.empty()) msg += "; aggregator says: " + text;
-  TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, msg.c_str());
+  // One line per failure: every in-flight fragment draws the same NACK.
+  if (!nack_logged_) {
+    nack_logged_ = true;
+    TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, msg.c_str());
+  }
   Abort(Status(sc, msg), nullptr);
 }
 

@@ -117,6 +117,7 @@ class ProgressEngine {
   std::deque<OpDesc> submitted_;  // guarded by mu_
   std::vector<std::shared_ptr<StatsWaiter>> stats_waiters_;  // guarded by mu_
   Status health_;                 // guarded by mu_
+  bool nack_logged_ = false;      // progress thread only: a fatal NACK was logged
   bool stopped_ = false;          // guarded by mu_
 
   // Progress-thread state.

@@ -61,6 +61,7 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
   s += "\n  uplink:";
   Add(&s, "joins", e.uplink_joins);
   Add(&s, "sends", e.uplink_sends);
+  Add(&s, "probes", e.uplink_probes);
   Add(&s, "resends", e.uplink_resends);
   Add(&s, "results", e.uplink_results);
   Add(&s, "nacks", e.uplink_nacks);

@@ -353,6 +353,9 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     // the children get the parent's RESULT when it comes down.
     m.state = SetState::kUpstream;
     m.upstream_sends = 0;
+    m.uplink_attempts = 0;
+    m.uplink_probes = 0;
+    m.uplink_resend = 0;
     ++job->uplink.waiting;
     if (job->uplink.parent_epoch != 0) UpstreamAction(job, s, v, now_ns, out);
     return;

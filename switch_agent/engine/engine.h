@@ -86,7 +86,8 @@ struct EngineCounters {
   // Trees (non-root nodes): traffic with the parent aggregator.
   uint64_t uplink_joins = 0;      // JOINs sent to parents
   uint64_t uplink_sends = 0;      // partial sums sent to parents (first copies)
-  uint64_t uplink_resends = 0;    // partial sums re-sent after the uplink RTO
+  uint64_t uplink_probes = 0;     // RESULT_REQUESTs to parents after the uplink RTO
+  uint64_t uplink_resends = 0;    // partial sums re-sent (parent lacks them, or probes unanswered)
   uint64_t uplink_results = 0;    // RESULTs from parents fanned out to children
   uint64_t uplink_nacks = 0;      // NACKs from parents
   uint64_t uplink_drops = 0;      // packets from parents that matched no waiting set
@@ -244,6 +245,7 @@ class Engine {
   void UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out);
   void UplinkJoinAction(Job* job, uint64_t now_ns, Action* out);
   void LeaveAction(Job* job, Action* out);
+  void UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out);
   bool ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params, uint64_t now_ns,
                   Job** job, DropReason* refused);
   void Drop(DropReason reason);

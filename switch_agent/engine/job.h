@@ -49,6 +49,9 @@ struct alignas(64) SetMeta {
   proto::ReduceOp op;
   SetState state;
   uint8_t upstream_sends;     // kUpstream: times the partial sum was sent (0 = not yet)
+  uint8_t uplink_attempts;    // kUpstream: timer expiries (probes and re-sends), for backoff
+  uint8_t uplink_probes;      // kUpstream: probes the parent has not answered yet
+  uint8_t uplink_resend;      // kUpstream: the parent said it lacks our data: re-send it
 };
 static_assert(sizeof(SetMeta) == 64);
 

@@ -14,13 +14,17 @@
 // from the parent. So the parent sees from this node exactly the sequence a
 // rank would send, and nothing new is needed at the parent.
 //
-// Per-hop recovery: PollUplinks re-sends a partial sum whose RESULT is
-// overdue (RTO from this hop's own send-to-result times, doubling per
-// attempt); the parent answers a duplicate with its stored RESULT or a
-// STATUS. A STATUS saying the parent does not hold our contribution, or a
-// NACK stale_epoch / unknown_job (the parent restarted), makes this node
-// re-JOIN and re-send every waiting partial sum at once. Children's own
-// timers are not involved: their STATUS says "held" while we wait.
+// Per-hop recovery, probe first as the host library does: when a partial
+// sum's RESULT is overdue (RTO from this hop's own send-to-result times,
+// doubling per expiry) PollUplinks sends a header-only RESULT_REQUEST; the
+// parent answers with the RESULT (complete), or a STATUS saying whether it
+// holds our contribution. Most overdue results are waits for a sibling
+// subtree that is itself recovering a loss, and re-sending kilobytes of data
+// for those would only add load. The data goes again when the parent says
+// it lacks it, or after two unanswered probes. A NACK stale_epoch /
+// unknown_job (the parent restarted) makes this node re-JOIN and re-send
+// every waiting partial sum. Children's own timers are not involved: their
+// STATUS says "held" while we wait.
 //
 // 16-bit floats: a partial sum goes up rounded to its wire type, so a tree
 // of depth d rounds d times (docs/ARCHITECTURE.md states the tolerance).
@@ -47,11 +51,10 @@ constexpr uint64_t kMaxRtoNs = 1000 * kMs;
 constexpr uint64_t kJoinRetryMinNs = 20 * kMs;
 constexpr uint64_t kJoinRetryMaxNs = 1000 * kMs;
 
-uint64_t UplinkRto(const Uplink& up, uint32_t sends) {
+uint64_t UplinkRto(const Uplink& up, uint32_t expiries) {
   uint64_t rto = up.srtt_ns == 0 ? kInitialRtoNs : up.srtt_ns + 4 * up.rttvar_ns;
   rto = std::clamp(rto, kMinRtoNs, kMaxRtoNs);
-  const uint32_t backoff = sends > 1 ? std::min<uint32_t>(sends - 1, 5) : 0;
-  return std::min(rto << backoff, kMaxRtoNs);
+  return std::min(rto << std::min<uint32_t>(expiries, 5), kMaxRtoNs);
 }
 
 // RFC 6298 smoothing, in ns.
@@ -72,7 +75,10 @@ void MarkAllDue(Job* job) {
   for (uint32_t s = 0; s < job->slot_count(); ++s) {
     for (uint32_t v = 0; v < 2; ++v) {
       SetMeta& m = job->meta(s, v);
-      if (m.state == SetState::kUpstream) m.complete_ns = 0;
+      if (m.state == SetState::kUpstream) {
+        m.complete_ns = 0;
+        m.uplink_resend = 1;
+      }
     }
   }
 }
@@ -177,6 +183,30 @@ void Engine::LeaveAction(Job* job, Action* out) {
   out->peer = up.parent;
 }
 
+void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
+                               Action* out) {
+  const SetMeta& m = job->meta(slot, shadow);
+  job->meta(slot, shadow).complete_ns = now_ns;
+  *out = Action{};
+  out->kind = ActionKind::kSendToOne;
+  Header& r = out->header;
+  r.type = MsgType::kResultRequest;
+  r.flags = proto::kFlagRetransmit;
+  r.job_id = job->job_id();
+  r.epoch = job->uplink.parent_epoch;
+  r.job_key = job->job_key();
+  r.collective_id = m.collective_id;
+  r.elem_offset = m.elem_offset;
+  r.slot = slot;
+  r.shadow = static_cast<uint8_t>(shadow);
+  r.elem_count = m.elem_count;
+  r.sender = job->uplink.child_index;
+  r.dtype = m.dtype;
+  r.op = m.op;
+  out->peer = job->uplink.parent;
+  ++counters_.uplink_probes;
+}
+
 void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
                             Action* out) {
   SetMeta& m = job->meta(slot, shadow);
@@ -243,12 +273,20 @@ size_t Engine::PollUplinks(uint64_t now_ns, Action* out, size_t max) {
     if (up.waiting == 0) continue;
     for (uint32_t s = 0; s < job->slot_count(); ++s) {
       for (uint32_t v = 0; v < 2; ++v) {
-        const SetMeta& m = job->meta(s, v);
+        SetMeta& m = job->meta(s, v);
         if (m.state != SetState::kUpstream) continue;
-        if (m.complete_ns != 0 && now_ns - m.complete_ns < UplinkRto(up, m.upstream_sends)) {
+        if (m.complete_ns != 0 && now_ns - m.complete_ns < UplinkRto(up, m.uplink_attempts)) {
           continue;
         }
-        UpstreamAction(job, s, v, now_ns, &out[n++]);
+        if (m.complete_ns != 0 && m.uplink_attempts < UINT8_MAX) ++m.uplink_attempts;
+        if (m.upstream_sends == 0 || m.uplink_resend != 0 || m.uplink_probes >= 2) {
+          m.uplink_resend = 0;
+          m.uplink_probes = 0;
+          UpstreamAction(job, s, v, now_ns, &out[n++]);
+        } else {
+          ++m.uplink_probes;
+          UplinkProbeAction(job, s, v, now_ns, &out[n++]);
+        }
         if (n == max) return n;
       }
     }
@@ -289,10 +327,11 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
         return;
       }
       SetMeta& m = job->meta(h.slot, h.shadow);
-      // The parent does not hold our partial sum of a round we wait on:
-      // re-send it at the next poll instead of after the RTO.
-      if ((h.flags & proto::kFlagHeld) == 0 && m.state == SetState::kUpstream &&
-          SameRound(h, m)) {
+      if (m.state != SetState::kUpstream || !SameRound(h, m)) return;
+      m.uplink_probes = 0;  // answered
+      if ((h.flags & proto::kFlagHeld) == 0) {
+        // The parent lacks our partial sum: re-send it at the next poll.
+        m.uplink_resend = 1;
         m.complete_ns = 0;
       }
       return;
@@ -343,8 +382,9 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   }
   uint8_t* dst = k.finalize != nullptr ? job->result(h.slot, h.shadow) : job->acc(h.slot, h.shadow);
   std::memcpy(dst, pkt.payload, bytes);
-  if (m.upstream_sends == 1 && m.complete_ns != 0 && now_ns > m.complete_ns) {
-    SampleRtt(&up, now_ns - m.complete_ns);  // Karn: first sends only
+  if (m.upstream_sends == 1 && m.uplink_attempts == 0 && m.complete_ns != 0 &&
+      now_ns > m.complete_ns) {
+    SampleRtt(&up, now_ns - m.complete_ns);  // Karn: rounds without timer expiry only
   }
   m.state = SetState::kComplete;
   m.complete_ns = now_ns;

@@ -284,16 +284,29 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
   t.Pump();
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
   t.now() += 60'000'000;  // past the initial 50 ms RTO
+  // Probe first: both leaves ask (header only). The root says it lacks leaf
+  // 0's partial sum and holds leaf 1's, so leaf 1 keeps waiting and leaf 0
+  // re-sends its data at the next poll.
   t.Poll();
   t.Pump(drop);
+  EXPECT_EQ(t.leaf(0).counters().uplink_probes, 1u);
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 1u);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
+  t.Poll();
+  t.Pump(drop);  // the round completes; the RESULT to leaf 1 is lost
   EXPECT_EQ(lost_down, 1);
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
-  // Leaf 1's timer fired in the same poll: the root answered its duplicate
-  // with the stored RESULT, so leaf 1 has its result despite the loss.
+  // Leaf 1's next probe (after the doubled RTO) is answered with the
+  // stored RESULT: no data re-sent for a packet the parent already had.
   t.now() += 60'000'000;
   t.Poll();
   t.Pump();
-  EXPECT_EQ(t.leaf(1).counters().uplink_resends, 1u);
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 1u);  // 60 ms < 100 ms: not yet
+  t.now() += 60'000'000;
+  t.Poll();
+  t.Pump();
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 2u);
+  EXPECT_EQ(t.leaf(1).counters().uplink_resends, 0u);
   EXPECT_GE(t.root().counters().retransmit_answers, 1u);
   ExpectResults(&t, 0);
   EXPECT_EQ(t.root().counters().contributions, 2u);  // no double counting

@@ -16,7 +16,9 @@
 #      at 64 MiB on all 8 ranks;
 #   3. two jobs sharing all seven daemons at once, both exact, while the
 #      manager is SIGKILLed and restarted from its state file (the data path
-#      does not need it), after which it still knows both jobs;
+#      does not need it), after which it still knows both jobs; then 1%
+#      packet loss on every link, rank-leaf and daemon-daemon: exact, with
+#      partial sums re-sent between daemons (per-hop recovery);
 #   4. admission refused at once, naming what is short, when the daemons'
 #      slot capacity cannot hold another job; nothing stays reserved;
 #   5. a wrong job key is refused with an error that says so;
@@ -172,7 +174,34 @@ else
   cat "$WORK/b.tree" >&2
 fi
 
-# 4: admission refused (200 slots per daemon; b and c hold 128 of them).
+# 3b: 1% loss on every link (ranks <-> leaves and daemon <-> daemon, both
+# directions): exact, and the daemons' uplink timers did the recovering.
+cli job end "$B" > /dev/null; cli job end "$C" > /dev/null
+F=$(create_job f) || fail "job f: $(cat "$WORK/f.job")"
+netns_set_loss 10 || fail "nftables loss rules"
+drops_before=$(netns_loss_drops)
+if run_ranks f --sizes 1048579,4194304 --dtypes int32,float32; then
+  drops=$(($(netns_loss_drops) - drops_before))
+  for name in "${SWITCHES[@]}"; do kill -USR1 "${DAEMON_PID[$name]}"; done
+  sleep 0.5
+  resends=0
+  for name in "${SWITCHES[@]}"; do
+    r=$(grep 'uplink:' "$WORK/$name.log" | tail -1 | sed -n 's/.* resends=\([0-9]*\).*/\1/p')
+    resends=$((resends + ${r:-0}))
+  done
+  echo "ok   job $F exact under 1% loss on every link: nftables dropped $drops packets, daemons re-sent $resends partial sums upstream"
+  ((drops > 0)) || fail "no packet was dropped: the loss rules do not work"
+  ((resends > 0)) || fail "no uplink re-send: loss between daemons was not exercised"
+else
+  fail "job $F under 1% loss"
+  show_rank_failures f
+fi
+netns_set_loss 0
+cli job end "$F" > /dev/null
+
+# 4: admission refused (200 slots per daemon; g and h hold 128 of them).
+G=$(create_job g) || fail "job g: $(cat "$WORK/g.job")"
+H=$(create_job h) || fail "job h: $(cat "$WORK/h.job")"
 if create_job d 128 > /dev/null; then
   fail "job d (128 more slots per daemon) was admitted beyond capacity"
 else
@@ -181,16 +210,16 @@ else
 fi
 
 # 5: wrong key.
-sed -i 's/^job_key=.*/job_key=0000000000000bad/' "$WORK/b.job"
-if run_ranks b --sizes 7 --dtypes int32; then
+sed 's/^job_key=.*/job_key=0000000000000bad/' "$WORK/g.job" > "$WORK/bad.job"
+if run_ranks bad --sizes 7 --dtypes int32; then
   fail "ranks with a wrong key were served"
-elif grep -q "job key" "$WORK"/b-rank0.log; then
-  echo "ok   wrong key refused: $(head -c 160 "$WORK/b-rank0.log")"
+elif grep -q "job key" "$WORK"/bad-rank0.log; then
+  echo "ok   wrong key refused: $(grep -v INFO "$WORK/bad-rank0.log" | head -c 200)"
 else
   fail "wrong-key error is unclear"
-  show_rank_failures b
+  show_rank_failures bad
 fi
-cli job end "$B" > /dev/null; cli job end "$C" > /dev/null
+cli job end "$G" > /dev/null; cli job end "$H" > /dev/null
 
 # 6: an inner daemon dies while job e runs.
 E=$(create_job e) || fail "job e: $(cat "$WORK/e.job")"

@@ -38,6 +38,8 @@ const Field kFields[] = {
      nullptr},
     {"eal_args", "dpdk dataplane: DPDK EAL arguments (use --eal-args=\"...\")", &Config::eal_args,
      nullptr},
+    {"ofi_provider", "ofi dataplane: libfabric provider (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa, auto); "
+     "empty = $TRIBUTARY_OFI_PROVIDER, else auto", &Config::ofi_provider, nullptr},
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
     {"max_memory_mb", "MiB for all job arenas; JOINs that do not fit are refused", nullptr,
      &Config::max_memory_mb},
@@ -413,6 +415,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;
+  o.ofi_provider = c.ofi_provider;
   return o;
 }
 

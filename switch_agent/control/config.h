@@ -36,6 +36,9 @@ struct Config {
   // DPDK EAL arguments for dataplane "dpdk", passed through (split on spaces,
   // quotes group), e.g. "--no-huge --no-pci --in-memory --vdev=net_tap0".
   std::string eal_args;
+  // libfabric provider for dataplane "ofi" ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm",
+  // "efa", or "auto"); empty = $TRIBUTARY_OFI_PROVIDER, else auto.
+  std::string ofi_provider;
   // Jobs alive at once; a JOIN beyond it is refused (NACK kResourceExhausted).
   uint64_t max_jobs = 1024;
   // Memory for all job arenas, MiB. Reserved at JOIN; a job that does not fit

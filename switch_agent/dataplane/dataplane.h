@@ -43,6 +43,7 @@ struct DataplaneOptions {
   uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
   int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
   std::string eal_args;                       // dpdk only: DPDK EAL arguments, split on spaces
+  std::string ofi_provider;                   // ofi only: provider name; empty = env or auto
 };
 
 // Counters of one backend. Written only by the loop thread.

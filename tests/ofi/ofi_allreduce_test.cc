@@ -226,6 +226,12 @@ TEST(OfiProvider, DaemonWithNonexistentProviderFailsListingAvailable) {
   std::string out = d.Output() + error;
   EXPECT_NE(out.find("efa"), std::string::npos) << out;
   EXPECT_NE(out.find("tcp;ofi_rxm"), std::string::npos) << out;
+  // The same through the daemon's own setting (flag / YAML key).
+  DaemonProcess flag;
+  EXPECT_FALSE(flag.Start({"--dataplane", "ofi", "--ofi-provider", "verbs;ofi_rxm"}, &error));
+  out = flag.Output() + error;
+  EXPECT_NE(out.find("verbs;ofi_rxm"), std::string::npos) << out;
+  EXPECT_NE(out.find("--ofi-provider"), std::string::npos) << out;
 }
 
 }  // namespace

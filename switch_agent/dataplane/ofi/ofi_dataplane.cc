@@ -136,7 +136,9 @@ bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string*
 
 bool OfiDataplane::Init(std::string* error) {
   const char* env = getenv("TRIBUTARY_OFI_PROVIDER");
-  const std::string wanted = env != nullptr && *env != '\0' ? env : "auto";
+  const std::string wanted = !options_.ofi_provider.empty() ? options_.ofi_provider
+                             : env != nullptr && *env != '\0' ? env
+                                                              : "auto";
   std::vector<std::string> candidates;
   if (wanted == "auto") {
     candidates = {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"};
@@ -166,13 +168,13 @@ bool OfiDataplane::Init(std::string* error) {
   if (provider_.empty()) {
     *error = "libfabric provider '" + wanted + "' unusable: " + why +
              "; providers offering RDM endpoints here: " + OfferedProviders() +
-             " (set TRIBUTARY_OFI_PROVIDER)";
+             " (set --ofi-provider or TRIBUTARY_OFI_PROVIDER)";
     return false;
   }
   if (wanted == "auto" && provider_ == "tcp;ofi_rxm") {
     TRIB_LOG(kWarn, kLog,
              "provider auto -> tcp;ofi_rxm: NO RDMA provider usable (%s); traffic goes over "
-             "kernel TCP. Set TRIBUTARY_OFI_PROVIDER to make this an error.",
+             "kernel TCP. Set --ofi-provider to make this an error.",
              why.c_str());
   } else {
     TRIB_LOG(kInfo, kLog, "provider %s%s, fabric %s", provider_.c_str(),

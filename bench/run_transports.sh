@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# All-reduce throughput and host CPU cost per transport, side by side on
+# loopback: kernel UDP (`udp` transport, `udp` dataplane), libfabric
+# tcp;ofi_rxm and libfabric shm (`ofi` transport and dataplane: results are
+# RMA-written into the ranks' registered buffers, no receive copy on the
+# host). For each rank count, rounds are interleaved (udp, ofi-tcp, ofi-shm,
+# udp, ...); every run checks its results (-c 1).
+#
+# CPU: the user+system time of the bench process tree (the ranks) and of the
+# daemon, each divided by the bytes all-reduced (sum over sizes and timed +
+# warmup iterations of size x ranks), in CPU seconds per GB.
+#
+# Usage: bench/run_transports.sh [BUILD_DIR]
+# Environment: RANKS ("2 4"), MIN (4K), MAX (256M), ITERS (5), WARMUP (1),
+# ROUNDS (1). Loopback only; stops only the daemons it started.
+set -u -o pipefail
+BUILD=${1:-build}
+RANKS_LIST=${RANKS:-"2 4"}
+MIN=${MIN:-4K}
+MAX=${MAX:-256M}
+ITERS=${ITERS:-5}
+WARMUP=${WARMUP:-1}
+ROUNDS=${ROUNDS:-1}
+TRIB="$BUILD/tools/tributary/tributary"
+DAEMON="$BUILD/switch_agent/tributaryd"
+work=$(mktemp -d /tmp/tributary-transports.XXXXXX)
+daemon_pid=""
+stop_daemon() {
+  if [[ -n "$daemon_pid" ]]; then
+    kill "$daemon_pid" 2> /dev/null
+    wait "$daemon_pid" 2> /dev/null
+    daemon_pid=""
+  fi
+}
+cleanup() { stop_daemon; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+
+for b in "$TRIB" "$DAEMON"; do
+  [[ -x "$b" ]] || { echo "run_transports: $b not built" >&2; exit 2; }
+done
+
+# CPU ticks (user + system) of a process, from /proc.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2> /dev/null || echo 0; }
+hz=$(getconf CLK_TCK)
+
+# run TRANSPORT RANKS -> prints "size algbw" lines to $work/T-N.tsv (appends),
+# and "host_s daemon_s bytes" to $work/T-N.cpu
+run() {
+  local t=$1 n=$2 dataplane=udp transport=udp provider=auto
+  case $t in
+    ofi-tcp) dataplane=ofi; transport=ofi; provider="tcp;ofi_rxm" ;;
+    ofi-shm) dataplane=ofi; transport=ofi; provider="shm" ;;
+  esac
+  TRIBUTARY_OFI_PROVIDER=$provider "$DAEMON" --listen-address 127.0.0.1 --port 0 \
+    --dataplane "$dataplane" > "$work/daemon.out" 2> "$work/daemon.err" &
+  daemon_pid=$!
+  local addr=""
+  for _ in $(seq 100); do
+    addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
+    [[ -n "$addr" ]] && break
+    sleep 0.05
+  done
+  [[ -n "$addr" ]] || { echo "run_transports: daemon ($t) did not start" >&2; cat "$work/daemon.err" >&2; return 1; }
+  local d0 out
+  d0=$(ticks "$daemon_pid")
+  out="$work/bench-$t-$n.out"
+  # /usr/bin/time would do, but bash's `times` after a wait needs no package:
+  # run the bench in a subshell and report its children's CPU.
+  (
+    TRIBUTARY_TRANSPORT=$transport TRIBUTARY_OFI_PROVIDER=$provider \
+      "$TRIB" bench --daemon "$addr" --ranks "$n" -b "$MIN" -e "$MAX" -f 4 \
+      -n "$ITERS" -w "$WARMUP" -c 1 > "$out" 2>&1
+    rc=$?
+    times > "$work/times"
+    exit $rc
+  )
+  local rc=$?
+  local d1
+  d1=$(ticks "$daemon_pid")
+  stop_daemon
+  if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$out"; then
+    echo "run_transports: $t with $n ranks failed (rc $rc)" >&2
+    tail -5 "$out" >&2
+    return 1
+  fi
+  awk '/^ +[0-9]/ {print $1, $7}' "$out" >> "$work/$t-$n.tsv"
+  # `times` line 2: children user and system, e.g. "0m1.234s 0m0.567s".
+  local host_s
+  host_s=$(sed -n 2p "$work/times" | awk '{
+      s = 0
+      for (i = 1; i <= 2; ++i) { split($i, a, "m"); sub("s", "", a[2]); s += a[1] * 60 + a[2] }
+      print s }')
+  local bytes
+  bytes=$(awk -v n="$n" -v it=$((ITERS + WARMUP)) '/^ +[0-9]/ {b += $1 * it * n} END {print b}' "$out")
+  echo "$host_s $(awk -v a="$d0" -v b="$d1" -v hz="$hz" 'BEGIN {print (b - a) / hz}') $bytes" \
+    >> "$work/$t-$n.cpu"
+}
+
+transports=(udp ofi-tcp ofi-shm)
+for n in $RANKS_LIST; do
+  for round in $(seq "$ROUNDS"); do
+    for t in "${transports[@]}"; do
+      echo "# $n ranks, round $round: $t" >&2
+      run "$t" "$n" || exit 1
+    done
+  done
+done
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+human() { awk -v b="$1" 'BEGIN {
+  if (b >= 1048576) printf "%d MiB", b / 1048576; else printf "%d KiB", b / 1024 }'; }
+for n in $RANKS_LIST; do
+  echo
+  echo "All-reduce fp32 sum on loopback, $n ranks: algbw GB/s (median of $ROUNDS round(s), $ITERS iterations each)"
+  echo
+  echo "| size | udp | ofi tcp;ofi_rxm | ofi shm |"
+  echo "|---:|---:|---:|---:|"
+  for size in $(awk '{print $1}' "$work/udp-$n.tsv" | sort -gu); do
+    row="| $(human "$size")"
+    for t in "${transports[@]}"; do
+      row+=" | $(awk -v s="$size" '$1 == s {print $2}' "$work/$t-$n.tsv" | median)"
+    done
+    echo "$row |"
+  done
+  echo
+  echo "CPU seconds per GB all-reduced ($n ranks, whole sweep):"
+  echo
+  echo "| | udp | ofi tcp;ofi_rxm | ofi shm |"
+  echo "|---|---:|---:|---:|"
+  for col in 1 2; do
+    [[ $col == 1 ]] && row="| ranks (host)" || row="| daemon"
+    for t in "${transports[@]}"; do
+      row+=" | $(awk -v c="$col" '{print $c / ($3 / 1e9)}' "$work/$t-$n.cpu" | median | xargs printf '%.2f')"
+    done
+    echo "$row |"
+  done
+done

@@ -1,8 +1,10 @@
 // Proves the CLI's control-plane commands against a real tributary-manager
 // process: `job create` prints the documented key=value lines, `jobs` the
 // daemon and job tables, `tree` the drawn tree, `job end` frees the job, a
-// refusal exits 1 with the manager's message; and SIGTERM stops the manager
-// cleanly (exit 0). Daemons are registered by the test through gRPC.
+// refusal exits 1 with the manager's message; `job keepalive` keeps a job
+// with a short heartbeat timeout alive, exits 3 naming the state when the
+// job ends under it, and the job ends on its own once nobody heartbeats it;
+// and SIGTERM stops the manager cleanly (exit 0). Daemons are registered by the test through gRPC.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -164,6 +166,47 @@ TEST_F(ManagerCliTest, JobCreateJobsTreeEnd) {
   out = Cli("jobs", &rc);
   EXPECT_TRUE(std::regex_search(out, std::regex("d-core0 +127\\.0\\.0\\.1:9200 +core0 +up +0/256 "))) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(id + " +demo +ended: "))) << out;
+}
+
+TEST_F(ManagerCliTest, KeepaliveHoldsAJobAndReportsItsEnd) {
+  const char* positions[] = {"core0", "agg0", "agg1", "leaf0", "leaf1", "leaf2", "leaf3"};
+  for (int i = 0; i < 7; ++i) RegisterDaemon(positions[i], 9300 + i);
+  int rc = 0;
+  std::string out = Cli("job create --hosts h0,h1 --heartbeat-timeout-ms 1000", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_id=([0-9]+)\n"))) << out;
+  const std::string id = m[1];
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_key=([0-9a-f]{16})\n"))) << out;
+  const std::string key = m[1];
+  // 2.5 s of heartbeats every 200 ms: the 1 s timeout never fires.
+  out = Cli("job keepalive " + id + " --key " + key + " --every-ms 200 --for-s 2", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  out = Cli("jobs", &rc);
+  EXPECT_TRUE(std::regex_search(out, std::regex(id + " +\\S* *running"))) << out;
+  // A wrong key is refused at once.
+  out = Cli("job keepalive " + id + " --key 0000000000000001 --for-s 2", &rc);
+  EXPECT_EQ(rc, 3) << out;
+  // Ended under it: keepalive exits 3 and says why.
+  pid_t ender = fork();
+  if (ender == 0) {
+    usleep(500 * 1000);
+    int r = 0;
+    RunCommand(cli_ + " job end " + id + " --reason 'test ended it' --manager " + address_, &r);
+    _exit(r);
+  }
+  out = Cli("job keepalive " + id + " --key " + key + " --every-ms 100 --for-s 10", &rc);
+  int status = 0;
+  waitpid(ender, &status, 0);
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("no longer running: ended: test ended it"), std::string::npos) << out;
+  // Without keepalive a job expires after its timeout.
+  out = Cli("job create --hosts h0 --heartbeat-timeout-ms 500", &rc);
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_id=([0-9]+)\n"))) << out;
+  const std::string lone = m[1];
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  out = Cli("jobs", &rc);
+  EXPECT_TRUE(std::regex_search(out, std::regex(lone + " +\\S* *ended: "))) << out;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// `tributary jobs`, `tributary tree JOB`, `tributary job create|end`: the
-// control-plane commands, talking to tributary-manager over gRPC.
+// `tributary jobs`, `tributary tree JOB`, `tributary job create|keepalive|end`:
+// the control-plane commands, talking to tributary-manager over gRPC.
 //
 // Each command makes one RPC with a 10 s deadline and prints the reply with
 // manager_format.h; an RPC error prints "tributary: <code>: <message>" (the
@@ -8,8 +8,12 @@
 // Single-threaded (gRPC's own threads aside).
 #include <grpcpp/grpcpp.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <memory>
 #include <sstream>
 
@@ -141,6 +145,79 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
       return;
     }
     std::fputs(FormatCreatedJob(reply).c_str(), stdout);
+  });
+
+  // keepalive: what a launcher runs beside its ranks. The manager ends a
+  // job whose heartbeats stop (a crashed launcher leaks nothing); this keeps
+  // it alive and exits as soon as the manager says the job is no longer
+  // running (a daemon of its tree went down, someone ended it), so the
+  // launcher can tear the ranks down with the reason in hand.
+  struct KeepaliveArgs {
+    std::string address, key;
+    uint32_t job_id = 0, every_ms = 1000, for_s = 0;
+  };
+  auto keep_args = std::make_shared<KeepaliveArgs>();
+  auto* keep = job->add_subcommand(
+      "keepalive", "heartbeat a job until SIGTERM/SIGINT (exit 0) or until it stops running (exit 3)");
+  keep->add_option("JOB", keep_args->job_id, "job id")->required();
+  keep->add_option("--key", keep_args->key, "the job key (hex, as `job create` printed it)")
+      ->required();
+  keep->add_option("--every-ms", keep_args->every_ms, "heartbeat interval")
+      ->check(CLI::Range(10u, 600000u))
+      ->capture_default_str();
+  keep->add_option("--for-s", keep_args->for_s, "stop after this many seconds (0: until a signal)");
+  AddManagerOption(keep, &keep_args->address);
+  keep->callback([keep_args, exit_code] {
+    static std::atomic<bool> stop{false};
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { stop.store(true); };
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    uint64_t key = 0;
+    try {
+      size_t used = 0;
+      key = std::stoull(keep_args->key, &used, 16);
+      if (used != keep_args->key.size()) throw std::invalid_argument("trailing text");
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "tributary: --key '%s' is not hexadecimal\n", keep_args->key.c_str());
+      *exit_code = 2;
+      return;
+    }
+    auto stub = v1::Manager::NewStub(
+        grpc::CreateChannel(keep_args->address, grpc::InsecureChannelCredentials()));
+    const auto until = keep_args->for_s == 0
+                           ? std::chrono::steady_clock::time_point::max()
+                           : std::chrono::steady_clock::now() + std::chrono::seconds(keep_args->for_s);
+    bool unreachable = false;
+    while (!stop.load() && std::chrono::steady_clock::now() < until) {
+      v1::JobHeartbeatRequest request;
+      request.set_job_id(keep_args->job_id);
+      request.set_job_key(key);
+      v1::JobHeartbeatReply reply;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      const grpc::Status s = stub->JobHeartbeat(&ctx, request, &reply);
+      if (s.ok() && reply.state() != "running") {
+        std::fprintf(stderr, "tributary: job %u is no longer running: %s\n", keep_args->job_id,
+                     reply.state().c_str());
+        *exit_code = 3;
+        return;
+      }
+      if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        *exit_code = Fail(keep_args->address, s) == 0 ? 0 : 3;  // NOT_FOUND, wrong key
+        return;
+      }
+      if (!s.ok() && !unreachable) {
+        // The manager restarting is no reason to stop: keep trying.
+        std::fprintf(stderr, "tributary: manager %s unreachable (%s); still trying\n",
+                     keep_args->address.c_str(), s.error_message().c_str());
+      }
+      unreachable = !s.ok();
+      for (uint32_t waited = 0; waited < keep_args->every_ms && !stop.load(); waited += 10) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
   });
 
   struct EndArgs {

@@ -172,38 +172,48 @@ TEST_F(ManagerCliTest, KeepaliveHoldsAJobAndReportsItsEnd) {
   const char* positions[] = {"core0", "agg0", "agg1", "leaf0", "leaf1", "leaf2", "leaf3"};
   for (int i = 0; i < 7; ++i) RegisterDaemon(positions[i], 9300 + i);
   int rc = 0;
-  std::string out = Cli("job create --hosts h0,h1 --heartbeat-timeout-ms 1000", &rc);
-  ASSERT_EQ(rc, 0) << out;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_id=([0-9]+)\n"))) << out;
-  const std::string id = m[1];
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_key=([0-9a-f]{16})\n"))) << out;
-  const std::string key = m[1];
-  // 2.5 s of heartbeats every 200 ms: the 1 s timeout never fires.
-  out = Cli("job keepalive " + id + " --key " + key + " --every-ms 200 --for-s 2", &rc);
+  auto create = [&](const std::string& timeout_ms, std::string* key) {
+    const std::string out = Cli("job create --hosts h0,h1 --heartbeat-timeout-ms " + timeout_ms, &rc);
+    EXPECT_EQ(rc, 0) << out;
+    std::smatch k;
+    if (key != nullptr && std::regex_search(out, k, std::regex("job_key=([0-9a-f]{16})\n"))) {
+      *key = k[1];
+    }
+    return std::regex_search(out, k, std::regex("job_id=([0-9]+)\n")) ? std::string(k[1]) : "";
+  };
+  // Held: 4 s of heartbeats every 200 ms outlast a 3 s timeout (timings are
+  // generous: sanitizer builds start processes slowly).
+  std::string key;
+  const std::string held = create("3000", &key);
+  ASSERT_FALSE(held.empty());
+  std::string out = Cli("job keepalive " + held + " --key " + key + " --every-ms 200 --for-s 4", &rc);
   EXPECT_EQ(rc, 0) << out;
   out = Cli("jobs", &rc);
-  EXPECT_TRUE(std::regex_search(out, std::regex(id + " +\\S* *running"))) << out;
-  // A wrong key is refused at once.
-  out = Cli("job keepalive " + id + " --key 0000000000000001 --for-s 2", &rc);
+  EXPECT_TRUE(std::regex_search(out, std::regex(held + " +\\S* *running"))) << out;
+
+  // A job with a long timeout for the rest: a wrong key is refused at once;
+  // ended under it, keepalive exits 3 and says why.
+  const std::string ended = create("600000", &key);
+  ASSERT_FALSE(ended.empty());
+  out = Cli("job keepalive " + ended + " --key 0000000000000001 --for-s 10", &rc);
   EXPECT_EQ(rc, 3) << out;
-  // Ended under it: keepalive exits 3 and says why.
   pid_t ender = fork();
   if (ender == 0) {
     usleep(500 * 1000);
     int r = 0;
-    RunCommand(cli_ + " job end " + id + " --reason 'test ended it' --manager " + address_, &r);
+    RunCommand(cli_ + " job end " + ended + " --reason 'test ended it' --manager " + address_, &r);
     _exit(r);
   }
-  out = Cli("job keepalive " + id + " --key " + key + " --every-ms 100 --for-s 10", &rc);
+  out = Cli("job keepalive " + ended + " --key " + key + " --every-ms 100 --for-s 20", &rc);
   int status = 0;
   waitpid(ender, &status, 0);
   EXPECT_EQ(rc, 3) << out;
   EXPECT_NE(out.find("no longer running: ended: test ended it"), std::string::npos) << out;
+
   // Without keepalive a job expires after its timeout.
-  out = Cli("job create --hosts h0 --heartbeat-timeout-ms 500", &rc);
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_id=([0-9]+)\n"))) << out;
-  const std::string lone = m[1];
+  const std::string lone = create("500", nullptr);
+  ASSERT_FALSE(lone.empty());
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   out = Cli("jobs", &rc);
   EXPECT_TRUE(std::regex_search(out, std::regex(lone + " +\\S* *ended: "))) << out;

@@ -136,8 +136,9 @@ Status ManagerCore::CreateJob(const v1::CreateJobRequest& request, int64_t now_m
   place.rank_hosts.assign(request.rank_hosts().begin(), request.rank_hosts().end());
   place.payload_bytes = request.payload_bytes() ? request.payload_bytes() : options_.default_payload_bytes;
   place.slot_count = request.slot_count() ? request.slot_count() : options_.default_slot_count;
-  if (place.payload_bytes % 64 != 0 || place.payload_bytes < kMinPayloadBytes ||
-      place.payload_bytes > kMaxPayloadBytes) {
+  if (place.payload_bytes % proto::kPayloadAlign != 0 ||
+      place.payload_bytes < proto::kMinPayloadBytes ||
+      place.payload_bytes > proto::kMaxPayloadBytes) {
     return InvalidArgument("payload_bytes " + std::to_string(place.payload_bytes) +
                            " must be a multiple of 64 in [64, 65024]");
   }

@@ -28,6 +28,7 @@
 #include "manager/status.h"
 #include "manager/topology.h"
 #include "proto/manager.pb.h"
+#include "proto/wire.h"
 
 namespace tributary::manager {
 
@@ -44,8 +45,8 @@ struct ManagerOptions {
   size_t ended_history = 64;              // ended jobs kept for GetJob/List
 };
 
-constexpr uint32_t kMinPayloadBytes = 64;
-constexpr uint32_t kMaxPayloadBytes = 65024;
+// Payload limits are the wire format's (proto/wire.h); the slot cap is the
+// manager's own, below the protocol's.
 constexpr uint32_t kMaxSlotCount = 4096;
 
 class ManagerCore {

@@ -83,6 +83,30 @@ void MarkAllDue(Job* job) {
   }
 }
 
+// A packet to the parent about the round set (slot, shadow) holds, as this
+// node's child index and with the parent's epoch (header only; the caller
+// adds a payload).
+void UplinkPacket(Job* job, const SetMeta& m, uint32_t slot, uint32_t shadow, MsgType type,
+                  uint16_t flags, Action* out) {
+  *out = Action{};
+  out->kind = ActionKind::kSendToOne;
+  Header& r = out->header;
+  r.type = type;
+  r.flags = flags;
+  r.job_id = job->job_id();
+  r.epoch = job->uplink.parent_epoch;
+  r.job_key = job->job_key();
+  r.collective_id = m.collective_id;
+  r.elem_offset = m.elem_offset;
+  r.slot = slot;
+  r.shadow = static_cast<uint8_t>(shadow);
+  r.elem_count = m.elem_count;
+  r.sender = job->uplink.child_index;
+  r.dtype = m.dtype;
+  r.op = m.op;
+  out->peer = job->uplink.parent;
+}
+
 }  // namespace
 
 const char* ProvisionResultName(ProvisionResult r) {
@@ -187,23 +211,7 @@ void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_
                                Action* out) {
   const SetMeta& m = job->meta(slot, shadow);
   job->meta(slot, shadow).complete_ns = now_ns;
-  *out = Action{};
-  out->kind = ActionKind::kSendToOne;
-  Header& r = out->header;
-  r.type = MsgType::kResultRequest;
-  r.flags = proto::kFlagRetransmit;
-  r.job_id = job->job_id();
-  r.epoch = job->uplink.parent_epoch;
-  r.job_key = job->job_key();
-  r.collective_id = m.collective_id;
-  r.elem_offset = m.elem_offset;
-  r.slot = slot;
-  r.shadow = static_cast<uint8_t>(shadow);
-  r.elem_count = m.elem_count;
-  r.sender = job->uplink.child_index;
-  r.dtype = m.dtype;
-  r.op = m.op;
-  out->peer = job->uplink.parent;
+  UplinkPacket(job, m, slot, shadow, MsgType::kResultRequest, proto::kFlagRetransmit, out);
   ++counters_.uplink_probes;
 }
 
@@ -215,25 +223,10 @@ void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t n
   if (m.upstream_sends < UINT8_MAX) ++m.upstream_sends;
   m.complete_ns = now_ns;
   m.result_burst = burst_;  // the queued packet points at this set
-  *out = Action{};
-  out->kind = ActionKind::kSendToOne;
-  Header& r = out->header;
-  r.type = MsgType::kContribution;
-  r.flags = again ? proto::kFlagRetransmit : 0;
-  r.job_id = job->job_id();
-  r.epoch = job->uplink.parent_epoch;
-  r.job_key = job->job_key();
-  r.collective_id = m.collective_id;
-  r.elem_offset = m.elem_offset;
-  r.slot = slot;
-  r.shadow = static_cast<uint8_t>(shadow);
-  r.elem_count = m.elem_count;
-  r.sender = job->uplink.child_index;
-  r.dtype = m.dtype;
-  r.op = m.op;
+  UplinkPacket(job, m, slot, shadow, MsgType::kContribution,
+               again ? proto::kFlagRetransmit : 0, out);
   out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
-  out->peer = job->uplink.parent;
   ++(again ? counters_.uplink_resends : counters_.uplink_sends);
 }
 

@@ -205,8 +205,7 @@ int UdpDataplane::PollTimeoutMs() const {
 void UdpDataplane::ServiceProvisioning(uint64_t now_ns) {
   if (provisioner_ == nullptr || !provisioner_->pending()) return;
   provisioner_->Apply(engine_, now_ns,
-                      [this, now_ns](const std::string& ep, engine::PeerToken* t, std::string* e) {
-                        (void)now_ns;
+                      [this](const std::string& ep, engine::PeerToken* t, std::string* e) {
                         return ResolveParent(ep, t, e);
                       });
 }

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
   agent::StragglerMonitor stragglers;
   dataplane->Run(signals.stop, [&](uint64_t now_ns) {
-    stragglers.Tick(engine, now_ns);
+    stragglers.Tick([&] { return agent::GatherCounters(*dataplane, engine).engine; }, now_ns);
     if (signals.dump_counters.exchange(false, std::memory_order_relaxed)) {
       PrintCounters("SIGUSR1", *dataplane, engine);
     }

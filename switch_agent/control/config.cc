@@ -38,6 +38,8 @@ const Field kFields[] = {
      nullptr},
     {"eal_args", "dpdk dataplane: DPDK EAL arguments (use --eal-args=\"...\")", &Config::eal_args,
      nullptr},
+    {"dpdk_lanes", "dpdk dataplane: share-nothing lanes (lcores); lane k serves UDP port port+k",
+     nullptr, &Config::dpdk_lanes},
     {"ofi_provider", "ofi dataplane: libfabric provider (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa, auto); "
      "empty = $TRIBUTARY_OFI_PROVIDER, else auto", &Config::ofi_provider, nullptr},
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
@@ -287,6 +289,14 @@ bool ValidateConfig(const Config& c, std::string* error) {
     fail("listen_address", "'" + c.listen_address + "' is not an IPv4 address (a.b.c.d)");
   }
   range("port", c.port, 0, 65535);
+  range("dpdk_lanes", c.dpdk_lanes, 1, 64);
+  if (c.dpdk_lanes > 1 && c.dataplane != "dpdk") {
+    fail("dpdk_lanes", "lanes are a dpdk dataplane feature (dataplane is '" + c.dataplane + "')");
+  }
+  if (c.dpdk_lanes > 1 && c.port + c.dpdk_lanes - 1 > 65535) {
+    fail("dpdk_lanes", "ports " + std::to_string(c.port) + ".." +
+                           std::to_string(c.port + c.dpdk_lanes - 1) + " do not fit");
+  }
   std::string why;
   if (!CheckBackendName(c.dataplane, &why)) fail("dataplane", why);
   range("max_jobs", c.max_jobs, 1, 1u << 20);
@@ -415,6 +425,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;
+  o.dpdk_lanes = static_cast<uint32_t>(c.dpdk_lanes);
   o.ofi_provider = c.ofi_provider;
   return o;
 }

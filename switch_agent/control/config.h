@@ -36,6 +36,9 @@ struct Config {
   // DPDK EAL arguments for dataplane "dpdk", passed through (split on spaces,
   // quotes group), e.g. "--no-huge --no-pci --in-memory --vdev=net_tap0".
   std::string eal_args;
+  // dpdk dataplane: share-nothing lanes, one lcore, RX/TX queue pair and
+  // Engine each; lane k serves UDP port port+k (needs that many EAL lcores).
+  uint64_t dpdk_lanes = 1;
   // libfabric provider for dataplane "ofi" ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm",
   // "efa", or "auto"); empty = $TRIBUTARY_OFI_PROVIDER, else auto.
   std::string ofi_provider;

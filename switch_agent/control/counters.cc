@@ -17,13 +17,25 @@ void Add(std::string* s, const char* name, uint64_t value) {
 
 }  // namespace
 
+CounterReport GatherCounters(const Dataplane& dataplane, const engine::Engine& engine) {
+  CounterReport r;
+  r.dataplane = dataplane.stats();
+  r.engine = engine.Snapshot(3);
+  dataplane.AddLanes(&r.dataplane, &r.engine);
+  return r;
+}
+
 std::string FormatCounters(const char* why, const Dataplane& dataplane,
                            const engine::Engine& engine) {
-  const DataplaneStats& d = dataplane.stats();
-  const engine::EngineCounters& e = engine.counters();
+  return FormatCounters(why, dataplane.name(), GatherCounters(dataplane, engine));
+}
+
+std::string FormatCounters(const char* why, const char* dataplane_name, const CounterReport& r) {
+  const DataplaneStats& d = r.dataplane;
+  const engine::EngineCounters& e = r.engine.counters;
   std::string s = std::string("tributaryd counters (") + why + ")\n";
 
-  s += std::string("  dataplane.") + dataplane.name() + ":";
+  s += std::string("  dataplane.") + dataplane_name + ":";
   Add(&s, "rx_packets", d.rx_packets);
   Add(&s, "rx_bytes", d.rx_bytes);
   Add(&s, "rx_batches", d.rx_batches);
@@ -72,29 +84,29 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
     Add(&s, engine::DropReasonName(static_cast<engine::DropReason>(i)), e.drops[i]);
   }
   s += "\n  jobs:";
-  Add(&s, "alive", engine.Jobs().size());
-  Add(&s, "memory_bytes", engine.memory_bytes());
+  Add(&s, "alive", r.engine.jobs.size());
+  Add(&s, "memory_bytes", r.engine.memory_bytes);
   s += "\n";
   // Per job, the children that most often arrived last: stragglers named by
   // the aggregator that saw them, not guessed (at most kMaxJobsListed jobs).
   constexpr size_t kMaxJobsListed = 32;
   size_t listed = 0;
-  for (const engine::JobInfo& j : engine.Jobs()) {
+  for (size_t i = 0; i < r.engine.jobs.size(); ++i) {
     if (listed++ == kMaxJobsListed) {
       s += "  (more jobs not listed)\n";
       break;
     }
-    s += "  " + FormatJobStragglers(engine, j) + "\n";
+    s += "  " + FormatJobStragglers(r.engine.jobs[i], r.engine.stragglers[i]) + "\n";
   }
   return s;
 }
 
-std::string FormatJobStragglers(const engine::Engine& engine, const engine::JobInfo& job) {
+std::string FormatJobStragglers(const engine::JobInfo& job,
+                                const std::vector<engine::ChildStat>& top) {
   char buf[160];
   std::snprintf(buf, sizeof(buf), "job %u: fan_in=%u joined=%u completions=%" PRIu64 " last:",
                 job.job_id, job.fan_in, job.joined, job.completions);
   std::string s = buf;
-  auto top = engine.Stragglers(job.job_id, 3);
   if (top.empty()) s += " -";
   for (const engine::ChildStat& c : top) {
     const double share = job.completions ? 100.0 * static_cast<double>(c.lateness.rounds_last) /
@@ -111,15 +123,18 @@ std::string FormatJobStragglers(const engine::Engine& engine, const engine::JobI
   return s;
 }
 
-void StragglerMonitor::Tick(const engine::Engine& engine, uint64_t now_ns) {
+void StragglerMonitor::Tick(const std::function<engine::EngineSnapshot()>& gather,
+                            uint64_t now_ns) {
   if (now_ns < next_check_ns_) return;
   next_check_ns_ = now_ns + kCheckIntervalNs;
+  const engine::EngineSnapshot snap = gather();
   std::unordered_map<uint32_t, Seen> next;
-  for (const engine::JobInfo& j : engine.Jobs()) {
+  for (size_t i = 0; i < snap.jobs.size(); ++i) {
+    const engine::JobInfo& j = snap.jobs[i];
     Seen& before = jobs_[j.job_id];
     Seen& now = next[j.job_id];
     now.completions = j.completions;
-    auto top = engine.Stragglers(j.job_id, 3);
+    const std::vector<engine::ChildStat>& top = snap.stragglers[i];
     for (const engine::ChildStat& c : top) now.rounds_last[c.child] = c.lateness.rounds_last;
     const uint64_t rounds = j.completions - before.completions;
     if (j.fan_in < 2 || rounds < kMinRounds || top.empty()) continue;

@@ -7,6 +7,7 @@
 // dataplane's and engine's counters, so call it on their loop thread.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -15,13 +16,23 @@
 
 namespace tributary::agent {
 
+// Everything a report shows: `engine` plus, for a backend that runs more
+// engines (dpdk lanes), the others' latest snapshots (Dataplane::AddLanes).
+struct CounterReport {
+  DataplaneStats dataplane;
+  engine::EngineSnapshot engine;
+};
+CounterReport GatherCounters(const Dataplane& dataplane, const engine::Engine& engine);
+
 // `why` says what triggered the report ("SIGUSR1", "interval", "exit").
+std::string FormatCounters(const char* why, const char* dataplane_name, const CounterReport& r);
 std::string FormatCounters(const char* why, const Dataplane& dataplane,
                            const engine::Engine& engine);
 
 // "job 42: fan_in=4 joined=4 completions=1200 last: rank 3 900/1200 (75%, mean
-// lateness 812.0 us); ..." — the three children that most often arrived last.
-std::string FormatJobStragglers(const engine::Engine& engine, const engine::JobInfo& job);
+// lateness 812.0 us); ..." — `top`: the children that most often arrived last.
+std::string FormatJobStragglers(const engine::JobInfo& job,
+                                const std::vector<engine::ChildStat>& top);
 
 // Logs a WARN when one child of a job arrived last in at least half of the
 // rounds completed since the previous check (and at least kMinRounds of
@@ -30,7 +41,8 @@ class StragglerMonitor {
  public:
   static constexpr uint64_t kCheckIntervalNs = 10ull * 1000000000;
   static constexpr uint64_t kMinRounds = 100;
-  void Tick(const engine::Engine& engine, uint64_t now_ns);
+  // `gather` is called only when a check is due (every kCheckIntervalNs).
+  void Tick(const std::function<engine::EngineSnapshot()>& gather, uint64_t now_ns);
 
  private:
   struct Seen {

@@ -43,6 +43,7 @@ struct DataplaneOptions {
   uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
   int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
   std::string eal_args;                       // dpdk only: DPDK EAL arguments, split on spaces
+  uint32_t dpdk_lanes = 1;                    // dpdk only: lanes (lcores); lane k serves port+k
   std::string ofi_provider;                   // ofi only: provider name; empty = env or auto
 };
 
@@ -64,6 +65,7 @@ struct DataplaneStats {
   uint64_t transient_replies_limited = 0;  // answers to unknown sources dropped by the rate limit
   uint64_t decode_errors[proto::kNumDecodeErrors] = {};  // by proto::DecodeError
   uint64_t TotalDecodeErrors() const;
+  DataplaneStats& operator+=(const DataplaneStats& other);  // every counter added
 };
 
 // Called on the loop thread after every burst and every idle poll timeout,
@@ -91,7 +93,16 @@ class Dataplane {
   // Releases what Init acquired. Idempotent; the destructor calls it too.
   virtual void Cleanup() = 0;
 
+  // Counters of the loop that runs `engine` (the one given at creation).
   virtual const DataplaneStats& stats() const = 0;
+
+  // A backend that runs engines of its own besides the one it was given
+  // (the dpdk dataplane's lanes 1..N-1) adds their latest published
+  // counters to a report. Call on the loop thread. Default: nothing.
+  virtual void AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const {
+    (void)stats;
+    (void)snapshot;
+  }
 
   // Jobs placed ahead of their ranks and trees (provisioner.h): a backend
   // that can apply them in its loop and reach parent aggregators keeps the

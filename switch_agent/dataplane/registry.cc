@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "switch_agent/dataplane/dataplane.h"
+#include "common/add_counters.h"
 #include "switch_agent/dataplane/udp/udp_dataplane.h"
 #ifdef TRIBUTARY_HAVE_OFI
 #include "switch_agent/dataplane/ofi/ofi_dataplane.h"
@@ -24,6 +25,11 @@ uint64_t DataplaneStats::TotalDecodeErrors() const {
   uint64_t total = 0;
   for (uint64_t n : decode_errors) total += n;
   return total;
+}
+
+DataplaneStats& DataplaneStats::operator+=(const DataplaneStats& o) {
+  base::AddCounters(this, o);
+  return *this;
 }
 
 uint64_t MonotonicNowNs() {

@@ -16,10 +16,16 @@
 #include <cstdint>
 #include <unordered_set>
 
+#include "common/log.h"
 #include "proto/codec.h"
+#include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/engine/engine.h"
 
 namespace tributary::agent {
+
+// The token for "the source of the packet being processed" (not in the peer
+// table): the engine answers it, backends reply to the current source.
+inline constexpr engine::PeerToken kTransientPeer = ~engine::PeerToken{0};
 
 class ReplyPolicy {
  public:
@@ -56,6 +62,38 @@ class ReplyPolicy {
     } else {
       append(action.peer);
     }
+  }
+
+  // Everything a backend does with an Action before its own framing: the
+  // header encoded once, then send(header, address) for each addressee.
+  // Answers to the packet's unknown source (kTransientPeer: `source`) are
+  // rate-limited; a token `lookup` does not know is counted and logged (a
+  // bug), never sent. Address is the backend's peer address type.
+  template <typename Address, typename LookupFn, typename SendFn>
+  void Deliver(const engine::Action& action, bool incoming_checksum, const Address* source,
+               LookupFn&& lookup, DataplaneStats* stats, SendFn&& send) {
+    if (action.kind != engine::ActionKind::kSendToOne &&
+        action.kind != engine::ActionKind::kResultToAll) {
+      return;
+    }
+    alignas(64) uint8_t header[proto::kHeaderSize];
+    EncodeHeader(action, incoming_checksum, header);
+    ForEachPeer(action, [&](engine::PeerToken peer) {
+      if (peer == kTransientPeer && !AllowTransientReply(MonotonicNowNs())) {
+        ++stats->transient_replies_limited;
+        return;
+      }
+      const Address* to = peer == kTransientPeer ? source : lookup(peer);
+      if (to == nullptr) {
+        const uint64_t n = ++stats->bad_peer_token;
+        if ((n & (n - 1)) == 0) {
+          TRIB_LOG(kError, "dataplane", "engine named unknown peer token %llu",
+                   static_cast<unsigned long long>(peer));
+        }
+        return;
+      }
+      send(header, *to);
+    });
   }
 
   // True if an answer to an unknown source may go out now.

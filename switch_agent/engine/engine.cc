@@ -39,6 +39,7 @@
 
 #include <utility>
 
+#include "common/add_counters.h"
 #include "switch_agent/engine/job.h"
 #include "switch_agent/engine/reduce.h"
 
@@ -80,6 +81,28 @@ uint64_t EngineCounters::TotalDrops() const {
   uint64_t total = 0;
   for (uint64_t d : drops) total += d;
   return total;
+}
+
+EngineCounters& EngineCounters::operator+=(const EngineCounters& o) {
+  base::AddCounters(this, o);
+  return *this;
+}
+
+void EngineSnapshot::Add(const EngineSnapshot& other) {
+  counters += other.counters;
+  jobs.insert(jobs.end(), other.jobs.begin(), other.jobs.end());
+  stragglers.insert(stragglers.end(), other.stragglers.begin(), other.stragglers.end());
+  memory_bytes += other.memory_bytes;
+}
+
+EngineSnapshot Engine::Snapshot(size_t stragglers_per_job) const {
+  EngineSnapshot s;
+  s.counters = counters_;
+  s.jobs = Jobs();
+  s.stragglers.reserve(s.jobs.size());
+  for (const JobInfo& j : s.jobs) s.stragglers.push_back(Stragglers(j.job_id, stragglers_per_job));
+  s.memory_bytes = memory_bytes_;
+  return s;
 }
 
 Engine::Engine(const EngineLimits& limits, uint32_t epoch_seed)

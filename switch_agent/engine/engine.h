@@ -93,6 +93,8 @@ struct EngineCounters {
   uint64_t uplink_drops = 0;      // packets from parents that matched no waiting set
   std::array<uint64_t, kNumDropReasons> drops{};
   uint64_t TotalDrops() const;
+  // Adds every counter of `other` (reports of several engines: dpdk lanes).
+  EngineCounters& operator+=(const EngineCounters& other);
 };
 
 struct EngineLimits {
@@ -138,6 +140,17 @@ struct JobInfo {
   uint32_t joined;          // children that have joined
   uint64_t arena_bytes;
   uint64_t completions;
+};
+
+// A copy of what reports read from an engine, so that a thread other than
+// the engine's own can format it (the dpdk dataplane's lanes publish one
+// each and the main lcore adds them up).
+struct EngineSnapshot {
+  EngineCounters counters;
+  std::vector<JobInfo> jobs;
+  std::vector<std::vector<ChildStat>> stragglers;  // per jobs[i]: Stragglers(id, max)
+  uint64_t memory_bytes = 0;
+  void Add(const EngineSnapshot& other);  // counters summed, jobs appended
 };
 
 // A job placed ahead of its children's JOINs (static configuration or the
@@ -224,6 +237,9 @@ class Engine {
   // ChildLateness), at most `max`; empty for an unknown job.
   std::vector<ChildStat> Stragglers(uint32_t job_id, size_t max) const;
   uint64_t memory_bytes() const { return memory_bytes_; }
+  const EngineLimits& limits() const { return limits_; }
+  // Counters, jobs and each job's `stragglers_per_job` latest children.
+  EngineSnapshot Snapshot(size_t stragglers_per_job) const;
 
  private:
   // Handlers write their answer into `out` (left as kNone to send nothing).

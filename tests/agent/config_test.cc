@@ -105,6 +105,9 @@ TEST(ConfigTest, BadValuesAreRejected) {
       {{"--max-peers", "0"}, "max_peers"},
       {{"--log-level", "verbose"}, "log_level"},
       {{"--stats-interval-s", "999999"}, "stats_interval_s"},
+      {{"--dpdk-lanes", "0"}, "dpdk_lanes"},
+      {{"--dpdk-lanes", "65"}, "dpdk_lanes"},
+      {{"--dpdk-lanes", "2"}, "lanes are a dpdk dataplane feature (dataplane is 'udp')"},
   };
   for (const auto& [args, needle] : cases) {
     Config c;

@@ -63,6 +63,40 @@ TEST(DpdkPacket, BuiltFrameParsesBack) {
   }
 }
 
+// Lanes: ports our_port .. our_port + count - 1 are ours, and the parser says
+// which lane; a port outside the range (also below it) is not for us.
+TEST(DpdkPacket, PortRangeNamesTheLane) {
+  Fixture fx;
+  auto f = fx.Frame(100);
+  UdpFrameInfo info;
+  const auto to_port = [&](uint16_t port) {
+    const uint16_t be = htons(port);
+    std::memcpy(f.data() + kEthHeaderBytes + kIpv4HeaderBytes + 2, &be, 2);
+  };
+  to_port(17823);
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info, 4), FrameVerdict::kUdp);
+  EXPECT_EQ(info.lane, 3);
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info, 3),
+            FrameVerdict::kNotForUs);
+  to_port(17820);
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info, 4), FrameVerdict::kUdp);
+  EXPECT_EQ(info.lane, 0);
+  to_port(17819);
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info, 4),
+            FrameVerdict::kNotForUs);
+}
+
+// The checksum against RFC 1071's worked example and a header summed by hand
+// (odd lengths end with a 16-bit word).
+TEST(DpdkPacket, Ipv4ChecksumMatchesTheRfc) {
+  const uint8_t rfc[8] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};  // sum 0xddf2
+  EXPECT_EQ(Ipv4HeaderChecksum(rfc, 8), static_cast<uint16_t>(~0xddf2));
+  EXPECT_EQ(Ipv4HeaderChecksum(rfc, 6), static_cast<uint16_t>(~(0x0001 + 0xf203 + 0xf4f5 - 0xffff)));
+  const uint8_t header[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
+                              0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
+  EXPECT_EQ(Ipv4HeaderChecksum(header, 20), 0);  // a valid header sums to zero
+}
+
 TEST(DpdkPacket, EachDefectHasItsVerdict) {
   Fixture fx;
   const auto good = fx.Frame(100);

@@ -1,15 +1,20 @@
-// DPDK dataplane; the design is in dpdk_dataplane.h.
-// Thread-safety: none; everything runs on the loop thread (lcore).
+// DPDK dataplane: port, lanes and steering; the design is in dpdk_dataplane.h
+// and lane.h. Thread-safety: the EAL main lcore, except the lanes' loops.
 #include "switch_agent/dataplane/dpdk/dpdk_dataplane.h"
 
 #include <arpa/inet.h>
-#include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_flow.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <sys/random.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "common/add_counters.h"
 #include "common/check.h"
 #include "common/log.h"
 
@@ -18,23 +23,30 @@ namespace {
 
 constexpr const char* kLog = "dpdk";
 
-// Reply to the source of the current packet (as in the UDP backend).
-constexpr engine::PeerToken kTransientPeer = ~engine::PeerToken{0};
+uint32_t RandomSeed() {
+  uint32_t seed = 0;
+  if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed) {
+    seed = static_cast<uint32_t>(MonotonicNowNs());
+  }
+  return seed;
+}
 
-bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+// What a worker lcore runs: one lane's loop.
+struct LaneLaunch {
+  DpdkLane* lane;
+  const std::atomic<bool>* stop;
+};
 
-std::string FormatIp(uint32_t ip_be) {
-  char text[INET_ADDRSTRLEN] = "?";
-  in_addr a{};
-  a.s_addr = ip_be;
-  inet_ntop(AF_INET, &a, text, sizeof text);
-  return text;
+int LaneMain(void* arg) {
+  auto* launch = static_cast<LaneLaunch*>(arg);
+  launch->lane->Loop(*launch->stop, TickFn());
+  return 0;
 }
 
 }  // namespace
 
 DpdkDataplane::DpdkDataplane(const DataplaneOptions& options, engine::Engine* engine)
-    : options_(options), engine_(engine), peers_(options.max_peers) {
+    : options_(options), engine_(engine) {
   TRIB_CHECK(engine_ != nullptr);
 }
 
@@ -52,262 +64,250 @@ bool DpdkDataplane::Init(std::string* error) {
              options_.listen_address + ")";
     return false;
   }
+  const uint32_t lanes = std::max<uint32_t>(options_.dpdk_lanes, 1);
   our_ip_be_ = addr.s_addr;
   // No kernel to pick a free port for us: 0 means the protocol's default.
-  our_port_be_ = htons(options_.port != 0 ? options_.port : proto::kDefaultPort);
+  const uint32_t first_port = options_.port != 0 ? options_.port : proto::kDefaultPort;
+  if (first_port + lanes - 1 > 65535) {
+    *error = "ports " + std::to_string(first_port) + ".." + std::to_string(first_port + lanes - 1) +
+             " for " + std::to_string(lanes) + " lanes do not fit in 16 bits";
+    return false;
+  }
+  our_port_be_ = htons(static_cast<uint16_t>(first_port));
   const bool was_up = EalInitialized();
   if (!EalInit(options_.eal_args, error)) return false;
   owns_eal_ = !was_up;
+  if (rte_lcore_count() < lanes) {
+    *error = std::to_string(lanes) + " dpdk lanes need " + std::to_string(lanes) +
+             " EAL lcores, the EAL has " + std::to_string(rte_lcore_count()) +
+             ": add -l 0-" + std::to_string(lanes - 1) + " (or a core list) to eal_args";
+    Cleanup();
+    return false;
+  }
   PortSetup setup;
-  if (!FirstPort(&setup.port_id, error)) {
+  setup.queues = static_cast<uint16_t>(lanes);
+  if (!FirstPort(&setup.port_id, error) || !StartPort(setup, &port_, error)) {
     Cleanup();
     return false;
   }
-  if (!StartPort(setup, &port_, error)) {
-    Cleanup();
-    return false;
-  }
-  pool_ = port_.pools[queue_];
   std::memcpy(our_mac_.bytes, port_.mac, 6);
-  const size_t mtu_payload = size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes;
-  max_payload_ = std::min(mtu_payload, size_t{kMaxFrameBytes} - kFrameOverhead);
-  TRIB_LOG(kInfo, kLog, "serving %s:%u on port %u queue %u; largest datagram %zu bytes "
-           "(ranks' payload_bytes must be <= %zu)",
-           FormatIp(our_ip_be_).c_str(), ntohs(our_port_be_), port_.port_id, queue_,
-           max_payload_, max_payload_ - proto::kHeaderSize);
+  if (!InitLanes(error)) {
+    Cleanup();
+    return false;
+  }
+  if (lanes > 1) InstallSteering();
+  TRIB_LOG(kInfo, kLog, "serving %s:%u..%u on port %u with %u lane(s); largest datagram %zu "
+           "bytes (ranks' payload_bytes must be <= %zu)",
+           FormatIpv4(our_ip_be_).c_str(), first_port, first_port + lanes - 1, port_.port_id, lanes,
+           size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes,
+           size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes - proto::kHeaderSize);
   return true;
 }
 
+bool DpdkDataplane::InitLanes(std::string* error) {
+  const uint16_t n = static_cast<uint16_t>(port_.pools.size());
+  const size_t mtu_payload = size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes;
+  // Lane k >= 1 runs on the k-th worker lcore.
+  lcores_.assign(n, 0);
+  unsigned lcore;
+  uint16_t k = 1;
+  RTE_LCORE_FOREACH_WORKER(lcore) {
+    if (k < n) lcores_[k++] = lcore;
+  }
+  for (uint16_t i = 0; i < n; ++i) {
+    LaneSetup s;
+    s.index = i;
+    s.count = n;
+    s.port_id = port_.port_id;
+    s.pool = port_.pools[i];
+    s.mac = our_mac_;
+    s.ip_be = our_ip_be_;
+    s.first_port_be = our_port_be_;
+    s.max_payload = std::min(mtu_payload, size_t{kMaxFrameBytes} - kFrameOverhead);
+    s.max_peers = options_.max_peers;
+    engine::Engine* e = engine_;
+    if (i > 0) {
+      own_engines_.push_back(std::make_unique<engine::Engine>(engine_->limits(), RandomSeed()));
+      e = own_engines_.back().get();
+    }
+    lanes_.push_back(std::make_unique<DpdkLane>(s, e));
+  }
+  if (n == 1) return true;
+  rings_.assign(size_t{n} * n, nullptr);
+  for (uint16_t from = 0; from < n; ++from) {
+    for (uint16_t to = 0; to < n; ++to) {
+      if (from == to) continue;
+      char name[RTE_RING_NAMESIZE];
+      std::snprintf(name, sizeof name, "trib_steer_%u_%u", from, to);
+      rte_ring* r = rte_ring_create(name, kSteeringRingSize, rte_socket_id(),
+                                    RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (r == nullptr) {
+        *error = std::string("cannot create steering ring ") + name + ": " +
+                 rte_strerror(rte_errno) + " (give the EAL more memory: -m 256)";
+        return false;
+      }
+      rings_[size_t{from} * n + to] = r;
+    }
+  }
+  for (uint16_t i = 0; i < n; ++i) {
+    std::vector<rte_ring*> to(n, nullptr), from(n, nullptr);
+    for (uint16_t j = 0; j < n; ++j) {
+      if (j == i) continue;
+      to[j] = rings_[size_t{i} * n + j];
+      from[j] = rings_[size_t{j} * n + i];
+    }
+    lanes_[i]->ConnectLanes(std::move(to), std::move(from));
+  }
+  return true;
+}
+
+void DpdkDataplane::InstallSteering() {
+  const uint16_t n = static_cast<uint16_t>(lanes_.size());
+  const uint16_t first = ntohs(our_port_be_);
+  std::string why;
+  for (uint16_t k = 0; k < n; ++k) {
+    rte_flow_attr attr{};
+    attr.ingress = 1;
+    rte_flow_item_ipv4 ip_spec{}, ip_mask{};
+    ip_spec.hdr.dst_addr = our_ip_be_;
+    ip_mask.hdr.dst_addr = 0xffffffff;
+    rte_flow_item_udp udp_spec{}, udp_mask{};
+    udp_spec.hdr.dst_port = htons(static_cast<uint16_t>(first + k));
+    udp_mask.hdr.dst_port = 0xffff;
+    rte_flow_item pattern[4] = {};
+    pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+    pattern[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+    pattern[1].spec = &ip_spec;
+    pattern[1].mask = &ip_mask;
+    pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+    pattern[2].spec = &udp_spec;
+    pattern[2].mask = &udp_mask;
+    pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
+    rte_flow_action_queue queue{};
+    queue.index = k;
+    rte_flow_action actions[2] = {};
+    actions[0].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+    actions[0].conf = &queue;
+    actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+    rte_flow_error err{};
+    rte_flow* flow = rte_flow_create(port_.port_id, &attr, pattern, actions, &err);
+    if (flow == nullptr) {
+      why = err.message != nullptr ? err.message : rte_strerror(rte_errno);
+      break;
+    }
+    flows_.push_back(flow);
+  }
+  if (flows_.size() == n) {
+    TRIB_LOG(kInfo, kLog, "steering: the NIC delivers UDP port %u+k to lane k's queue (rte_flow)",
+             first);
+    return;
+  }
+  rte_flow_error err{};
+  for (rte_flow* f : flows_) rte_flow_destroy(port_.port_id, f, &err);
+  flows_.clear();
+  TRIB_LOG(kInfo, kLog, "steering: port %u (%s) cannot steer by UDP port (rte_flow: %s); lanes "
+           "hand frames for another lane's port to it through rings (steered_out/steered_in)",
+           port_.port_id, port_.driver.c_str(), why.c_str());
+}
+
 std::string DpdkDataplane::LocalAddress() const {
-  return FormatIp(our_ip_be_) + ":" + std::to_string(ntohs(our_port_be_));
+  return FormatIpv4(our_ip_be_) + ":" + std::to_string(ntohs(our_port_be_));
+}
+
+void DpdkDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
+  TRIB_CHECK(!lanes_.empty());
+  std::vector<LaneLaunch> launches(lanes_.size());
+  for (size_t k = 1; k < lanes_.size(); ++k) {
+    launches[k] = {lanes_[k].get(), &stop};
+    const int rc = rte_eal_remote_launch(LaneMain, &launches[k], lcores_[k]);
+    TRIB_CHECK(rc == 0);  // the lcore was idle: nothing else launches on it
+  }
+  lanes_[0]->Loop(stop, tick);
+  for (size_t k = 1; k < lanes_.size(); ++k) rte_eal_wait_lcore(lcores_[k]);
+}
+
+void DpdkDataplane::AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const {
+  for (size_t k = 1; k < lanes_.size(); ++k) {
+    const DpdkLane::Published p = lanes_[k]->ReadPublished();
+    *stats += p.stats;
+    snapshot->Add(p.engine);
+  }
+}
+
+DpdkStats DpdkDataplane::TotalDpdkStats() const {
+  DpdkStats total;
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    base::AddCounters(&total, k == 0 ? lanes_[0]->dpdk_stats() : lanes_[k]->ReadPublished().dpdk);
+  }
+  return total;
+}
+
+std::string DpdkDataplane::FormatDpdkStats() const {
+  const DpdkStats t = TotalDpdkStats();
+  std::string s = "frames:";
+  for (int i = 0; i < kNumFrameVerdicts; ++i) {
+    s += std::string(" ") + FrameVerdictName(static_cast<FrameVerdict>(i)) + "=" +
+         std::to_string(t.frames[i]);
+  }
+  s += "; arp_replies=" + std::to_string(t.arp_replies) +
+       " rx_multi_segment=" + std::to_string(t.rx_multi_segment) +
+       " tx_no_mbuf=" + std::to_string(t.tx_no_mbuf) +
+       " tx_too_big=" + std::to_string(t.tx_too_big) +
+       "; lanes=" + std::to_string(lanes_.size()) +
+       " steering=" + (lanes_.size() < 2 ? "none" : hardware_steering() ? "rte_flow" : "rings") +
+       " steered_out=" + std::to_string(t.steered_out) +
+       " steered_in=" + std::to_string(t.steered_in) +
+       " steer_drops=" + std::to_string(t.steer_drops);
+  std::string rx, completions;
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    uint64_t lane_rx = lanes_[0]->stats().rx_packets;
+    uint64_t lane_completions = lanes_[0]->engine()->counters().completions;
+    if (k > 0) {
+      const DpdkLane::Published p = lanes_[k]->ReadPublished();
+      lane_rx = p.stats.rx_packets;
+      lane_completions = p.engine.counters.completions;
+    }
+    rx += (k ? "," : "") + std::to_string(lane_rx);
+    completions += (k ? "," : "") + std::to_string(lane_completions);
+  }
+  s += " lane_rx=" + rx + " lane_completions=" + completions;
+  return s;
 }
 
 void DpdkDataplane::Cleanup() {
-  if (pool_ != nullptr && tx_count_ > 0) Flush();
-  if (!port_.pools.empty()) {
-    TRIB_LOG(kInfo, kLog, "%s", FormatDpdkStats().c_str());
+  if (port_.pools.empty()) {  // never started, or cleaned up already
+    if (owns_eal_) {
+      EalCleanup();
+      owns_eal_ = false;
+    }
+    return;
   }
+  // Run has joined the lanes' loops (or they never ran): publishing their
+  // final counters from here races with nothing.
+  for (auto& lane : lanes_) {
+    lane->Flush();
+    if (lane->index() > 0) lane->Publish();
+  }
+  if (!lanes_.empty()) TRIB_LOG(kInfo, kLog, "%s", FormatDpdkStats().c_str());
+  if (!flows_.empty()) {
+    rte_flow_error err{};
+    for (rte_flow* f : flows_) rte_flow_destroy(port_.port_id, f, &err);
+    flows_.clear();
+  }
+  for (rte_ring* r : rings_) {
+    if (r == nullptr) continue;
+    void* m;
+    while (rte_ring_sc_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
+  rings_.clear();
+  // Lanes and their engines stay (counters are read after Cleanup); only
+  // what DPDK owns goes.
   StopPort(&port_);
-  pool_ = nullptr;
   if (owns_eal_) {
     EalCleanup();
     owns_eal_ = false;
   }
-}
-
-std::string DpdkDataplane::FormatDpdkStats() const {
-  std::string s = "frames:";
-  for (int i = 0; i < kNumFrameVerdicts; ++i) {
-    s += std::string(" ") + FrameVerdictName(static_cast<FrameVerdict>(i)) + "=" +
-         std::to_string(dpdk_stats_.frames[i]);
-  }
-  s += "; arp_replies=" + std::to_string(dpdk_stats_.arp_replies) +
-       " rx_multi_segment=" + std::to_string(dpdk_stats_.rx_multi_segment) +
-       " tx_no_mbuf=" + std::to_string(dpdk_stats_.tx_no_mbuf) +
-       " tx_too_big=" + std::to_string(dpdk_stats_.tx_too_big);
-  return s;
-}
-
-void DpdkDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
-  TRIB_CHECK(pool_ != nullptr);
-  while (!stop.load(std::memory_order_relaxed)) {
-    const uint64_t now = MonotonicNowNs();
-    if (PollOnce(now) > 0) {
-      idle_polls_ = 0;
-    } else if (++idle_polls_ >= kIdleSpins) {
-      ++dpdk_stats_.idle_sleeps;
-      rte_delay_us_sleep(kIdleSleepUs);
-    }
-    if (now >= next_housekeeping_ns_) Housekeeping(now, tick);
-  }
-  Flush();
-}
-
-void DpdkDataplane::Housekeeping(uint64_t now_ns, const TickFn& tick) {
-  next_housekeeping_ns_ = now_ns + kHousekeepingNs;
-  Flush();
-  engine_->Reap(now_ns);
-  // Every 10 s, forget peers that no live job references and that have been
-  // silent for a minute.
-  if (now_ns >= next_sweep_ns_) {
-    next_sweep_ns_ = now_ns + 10ull * 1000000000;
-    std::unordered_set<engine::PeerToken> referenced;
-    engine_->CollectPeers(&referenced);
-    peers_.Sweep(referenced, now_ns, 60ull * 1000000000);
-    stats_.peers = peers_.size();
-  }
-  if (tick) tick(now_ns);
-}
-
-uint16_t DpdkDataplane::PollOnce(uint64_t now_ns) {
-  const uint16_t n = rte_eth_rx_burst(port_.port_id, queue_, rx_.data(), kRxBurst);
-  if (n == 0) return 0;
-  ++stats_.rx_batches;
-  for (uint16_t i = 0; i < n; ++i) {
-    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_[i + 1], void*));
-    ProcessFrame(rx_[i], now_ns);
-  }
-  // Payloads were copied into TX frames: the received frames go back to the
-  // pool in one bulk put (cheaper than one free per frame).
-  if (rx_done_count_ > 0) {
-    rte_pktmbuf_free_bulk(rx_done_.data(), rx_done_count_);
-    rx_done_count_ = 0;
-  }
-  Flush();
-  return n;
-}
-
-void DpdkDataplane::ProcessFrame(rte_mbuf* m, uint64_t now_ns) {
-  ++stats_.rx_packets;
-  stats_.rx_bytes += m->pkt_len;
-  if (m->nb_segs != 1) {
-    ++dpdk_stats_.rx_multi_segment;
-    ++stats_.rx_truncated;
-    rx_done_[rx_done_count_++] = m;
-    return;
-  }
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  UdpFrameInfo info;
-  const FrameVerdict verdict = ParseFrame(frame, m->data_len, our_ip_be_, our_port_be_, &info);
-  ++dpdk_stats_.frames[static_cast<int>(verdict)];
-  if (verdict == FrameVerdict::kArpRequest) {
-    const size_t len = MakeArpReply(frame, our_mac_, our_ip_be_);
-    m->data_len = static_cast<uint16_t>(len);
-    m->pkt_len = static_cast<uint32_t>(len);
-    ++dpdk_stats_.arp_replies;
-    QueueFrame(m);  // the request's mbuf becomes the reply
-    return;
-  }
-  if (verdict != FrameVerdict::kUdp) {
-    rx_done_[rx_done_count_++] = m;
-    return;
-  }
-  proto::PacketView view;
-  const proto::DecodeError err = proto::Decode(frame + info.payload_offset, info.payload_len, &view);
-  if (err != proto::DecodeError::kOk) {
-    ++stats_.decode_errors[static_cast<int>(err)];
-    rx_done_[rx_done_count_++] = m;
-    return;
-  }
-  current_source_.mac = info.src_mac;
-  current_source_.ip_be = info.src_ip_be;
-  current_source_.port_be = info.src_port_be;
-  engine::PeerToken token;
-  bool inserted = false;
-  if (!peers_.Find(current_source_, now_ns, &token)) {
-    if (view.header.type == proto::MsgType::kJoin) {
-      if (!peers_.Insert(current_source_, now_ns, &token)) {
-        if (PowerOfTwo(++stats_.peer_table_full)) {
-          TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
-                   peers_.capacity(), FormatIp(info.src_ip_be).c_str());
-        }
-        rx_done_[rx_done_count_++] = m;
-        return;
-      }
-      inserted = true;
-    } else {
-      token = kTransientPeer;
-    }
-  }
-  const uint64_t joins_before = engine_->counters().joins;
-  const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
-  replies_.NoteIncoming(view.header);
-  engine::Action action = engine_->OnPacket(view, token, now_ns);
-  if (action.kind == engine::ActionKind::kFlushAndRetry) {
-    Flush();
-    engine_->EndBurst();
-    action = engine_->OnPacket(view, token, now_ns);
-  }
-  Queue(action, checksum);  // copies the payload: the RX mbuf may go now
-  rx_done_[rx_done_count_++] = m;
-  if (inserted && engine_->counters().joins == joins_before) peers_.Remove(token);
-  stats_.peers = peers_.size();
-}
-
-void DpdkDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
-  if (action.kind != engine::ActionKind::kSendToOne &&
-      action.kind != engine::ActionKind::kResultToAll) {
-    return;
-  }
-  alignas(64) uint8_t header[proto::kHeaderSize];
-  replies_.EncodeHeader(action, incoming_checksum, header);
-  ReplyPolicy::ForEachPeer(action, [&](engine::PeerToken peer) {
-    Append(header, action.payload, action.payload_len, peer);
-  });
-}
-
-void DpdkDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
-                           engine::PeerToken peer) {
-  if (peer == kTransientPeer && !replies_.AllowTransientReply(MonotonicNowNs())) {
-    ++stats_.transient_replies_limited;
-    return;
-  }
-  const PeerAddress* to = peer == kTransientPeer ? &current_source_ : peers_.Address(peer);
-  if (to == nullptr) {
-    if (PowerOfTwo(++stats_.bad_peer_token)) {
-      TRIB_LOG(kError, kLog, "engine named unknown peer token %llu",
-               static_cast<unsigned long long>(peer));
-    }
-    return;
-  }
-  const size_t udp_payload = proto::kHeaderSize + payload_len;
-  if (udp_payload > max_payload_) {
-    if (PowerOfTwo(++dpdk_stats_.tx_too_big)) {
-      TRIB_LOG(kWarn, kLog, "answer of %zu bytes exceeds the MTU (%zu): dropped; ranks must use "
-               "payload_bytes <= %zu", udp_payload, max_payload_, max_payload_ - proto::kHeaderSize);
-    }
-    ++stats_.tx_errors;
-    return;
-  }
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) {
-    ++dpdk_stats_.tx_no_mbuf;
-    ++stats_.tx_drops;
-    return;
-  }
-  const size_t frame_len = kFrameOverhead + udp_payload;
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  BuildUdpHeaders(our_mac_, to->mac, our_ip_be_, to->ip_be, our_port_be_, to->port_be, ip_id_++,
-                  udp_payload, frame);
-  std::memcpy(frame + kFrameOverhead, header, proto::kHeaderSize);
-  if (payload_len > 0) std::memcpy(frame + kFrameOverhead + proto::kHeaderSize, payload, payload_len);
-  m->data_len = static_cast<uint16_t>(frame_len);
-  m->pkt_len = static_cast<uint32_t>(frame_len);
-  QueueFrame(m);
-}
-
-void DpdkDataplane::QueueFrame(rte_mbuf* m) {
-  if (tx_count_ == kTxCapacity) Flush();
-  tx_[tx_count_++] = m;
-  // Full bursts go to the NIC at once; the rest at the end of the RX burst.
-  if (tx_count_ >= kTxFlushThreshold) Flush();
-}
-
-void DpdkDataplane::Flush() {
-  if (tx_count_ == 0) return;
-  size_t sent = 0;
-  int retries = 0;
-  while (sent < tx_count_) {
-    const uint16_t n = rte_eth_tx_burst(port_.port_id, queue_, tx_.data() + sent,
-                                        static_cast<uint16_t>(std::min<size_t>(tx_count_ - sent, 0xffff)));
-    for (size_t i = sent; i < sent + n; ++i) stats_.tx_bytes += tx_[i]->pkt_len;
-    sent += n;
-    if (n == 0 && ++retries > kMaxTxRetries) break;
-  }
-  stats_.tx_packets += sent;
-  if (sent < tx_count_) {
-    const uint64_t dropped = tx_count_ - sent;
-    rte_pktmbuf_free_bulk(tx_.data() + sent, static_cast<unsigned>(dropped));
-    stats_.tx_drops += dropped;
-    if (PowerOfTwo(stats_.tx_drops)) {
-      TRIB_LOG(kWarn, kLog, "TX queue full: dropped %llu frames (peers will retransmit)",
-               static_cast<unsigned long long>(dropped));
-    }
-    stats_.tx_retries += retries;
-  }
-  ++stats_.tx_batches;
-  tx_count_ = 0;
-  engine_->EndBurst();  // nothing queued references engine memory any more
 }
 
 }  // namespace tributary::agent::dpdk

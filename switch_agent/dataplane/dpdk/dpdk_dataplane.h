@@ -1,123 +1,92 @@
 // The DPDK dataplane backend ("dpdk").
 //
-// Polls one RX/TX queue pair of one DPDK port in bursts of kRxBurst frames.
-// Each frame is classified (packet.h): ARP requests for our address are
-// answered in place, IPv4/UDP datagrams for our address and port are decoded
-// (proto::Decode) and handed to the Engine, everything else is dropped and
-// counted by FrameVerdict. Answers are built as whole frames (Ethernet/IPv4/
-// UDP + Tributary header + payload) addressed to the peer's MAC/IP/port as
-// learned from its packets: no neighbour table, no ARP requests of our own.
+// One DPDK port, served by `dpdk_lanes` share-nothing lanes (lane.h). Lane k
+// runs on the k-th EAL lcore (lane 0 on the main lcore, the thread that
+// calls Run), owns RX/TX queue pair k, its own mbuf pool, peer table,
+// Engine and counters, and serves UDP port `port + k`. A job therefore
+// belongs to exactly one lane, the one whose port its ranks address: every
+// (job, slot) has one owner and the packet path takes no lock and no atomic
+// read-modify-write.
 //
-// Transmit: every answer is a freshly allocated mbuf into which the payload
-// is COPIED, one per destination (a result fanned out to N children is N
-// copies). Zero-copy (attaching the engine's result as an external buffer,
-// rte_pktmbuf_attach_extbuf, behind a per-child header mbuf) is a later
-// optimisation: it needs the result pinned until the driver's TX completion,
-// which the engine's EndBurst contract does not express yet. The TX batch is
-// flushed when it holds kTxFlushThreshold frames and at the end of every RX
-// burst, then Engine::EndBurst() is called; the engine's kFlushAndRetry is
-// honoured (flush, EndBurst, retry) so that the zero-copy variant can drop in.
-// Engine::Reap, the peer sweep and the tick callback run every
-// kHousekeepingNs. When the queue stays empty for kIdleSpins polls the loop
-// sleeps kIdleSleepUs per poll, so an idle daemon does not burn a core (the
-// cost: up to that much extra latency for the first packet after a pause).
+// Steering. With more than one lane the dataplane asks the NIC (rte_flow)
+// to deliver each lane's UDP port to that lane's queue. A port that cannot
+// (vdevs such as net_af_packet, net_tap, net_ring; NICs without flow rules)
+// spreads frames over the queues by RSS or its own hashing, and the lane
+// that receives a frame for another lane's port hands the mbuf over through
+// a single-producer/single-consumer rte_ring, one per ordered pair of lanes
+// (counted as steered_out/steered_in; a full ring drops, counted). The log
+// says at start which of the two is in force.
 //
-// Share-nothing lcores (later): the port is set up with N queue pairs and RSS
-// (eal.h); one DpdkDataplane with its own Engine, pool and peer table per
-// lcore, launched with rte_eal_remote_launch. Nothing in this class is
-// shared, so that needs no locks; stats are read by the main lcore.
+// Engines. Lane 0 uses the Engine given at creation (the daemon's); lanes
+// 1..N-1 own Engines with the same limits, so max_jobs and max_memory_mb
+// apply per lane.
 //
-// Thread-safety: none; one instance per lcore (see dataplane.h).
+// Counters. stats() is lane 0's; AddLanes adds what lanes 1..N-1 published
+// (every 100 ms and when they stop), so the main lcore's reports are the
+// sum of all lanes, at most 100 ms old while running and exact at exit.
+//
+// Thread-safety: Init/Run/Cleanup on the EAL main lcore (see dataplane.h);
+// the lanes' loops are started and joined by Run.
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <unordered_set>
+#include <vector>
 
 #include "switch_agent/dataplane/dataplane.h"
-#include "switch_agent/dataplane/reply_policy.h"
 #include "switch_agent/dataplane/dpdk/eal.h"
-#include "switch_agent/dataplane/dpdk/packet.h"
-#include "switch_agent/dataplane/dpdk/peer_table.h"
+#include "switch_agent/dataplane/dpdk/lane.h"
 
-struct rte_mbuf;
-struct rte_mempool;
+struct rte_flow;
+struct rte_ring;
 
 namespace tributary::agent::dpdk {
 
-// Counters beyond DataplaneStats. Written only by the loop thread.
-struct DpdkStats {
-  uint64_t frames[kNumFrameVerdicts] = {};  // by FrameVerdict
-  uint64_t arp_replies = 0;
-  uint64_t rx_multi_segment = 0;  // frames larger than one mbuf (dropped)
-  uint64_t tx_no_mbuf = 0;        // answers dropped: pool empty
-  uint64_t tx_too_big = 0;        // answers dropped: frame larger than kMaxFrameBytes / MTU
-  uint64_t idle_sleeps = 0;
-};
-
 class DpdkDataplane final : public Dataplane {
  public:
-  static constexpr uint16_t kRxBurst = 32;
-  static constexpr size_t kTxCapacity = 512;
-  static constexpr size_t kTxFlushThreshold = 32;
-  static constexpr int kMaxTxRetries = 64;
-  static constexpr uint64_t kHousekeepingNs = 1000000;  // 1 ms
-  static constexpr uint32_t kIdleSpins = 1024;
-  static constexpr unsigned kIdleSleepUs = 20;
+  static constexpr uint16_t kRxBurst = DpdkLane::kRxBurst;
+  static constexpr unsigned kSteeringRingSize = 1024;
 
   DpdkDataplane(const DataplaneOptions& options, engine::Engine* engine);
   ~DpdkDataplane() override;
 
   const char* name() const override { return "dpdk"; }
   bool Init(std::string* error) override;
+  // Lane 0's address; lane k listens on the port after it + k.
   std::string LocalAddress() const override;
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
   void Cleanup() override;
-  const DataplaneStats& stats() const override { return stats_; }
+  const DataplaneStats& stats() const override { return lanes_.at(0)->stats(); }
+  void AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const override;
 
-  const DpdkStats& dpdk_stats() const { return dpdk_stats_; }
+  size_t lane_count() const { return lanes_.size(); }
+  DpdkLane& lane(size_t k) { return *lanes_.at(k); }
+  // Every lane's DpdkStats added up (lane 0 live, the others as published).
+  DpdkStats TotalDpdkStats() const;
   std::string FormatDpdkStats() const;
-  // One poll of the RX queue: receive, process, flush. Returns frames
-  // received. Run() loops on it; benchmarks call it directly.
-  uint16_t PollOnce(uint64_t now_ns);
-  void Housekeeping(uint64_t now_ns, const TickFn& tick);
+  bool hardware_steering() const { return !flows_.empty(); }
+
+  // Lane 0's poll (benchmarks and tests drive a lane directly).
+  uint16_t PollOnce(uint64_t now_ns) { return lanes_.at(0)->PollOnce(now_ns); }
+  const DpdkStats& dpdk_stats() const { return lanes_.at(0)->dpdk_stats(); }
 
  private:
-  void ProcessFrame(rte_mbuf* m, uint64_t now_ns);
-  void Queue(const engine::Action& action, bool incoming_checksum);
-  void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
-              engine::PeerToken peer);
-  void QueueFrame(rte_mbuf* m);
-  void Flush();
+  bool InitLanes(std::string* error);
+  void InstallSteering();
 
   DataplaneOptions options_;
-  engine::Engine* engine_;  // not owned
+  engine::Engine* engine_;  // lane 0's, not owned
   bool owns_eal_ = false;
   PortState port_;
-  uint16_t queue_ = 0;
-  rte_mempool* pool_ = nullptr;
   MacAddress our_mac_{};
   uint32_t our_ip_be_ = 0;
-  uint16_t our_port_be_ = 0;
-  uint16_t ip_id_ = 0;
-  size_t max_payload_ = 0;  // largest UDP payload that fits the MTU and an mbuf
-
-  PeerTable peers_;
-  PeerAddress current_source_{};
-  uint64_t next_sweep_ns_ = 0;
-  uint64_t next_housekeeping_ns_ = 0;
-  uint32_t idle_polls_ = 0;
-
-  std::array<rte_mbuf*, kRxBurst> rx_{};
-  std::array<rte_mbuf*, kRxBurst> rx_done_{};  // received frames to free after the burst
-  unsigned rx_done_count_ = 0;
-  std::array<rte_mbuf*, kTxCapacity> tx_{};
-  size_t tx_count_ = 0;
-
-  ReplyPolicy replies_;  // checksum rules, answers to unknown sources
-  DataplaneStats stats_;
-  DpdkStats dpdk_stats_;
+  uint16_t our_port_be_ = 0;  // lane 0's
+  std::vector<std::unique_ptr<engine::Engine>> own_engines_;  // lanes 1..N-1
+  std::vector<std::unique_ptr<DpdkLane>> lanes_;
+  std::vector<rte_ring*> rings_;     // steering rings, [from * N + to]
+  std::vector<rte_flow*> flows_;     // hardware steering rules, one per lane
+  std::vector<unsigned> lcores_;     // lane k's lcore (k >= 1)
 };
 
 }  // namespace tributary::agent::dpdk

@@ -124,10 +124,11 @@ bool StartPort(const PortSetup& setup, PortState* state, std::string* error) {
     return false;
   }
   rte_eth_conf conf{};
-  if (setup.queues > 1) {
-    // Share-nothing lcores: RSS on the UDP 4-tuple spreads ranks over queues.
+  const uint64_t rss = RTE_ETH_RSS_NONFRAG_IPV4_UDP & info.flow_type_rss_offloads;
+  if (setup.queues > 1 && rss != 0) {
+    // Lanes: RSS spreads what the flow rules (dpdk_dataplane.h) do not steer.
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-    conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_NONFRAG_IPV4_UDP & info.flow_type_rss_offloads;
+    conf.rx_adv_conf.rss_conf.rss_hf = rss;
   }
   const uint16_t mtu = info.max_mtu >= kJumboMtu ? kJumboMtu : std::max<uint16_t>(info.max_mtu, 1500);
   conf.rxmode.mtu = mtu;

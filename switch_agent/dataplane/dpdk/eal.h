@@ -6,9 +6,8 @@
 // the dataplane then reuses it). Errors are returned, never rte_exit'ed: the
 // daemon prints them and exits with its start-failure code.
 //
-// A port is set up with `queues` RX/TX queue pairs, one per lcore: each
-// lcore's DpdkDataplane (and Engine) owns one pair and its own mbuf pool,
-// share-nothing. Only one queue is used today (see dpdk_dataplane.h).
+// A port is set up with `queues` RX/TX queue pairs, one per lane: each
+// lane (lane.h) owns one pair and its own mbuf pool, share-nothing.
 // Frames are single-segment: the pool's mbufs are sized for jumbo frames
 // (kMaxFrameBytes), and the port MTU is raised to kJumboMtu when the device
 // allows it.

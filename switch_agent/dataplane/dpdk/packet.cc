@@ -1,6 +1,8 @@
 // See packet.h. Thread-safety: pure functions.
 #include "switch_agent/dataplane/dpdk/packet.h"
 
+#include <arpa/inet.h>
+
 #include <cstring>
 
 namespace tributary::agent::dpdk {
@@ -26,15 +28,40 @@ const char* FrameVerdictName(FrameVerdict v) {
   return i >= 0 && i < kNumFrameVerdicts ? kNames[i] : "?";
 }
 
+std::string FormatIpv4(uint32_t ip_be) {
+  char text[INET_ADDRSTRLEN] = "?";
+  in_addr a{};
+  a.s_addr = ip_be;
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return text;
+}
+
 uint16_t Ipv4HeaderChecksum(const uint8_t* header, size_t len) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < len; i += 2) sum += Load16(header + i);
+  // RFC 1071 in 32-bit words: the one's-complement sum does not depend on
+  // byte order, so sum the words as they lie in memory and swap once.
+  uint64_t sum = 0;
+  size_t i = 0;
+  for (; i + 4 <= len; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, header + i, 4);
+    sum += w;
+  }
+  if (i + 2 <= len) {
+    uint16_t w;
+    std::memcpy(&w, header + i, 2);
+    sum += w;
+  }
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
+  const auto folded = static_cast<uint16_t>(~sum);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return __builtin_bswap16(folded);
+#else
+  return folded;
+#endif
 }
 
 FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
-                        uint16_t our_port_be, UdpFrameInfo* info) {
+                        uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count) {
   if (len < kEthHeaderBytes) return FrameVerdict::kTooShort;
   const uint16_t ether_type = Load16(frame + 12);
   if (ether_type == kEtherTypeArp) {
@@ -60,7 +87,10 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
   if ((Load16(ip + 6) & 0x3fff) != 0) return FrameVerdict::kFragment;  // MF or offset
   if (ip[9] != kIpProtoUdp) return FrameVerdict::kNotUdp;
   const uint8_t* udp = ip + ihl;
-  if (std::memcmp(ip + 16, &our_ip_be, 4) != 0 || std::memcmp(udp + 2, &our_port_be, 2) != 0) {
+  // Unsigned wrap-around makes ports below ours large: one comparison.
+  const uint16_t lane = static_cast<uint16_t>(
+      Load16(udp + 2) - Load16(reinterpret_cast<const uint8_t*>(&our_port_be)));
+  if (std::memcmp(ip + 16, &our_ip_be, 4) != 0 || lane >= port_count) {
     return FrameVerdict::kNotForUs;
   }
   const size_t udp_len = Load16(udp + 4);
@@ -70,6 +100,7 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
   std::memcpy(&info->src_port_be, udp, 2);
   info->payload_offset = kEthHeaderBytes + ihl + kUdpHeaderBytes;
   info->payload_len = udp_len - kUdpHeaderBytes;
+  info->lane = lane;
   return FrameVerdict::kUdp;
 }
 

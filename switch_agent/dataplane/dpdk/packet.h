@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace tributary::agent::dpdk {
 
@@ -54,12 +55,14 @@ struct UdpFrameInfo {
   uint16_t src_port_be;
   size_t payload_offset;
   size_t payload_len;
+  uint16_t lane;  // destination port - our first port (0 with one port)
 };
 
 // Classifies `frame` (len bytes). `our_ip_be`/`our_port_be`: our address in
-// network byte order. On kUdp fills *info.
+// network byte order; datagrams to ports our_port .. our_port + port_count - 1
+// are ours (the dataplane's lanes), info->lane says which. On kUdp fills *info.
 FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
-                        uint16_t our_port_be, UdpFrameInfo* info);
+                        uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count = 1);
 
 // Writes Ethernet + IPv4 + UDP headers (kFrameOverhead bytes) at `out` for a
 // datagram of `payload_len` bytes. The IPv4 checksum is computed; the UDP
@@ -73,6 +76,9 @@ void BuildUdpHeaders(const MacAddress& src_mac, const MacAddress& dst_mac, uint3
 // in place: "our_ip is at our_mac", addressed to the requester. Returns the
 // reply's length (kArpFrameBytes).
 size_t MakeArpReply(uint8_t* frame, const MacAddress& our_mac, uint32_t our_ip_be);
+
+// "a.b.c.d" for an address in network byte order (logs).
+std::string FormatIpv4(uint32_t ip_be);
 
 // The standard Internet checksum of an IPv4 header (RFC 1071).
 uint16_t Ipv4HeaderChecksum(const uint8_t* header, size_t len);

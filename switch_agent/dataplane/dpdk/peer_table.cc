@@ -14,7 +14,9 @@ PeerTable::PeerTable(uint32_t max_peers) : max_peers_(max_peers) {
 
 bool PeerTable::Find(const PeerAddress& addr, uint64_t now_ns, engine::PeerToken* token) {
   const Key key = MakeKey(addr);
-  uint32_t& cached = cache_[KeyHash()(key) & (kCacheSize - 1)];
+  // The top bits of the multiplicative hash depend on every key bit (the low
+  // ones only on the low key bits, which ranks on one host share).
+  uint32_t& cached = cache_[KeyHash()(key) >> (64 - kCacheBits)];
   // A cached index is trusted only if its entry is in use and holds this key
   // (entries are removed and reused without touching the cache).
   if (cached != 0) {

@@ -76,7 +76,8 @@ class PeerTable {
                static_cast<uint64_t>(mac_hi) << 32 | mac_lo};
   }
 
-  static constexpr size_t kCacheSize = 256;  // power of two
+  static constexpr unsigned kCacheBits = 8;
+  static constexpr size_t kCacheSize = size_t{1} << kCacheBits;
 
   uint32_t max_peers_;
   std::array<uint32_t, kCacheSize> cache_{};  // entry index + 1; 0 = empty

@@ -23,13 +23,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "switch_agent/dataplane/reply_policy.h"
 #include "switch_agent/engine/engine.h"
 
 namespace tributary::agent {
 
 // Reply to the source of the current packet; never stored by the engine as
 // a child (an unknown source cannot be a registered child).
-inline constexpr engine::PeerToken kTransientPeer = ~engine::PeerToken{0};
 
 class PeerTable {
  public:

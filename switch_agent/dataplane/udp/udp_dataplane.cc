@@ -312,29 +312,16 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
 }
 
 void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
-  if (action.kind == engine::ActionKind::kNone) return;
-  alignas(64) uint8_t header[proto::kHeaderSize];
-  replies_.EncodeHeader(action, incoming_checksum, header);
-  ReplyPolicy::ForEachPeer(action, [&](engine::PeerToken peer) {
-    Append(header, action.payload, action.payload_len, peer);
-  });
+  replies_.Deliver(
+      action, incoming_checksum, current_source_,
+      [&](engine::PeerToken peer) { return peers_.Address(peer); }, &stats_,
+      [&](const uint8_t* header, const sockaddr_in& to) {
+        Append(header, action.payload, action.payload_len, to);
+      });
 }
 
 void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
-                          engine::PeerToken peer) {
-  if (peer == kTransientPeer && !replies_.AllowTransientReply(MonotonicNowNs())) {
-    ++stats_.transient_replies_limited;
-    return;
-  }
-  const sockaddr_in* to =
-      peer == kTransientPeer ? current_source_ : peers_.Address(peer);
-  if (to == nullptr) {
-    if (PowerOfTwo(++stats_.bad_peer_token)) {
-      TRIB_LOG(kError, kLog, "engine named unknown peer token %llu",
-               static_cast<unsigned long long>(peer));
-    }
-    return;
-  }
+                          const sockaddr_in& to) {
   if (tx_count_ == kTxCapacity) Flush();
   const size_t slot = tx_count_++;
   uint8_t* hdr = tx_headers_ + slot * proto::kHeaderSize;
@@ -345,7 +332,7 @@ void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t 
     std::memcpy(copy, payload, payload_len);
     payload = copy;
   }
-  tx_addr_[slot] = *to;
+  tx_addr_[slot] = to;
   iovec* iov = &tx_iov_[2 * slot];
   iov[0].iov_base = hdr;
   iov[0].iov_len = proto::kHeaderSize;

@@ -73,7 +73,7 @@ class UdpDataplane final : public Dataplane {
   void Queue(const engine::Action& action, bool incoming_checksum);
   // Appends one datagram; `header` is the encoded header to copy.
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
-              engine::PeerToken peer);
+              const sockaddr_in& to);
   void Flush();
   // Trees: applies pending provisioning, runs the engine's uplink timers.
   void ServiceProvisioning(uint64_t now_ns);

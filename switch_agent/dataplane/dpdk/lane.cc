@@ -1,0 +1,299 @@
+// One lane of the DPDK dataplane; the design is in lane.h.
+// Thread-safety: everything but ReadPublished runs on the lane's lcore.
+#include "switch_agent/dataplane/dpdk/lane.h"
+
+#include <arpa/inet.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tributary::agent::dpdk {
+namespace {
+
+constexpr const char* kLog = "dpdk";
+
+bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+}  // namespace
+
+DpdkLane::DpdkLane(const LaneSetup& setup, engine::Engine* engine)
+    : setup_(setup), engine_(engine), peers_(setup.max_peers) {
+  TRIB_CHECK(engine_ != nullptr && setup_.pool != nullptr && setup_.index < setup_.count);
+  our_port_be_ = htons(static_cast<uint16_t>(ntohs(setup_.first_port_be) + setup_.index));
+  rx_done_.resize(size_t{kRxBurst} * setup_.count);
+  steer_.resize(setup_.count);
+  to_lanes_.assign(setup_.count, nullptr);
+  from_lanes_.assign(setup_.count, nullptr);
+}
+
+void DpdkLane::ConnectLanes(std::vector<rte_ring*> to, std::vector<rte_ring*> from) {
+  TRIB_CHECK(to.size() == setup_.count && from.size() == setup_.count);
+  to_lanes_ = std::move(to);
+  from_lanes_ = std::move(from);
+  for (auto& s : steer_) s.reserve(kRxBurst);
+}
+
+void DpdkLane::Loop(const std::atomic<bool>& stop, const TickFn& tick) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    const uint64_t now = MonotonicNowNs();
+    if (PollOnce(now) > 0) {
+      idle_polls_ = 0;
+    } else if (++idle_polls_ >= kIdleSpins) {
+      ++dpdk_stats_.idle_sleeps;
+      rte_delay_us_sleep(kIdleSleepUs);
+    }
+    if (now >= next_housekeeping_ns_) Housekeeping(now, tick);
+  }
+  Flush();
+  if (setup_.count > 1) Publish();
+}
+
+void DpdkLane::Housekeeping(uint64_t now_ns, const TickFn& tick) {
+  next_housekeeping_ns_ = now_ns + kHousekeepingNs;
+  Flush();
+  engine_->Reap(now_ns);
+  // Every 10 s, forget peers that no live job references and that have been
+  // silent for a minute.
+  if (now_ns >= next_sweep_ns_) {
+    next_sweep_ns_ = now_ns + 10ull * 1000000000;
+    std::unordered_set<engine::PeerToken> referenced;
+    engine_->CollectPeers(&referenced);
+    peers_.Sweep(referenced, now_ns, 60ull * 1000000000);
+    stats_.peers = peers_.size();
+  }
+  if (setup_.count > 1 && now_ns >= next_publish_ns_) {
+    next_publish_ns_ = now_ns + kPublishNs;
+    Publish();
+  }
+  if (tick) tick(now_ns);
+}
+
+void DpdkLane::Publish() {
+  Published p{stats_, dpdk_stats_, engine_->Snapshot(3)};
+  std::lock_guard<std::mutex> lock(published_mu_);
+  published_ = std::move(p);
+}
+
+DpdkLane::Published DpdkLane::ReadPublished() const {
+  std::lock_guard<std::mutex> lock(published_mu_);
+  return published_;
+}
+
+uint16_t DpdkLane::PollOnce(uint64_t now_ns) {
+  uint16_t handled = rte_eth_rx_burst(setup_.port_id, setup_.index, rx_.data(), kRxBurst);
+  if (handled > 0) {
+    ++stats_.rx_batches;
+    for (uint16_t i = 0; i < handled; ++i) {
+      if (i + 1 < handled) rte_prefetch0(rte_pktmbuf_mtod(rx_[i + 1], void*));
+      ProcessFrame(rx_[i], now_ns, false);
+    }
+  }
+  for (rte_ring* ring : from_lanes_) {
+    if (ring == nullptr) continue;
+    const unsigned n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(rx_.data()),
+                                                 kRxBurst, nullptr);
+    for (unsigned i = 0; i < n; ++i) ProcessFrame(rx_[i], now_ns, true);
+    dpdk_stats_.steered_in += n;
+    handled = static_cast<uint16_t>(handled + n);
+  }
+  if (handled == 0) return 0;
+  FlushSteered();
+  // Payloads were copied into TX frames: the received frames go back to
+  // their pools in one bulk put (cheaper than one free per frame).
+  if (rx_done_count_ > 0) {
+    rte_pktmbuf_free_bulk(rx_done_.data(), rx_done_count_);
+    rx_done_count_ = 0;
+  }
+  Flush();
+  return handled;
+}
+
+void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
+  // A steered frame was counted by the lane that received it.
+  if (!steered_in) {
+    ++stats_.rx_packets;
+    stats_.rx_bytes += m->pkt_len;
+  }
+  if (m->nb_segs != 1) {
+    ++dpdk_stats_.rx_multi_segment;
+    ++stats_.rx_truncated;
+    Done(m);
+    return;
+  }
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  UdpFrameInfo info;
+  const FrameVerdict verdict = ParseFrame(frame, m->data_len, setup_.ip_be, setup_.first_port_be,
+                                          &info, setup_.count);
+  if (!steered_in) ++dpdk_stats_.frames[static_cast<int>(verdict)];
+  if (verdict == FrameVerdict::kUdp && info.lane != setup_.index) {
+    Steer(m, info.lane);
+    return;
+  }
+  if (verdict == FrameVerdict::kArpRequest) {
+    const size_t len = MakeArpReply(frame, setup_.mac, setup_.ip_be);
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = static_cast<uint32_t>(len);
+    ++dpdk_stats_.arp_replies;
+    QueueFrame(m);  // the request's mbuf becomes the reply
+    return;
+  }
+  if (verdict != FrameVerdict::kUdp) {
+    Done(m);
+    return;
+  }
+  proto::PacketView view;
+  const proto::DecodeError err = proto::Decode(frame + info.payload_offset, info.payload_len, &view);
+  if (err != proto::DecodeError::kOk) {
+    ++stats_.decode_errors[static_cast<int>(err)];
+    Done(m);
+    return;
+  }
+  current_source_.mac = info.src_mac;
+  current_source_.ip_be = info.src_ip_be;
+  current_source_.port_be = info.src_port_be;
+  engine::PeerToken token;
+  bool inserted = false;
+  if (!peers_.Find(current_source_, now_ns, &token)) {
+    if (view.header.type == proto::MsgType::kJoin) {
+      if (!peers_.Insert(current_source_, now_ns, &token)) {
+        if (PowerOfTwo(++stats_.peer_table_full)) {
+          TRIB_LOG(kWarn, kLog, "lane %u: peer table full (%u peers): refusing %s (raise max_peers)",
+                   setup_.index, peers_.capacity(), FormatIpv4(info.src_ip_be).c_str());
+        }
+        Done(m);
+        return;
+      }
+      inserted = true;
+    } else {
+      token = kTransientPeer;
+    }
+  }
+  const uint64_t joins_before = engine_->counters().joins;
+  const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
+  replies_.NoteIncoming(view.header);
+  engine::Action action = engine_->OnPacket(view, token, now_ns);
+  if (action.kind == engine::ActionKind::kFlushAndRetry) {
+    Flush();
+    engine_->EndBurst();
+    action = engine_->OnPacket(view, token, now_ns);
+  }
+  Queue(action, checksum);  // copies the payload: the RX mbuf may go now
+  Done(m);
+  if (inserted && engine_->counters().joins == joins_before) peers_.Remove(token);
+  stats_.peers = peers_.size();
+}
+
+void DpdkLane::Steer(rte_mbuf* m, uint16_t lane) {
+  std::vector<rte_mbuf*>& out = steer_[lane];
+  if (to_lanes_[lane] == nullptr || out.size() == kRxBurst) {  // cannot happen: one burst max
+    ++dpdk_stats_.steer_drops;
+    Done(m);
+    return;
+  }
+  out.push_back(m);
+}
+
+void DpdkLane::FlushSteered() {
+  for (size_t lane = 0; lane < steer_.size(); ++lane) {
+    std::vector<rte_mbuf*>& out = steer_[lane];
+    if (out.empty()) continue;
+    const unsigned n = rte_ring_sp_enqueue_burst(to_lanes_[lane], reinterpret_cast<void**>(out.data()),
+                                                 static_cast<unsigned>(out.size()), nullptr);
+    dpdk_stats_.steered_out += n;
+    if (n < out.size()) {
+      // The owning lane is behind by a whole ring: drop, as a full NIC queue
+      // would. Ranks retransmit.
+      const size_t dropped = out.size() - n;
+      rte_pktmbuf_free_bulk(out.data() + n, static_cast<unsigned>(dropped));
+      const uint64_t before = dpdk_stats_.steer_drops;
+      dpdk_stats_.steer_drops += dropped;
+      if (std::bit_width(before) != std::bit_width(dpdk_stats_.steer_drops)) {  // 1, 2, 4, ...
+        TRIB_LOG(kWarn, kLog, "lane %u: lane %zu's steering ring is full: %zu frames dropped",
+                 setup_.index, lane, dropped);
+      }
+    }
+    out.clear();
+  }
+}
+
+void DpdkLane::Queue(const engine::Action& action, bool incoming_checksum) {
+  replies_.Deliver(
+      action, incoming_checksum, &current_source_,
+      [&](engine::PeerToken peer) { return peers_.Address(peer); }, &stats_,
+      [&](const uint8_t* header, const PeerAddress& to) {
+        Append(header, action.payload, action.payload_len, to);
+      });
+}
+
+void DpdkLane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
+                      const PeerAddress& to) {
+  const size_t udp_payload = proto::kHeaderSize + payload_len;
+  if (udp_payload > setup_.max_payload) {
+    if (PowerOfTwo(++dpdk_stats_.tx_too_big)) {
+      TRIB_LOG(kWarn, kLog, "answer of %zu bytes exceeds the MTU (%zu): dropped; ranks must use "
+               "payload_bytes <= %zu", udp_payload, setup_.max_payload,
+               setup_.max_payload - proto::kHeaderSize);
+    }
+    ++stats_.tx_errors;
+    return;
+  }
+  rte_mbuf* m = rte_pktmbuf_alloc(setup_.pool);
+  if (m == nullptr) {
+    ++dpdk_stats_.tx_no_mbuf;
+    ++stats_.tx_drops;
+    return;
+  }
+  const size_t frame_len = kFrameOverhead + udp_payload;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  BuildUdpHeaders(setup_.mac, to.mac, setup_.ip_be, to.ip_be, our_port_be_, to.port_be,
+                  ip_id_++, udp_payload, frame);
+  std::memcpy(frame + kFrameOverhead, header, proto::kHeaderSize);
+  if (payload_len > 0) std::memcpy(frame + kFrameOverhead + proto::kHeaderSize, payload, payload_len);
+  m->data_len = static_cast<uint16_t>(frame_len);
+  m->pkt_len = static_cast<uint32_t>(frame_len);
+  QueueFrame(m);
+}
+
+void DpdkLane::QueueFrame(rte_mbuf* m) {
+  if (tx_count_ == kTxCapacity) Flush();
+  tx_[tx_count_++] = m;
+  // Full bursts go to the NIC at once; the rest at the end of the RX burst.
+  if (tx_count_ >= kTxFlushThreshold) Flush();
+}
+
+void DpdkLane::Flush() {
+  if (tx_count_ == 0) return;
+  size_t sent = 0;
+  int retries = 0;
+  while (sent < tx_count_) {
+    const uint16_t n = rte_eth_tx_burst(setup_.port_id, setup_.index, tx_.data() + sent,
+                                        static_cast<uint16_t>(std::min<size_t>(tx_count_ - sent, 0xffff)));
+    for (size_t i = sent; i < sent + n; ++i) stats_.tx_bytes += tx_[i]->pkt_len;
+    sent += n;
+    if (n == 0 && ++retries > kMaxTxRetries) break;
+  }
+  stats_.tx_packets += sent;
+  if (sent < tx_count_) {
+    const uint64_t dropped = tx_count_ - sent;
+    rte_pktmbuf_free_bulk(tx_.data() + sent, static_cast<unsigned>(dropped));
+    stats_.tx_drops += dropped;
+    if (PowerOfTwo(stats_.tx_drops)) {
+      TRIB_LOG(kWarn, kLog, "lane %u: TX queue full: dropped %llu frames (peers will retransmit)",
+               setup_.index, static_cast<unsigned long long>(dropped));
+    }
+    stats_.tx_retries += retries;
+  }
+  ++stats_.tx_batches;
+  tx_count_ = 0;
+  engine_->EndBurst();  // nothing queued references engine memory any more
+}
+
+}  // namespace tributary::agent::dpdk

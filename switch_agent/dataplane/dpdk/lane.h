@@ -1,0 +1,163 @@
+// One lane of the DPDK dataplane: one lcore, one RX/TX queue pair, one mbuf
+// pool, one peer table and one aggregation Engine, sharing nothing with the
+// other lanes (the design is in dpdk_dataplane.h).
+//
+// The lane polls its RX queue in bursts of kRxBurst frames. Each frame is
+// classified (packet.h): ARP requests for our address are answered in place;
+// IPv4/UDP datagrams for one of the dataplane's ports are either ours (the
+// destination port is this lane's) or another lane's, which gets the mbuf
+// through a single-producer/single-consumer ring (software steering, used
+// when the NIC could not steer by UDP port itself); everything else is
+// dropped and counted by FrameVerdict. Our datagrams are decoded
+// (proto::Decode) and handed to the Engine. Answers are built as whole
+// frames addressed to the peer's MAC/IP/port as learned from its packets:
+// no neighbour table, no ARP requests of our own.
+//
+// Transmit: every answer is a freshly allocated mbuf into which the payload
+// is COPIED, one per destination (a result fanned out to N children is N
+// copies). The TX batch is flushed when it holds kTxFlushThreshold frames
+// and at the end of every RX burst, then Engine::EndBurst() is called; the
+// engine's kFlushAndRetry is honoured (flush, EndBurst, retry). Engine::Reap,
+// the peer sweep and the tick callback run every kHousekeepingNs. When the
+// queue stays empty for kIdleSpins polls the loop sleeps kIdleSleepUs per
+// poll, so an idle daemon does not burn a core (the cost: up to that much
+// extra latency for the first packet after a pause).
+//
+// Counters are plain fields written by the lane's lcore only. With more than
+// one lane, the lane copies them (and an Engine snapshot) into its published
+// copy every kPublishNs and when its loop ends, under a mutex that only that
+// copy and its reader take: never on the packet path.
+//
+// Thread-safety: everything but Published() belongs to the lane's lcore.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/reply_policy.h"
+#include "switch_agent/dataplane/dpdk/packet.h"
+#include "switch_agent/dataplane/dpdk/peer_table.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+struct rte_ring;
+
+namespace tributary::agent::dpdk {
+
+// Counters beyond DataplaneStats. Written only by the lane's lcore. Every
+// field is a uint64_t (lanes' counters are added up with base::AddCounters).
+struct DpdkStats {
+  uint64_t frames[kNumFrameVerdicts] = {};  // by FrameVerdict
+  uint64_t arp_replies = 0;
+  uint64_t rx_multi_segment = 0;  // frames larger than one mbuf (dropped)
+  uint64_t tx_no_mbuf = 0;        // answers dropped: pool empty
+  uint64_t tx_too_big = 0;        // answers dropped: frame larger than kMaxFrameBytes / MTU
+  uint64_t idle_sleeps = 0;
+  uint64_t steered_out = 0;       // frames handed to the lane that owns their port
+  uint64_t steered_in = 0;        // frames other lanes handed to this one
+  uint64_t steer_drops = 0;       // frames dropped: the owning lane's ring was full
+};
+
+// Where a lane sits: its queue, pool and addresses. Set up by DpdkDataplane.
+struct LaneSetup {
+  uint16_t index = 0;        // lane k serves UDP port first_port + k
+  uint16_t count = 1;        // lanes of the dataplane
+  uint16_t port_id = 0;      // DPDK port
+  rte_mempool* pool = nullptr;
+  MacAddress mac{};
+  uint32_t ip_be = 0;
+  uint16_t first_port_be = 0;
+  size_t max_payload = 0;    // largest UDP payload that fits the MTU and an mbuf
+  uint32_t max_peers = 65536;
+};
+
+class DpdkLane {
+ public:
+  static constexpr uint16_t kRxBurst = 32;
+  static constexpr size_t kTxCapacity = 512;
+  static constexpr size_t kTxFlushThreshold = 32;
+  static constexpr int kMaxTxRetries = 64;
+  static constexpr uint64_t kHousekeepingNs = 1000000;  // 1 ms
+  static constexpr uint64_t kPublishNs = 100000000;     // 100 ms
+  static constexpr uint32_t kIdleSpins = 1024;
+  static constexpr unsigned kIdleSleepUs = 20;
+
+  DpdkLane(const LaneSetup& setup, engine::Engine* engine);
+  DpdkLane(const DpdkLane&) = delete;
+  DpdkLane& operator=(const DpdkLane&) = delete;
+
+  // Software steering: to[k] carries frames for lane k, from[k] frames lane k
+  // received for us (both nullptr at our own index). Call before Loop.
+  void ConnectLanes(std::vector<rte_ring*> to, std::vector<rte_ring*> from);
+
+  // Serves until `stop`; calls `tick` (may be empty) every kHousekeepingNs.
+  void Loop(const std::atomic<bool>& stop, const TickFn& tick);
+  // One poll: the RX queue, then the frames other lanes steered to us;
+  // process, flush. Returns frames handled. Benchmarks call it directly.
+  uint16_t PollOnce(uint64_t now_ns);
+  void Housekeeping(uint64_t now_ns, const TickFn& tick);
+  // Hands every queued answer to the NIC (and calls Engine::EndBurst).
+  void Flush();
+
+  const DataplaneStats& stats() const { return stats_; }
+  const DpdkStats& dpdk_stats() const { return dpdk_stats_; }
+  engine::Engine* engine() const { return engine_; }
+  uint16_t index() const { return setup_.index; }
+
+  // The counters as of the last publication (lanes > 1). Any thread.
+  struct Published {
+    DataplaneStats stats;
+    DpdkStats dpdk;
+    engine::EngineSnapshot engine;
+  };
+  Published ReadPublished() const;
+  void Publish();
+
+ private:
+  void ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in);
+  void Steer(rte_mbuf* m, uint16_t lane);
+  void FlushSteered();
+  void Queue(const engine::Action& action, bool incoming_checksum);
+  void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
+              const PeerAddress& to);
+  void QueueFrame(rte_mbuf* m);
+  void Done(rte_mbuf* m) { rx_done_[rx_done_count_++] = m; }
+
+  LaneSetup setup_;
+  uint16_t our_port_be_ = 0;
+  engine::Engine* engine_;  // not owned
+  uint16_t ip_id_ = 0;
+
+  PeerTable peers_;
+  PeerAddress current_source_{};
+  uint64_t next_sweep_ns_ = 0;
+  uint64_t next_housekeeping_ns_ = 0;
+  uint64_t next_publish_ns_ = 0;
+  uint32_t idle_polls_ = 0;
+
+  std::array<rte_mbuf*, kRxBurst> rx_{};
+  // Received frames to free after the burst: our own burst plus, per lane
+  // that steered frames to us, one more burst.
+  std::vector<rte_mbuf*> rx_done_;
+  unsigned rx_done_count_ = 0;
+  std::array<rte_mbuf*, kTxCapacity> tx_{};
+  size_t tx_count_ = 0;
+
+  std::vector<rte_ring*> to_lanes_, from_lanes_;
+  std::vector<std::vector<rte_mbuf*>> steer_;  // per destination lane, this burst
+
+  ReplyPolicy replies_;  // checksum rules, answers to unknown sources
+  DataplaneStats stats_;
+  DpdkStats dpdk_stats_;
+
+  mutable std::mutex published_mu_;
+  Published published_;
+};
+
+}  // namespace tributary::agent::dpdk

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
 #include "proto/wire.h"
 
@@ -292,7 +293,14 @@ Options Options::Resolved() const {
     sockaddr_in addr{};
     bool loopback = host::ResolveIpv4(o.aggregator, &addr).ok() &&
                     (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
-    o.payload_bytes = loopback ? proto::kMaxPayloadBytes : 8192;
+    // verbs carries one packet per UD message, at most one path MTU: the
+    // largest RoCE MTU (4096) less the header. "auto" decides the same way
+    // CreateTransport will.
+    const bool verbs =
+        o.transport == "verbs" ||
+        (o.transport == "auto" &&
+         host::ChooseAutoTransport(host::ProbeTransports()).name == "verbs");
+    o.payload_bytes = verbs ? kVerbsAutoPayloadBytes : loopback ? proto::kMaxPayloadBytes : 8192;
   }
   if (o.window == 0) {
     o.window = std::clamp<uint32_t>((2u << 20) / o.payload_bytes, 16, 128);

@@ -18,6 +18,9 @@
 #ifdef TRIBUTARY_HAVE_DPDK
 #include "switch_agent/dataplane/dpdk/dpdk_dataplane.h"
 #endif
+#ifdef TRIBUTARY_HAVE_VERBS
+#include "switch_agent/dataplane/verbs/verbs_dataplane.h"
+#endif
 
 namespace tributary::agent {
 
@@ -50,6 +53,12 @@ std::unique_ptr<Dataplane> CreateDpdk(const DataplaneOptions& options, engine::E
 }
 #endif
 
+#ifdef TRIBUTARY_HAVE_VERBS
+std::unique_ptr<Dataplane> CreateVerbs(const DataplaneOptions& options, engine::Engine* engine) {
+  return std::make_unique<verbs::VerbsDataplane>(options, engine);
+}
+#endif
+
 #ifdef TRIBUTARY_HAVE_OFI
 std::unique_ptr<Dataplane> CreateOfi(const DataplaneOptions& options, engine::Engine* engine) {
   return std::make_unique<OfiDataplane>(options, engine);
@@ -74,8 +83,13 @@ const std::vector<BackendInfo>& AllBackends() {
 #else
       {"ofi", "libfabric (RDM endpoints)", false, "rebuild with -DTRIBUTARY_WITH_OFI=ON", nullptr},
 #endif
-      {"verbs", "RDMA verbs (UD/RC queue pairs)", false, "rebuild with -DTRIBUTARY_WITH_VERBS=ON",
-       nullptr},
+#ifdef TRIBUTARY_HAVE_VERBS
+      {"verbs", "RDMA verbs, RoCEv2 UD queue pair (ranks use the printed HOST:PORT/QPN)", true, "",
+       &CreateVerbs},
+#else
+      {"verbs", "RDMA verbs (RoCEv2 UD)", false,
+       "install libibverbs-dev and rebuild with -DTRIBUTARY_WITH_VERBS=ON", nullptr},
+#endif
   };
   return kBackends;
 }

@@ -358,7 +358,7 @@ TEST_F(TributarydTest, BadInvocationsFailWithMessage) {
       {{"--batch-size", "0"}, "batch_size"},
       {{"--log-level", "loud"}, "log_level"},
       {{"--listen-address", "localhost.invalid"}, "listen_address"},
-      {{"--dataplane", "verbs"}, "available: udp"},  // no verbs dataplane yet
+      {{"--dataplane", "carrier-pigeon"}, "available: udp"},
       {{"--config", "/nonexistent/tributaryd.yaml"}, "/nonexistent/tributaryd.yaml"},
   };
   for (const BadInvocation& c : cases) {

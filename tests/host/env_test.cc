@@ -152,6 +152,14 @@ TEST(OptionsTest, AutoPayloadAndWindowResolve) {
   r = o.Resolved();
   EXPECT_EQ(r.payload_bytes, 8192u);
   EXPECT_EQ(r.window, 128u);
+  // verbs: one UD message per packet, so the auto payload fits a 4096 MTU.
+  o.transport = "verbs";
+  o.aggregator = "198.18.0.1:17820/77";
+  r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, Options::kVerbsAutoPayloadBytes);
+  EXPECT_LE(r.payload_bytes + 64, 4096u);
+  o.transport = "udp";
+  o.aggregator = "198.18.0.1:17820";
   o.payload_bytes = 1024;
   o.window = 7;
   r = o.Resolved();

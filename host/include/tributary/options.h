@@ -53,10 +53,14 @@ struct Options {
   std::string ofi_provider = "auto";
 
   // Payload bytes per packet, a multiple of 64 in [64, 65024], or 0 = auto:
-  // 65024 when the aggregator is on loopback (the kernel copies dominate:
-  // fewer, larger packets win), else 8192, which fits jumbo frames (MTU
-  // 9000). Larger means fewer packets (less CPU per byte); it must fit the
-  // path MTU. Every rank of a job must end up with the same value.
+  // with the verbs transport kVerbsAutoPayloadBytes (one UD message in a
+  // 4096-byte RoCE path MTU; with a smaller MTU set it explicitly, the error
+  // names the largest that fits); else 65024 when the aggregator is on
+  // loopback (the kernel copies dominate: fewer, larger packets win), else
+  // 8192, which fits jumbo frames (MTU 9000). Larger means fewer packets
+  // (less CPU per byte); it must fit the path MTU. Every rank of a job must
+  // end up with the same value.
+  static constexpr uint32_t kVerbsAutoPayloadBytes = 4032;
   uint32_t payload_bytes = 0;
 
   // Window: slots (fragments in flight) per rank, also the job's slot pool

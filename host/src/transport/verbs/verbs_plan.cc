@@ -22,28 +22,12 @@ uint32_t RoundUpPow2(uint32_t n) {
 
 size_t RoundUp64(size_t n) { return (n + 63) & ~size_t{63}; }
 
-bool IsIpv4Mapped(const std::array<uint8_t, 16>& gid) {
-  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return memcmp(gid.data(), kPrefix, sizeof(kPrefix)) == 0;
-}
-
 Status Bad(const std::string& text, const std::string& why) {
   return Status(StatusCode::kInvalidArgument, "aggregator '" + text + "' for transport verbs: " +
                                                   why);
 }
 
 }  // namespace
-
-uint32_t MtuBytes(int ibv_mtu_enum) {
-  switch (ibv_mtu_enum) {
-    case IBV_MTU_256: return 256;
-    case IBV_MTU_512: return 512;
-    case IBV_MTU_1024: return 1024;
-    case IBV_MTU_2048: return 2048;
-    case IBV_MTU_4096: return 4096;
-    default: return 0;
-  }
-}
 
 uint32_t MaxUdPayload(uint32_t mtu_bytes) {
   if (mtu_bytes <= kMaxHeaderBytes) return 0;
@@ -170,7 +154,7 @@ Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* ou
       return Bad(text, "'" + a.host + "' is not an IPv6 GID");
     }
     memcpy(a.gid.data(), &v6, 16);
-    a.ipv4 = IsIpv4Mapped(a.gid);
+    a.ipv4 = roce::IsIpv4Mapped(a.gid);
   } else {
     const size_t colon = rest.rfind(':');
     if (colon == std::string::npos || colon == 0) return Bad(text, "expected HOST:PORT[/QPN]");
@@ -201,24 +185,6 @@ Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* ou
   a.port = static_cast<uint16_t>(p);
   *out = a;
   return Status::Ok();
-}
-
-std::string GidToString(const std::array<uint8_t, 16>& gid) {
-  char buf[INET6_ADDRSTRLEN];
-  inet_ntop(AF_INET6, gid.data(), buf, sizeof(buf));
-  return buf;
-}
-
-int PickGidIndex(const std::vector<GidEntry>& table, bool ipv4) {
-  int best = -1;
-  for (const GidEntry& e : table) {
-    if (!e.roce_v2) continue;
-    bool zero = true;
-    for (uint8_t b : e.gid) zero = zero && b == 0;
-    if (zero || IsIpv4Mapped(e.gid) != ipv4) continue;
-    if (best < 0 || e.index < static_cast<uint32_t>(best)) best = static_cast<int>(e.index);
-  }
-  return best;
 }
 
 }  // namespace tributary::host::verbs

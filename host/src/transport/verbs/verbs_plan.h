@@ -23,13 +23,18 @@
 #include <string>
 #include <vector>
 
+#include "common/verbs/roce.h"
 #include "host/src/transport/transport.h"
 
 namespace tributary::host::verbs {
 
-// Bytes the HCA writes in front of every UD receive (the Global Routing
-// Header, present for RoCE); the receive buffer must reserve them.
-inline constexpr size_t kGrhBytes = 40;
+// Shared with tributaryd's verbs dataplane (common/verbs/roce.h).
+using roce::GidEntry;
+using roce::GidToString;
+using roce::kGrhBytes;
+using roce::kTributaryQkey;
+using roce::MtuBytes;
+using roce::PickGidIndex;
 // Largest Tributary header the host sends: v1 header + the 16-byte zero-copy
 // extension (FORMAT.md §12.3) that RDMA transports may add.
 inline constexpr size_t kMaxHeaderBytes = 64 + 16;
@@ -39,11 +44,6 @@ inline constexpr uint32_t kControlSlack = 16;
 // A send completion is requested every kSignalEvery sends (selective
 // signaling), so the CQ holds at most sq_depth / kSignalEvery send entries.
 inline constexpr uint32_t kSignalEvery = 16;
-// Q_Key of Tributary UD queue pairs: "TRIB", as the wire magic.
-inline constexpr uint32_t kTributaryQkey = 0x54524942;
-
-// ibv_mtu enum -> bytes; 0 for an unknown value.
-uint32_t MtuBytes(int ibv_mtu_enum);
 // Largest payload_bytes (a multiple of 64) that fits one UD message of
 // mtu_bytes after a kMaxHeaderBytes header; 0 when none does.
 uint32_t MaxUdPayload(uint32_t mtu_bytes);
@@ -99,8 +99,9 @@ Status Packetize(const TxPacket& packet, uint8_t* slot, uint32_t slot_lkey, uint
 //   "name:PORT[/QPN]"             resolved to IPv4 (only when resolve is true)
 // PORT is the aggregator's UDP control port (its JOIN address); RoCEv2 data
 // itself always travels to UDP port 4791. QPN is the aggregator's UD queue
-// pair number (decimal or 0x hex); 0 means "not given" (learned from the
-// aggregator by a rendezvous the daemon side does not implement yet).
+// pair number (decimal or 0x hex); tributaryd's verbs dataplane prints the
+// whole string at start ("tributaryd listening on a.b.c.d:PORT/QPN"). 0
+// means "not given", which Open refuses.
 struct VerbsAddress {
   std::string host;
   uint16_t port = 0;
@@ -110,17 +111,5 @@ struct VerbsAddress {
   uint32_t qkey = kTributaryQkey;
 };
 Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* out);
-std::string GidToString(const std::array<uint8_t, 16>& gid);
-
-// One row of a port's GID table, as ibv_query_gid_ex reports it.
-struct GidEntry {
-  uint32_t index = 0;
-  std::array<uint8_t, 16> gid{};
-  bool roce_v2 = false;
-};
-// The GID index to send from: a RoCEv2 entry of the aggregator's address
-// family (IPv4-mapped for an IPv4 aggregator), the lowest such index; -1
-// when there is none (the message then says RoCEv2 is not configured).
-int PickGidIndex(const std::vector<GidEntry>& table, bool ipv4);
 
 }  // namespace tributary::host::verbs

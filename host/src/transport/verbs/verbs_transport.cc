@@ -26,20 +26,7 @@ Status Errno(StatusCode code, const std::string& what) {
 
 }  // namespace
 
-int VerbsTransport::CountDevices(std::string* names) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return 0;  // ENOSYS: no RDMA support in the kernel
-  if (names != nullptr) {
-    names->clear();
-    for (int i = 0; i < n; ++i) {
-      if (!names->empty()) *names += ", ";
-      *names += ibv_get_device_name(list[i]);
-    }
-  }
-  ibv_free_device_list(list);
-  return n;
-}
+int VerbsTransport::CountDevices(std::string* names) { return roce::CountDevices(names); }
 
 Result<std::unique_ptr<Transport>> VerbsTransport::Create(const Options& options) {
   // The device check comes first: it is the common failure, and it must be
@@ -59,50 +46,16 @@ Result<std::unique_ptr<Transport>> VerbsTransport::Create(const Options& options
 }
 
 Status VerbsTransport::OpenDevice(const verbs::VerbsAddress& agg) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  std::string tried;
-  for (int d = 0; d < n && ctx_ == nullptr; ++d) {
-    ibv_context* ctx = ibv_open_device(list[d]);
-    if (ctx == nullptr) continue;
-    ibv_device_attr dev{};
-    if (ibv_query_device(ctx, &dev) == 0) {
-      for (uint8_t p = 1; p <= dev.phys_port_cnt && ctx_ == nullptr; ++p) {
-        ibv_port_attr pa{};
-        if (ibv_query_port(ctx, p, &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
-            pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
-          continue;
-        }
-        std::vector<verbs::GidEntry> table;
-        for (int i = 0; i < pa.gid_tbl_len; ++i) {
-          ibv_gid_entry e{};
-          if (ibv_query_gid_ex(ctx, p, i, &e, 0) != 0) continue;
-          verbs::GidEntry g;
-          g.index = e.gid_index;
-          memcpy(g.gid.data(), e.gid.raw, 16);
-          g.roce_v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
-          table.push_back(g);
-        }
-        const int gid = verbs::PickGidIndex(table, agg.ipv4);
-        if (gid < 0) continue;
-        ctx_ = ctx;
-        port_num_ = p;
-        gid_index_ = gid;
-        mtu_ = verbs::MtuBytes(pa.active_mtu);
-        device_ = ibv_get_device_name(list[d]);
-      }
-    }
-    if (!tried.empty()) tried += ", ";
-    tried += ibv_get_device_name(list[d]);
-    if (ctx_ == nullptr) ibv_close_device(ctx);
+  roce::RocePort port;
+  std::string error;
+  if (!roce::OpenRocePort(agg.ipv4, nullptr, &port, &error)) {
+    return Status(StatusCode::kUnavailable, "verbs: " + error + ": use transport udp or ofi");
   }
-  ibv_free_device_list(list);
-  if (ctx_ == nullptr) {
-    return Status(StatusCode::kUnavailable,
-                  "verbs: no active RoCE port with a RoCEv2 " +
-                      std::string(agg.ipv4 ? "IPv4" : "IPv6") + " GID on devices " + tried +
-                      ": use transport udp or ofi");
-  }
+  ctx_ = port.ctx;
+  port_num_ = port.port_num;
+  gid_index_ = port.gid_index;
+  mtu_ = port.mtu;
+  device_ = port.device;
   return Status::Ok();
 }
 
@@ -111,10 +64,10 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   Status s = OpenDevice(agg);
   if (!s.ok()) return s;
   if (agg.qpn == 0) {
-    return Status(StatusCode::kUnimplemented,
+    return Status(StatusCode::kInvalidArgument,
                   "verbs: aggregator '" + options.aggregator +
-                      "' names no QPN (HOST:PORT/QPN); tributaryd has no verbs dataplane to "
-                      "hand one out yet");
+                      "' names no QPN: give HOST:PORT/QPN as `tributaryd --dataplane verbs` "
+                      "prints it at start");
   }
   ibv_device_attr dev{};
   if (ibv_query_device(ctx_, &dev) != 0) return Errno(StatusCode::kUnavailable, "ibv_query_device");
@@ -178,30 +131,14 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
 }
 
 Status VerbsTransport::ConnectQp() {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = port_num_;
-  a.qkey = agg_.qkey;
-  if (ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
-    return Errno(StatusCode::kUnavailable, "QP -> INIT");
+  std::string error;
+  if (!roce::ConnectUdQp(qp_, port_num_, agg_.qkey, &error)) {
+    return Status(StatusCode::kUnavailable, "verbs: " + error);
   }
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  if (ibv_modify_qp(qp_, &a, IBV_QP_STATE)) return Errno(StatusCode::kUnavailable, "QP -> RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 0;
-  if (ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) {
-    return Errno(StatusCode::kUnavailable, "QP -> RTS");
-  }
-  ibv_ah_attr ah{};
-  ah.is_global = 1;
-  ah.port_num = port_num_;
-  memcpy(ah.grh.dgid.raw, agg_.gid.data(), 16);
-  ah.grh.sgid_index = static_cast<uint8_t>(gid_index_);
-  ah.grh.hop_limit = 64;
-  if ((ah_ = ibv_create_ah(pd_, &ah)) == nullptr) {
+  roce::RocePort port;
+  port.port_num = port_num_;
+  port.gid_index = gid_index_;
+  if ((ah_ = roce::CreateAh(pd_, port, agg_.gid)) == nullptr) {
     return Errno(StatusCode::kUnavailable,
                  "ibv_create_ah to " + verbs::GidToString(agg_.gid) + " (no route?)");
   }

@@ -21,6 +21,22 @@ uint64_t NowMs() {
 
 Status InvalidArg(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
 
+// Lane k's aggregator: HOST:PORT with PORT + k.
+Result<std::string> LaneAddress(const std::string& aggregator, uint32_t k) {
+  const size_t colon = aggregator.rfind(':');
+  const std::string digits = colon == std::string::npos ? "" : aggregator.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArg("lanes need the aggregator as HOST:PORT (got '" + aggregator + "')");
+  }
+  const unsigned long port = std::stoul(digits) + k;
+  if (port > 65535) {
+    return InvalidArg("lane " + std::to_string(k) + " of aggregator " + aggregator +
+                      " would be port " + std::to_string(port));
+  }
+  return aggregator.substr(0, colon + 1) + std::to_string(port);
+}
+
 bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
 bool ValidOp(ReduceOp op) {
   return op == ReduceOp::kSum || op == ReduceOp::kProd || op == ReduceOp::kMin ||
@@ -43,24 +59,45 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
   CommConfig resolved = config;
   resolved.options = config.options.Resolved();
   std::unique_ptr<CommImpl> impl(new CommImpl(resolved));
-  auto transport = host::CreateTransport(resolved.options);
-  if (!transport.ok()) return transport.status();
-  uint32_t epoch = 0;
-  s = impl->Join(transport.value().get(), &epoch);
-  if (!s.ok()) return s;
-  impl->identity_ = {config.job_id, config.job_key, epoch, config.rank};
-  impl->progress_ = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
-                                                           impl->identity_, resolved.options);
-  impl->progress_->Start();
-  TRIB_LOG(kInfo, "comm", "job %u rank %u/%u joined %s (epoch %u, transport %s): %s",
-           config.job_id, config.rank, config.world_size, config.options.aggregator.c_str(),
-           epoch, impl->progress_->transport()->name(),
-           host::DescribeOptions(resolved.options).c_str());
+  const uint32_t lanes = resolved.options.lanes;
+  for (uint32_t k = 0; k < lanes; ++k) {
+    Options lo = resolved.options;
+    if (lanes > 1) {
+      auto addr = LaneAddress(lo.aggregator, k);
+      if (!addr.ok()) return addr.status();
+      lo.aggregator = addr.value();
+    }
+    const std::string where =
+        lanes > 1 ? "lane " + std::to_string(k) + " (" + lo.aggregator + "): " : "";
+    auto transport = host::CreateTransport(lo);
+    if (!transport.ok()) {
+      return Status(transport.status().code(), where + transport.status().message());
+    }
+    if (lanes > 1 && std::string(transport.value()->name()) != "udp") {
+      return InvalidArg("lanes=" + std::to_string(lanes) + " needs the udp transport, not " +
+                        transport.value()->name());
+    }
+    uint32_t epoch = 0;
+    s = impl->Join(transport.value().get(), lo, &epoch);
+    if (!s.ok()) return Status(s.code(), where + s.message());
+    Lane lane;
+    lane.identity = {config.job_id, config.job_key, epoch, config.rank};
+    lane.aggregator = lo.aggregator;
+    lane.progress = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
+                                                           lane.identity, lo);
+    impl->lanes_.push_back(std::move(lane));
+  }
+  for (Lane& lane : impl->lanes_) {
+    lane.progress->Start();
+    TRIB_LOG(kInfo, "comm", "job %u rank %u/%u joined %s (epoch %u, transport %s): %s",
+             config.job_id, config.rank, config.world_size, lane.aggregator.c_str(),
+             lane.identity.epoch, lane.progress->transport()->name(),
+             host::DescribeOptions(resolved.options).c_str());
+  }
   return impl;
 }
 
-Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
-  const Options& o = config_.options;
+Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* epoch) {
   std::random_device rd;
   uint64_t nonce = (static_cast<uint64_t>(rd()) << 32) | rd();
   proto::Header h;
@@ -151,37 +188,77 @@ Status CommImpl::Join(host::Transport* transport, uint32_t* epoch) {
                     "): is tributaryd running there, and is the job key right?");
 }
 
-void CommImpl::Leave() {
+void CommImpl::Leave(Lane& lane) {
   proto::Header h;
   h.type = proto::MsgType::kLeave;
-  h.job_id = identity_.job_id;
-  h.job_key = identity_.job_key;
-  h.epoch = identity_.epoch;
-  h.sender = identity_.rank;
+  h.job_id = lane.identity.job_id;
+  h.job_key = lane.identity.job_key;
+  h.epoch = lane.identity.epoch;
+  h.sender = lane.identity.rank;
   uint8_t packet[proto::kHeaderSize];
   proto::EncodeHeader(h, packet);
   host::TxPacket tx{packet, sizeof(packet), nullptr, 0};
   // Best effort, twice: a lost LEAVE only delays the aggregator's reclaiming
   // of the job until its idle timeout.
-  progress_->transport()->Send(&tx, 1);
-  progress_->transport()->Send(&tx, 1);
+  lane.progress->transport()->Send(&tx, 1);
+  lane.progress->transport()->Send(&tx, 1);
 }
 
 CommImpl::~CommImpl() {
-  if (progress_) {
-    progress_->Stop();
-    Leave();
+  for (Lane& lane : lanes_) {
+    lane.progress->Stop();
+    Leave(lane);
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, rec] : by_id_) {
-    if (progress_) progress_->transport()->DeregisterMemory(rec->data, rec->size);
+    for (Lane& lane : lanes_) lane.progress->transport()->DeregisterMemory(rec->data, rec->size);
   }
+}
+
+CommStats CommImpl::Stats() const {
+  CommStats total = lanes_.front().progress->Stats();
+  for (size_t k = 1; k < lanes_.size(); ++k) {
+    const CommStats s = lanes_[k].progress->Stats();
+    total.collectives_completed += s.collectives_completed;
+    total.fragments_sent += s.fragments_sent;
+    total.retransmissions += s.retransmissions;
+    total.probes += s.probes;
+    total.losses_detected += s.losses_detected;
+    total.results_received += s.results_received;
+    total.duplicate_results += s.duplicate_results;
+    total.packets_rejected += s.packets_rejected;
+    total.nacks_received += s.nacks_received;
+    total.bytes_sent += s.bytes_sent;
+    total.bytes_received += s.bytes_received;
+    total.srtt_us = std::max(total.srtt_us, s.srtt_us);
+    total.rto_us = std::max(total.rto_us, s.rto_us);
+  }
+  // One collective of the caller is one per lane that had a part of it.
+  if (lanes_.size() > 1) total.collectives_completed = collectives_striped_.load();
+  return total;
+}
+
+Status CommImpl::Health() const {
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    Status s = lanes_[k].progress->Health();
+    if (!s.ok()) {
+      if (lanes_.size() == 1) return s;
+      return Status(s.code(), "lane " + std::to_string(k) + " (" + lanes_[k].aggregator +
+                                  "): " + s.message());
+    }
+  }
+  return Status::Ok();
 }
 
 Result<Buffer> CommImpl::Register(void* data, size_t bytes) {
   if (data == nullptr && bytes != 0) return InvalidArg("Register: null pointer with size > 0");
-  Status s = progress_->transport()->RegisterMemory(data, bytes);
-  if (!s.ok()) return s;
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    Status s = lanes_[k].progress->transport()->RegisterMemory(data, bytes);
+    if (!s.ok()) {
+      for (size_t j = 0; j < k; ++j) lanes_[j].progress->transport()->DeregisterMemory(data, bytes);
+      return s;
+    }
+  }
   auto rec = std::make_shared<BufferRecord>();
   rec->data = static_cast<uint8_t*>(data);
   rec->size = bytes;
@@ -210,7 +287,9 @@ Status CommImpl::Deregister(const Buffer& buffer) {
   }
   auto addr = by_address_.find(reinterpret_cast<uintptr_t>(it->second->data));
   if (addr != by_address_.end() && addr->second == it->second) by_address_.erase(addr);
-  progress_->transport()->DeregisterMemory(it->second->data, it->second->size);
+  for (Lane& lane : lanes_) {
+    lane.progress->transport()->DeregisterMemory(it->second->data, it->second->size);
+  }
   by_id_.erase(it);
   return Status::Ok();
 }
@@ -280,30 +359,79 @@ Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
     return InvalidArg("AllReduce: recv buffer holds " + std::to_string(recv->size) +
                       " bytes, the operation needs " + std::to_string(bytes));
   }
-  Status health = progress_->Health();
+  Status health = Health();
   if (!health.ok()) {
     return Status(StatusCode::kAborted, "communicator aborted earlier: " + health.message());
   }
-  auto state = std::make_shared<RequestState>();
-  host::OpDesc d;
-  d.request = state;
-  d.send = send_ptr;
-  d.recv = recv_ptr;
-  d.count = count;
-  d.dtype = dtype;
-  d.op = op;
-  if (send) send->in_use++;
-  if (recv) recv->in_use++;
-  d.on_done = [send, recv] {
-    if (send) send->in_use--;
-    if (recv) recv->in_use--;
+  // The parts, one per lane: whole packets, contiguous, in lane order (every
+  // rank cuts the same way). A count of 0 is one empty part on lane 0.
+  struct Part {
+    size_t lane, first, count;
   };
+  std::vector<Part> parts;
+  const size_t n = lanes_.size();
+  const size_t per_packet = std::max<size_t>(config_.options.payload_bytes / esize, 1);
+  const size_t packets = (count + per_packet - 1) / per_packet;
+  const size_t per_lane = (packets + n - 1) / n * per_packet;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t first = k * per_lane;
+    if (first >= count && !(k == 0 && count == 0)) break;
+    parts.push_back({k, first, std::min(per_lane, count - first)});
+  }
+  auto state = std::make_shared<RequestState>();
+  std::vector<std::shared_ptr<RequestState>> part_states(parts.size(), state);
+  if (n > 1) {
+    // The caller's request completes when the last part does, with the
+    // first failure (lanes name themselves).
+    struct Gather {
+      std::mutex mu;
+      size_t remaining;
+      Status first_error;
+    };
+    auto gather = std::make_shared<Gather>();
+    gather->remaining = parts.size();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      part_states[i] = std::make_shared<RequestState>();
+      const std::string where =
+          "lane " + std::to_string(parts[i].lane) + " (" + lanes_[parts[i].lane].aggregator + "): ";
+      part_states[i]->then = [this, gather, state, where](const Status& s) {
+        Status result;
+        {
+          std::lock_guard<std::mutex> lock(gather->mu);
+          if (!s.ok() && gather->first_error.ok()) {
+            gather->first_error = Status(s.code(), where + s.message());
+          }
+          if (--gather->remaining > 0) return;
+          result = gather->first_error;
+        }
+        if (result.ok()) collectives_striped_.fetch_add(1);
+        state->Complete(result);
+      };
+    }
+  }
   {
     // Collective ids and the submission order must agree, so both are taken
     // under one lock.
     std::lock_guard<std::mutex> lock(mu_);
-    d.collective_id = next_collective_id_++;
-    progress_->Submit(std::move(d));
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const size_t offset = parts[i].first * esize;
+      host::OpDesc d;
+      d.request = part_states[i];
+      d.send = send_ptr + offset;
+      d.recv = recv_ptr + offset;
+      d.count = parts[i].count;
+      d.dtype = dtype;
+      d.op = op;
+      if (send) send->in_use++;
+      if (recv) recv->in_use++;
+      d.on_done = [send, recv] {
+        if (send) send->in_use--;
+        if (recv) recv->in_use--;
+      };
+      Lane& lane = lanes_[parts[i].lane];
+      d.collective_id = lane.next_collective_id++;
+      lane.progress->Submit(std::move(d));
+    }
   }
   return MakeRequest(state);
 }

@@ -161,12 +161,15 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
      SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
-     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 65024 to a "
-     "loopback aggregator, else 8192."},
+     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 4032 with the "
+     "verbs transport, else 65024 to a loopback aggregator, else 8192."},
     {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 0, proto::kMaxSlotCount>,
      U32Default<&Options::window>,
      "Fragments in flight per rank (= aggregator slots per job). 0 = auto: 2 MiB / payload, "
      "clamped to [16, 128]."},
+    {"TRIBUTARY_LANES", "u32", SetU32<&Options::lanes, 1, 64>, U32Default<&Options::lanes>,
+     "Aggregator lanes (ports port..port+N-1, e.g. tributaryd --dpdk-lanes N) each all-reduce "
+     "is striped over; udp transport only. Every rank must use the same value."},
     {"TRIBUTARY_OP_TIMEOUT_MS", "u32", SetU32<&Options::op_timeout_ms, 0, kU32Max>,
      U32Default<&Options::op_timeout_ms>,
      "A collective not complete after this many ms fails and names the missing fragments; 0 = "
@@ -253,9 +256,10 @@ Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
 std::string DescribeOptions(const Options& o) {
   char buf[512];
   snprintf(buf, sizeof(buf),
-           "aggregator=%s transport=%s payload_bytes=%u window=%u op_timeout_ms=%u "
+           "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
            "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] spin_us=%u checksum=%d faults=%s",
-           o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.op_timeout_ms,
+           o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
+           o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.spin_us,
            o.checksum ? 1 : 0, o.faults.enabled() ? "on" : "off");
   return buf;
@@ -275,6 +279,11 @@ Status Options::Validate() const {
   }
   if (window > proto::kMaxSlotCount) {
     return bad("window=" + std::to_string(window) + " must be 0 (auto) or in [1, 65536]");
+  }
+  if (lanes < 1 || lanes > 64) return bad("lanes=" + std::to_string(lanes) + " must be in [1, 64]");
+  if (lanes > 1 && transport != "udp" && transport != "auto") {
+    return bad("lanes=" + std::to_string(lanes) + " stripes over the aggregator's UDP ports: "
+               "it needs transport udp (not " + transport + ")");
   }
   if (connect_timeout_ms == 0) return bad("connect_timeout_ms must be > 0");
   if (rto_min_us == 0 || rto_min_us > rto_max_us || rto_initial_us < rto_min_us ||

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 
 #include "tributary/status.h"
@@ -18,14 +19,21 @@ struct RequestState {
   bool done = false;    // guarded by mu
   Status status;        // guarded by mu
 
+  // Called once, after completion, on the completing thread (a striped
+  // all-reduce gathers its lanes' parts with it). Set before submission.
+  std::function<void(const Status&)> then;
+
   void Complete(Status s) {
+    Status copy;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (done) return;
       status = std::move(s);
       done = true;
+      if (then) copy = status;
     }
     cv.notify_all();
+    if (then) then(copy);
   }
 };
 

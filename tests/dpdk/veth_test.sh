@@ -14,7 +14,8 @@
 # the same time.
 #
 # What it proves: exact results for every dtype (sum, and max for floats)
-# from 4 bytes to 256 KiB with 2 ranks per job, on both lanes at once; that
+# from 4 bytes to 256 KiB with 2 ranks per job, on both lanes at once, and
+# for one job striped over both lanes (--lanes 2, int32 and fp32); that
 # the daemon answered ARP; that both lanes completed rounds (per-lane
 # counters); that the daemon dropped nothing (tx_drops, engine drops, decode
 # errors and steer_drops all 0) and stopped cleanly on SIGTERM. How frames
@@ -104,6 +105,23 @@ job1=$!
 wait "$job0" || failures=$((failures + 1))
 wait "$job1" || failures=$((failures + 1))
 cat "$WORK/job0.out" "$WORK/job1.out"
+
+# One job striped over both lanes (Options::lanes = 2): h1's ranks send the
+# first half of every all-reduce to :17820 and the second to :17821.
+for dtype in int32 float; do
+  out="$WORK/striped-$dtype.log"
+  netns_host_exec 1 timeout 120 "$CLI_BIN" bench --daemon "$ADDR:17820" --lanes 2 --ranks 2 \
+    --payload 1024 -b 4 -e 1M -f 8 -n 2 -w 1 -d "$dtype" -o sum -c 1 \
+    --timeout-ms 30000 --connect-timeout-ms 20000 > "$out" 2>&1
+  rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$out"; then
+    echo "FAIL striped over both lanes, $dtype: bench exit $rc" >&2
+    tail -12 "$out" | sed 's/^/  | /' >&2
+    failures=$((failures + 1))
+  else
+    echo "ok   h1 -> lanes 17820+17821 (one job striped): $dtype sum exact"
+  fi
+done
 
 kill -TERM "$DAEMON_PID"
 status=0

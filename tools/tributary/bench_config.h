@@ -42,6 +42,7 @@ struct BenchConfig {
   // default or the TRIBUTARY_* environment value).
   uint32_t payload_bytes = 0;
   uint32_t window = 0;
+  uint32_t lanes = 0;
   uint32_t op_timeout_ms = 0;
   uint32_t connect_timeout_ms = 0;
 

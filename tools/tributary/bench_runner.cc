@@ -93,6 +93,7 @@ class BenchRun {
     options_ = options.value();
     if (config_.payload_bytes > 0) options_.payload_bytes = config_.payload_bytes;
     if (config_.window > 0) options_.window = config_.window;
+    if (config_.lanes > 0) options_.lanes = config_.lanes;
     if (config_.op_timeout_ms > 0) options_.op_timeout_ms = config_.op_timeout_ms;
     if (config_.connect_timeout_ms > 0) options_.connect_timeout_ms = config_.connect_timeout_ms;
     Status valid = options_.Validate();
@@ -143,10 +144,10 @@ class BenchRun {
     Options with_daemon = options_;
     with_daemon.aggregator = outcome_.daemon_address;
     const Options resolved = with_daemon.Resolved();
-    std::printf("# payload %u%s window %u%s op timeout %u ms connect timeout %u ms\n",
+    std::printf("# payload %u%s window %u%s lanes %u op timeout %u ms connect timeout %u ms\n",
                 resolved.payload_bytes, options_.payload_bytes == 0 ? " (auto)" : "",
-                resolved.window, options_.window == 0 ? " (auto)" : "", options_.op_timeout_ms,
-                options_.connect_timeout_ms);
+                resolved.window, options_.window == 0 ? " (auto)" : "", options_.lanes,
+                options_.op_timeout_ms, options_.connect_timeout_ms);
     std::fflush(stdout);
   }
 

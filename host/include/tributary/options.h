@@ -69,6 +69,15 @@ struct Options {
   // memory (2 x slots x 3 x payload_bytes per job) and socket buffer space.
   uint32_t window = 0;
 
+  // Aggregator lanes each all-reduce is striped over, 1-64. Lane k is the
+  // aggregator's port + k: `tributaryd --dataplane dpdk --dpdk-lanes N`
+  // serves N consecutive ports, one lcore each, so one job can use them
+  // all. Each all-reduce is cut into `lanes` contiguous parts (whole
+  // packets), part k aggregated at lane k as its own job (same id and key,
+  // its own window). Every rank of a job must use the same value. 1 = one
+  // port. udp transport only.
+  uint32_t lanes = 1;
+
   // An all-reduce that has not completed after this long fails with
   // kTimedOut and names the fragments that never completed. 0 = never
   // (not recommended).

@@ -1,0 +1,145 @@
+// Striping one job over aggregator lanes (Options::lanes): two tributaryd
+// processes on consecutive loopback ports stand in for one daemon with
+// `--dataplane dpdk --dpdk-lanes 2` (tests/dpdk/veth_test.sh runs that one).
+// Proves: with lanes = 2, every dtype and awkward counts (0, 1, one packet,
+// a part that is not a whole number of packets, many packets) are exact;
+// both lanes really aggregated part of the data; the caller sees one
+// collective per call; a missing lane fails creation naming that lane; and
+// lanes with a transport other than udp are refused before anything starts.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/common/daemon_process.h"
+#include "tests/common/patterns.h"
+#include "tributary/communicator.h"
+
+namespace tributary {
+namespace {
+
+constexpr uint32_t kPayload = 1024;
+
+int Fail(int rank, const std::string& what) {
+  fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+  return 1;
+}
+
+// The engine's completion count from a daemon's exit report.
+uint64_t Completions(const std::string& out) {
+  std::smatch m;
+  static const std::regex re("engine:.* completions=([0-9]+)");
+  return std::regex_search(out, m, re) ? std::stoull(m[1]) : 0;
+}
+
+class LanesTest : public ::testing::Test {
+ protected:
+  // Two daemons on ports P and P+1 (P retried when P+1 is taken).
+  void SetUp() override {
+    std::string error;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      lane0_ = std::make_unique<testing::DaemonProcess>();
+      lane1_ = std::make_unique<testing::DaemonProcess>();
+      ASSERT_TRUE(lane0_->Start({}, &error)) << error;
+      if (lane1_->Start({"--port", std::to_string(lane0_->port() + 1)}, &error)) return;
+      lane0_->Stop();
+    }
+    FAIL() << "no two consecutive free ports: " << error;
+  }
+
+  CommConfig Config(uint32_t job, int rank, int world) const {
+    CommConfig c;
+    c.job_id = job;
+    c.job_key = 0x1a9e5ull + job;
+    c.rank = static_cast<uint32_t>(rank);
+    c.world_size = static_cast<uint32_t>(world);
+    c.options.aggregator = lane0_->address();
+    c.options.transport = "udp";
+    c.options.payload_bytes = kPayload;
+    c.options.lanes = 2;
+    c.options.op_timeout_ms = 30000;
+    return c;
+  }
+
+  std::unique_ptr<testing::DaemonProcess> lane0_, lane1_;
+};
+
+TEST_F(LanesTest, EveryDtypeExactAndBothLanesAggregate) {
+  constexpr int kWorld = 3;
+  const uint32_t job = std::random_device{}() | 1;
+  // 0, 1, one packet of int32, a part that ends mid-packet, many packets.
+  const std::vector<uint64_t> counts = {0, 1, kPayload / 4, kPayload / 4 * 3 + 5, 100003};
+  const DataType types[] = {DataType::kInt8,    DataType::kInt32,   DataType::kUint64,
+                            DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32,
+                            DataType::kFloat64};
+  std::string failures = testing::RunRanks(kWorld, 240, [&](int rank) {
+    auto comm = Communicator::Create(Config(job, rank, kWorld));
+    if (!comm.ok()) return Fail(rank, comm.status().ToString());
+    std::vector<uint8_t> send(100003 * 8), recv(send.size());
+    auto sb = comm.value()->Register(send.data(), send.size());
+    auto rb = comm.value()->Register(recv.data(), recv.size());
+    if (!sb.ok() || !rb.ok()) return Fail(rank, "register failed");
+    uint64_t calls = 0;
+    for (DataType t : types) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (uint64_t n : counts) {
+          testing::Fill(t, op, rank, send.data(), n);
+          auto req = comm.value()->AllReduce(sb.value(), rb.value(), n, t, op);
+          if (!req.ok()) return Fail(rank, req.status().ToString());
+          Status s = req.value().Wait();
+          if (!s.ok()) return Fail(rank, s.ToString());
+          ++calls;
+          std::string first;
+          const uint64_t wrong = testing::Check(t, op, kWorld, recv.data(), n, &first);
+          if (wrong != 0) {
+            return Fail(rank, std::string(DataTypeName(t)) + " n=" + std::to_string(n) + ": " +
+                                  std::to_string(wrong) + " wrong; first: " + first);
+          }
+        }
+      }
+    }
+    const CommStats st = comm.value()->Stats();
+    if (st.collectives_completed != calls) {
+      return Fail(rank, "stats count " + std::to_string(st.collectives_completed) +
+                            " collectives for " + std::to_string(calls) + " calls");
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+  lane0_->Stop();
+  lane1_->Stop();
+  // Both lanes completed rounds: the parts really went to both ports.
+  EXPECT_GT(Completions(lane0_->Output()), 0u) << lane0_->Output();
+  EXPECT_GT(Completions(lane1_->Output()), 0u) << lane1_->Output();
+}
+
+TEST_F(LanesTest, MissingLaneFailsCreationNamingIt) {
+  const int missing_port = lane1_->port();
+  lane1_->Stop();
+  CommConfig c = Config(std::random_device{}() | 1, 0, 1);
+  c.options.connect_timeout_ms = 500;
+  auto comm = Communicator::Create(c);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(comm.status().message().find("lane 1 (127.0.0.1:" + std::to_string(missing_port) + ")"),
+            std::string::npos) << comm.status().ToString();
+}
+
+TEST_F(LanesTest, LanesNeedTheUdpTransport) {
+  CommConfig c = Config(7, 0, 1);
+  c.options.transport = "ofi";
+  auto comm = Communicator::Create(c);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("needs transport udp"), std::string::npos)
+      << comm.status().ToString();
+  c.options.transport = "udp";
+  c.options.lanes = 65;
+  EXPECT_EQ(Communicator::Create(c).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tributary

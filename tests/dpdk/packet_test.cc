@@ -86,6 +86,24 @@ TEST(DpdkPacket, PortRangeNamesTheLane) {
             FrameVerdict::kNotForUs);
 }
 
+// Checksum offload: a header built for the NIC to complete carries 0, and a
+// frame whose checksum the NIC verified is not summed again (so a header the
+// NIC vouched for parses even though its checksum field is still 0 here).
+TEST(DpdkPacket, ChecksumOffloadPaths) {
+  Fixture fx;
+  std::vector<uint8_t> f(kFrameOverhead + 8);
+  BuildUdpHeaders(kPeerMac, kOurMac, fx.peer_ip, fx.our_ip, fx.peer_port, fx.our_port, 7, 8,
+                  f.data(), /*ip_checksum=*/false);
+  EXPECT_EQ(f[kEthHeaderBytes + 10], 0);
+  EXPECT_EQ(f[kEthHeaderBytes + 11], 0);
+  UdpFrameInfo info;
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info), FrameVerdict::kBadIpHeader);
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info, 1, /*verified=*/true),
+            FrameVerdict::kUdp);
+  FixIpChecksum(&f);
+  EXPECT_EQ(ParseFrame(f.data(), f.size(), fx.our_ip, fx.our_port, &info), FrameVerdict::kUdp);
+}
+
 // The checksum against RFC 1071's worked example and a header summed by hand
 // (odd lengths end with a 16-bit word).
 TEST(DpdkPacket, Ipv4ChecksumMatchesTheRfc) {

@@ -125,6 +125,8 @@ bool DpdkDataplane::InitLanes(std::string* error) {
     s.first_port_be = our_port_be_;
     s.max_payload = std::min(mtu_payload, size_t{kMaxFrameBytes} - kFrameOverhead);
     s.max_peers = options_.max_peers;
+    s.rx_ip_checksum = port_.rx_ip_checksum;
+    s.tx_ip_checksum = port_.tx_ip_checksum;
     engine::Engine* e = engine_;
     if (i > 0) {
       own_engines_.push_back(std::make_unique<engine::Engine>(engine_->limits(), RandomSeed()));

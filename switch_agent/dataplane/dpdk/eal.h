@@ -50,6 +50,10 @@ struct PortState {
   uint8_t mac[6] = {};
   std::vector<rte_mempool*> pools;  // one per queue
   std::string driver;
+  // IPv4 header checksums the port does for us: verified on receive
+  // (RTE_MBUF_F_RX_IP_CKSUM_GOOD/BAD set) and computed on transmit.
+  bool rx_ip_checksum = false;
+  bool tx_ip_checksum = false;
 };
 
 // The first port the EAL probed; false (with a message) when there is none.

@@ -130,8 +130,10 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
   }
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   UdpFrameInfo info;
+  const bool checked = setup_.rx_ip_checksum &&
+                       (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
   const FrameVerdict verdict = ParseFrame(frame, m->data_len, setup_.ip_be, setup_.first_port_be,
-                                          &info, setup_.count);
+                                          &info, setup_.count, checked);
   if (!steered_in) ++dpdk_stats_.frames[static_cast<int>(verdict)];
   if (verdict == FrameVerdict::kUdp && info.lane != setup_.index) {
     Steer(m, info.lane);
@@ -254,7 +256,12 @@ void DpdkLane::Append(const uint8_t* header, const uint8_t* payload, size_t payl
   const size_t frame_len = kFrameOverhead + udp_payload;
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   BuildUdpHeaders(setup_.mac, to.mac, setup_.ip_be, to.ip_be, our_port_be_, to.port_be,
-                  ip_id_++, udp_payload, frame);
+                  ip_id_++, udp_payload, frame, !setup_.tx_ip_checksum);
+  if (setup_.tx_ip_checksum) {
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+    m->l2_len = kEthHeaderBytes;
+    m->l3_len = kIpv4HeaderBytes;
+  }
   std::memcpy(frame + kFrameOverhead, header, proto::kHeaderSize);
   if (payload_len > 0) std::memcpy(frame + kFrameOverhead + proto::kHeaderSize, payload, payload_len);
   m->data_len = static_cast<uint16_t>(frame_len);

@@ -75,6 +75,8 @@ struct LaneSetup {
   uint16_t first_port_be = 0;
   size_t max_payload = 0;    // largest UDP payload that fits the MTU and an mbuf
   uint32_t max_peers = 65536;
+  bool rx_ip_checksum = false;  // the port verifies IPv4 header checksums (PortState)
+  bool tx_ip_checksum = false;  // the port computes them
 };
 
 class DpdkLane {

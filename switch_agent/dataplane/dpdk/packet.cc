@@ -61,7 +61,8 @@ uint16_t Ipv4HeaderChecksum(const uint8_t* header, size_t len) {
 }
 
 FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
-                        uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count) {
+                        uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count,
+                        bool ip_checksum_verified) {
   if (len < kEthHeaderBytes) return FrameVerdict::kTooShort;
   const uint16_t ether_type = Load16(frame + 12);
   if (ether_type == kEtherTypeArp) {
@@ -80,7 +81,7 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
   const size_t ihl = size_t{ip[0] & 0x0fu} * 4;
   if ((ip[0] >> 4) != 4 || ihl < kIpv4HeaderBytes) return FrameVerdict::kBadIpHeader;
   if (len < kEthHeaderBytes + ihl) return FrameVerdict::kTooShort;
-  if (Ipv4HeaderChecksum(ip, ihl) != 0) return FrameVerdict::kBadIpHeader;
+  if (!ip_checksum_verified && Ipv4HeaderChecksum(ip, ihl) != 0) return FrameVerdict::kBadIpHeader;
   const size_t total = Load16(ip + 2);
   // The frame may carry Ethernet padding beyond the datagram, never less.
   if (total < ihl + kUdpHeaderBytes || kEthHeaderBytes + total > len) return FrameVerdict::kBadLength;
@@ -106,7 +107,7 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
 
 void BuildUdpHeaders(const MacAddress& src_mac, const MacAddress& dst_mac, uint32_t src_ip_be,
                      uint32_t dst_ip_be, uint16_t src_port_be, uint16_t dst_port_be,
-                     uint16_t ip_id, size_t payload_len, uint8_t* out) {
+                     uint16_t ip_id, size_t payload_len, uint8_t* out, bool ip_checksum) {
   std::memcpy(out, dst_mac.bytes, 6);
   std::memcpy(out + 6, src_mac.bytes, 6);
   Store16(out + 12, kEtherTypeIpv4);
@@ -121,7 +122,7 @@ void BuildUdpHeaders(const MacAddress& src_mac, const MacAddress& dst_mac, uint3
   Store16(ip + 10, 0);
   std::memcpy(ip + 12, &src_ip_be, 4);
   std::memcpy(ip + 16, &dst_ip_be, 4);
-  Store16(ip + 10, Ipv4HeaderChecksum(ip, kIpv4HeaderBytes));
+  if (ip_checksum) Store16(ip + 10, Ipv4HeaderChecksum(ip, kIpv4HeaderBytes));
   uint8_t* udp = ip + kIpv4HeaderBytes;
   std::memcpy(udp, &src_port_be, 2);
   std::memcpy(udp + 2, &dst_port_be, 2);

@@ -61,16 +61,20 @@ struct UdpFrameInfo {
 // Classifies `frame` (len bytes). `our_ip_be`/`our_port_be`: our address in
 // network byte order; datagrams to ports our_port .. our_port + port_count - 1
 // are ours (the dataplane's lanes), info->lane says which. On kUdp fills *info.
+// ip_checksum_verified: the NIC has checked the IPv4 header checksum (and
+// found it good), so it is not summed again.
 FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
-                        uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count = 1);
+                        uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count = 1,
+                        bool ip_checksum_verified = false);
 
 // Writes Ethernet + IPv4 + UDP headers (kFrameOverhead bytes) at `out` for a
-// datagram of `payload_len` bytes. The IPv4 checksum is computed; the UDP
-// checksum is 0 ("none", legal for IPv4): the Tributary header carries its
-// own CRC32C when the job asks for it.
+// datagram of `payload_len` bytes. The IPv4 checksum is computed, or left 0
+// for the NIC to fill when ip_checksum is false (TX checksum offload); the
+// UDP checksum is 0 ("none", legal for IPv4): the Tributary header carries
+// its own CRC32C when the job asks for it.
 void BuildUdpHeaders(const MacAddress& src_mac, const MacAddress& dst_mac, uint32_t src_ip_be,
                      uint32_t dst_ip_be, uint16_t src_port_be, uint16_t dst_port_be,
-                     uint16_t ip_id, size_t payload_len, uint8_t* out);
+                     uint16_t ip_id, size_t payload_len, uint8_t* out, bool ip_checksum = true);
 
 // Turns the ARP request in `frame` (as classified kArpRequest) into the reply
 // in place: "our_ip is at our_mac", addressed to the requester. Returns the

@@ -21,6 +21,10 @@
 # errors and steer_drops all 0) and stopped cleanly on SIGTERM. How frames
 # reached their lane (steered in software or not) is printed.
 #
+# DPDK_MEMORY=hugepages runs the same with the EAL on 2 MiB hugepages
+# (reserves 256 for the run through /proc/sys/vm/nr_hugepages and restores
+# the old count at exit); the default is --no-huge.
+#
 # Needs root and `ip netns`; exits 77 (ctest SKIP) without them, or when the
 # EAL cannot start here.
 set -u -o pipefail
@@ -51,10 +55,27 @@ ip -n "$NETNS_SWITCH" link set dpb master br0
 ip -n "$NETNS_SWITCH" link set dpb up
 ip -n "$NETNS_SWITCH" link set dpk up
 
+# DPDK_MEMORY=hugepages: the EAL takes 2 MiB hugepages (reserved here for the
+# run and given back at exit) instead of --no-huge's ordinary memory.
+memory="--no-huge"
+if [[ ${DPDK_MEMORY:-} == hugepages ]]; then
+  pages_file=/proc/sys/vm/nr_hugepages
+  pages_before=$(cat "$pages_file")
+  restore_pages() { echo "$pages_before" > "$pages_file"; cleanup_work; }
+  netns_trap_cleanup restore_pages
+  echo $((pages_before + 256)) > "$pages_file" 2> /dev/null
+  free_pages=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+  if ((free_pages < 160)); then
+    echo "veth_test: cannot reserve 2 MiB hugepages here ($free_pages free); skipping" >&2
+    exit 77
+  fi
+  memory="--in-memory"  # hugepage memory without a hugetlbfs mount
+fi
+
 log="$WORK/tributaryd.log"
 ip netns exec "$NETNS_SWITCH" "$DAEMON_BIN" --dataplane dpdk --listen-address "$ADDR" \
   --port 17820 --dpdk-lanes 2 --stats-interval-s 0 \
-  "--eal-args=--no-huge --no-pci --no-shconf --no-telemetry -m 256 --file-prefix=tribveth$$ \
+  "--eal-args=$memory --no-pci --no-shconf --no-telemetry -m 256 --file-prefix=tribveth$$ \
 --lcores=0@0,1@0 --vdev=net_af_packet0,iface=dpk,qpairs=2" > "$log" 2>&1 &
 DAEMON_PID=$!
 for ((i = 0; i < 200; ++i)); do
@@ -139,6 +160,11 @@ expect() {  # PATTERN WHAT
     failures=$((failures + 1))
   fi
 }
+if [[ ${DPDK_MEMORY:-} == hugepages ]]; then
+  expect 'EAL up: .* hugepages yes' "the EAL used hugepages"
+else
+  expect 'EAL up: .* hugepages no' "the EAL ran without hugepages"
+fi
 expect 'arp_replies=[1-9]' "the daemon answered ARP"
 expect 'lanes=2 ' "two lanes ran"
 expect 'lane_completions=[1-9][0-9]*,[1-9]' "both lanes completed rounds"

@@ -80,6 +80,8 @@ bool EalInit(const std::string& args, std::string* error) {
     return false;
   }
   g_state = EalState::kUp;
+  TRIB_LOG(kInfo, kLog, "EAL up: %u lcore(s), hugepages %s", rte_lcore_count(),
+           rte_eal_has_hugepages() ? "yes" : "no (--no-huge: ordinary pages)");
   return true;
 }
 

@@ -238,13 +238,16 @@ CommStats CommImpl::Stats() const {
   return total;
 }
 
+std::string CommImpl::LaneTag(size_t k) const {
+  return "lane " + std::to_string(k) + " (" + lanes_[k].aggregator + "): ";
+}
+
 Status CommImpl::Health() const {
   for (size_t k = 0; k < lanes_.size(); ++k) {
     Status s = lanes_[k].progress->Health();
     if (!s.ok()) {
       if (lanes_.size() == 1) return s;
-      return Status(s.code(), "lane " + std::to_string(k) + " (" + lanes_[k].aggregator +
-                                  "): " + s.message());
+      return Status(s.code(), LaneTag(k) + s.message());
     }
   }
   return Status::Ok();
@@ -392,14 +395,12 @@ Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
     gather->remaining = parts.size();
     for (size_t i = 0; i < parts.size(); ++i) {
       part_states[i] = std::make_shared<RequestState>();
-      const std::string where =
-          "lane " + std::to_string(parts[i].lane) + " (" + lanes_[parts[i].lane].aggregator + "): ";
-      part_states[i]->then = [this, gather, state, where](const Status& s) {
+      part_states[i]->then = [this, gather, state, lane = parts[i].lane](const Status& s) {
         Status result;
         {
           std::lock_guard<std::mutex> lock(gather->mu);
           if (!s.ok() && gather->first_error.ok()) {
-            gather->first_error = Status(s.code(), where + s.message());
+            gather->first_error = Status(s.code(), LaneTag(lane) + s.message());
           }
           if (--gather->remaining > 0) return;
           result = gather->first_error;

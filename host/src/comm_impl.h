@@ -75,6 +75,7 @@ class CommImpl {
   explicit CommImpl(const CommConfig& config) : config_(config) {}
   Status Join(host::Transport* transport, const Options& o, uint32_t* epoch);
   void Leave(Lane& lane);
+  std::string LaneTag(size_t k) const;  // "lane k (HOST:PORT): ", for messages
   Result<Request> Submit(std::shared_ptr<BufferRecord> send, std::shared_ptr<BufferRecord> recv,
                          const uint8_t* send_ptr, uint8_t* recv_ptr, size_t count,
                          DataType dtype, ReduceOp op);

@@ -64,6 +64,27 @@ class ReplyPolicy {
     }
   }
 
+  // One decoded packet through the engine, as every backend does it: the
+  // checksum rules noted, OnPacket, and on kFlushAndRetry flush() (the
+  // backend hands its queued answers to the wire), EndBurst() and once more.
+  // *joined: the engine took a JOIN (a backend that added the sender to its
+  // peer table for it forgets the sender otherwise). The Action goes to
+  // Deliver.
+  template <typename FlushFn>
+  engine::Action Process(engine::Engine* engine, const proto::PacketView& view,
+                         engine::PeerToken from, uint64_t now_ns, FlushFn&& flush, bool* joined) {
+    const uint64_t joins_before = engine->counters().joins;
+    NoteIncoming(view.header);
+    engine::Action action = engine->OnPacket(view, from, now_ns);
+    if (action.kind == engine::ActionKind::kFlushAndRetry) {
+      flush();
+      engine->EndBurst();
+      action = engine->OnPacket(view, from, now_ns);
+    }
+    *joined = engine->counters().joins != joins_before;
+    return action;
+  }
+
   // Everything a backend does with an Action before its own framing: the
   // header encoded once, then send(header, address) for each addressee.
   // Answers to the packet's unknown source (kTransientPeer: `source`) are

@@ -277,35 +277,28 @@ std::string DpdkDataplane::FormatDpdkStats() const {
 }
 
 void DpdkDataplane::Cleanup() {
-  if (port_.pools.empty()) {  // never started, or cleaned up already
-    if (owns_eal_) {
-      EalCleanup();
-      owns_eal_ = false;
+  if (!port_.pools.empty()) {  // started and not cleaned up yet
+    // Run has joined the lanes' loops (or they never ran): publishing their
+    // final counters from here races with nothing.
+    for (auto& lane : lanes_) {
+      lane->Flush();
+      if (lane->index() > 0) lane->Publish();
     }
-    return;
-  }
-  // Run has joined the lanes' loops (or they never ran): publishing their
-  // final counters from here races with nothing.
-  for (auto& lane : lanes_) {
-    lane->Flush();
-    if (lane->index() > 0) lane->Publish();
-  }
-  if (!lanes_.empty()) TRIB_LOG(kInfo, kLog, "%s", FormatDpdkStats().c_str());
-  if (!flows_.empty()) {
+    if (!lanes_.empty()) TRIB_LOG(kInfo, kLog, "%s", FormatDpdkStats().c_str());
     rte_flow_error err{};
     for (rte_flow* f : flows_) rte_flow_destroy(port_.port_id, f, &err);
     flows_.clear();
+    for (rte_ring* r : rings_) {
+      if (r == nullptr) continue;
+      void* m;
+      while (rte_ring_sc_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      rte_ring_free(r);
+    }
+    rings_.clear();
+    // Lanes and their engines stay (counters are read after Cleanup); only
+    // what DPDK owns goes.
+    StopPort(&port_);
   }
-  for (rte_ring* r : rings_) {
-    if (r == nullptr) continue;
-    void* m;
-    while (rte_ring_sc_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-    rte_ring_free(r);
-  }
-  rings_.clear();
-  // Lanes and their engines stay (counters are read after Cleanup); only
-  // what DPDK owns goes.
-  StopPort(&port_);
   if (owns_eal_) {
     EalCleanup();
     owns_eal_ = false;

@@ -136,7 +136,7 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
                                           &info, setup_.count, checked);
   if (!steered_in) ++dpdk_stats_.frames[static_cast<int>(verdict)];
   if (verdict == FrameVerdict::kUdp && info.lane != setup_.index) {
-    Steer(m, info.lane);
+    steer_[info.lane].push_back(m);  // at most one burst: kRxBurst reserved
     return;
   }
   if (verdict == FrameVerdict::kArpRequest) {
@@ -178,29 +178,14 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
       token = kTransientPeer;
     }
   }
-  const uint64_t joins_before = engine_->counters().joins;
-  const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
-  replies_.NoteIncoming(view.header);
-  engine::Action action = engine_->OnPacket(view, token, now_ns);
-  if (action.kind == engine::ActionKind::kFlushAndRetry) {
-    Flush();
-    engine_->EndBurst();
-    action = engine_->OnPacket(view, token, now_ns);
-  }
-  Queue(action, checksum);  // copies the payload: the RX mbuf may go now
+  bool joined = false;
+  const engine::Action action =
+      replies_.Process(engine_, view, token, now_ns, [&] { Flush(); }, &joined);
+  // Copies the payload: the RX mbuf may go now.
+  Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
   Done(m);
-  if (inserted && engine_->counters().joins == joins_before) peers_.Remove(token);
+  if (inserted && !joined) peers_.Remove(token);
   stats_.peers = peers_.size();
-}
-
-void DpdkLane::Steer(rte_mbuf* m, uint16_t lane) {
-  std::vector<rte_mbuf*>& out = steer_[lane];
-  if (to_lanes_[lane] == nullptr || out.size() == kRxBurst) {  // cannot happen: one burst max
-    ++dpdk_stats_.steer_drops;
-    Done(m);
-    return;
-  }
-  out.push_back(m);
 }
 
 void DpdkLane::FlushSteered() {

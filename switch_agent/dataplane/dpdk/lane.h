@@ -123,7 +123,6 @@ class DpdkLane {
 
  private:
   void ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in);
-  void Steer(rte_mbuf* m, uint16_t lane);
   void FlushSteered();
   void Queue(const engine::Action& action, bool incoming_checksum);
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,

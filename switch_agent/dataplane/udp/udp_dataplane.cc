@@ -292,17 +292,11 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
       }
     }
     current_source_ = &rx_addr_[i];
-    const uint64_t joins_before = engine_->counters().joins;
-    const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
-    replies_.NoteIncoming(view.header);
-    engine::Action action = engine_->OnPacket(view, token, now_ns);
-    if (action.kind == engine::ActionKind::kFlushAndRetry) {
-      Flush();
-      engine_->EndBurst();
-      action = engine_->OnPacket(view, token, now_ns);
-    }
-    Queue(action, checksum);
-    if (inserted && engine_->counters().joins == joins_before) {
+    bool joined = false;
+    const engine::Action action =
+        replies_.Process(engine_, view, token, now_ns, [&] { Flush(); }, &joined);
+    Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
+    if (inserted && !joined) {
       // The engine refused the JOIN (wrong key, conflict, limits): forget
       // the address; the answer, if any, is already queued by address.
       peers_.Remove(token);

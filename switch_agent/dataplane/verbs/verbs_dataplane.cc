@@ -231,16 +231,11 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
       inserted = true;
     }
   }
-  const uint64_t joins_before = engine_->counters().joins;
-  const bool checksum = (view.header.flags & proto::kFlagChecksum) != 0;
-  replies_.NoteIncoming(view.header);
-  engine::Action action = engine_->OnPacket(view, token, now_ns);
-  if (action.kind == engine::ActionKind::kFlushAndRetry) {
-    engine_->EndBurst();  // answers are copies: nothing queued points into the engine
-    action = engine_->OnPacket(view, token, now_ns);
-  }
-  Queue(action, checksum);
-  if (inserted && engine_->counters().joins == joins_before) {
+  bool joined = false;
+  // Answers are copies in send slots: nothing queued points into the engine.
+  const engine::Action action = replies_.Process(engine_, view, token, now_ns, [] {}, &joined);
+  Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
+  if (inserted && !joined) {
     if (void* ah = peers_.Remove(token)) ibv_destroy_ah(static_cast<ibv_ah*>(ah));
   }
   stats_.peers = peers_.size();

@@ -3,11 +3,13 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/check.h"
 #include "common/log.h"
 #include "host/src/env.h"
+#include "host/src/transport/fault_transport.h"
 #include "proto/codec.h"
 
 namespace tributary::internal {
@@ -69,6 +71,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     }
     const std::string where =
         lanes > 1 ? "lane " + std::to_string(k) + " (" + lo.aggregator + "): " : "";
+    lo.faults = host::FaultsOfRank(lo.faults, config.rank, k);
     auto transport = host::CreateTransport(lo);
     if (!transport.ok()) {
       return Status(transport.status().code(), where + transport.status().message());
@@ -352,7 +355,9 @@ Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
   }
   if (!ValidOp(op)) return InvalidArg("AllReduce: invalid op " + std::to_string(static_cast<int>(op)));
   size_t esize = DataTypeSize(dtype);
-  if (count > SIZE_MAX / esize) return InvalidArg("AllReduce: count overflows");
+  if (count > SIZE_MAX / esize || count > proto::kMaxCollectiveElems) {
+    return InvalidArg("AllReduce: count " + std::to_string(count) + " exceeds 2^48 elements");
+  }
   size_t bytes = count * esize;
   if (send && (send_ptr - send->data) + bytes > send->size) {
     return InvalidArg("AllReduce: send buffer holds " + std::to_string(send->size) +

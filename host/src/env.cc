@@ -66,6 +66,28 @@ Status SetSeed(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
+// A comma-separated list of rank numbers, or "all".
+Status SetFaultRanks(const char* name, const char* value, Options* o) {
+  std::vector<uint32_t> ranks;
+  if (strcmp(value, "all") != 0) {
+    std::string text(value);
+    size_t at = 0;
+    while (true) {
+      const size_t comma = text.find(',', at);
+      const std::string item = text.substr(at, comma == std::string::npos ? comma : comma - at);
+      uint64_t v = 0;
+      if (!ParseU64(item.c_str(), &v) || v >= (1u << 20)) {
+        return BadValue(name, value, "\"all\" or a comma-separated list of ranks, e.g. 0,3");
+      }
+      ranks.push_back(static_cast<uint32_t>(v));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  o->faults.ranks = std::move(ranks);
+  return Status::Ok();
+}
+
 Status SetDelayUs(const char* name, const char* value, Options* o) {
   uint64_t v = 0;
   if (!ParseU64(value, &v) || v > 10000000) {
@@ -170,10 +192,10 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_LANES", "u32", SetU32<&Options::lanes, 1, 64>, U32Default<&Options::lanes>,
      "Aggregator lanes (ports port..port+N-1, e.g. tributaryd --dpdk-lanes N) each all-reduce "
      "is striped over; udp transport only. Every rank must use the same value."},
-    {"TRIBUTARY_OP_TIMEOUT_MS", "u32", SetU32<&Options::op_timeout_ms, 0, kU32Max>,
+    {"TRIBUTARY_OP_TIMEOUT_MS", "u32", SetU32<&Options::op_timeout_ms, 1, kU32Max>,
      U32Default<&Options::op_timeout_ms>,
-     "A collective not complete after this many ms fails and names the missing fragments; 0 = "
-     "never."},
+     "A collective not complete after this many ms fails and names the missing fragments "
+     "(>= 1: every Wait is bounded)."},
     {"TRIBUTARY_CONNECT_TIMEOUT_MS", "u32", SetU32<&Options::connect_timeout_ms, 1, kU32Max>,
      U32Default<&Options::connect_timeout_ms>,
      "Communicator creation gives up when the aggregator does not answer within this many ms."},
@@ -226,7 +248,16 @@ const EnvVar kEnvTable[] = {
      "Fault injection: flip one random bit in this fraction of received packets."},
     {"TRIBUTARY_FAULT_SEED", "u64", SetSeed,
      [](const Options& o) { return std::to_string(o.faults.seed); },
-     "Seed of the fault injector (same seed, same faults)."},
+     "Seed of the fault injector (same seed, same faults); each rank's stream is seeded from it "
+     "and the rank, so ranks draw independent faults."},
+    {"TRIBUTARY_FAULT_RANKS", "list", SetFaultRanks,
+     [](const Options& o) {
+       std::string s;
+       for (uint32_t r : o.faults.ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+       return s.empty() ? std::string("all") : s;
+     },
+     "Fault injection applies to these ranks only (comma-separated, e.g. 3 or 0,2); all = "
+     "every rank."},
 };
 
 const char* ProcessLookup(const char* name, void*) { return getenv(name); }
@@ -286,6 +317,7 @@ Status Options::Validate() const {
                "it needs transport udp (not " + transport + ")");
   }
   if (connect_timeout_ms == 0) return bad("connect_timeout_ms must be > 0");
+  if (op_timeout_ms == 0) return bad("op_timeout_ms must be > 0: every Wait is bounded");
   if (rto_min_us == 0 || rto_min_us > rto_max_us || rto_initial_us < rto_min_us ||
       rto_initial_us > rto_max_us) {
     return bad("retransmission timeouts must satisfy 0 < rto_min_us <= rto_initial_us <= "

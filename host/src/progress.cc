@@ -34,7 +34,7 @@ struct ProgressEngine::Op {
   uint64_t nfrags = 0;
   uint64_t done_frags = 0;
   uint64_t submit_ns = 0;
-  uint64_t deadline_ns = 0;  // 0: no timeout
+  uint64_t deadline_ns = 0;  // op_timeout_ms after the start
   bool finished = false;
 };
 
@@ -237,7 +237,7 @@ void ProgressEngine::DrainSubmissions(uint64_t now) {
     op->nfrags = (op->desc.count + op->elems_per_frag - 1) / op->elems_per_frag;
     op->first_seq = seq_end_;
     op->submit_ns = now;
-    op->deadline_ns = options_.op_timeout_ms ? now + options_.op_timeout_ms * 1000000ull : 0;
+    op->deadline_ns = now + options_.op_timeout_ms * 1000000ull;
     seq_end_ += op->nfrags;
     if (op->nfrags == 0) {
       // Nothing to reduce: complete at once; it still consumed its collective id.
@@ -649,7 +649,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
   if (aborted_) return -1;
   uint64_t next = UINT64_MAX;
   for (auto& op : ops_) {
-    if (op->finished || op->deadline_ns == 0) continue;
+    if (op->finished) continue;
     if (now >= op->deadline_ns) {
       std::string what = DescribeIncomplete(*op, now);
       TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, what.c_str());

@@ -155,6 +155,16 @@ TEST(BenchConfigTest, ParsesSizesAndSweepsLikeNcclTests) {
   // 4 bytes holds no double: skipped; the rest rounded to whole elements.
   EXPECT_EQ(config.Sizes(), (std::vector<uint64_t>{8, 16, 32, 64}));
 
+  // -b 0 sweeps from one element (it used to loop forever: 0 x 2 = 0).
+  config.min_bytes_text = "0";
+  config.max_bytes_text = "32";
+  config.dtype_text = "float";
+  ASSERT_TRUE(config.Finalize().ok());
+  EXPECT_EQ(config.Sizes(), (std::vector<uint64_t>{4, 8, 16, 32}));
+  config.min_bytes_text = "0";
+  config.max_bytes_text = "0";
+  EXPECT_FALSE(config.Finalize().ok());  // holds no element
+
   config.dtype_text = "nope";
   EXPECT_FALSE(config.Finalize().ok());
   config.dtype_text = "half";

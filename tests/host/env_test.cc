@@ -86,6 +86,9 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       {"TRIBUTARY_FAULT_RX_DROP", "x"},
       {"TRIBUTARY_LOG_LEVEL", "loud"},
       {"TRIBUTARY_RTO_MIN_US", "5"},
+      {"TRIBUTARY_OP_TIMEOUT_MS", "0"},  // 0 would let Wait block forever
+      {"TRIBUTARY_FAULT_RANKS", "1,x"},
+      {"TRIBUTARY_FAULT_RANKS", ""},
   };
   for (const auto& [name, value] : bad) {
     auto o = Parse({{name, value}});
@@ -95,6 +98,18 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       EXPECT_NE(o.status().message().find(name), std::string::npos) << o.status().message();
     }
   }
+}
+
+TEST(EnvTest, FaultRanksAreAListOrAll) {
+  auto o = Parse({{"TRIBUTARY_FAULT_RANKS", "3"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o.value().faults.ranks, (std::vector<uint32_t>{3}));
+  o = Parse({{"TRIBUTARY_FAULT_RANKS", "0,2,7"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o.value().faults.ranks, (std::vector<uint32_t>{0, 2, 7}));
+  o = Parse({{"TRIBUTARY_FAULT_RANKS", "all"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o.value().faults.ranks.empty());
 }
 
 TEST(EnvTest, RtoBoundsMustBeOrdered) {

@@ -1,5 +1,7 @@
-// Proves the fault injector drops, duplicates and reorders at the configured
-// rates, identically for the same seed, and passes everything through
+// Proves the fault injector drops, duplicates, reorders, delays and corrupts
+// at the configured rates, each on its own direction, identically for the
+// same seed; that ranks (and lanes) draw independent streams from one seed
+// and only the listed ranks inject; and that it passes everything through
 // untouched when no fault is configured.
 #include <gtest/gtest.h>
 
@@ -181,6 +183,117 @@ TEST(FaultTransportTest, DelayDeliversEverythingLaterAndCorruptFlipsOneBit) {
     EXPECT_EQ(flipped, 1);
   }
   EXPECT_EQ(t2.fault_stats().tx_corrupted, 50u);
+}
+
+// Each fault on each direction alone: only that direction's counter moves,
+// and the packets that arrive show exactly that fault.
+TEST(FaultTransportTest, EachFaultActsOnItsDirectionOnly) {
+  struct Case {
+    const char* what;
+    double FaultOptions::*field;
+    uint64_t FaultStats::*counter;
+    uint64_t FaultStats::*other_direction;
+  };
+  const Case cases[] = {
+      {"tx drop", &FaultOptions::tx_drop, &FaultStats::tx_dropped, &FaultStats::rx_dropped},
+      {"rx drop", &FaultOptions::rx_drop, &FaultStats::rx_dropped, &FaultStats::tx_dropped},
+      {"tx dup", &FaultOptions::tx_duplicate, &FaultStats::tx_duplicated, &FaultStats::rx_duplicated},
+      {"rx dup", &FaultOptions::rx_duplicate, &FaultStats::rx_duplicated, &FaultStats::tx_duplicated},
+      {"tx reorder", &FaultOptions::tx_reorder, &FaultStats::tx_reordered, &FaultStats::rx_reordered},
+      {"rx reorder", &FaultOptions::rx_reorder, &FaultStats::rx_reordered, &FaultStats::tx_reordered},
+  };
+  for (const Case& c : cases) {
+    FaultOptions f;
+    f.*c.field = 0.1;
+    f.seed = 21;
+    FaultStats s;
+    auto got = RoundTrip(f, 4000, &s);
+    EXPECT_NEAR(static_cast<double>(s.*c.counter), 400.0, 120.0) << c.what;
+    EXPECT_EQ(s.*c.other_direction, 0u) << c.what;
+    const uint64_t lost = s.tx_dropped + s.rx_dropped;
+    const uint64_t extra = s.tx_duplicated + s.rx_duplicated;
+    EXPECT_EQ(got.size(), 4000 - lost + extra) << c.what;
+  }
+}
+
+// Received packets delayed by the injector all arrive, later than packets
+// received after them, and a received packet can be corrupted by one bit.
+TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
+  FaultOptions f;
+  f.rx_delay = 0.3;
+  f.delay_us = 2000;
+  f.seed = 13;
+  FaultTransport t(std::make_unique<FakeTransport>(), f);
+  std::vector<uint32_t> got;
+  RxPacket rx[64];
+  auto drain = [&] {
+    const int n = t.Recv(rx, 64);
+    for (int k = 0; k < n; ++k) {
+      uint32_t v;
+      memcpy(&v, rx[k].data, 4);
+      got.push_back(v);
+    }
+  };
+  for (uint32_t i = 0; i < 200; ++i) {
+    TxPacket p{&i, 4, nullptr, 0};
+    t.Send(&p, 1);
+    drain();
+  }
+  EXPECT_GT(t.fault_stats().rx_delayed, 30u);
+  EXPECT_LT(got.size(), 200u);
+  for (int k = 0; k < 100 && got.size() < 200; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    drain();
+  }
+  ASSERT_EQ(got.size(), 200u);
+  std::vector<int> seen(200, 0);
+  size_t moved = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LT(got[i], 200u);
+    seen[got[i]]++;
+    moved += got[i] != i;
+  }
+  for (int v = 0; v < 200; ++v) EXPECT_EQ(seen[v], 1) << v;
+  EXPECT_GT(moved, 30u);
+
+  FaultOptions c;
+  c.rx_corrupt = 1.0;
+  c.seed = 17;
+  FaultTransport t2(std::make_unique<FakeTransport>(), c);
+  const uint64_t word = 0x0123456789abcdefull;
+  for (int i = 0; i < 50; ++i) {
+    TxPacket p{&word, 8, nullptr, 0};
+    t2.Send(&p, 1);
+    ASSERT_EQ(t2.Recv(rx, 64), 1);
+    uint64_t v;
+    memcpy(&v, rx[0].data, 8);
+    EXPECT_EQ(__builtin_popcountll(v ^ word), 1);
+  }
+  EXPECT_EQ(t2.fault_stats().rx_corrupted, 50u);
+  EXPECT_EQ(t2.fault_stats().tx_corrupted, 0u);
+}
+
+// Ranks get independent streams from one configured seed, lanes too; a rank
+// not in `ranks` gets no faults at all.
+TEST(FaultTransportTest, FaultsOfRankSelectsRanksAndSeedsEachIndependently) {
+  FaultOptions f;
+  f.tx_drop = 0.2;
+  f.seed = 5;
+  const FaultOptions r0 = FaultsOfRank(f, 0, 0), r1 = FaultsOfRank(f, 1, 0),
+                     r0_lane1 = FaultsOfRank(f, 0, 1);
+  EXPECT_TRUE(r0.enabled());
+  EXPECT_NE(r0.seed, r1.seed);
+  EXPECT_NE(r0.seed, r0_lane1.seed);
+  EXPECT_EQ(r0.seed, FaultsOfRank(f, 0, 0).seed);  // deterministic
+  FaultStats a, b;
+  EXPECT_NE(RoundTrip(r0, 2000, &a), RoundTrip(r1, 2000, &b));
+
+  f.ranks = {1, 3};
+  EXPECT_FALSE(FaultsOfRank(f, 0, 0).enabled());
+  EXPECT_FALSE(FaultsOfRank(f, 2, 0).enabled());
+  EXPECT_TRUE(FaultsOfRank(f, 1, 0).enabled());
+  EXPECT_TRUE(FaultsOfRank(f, 3, 2).enabled());
+  EXPECT_DOUBLE_EQ(FaultsOfRank(f, 3, 0).tx_drop, 0.2);
 }
 
 TEST(FaultTransportTest, NoFaultsIsTransparent) {

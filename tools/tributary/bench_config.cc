@@ -1,6 +1,7 @@
 // Validation and parsing of BenchConfig. Single-threaded (runs before fork).
 #include "tools/tributary/bench_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -95,13 +96,14 @@ Status BenchConfig::Finalize() {
 }
 
 std::vector<uint64_t> BenchConfig::Sizes() const {
-  // As nccl-tests: each size rounded down to whole elements; sizes that round
-  // to zero elements are skipped since they would measure nothing.
+  // As nccl-tests: each size rounded down to whole elements. The sweep starts
+  // at one element at least, so -b 0 (or a size below one element) neither
+  // measures nothing nor loops forever (0 x step stays 0).
   std::vector<uint64_t> sizes;
   const uint64_t element = DataTypeSize(dtype);
-  for (uint64_t size = min_bytes; size <= max_bytes;) {
+  for (uint64_t size = std::max(min_bytes, element); size <= max_bytes;) {
     uint64_t rounded = size / element * element;
-    if (rounded > 0 && (sizes.empty() || sizes.back() != rounded)) sizes.push_back(rounded);
+    if (sizes.empty() || sizes.back() != rounded) sizes.push_back(rounded);
     if (min_bytes == max_bytes || size > max_bytes / step_factor) break;
     size *= step_factor;
   }

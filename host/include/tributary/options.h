@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tributary/status.h"
 
@@ -27,7 +28,13 @@ struct FaultOptions {
   uint32_t delay_us = 1000;
   double tx_corrupt = 0.0;  // flip one random bit of the packet (header or payload)
   double rx_corrupt = 0.0;
-  uint64_t seed = 1;        // same seed + same traffic = same faults
+  // Same seed + same traffic = same faults. Each rank (and lane) draws from
+  // its own stream, seeded from this seed and its rank, so ranks' faults are
+  // independent even when they share one environment.
+  uint64_t seed = 1;
+  // Ranks that inject faults; empty = every rank. E.g. {3}: only rank 3 is
+  // lossy, the others stay clean.
+  std::vector<uint32_t> ranks;
   bool enabled() const {
     return tx_drop > 0 || rx_drop > 0 || tx_duplicate > 0 || rx_duplicate > 0 || tx_reorder > 0 ||
            rx_reorder > 0 || tx_delay > 0 || rx_delay > 0 || tx_corrupt > 0 || rx_corrupt > 0;
@@ -79,8 +86,8 @@ struct Options {
   uint32_t lanes = 1;
 
   // An all-reduce that has not completed after this long fails with
-  // kTimedOut and names the fragments that never completed. 0 = never
-  // (not recommended).
+  // kTimedOut and names the fragments that never completed. Must be > 0:
+  // no Wait is ever unbounded.
   uint32_t op_timeout_ms = 30000;
 
   // Communicator creation (JOIN handshake) gives up after this long.

@@ -19,6 +19,20 @@ uint64_t NowNs() {
 
 }  // namespace
 
+// splitmix64 of the seed, rank and lane.
+FaultOptions FaultsOfRank(const FaultOptions& faults, uint32_t rank, uint32_t lane) {
+  if (!faults.ranks.empty() &&
+      std::find(faults.ranks.begin(), faults.ranks.end(), rank) == faults.ranks.end()) {
+    return FaultOptions{};
+  }
+  FaultOptions mine = faults;
+  uint64_t z = faults.seed + 0x9e3779b97f4a7c15ull * (1 + rank + (uint64_t{lane} << 32));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  mine.seed = z ^ (z >> 31);
+  return mine;
+}
+
 FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults)
     : inner_(std::move(inner)), faults_(faults), rng_(faults.seed) {
   TRIB_LOG(kWarn, "fault",

@@ -32,6 +32,12 @@ struct FaultStats {
   uint64_t tx_corrupted = 0, rx_corrupted = 0;
 };
 
+// The fault options lane `lane` of rank `rank` runs with: none when
+// faults.ranks is not empty and lacks the rank; else its own stream, the seed
+// mixed with rank and lane (ranks sharing one environment draw independent
+// faults).
+FaultOptions FaultsOfRank(const FaultOptions& faults, uint32_t rank, uint32_t lane);
+
 class FaultTransport final : public Transport {
  public:
   FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults);

@@ -132,6 +132,8 @@ inline constexpr uint32_t kPayloadAlign = 64;        // payload_bytes is a multi
 inline constexpr uint32_t kMaxSlotCount = 65536;
 inline constexpr uint32_t kMaxFanIn = 1u << 20;
 inline constexpr size_t kMaxNackTextBytes = 256;
+// elem_offset + elem_count never exceeds this (2^48 elements per collective).
+inline constexpr uint64_t kMaxCollectiveElems = uint64_t{1} << 48;
 inline constexpr size_t kMaxStatusSenders = 256;
 
 // Default UDP port of tributaryd (FORMAT.md §7). Unassigned by IANA.

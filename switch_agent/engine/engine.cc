@@ -37,6 +37,9 @@
 // Thread-safety: none; one Engine per thread.
 #include "switch_agent/engine/engine.h"
 
+#include <cstdarg>
+#include <cstdio>
+
 #include <utility>
 
 #include "common/add_counters.h"
@@ -147,6 +150,17 @@ void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reas
   out->header.aux = static_cast<uint32_t>(code);
   out->header.checksum = 0;
   out->peer = to;
+}
+
+void Engine::NackWithText(const Header& in, PeerToken to, NackCode code, DropReason reason,
+                          Action* out, const char* format, ...) {
+  Nack(in, to, code, reason, out);
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(nack_text_, sizeof(nack_text_), format, args);
+  va_end(args);
+  out->payload = reinterpret_cast<const uint8_t*>(nack_text_);
+  out->payload_len = n <= 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(nack_text_) - 1);
 }
 
 Job* Engine::Lookup(uint32_t job_id) {
@@ -285,8 +299,12 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   const ReduceKernel& k = table_->kernels[d][o];
   const uint64_t bytes = uint64_t{h.elem_count} * k.wire_size;
+  // A fragment starts on a whole packet of the job's payload size (FORMAT.md
+  // §8.2) and ends inside the largest collective.
+  const uint64_t per_packet = job->payload_bytes() / k.wire_size;
   if (h.elem_count == 0 || bytes > job->payload_bytes() || bytes != pkt.payload_len ||
-      pkt.payload == nullptr) {
+      pkt.payload == nullptr || h.elem_offset % per_packet != 0 ||
+      h.elem_offset > proto::kMaxCollectiveElems - h.elem_count) {
     return Nack(h, from, NackCode::kBadRange, DropReason::kBadRange, out);
   }
 
@@ -496,7 +514,10 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     return Nack(h, from, NackCode::kUnsupported, DropReason::kBadJoin, out);
   }
   if (body.fan_in > limits_.max_fan_in || body.slot_count > limits_.max_slots) {
-    return Nack(h, from, NackCode::kResourceExhausted, DropReason::kBadJoin, out);
+    return NackWithText(h, from, NackCode::kResourceExhausted, DropReason::kBadJoin, out,
+                        "fan_in %u / slot_count %u beyond this daemon's limits %u / %u "
+                        "(max_slots_per_job)",
+                        body.fan_in, body.slot_count, limits_.max_fan_in, limits_.max_slots);
   }
   if (h.sender >= body.fan_in) {
     return Nack(h, from, NackCode::kBadSender, DropReason::kBadJoin, out);
@@ -531,7 +552,16 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     }
     DropReason refused;
     if (!ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused)) {
-      return Nack(h, from, NackCode::kResourceExhausted, refused, out);
+      if (refused == DropReason::kJobLimit) {
+        return NackWithText(h, from, NackCode::kResourceExhausted, refused, out,
+                            "max_jobs %u jobs already alive on this daemon", limits_.max_jobs);
+      }
+      return NackWithText(
+          h, from, NackCode::kResourceExhausted, refused, out,
+          "the job needs %.1f MiB of aggregation memory; %.1f of max_memory_mb %.0f are in use",
+          static_cast<double>(Job::ArenaBytes(params)) / (1 << 20),
+          static_cast<double>(memory_bytes_) / (1 << 20),
+          static_cast<double>(limits_.max_memory_bytes) / (1 << 20));
     }
   }
   job->Register(h.sender, from);

@@ -274,6 +274,12 @@ TEST_F(TributarydTest, HostileInputIsCountedAndNeverAggregated) {
   job.rank(0).Send(h, big.data(), big.size());
   ++drop_sent[engine::DropReasonName(DropReason::kBadRange)];
   h = job.Contribution(0, next);
+  h.elem_offset += 1;  // not on a packet boundary
+  refuse(job.rank(0), h, kPayloadBytes, DropReason::kBadRange);
+  h = job.Contribution(0, next);
+  h.elem_offset = proto::kMaxCollectiveElems;  // beyond any collective
+  refuse(job.rank(0), h, kPayloadBytes, DropReason::kBadRange);
+  h = job.Contribution(0, next);
   h.sender = kFanIn;
   refuse(job.rank(0), h, kPayloadBytes, DropReason::kBadSender);
   // Right key and epoch, but rank 0's index from another address.

@@ -156,6 +156,9 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
   add("bad slot", [](proto::Header& h) { h.slot = 4; }, DropReason::kBadSlot, true, NackCode::kBadSlot);
   add("bad range", [](proto::Header& h) { h.elem_count = 65; }, DropReason::kBadRange, true, NackCode::kBadRange, JobFixture::Peer(0), 260);
   add("length mismatch", [](proto::Header& h) { h.elem_count = 4; }, DropReason::kBadRange, true, NackCode::kBadRange);
+  // payload 256 B = 64 floats per packet: offsets are multiples of 64.
+  add("offset off a packet boundary", [](proto::Header& h) { h.elem_offset = 8; }, DropReason::kBadRange, true, NackCode::kBadRange);
+  add("offset past 2^48", [](proto::Header& h) { h.elem_offset = proto::kMaxCollectiveElems; }, DropReason::kBadRange, true, NackCode::kBadRange);
   add("bad dtype", [](proto::Header& h) { h.dtype = static_cast<DataType>(11); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
   add("bad op", [](proto::Header& h) { h.op = static_cast<ReduceOp>(0); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
   add("unexpected type", [](proto::Header& h) { h.type = MsgType::kResult; }, DropReason::kUnexpectedType, false, NackCode{});
@@ -269,37 +272,37 @@ TEST(EngineContribution, LateDuplicateAfterOtherSetClearedItsBit) {
 // One slot, so rounds alternate between set 0 and set 1 as ranks send them.
 TEST(EngineContribution, SetReuseOnlyForNewerRounds) {
   Engine engine(EngineLimits{}, 1);
-  JobFixture job(&engine, 1, 2, 2, 1, 64);
-  job.Send(0, 0, 0, 5, 100, {1});
-  ASSERT_EQ(job.Send(1, 0, 0, 5, 100, {1}).kind, ActionKind::kResultToAll);  // R0 in set 0
+  JobFixture job(&engine, 1, 2, 2, 1, 64);  // 16 floats per packet: offsets x16
+  job.Send(0, 0, 0, 5, 1600, {1});
+  ASSERT_EQ(job.Send(1, 0, 0, 5, 1600, {1}).kind, ActionKind::kResultToAll);  // R0 in set 0
   // Older by offset and by collective, senders' bits still set: stale.
-  EXPECT_EQ(job.Send(0, 0, 0, 5, 50, {9}).kind, ActionKind::kNone);
-  EXPECT_EQ(job.Send(1, 0, 0, 4, 900, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 800, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 4, 14400, {9}).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kStale), 2u);
   // R1 in set 1 clears both bits in set 0.
-  job.Send(0, 0, 1, 5, 200, {2});
-  ASSERT_EQ(job.Send(1, 0, 1, 5, 200, {2}).kind, ActionKind::kResultToAll);
+  job.Send(0, 0, 1, 5, 3200, {2});
+  ASSERT_EQ(job.Send(1, 0, 1, 5, 3200, {2}).kind, ActionKind::kResultToAll);
   // Bit clear, set complete, packet older than its round: stale.
-  EXPECT_EQ(job.Send(0, 0, 0, 5, 50, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 800, {9}).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kStale), 3u);
   // Newer: R2 starts in set 0 (bitmap cleared, accumulator re-initialized).
-  EXPECT_EQ(job.Send(1, 0, 0, 5, 300, {7}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 5, 4800, {7}).kind, ActionKind::kNone);
   // Pending set, packet newer than its round: mismatch; older: stale.
-  EXPECT_EQ(job.Send(0, 0, 0, 5, 400, {9}).header.aux, static_cast<uint32_t>(NackCode::kMismatch));
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 6400, {9}).header.aux, static_cast<uint32_t>(NackCode::kMismatch));
   EXPECT_EQ(Drops(engine, DropReason::kMismatch), 1u);
-  EXPECT_EQ(job.Send(0, 0, 0, 5, 100, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 1600, {9}).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kStale), 4u);
   // A sender whose bit is set in the pending round sends another round: stale.
-  EXPECT_EQ(job.Send(1, 0, 0, 5, 100, {9}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 5, 1600, {9}).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kStale), 5u);
-  const Action done = job.Send(0, 0, 0, 5, 300, {8});
+  const Action done = job.Send(0, 0, 0, 5, 4800, {8});
   ASSERT_EQ(done.kind, ActionKind::kResultToAll);
   EXPECT_EQ(PayloadFloats(done), (std::vector<float>{15}));
   // Child 0 starts R3 in set 1, then skips ahead to R4 in set 0 while R3 is
   // still pending with its bit set: refused, nothing changes in set 0.
-  EXPECT_EQ(job.Send(0, 0, 1, 5, 400, {1}).kind, ActionKind::kNone);
-  EXPECT_EQ(job.Send(0, 0, 0, 5, 500, {1}).header.aux, static_cast<uint32_t>(NackCode::kMismatch));
-  EXPECT_EQ(job.Request(1, 0, 0, 5, 300).header.type, MsgType::kResult);
+  EXPECT_EQ(job.Send(0, 0, 1, 5, 6400, {1}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(0, 0, 0, 5, 8000, {1}).header.aux, static_cast<uint32_t>(NackCode::kMismatch));
+  EXPECT_EQ(job.Request(1, 0, 0, 5, 4800).header.type, MsgType::kResult);
   EXPECT_EQ(engine.counters().completions, 3u);
 }
 
@@ -319,7 +322,7 @@ TEST(EngineContribution, OutOfOrderArrivalAcrossSlots) {
   for (const Msg& m : msgs) {
     std::vector<float> v(16);
     for (uint32_t i = 0; i < 16; ++i) v[i] = float(m.child * 1000 + m.slot * 16 + i);
-    const Action a = job.Send(m.child, m.slot, 0, 1, m.slot * 16, v);
+    const Action a = job.Send(m.child, m.slot, 0, 1, m.slot * 64, v);
     if (a.kind == ActionKind::kResultToAll) {
       ++completed[m.slot];
       const auto got = PayloadFloats(a);
@@ -327,7 +330,7 @@ TEST(EngineContribution, OutOfOrderArrivalAcrossSlots) {
         EXPECT_EQ(got[i], float(fan_in * (m.slot * 16 + i) + 1000 * (0 + 1 + 2 + 3 + 4)));
       }
       EXPECT_EQ(a.header.slot, m.slot);
-      EXPECT_EQ(a.header.elem_offset, m.slot * 16u);
+      EXPECT_EQ(a.header.elem_offset, m.slot * 64u);
     }
   }
   EXPECT_EQ(completed, std::vector<int>(slots, 1));

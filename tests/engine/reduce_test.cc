@@ -19,35 +19,18 @@
 
 #include "switch_agent/engine/reduce.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/engine/float_reference.h"
 
 namespace tributary::engine {
 namespace {
 
 using proto::DataType;
 using proto::ReduceOp;
+using testing::DecodeBf16Ref;
+using testing::DecodeHalfRef;
 using testing::JobFixture;
 
 // ---- Independent references. ----
-
-double DecodeHalfRef(uint16_t h) {
-  const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double v;
-  if (exp == 31) {
-    v = mant != 0 ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-  } else if (exp == 0) {
-    v = std::ldexp(mant, -24);
-  } else {
-    v = std::ldexp(1024 + mant, exp - 25);
-  }
-  return sign ? -v : v;
-}
-
-double DecodeBf16Ref(uint16_t b) {
-  const uint32_t bits = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 // Rounds to the nearest value with `mant_bits` fraction bits and minimum
 // normal exponent `min_exp`, ties to even; beyond `max_finite` -> inf.

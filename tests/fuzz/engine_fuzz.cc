@@ -81,6 +81,7 @@ class Reader {
 struct JobState {
   uint32_t epoch = 0;
   uint32_t fan_in = 1;
+  uint32_t payload_bytes = 64;
 };
 
 class Driver {
@@ -165,7 +166,7 @@ class Driver {
     const uint32_t child = in->U8();
     const uint8_t flags = in->U8();
     proto::Header h = Base(proto::MsgType::kContribution, sel, child, flags);
-    FillRound(in, &h);
+    FillRound(in, sel, &h);
     const uint8_t data = in->U8();
     SendData(in, h, data, Peer(child, flags));
   }
@@ -176,7 +177,7 @@ class Driver {
     const uint32_t sel = in->U8() % ops::kJobIds;
     const uint8_t flags = in->U8();
     proto::Header h = Base(proto::MsgType::kContribution, sel, 0, 0);
-    FillRound(in, &h);
+    FillRound(in, sel, &h);
     const uint8_t data = in->U8();
     const uint32_t n = jobs_[sel].fan_in - ((flags & ops::kRoundSkipLast) ? 1 : 0);
     for (uint32_t c = 0; c < n; ++c) {
@@ -185,14 +186,22 @@ class Driver {
     }
   }
 
-  void FillRound(Reader* in, proto::Header* h) {
+  void FillRound(Reader* in, uint32_t sel, proto::Header* h) {
     h->slot = ops::Slot(in->U8());
     h->shadow = ops::Shadow(in->U8());
     h->collective_id = in->U8();
-    h->elem_offset = uint64_t{in->U8()} * 64;
+    const uint8_t offset = in->U8();
     h->dtype = static_cast<proto::DataType>(1 + in->U8() % proto::kMaxDataType);
     h->op = static_cast<proto::ReduceOp>(1 + in->U8() % proto::kMaxReduceOp);
     h->elem_count = ops::Count(in->U8());
+    h->elem_offset = Offset(sel, offset, h->dtype);
+  }
+
+  // Fragment `b` of the job's packet size; 255 is one element off a packet
+  // boundary (NACK kBadRange).
+  uint64_t Offset(uint32_t sel, uint8_t b, proto::DataType t) const {
+    const uint64_t per_packet = jobs_[sel].payload_bytes / proto::DataTypeSize(t);
+    return b == 255 ? per_packet * 3 + 1 : uint64_t{b} * per_packet;
   }
 
   // `data` chooses the payload (ops::kDataFromInput: the next bytes of the
@@ -217,7 +226,7 @@ class Driver {
     h.slot = ops::Slot(in->U8());
     h.shadow = ops::Shadow(in->U8());
     h.collective_id = in->U8();
-    h.elem_offset = uint64_t{in->U8()} * 64;
+    h.elem_offset = Offset(sel, in->U8(), proto::DataType::kFloat32);
     Send(h, nullptr, 0, Peer(child, flags));
   }
 
@@ -296,6 +305,7 @@ class Driver {
         FUZZ_CHECK(proto::DecodeJoinBody(a.payload, a.payload_len, &body));
         jobs_[s].epoch = a.header.epoch;
         jobs_[s].fan_in = body.fan_in;
+        jobs_[s].payload_bytes = body.payload_bytes;
       }
     }
   }

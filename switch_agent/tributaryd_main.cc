@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
 
   const uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
-  agent::StragglerMonitor stragglers;
+  agent::StragglerMonitor stragglers(config.straggler_interval_ms * 1000000ull,
+                                     config.straggler_min_rounds);
   dataplane->Run(signals.stop, [&](uint64_t now_ns) {
     stragglers.Tick([&] { return agent::GatherCounters(*dataplane, engine).engine; }, now_ns);
     if (signals.dump_counters.exchange(false, std::memory_order_relaxed)) {

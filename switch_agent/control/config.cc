@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "proto/wire.h"
 
 #ifndef TRIBUTARY_VERSION
 #define TRIBUTARY_VERSION "unknown"
@@ -45,6 +46,8 @@ const Field kFields[] = {
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
     {"max_memory_mb", "MiB for all job arenas; JOINs that do not fit are refused", nullptr,
      &Config::max_memory_mb},
+    {"max_slots_per_job", "slots (window) one job may ask for (1-65536); larger JOINs are refused",
+     nullptr, &Config::max_slots_per_job},
     {"job_idle_timeout_s", "seconds without a packet before a job is reaped", nullptr,
      &Config::job_idle_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
@@ -55,6 +58,10 @@ const Field kFields[] = {
     {"log_level", "trace|debug|info|warn|error|off", &Config::log_level, nullptr},
     {"stats_interval_s", "print counters every N seconds; 0 = on SIGUSR1 and exit only", nullptr,
      &Config::stats_interval_s},
+    {"straggler_interval_ms", "check for persistent stragglers every N ms (WARN naming them)",
+     nullptr, &Config::straggler_interval_ms},
+    {"straggler_min_rounds", "rounds a job must complete between checks before one is judged",
+     nullptr, &Config::straggler_min_rounds},
     {"manager", "tributary-manager address host:port to register with; empty = standalone",
      &Config::manager, nullptr},
     {"daemon_name", "name at the manager; empty = <hostname>:<port>", &Config::daemon_name,
@@ -301,6 +308,7 @@ bool ValidateConfig(const Config& c, std::string* error) {
   if (!CheckBackendName(c.dataplane, &why)) fail("dataplane", why);
   range("max_jobs", c.max_jobs, 1, 1u << 20);
   range("max_memory_mb", c.max_memory_mb, 1, 1ull << 24);
+  range("max_slots_per_job", c.max_slots_per_job, 1, proto::kMaxSlotCount);
   range("job_idle_timeout_s", c.job_idle_timeout_s, 1, 7 * 86400);
   range("batch_size", c.batch_size, 1, 1024);
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
@@ -310,6 +318,8 @@ bool ValidateConfig(const Config& c, std::string* error) {
     fail("log_level", "'" + c.log_level + "' is not one of trace|debug|info|warn|error|off");
   }
   range("stats_interval_s", c.stats_interval_s, 0, 86400);
+  range("straggler_interval_ms", c.straggler_interval_ms, 100, 86400000);
+  range("straggler_min_rounds", c.straggler_min_rounds, 1, 1ull << 32);
   if (c.role != "leaf" && c.role != "inner" && c.role != "any") {
     fail("role", "'" + c.role + "' is not one of leaf|inner|any");
   }
@@ -434,6 +444,7 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   engine::EngineLimits l;
   l.max_jobs = static_cast<uint32_t>(c.max_jobs);
   l.max_memory_bytes = c.max_memory_mb << 20;
+  l.max_slots = static_cast<uint32_t>(c.max_slots_per_job);
   l.job_idle_timeout_ns = c.job_idle_timeout_s * 1000000000ull;
   l.create_jobs_on_join = c.manager.empty();
   return l;

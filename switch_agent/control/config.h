@@ -47,6 +47,9 @@ struct Config {
   // Memory for all job arenas, MiB. Reserved at JOIN; a job that does not fit
   // is refused so the host falls back instead of stalling later.
   uint64_t max_memory_mb = 4096;
+  // Slots (the rank's window) one job may ask for; a JOIN asking for more is
+  // refused with RESOURCE_EXHAUSTED naming this limit.
+  uint64_t max_slots_per_job = 65536;
   // A job with no packet for this long is reaped (ranks that died).
   uint64_t job_idle_timeout_s = 300;
   // Datagrams per recvmmsg burst: larger amortises syscalls, smaller cuts latency.
@@ -60,6 +63,11 @@ struct Config {
   std::string log_level = "info";
   // Print counters every N seconds; 0 = only on SIGUSR1 and at exit.
   uint64_t stats_interval_s = 0;
+  // Straggler check: every this many ms, a child that arrived last in at
+  // least half of the rounds its job completed since the previous check (and
+  // at least straggler_min_rounds of them) is named in a WARN.
+  uint64_t straggler_interval_ms = 10000;
+  uint64_t straggler_min_rounds = 100;
 
   // ---- Control plane (docs/CONTROL_PLANE.md). ----
   // tributary-manager to register with ("host:port"); empty = standalone.

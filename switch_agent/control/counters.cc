@@ -123,10 +123,11 @@ std::string FormatJobStragglers(const engine::JobInfo& job,
   return s;
 }
 
-void StragglerMonitor::Tick(const std::function<engine::EngineSnapshot()>& gather,
-                            uint64_t now_ns) {
-  if (now_ns < next_check_ns_) return;
-  next_check_ns_ = now_ns + kCheckIntervalNs;
+std::vector<std::string> StragglerMonitor::Tick(
+    const std::function<engine::EngineSnapshot()>& gather, uint64_t now_ns) {
+  std::vector<std::string> warnings;
+  if (now_ns < next_check_ns_) return warnings;
+  next_check_ns_ = now_ns + interval_ns_;
   const engine::EngineSnapshot snap = gather();
   std::unordered_map<uint32_t, Seen> next;
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
@@ -137,22 +138,26 @@ void StragglerMonitor::Tick(const std::function<engine::EngineSnapshot()>& gathe
     const std::vector<engine::ChildStat>& top = snap.stragglers[i];
     for (const engine::ChildStat& c : top) now.rounds_last[c.child] = c.lateness.rounds_last;
     const uint64_t rounds = j.completions - before.completions;
-    if (j.fan_in < 2 || rounds < kMinRounds || top.empty()) continue;
+    if (j.fan_in < 2 || rounds < min_rounds_ || top.empty()) continue;
     for (const engine::ChildStat& c : top) {
       auto it = before.rounds_last.find(c.child);
       const uint64_t last = c.lateness.rounds_last - (it == before.rounds_last.end() ? 0 : it->second);
       if (2 * last >= rounds) {
-        TRIB_LOG(kWarn, "straggler",
-                 "job %u: rank %u arrived last in %" PRIu64 " of the last %" PRIu64
-                 " rounds (%.0f%%); mean lateness %.1f us over the job",
-                 j.job_id, c.child, last, rounds, 100.0 * last / rounds,
-                 c.lateness.contributions ? c.lateness.lateness_sum_ns / 1000.0 /
-                                                c.lateness.contributions
-                                          : 0.0);
+        char buf[200];
+        std::snprintf(buf, sizeof(buf),
+                      "job %u: rank %u arrived last in %" PRIu64 " of the last %" PRIu64
+                      " rounds (%.0f%%); mean lateness %.1f us over the job",
+                      j.job_id, c.child, last, rounds, 100.0 * last / rounds,
+                      c.lateness.contributions
+                          ? c.lateness.lateness_sum_ns / 1000.0 / c.lateness.contributions
+                          : 0.0);
+        TRIB_LOG(kWarn, "straggler", "%s", buf);
+        warnings.push_back(buf);
       }
     }
   }
   jobs_.swap(next);  // forget jobs that ended
+  return warnings;
 }
 
 }  // namespace tributary::agent

@@ -35,16 +35,21 @@ std::string FormatJobStragglers(const engine::JobInfo& job,
                                 const std::vector<engine::ChildStat>& top);
 
 // Logs a WARN when one child of a job arrived last in at least half of the
-// rounds completed since the previous check (and at least kMinRounds of
+// rounds completed since the previous check (and at least `min_rounds` of
 // them): a persistent straggler, named. Called from the loop's tick.
 class StragglerMonitor {
  public:
-  static constexpr uint64_t kCheckIntervalNs = 10ull * 1000000000;
-  static constexpr uint64_t kMinRounds = 100;
-  // `gather` is called only when a check is due (every kCheckIntervalNs).
-  void Tick(const std::function<engine::EngineSnapshot()>& gather, uint64_t now_ns);
+  // Defaults: Config::straggler_interval_ms / straggler_min_rounds.
+  explicit StragglerMonitor(uint64_t interval_ns = 10ull * 1000000000, uint64_t min_rounds = 100)
+      : interval_ns_(interval_ns), min_rounds_(min_rounds) {}
+  // `gather` is called only when a check is due (every interval_ns). Returns
+  // the warnings it logged (empty when none was due or found).
+  std::vector<std::string> Tick(const std::function<engine::EngineSnapshot()>& gather,
+                                uint64_t now_ns);
 
  private:
+  uint64_t interval_ns_;
+  uint64_t min_rounds_;
   struct Seen {
     uint64_t completions = 0;
     std::unordered_map<uint32_t, uint64_t> rounds_last;  // child -> rounds_last at last check

@@ -13,7 +13,9 @@
 // Thread-safety: none; one per dataplane loop.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <unordered_set>
 
 #include "common/log.h"
@@ -117,6 +119,26 @@ class ReplyPolicy {
     });
   }
 
+  // The answer to a JOIN from a new address while the peer table is full:
+  // NACK kResourceExhausted to the source (kTransientPeer, so rate-limited by
+  // Deliver) whose text names the limit. Valid until the next call.
+  engine::Action RefuseNewPeer(const proto::Header& join, uint32_t max_peers) {
+    engine::Action a;
+    a.kind = engine::ActionKind::kSendToOne;
+    a.header = join;
+    a.header.type = proto::MsgType::kNack;
+    a.header.flags = 0;
+    a.header.checksum = 0;
+    a.header.aux = static_cast<uint32_t>(proto::NackCode::kResourceExhausted);
+    a.peer = kTransientPeer;
+    const int n = std::snprintf(refusal_, sizeof(refusal_),
+                                "peer table full: this daemon serves max_peers %u rank addresses",
+                                max_peers);
+    a.payload = reinterpret_cast<const uint8_t*>(refusal_);
+    a.payload_len = n > 0 ? std::min<size_t>(static_cast<size_t>(n), sizeof(refusal_) - 1) : 0;
+    return a;
+  }
+
   // True if an answer to an unknown source may go out now.
   bool AllowTransientReply(uint64_t now_ns) {
     tokens_ += static_cast<double>(now_ns - refill_ns_) * 1e-9 * kTransientRepliesPerSecond;
@@ -130,6 +152,7 @@ class ReplyPolicy {
  private:
   std::unordered_set<uint32_t> checksum_jobs_;
   double tokens_ = kTransientRepliesPerSecond;
+  char refusal_[proto::kMaxNackTextBytes];
   uint64_t refill_ns_ = 0;
 };
 

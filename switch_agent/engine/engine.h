@@ -267,6 +267,11 @@ class Engine {
   void Drop(DropReason reason);
   void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
             Action* out);
+  // A NACK whose text (printf-style, at most kMaxNackTextBytes) says why:
+  // refusals of JOINs name the limit they hit.
+  [[gnu::format(printf, 7, 8)]] void NackWithText(const proto::Header& in, PeerToken to,
+                                                  proto::NackCode code, DropReason reason,
+                                                  Action* out, const char* format, ...);
   Job* FindSlot(const proto::Header& h, PeerToken from, uint64_t now_ns, Action* out);
   Job* FindAuthenticated(const proto::Header& h, PeerToken from, Action* reject);
   Job* Lookup(uint32_t job_id);
@@ -276,6 +281,7 @@ class Engine {
                 Action* out);
 
   EngineLimits limits_;
+  char nack_text_[proto::kMaxNackTextBytes];  // the last NackWithText's payload
   uint32_t next_epoch_;
   EngineCounters counters_;
   uint64_t memory_bytes_ = 0;

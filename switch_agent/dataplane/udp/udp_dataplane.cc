@@ -284,6 +284,8 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
             TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
                      peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
           }
+          current_source_ = &rx_addr_[i];
+          Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()), false);
           continue;
         }
         inserted = true;

@@ -7,7 +7,10 @@
 // in clear errors within their timeouts instead of hangs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -108,13 +111,16 @@ TEST_P(AllReduceRanks, EveryDtypeEverySizeSum) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
-TEST_P(AllReduceRanks, SixtyFourMebibytes) {
+// 64 MiB of every dtype at 2, 4 and 8 ranks (one job per dtype).
+TEST_P(AllReduceRanks, SixtyFourMebibytesEveryDtype) {
   const int world = GetParam();
   const uint32_t job = NextJobId();
-  std::string failures = RunRanks(world, 240, [&](int rank) {
-    int rc = RankBody(MakeConfig(daemon_, job, rank, world), {(64u << 20) / 4},
-                      {DataType::kFloat32, DataType::kInt32}, {ReduceOp::kSum}, false);
-    if (rc != 0) return rc;
+  std::string failures = RunRanks(world, 600, [&](int rank) {
+    for (DataType t : kAllTypes) {
+      int rc = RankBody(MakeConfig(daemon_, job + 2 * static_cast<uint32_t>(t), rank, world),
+                        {(64u << 20) / DataTypeSize(t)}, {t}, {ReduceOp::kSum}, false);
+      if (rc != 0) return rc;
+    }
     return 0;
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
@@ -130,6 +136,131 @@ TEST_P(AllReduceRanks, EveryDtypeOtherOps) {
                     {ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}, false);
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
+// Random float inputs (not the exactly-summable patterns): every element of
+// SUM and PROD must be within FORMAT.md §4.2's tolerance of a long double
+// reference, and every rank must receive bit-identical results.
+constexpr DataType kFloatTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                                    DataType::kBfloat16};
+
+// Rank r's input element i of one (dtype, op) run, as stored in dtype.
+void FillRandom(DataType t, ReduceOp op, uint32_t rank, void* buf, uint64_t count) {
+  std::mt19937_64 rng(0x7013ull * (rank + 1) + static_cast<uint64_t>(t) * 31 +
+                      static_cast<uint64_t>(op));
+  // PROD stays far from overflow and underflow with factors near 1.
+  std::uniform_real_distribution<double> dist(op == ReduceOp::kProd ? 0.75 : -1.0,
+                                              op == ReduceOp::kProd ? 1.25 : 1.0);
+  for (uint64_t i = 0; i < count; ++i) testing::StoreFromDouble(t, buf, i, dist(rng));
+}
+
+struct FloatBounds {
+  long double u, h, e;
+};
+
+FloatBounds BoundsOf(DataType t) {
+  switch (t) {
+    case DataType::kFloat64: return {0x1p-53L, 0, 0};
+    case DataType::kFloat16: return {0x1p-24L, 0x1p-11L, 0x1p-25L};
+    case DataType::kBfloat16: return {0x1p-24L, 0x1p-8L, 0x1p-134L};
+    default: return {0x1p-24L, 0, 0};
+  }
+}
+
+// Elements outside the tolerance; the first one described in *first.
+uint64_t CheckTolerance(DataType t, ReduceOp op, uint32_t world, const void* result,
+                        uint64_t count, std::string* first) {
+  const size_t esize = DataTypeSize(t);
+  std::vector<std::vector<uint8_t>> inputs(world, std::vector<uint8_t>(count * esize));
+  for (uint32_t r = 0; r < world; ++r) FillRandom(t, op, r, inputs[r].data(), count);
+  const FloatBounds b = BoundsOf(t);
+  const long double g = (world - 1) * b.u / (1 - (world - 1) * b.u);
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    long double exact = op == ReduceOp::kProd ? 1 : 0, magnitude = 0;
+    for (uint32_t r = 0; r < world; ++r) {
+      const long double x = testing::LoadAsDouble(t, inputs[r].data(), i);
+      exact = op == ReduceOp::kProd ? exact * x : exact + x;
+      magnitude += std::fabs(x);
+    }
+    const long double got = testing::LoadAsDouble(t, result, i);
+    const long double bound =
+        op == ReduceOp::kProd
+            ? (std::pow(1 + b.u, static_cast<long double>(world - 1)) * (1 + b.h) - 1) *
+                      std::fabs(exact) + b.e
+            : g * magnitude * (1 + b.h) + b.h * std::fabs(exact) + b.e;
+    if (!(std::fabs(got - exact) <= bound)) {
+      if (wrong++ == 0) {
+        *first = "element " + std::to_string(i) + ": got " + std::to_string(double(got)) +
+                 ", exact " + std::to_string(double(exact)) + ", bound " +
+                 std::to_string(double(bound));
+      }
+    }
+  }
+  return wrong;
+}
+
+uint64_t Fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+TEST_P(AllReduceRanks, RandomFloatsWithinDocumentedTolerance) {
+  const int world = GetParam();
+  const uint32_t job = NextJobId();
+  char dir[] = "/tmp/tributary-tolerance-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::vector<uint64_t> sizes = {1, 7, 1023, 70001};
+  std::string failures = RunRanks(world, 240, [&](int rank) {
+    CommConfig config = MakeConfig(daemon_, job, rank, world);
+    auto comm = Communicator::Create(config);
+    if (!comm.ok()) return Fail(rank, comm.status().ToString());
+    const uint64_t max_bytes = sizes.back() * 8;
+    std::vector<uint8_t> send(max_bytes), recv(max_bytes);
+    auto sb = comm.value()->Register(send.data(), send.size());
+    auto rb = comm.value()->Register(recv.data(), recv.size());
+    if (!sb.ok() || !rb.ok()) return Fail(rank, "register failed");
+    FILE* digests = fopen((std::string(dir) + "/rank" + std::to_string(rank)).c_str(), "w");
+    if (digests == nullptr) return Fail(rank, "cannot write the digest file");
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd}) {
+      for (DataType t : kFloatTypes) {
+        for (uint64_t n : sizes) {
+          FillRandom(t, op, rank, send.data(), n);
+          auto req = comm.value()->AllReduce(sb.value(), rb.value(), n, t, op);
+          if (!req.ok()) return Fail(rank, req.status().ToString());
+          Status s = req.value().Wait();
+          if (!s.ok()) return Fail(rank, s.ToString());
+          std::string first;
+          uint64_t wrong = CheckTolerance(t, op, world, recv.data(), n, &first);
+          if (wrong != 0) {
+            return Fail(rank, std::string(DataTypeName(t)) + " " + std::to_string(wrong) +
+                                  " of " + std::to_string(n) + " outside the tolerance; " + first);
+          }
+          fprintf(digests, "%016llx\n",
+                  static_cast<unsigned long long>(Fnv1a(recv.data(), n * DataTypeSize(t))));
+        }
+      }
+    }
+    fclose(digests);
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+  std::string first_digests;
+  for (int r = 0; r < world; ++r) {
+    const std::string path = std::string(dir) + "/rank" + std::to_string(r);
+    std::string text;
+    if (FILE* f = fopen(path.c_str(), "r")) {
+      char line[64];
+      while (fgets(line, sizeof line, f) != nullptr) text += line;
+      fclose(f);
+    }
+    unlink(path.c_str());
+    EXPECT_FALSE(text.empty()) << "rank " << r << " wrote no digests";
+    if (r == 0) first_digests = text;
+    EXPECT_EQ(text, first_digests) << "rank " << r << " received different result bits";
+  }
+  rmdir(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceRanks, ::testing::Values(2, 4, 8),
@@ -150,20 +281,6 @@ TEST_F(AllReduceE2E, InPlaceEveryOp) {
     return RankBody(MakeConfig(daemon_, job, rank, 4), {1, 1023, 300007},
                     {DataType::kFloat32, DataType::kInt64, DataType::kBfloat16},
                     std::vector<ReduceOp>(std::begin(kAllOps), std::end(kAllOps)), true);
-  });
-  EXPECT_EQ(failures, "") << daemon_.Output();
-}
-
-// 64 MiB of every dtype (2 ranks; 4 and 8 ranks run fp32 and int32 above).
-TEST_F(AllReduceE2E, SixtyFourMebibytesEveryDtype) {
-  const uint32_t job = NextJobId();
-  std::string failures = RunRanks(2, 600, [&](int rank) {
-    for (DataType t : kAllTypes) {
-      int rc = RankBody(MakeConfig(daemon_, job + static_cast<uint32_t>(t), rank, 2),
-                        {(64u << 20) / DataTypeSize(t)}, {t}, {ReduceOp::kSum}, false);
-      if (rc != 0) return rc;
-    }
-    return 0;
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
 }

@@ -3,13 +3,17 @@
 // Proves: `tributary bench` starts its own tributaryd, forks the ranks, and
 // prints an nccl-tests table whose rows are the requested sizes with
 // consistent columns (busbw = algbw * 2(n-1)/n, 0 wrong) and the closing
-// "# Avg bus bandwidth" line, exit 0 — for float sum and for other
-// types/operations; and that pointing --daemon at a port where nothing
-// listens ends within the connect timeout with a clear message and a
-// non-zero exit, not a hang. Needs $TRIBUTARY_CLI and $TRIBUTARYD (ctest
-// sets both).
+// "# Avg bus bandwidth" line, exit 0, for float sum and for other
+// types/operations; `-c 0` prints N/A; wrong results (corruption that no
+// checksum catches) are counted and exit 1; --daemon uses a running daemon
+// and leaves it running; `tributary demo` passes; pointing --daemon at a port
+// where nothing listens ends within the connect timeout with a clear message
+// and a non-zero exit, not a hang; bad flags fail before any rank starts.
+// Needs $TRIBUTARY_CLI and $TRIBUTARYD (ctest sets both).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,7 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -39,10 +46,11 @@ std::string Cli() {
 
 // Runs the CLI with `args` under coreutils timeout, so a hang fails the test
 // instead of stalling it.
-CommandResult RunCli(const std::string& args, int timeout_s = 120) {
+// `env`: "NAME=value ..." put before the command.
+CommandResult RunCli(const std::string& args, int timeout_s = 120, const std::string& env = "") {
   CommandResult result;
-  const std::string command =
-      "timeout -k 5 " + std::to_string(timeout_s) + " '" + Cli() + "' " + args + " 2>&1";
+  const std::string command = (env.empty() ? "" : "env " + env + " ") + "timeout -k 5 " +
+                              std::to_string(timeout_s) + " '" + Cli() + "' " + args + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
@@ -86,7 +94,7 @@ void ExpectTable(const CommandResult& run, const std::vector<uint64_t>& sizes, s
       avg_busbw = std::atof(line.c_str() + std::strlen("# Avg bus bandwidth    : "));
     } else if (line == "# Out of bounds values : 0 OK") {
       out_of_bounds_ok = true;
-    } else if (!line.empty() && line[0] != '#' && header) {
+    } else if (!line.empty() && line[0] != '#' && header && line.rfind("VERDICT", 0) != 0) {
       rows.push_back(Fields(line));
     }
   }
@@ -178,6 +186,94 @@ TEST_F(CliBenchTest, UnreachableDaemonFailsWithinConnectTimeout) {
   EXPECT_NE(run.output.find("failed: UNAVAILABLE"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(target), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("# Avg bus bandwidth"), std::string::npos) << run.output;
+}
+
+// Without -c 1 nothing is verified, so #wrong is N/A, as in nccl-tests.
+TEST_F(CliBenchTest, UncheckedRunPrintsNotApplicable) {
+  const CommandResult run = RunCli("bench --ranks 2 -b 1K -e 4K -f 4 -c 0 -n 3 -w 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  size_t rows = 0;
+  for (const std::string& line : Lines(run.output)) {
+    const std::vector<std::string> f = Fields(line);
+    if (f.size() == 8 && line[0] != '#') {
+      EXPECT_EQ(f[7], "N/A") << line;
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 2u) << run.output;
+}
+
+// Payload bits flipped on the way to the aggregator with the end-to-end
+// checksum off (loopback carries no UDP checksum either; FORMAT.md §10): the
+// corruption reaches the sums, -c 1 catches it, #wrong counts it and the run
+// exits 1. With TRIBUTARY_CHECKSUM=1 the same faults are detected, resent
+// and the run is exact (exit 0).
+TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
+  const std::string faults = "TRIBUTARY_FAULT_TX_CORRUPT=0.05 TRIBUTARY_FAULT_SEED=3 ";
+  const CommandResult bad = RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
+                                   faults + "TRIBUTARY_CHECKSUM=0");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("# Out of bounds values : "), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("FAILED"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("wrong elements"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("# Out of bounds values : 0 OK"), std::string::npos) << bad.output;
+
+  const CommandResult good = RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
+                                    faults + "TRIBUTARY_CHECKSUM=1");
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  ExpectTable(good, {1u << 20}, 4, "int32", "sum", 2);
+}
+
+// --daemon HOST:PORT uses a tributaryd that is already running (and leaves
+// it running): the daemon's counters show the run's completions.
+TEST_F(CliBenchTest, RunsAgainstARunningDaemon) {
+  const std::string log = "/tmp/tributary-cli-daemon-" + std::to_string(getpid()) + ".log";
+  const pid_t daemon = fork();
+  ASSERT_GE(daemon, 0);
+  if (daemon == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(std::getenv("TRIBUTARYD"), "tributaryd", "--port", "0", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string address;
+  for (int i = 0; i < 100 && address.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const std::string prefix = "tributaryd listening on ";
+      if (line.rfind(prefix, 0) == 0) address = line.substr(prefix.size());
+    }
+  }
+  if (address.empty()) {
+    kill(daemon, SIGKILL);
+    waitpid(daemon, nullptr, 0);
+    FAIL() << "tributaryd did not start";
+  }
+  const CommandResult run = RunCli("bench --ranks 3 -b 8 -e 64K -f 8 -c 1 --daemon " + address);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  ExpectTable(run, {8, 64, 512, 4096, 32768}, 4, "float", "sum", 3);
+  int status = 0;
+  EXPECT_EQ(waitpid(daemon, &status, WNOHANG), 0) << "the bench stopped a daemon it did not start";
+  kill(daemon, SIGTERM);
+  waitpid(daemon, &status, 0);
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(log.c_str());
+  const size_t at = out.rfind(" completions=");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_GT(std::atol(out.c_str() + at + 13), 0) << out;
+}
+
+// README command 1's job: `tributary demo` all-reduces 4 KiB..64 MiB across
+// 4 ranks through its own daemon and ends with a PASS verdict.
+TEST_F(CliBenchTest, DemoPasses) {
+  const CommandResult run = RunCli("demo", 300);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  ExpectTable(run, {4096, 16384, 65536, 262144, 1u << 20, 4u << 20, 16u << 20, 64u << 20}, 4,
+              "float", "sum", 4);
+  EXPECT_NE(run.output.find("VERDICT: PASS"), std::string::npos) << run.output;
 }
 
 TEST_F(CliBenchTest, BadFlagsAreRejectedBeforeAnyRankStarts) {

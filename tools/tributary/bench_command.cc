@@ -17,6 +17,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   auto config = std::make_shared<BenchConfig>();
   CLI::App* sub = app.add_subcommand(
       "bench", "All-reduce benchmark in nccl-tests conventions (forks --ranks processes)");
+  sub->footer(
+      "Exit status: 0 every result correct (or -c 0), 1 wrong results (counted in #wrong), "
+      "2 the run failed (flags, daemon, timeout, a rank died), 130 interrupted.\n"
+      "Library settings come from TRIBUTARY_* (docs/CONFIGURATION.md), e.g. "
+      "TRIBUTARY_FAULT_TX_DROP=0.01 for injected loss.");
   sub->add_option("-b,--minbytes", config->min_bytes_text, "Smallest message size (K/M/G)")
       ->capture_default_str();
   sub->add_option("-e,--maxbytes", config->max_bytes_text, "Largest message size (K/M/G)")

@@ -57,7 +57,7 @@ class BenchRun {
   explicit BenchRun(const BenchConfig& config)
       : config_(config),
         sizes_(config.Sizes()),
-        table_(stdout, config.dtype, config.op, config.ranks, config.latency) {}
+        table_(stdout, config.dtype, config.op, config.ranks, config.latency, config.check != 0) {}
 
   BenchOutcome Run() {
     outcome_.sizes_planned = sizes_.size();

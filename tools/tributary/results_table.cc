@@ -3,14 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "tools/tributary/bench_config.h"
 
 namespace tributary::cli {
 
 ResultsTable::ResultsTable(std::FILE* out, DataType dtype, ReduceOp op, uint32_t ranks,
-                           bool latency)
-    : out_(out), dtype_(dtype), op_(op), ranks_(ranks), latency_(latency) {}
+                           bool latency, bool checked)
+    : out_(out), dtype_(dtype), op_(op), ranks_(ranks), latency_(latency), checked_(checked) {}
 
 SizeRow ResultsTable::MakeRow(uint64_t bytes, double time_us, uint64_t wrong) const {
   SizeRow row;
@@ -35,11 +36,11 @@ void ResultsTable::PrintColumnHeader() {
 }
 
 void ResultsTable::PrintRow(const SizeRow& row) {
-  std::fprintf(out_, "  %10llu  %12llu  %8s  %6s  %10.2f  %6.2f  %6.2f  %6llu",
+  const std::string wrong = checked_ ? std::to_string(row.wrong) : "N/A";
+  std::fprintf(out_, "  %10llu  %12llu  %8s  %6s  %10.2f  %6.2f  %6.2f  %6s",
                static_cast<unsigned long long>(row.bytes),
                static_cast<unsigned long long>(row.count), NcclTestsTypeName(dtype_),
-               ReduceOpName(op_), row.time_us, row.algbw_gbps, row.busbw_gbps,
-               static_cast<unsigned long long>(row.wrong));
+               ReduceOpName(op_), row.time_us, row.algbw_gbps, row.busbw_gbps, wrong.c_str());
   if (latency_) std::fprintf(out_, "  %8.2f  %8.2f", row.p50_us, row.p99_us);
   std::fprintf(out_, "\n");
   std::fflush(out_);

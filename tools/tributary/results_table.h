@@ -32,7 +32,10 @@ struct SizeRow {
 
 class ResultsTable {
  public:
-  ResultsTable(std::FILE* out, DataType dtype, ReduceOp op, uint32_t ranks, bool latency);
+  // `checked`: results are verified (-c 1); otherwise #wrong prints N/A, as
+  // in nccl-tests.
+  ResultsTable(std::FILE* out, DataType dtype, ReduceOp op, uint32_t ranks, bool latency,
+               bool checked = true);
 
   // Fills the derived columns of a row from bytes, time and wrong.
   SizeRow MakeRow(uint64_t bytes, double time_us, uint64_t wrong) const;
@@ -51,6 +54,7 @@ class ResultsTable {
   ReduceOp op_;
   uint32_t ranks_;
   bool latency_;
+  bool checked_;
   size_t rows_ = 0;
   double busbw_sum_ = 0;
   uint64_t total_wrong_ = 0;

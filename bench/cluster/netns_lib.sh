@@ -33,7 +33,8 @@
 #                               (ctl0 198.19.0.<i+1>, bridge ctl 198.19.0.254)
 #                               for launchers' out-of-band traffic (mpirun)
 #   netns_set_loss PERMILLE     drop PERMILLE/1000 of packets (0 removes)
-#   netns_loss_drops            packets dropped by the loss rules so far
+#   netns_loss_drops [to|from]  packets dropped by the loss rules so far: to the
+#                               daemon, from the daemon, or (default) all
 #   netns_host_exec I CMD...    run CMD in host I's namespace
 #   netns_switch_exec CMD...    run CMD in the switch namespace
 #   netns_start_daemon TRIBUTARYD LOG [ARGS...]  tributaryd on br0, sets
@@ -210,15 +211,20 @@ EOF
   done
 }
 
-# Sum of the packets the loss rules dropped (all namespaces).
+# Sum of the packets the loss rules dropped: "to" the daemon (switch input
+# and host-to-host forwarding), "from" the daemon (hosts' input), or all.
 netns_loss_drops() {
-  local i
+  local which=${1:-all} i
   {
-    ip netns exec "$NETNS_SWITCH" nft list table inet trib_loss 2> /dev/null
-    ip netns exec "$NETNS_SWITCH" nft list table bridge trib_loss 2> /dev/null
-    for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-      netns_host_exec "$i" nft list table inet trib_loss 2> /dev/null
-    done
+    if [[ $which != from ]]; then
+      ip netns exec "$NETNS_SWITCH" nft list table inet trib_loss 2> /dev/null
+      ip netns exec "$NETNS_SWITCH" nft list table bridge trib_loss 2> /dev/null
+    fi
+    if [[ $which != to ]]; then
+      for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+        netns_host_exec "$i" nft list table inet trib_loss 2> /dev/null
+      done
+    fi
   } | awk '/counter packets/ { for (f = 1; f < NF; ++f) if ($f == "packets") s += $(f + 1) }
            END { print s + 0 }'
 }

@@ -5,8 +5,11 @@
 # both directions (to the daemon in the switch namespace's input hook, from
 # the daemon in the host namespace's input hook), `tributary bench -c 1`
 # still gets every element of int32 and fp32 sums right for sizes from
-# 4 KiB to 4 MiB, and the drop counters show that packets really were lost
-# (so the test cannot pass by accident on a lossless path). Unlike the
+# 4 KiB to 4 MiB; that the daemon counted exactly one contribution per
+# fragment the ranks sent (its `contributions` counter grows by the bench's
+# "fragments sent": no retransmission was aggregated twice, none lost); and
+# that the drop counters of each direction show that packets really were
+# lost both ways (so the test cannot pass by accident on a lossless path). Unlike the
 # library's fault injector, the loss happens in the kernel, between real
 # sockets, on a veth path with MTU 9000.
 #
@@ -44,11 +47,24 @@ netns_cluster_create 1 "" 9000 || { echo "loss_test: cannot build the cluster" >
 netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" || exit 1
 echo "# tributaryd at $NETNS_DAEMON in $NETNS_SWITCH; $RANKS ranks in $(netns_host_ns 0)"
 
+# The daemon's engine `contributions` counter, from a fresh SIGUSR1 report.
+daemon_contributions() {
+  local log="$WORK/tributaryd.log" before i
+  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
+  kill -USR1 "$NETNS_DAEMON_PID"
+  for ((i = 0; i < 50; ++i)); do
+    (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)) && break
+    sleep 0.1
+  done
+  sleep 0.1  # the rest of the report
+  grep -o ' contributions=[0-9]*' "$log" | tail -1 | cut -d= -f2
+}
+
 failures=0
 for permille in $LOSSES; do
   netns_set_loss "$permille" || { echo "loss_test: nft rules failed" >&2; exit 1; }
-  drops_before=$(netns_loss_drops)
   for dtype in int32 float; do
+    contributions_before=$(daemon_contributions)
     log="$WORK/bench-$permille-$dtype.log"
     # -c 1: the bench exits non-zero on any wrong element. The op timeout
     # bounds a hang; 10% loss in both directions needs a few RTOs per op.
@@ -64,11 +80,21 @@ for permille in $LOSSES; do
     else
       echo "ok   loss $permille/1000 $dtype: exact; $retrans"
     fi
+    sent=$(sed -n 's/^# fragments sent \([0-9]*\),.*/\1/p' "$log" | head -1)
+    counted=$(($(daemon_contributions) - contributions_before))
+    if [[ -z $sent || $counted -ne $sent ]]; then
+      echo "FAIL loss $permille/1000 $dtype: the daemon counted $counted contributions for ${sent:-?} fragments sent" >&2
+      failures=$((failures + 1))
+    else
+      echo "ok   loss $permille/1000 $dtype: $counted contributions counted for $sent fragments sent (none twice)"
+    fi
   done
-  drops=$(($(netns_loss_drops) - drops_before))
-  echo "     loss $permille/1000: nftables dropped $drops packets"
-  if ((drops == 0)); then
-    echo "FAIL loss $permille/1000: no packet was dropped; the loss rules do not work" >&2
+  # The rules are new for each level, so their counters start at 0.
+  to=$(netns_loss_drops to)
+  from=$(netns_loss_drops from)
+  echo "     loss $permille/1000: nftables dropped $to packets to the daemon, $from from it"
+  if ((to == 0 || from == 0)); then
+    echo "FAIL loss $permille/1000: a direction lost nothing; the loss rules do not work" >&2
     failures=$((failures + 1))
   fi
 done

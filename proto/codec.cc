@@ -44,14 +44,6 @@ inline void StoreLe64(uint8_t* p, uint64_t v) {
   StoreLe32(p + 4, uint32_t(v >> 32));
 }
 
-// Offsets inside the JOIN body (FORMAT.md §3.1).
-constexpr size_t kJoinOffFanIn = 0;
-constexpr size_t kJoinOffSlotCount = 4;
-constexpr size_t kJoinOffPayloadBytes = 8;
-constexpr size_t kJoinOffFlags = 12;
-constexpr size_t kJoinOffNonce = 16;
-constexpr size_t kJoinOffReserved = 24;
-
 // dtype/op/shadow rules shared by CONTRIBUTION, RESULT and RESULT_REQUEST.
 DecodeError CheckReductionFields(const uint8_t* p) {
   if (!IsValidDataType(p[kOffDtype])) return DecodeError::kBadDtype;

@@ -105,6 +105,13 @@ struct JoinBody {
   uint64_t reserved;       // must be 0
 };
 inline constexpr size_t kJoinBodySize = 32;
+// Offsets inside the JOIN body.
+inline constexpr size_t kJoinOffFanIn = 0;
+inline constexpr size_t kJoinOffSlotCount = 4;
+inline constexpr size_t kJoinOffPayloadBytes = 8;
+inline constexpr size_t kJoinOffFlags = 12;
+inline constexpr size_t kJoinOffNonce = 16;
+inline constexpr size_t kJoinOffReserved = 24;
 
 // FORMAT.md §3.4: the STATS body: a summary followed by `entries` records,
 // children ordered by how often they completed a round (arrived last).
@@ -138,5 +145,8 @@ inline constexpr size_t kMaxStatusSenders = 256;
 
 // Default UDP port of tributaryd (FORMAT.md §7). Unassigned by IANA.
 inline constexpr uint16_t kDefaultPort = 17820;
+
+// Q_Key of Tributary's RoCEv2 UD queue pairs (FORMAT.md §1): the magic.
+inline constexpr uint32_t kQkey = kMagic;
 
 }  // namespace tributary::proto

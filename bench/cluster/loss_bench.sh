@@ -12,9 +12,13 @@
 # losses the aggregator confirmed, packets nftables dropped, and the largest
 # srtt/rto of any rank at the end of the run (how the timeout adapted).
 #
+# --fixed-rto-us US pins the ranks' retransmission timer to US (rto_min =
+# rto_initial = rto_max, so it neither adapts nor backs off): the fixed-timer
+# baseline, as SwitchML runs (1 ms there), to compare with the adaptive one.
+#
 # Usage: bench/cluster/loss_bench.sh [--build DIR] [--hosts N] [--size S]
 #        [--iters N] [--rounds N] [--rate RATE] [--losses "0 1 10"]
-#        [--trib-args "..."] [--out FILE.md]
+#        [--fixed-rto-us US] [--trib-args "..."] [--out FILE.md]
 # Needs root (exits 77 otherwise). Removes everything it made on exit.
 set -u -o pipefail
 
@@ -22,12 +26,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/netns_lib.sh"
 
 BUILD="$HERE/../../build"; HOSTS=4; SIZE=16M; ITERS=5; ROUNDS=3; RATE=200mbit
-LOSSES="0 1 10"; TRIB_ARGS=""; OUT="$PWD/loss-bench.md"
+LOSSES="0 1 10"; TRIB_ARGS=""; OUT="$PWD/loss-bench.md"; FIXED_RTO=""
 while (($#)); do
   case $1 in
     --build) BUILD=$2 ;; --hosts) HOSTS=$2 ;; --size) SIZE=$2 ;; --iters) ITERS=$2 ;;
     --rounds) ROUNDS=$2 ;; --rate) RATE=$2 ;; --losses) LOSSES=$2 ;;
-    --trib-args) TRIB_ARGS=$2 ;; --out) OUT=$2 ;;
+    --trib-args) TRIB_ARGS=$2 ;; --out) OUT=$2 ;; --fixed-rto-us) FIXED_RTO=$2 ;;
     *) echo "loss_bench: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
   shift 2
@@ -40,6 +44,12 @@ if [[ ! -x "$DAEMON_BIN" || ! -x "$TRANK_BIN" ]]; then
   exit 2
 fi
 netns_check || exit $?
+TIMER="adaptive (SRTT + 4 RTTVAR, backoff)"
+if [[ -n $FIXED_RTO ]]; then
+  export TRIBUTARY_RTO_MIN_US=$FIXED_RTO TRIBUTARY_RTO_INITIAL_US=$FIXED_RTO \
+    TRIBUTARY_RTO_MAX_US=$FIXED_RTO
+  TIMER="fixed $FIXED_RTO us"
+fi
 WORK=$(mktemp -d /tmp/trib-loss-bench.XXXXXX)
 cleanup_work() { rm -rf "$WORK"; }
 netns_trap_cleanup cleanup_work
@@ -87,8 +97,9 @@ done
   echo "Tributary all-reduce of $SIZE fp32 under nftables loss (each direction), $HOSTS hosts"
   echo "(one rank per host namespace), links $RATE, MTU 9000; $ITERS iterations + 1 warm-up"
   echo "per run, median of $ROUNDS interleaved rounds; counters summed over ranks, whole run;"
-  echo "$(nproc) CPUs. Command: \`bench/cluster/loss_bench.sh --hosts $HOSTS --size $SIZE" \
-       "--rate $RATE --rounds $ROUNDS${TRIB_ARGS:+ --trib-args \"$TRIB_ARGS\"}\`"
+  echo "$(nproc) CPUs; retransmission timer $TIMER. Command:"
+  echo "\`bench/cluster/loss_bench.sh --hosts $HOSTS --size $SIZE --iters $ITERS" \
+       "--rate $RATE --rounds $ROUNDS${FIXED_RTO:+ --fixed-rto-us $FIXED_RTO}${TRIB_ARGS:+ --trib-args \"$TRIB_ARGS\"}\`"
   echo
   echo "| loss | time (ms) | slowdown | fragments | resends | probes | losses confirmed | nft drops | srtt max (us) | rto max (us) |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

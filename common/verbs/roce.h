@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/wire.h"
+
 namespace tributary::roce {
 
 using Gid = std::array<uint8_t, 16>;
@@ -26,8 +28,8 @@ using Gid = std::array<uint8_t, 16>;
 // Bytes the HCA writes in front of every UD receive (the Global Routing
 // Header area, present for RoCE); receive buffers reserve them.
 inline constexpr size_t kGrhBytes = 40;
-// Q_Key of Tributary UD queue pairs: "TRIB", as the wire magic.
-inline constexpr uint32_t kTributaryQkey = 0x54524942;
+// Q_Key of Tributary UD queue pairs (FORMAT.md §1).
+inline constexpr uint32_t kTributaryQkey = proto::kQkey;
 
 // ibv_mtu enum -> bytes; 0 for an unknown value.
 uint32_t MtuBytes(int ibv_mtu_enum);

@@ -25,6 +25,24 @@ struct trib_request {
   tributary::Request request;
 };
 
+// The C enums are the C++ ones (and so the wire's codes).
+static_assert(TRIB_INT8 == static_cast<int>(tributary::DataType::kInt8) &&
+              TRIB_UINT8 == static_cast<int>(tributary::DataType::kUint8) &&
+              TRIB_INT32 == static_cast<int>(tributary::DataType::kInt32) &&
+              TRIB_UINT32 == static_cast<int>(tributary::DataType::kUint32) &&
+              TRIB_INT64 == static_cast<int>(tributary::DataType::kInt64) &&
+              TRIB_UINT64 == static_cast<int>(tributary::DataType::kUint64) &&
+              TRIB_FLOAT16 == static_cast<int>(tributary::DataType::kFloat16) &&
+              TRIB_FLOAT32 == static_cast<int>(tributary::DataType::kFloat32) &&
+              TRIB_FLOAT64 == static_cast<int>(tributary::DataType::kFloat64) &&
+              TRIB_BFLOAT16 == static_cast<int>(tributary::DataType::kBfloat16),
+              "trib_dtype_t must match tributary::DataType");
+static_assert(TRIB_SUM == static_cast<int>(tributary::ReduceOp::kSum) &&
+              TRIB_PROD == static_cast<int>(tributary::ReduceOp::kProd) &&
+              TRIB_MIN == static_cast<int>(tributary::ReduceOp::kMin) &&
+              TRIB_MAX == static_cast<int>(tributary::ReduceOp::kMax),
+              "trib_op_t must match tributary::ReduceOp");
+
 namespace {
 
 thread_local std::string g_last_error;

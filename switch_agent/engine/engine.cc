@@ -299,12 +299,8 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   const ReduceKernel& k = table_->kernels[d][o];
   const uint64_t bytes = uint64_t{h.elem_count} * k.wire_size;
-  // A fragment starts on a whole packet of the job's payload size (FORMAT.md
-  // §8.2) and ends inside the largest collective.
-  const uint64_t per_packet = job->payload_bytes() / k.wire_size;
   if (h.elem_count == 0 || bytes > job->payload_bytes() || bytes != pkt.payload_len ||
-      pkt.payload == nullptr || h.elem_offset % per_packet != 0 ||
-      h.elem_offset > proto::kMaxCollectiveElems - h.elem_count) {
+      pkt.payload == nullptr) {
     return Nack(h, from, NackCode::kBadRange, DropReason::kBadRange, out);
   }
 
@@ -336,6 +332,14 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
       return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
     }
   } else if (m.state == SetState::kUnused || (m.state == SetState::kComplete && IsNewer(h, m))) {
+    // A round's fragment starts on a whole packet of the job's payload size
+    // and ends inside the largest collective (FORMAT.md §8.2). Checked once,
+    // here: later packets join the round only with its very offset (the
+    // division is a tenth of this function's cost per packet).
+    if (h.elem_offset % (job->payload_bytes() / k.wire_size) != 0 ||
+        h.elem_offset > proto::kMaxCollectiveElems - h.elem_count) {
+      return Nack(h, from, NackCode::kBadRange, DropReason::kBadRange, out);
+    }
     new_round = true;
   } else if (m.state != SetState::kComplete && IsNewer(h, m)) {
     // Pending here, or waiting for the parent's RESULT (kUpstream).

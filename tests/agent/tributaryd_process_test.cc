@@ -14,10 +14,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -168,11 +170,12 @@ class TributarydTest : public ::testing::Test {
     std::string error;
     ASSERT_TRUE(daemon_.Start(args, &error)) << error;
   }
-  // SIGTERM, expect exit 0 within 2 s, return stderr (with the exit report).
-  std::string StopDaemon() {
-    daemon_.Signal(SIGTERM);
+  // `sig` (SIGTERM or SIGINT), expect exit 0 within 2 s, return stderr (with
+  // the exit report).
+  std::string StopDaemon(int sig = SIGTERM) {
+    daemon_.Signal(sig);
     int status = 0, elapsed = 0;
-    EXPECT_TRUE(daemon_.WaitExit(2000, &status, &elapsed)) << "no exit within 2 s of SIGTERM";
+    EXPECT_TRUE(daemon_.WaitExit(2000, &status, &elapsed)) << "no exit within 2 s of " << sig;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
     return daemon_.Stderr();
   }
@@ -326,6 +329,18 @@ TEST_F(TributarydTest, SigtermExitsCleanlyWithCounters) {
   const std::string err = StopDaemon();
   EXPECT_NE(err.find("tributaryd counters (exit)"), std::string::npos) << err;
   EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_packets"), 0) << err;
+}
+
+// Proves: SIGINT (Ctrl-C) stops the daemon the same way, after serving.
+TEST_F(TributarydTest, SigintExitsCleanlyWithCounters) {
+  StartDaemon();
+  Rank r(daemon_.port());
+  const uint8_t junk[10] = {};
+  r.SendRaw(junk, sizeof(junk));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string err = StopDaemon(SIGINT);
+  EXPECT_NE(err.find("tributaryd counters (exit)"), std::string::npos) << err;
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_packets"), 1) << err;
 }
 
 // Proves: --stats-interval-s prints reports periodically without a signal.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "host/src/env.h"
+#include "proto/wire.h"
 
 namespace tributary::host {
 namespace {
@@ -27,6 +28,8 @@ TEST(EnvTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(o.value().payload_bytes, d.payload_bytes);
   EXPECT_EQ(o.value().window, d.window);
   EXPECT_EQ(o.value().aggregator, "127.0.0.1:17820");
+  // The public default is the wire's default port (proto/wire.h).
+  EXPECT_EQ(Options().aggregator, "127.0.0.1:" + std::to_string(proto::kDefaultPort));
 }
 
 TEST(EnvTest, EveryVariableIsApplied) {

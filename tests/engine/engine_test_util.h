@@ -14,6 +14,14 @@
 
 namespace tributary::engine::testing {
 
+// A T read from unaligned little-endian bytes (payloads).
+template <class T>
+T Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
 inline std::vector<uint8_t> JoinPayload(uint32_t fan_in, uint32_t slots, uint32_t payload_bytes,
                                         uint64_t nonce = 0x1234) {
   proto::JoinBody body{};

@@ -29,6 +29,7 @@ using proto::ReduceOp;
 using testing::DecodeBf16Ref;
 using testing::DecodeHalfRef;
 using testing::JobFixture;
+using testing::Load;
 
 // ---- Independent references. ----
 
@@ -110,13 +111,6 @@ std::vector<uint8_t> RandomPayload(std::mt19937_64& rng, DataType dt, ReduceOp o
     }
   }
   return out;
-}
-
-template <class T>
-T Load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
 }
 
 // Checks `result` against the reduction of `inputs` in arrival order.

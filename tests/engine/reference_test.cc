@@ -61,6 +61,7 @@ using testing::DecodeBf16Ref;
 using testing::DecodeHalfRef;
 using testing::Drops;
 using testing::JobFixture;
+using testing::Load;
 using testing::StatusSenders;
 using Payload = std::vector<uint8_t>;
 
@@ -100,13 +101,6 @@ std::vector<DataType> FloatDataTypes() {
 }
 
 // ---- The reference. ----
-
-template <class T>
-T Load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
 
 // Element i of an integer payload, sign- or zero-extended to 64 bits.
 uint64_t IntAt(DataType dt, const uint8_t* p, size_t i) {

@@ -34,6 +34,21 @@ class CommunicatorTest : public ::testing::Test {
     c.options.connect_timeout_ms = 3000;
     return c;
   }
+  // A fresh single-rank job all-reduces exactly on the fixture's daemon:
+  // whatever the test did before left it serving.
+  void ExpectDaemonServes() {
+    auto comm = Communicator::Create(Config());
+    ASSERT_TRUE(comm.ok()) << comm.status().ToString() << "\n" << daemon_.Output();
+    std::vector<int32_t> data(70001);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i * 7 - 3);
+    const std::vector<int32_t> want = data;  // fan-in 1: the sum is the input
+    auto b = comm.value()->Register(data.data(), data.size() * 4);
+    ASSERT_TRUE(b.ok());
+    Status s = comm.value()->AllReduce(b.value(), b.value(), data.size(), DataType::kInt32,
+                                       ReduceOp::kSum).value().Wait();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(data, want);
+  }
   testing::DaemonProcess daemon_;
 };
 
@@ -147,10 +162,12 @@ TEST_F(CommunicatorTest, BusyBufferAndDestroyWithRequestInFlight) {
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_TRUE(req.value().Test());
+  ExpectDaemonServes();
 }
 
 TEST_F(CommunicatorTest, CApiFromC) {
   EXPECT_EQ(tributary_c_api_check(daemon_.address().c_str(), 4242), 0);
+  ExpectDaemonServes();  // after double destroy and use after destroy
 }
 
 TEST(CommunicatorNoDaemon, EmptyRequestIsAnError) {

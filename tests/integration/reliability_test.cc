@@ -508,8 +508,10 @@ TEST(ReliabilityLimits, FullPeerTableRefusesNewRanksClearly) {
 
 // Fault injection on one rank only (FaultOptions::ranks, as
 // TRIBUTARY_FAULT_RANKS=1 would set it, with one seed for all): rank 1 loses
-// 10% of its packets each way and recovers; results stay exact; the clean
-// ranks never learn of a loss of their own data and never resend it.
+// 10% of its packets each way and recovers; results stay exact; the
+// aggregator never lacks the clean ranks' data (their STATUS answers never
+// report a loss; they may still resend spuriously when answers are slow, as
+// under TSan).
 TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
   const uint32_t job = NextJobId();
   const std::string addr = daemon_.address();
@@ -537,11 +539,11 @@ TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
             static_cast<unsigned long long>(st.retransmissions),
             static_cast<unsigned long long>(st.probes),
             static_cast<unsigned long long>(st.losses_detected));
-    if (rank == 1 && st.retransmissions + st.probes == 0) {
-      return Fail(rank, "the lossy rank never recovered anything: no faults injected?");
+    if (rank == 1 && st.losses_detected == 0) {
+      return Fail(rank, "the lossy rank never lost data: no faults injected?");
     }
-    if (rank != 1 && (st.retransmissions != 0 || st.losses_detected != 0)) {
-      return Fail(rank, "a clean rank resent data: faults leaked to it");
+    if (rank != 1 && st.losses_detected != 0) {
+      return Fail(rank, "the aggregator lacked a clean rank's data: faults leaked to it");
     }
     return 0;
   });

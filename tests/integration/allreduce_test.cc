@@ -53,10 +53,11 @@ int Fail(uint32_t rank, const std::string& what) {
   return 1;
 }
 
-// One rank: all-reduces `sizes` x `types` x `ops` and checks every element.
+// One rank: all-reduces `sizes` x `types` x `ops` and checks every element;
+// the communicator's counters at the end go to *stats when given.
 int RankBody(const CommConfig& config, const std::vector<uint64_t>& sizes,
              const std::vector<DataType>& types, const std::vector<ReduceOp>& ops,
-             bool in_place) {
+             bool in_place, CommStats* stats = nullptr) {
   auto comm = Communicator::Create(config);
   if (!comm.ok()) return Fail(config.rank, comm.status().ToString());
   uint64_t max_bytes = 8;
@@ -85,6 +86,7 @@ int RankBody(const CommConfig& config, const std::vector<uint64_t>& sizes,
       }
     }
   }
+  if (stats != nullptr) *stats = comm.value()->Stats();
   return 0;
 }
 
@@ -337,8 +339,9 @@ TEST_F(AllReduceE2E, ExactWithTinySocketBuffers) {
 }
 
 // Corrupted packets (one flipped bit, both directions, 2%) with the
-// end-to-end CRC32C on: every corrupted packet is rejected by the receiver
-// (the daemon counts bad_checksum) and recovered, so results stay exact.
+// end-to-end CRC32C on: every corrupted packet is rejected by its receiver
+// (the daemon counts bad_checksum, each rank packets_rejected) and
+// recovered, so results stay exact.
 TEST_F(AllReduceE2E, CorruptionIsDetectedByChecksumAndRecovered) {
   const uint32_t job = NextJobId();
   std::string failures = RunRanks(3, 240, [&](int rank) {
@@ -351,8 +354,13 @@ TEST_F(AllReduceE2E, CorruptionIsDetectedByChecksumAndRecovered) {
     c.options.faults.delay_us = 3000;
     c.options.faults.seed = 900 + rank;
     c.options.rto_min_us = 1000;
-    return RankBody(c, {1023, (1u << 20) + 3}, {DataType::kInt64, DataType::kFloat32},
-                    {ReduceOp::kSum}, false);
+    CommStats stats;
+    const int rc = RankBody(c, {1023, (1u << 20) + 3}, {DataType::kInt64, DataType::kFloat32},
+                            {ReduceOp::kSum}, false, &stats);
+    if (rc != 0) return rc;
+    // About 1000 results per rank, 2% of them corrupted on the way in.
+    if (stats.packets_rejected == 0) return Fail(rank, "no corrupted result was rejected");
+    return 0;
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
   daemon_.Stop();

@@ -12,9 +12,12 @@
 # losses the aggregator confirmed, packets nftables dropped, and the largest
 # srtt/rto of any rank at the end of the run (how the timeout adapted).
 #
-# --fixed-rto-us US pins the ranks' retransmission timer to US (rto_min =
-# rto_initial = rto_max, so it neither adapts nor backs off): the fixed-timer
-# baseline, as SwitchML runs (1 ms there), to compare with the adaptive one.
+# --fixed-rto-us US pins the ranks' retransmission timeout to US (rto_min =
+# rto_initial = rto_max: no RTT adaptation, no backoff): the fixed-timer
+# baseline (SwitchML's is 1 ms), to compare with the adaptive one. What stays
+# is the library's allowance for a fragment's own wait behind the rank's
+# window (at most another US) and the probe before a resend, so this
+# baseline is kinder than a bare fixed timer.
 #
 # Usage: bench/cluster/loss_bench.sh [--build DIR] [--hosts N] [--size S]
 #        [--iters N] [--rounds N] [--rate RATE] [--losses "0 1 10"]

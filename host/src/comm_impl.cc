@@ -58,6 +58,12 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
   }
   Status s = config.options.Validate();
   if (!s.ok()) return s;
+  for (uint32_t r : config.options.faults.ranks) {
+    if (r >= config.world_size && config.rank == 0) {
+      TRIB_LOG(kWarn, "fault", "fault injection names rank %u, but the job has %u ranks", r,
+               config.world_size);
+    }
+  }
   CommConfig resolved = config;
   resolved.options = config.options.Resolved();
   std::unique_ptr<CommImpl> impl(new CommImpl(resolved));

@@ -139,6 +139,10 @@ Status SetChecksum(const char* name, const char* value, Options* o) {
   return SetBool(name, value, &o->checksum);
 }
 
+Status SetCorruptPayloadOnly(const char* name, const char* value, Options* o) {
+  return SetBool(name, value, &o->faults.corrupt_payload_only);
+}
+
 Status SetLogLevel(const char* name, const char* value, Options*) {
   base::LogLevel level;
   if (!base::ParseLogLevel(value, &level)) {
@@ -246,6 +250,10 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_FAULT_RX_CORRUPT", "prob", SetProbability<&FaultOptions::rx_corrupt>,
      ProbDefault<&FaultOptions::rx_corrupt>,
      "Fault injection: flip one random bit in this fraction of received packets."},
+    {"TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY", "bool", SetCorruptPayloadOnly,
+     [](const Options& o) { return std::string(o.faults.corrupt_payload_only ? "1" : "0"); },
+     "Fault injection: corrupt payload bits only, never the 64-byte header (damage only an "
+     "end-to-end checksum can catch)."},
     {"TRIBUTARY_FAULT_SEED", "u64", SetSeed,
      [](const Options& o) { return std::to_string(o.faults.seed); },
      "Seed of the fault injector (same seed, same faults); each rank's stream is seeded from it "

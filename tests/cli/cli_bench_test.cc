@@ -209,7 +209,11 @@ TEST_F(CliBenchTest, UncheckedRunPrintsNotApplicable) {
 // exits 1. With TRIBUTARY_CHECKSUM=1 the same faults are detected, resent
 // and the run is exact (exit 0).
 TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
-  const std::string faults = "TRIBUTARY_FAULT_TX_CORRUPT=0.05 TRIBUTARY_FAULT_SEED=3 ";
+  // Payload bits only: a flipped header bit could meet a fatal NACK (bad
+  // slot, say) and end the run with exit 2 instead.
+  const std::string faults =
+      "TRIBUTARY_FAULT_TX_CORRUPT=0.05 TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY=1 "
+      "TRIBUTARY_FAULT_SEED=3 ";
   const CommandResult bad = RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
                                    faults + "TRIBUTARY_CHECKSUM=0");
   EXPECT_EQ(bad.exit_code, 1) << bad.output;

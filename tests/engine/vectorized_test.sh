@@ -17,6 +17,10 @@ if [[ $(uname -m) != x86_64 ]]; then
   echo "vectorized_test: checks x86-64 code only; skipping on $(uname -m)" >&2
   exit 77
 fi
+if ! command -v objdump > /dev/null; then
+  echo "FAIL: objdump not found (apt-get install binutils)" >&2
+  exit 1
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && ar x "$lib") || exit 1

@@ -271,6 +271,29 @@ TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
   }
   EXPECT_EQ(t2.fault_stats().rx_corrupted, 50u);
   EXPECT_EQ(t2.fault_stats().tx_corrupted, 0u);
+
+  // corrupt_payload_only: the 64-byte header is never touched.
+  FaultOptions pay;
+  pay.tx_corrupt = 1.0;
+  pay.corrupt_payload_only = true;
+  pay.seed = 19;
+  auto fake3 = std::make_unique<FakeTransport>();
+  FakeTransport* raw3 = fake3.get();
+  FaultTransport t3(std::move(fake3), pay);
+  std::vector<uint8_t> header(64, 0xAA), payload(100, 0x55);
+  for (int i = 0; i < 200; ++i) {
+    TxPacket p{header.data(), header.size(), payload.data(), payload.size()};
+    t3.Send(&p, 1);
+  }
+  ASSERT_EQ(raw3->sent_.size(), 200u);
+  for (const auto& got : raw3->sent_) {
+    int in_header = 0, in_payload = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      (i < 64 ? in_header : in_payload) += __builtin_popcount(got[i] ^ (i < 64 ? 0xAA : 0x55));
+    }
+    EXPECT_EQ(in_header, 0);
+    EXPECT_EQ(in_payload, 1);
+  }
 }
 
 // Ranks get independent streams from one configured seed, lanes too; a rank

@@ -9,6 +9,7 @@
 // the daemon's job, memory, slot and peer limits refuse clearly, naming the
 // limit; fault injection limited to one rank stays on that rank.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -62,6 +63,28 @@ Status ReduceAndCheck(Communicator& comm, const Buffer& b, std::vector<T>& buf, 
   return s;
 }
 
+// The last value of counter `name` in a daemon's output (-1: absent).
+long CounterIn(const std::string& out, const std::string& name) {
+  const size_t at = out.rfind(" " + name + "=");
+  return at == std::string::npos ? -1 : atol(out.c_str() + at + name.size() + 2);
+}
+
+// Reads `n` bytes (or EOF) from `fd` within `timeout_ms`; false on timeout.
+bool AwaitBytes(int fd, int n, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (int got = 0; got < n;) {
+    const long left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    char c;
+    const ssize_t r = read(fd, &c, 1);
+    if (r <= 0) return r == 0;  // EOF: the writers are gone
+    ++got;
+  }
+  return true;
+}
+
 long Ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
@@ -106,12 +129,14 @@ TEST(ReliabilityStraggler, SlowRankIsNamedAsStraggler) {
       << error;
   const uint32_t job = NextJobId();
   const std::string addr = daemon.address();
-  int ready[2];
+  int ready[2], release[2];
   ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 3; ++rank) {
     pids.push_back(testing::ForkChild([&, rank] {
       close(ready[0]);
+      close(release[1]);
       auto comm = Communicator::Create(Config(addr, job, rank, 3));
       if (!comm.ok()) return Fail(rank, comm.status().ToString());
       std::vector<float> buf(4096);
@@ -139,21 +164,29 @@ TEST(ReliabilityStraggler, SlowRankIsNamedAsStraggler) {
         }
         if (write(ready[1], "r", 1) != 1) return Fail(rank, "pipe");
       }
-      // Stay in the job while the test reads the daemon's own report.
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      // Stay in the job until the test has the daemon's own report (EOF on
+      // `release`), 30 s at most.
+      AwaitBytes(release[0], 1, 30000);
       return 0;
     }));
   }
   close(ready[1]);
+  close(release[0]);
   char byte = 0;
   const bool got = read(ready[0], &byte, 1) == 1;  // rank 0 fetched its report (or died)
   close(ready[0]);
-  if (got) kill(daemon.pid(), SIGUSR1);
+  const std::string line = "job " + std::to_string(job) + ": fan_in=3";
+  if (got) {
+    kill(daemon.pid(), SIGUSR1);
+    for (int i = 0; i < 100 && daemon.Output().find(line) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  close(release[1]);  // the ranks leave
   EXPECT_EQ(testing::WaitChildren(pids, 120), "") << daemon.Output();
   ASSERT_TRUE(got) << "rank 0 never fetched its report\n" << daemon.Output();
   daemon.Stop();
   const std::string out = daemon.Output();
-  const std::string line = "job " + std::to_string(job) + ": fan_in=3";
   const size_t at = out.find(line);
   ASSERT_NE(at, std::string::npos) << "the SIGUSR1 report lists no live job\n" << out;
   EXPECT_NE(out.find("last: rank 2 ", at), std::string::npos) << out.substr(at, 300);
@@ -238,7 +271,8 @@ TEST_F(ReliabilityTest, DaemonKilledAndRestartedGivesClearErrors) {
         fprintf(stderr, "rank %d after %d collectives, %ld ms: %s\n", rank, it, Ms(start),
                 s.ToString().c_str());
         if (it == 0) return Fail(rank, "no collective completed before the kill");
-        if (Ms(start) > kOpTimeoutMs) {
+        // Within the op timeout; 1 s of slack for a slow (sanitizer) start.
+        if (Ms(start) > kOpTimeoutMs + 1000) {
           return Fail(rank, "error after " + std::to_string(Ms(start)) + " ms");
         }
         if (s.code() != StatusCode::kUnavailable ||
@@ -275,6 +309,11 @@ TEST_P(MismatchTest, IsReportedAndDaemonKeepsServing) {
   const bool op_differs = GetParam();
   const uint32_t bad_job = NextJobId(), good_job = NextJobId();
   const std::string addr = daemon_.address();
+  // Ranks 0 and 2 tell rank 1 when their contribution is on its way, so
+  // that rank 1's packet arrives last: the round is theirs, and rank 1 is
+  // the one that disagrees with it.
+  int sent[2];
+  ASSERT_EQ(pipe(sent), 0);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 3; ++rank) {
     pids.push_back(testing::ForkChild([&, rank] {
@@ -284,9 +323,15 @@ TEST_P(MismatchTest, IsReportedAndDaemonKeepsServing) {
       auto b = comm.value()->Register(buf.data(), buf.size() * 8);
       DataType t = rank == 1 && !op_differs ? DataType::kInt64 : DataType::kInt32;
       ReduceOp op = rank == 1 && op_differs ? ReduceOp::kProd : ReduceOp::kSum;
-      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (rank == 1) {
+        if (!AwaitBytes(sent[0], 2, 20000)) return Fail(rank, "ranks 0 and 2 never sent");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
       auto start = Clock::now();
-      Status s = comm.value()->AllReduce(b.value(), b.value(), 1000, t, op).value().Wait();
+      auto req = comm.value()->AllReduce(b.value(), b.value(), 1000, t, op);
+      if (!req.ok()) return Fail(rank, req.status().ToString());
+      if (rank != 1 && write(sent[1], "s", 1) != 1) return Fail(rank, "pipe");
+      Status s = req.value().Wait();
       if (rank == 1) {
         if (s.code() != StatusCode::kMismatch) return Fail(rank, "expected MISMATCH: " + s.ToString());
         return 0;
@@ -298,6 +343,8 @@ TEST_P(MismatchTest, IsReportedAndDaemonKeepsServing) {
       return 0;
     }));
   }
+  close(sent[0]);
+  close(sent[1]);
   for (int rank = 0; rank < 2; ++rank) {
     pids.push_back(testing::ForkChild([&, rank] {
       auto comm = Communicator::Create(Config(addr, good_job, rank, 2));
@@ -466,8 +513,10 @@ TEST(ReliabilityLimits, DaemonLimitsRefuseJobsClearly) {
   });
   EXPECT_EQ(failures, "") << d.Output();
   d.Stop();
-  EXPECT_NE(d.Output().find("job_limit=1"), std::string::npos) << d.Output();
-  EXPECT_NE(d.Output().find("memory_limit=1"), std::string::npos) << d.Output();
+  // At least once: a rank resends its JOIN after 50 ms, so a slow daemon
+  // (sanitizers) may count one refusal twice.
+  EXPECT_GE(CounterIn(d.Output(), "job_limit"), 1) << d.Output();
+  EXPECT_GE(CounterIn(d.Output(), "memory_limit"), 1) << d.Output();
 }
 
 // The peer table is bounded too: with --max-peers 2, a JOIN from a third
@@ -503,7 +552,7 @@ TEST(ReliabilityLimits, FullPeerTableRefusesNewRanksClearly) {
   });
   EXPECT_EQ(failures, "") << d.Output();
   d.Stop();
-  EXPECT_NE(d.Output().find("peer_table_full=1"), std::string::npos) << d.Output();
+  EXPECT_GE(CounterIn(d.Output(), "peer_table_full"), 1) << d.Output();
 }
 
 // Fault injection on one rank only (FaultOptions::ranks, as
@@ -523,6 +572,10 @@ TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
     c.options.faults.rx_drop = 0.1;
     c.options.faults.seed = 42;
     c.options.faults.ranks = {1};
+    // 3 ranks x 8 x 8 KiB in flight fits even an unprivileged daemon's
+    // socket buffer, so the kernel drops nothing of the clean ranks.
+    c.options.window = 8;
+    c.options.payload_bytes = 8192;
     auto comm = Communicator::Create(c);
     if (!comm.ok()) return Fail(rank, comm.status().ToString());
     std::vector<int32_t> buf((1 << 20) + 3);

@@ -28,6 +28,9 @@ struct FaultOptions {
   uint32_t delay_us = 1000;
   double tx_corrupt = 0.0;  // flip one random bit of the packet (header or payload)
   double rx_corrupt = 0.0;
+  // Corrupt payload bits only, never the 64-byte header: damage that header
+  // checks cannot catch (tests of the end-to-end checksum).
+  bool corrupt_payload_only = false;
   // Same seed + same traffic = same faults. Each rank (and lane) draws from
   // its own stream, seeded from this seed and its rank, so ranks' faults are
   // independent even when they share one environment.

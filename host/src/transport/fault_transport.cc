@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "proto/wire.h"
 
 namespace tributary::host {
 namespace {
@@ -45,9 +46,12 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOpti
 }
 
 void FaultTransport::FlipBit(Bytes* b) {
-  if (b->empty()) return;
-  const uint64_t bit = static_cast<uint64_t>(uniform_(rng_) * static_cast<double>(b->size() * 8));
-  (*b)[std::min<uint64_t>(bit / 8, b->size() - 1)] ^= static_cast<uint8_t>(1u << (bit % 8));
+  const size_t skip = faults_.corrupt_payload_only ? proto::kHeaderSize : 0;
+  if (b->size() <= skip) return;
+  const uint64_t bit =
+      static_cast<uint64_t>(uniform_(rng_) * static_cast<double>((b->size() - skip) * 8));
+  (*b)[skip + std::min<uint64_t>(bit / 8, b->size() - skip - 1)] ^=
+      static_cast<uint8_t>(1u << (bit % 8));
 }
 
 void FaultTransport::SendCopies(std::vector<Bytes>* copies) {

@@ -170,7 +170,8 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
           TRIB_LOG(kWarn, kLog, "lane %u: peer table full (%u peers): refusing %s (raise max_peers)",
                    setup_.index, peers_.capacity(), FormatIpv4(info.src_ip_be).c_str());
         }
-        Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()), false);
+        Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()),
+              (view.header.flags & proto::kFlagChecksum) != 0);
         Done(m);
         return;
       }

@@ -285,7 +285,8 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
                      peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
           }
           current_source_ = &rx_addr_[i];
-          Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()), false);
+          Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()),
+                (view.header.flags & proto::kFlagChecksum) != 0);
           continue;
         }
         inserted = true;

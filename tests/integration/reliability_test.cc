@@ -454,10 +454,7 @@ TEST_F(ReliabilityTest, FloodsDoNotCorruptResultsOrFillThePeerTable) {
   EXPECT_EQ(testing::WaitChildren(flooders, 30), "");
   daemon_.Stop();
   const std::string out = daemon_.Output();
-  auto counter = [&](const std::string& name) -> long {
-    size_t at = out.rfind(" " + name + "=");
-    return at == std::string::npos ? -1 : atol(out.c_str() + at + name.size() + 2);
-  };
+  auto counter = [&](const std::string& name) { return CounterIn(out, name); };
   EXPECT_GT(counter("bad_key"), 0) << out;
   EXPECT_GT(counter("unknown_job"), 0) << out;
   EXPECT_GT(counter("bad_magic") + counter("too_short"), 0) << out;

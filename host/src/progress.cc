@@ -333,6 +333,7 @@ void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool
   if (probe) h.flags &= ~proto::kFlagLastFragment;
   uint8_t* header = QueueTx(payload, payload_len);
   if (!probe) tx_.back().result_dest = op.desc.recv + slot.elem_offset * op.elem_size;
+  tx_.back().owner = &op;
   proto::EncodeHeader(h, header);
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len);
   slot.deadline_ns = now + RtoNs(slot.retries) + QueueingNs();
@@ -346,7 +347,7 @@ void ProgressEngine::SendFragment(Slot& slot, uint32_t index, uint64_t now, bool
 }
 
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len) {
-  tx_.push_back(TxEntry{{}, payload, payload_len, nullptr});
+  tx_.push_back(TxEntry{{}, payload, payload_len, nullptr, nullptr});
   return tx_.back().header;
 }
 
@@ -751,6 +752,12 @@ void ProgressEngine::FinishOp(Op* op, Status status) {
   if (op->finished) return;
   op->finished = true;
   if (status.ok()) counters_.collectives.fetch_add(1, std::memory_order_relaxed);
+  // Packets of this operation still queued (the socket was full when they
+  // were due) point into its buffers, which belong to the caller again once
+  // it completes: drop them; the operation needs none of them any more.
+  tx_.erase(std::remove_if(tx_.begin(), tx_.end(),
+                           [op](const TxEntry& e) { return e.owner == op; }),
+            tx_.end());
   // Release the buffers first: a caller woken by Complete may deregister them.
   if (op->desc.on_done) op->desc.on_done();
   op->desc.request->Complete(std::move(status));

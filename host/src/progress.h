@@ -134,6 +134,7 @@ class ProgressEngine {
     const uint8_t* payload;
     size_t payload_len;
     void* result_dest;  // CONTRIBUTION: where its result goes (TxPacket::result_dest)
+    const void* owner;  // the Op whose memory payload/result_dest point into, or null
   };
   std::vector<TxEntry> tx_;
   std::vector<TxPacket> tx_view_;  // scratch for Flush

@@ -752,9 +752,10 @@ void ProgressEngine::FinishOp(Op* op, Status status) {
   if (op->finished) return;
   op->finished = true;
   if (status.ok()) counters_.collectives.fetch_add(1, std::memory_order_relaxed);
-  // Packets of this operation still queued (the socket was full when they
-  // were due) point into its buffers, which belong to the caller again once
-  // it completes: drop them; the operation needs none of them any more.
+  // Packets of this operation still queued (a resend queued earlier in this
+  // loop iteration, or one the full socket refused) point into its buffers,
+  // which belong to the caller again once it completes: drop them; the
+  // operation needs none of them any more.
   tx_.erase(std::remove_if(tx_.begin(), tx_.end(),
                            [op](const TxEntry& e) { return e.owner == op; }),
             tx_.end());

@@ -124,13 +124,7 @@ class ReplyPolicy {
   // Deliver) whose text names the limit. Valid until the next call.
   engine::Action RefuseNewPeer(const proto::Header& join, uint32_t max_peers) {
     engine::Action a;
-    a.kind = engine::ActionKind::kSendToOne;
-    a.header = join;
-    a.header.type = proto::MsgType::kNack;
-    a.header.flags = 0;
-    a.header.checksum = 0;
-    a.header.aux = static_cast<uint32_t>(proto::NackCode::kResourceExhausted);
-    a.peer = kTransientPeer;
+    engine::MakeNack(join, kTransientPeer, proto::NackCode::kResourceExhausted, &a);
     const int n = std::snprintf(refusal_, sizeof(refusal_),
                                 "peer table full: this daemon serves max_peers %u rank addresses",
                                 max_peers);

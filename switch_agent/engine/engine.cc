@@ -141,8 +141,7 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
 
 void Engine::Drop(DropReason reason) { ++counters_.drops[static_cast<size_t>(reason)]; }
 
-void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reason, Action* out) {
-  ++counters_.drops[static_cast<size_t>(reason)];
+void MakeNack(const Header& in, PeerToken to, NackCode code, Action* out) {
   out->kind = ActionKind::kSendToOne;
   out->header = in;  // echo the identity so the sender can match the NACK
   out->header.type = MsgType::kNack;
@@ -150,6 +149,11 @@ void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reas
   out->header.aux = static_cast<uint32_t>(code);
   out->header.checksum = 0;
   out->peer = to;
+}
+
+void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reason, Action* out) {
+  ++counters_.drops[static_cast<size_t>(reason)];
+  MakeNack(in, to, code, out);
 }
 
 void Engine::NackWithText(const Header& in, PeerToken to, NackCode code, DropReason reason,

@@ -131,6 +131,12 @@ struct Action {
   uint32_t peer_count = 0;
 };
 
+// Makes *out a NACK with `code` answering `in` to `to`: the header echoes
+// in's identity so that the sender can match it (FORMAT.md §3.5); payload
+// (the optional text) is left to the caller. Used by the engine and by a
+// dataplane that refuses a packet before the engine sees it.
+void MakeNack(const proto::Header& in, PeerToken to, proto::NackCode code, Action* out);
+
 struct JobInfo {
   uint32_t job_id;
   uint32_t epoch;

@@ -139,8 +139,14 @@ Status SetChecksum(const char* name, const char* value, Options* o) {
   return SetBool(name, value, &o->checksum);
 }
 
-Status SetCorruptPayloadOnly(const char* name, const char* value, Options* o) {
-  return SetBool(name, value, &o->faults.corrupt_payload_only);
+template <bool FaultOptions::*F>
+Status SetFaultBool(const char* name, const char* value, Options* o) {
+  return SetBool(name, value, &(o->faults.*F));
+}
+
+template <bool FaultOptions::*F>
+std::string FaultBoolDefault(const Options& o) {
+  return o.faults.*F ? "1" : "0";
 }
 
 Status SetLogLevel(const char* name, const char* value, Options*) {
@@ -250,14 +256,20 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_FAULT_RX_CORRUPT", "prob", SetProbability<&FaultOptions::rx_corrupt>,
      ProbDefault<&FaultOptions::rx_corrupt>,
      "Fault injection: flip one random bit in this fraction of received packets."},
-    {"TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY", "bool", SetCorruptPayloadOnly,
-     [](const Options& o) { return std::string(o.faults.corrupt_payload_only ? "1" : "0"); },
+    {"TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY", "bool",
+     SetFaultBool<&FaultOptions::corrupt_payload_only>,
+     FaultBoolDefault<&FaultOptions::corrupt_payload_only>,
      "Fault injection: corrupt payload bits only, never the 64-byte header (damage only an "
      "end-to-end checksum can catch)."},
+    {"TRIBUTARY_FAULT_CORRUPT_STICKY", "bool", SetFaultBool<&FaultOptions::corrupt_sticky>,
+     FaultBoolDefault<&FaultOptions::corrupt_sticky>,
+     "Fault injection: a packet chosen for corruption is corrupted in every copy, resends "
+     "included (no retransmission repairs it); default: each copy is chosen independently."},
     {"TRIBUTARY_FAULT_SEED", "u64", SetSeed,
      [](const Options& o) { return std::to_string(o.faults.seed); },
-     "Seed of the fault injector (same seed, same faults); each rank's stream is seeded from it "
-     "and the rank, so ranks draw independent faults."},
+     "Seed of the fault injector: the k-th copy of a packet (type, collective, offset, sender) "
+     "meets the same faults in every run with this seed; the rank is mixed in, so ranks draw "
+     "independent faults."},
     {"TRIBUTARY_FAULT_RANKS", "list", SetFaultRanks,
      [](const Options& o) {
        std::string s;

@@ -1,6 +1,9 @@
 // Proves the fault injector drops, duplicates, reorders, delays and corrupts
 // at the configured rates, each on its own direction, identically for the
-// same seed; that ranks (and lanes) draw independent streams from one seed
+// same seed; that a packet's fate follows its identity and copy index, not
+// the order or number of other packets around it (so retransmissions added
+// by a slow machine move no fault), and that sticky corruption damages every
+// copy alike; that ranks (and lanes) draw independent streams from one seed
 // and only the listed ranks inject; and that it passes everything through
 // untouched when no fault is configured.
 #include <gtest/gtest.h>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "host/src/transport/fault_transport.h"
+#include "proto/wire.h"
 
 namespace tributary::host {
 namespace {
@@ -294,6 +298,119 @@ TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
     EXPECT_EQ(in_header, 0);
     EXPECT_EQ(in_payload, 1);
   }
+}
+
+// A 64-byte Tributary header naming fragment `offset` of `collective`, with
+// noise in the fields that are not its identity (job, slot, flags), and a
+// payload of `fill`.
+std::vector<uint8_t> Fragment(uint64_t collective, uint64_t offset, uint8_t noise) {
+  std::vector<uint8_t> b(proto::kHeaderSize + 256, 0x5a);
+  auto put = [&](size_t at, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i, v >>= 8) b[at + i] = static_cast<uint8_t>(v);
+  };
+  put(proto::kOffMagic, proto::kMagic, 4);
+  b[proto::kOffType] = static_cast<uint8_t>(proto::MsgType::kContribution);
+  put(proto::kOffFlags, noise & 1, 2);
+  put(proto::kOffJobId, 1000 + noise, 4);
+  put(proto::kOffCollectiveId, collective, 8);
+  put(proto::kOffElemOffset, offset, 8);
+  put(proto::kOffSlot, noise, 4);
+  put(proto::kOffSender, 2, 4);
+  return b;
+}
+
+// Sends `packets` through a fresh injector; returns, per packet, whether it
+// arrived damaged (0 clean, 1 corrupted) or was dropped (2).
+std::vector<int> Fates(const FaultOptions& f, const std::vector<std::vector<uint8_t>>& packets,
+                       std::vector<std::vector<uint8_t>>* arrived = nullptr) {
+  auto fake = std::make_unique<FakeTransport>();
+  FakeTransport* raw = fake.get();
+  FaultTransport t(std::move(fake), f);
+  std::vector<int> fates;
+  for (const auto& b : packets) {
+    const size_t before = raw->sent_.size();
+    TxPacket p{b.data(), proto::kHeaderSize, b.data() + proto::kHeaderSize,
+               b.size() - proto::kHeaderSize};
+    t.Send(&p, 1);
+    if (raw->sent_.size() == before) {
+      fates.push_back(2);
+      continue;
+    }
+    fates.push_back(raw->sent_.back() == b ? 0 : 1);
+    if (arrived != nullptr) arrived->push_back(raw->sent_.back());
+  }
+  return fates;
+}
+
+// The first copy of every fragment meets the same fate whether it is sent
+// alone, or in another order with retransmissions (second copies) and other
+// jobs' noise in between: a slow machine that resends more moves no fault.
+TEST(FaultTransportTest, FatesFollowPacketIdentityNotOrder) {
+  FaultOptions f;
+  f.tx_corrupt = 0.2;
+  f.tx_drop = 0.2;
+  f.corrupt_payload_only = true;
+  f.seed = 3;
+  std::vector<std::vector<uint8_t>> plain, busy;
+  for (uint64_t frag = 0; frag < 300; ++frag) plain.push_back(Fragment(7, frag * 64, 0));
+  const std::vector<int> alone = Fates(f, plain);
+  // Reversed, each fragment followed by a resend of its predecessor, with
+  // different job ids, slots and flags.
+  std::vector<size_t> first_copy_at(300);
+  for (int frag = 299; frag >= 0; --frag) {
+    first_copy_at[frag] = busy.size();
+    busy.push_back(Fragment(7, frag * 64, static_cast<uint8_t>(frag)));
+    if (frag < 299) busy.push_back(Fragment(7, (frag + 1) * 64, 1));
+  }
+  const std::vector<int> crowded = Fates(f, busy);
+  int corrupted = 0, dropped = 0;
+  for (int frag = 0; frag < 300; ++frag) {
+    EXPECT_EQ(alone[frag], crowded[first_copy_at[frag]]) << "fragment " << frag;
+    corrupted += alone[frag] == 1;
+    dropped += alone[frag] == 2;
+  }
+  EXPECT_NEAR(dropped, 60, 25);
+  EXPECT_NEAR(corrupted, 48, 25);  // 20% of the 80% not dropped
+  // Second copies are drawn on their own: some fragment lost or damaged the
+  // first time goes through clean the second time.
+  int repaired = 0;
+  for (int frag = 0; frag < 299; ++frag) {
+    repaired += alone[frag + 1] != 0 && crowded[first_copy_at[frag] + 1] == 0;
+  }
+  EXPECT_GT(repaired, 0);
+}
+
+// Sticky corruption damages every copy of a chosen fragment in the same
+// bit, and only chosen fragments; without it, copies are chosen
+// independently.
+TEST(FaultTransportTest, StickyCorruptionDamagesEveryCopyAlike) {
+  FaultOptions f;
+  f.tx_corrupt = 0.1;
+  f.corrupt_payload_only = true;
+  f.corrupt_sticky = true;
+  f.seed = 3;
+  std::vector<std::vector<uint8_t>> copies;
+  for (int copy = 0; copy < 4; ++copy) {
+    for (uint64_t frag = 0; frag < 200; ++frag) copies.push_back(Fragment(9, frag * 64, 0));
+  }
+  std::vector<std::vector<uint8_t>> arrived;
+  const std::vector<int> fates = Fates(f, copies, &arrived);
+  int chosen = 0;
+  for (size_t frag = 0; frag < 200; ++frag) {
+    chosen += fates[frag];
+    for (int copy = 1; copy < 4; ++copy) {
+      EXPECT_EQ(fates[copy * 200 + frag], fates[frag]) << "fragment " << frag << " copy " << copy;
+      EXPECT_EQ(arrived[copy * 200 + frag], arrived[frag]) << "a different bit flipped";
+    }
+  }
+  EXPECT_GT(chosen, 5);
+  EXPECT_LT(chosen, 40);
+
+  f.corrupt_sticky = false;
+  const std::vector<int> loose = Fates(f, copies);
+  int differ = 0;
+  for (size_t frag = 0; frag < 200; ++frag) differ += loose[frag] != loose[200 + frag];
+  EXPECT_GT(differ, 5);
 }
 
 // Ranks get independent streams from one configured seed, lanes too; a rank

@@ -31,9 +31,15 @@ struct FaultOptions {
   // Corrupt payload bits only, never the 64-byte header: damage that header
   // checks cannot catch (tests of the end-to-end checksum).
   bool corrupt_payload_only = false;
-  // Same seed + same traffic = same faults. Each rank (and lane) draws from
-  // its own stream, seeded from this seed and its rank, so ranks' faults are
-  // independent even when they share one environment.
+  // Corrupt every copy of a chosen packet alike (resends included), not each
+  // copy independently: damage no retransmission repairs, so without a
+  // checksum the aggregator is sure to add a corrupted fragment.
+  bool corrupt_sticky = false;
+  // Faults follow packet identity: the k-th copy of a packet (type,
+  // collective, offset, sender) meets the same fate in every run with this
+  // seed, however many retransmissions timing adds. Each rank (and lane)
+  // mixes its rank into the seed, so ranks' faults are independent even when
+  // they share one environment.
   uint64_t seed = 1;
   // Ranks that inject faults; empty = every rank. E.g. {3}: only rank 3 is
   // lossy, the others stay clean.

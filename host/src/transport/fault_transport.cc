@@ -18,38 +18,83 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
+// splitmix64's finaliser: a bijective 64-bit mix.
+uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t LoadBe(const uint8_t* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
 }  // namespace
 
-// splitmix64 of the seed, rank and lane.
 FaultOptions FaultsOfRank(const FaultOptions& faults, uint32_t rank, uint32_t lane) {
   if (!faults.ranks.empty() &&
       std::find(faults.ranks.begin(), faults.ranks.end(), rank) == faults.ranks.end()) {
     return FaultOptions{};
   }
   FaultOptions mine = faults;
-  uint64_t z = faults.seed + 0x9e3779b97f4a7c15ull * (1 + rank + (uint64_t{lane} << 32));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  mine.seed = z ^ (z >> 31);
+  mine.seed = Mix(faults.seed + 0x9e3779b97f4a7c15ull * (1 + rank + (uint64_t{lane} << 32)));
   return mine;
 }
 
+uint32_t FaultTransport::CopyCounter::Next(uint64_t identity) {
+  auto [it, fresh] = counts_.try_emplace(identity, 0);
+  if (fresh) {
+    order_.push_back(identity);
+    if (order_.size() > kMaxTracked) {
+      counts_.erase(order_.front());
+      order_.pop_front();
+    }
+    return 0;
+  }
+  return ++it->second;
+}
+
+// A Tributary header names the packet by type, collective, offset and
+// sender; anything else (unit tests' raw bytes) by all of its bytes.
+FaultTransport::Draw FaultTransport::DrawFor(const uint8_t* bytes, size_t len, Direction dir) {
+  uint64_t id = Mix(static_cast<uint64_t>(dir));
+  if (len >= proto::kHeaderSize && LoadBe(bytes + proto::kOffMagic, 4) == proto::kMagic) {
+    id = Mix(id ^ bytes[proto::kOffType]);
+    id = Mix(id ^ LoadBe(bytes + proto::kOffCollectiveId, 8));
+    id = Mix(id ^ LoadBe(bytes + proto::kOffElemOffset, 8));
+    id = Mix(id ^ LoadBe(bytes + proto::kOffSender, 4));
+  } else {
+    id = Mix(id ^ len);
+    for (size_t i = 0; i < len; i += 8) id = Mix(id ^ LoadBe(bytes + i, std::min<size_t>(8, len - i)));
+  }
+  return {id, (dir == Direction::kTx ? tx_copies_ : rx_copies_).Next(id)};
+}
+
+double FaultTransport::Uniform(Fault fault, const Draw& d, bool sticky) const {
+  const uint64_t copy = sticky ? 0 : d.copy;
+  const uint64_t z = Mix(Mix(faults_.seed ^ Mix(static_cast<uint64_t>(fault))) ^ d.identity) ^
+                     Mix(copy + 0x632be59bd9b4e019ull);
+  return static_cast<double>(Mix(z) >> 11) * 0x1.0p-53;
+}
+
 FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults)
-    : inner_(std::move(inner)), faults_(faults), rng_(faults.seed) {
+    : inner_(std::move(inner)), faults_(faults) {
   TRIB_LOG(kWarn, "fault",
            "fault injection ON (seed %llu): tx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt "
-           "%.4f; rx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt %.4f; delay up to %u us",
+           "%.4f; rx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt %.4f; delay up to %u us%s",
            static_cast<unsigned long long>(faults.seed), faults.tx_drop, faults.tx_duplicate,
            faults.tx_reorder, faults.tx_delay, faults.tx_corrupt, faults.rx_drop,
            faults.rx_duplicate, faults.rx_reorder, faults.rx_delay, faults.rx_corrupt,
-           faults.delay_us);
+           faults.delay_us, faults.corrupt_sticky ? "; corruption sticks to every copy" : "");
 }
 
-void FaultTransport::FlipBit(Bytes* b) {
+void FaultTransport::FlipBit(const Draw& d, Bytes* b) const {
   const size_t skip = faults_.corrupt_payload_only ? proto::kHeaderSize : 0;
   if (b->size() <= skip) return;
-  const uint64_t bit =
-      static_cast<uint64_t>(uniform_(rng_) * static_cast<double>((b->size() - skip) * 8));
+  const uint64_t bit = static_cast<uint64_t>(Uniform(Fault::kFlipBit, d, faults_.corrupt_sticky) *
+                                             static_cast<double>((b->size() - skip) * 8));
   (*b)[skip + std::min<uint64_t>(bit / 8, b->size() - skip - 1)] ^=
       static_cast<uint8_t>(1u << (bit % 8));
 }
@@ -98,31 +143,32 @@ int FaultTransport::Send(const TxPacket* packets, int n) {
   }
   for (int i = 0; i < n; ++i) {
     const TxPacket& p = packets[i];
-    if (Chance(faults_.tx_drop)) {
-      fstats_.tx_dropped++;
-      continue;
-    }
     Bytes b(static_cast<const uint8_t*>(p.header),
             static_cast<const uint8_t*>(p.header) + p.header_len);
     if (p.payload_len) {
       b.insert(b.end(), static_cast<const uint8_t*>(p.payload),
                static_cast<const uint8_t*>(p.payload) + p.payload_len);
     }
-    if (Chance(faults_.tx_corrupt)) {
-      fstats_.tx_corrupted++;
-      FlipBit(&b);
+    const Draw d = DrawFor(b.data(), b.size(), Direction::kTx);
+    if (Chance(faults_.tx_drop, Fault::kDrop, d)) {
+      fstats_.tx_dropped++;
+      continue;
     }
-    const bool duplicate = Chance(faults_.tx_duplicate);
-    if (Chance(faults_.tx_delay)) {
+    if (Chance(faults_.tx_corrupt, Fault::kCorrupt, d, faults_.corrupt_sticky)) {
+      fstats_.tx_corrupted++;
+      FlipBit(d, &b);
+    }
+    const bool duplicate = Chance(faults_.tx_duplicate, Fault::kDuplicate, d);
+    if (Chance(faults_.tx_delay, Fault::kDelay, d)) {
       fstats_.tx_delayed++;
       if (duplicate) {
         fstats_.tx_duplicated++;
         out.push_back(b);  // one copy now, one later
       }
-      tx_delayed_.push_back({now + DelayNs(), std::move(b)});
+      tx_delayed_.push_back({now + DelayNs(d), std::move(b)});
       continue;
     }
-    if (!tx_has_held_ && !releasing && Chance(faults_.tx_reorder)) {
+    if (!tx_has_held_ && !releasing && Chance(faults_.tx_reorder, Fault::kReorder, d)) {
       fstats_.tx_reordered++;
       tx_held_ = std::move(b);
       tx_has_held_ = true;
@@ -165,27 +211,28 @@ int FaultTransport::Recv(RxPacket* out, int max) {
   const int room = std::max(0, std::min(max - static_cast<int>(rx_out_.size()), 64));
   const int got = room > 0 ? inner_->Recv(in, room) : 0;
   for (int i = 0; i < got; ++i) {
-    if (Chance(faults_.rx_drop)) {
+    const Draw d = DrawFor(in[i].data, in[i].len, Direction::kRx);
+    if (Chance(faults_.rx_drop, Fault::kDrop, d)) {
       fstats_.rx_dropped++;
       continue;
     }
     Bytes b(in[i].data, in[i].data + in[i].len);
-    if (Chance(faults_.rx_corrupt)) {
+    if (Chance(faults_.rx_corrupt, Fault::kCorrupt, d, faults_.corrupt_sticky)) {
       fstats_.rx_corrupted++;
-      FlipBit(&b);
+      FlipBit(d, &b);
     }
-    if (Chance(faults_.rx_delay)) {
+    if (Chance(faults_.rx_delay, Fault::kDelay, d)) {
       fstats_.rx_delayed++;
-      rx_delayed_.push_back({now + DelayNs(), std::move(b)});
+      rx_delayed_.push_back({now + DelayNs(d), std::move(b)});
       continue;
     }
-    if (!rx_has_held_ && Chance(faults_.rx_reorder)) {
+    if (!rx_has_held_ && Chance(faults_.rx_reorder, Fault::kReorder, d)) {
       fstats_.rx_reordered++;
       rx_held_ = std::move(b);
       rx_has_held_ = true;
       continue;
     }
-    const bool duplicate = Chance(faults_.rx_duplicate);
+    const bool duplicate = Chance(faults_.rx_duplicate, Fault::kDuplicate, d);
     if (duplicate) fstats_.rx_duplicated++;
     if (duplicate) emit(b);
     emit(std::move(b));

@@ -2,22 +2,34 @@
 //
 // Drops, duplicates, reorders, delays and corrupts packets independently in
 // each direction with the probabilities of FaultOptions (TRIBUTARY_FAULT_*
-// variables; set per process, so per rank). The same seed and the same
-// sequence of calls give the same decisions, so a failing run can be
-// replayed (delays add wall-clock time, so their release order can vary
-// with scheduling).
+// variables; set per process, so per rank).
 //   drop      the packet is never sent / never delivered
 //   duplicate it is sent / delivered twice
 //   reorder   it is held back and released right after the next packet
-//   delay     it is held for a uniform time in [0, delay_us]
-//   corrupt   one random bit of header or payload is flipped (a copy)
+//   delay     it is held for a time in [0, delay_us]
+//   corrupt   one bit of header or payload is flipped (a copy)
+//
+// Fates follow packet identity, not packet order. A packet's identity is
+// what names it on the wire whatever the timing: message type, collective
+// id, element offset and sender (FORMAT.md §2; job id, epoch, slot and flags
+// are left out, they vary between runs or with the window). Each direction
+// counts the copies it has seen of every identity, and the fate of the k-th
+// copy is a hash of (seed, fault, identity, k). So "fragment 7 of collective
+// 3: first copy corrupted, second copy clean" holds in every run with that
+// seed, however many retransmissions a slow machine adds around it; a stream
+// of draws in send order would hand those faults to whichever packet
+// happened to come next. With corrupt_sticky every copy of a chosen identity
+// is corrupted alike (damage that no resend repairs). Reorder pairs a held
+// packet with whatever is sent next, and delays end by the wall clock: the
+// choice of packet is deterministic, what it ends up next to is not.
+// Bytes that are not a Tributary header (unit tests) are their own identity.
 // Thread-safety: as Transport.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "host/src/transport/transport.h"
@@ -61,17 +73,47 @@ class FaultTransport final : public Transport {
     Bytes bytes;
   };
 
-  bool Chance(double p) { return p > 0 && uniform_(rng_) < p; }
-  uint64_t DelayNs() { return static_cast<uint64_t>(uniform_(rng_) * faults_.delay_us * 1000.0); }
-  void FlipBit(Bytes* b);
+  // The faults that can meet a packet; each draws independently.
+  enum class Fault : uint64_t { kDrop = 1, kCorrupt, kDuplicate, kDelay, kDelayTime, kReorder,
+                                kFlipBit };
+  // Copies seen per identity in one direction. Bounded: the oldest entries
+  // are forgotten once kMaxTracked identities are held (far more than a
+  // window keeps in flight), which only restarts an ancient identity's count.
+  class CopyCounter {
+   public:
+    // The copy index of `identity` (0 for the first copy) and counts it.
+    uint32_t Next(uint64_t identity);
+
+   private:
+    static constexpr size_t kMaxTracked = 1u << 17;
+    std::unordered_map<uint64_t, uint32_t> counts_;
+    std::deque<uint64_t> order_;  // identities by first sight
+  };
+  // A packet's fate in one direction: its identity and copy index.
+  struct Draw {
+    uint64_t identity;
+    uint32_t copy;
+  };
+
+  enum class Direction : uint64_t { kTx = 0x7478, kRx = 0x7278 };
+  // Counts the copy in `dir` and returns its draw; tx and rx draw apart.
+  Draw DrawFor(const uint8_t* bytes, size_t len, Direction dir);
+  // Uniform in [0, 1), a function of the seed, the fault and the draw only.
+  double Uniform(Fault fault, const Draw& d, bool sticky = false) const;
+  bool Chance(double p, Fault fault, const Draw& d, bool sticky = false) const {
+    return p > 0 && Uniform(fault, d, sticky) < p;
+  }
+  uint64_t DelayNs(const Draw& d) const {
+    return static_cast<uint64_t>(Uniform(Fault::kDelayTime, d) * faults_.delay_us * 1000.0);
+  }
+  void FlipBit(const Draw& d, Bytes* b) const;
   void SendCopies(std::vector<Bytes>* copies);
   void ReleaseDue(uint64_t now);
   int64_t UsUntilNextRelease(uint64_t now) const;
 
   std::unique_ptr<Transport> inner_;
   FaultOptions faults_;
-  std::mt19937_64 rng_;
-  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  CopyCounter tx_copies_, rx_copies_;
   FaultStats fstats_;
   bool tx_has_held_ = false;   // reorder: one packet held until the next send
   Bytes tx_held_;

@@ -4,6 +4,7 @@
 #                      [SOURCES src...]          fuzz entry point and extra sources
 #                      [FROM_TARGETS target...]  also compile these libraries' sources
 #                      [CORPUS dir]              seed corpus (read only)
+#                      [SMOKE_RUNS n]            inputs the ctest smoke runs (default 100000)
 #                      [DEPENDS file...])        extra files that trigger a rebuild
 #
 # Why a custom command rather than add_executable: CMake allows one C++
@@ -12,15 +13,20 @@
 # which is exactly what the decoders and the engine are. Sources compile one
 # object each (per-source ISA flags such as reduce_avx2.cc's -mavx2 -mf16c
 # are honoured, see below), then one clang call links them. The binary is
-# <build>/fuzz/<name>; ctest gets `<name>_smoke` (LABELS fuzz) running it TRIBUTARY_FUZZ_SECONDS seconds over
-# the seed corpus, writing new inputs into a scratch corpus in the build tree
-# so the source tree is never modified.
+# <build>/fuzz/<name>; ctest gets `<name>_smoke` (LABELS fuzz) running it
+# over the seed corpus, writing new inputs into a scratch corpus in the build
+# tree so the source tree is never modified. The smoke is deterministic: seed
+# 1, a fixed number of inputs (SMOKE_RUNS, sized for ~10 s here) and a fresh
+# scratch corpus each run, so every run tries the same inputs however loaded
+# the machine is; TRIBUTARY_FUZZ_SECONDS only caps its time (a capped run
+# tries fewer inputs, it never fails for it). Long exploratory runs:
+# tests/fuzz/run_fuzzers.sh.
 #
 # Enabled when TRIBUTARY_BUILD_FUZZ is ON (configure fails without a working
 # clang), or when it is AUTO and TRIBUTARY_CLANGXX can link a
 # -fsanitize=fuzzer program (Debian: libclang-rt-<ver>-dev).
 
-set(TRIBUTARY_FUZZ_SECONDS 15 CACHE STRING "Seconds each <fuzzer>_smoke ctest runs")
+set(TRIBUTARY_FUZZ_SECONDS 120 CACHE STRING "Cap on the seconds each <fuzzer>_smoke ctest runs")
 if(NOT TRIBUTARY_CLANGXX)
   find_program(TRIBUTARY_CLANGXX NAMES clang++ clang++-14)
 endif()
@@ -77,7 +83,10 @@ set(TRIBUTARY_FUZZ_ISA_FLAG_REGEX
 mark_as_advanced(TRIBUTARY_FUZZ_ISA_FLAG_REGEX)
 
 function(tributary_add_fuzzer)
-  cmake_parse_arguments(F "" "NAME;CORPUS" "SOURCES;FROM_TARGETS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(F "" "NAME;CORPUS;SMOKE_RUNS" "SOURCES;FROM_TARGETS;DEPENDS" ${ARGN})
+  if(NOT F_SMOKE_RUNS)
+    set(F_SMOKE_RUNS 100000)
+  endif()
   if(NOT TRIBUTARY_FUZZ_ENABLED)
     return()
   endif()
@@ -162,19 +171,17 @@ function(tributary_add_fuzzer)
     VERBATIM)
   add_custom_target(${F_NAME} ALL DEPENDS ${bin})
 
-  if(F_CORPUS)
-    set(scratch ${CMAKE_BINARY_DIR}/fuzz/${F_NAME}_corpus)
-    file(MAKE_DIRECTORY ${scratch})
-    # libFuzzer writes new inputs into the first directory only and reads
-    # seeds from all of them: the checked-in corpus stays untouched.
-    add_test(NAME ${F_NAME}_smoke
-             COMMAND ${bin} -max_total_time=${TRIBUTARY_FUZZ_SECONDS} -timeout=10
-                     -print_final_stats=1 ${scratch} ${F_CORPUS})
-  else()
-    add_test(NAME ${F_NAME}_smoke
-             COMMAND ${bin} -max_total_time=${TRIBUTARY_FUZZ_SECONDS} -timeout=10
-                     -print_final_stats=1)
-  endif()
+  set(scratch ${CMAKE_BINARY_DIR}/fuzz/${F_NAME}_corpus)
+  # libFuzzer writes new inputs into the first directory only and reads
+  # seeds from all of them: the checked-in corpus stays untouched. The
+  # scratch directory starts empty each run (what an earlier run found would
+  # change which inputs this one tries).
+  add_test(NAME ${F_NAME}_smoke
+           COMMAND sh -c "rm -rf \"$1\" && mkdir -p \"$1\" && shift && exec \"$@\""
+                   sh ${scratch} ${bin} -seed=1 -runs=${F_SMOKE_RUNS}
+                   -max_total_time=${TRIBUTARY_FUZZ_SECONDS} -timeout=10 -print_final_stats=1
+                   -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz/${F_NAME}-
+                   ${scratch} ${F_CORPUS})
   math(EXPR limit "${TRIBUTARY_FUZZ_SECONDS} + 120")
   set_tests_properties(${F_NAME}_smoke PROPERTIES LABELS fuzz TIMEOUT ${limit})
 endfunction()

@@ -64,6 +64,12 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
                config.world_size);
     }
   }
+  const FaultOptions& f = config.options.faults;
+  if (f.corrupt_sticky && (f.tx_corrupt > 0 || f.rx_corrupt > 0) && config.options.checksum &&
+      config.rank == 0) {
+    TRIB_LOG(kWarn, "fault", "sticky corruption with checksums on: every copy of a corrupted "
+             "packet is refused, so the collective that carries one can only time out");
+  }
   CommConfig resolved = config;
   resolved.options = config.options.Resolved();
   std::unique_ptr<CommImpl> impl(new CommImpl(resolved));

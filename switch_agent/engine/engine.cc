@@ -559,7 +559,24 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
       return Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, out);
     }
     DropReason refused;
-    if (!ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused)) {
+    bool reserved = ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused);
+    // Jobs that ended (every child left, or idle) still hold their place
+    // until the dataplane's next Reap: their last answers may sit in its
+    // send queue. Rather than refuse for them, have that queue flushed and,
+    // on the retry that follows at once, reap and try again.
+    if (!reserved && HasEndedJobs(now_ns)) {
+      if (!reap_pending_ || reap_burst_ + 1 != burst_) {
+        reap_pending_ = true;
+        reap_burst_ = burst_;
+        ++counters_.flush_retries;
+        out->kind = ActionKind::kFlushAndRetry;
+        return;
+      }
+      reap_pending_ = false;
+      Reap(now_ns);
+      reserved = ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused);
+    }
+    if (!reserved) {
       if (refused == DropReason::kJobLimit) {
         return NackWithText(h, from, NackCode::kResourceExhausted, refused, out,
                             "max_jobs %u jobs already alive on this daemon", limits_.max_jobs);
@@ -618,15 +635,25 @@ bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& para
   return true;
 }
 
+bool Engine::Ended(const Job& job, uint64_t now_ns) const {
+  const bool idle = now_ns > job.last_active_ns &&
+                    now_ns - job.last_active_ns > limits_.job_idle_timeout_ns;
+  // Provisioned jobs end when withdrawn, not when their children leave.
+  return job.provisioned ? job.withdrawn : job.finished() || idle;
+}
+
+bool Engine::HasEndedJobs(uint64_t now_ns) const {
+  for (const auto& [id, job] : jobs_) {
+    if (Ended(*job, now_ns)) return true;
+  }
+  return false;
+}
+
 size_t Engine::Reap(uint64_t now_ns) {
   size_t freed = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     const Job& job = *it->second;
-    const bool idle = now_ns > job.last_active_ns &&
-                      now_ns - job.last_active_ns > limits_.job_idle_timeout_ns;
-    // Provisioned jobs end when withdrawn, not when their children leave.
-    const bool ended = job.provisioned ? job.withdrawn : job.finished() || idle;
-    if (ended) {
+    if (Ended(job, now_ns)) {
       if (job.has_uplink) --uplink_jobs_;
       memory_bytes_ -= job.arena_bytes();
       if (cached_job_ == it->second.get()) cached_job_ = nullptr;

@@ -286,12 +286,19 @@ class Engine {
   void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
                 Action* out);
 
+  bool Ended(const Job& job, uint64_t now_ns) const;
+  bool HasEndedJobs(uint64_t now_ns) const;  // a scan: JOIN refusals only
+
   EngineLimits limits_;
   char nack_text_[proto::kMaxNackTextBytes];  // the last NackWithText's payload
   uint32_t next_epoch_;
   EngineCounters counters_;
   uint64_t memory_bytes_ = 0;
   uint32_t burst_ = 1;
+  // A refused JOIN asked for a flush in burst reap_burst_ so that ended
+  // jobs can be reaped on its retry, which comes in the very next burst.
+  bool reap_pending_ = false;
+  uint32_t reap_burst_ = 0;
   uint32_t uplink_jobs_ = 0;  // jobs with a parent
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)

@@ -180,8 +180,9 @@ TEST_F(CliBenchTest, UnreachableDaemonFailsWithinConnectTimeout) {
       RunCli("bench --ranks 2 -b 8 -e 64K --daemon " + target + " --connect-timeout-ms 1500", 60);
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_LT(run.exit_code, 124) << "killed by the test's timeout: a hang\n" << run.output;
-  // Bounded by the connect timeout (plus process start-up), far below a hang.
-  EXPECT_LT(run.seconds, 1.5 + 5.0) << run.output;
+  // Bounded by the connect timeout (plus process start-up, which a loaded
+  // sanitizer machine stretches to seconds), far below a hang.
+  EXPECT_LT(run.seconds, 1.5 + 20.0) << run.output;
   EXPECT_GE(run.seconds, 1.0) << "gave up before the connect timeout?\n" << run.output;
   EXPECT_NE(run.output.find("failed: UNAVAILABLE"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find(target), std::string::npos) << run.output;
@@ -219,11 +220,15 @@ TEST_F(CliBenchTest, UncheckedRunPrintsNotApplicable) {
 TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
   // Payload bits only: a flipped header bit could meet a fatal NACK (bad
   // slot, say) and end the run with exit 2 instead.
-  const std::string faults =
-      "TRIBUTARY_FAULT_TX_CORRUPT=0.05 TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY=1 "
-      "TRIBUTARY_FAULT_SEED=3 ";
-  const CommandResult bad = RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
-                                   faults + "TRIBUTARY_FAULT_CORRUPT_STICKY=1 TRIBUTARY_CHECKSUM=0");
+  // The run checks the last collective's result: 17 fragments x 2 ranks, of
+  // which 30% sticky corruption leaves all clean once in 10^5 seeds (seed 3
+  // is not one of them, in every run).
+  const std::string faults = "TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY=1 TRIBUTARY_FAULT_SEED=3 ";
+  const CommandResult bad =
+      RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
+             faults +
+                 "TRIBUTARY_FAULT_TX_CORRUPT=0.3 TRIBUTARY_FAULT_CORRUPT_STICKY=1 "
+                 "TRIBUTARY_CHECKSUM=0");
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("# Out of bounds values : "), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("FAILED"), std::string::npos) << bad.output;
@@ -231,7 +236,7 @@ TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
   EXPECT_EQ(bad.output.find("# Out of bounds values : 0 OK"), std::string::npos) << bad.output;
 
   const CommandResult good = RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
-                                    faults + "TRIBUTARY_CHECKSUM=1");
+                                    faults + "TRIBUTARY_FAULT_TX_CORRUPT=0.05 TRIBUTARY_CHECKSUM=1");
   EXPECT_EQ(good.exit_code, 0) << good.output;
   ExpectTable(good, {1u << 20}, 4, "int32", "sum", 2);
   // Corrupted copies were refused and sent again (however the run was timed).
@@ -255,7 +260,7 @@ TEST_F(CliBenchTest, RunsAgainstARunningDaemon) {
     _exit(127);
   }
   std::string address;
-  for (int i = 0; i < 100 && address.empty(); ++i) {
+  for (int i = 0; i < 600 && address.empty(); ++i) {  // 30 s at most
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::ifstream in(log);
     for (std::string line; std::getline(in, line);) {

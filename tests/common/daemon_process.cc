@@ -63,8 +63,9 @@ bool DaemonProcess::Start(const std::vector<std::string>& extra_args, std::strin
     _exit(127);
   }
   close(fd);
-  // Wait for the "listening on" line (bounded).
-  for (int i = 0; i < 500; ++i) {
+  // Wait for the "listening on" line (bounded: 30 s, for a sanitizer build
+  // starting on a loaded machine).
+  for (int i = 0; i < 3000; ++i) {
     std::string out = Output();
     size_t at = out.find("tributaryd listening on ");
     if (at != std::string::npos) at += 11;
@@ -84,7 +85,7 @@ bool DaemonProcess::Start(const std::vector<std::string>& extra_args, std::strin
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  *error = "tributaryd did not report its port within 5 s: " + Output();
+  *error = "tributaryd did not report its port within 30 s: " + Output();
   Kill();
   return false;
 }
@@ -93,7 +94,7 @@ int DaemonProcess::Stop() {
   if (pid_ <= 0) return -1;
   int status = 0;
   kill(pid_, SIGTERM);
-  if (!WaitPidFor(pid_, &status, 5000)) {
+  if (!WaitPidFor(pid_, &status, 30000)) {
     kill(pid_, SIGKILL);
     waitpid(pid_, &status, 0);
   }

@@ -2,7 +2,7 @@
 //
 // StartDaemon() spawns the binary named by $TRIBUTARYD with --port 0 and
 // reads the "tributaryd listening on HOST:PORT" line it prints, so tests never
-// collide on ports. The destructor sends SIGTERM (SIGKILL after 5 s) to the
+// collide on ports. The destructor sends SIGTERM (SIGKILL after 30 s) to the
 // pid it started and nothing else. RunRanks() forks one child per rank; each
 // runs `body(rank)` and exits with its return value; every wait is bounded.
 // Not thread-safe: use from the test's main thread before any thread starts.
@@ -25,7 +25,7 @@ class DaemonProcess {
 
   // Starts tributaryd with extra flags; returns false (and a message) on failure.
   bool Start(const std::vector<std::string>& extra_args, std::string* error);
-  // SIGTERM, wait up to 5 s, then SIGKILL; returns the exit status (waitpid form).
+  // SIGTERM, wait up to 30 s, then SIGKILL; returns the exit status (waitpid form).
   int Stop();
   // SIGKILL, no cleanup: a crash.
   void Kill();

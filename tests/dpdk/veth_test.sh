@@ -17,9 +17,11 @@
 # from 4 bytes to 256 KiB with 2 ranks per job, on both lanes at once, and
 # for one job striped over both lanes (--lanes 2, int32 and fp32); that
 # the daemon answered ARP; that both lanes completed rounds (per-lane
-# counters); that the daemon dropped nothing (tx_drops, engine drops, decode
-# errors and steer_drops all 0) and stopped cleanly on SIGTERM. How frames
-# reached their lane (steered in software or not) is printed.
+# counters); that the daemon dropped nothing (tx_drops, engine drops and
+# decode errors all 0), that every frame handed between lanes is accounted
+# for (steered_out = steered_in + steer_drops), and that it stopped cleanly
+# on SIGTERM. How frames reached their lane (steered in software or not) is
+# printed.
 #
 # DPDK_MEMORY=hugepages runs the same with the EAL on 2 MiB hugepages
 # (reserves 256 for the run through /proc/sys/vm/nr_hugepages and restores
@@ -105,7 +107,7 @@ run_job() {  # HOST PORT
       [[ $op == max && $dtype != float && $dtype != double && $dtype != half ]] && continue
       out="$WORK/h$host-$dtype-$op.log"
       netns_host_exec "$host" timeout 120 "$CLI_BIN" bench --daemon "$ADDR:$port" --ranks 2 \
-        --payload 1024 -b 4 -e 256K -f 8 -n 2 -w 1 -d "$dtype" -o "$op" -c 1 \
+        --payload 1024 --window 16 -b 4 -e 256K -f 8 -n 2 -w 1 -d "$dtype" -o "$op" -c 1 \
         --timeout-ms 30000 --connect-timeout-ms 20000 > "$out" 2>&1
       rc=$?
       if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$out"; then
@@ -132,7 +134,7 @@ cat "$WORK/job0.out" "$WORK/job1.out"
 for dtype in int32 float; do
   out="$WORK/striped-$dtype.log"
   netns_host_exec 1 timeout 120 "$CLI_BIN" bench --daemon "$ADDR:17820" --lanes 2 --ranks 2 \
-    --payload 1024 -b 4 -e 1M -f 8 -n 2 -w 1 -d "$dtype" -o sum -c 1 \
+    --payload 1024 --window 16 -b 4 -e 1M -f 8 -n 2 -w 1 -d "$dtype" -o sum -c 1 \
     --timeout-ms 30000 --connect-timeout-ms 20000 > "$out" 2>&1
   rc=$?
   if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$out"; then
@@ -168,7 +170,21 @@ fi
 expect 'arp_replies=[1-9]' "the daemon answered ARP"
 expect 'lanes=2 ' "two lanes ran"
 expect 'lane_completions=[1-9][0-9]*,[1-9]' "both lanes completed rounds"
-expect 'steer_drops=0' "no frame lost between lanes"
+# Frames for the other lane's port that crossed the steering rings (if the
+# kernel's fanout put any on the wrong queue) are all accounted for. A full ring drops (the ranks resend; the results above
+# are exact either way): both lanes busy-poll one CPU here, and a lane
+# descheduled long enough lets probes pile up. A window of 16 keeps that far
+# below the ring's 1024 entries, but only the accounting holds whatever the
+# schedule, so that is what is checked.
+steered_out=$(grep -o 'steered_out=[0-9]*' "$log" | tail -1 | cut -d= -f2)
+steered_in=$(grep -o 'steered_in=[0-9]*' "$log" | tail -1 | cut -d= -f2)
+steer_drops=$(grep -o 'steer_drops=[0-9]*' "$log" | tail -1 | cut -d= -f2)
+echo "# steering: out $steered_out, in $steered_in, dropped $steer_drops"
+if [[ -z $steered_out || -z $steered_in || -z $steer_drops ]] ||
+  ((steered_out != steered_in + steer_drops)); then
+  echo "FAIL steering counters: out ${steered_out:-?} != in ${steered_in:-?} + drops ${steer_drops:-?}" >&2
+  failures=$((failures + 1))
+fi
 expect ' tx_drops=0 ' "no TX drop"
 expect 'engine_drops: total=0 ' "no engine drop"
 expect 'decode_errors: total=0 ' "no decode error"

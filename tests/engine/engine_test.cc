@@ -431,6 +431,39 @@ TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
   EXPECT_EQ(engine.counters().jobs_destroyed, 2u);
 }
 
+// A job that ended (all children left) but is not reaped yet does not hold
+// its place against a new job: the JOIN asks for a flush (the ended job's
+// last answers may be queued), and its retry, in the next burst, reaps and
+// is accepted. Without a flush in between it never reaps; with no ended job
+// the limit still refuses.
+TEST(EngineLifecycle, EndedJobsAreReapedBeforeAJoinIsRefused) {
+  EngineLimits limits;
+  limits.max_jobs = 1;
+  Engine engine(limits, 1);
+  JobFixture a(&engine, 1, 2, 1, 4, 128);
+  const auto body = JoinPayload(1, 4, 128);
+  // Job 1 is alive: job 2 is refused at once.
+  Action refused = engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 5);
+  EXPECT_EQ(refused.header.type, MsgType::kNack);
+  EXPECT_EQ(refused.header.aux, static_cast<uint32_t>(NackCode::kResourceExhausted));
+  proto::PacketView leave;
+  leave.header = a.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  engine.OnPacket(leave, JobFixture::Peer(0), 10);
+  ASSERT_EQ(engine.Jobs().size(), 1u);  // ended, not reaped
+  EXPECT_EQ(engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 11).kind,
+            ActionKind::kFlushAndRetry);
+  // Asked again in the same burst (no flush yet): still not reaped.
+  EXPECT_EQ(engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 11).kind,
+            ActionKind::kFlushAndRetry);
+  EXPECT_EQ(engine.Jobs().size(), 1u);
+  engine.EndBurst();
+  const Action ack = engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 11);
+  EXPECT_EQ(ack.header.type, MsgType::kJoinAck);
+  ASSERT_EQ(engine.Jobs().size(), 1u);
+  EXPECT_EQ(engine.Jobs()[0].job_id, 2u);
+  EXPECT_EQ(engine.counters().jobs_destroyed, 1u);
+}
+
 // Two jobs with different fan-in and payload sizes share an engine without
 // interfering, even with the same slot/set/round identities.
 TEST(EngineLifecycle, TwoJobsSideBySide) {

@@ -9,9 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <chrono>
 #include <deque>
-#include <thread>
 #include <vector>
 
 #include "host/src/transport/fault_transport.h"
@@ -140,17 +138,17 @@ TEST(FaultTransportTest, DelayDeliversEverythingLaterAndCorruptFlipsOneBit) {
   f.seed = 11;
   auto fake = std::make_unique<FakeTransport>();
   FakeTransport* raw = fake.get();
-  FaultTransport t(std::move(fake), f);
+  uint64_t now_ns = 1;  // a fake clock: delays end only when the test says
+  FaultTransport t(std::move(fake), f, [&] { return now_ns; });
   for (uint32_t i = 0; i < 200; ++i) {
     TxPacket p{&i, 4, nullptr, 0};
     t.Send(&p, 1);
+    now_ns += 1000;  // 1 us per packet: 200 us in all, well inside most delays
   }
   EXPECT_GT(t.fault_stats().tx_delayed, 30u);
   EXPECT_LT(raw->sent_.size(), 200u);
-  for (int k = 0; k < 100 && raw->sent_.size() < 200; ++k) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the fake's Wait returns at once
-    t.Send(nullptr, 0);
-  }
+  now_ns += 2000 * 1000;  // every delay has ended
+  t.Send(nullptr, 0);
   ASSERT_EQ(raw->sent_.size(), 200u);
   // Every packet exactly once, and the delayed ones out of their place.
   std::vector<int> seen(200, 0);
@@ -227,7 +225,8 @@ TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
   f.rx_delay = 0.3;
   f.delay_us = 2000;
   f.seed = 13;
-  FaultTransport t(std::make_unique<FakeTransport>(), f);
+  uint64_t now_ns = 1;  // a fake clock: delays end only when the test says
+  FaultTransport t(std::make_unique<FakeTransport>(), f, [&] { return now_ns; });
   std::vector<uint32_t> got;
   RxPacket rx[64];
   auto drain = [&] {
@@ -242,13 +241,12 @@ TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
     TxPacket p{&i, 4, nullptr, 0};
     t.Send(&p, 1);
     drain();
+    now_ns += 1000;
   }
   EXPECT_GT(t.fault_stats().rx_delayed, 30u);
   EXPECT_LT(got.size(), 200u);
-  for (int k = 0; k < 100 && got.size() < 200; ++k) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    drain();
-  }
+  now_ns += 2000 * 1000;  // every delay has ended
+  drain();
   ASSERT_EQ(got.size(), 200u);
   std::vector<int> seen(200, 0);
   size_t moved = 0;

@@ -19,6 +19,7 @@
 
 #include "tests/common/daemon_process.h"
 #include "tests/common/patterns.h"
+#include "tests/common/verdicts.h"
 #include "tributary/communicator.h"
 
 namespace tributary {
@@ -408,10 +409,14 @@ TEST_F(AllReduceE2E, MissingRankIsNamedWithinTimeout) {
                   std::chrono::steady_clock::now() - start)
                   .count();
     if (s.code() != StatusCode::kTimedOut) return Fail(rank, "expected TIMED_OUT: " + s.ToString());
-    if (s.message().find("waits for 1 rank(s): 2") == std::string::npos) {
+    // Rank 2 is named whatever the timing; whether the other rank of the
+    // two is still listed too depends on when it contributed.
+    if (!testing::NamesWaitedRank(s.message(), 2)) {
       return Fail(rank, "error does not name rank 2: " + s.message());
     }
-    if (ms > 5000) return Fail(rank, "took " + std::to_string(ms) + " ms");
+    if (ms > 1500 + testing::kSchedulingSlackMs) {
+      return Fail(rank, "took " + std::to_string(ms) + " ms");
+    }
     // The communicator is aborted: later calls fail fast.
     auto again = comm.value()->AllReduce(b.value(), b.value(), 1, DataType::kInt32,
                                          ReduceOp::kSum);
@@ -458,7 +463,7 @@ TEST(AllReduceNoDaemon, UnreachableAggregatorFailsWithinConnectTimeout) {
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable) << comm.status().ToString();
   EXPECT_NE(comm.status().message().find("127.0.0.1:9"), std::string::npos);
-  EXPECT_LT(ms, 2000);
+  EXPECT_LT(ms, 300 + testing::kSchedulingSlackMs);  // the connect timeout, not a hang
 }
 
 }  // namespace

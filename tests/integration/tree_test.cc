@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/verdicts.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
 
@@ -231,7 +232,10 @@ bool WaitForFile(const std::string& path, int timeout_ms) {
 TEST_F(Tree, InnerDaemonKilledMidJobFailsEveryRankWithinTimeout) {
   const TreeJob job = NewJob();
   StartTree({job});
-  const uint32_t timeout_ms = 3000;
+  // Long enough that every sibling of a rank has contributed before the
+  // rank gives up (the STATUS then says "held; waits for its parent"), even
+  // when a loaded machine starts a sibling's collective seconds late.
+  const uint32_t timeout_ms = 10000;
   const std::string marker = "/tmp/tributary-tree-" + std::to_string(getpid()) + "-";
   std::vector<pid_t> pids;
   for (uint32_t g = 0; g < kRanks; ++g) {
@@ -256,7 +260,9 @@ TEST_F(Tree, InnerDaemonKilledMidJobFailsEveryRankWithinTimeout) {
                           std::chrono::steady_clock::now() - start).count();
       if (s.ok()) return Fail(g, "a collective through a dead daemon succeeded");
       if (s.code() != StatusCode::kTimedOut) return Fail(g, "expected TIMED_OUT: " + s.ToString());
-      if (ms > timeout_ms + 3000) return Fail(g, "took " + std::to_string(ms) + " ms");
+      if (ms > timeout_ms + testing::kSchedulingSlackMs) {
+        return Fail(g, "took " + std::to_string(ms) + " ms");
+      }
       if (s.message().find("waits for its parent") == std::string::npos) {
         return Fail(g, "error does not say the aggregator waits for its parent: " + s.message());
       }
@@ -270,7 +276,7 @@ TEST_F(Tree, InnerDaemonKilledMidJobFailsEveryRankWithinTimeout) {
   EXPECT_TRUE(ready) << "ranks did not finish their first collective";
   inner_[0]->Kill();
   std::ofstream(marker + "killed").close();
-  EXPECT_EQ(testing::WaitChildren(pids, 60), "") << AllOutput();
+  EXPECT_EQ(testing::WaitChildren(pids, 90), "") << AllOutput();
   for (uint32_t g = 0; g < kRanks; ++g) unlink((marker + "ready-" + std::to_string(g)).c_str());
   unlink((marker + "killed").c_str());
 }

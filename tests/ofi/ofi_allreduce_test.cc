@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/verdicts.h"
 #include "tests/common/daemon_process.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
@@ -211,7 +212,7 @@ TEST(OfiProvider, NonexistentProviderFailsFastListingAvailable) {
     EXPECT_NE(comm.status().message().find(missing), std::string::npos) << comm.status().ToString();
     EXPECT_NE(comm.status().message().find("tcp;ofi_rxm"), std::string::npos)
         << comm.status().ToString();
-    EXPECT_LT(s, 3.0);
+    EXPECT_LT(s * 1000, 3000 + testing::kSchedulingSlackMs);  // refused, not a hang
   }
 }
 

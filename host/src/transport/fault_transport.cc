@@ -79,8 +79,9 @@ double FaultTransport::Uniform(Fault fault, const Draw& d, bool sticky) const {
   return static_cast<double>(Mix(z) >> 11) * 0x1.0p-53;
 }
 
-FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults)
-    : inner_(std::move(inner)), faults_(faults) {
+FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults,
+                               Clock clock)
+    : inner_(std::move(inner)), faults_(faults), clock_(clock ? std::move(clock) : Clock(NowNs)) {
   TRIB_LOG(kWarn, "fault",
            "fault injection ON (seed %llu): tx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt "
            "%.4f; rx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt %.4f; delay up to %u us%s",
@@ -131,7 +132,7 @@ int64_t FaultTransport::UsUntilNextRelease(uint64_t now) const {
 }
 
 int FaultTransport::Send(const TxPacket* packets, int n) {
-  const uint64_t now = NowNs();
+  const uint64_t now = clock_();
   std::vector<Bytes> out;
   out.reserve(static_cast<size_t>(n) * 2 + 1);
   Bytes release;  // a packet held for reordering goes right after this call's first packet
@@ -191,7 +192,7 @@ int FaultTransport::Send(const TxPacket* packets, int n) {
 }
 
 int FaultTransport::Recv(RxPacket* out, int max) {
-  const uint64_t now = NowNs();
+  const uint64_t now = clock_();
   ReleaseDue(now);
   rx_out_.clear();
   auto emit = [&](Bytes b) {
@@ -250,7 +251,7 @@ int FaultTransport::Recv(RxPacket* out, int max) {
 }
 
 void FaultTransport::Wait(int64_t timeout_us) {
-  const uint64_t now = NowNs();
+  const uint64_t now = clock_();
   // Held packets must not wait for traffic that may never come.
   if (rx_has_held_ || tx_has_held_) {
     if (tx_has_held_) Send(nullptr, 0);

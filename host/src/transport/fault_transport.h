@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -52,7 +53,10 @@ FaultOptions FaultsOfRank(const FaultOptions& faults, uint32_t rank, uint32_t la
 
 class FaultTransport final : public Transport {
  public:
-  FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults);
+  // Monotonic nanoseconds; tests pass a fake so that delays end when they say.
+  using Clock = std::function<uint64_t()>;
+  FaultTransport(std::unique_ptr<Transport> inner, const FaultOptions& faults,
+                 Clock clock = nullptr);
 
   const char* name() const override { return inner_->name(); }
   int Send(const TxPacket* packets, int n) override;
@@ -113,6 +117,7 @@ class FaultTransport final : public Transport {
 
   std::unique_ptr<Transport> inner_;
   FaultOptions faults_;
+  Clock clock_;
   CopyCounter tx_copies_, rx_copies_;
   FaultStats fstats_;
   bool tx_has_held_ = false;   // reorder: one packet held until the next send

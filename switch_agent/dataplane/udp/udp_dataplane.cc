@@ -177,6 +177,10 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
         break;
       }
       ++stats_.rx_batches;
+      // Stamped after the receive, so no packet of the burst arrived later
+      // than its time: arrival order and lateness (straggler statistics)
+      // never run backwards, however long the loop was descheduled.
+      now = MonotonicNowNs();
       ProcessBurst(n, now);
       PollUplinks(now);
       Flush();
@@ -185,7 +189,6 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
       MaybeSweepPeers(now);
       if (tick) tick(now);
       if (static_cast<unsigned>(n) < batch || stop.load(std::memory_order_relaxed)) break;
-      now = MonotonicNowNs();
     }
   }
   Flush();

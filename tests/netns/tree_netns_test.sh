@@ -15,15 +15,19 @@
 #   2. exact results for every dtype at 1, 7, 1023, 1 Mi+3 elements and fp32
 #      at 64 MiB on all 8 ranks;
 #   3. two jobs sharing all seven daemons at once, both exact, while the
-#      manager is SIGKILLed and restarted from its state file (the data path
-#      does not need it), after which it still knows both jobs; then 1%
-#      packet loss on every link, rank-leaf and daemon-daemon: exact, with
-#      partial sums re-sent between daemons (per-hop recovery);
+#      manager is SIGKILLed and restarted from its state file: every rank of
+#      both jobs has completed its first collective before the kill and runs
+#      the rest only after it (the data path does not need the manager);
+#      the restarted manager still knows both jobs; then 1% packet loss on
+#      every link, rank-leaf and daemon-daemon: exact, with partial sums
+#      re-sent between daemons (per-hop recovery);
 #   4. admission refused at once, naming what is short, when the daemons'
 #      slot capacity cannot hold another job; nothing stays reserved;
 #   5. a wrong job key is refused with an error that says so;
-#   6. an inner daemon killed mid-job: every rank gets TIMED_OUT within the
-#      operation timeout (+3 s), none hangs;
+#   6. an inner daemon killed mid-job, once every rank has completed a
+#      collective: every rank's next collective fails with TIMED_OUT (or
+#      UNAVAILABLE once the manager failed the job) within the operation
+#      timeout (+3 s), none hangs;
 #   7. ending jobs frees every slot (tributary jobs shows 0 used).
 # Needs root and `ip netns`; exits 77 (ctest SKIP) without.
 #
@@ -103,6 +107,20 @@ create_job() {  # NAME [SLOTS]
     --payload-bytes 8192 --heartbeat-timeout-ms 600000 > "$WORK/$name.job" 2>&1 || return 1
   sed -n 's/^job_id=//p' "$WORK/$name.job"
 }
+# wait_ready PREFIX PID: true once PREFIX.0 .. PREFIX.7 exist (each rank's
+# first collective done); false when PID (the ranks' launcher) ends first or
+# after 120 s.
+wait_ready() {
+  local t r all
+  for ((t = 0; t < 1200; ++t)); do
+    all=1
+    for ((r = 0; r < 8; ++r)); do [[ -e $1.$r ]] || { all=0; break; }; done
+    ((all)) && return 0
+    kill -0 "$2" 2> /dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
 # run_ranks NAME [tree_rank flags]: one tree_rank per host namespace, waits (bounded).
 run_ranks() {
   local name=$1 line rank host agg child fan pids=() rc=0 id key
@@ -147,14 +165,22 @@ else
 fi
 cli job end "$A" > /dev/null || fail "job end $A"
 
-# 3: two jobs at once; the manager dies and comes back meanwhile.
+# 3: two jobs at once; the manager dies and comes back meanwhile. Every rank
+# completes its first collective, then holds until the manager is dead, so
+# the kill always lands while both jobs run and three of their four
+# collectives run without a manager.
 B=$(create_job b) || fail "job b: $(cat "$WORK/b.job")"
 C=$(create_job c) || fail "job c: $(cat "$WORK/c.job")"
-run_ranks b --sizes 1048579,4194304 --dtypes int32,float64 & RB=$!
-run_ranks c --sizes 1048579,4194304 --dtypes int32,float64 & RC=$!
-sleep 0.5
+KILLED="$WORK/manager-killed"
+run_ranks b --sizes 1048579,4194304 --dtypes int32,float64 --ready "$WORK/b.ready" \
+  --hold "$KILLED" & RB=$!
+run_ranks c --sizes 1048579,4194304 --dtypes int32,float64 --ready "$WORK/c.ready" \
+  --hold "$KILLED" & RC=$!
+wait_ready "$WORK/b.ready" "$RB" || fail "job b: not every rank completed its first collective"
+wait_ready "$WORK/c.ready" "$RC" || fail "job c: not every rank completed its first collective"
 kill -KILL "$MANAGER_PID"
 wait "$MANAGER_PID" 2> /dev/null
+touch "$KILLED"
 start_manager
 rb=0; rc=0
 wait "$RB" || rb=1
@@ -221,14 +247,17 @@ else
 fi
 cli job end "$G" > /dev/null; cli job end "$H" > /dev/null
 
-# 6: an inner daemon dies while job e runs.
+# 6: an inner daemon dies while job e runs. The kill waits for every rank's
+# own ready file: a rank that had not yet received its first result would
+# fail that first collective, which proves nothing. Each rank's next
+# collective needs agg0 (the root waits for it), so every one must fail
+# within its timeout. 10 s, not less: the first collective (the ranks start
+# it together, after tree_rank's barrier) must not time out on a loaded
+# machine.
 E=$(create_job e) || fail "job e: $(cat "$WORK/e.job")"
 READY="$WORK/e.ready"
-(run_ranks e --until-failure --timeout-ms 3000 --ready "$READY") & RE=$!
-# A first collective completed on some rank: all 8 contributed, the job runs.
-for ((t = 0; t < 300; ++t)); do [[ -e "$READY" ]] && break; sleep 0.1; done
-[[ -e "$READY" ]] || fail "job e never completed a collective"
-sleep 0.5
+(run_ranks e --until-failure --timeout-ms 10000 --ready "$READY") & RE=$!
+wait_ready "$READY" "$RE" || fail "job e: not every rank completed a collective"
 kill -KILL "${DAEMON_PID[agg0]}"
 if wait "$RE"; then
   echo "ok   agg0 killed mid-job: all 8 ranks failed with TIMED_OUT within the timeout"

@@ -200,6 +200,27 @@ else
   cat "$WORK/b.tree" >&2
 fi
 
+# uplink_report NAME: the `uplink:` line of a fresh SIGUSR1 counter report
+# from daemon NAME. Waits (bounded) until the log holds one more report
+# header than before the signal and, after the last header, the
+# `engine_drops:` line that follows `uplink:` (so that line is complete).
+uplink_report() {
+  local log="$WORK/$1.log" before t report
+  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
+  kill -USR1 "${DAEMON_PID[$1]}"
+  for ((t = 0; t < 300; ++t)); do
+    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
+      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
+      if grep -q 'engine_drops:' <<< "$report"; then
+        grep -m1 'uplink:' <<< "$report"
+        return 0
+      fi
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
 # 3b: 1% loss on every link (ranks <-> leaves and daemon <-> daemon, both
 # directions): exact, and the daemons' uplink timers did the recovering.
 cli job end "$B" > /dev/null; cli job end "$C" > /dev/null
@@ -208,11 +229,10 @@ netns_set_loss 10 || fail "nftables loss rules"
 drops_before=$(netns_loss_drops)
 if run_ranks f --sizes 1048579,4194304 --dtypes int32,float32; then
   drops=$(($(netns_loss_drops) - drops_before))
-  for name in "${SWITCHES[@]}"; do kill -USR1 "${DAEMON_PID[$name]}"; done
-  sleep 0.5
   resends=0
   for name in "${SWITCHES[@]}"; do
-    r=$(grep 'uplink:' "$WORK/$name.log" | tail -1 | sed -n 's/.* resends=\([0-9]*\).*/\1/p')
+    line=$(uplink_report "$name") || fail "no SIGUSR1 counter report from $name"
+    r=$(sed -n 's/.* resends=\([0-9]*\).*/\1/p' <<< "$line")
     resends=$((resends + ${r:-0}))
   done
   echo "ok   job $F exact under 1% loss on every link: nftables dropped $drops packets, daemons re-sent $resends partial sums upstream"

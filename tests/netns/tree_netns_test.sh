@@ -31,6 +31,19 @@
 #   7. ending jobs frees every slot (tributary jobs shows 0 used).
 # Needs root and `ip netns`; exits 77 (ctest SKIP) without.
 #
+# Schedules: the script never sleeps in the hope that something happened.
+# It waits, bounded only to turn a hang into a failure, for the event it
+# needs: every daemon logging that it holds a new job before the ranks
+# start (daemons learn jobs at their next manager heartbeat), every rank's
+# own ready file (tree_rank --ready) before a kill, a fresh SIGUSR1 report
+# in each daemon's log before reading it. Ranks start their first
+# collective together (tree_rank's start barrier), so its operation timeout
+# never races process start-up, and the ranks of jobs b and c wait
+# (tree_rank --hold) until the manager is dead. The manager's daemon
+# timeout is 15 s (heartbeats every 5 s): nothing here needs it short, and
+# a daemon merely slowed down (sanitizers, a loaded machine) must not fail
+# the running jobs.
+#
 # Usage: tree_netns_test.sh (environment: TRIBUTARYD, TRIBUTARY_CLI,
 # TRIBUTARY_MANAGER_BIN, TREE_RANK, TOPOLOGY; ctest sets them).
 set -u -o pipefail
@@ -71,7 +84,7 @@ start_manager() {
   # `ip netns exec` execs the program: $! is the manager itself (a shell
   # function here would leave $! pointing at a subshell).
   ip netns exec "$(netns_host_ns "$MGR_NS")" "$MANAGER_BIN" --listen "$MGR" --topology "$TOPOLOGY" \
-    --state-file "$WORK/manager.state" --daemon-timeout-ms 3000 --job-timeout-ms 600000 \
+    --state-file "$WORK/manager.state" --daemon-timeout-ms 15000 --job-timeout-ms 600000 \
     >> "$WORK/manager.log" 2>&1 &
   MANAGER_PID=$!
 }
@@ -87,7 +100,7 @@ start_daemon() {  # INDEX (into SWITCHES)
 start_manager
 for i in "${!SWITCHES[@]}"; do start_daemon "$i"; done
 up=0
-for ((t = 0; t < 100; ++t)); do
+for ((t = 0; t < 300; ++t)); do
   up=$(cli jobs 2> /dev/null | grep -cw 'up')
   ((up >= 7)) && break
   sleep 0.2
@@ -100,12 +113,29 @@ if ((up < 7)); then
 fi
 echo "ok   7 daemons registered with the manager"
 
-# create_job NAME [extra job-create flags] -> writes $WORK/NAME.job, prints job id
+# create_job NAME [SLOTS] -> writes $WORK/NAME.job, prints the job id once
+# every daemon holds the job. Every job spans h0..h7, so all seven daemons;
+# a daemon learns a job at its next heartbeat (every 5 s), and a rank that
+# joins before its leaf knows the job retries only for its connect timeout.
 create_job() {  # NAME [SLOTS]
-  local name=$1 slots=${2:-64}
+  local name=$1 slots=${2:-64} id
   cli job create --name "$name" --hosts h0,h1,h2,h3,h4,h5,h6,h7 --slots "$slots" \
     --payload-bytes 8192 --heartbeat-timeout-ms 600000 > "$WORK/$name.job" 2>&1 || return 1
-  sed -n 's/^job_id=//p' "$WORK/$name.job"
+  id=$(sed -n 's/^job_id=//p' "$WORK/$name.job")
+  echo "$id"
+  wait_held "$id" || { echo "not every daemon holds job $id after 60 s" >> "$WORK/$name.job"; return 1; }
+}
+wait_held() {  # JOB_ID: true once every daemon's log says it holds the job (bounded)
+  local t sw all
+  for ((t = 0; t < 600; ++t)); do
+    all=1
+    for sw in "${SWITCHES[@]}"; do
+      grep -q "holding job $1:" "$WORK/$sw.log" || { all=0; break; }
+    done
+    ((all)) && return 0
+    sleep 0.1
+  done
+  return 1
 }
 # wait_ready PREFIX PID: true once PREFIX.0 .. PREFIX.7 exist (each rank's
 # first collective done); false when PID (the ranks' launcher) ends first or
@@ -192,7 +222,7 @@ else
   show_rank_failures b
   show_rank_failures c
 fi
-for ((t = 0; t < 50; ++t)); do cli tree "$B" > "$WORK/b.tree" 2>&1 && break; sleep 0.2; done
+for ((t = 0; t < 150; ++t)); do cli tree "$B" > "$WORK/b.tree" 2>&1 && break; sleep 0.2; done
 if grep -q core0 "$WORK/b.tree"; then
   echo "ok   the restarted manager still knows job $B's tree"
 else
@@ -273,7 +303,7 @@ cli job end "$G" > /dev/null; cli job end "$H" > /dev/null
 # collective needs agg0 (the root waits for it), so every one must fail
 # within its timeout. 10 s, not less: the first collective (the ranks start
 # it together, after tree_rank's barrier) must not time out on a loaded
-# machine.
+# machine; the manager (15 s daemon timeout) fails the job only later.
 E=$(create_job e) || fail "job e: $(cat "$WORK/e.job")"
 READY="$WORK/e.ready"
 (run_ranks e --until-failure --timeout-ms 10000 --ready "$READY") & RE=$!

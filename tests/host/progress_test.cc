@@ -482,14 +482,23 @@ TEST_F(ProgressTest, PlacedResultsCompleteWithoutACopyAndCarryTheKey) {
   EXPECT_TRUE(s.ok());
   EXPECT_EQ(recv_[16], 7.0f);
   EXPECT_EQ(recv_[0], 0.0f);  // slot 0 came as a RESULT message: copied (2 x 0)
-  // A placement for the wrong collective is a duplicate, not a completion.
+  // A placement for the wrong collective, or for the slot's other shadow
+  // set (a round it has left), is a duplicate, not a completion.
   req = Submit(16, 2);
   engine_->Poll();
-  placed.result = {Take()[0].header.slot, 0, 9, 64};
+  const Sent c2 = Take()[0];
+  placed.result = {c2.header.slot, c2.header.shadow, 9, 64};
+  fake_->inbox.push_back(placed);
+  placed.result = {c2.header.slot, static_cast<uint8_t>(c2.header.shadow ^ 1), 2, 64};
   fake_->inbox.push_back(placed);
   engine_->Poll();
   EXPECT_FALSE(Done(req, &s));
-  EXPECT_EQ(engine_->Stats().duplicate_results, 1u);
+  EXPECT_EQ(engine_->Stats().duplicate_results, 2u);
+  placed.result = {c2.header.slot, c2.header.shadow, 2, 64};
+  fake_->inbox.push_back(placed);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok());
 }
 
 TEST_F(ProgressTest, NoPlacementWithoutATransportThatPlaces) {

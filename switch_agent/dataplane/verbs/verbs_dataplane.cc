@@ -244,7 +244,7 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
 void VerbsDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, &current_source_,
-      [&](engine::PeerToken peer) { return peers_.Get(peer); }, &stats_,
+      [&](engine::PeerToken peer) { return peers_.GetEntry(peer); }, &stats_,
       [&](const uint8_t* header, const UdPeerTable::Entry& to) {
         Send(header, action.payload, action.payload_len, to);
       });
@@ -268,9 +268,9 @@ void VerbsDataplane::Send(const uint8_t* header, const uint8_t* payload, size_t 
       return;
     }
   }
-  ibv_ah* ah = static_cast<ibv_ah*>(to.ah);
+  ibv_ah* ah = static_cast<ibv_ah*>(to.value);
   const bool transient = ah == nullptr;
-  if (transient && (ah = roce::CreateAh(pd_, port_, to.peer.gid)) == nullptr) {
+  if (transient && (ah = roce::CreateAh(pd_, port_, to.key.gid)) == nullptr) {
     ++stats_.tx_errors;
     return;
   }
@@ -288,7 +288,7 @@ void VerbsDataplane::Send(const uint8_t* header, const uint8_t* payload, size_t 
                       posted_ + 1 - completed_ >= sq_depth_ - 1;
   wr.send_flags = signal ? IBV_SEND_SIGNALED : 0;
   wr.wr.ud.ah = ah;
-  wr.wr.ud.remote_qpn = to.peer.qpn;
+  wr.wr.ud.remote_qpn = to.key.qpn;
   wr.wr.ud.remote_qkey = roce::kTributaryQkey;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_, &wr, &bad) != 0) {
@@ -333,7 +333,7 @@ void VerbsDataplane::Cleanup() {
   // The queue pair is gone: no send refers to an address handle any more.
   for (auto& t : transient_ahs_) ibv_destroy_ah(t.second);
   transient_ahs_.clear();
-  peers_.ForEach([](const UdPeerTable::Entry& e) { ibv_destroy_ah(static_cast<ibv_ah*>(e.ah)); });
+  peers_.ForEach([](const UdPeerTable::Entry& e) { ibv_destroy_ah(static_cast<ibv_ah*>(e.value)); });
   peers_ = UdPeerTable(options_.max_peers);
   if (recv_mr_ != nullptr) ibv_dereg_mr(recv_mr_);
   if (send_mr_ != nullptr) ibv_dereg_mr(send_mr_);

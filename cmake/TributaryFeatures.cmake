@@ -37,15 +37,20 @@ tributary_feature(DPDK DPDK_FOUND "libdpdk not found (apt-get install libdpdk-de
 tributary_feature(OFI LIBFABRIC_FOUND "libfabric not found (apt-get install libfabric-dev)")
 tributary_feature(VERBS IBVERBS_FOUND "libibverbs not found (apt-get install libibverbs-dev)")
 
-# libibverbs is opened at run time (common/verbs/verbs_api.h), so that a
-# udp-only user does not need it: the verbs parts compile against its headers
-# and link nothing of it. These targets carry the headers' flags only.
+# libfabric and libibverbs are opened at run time (common/ofi/ofi_api.h,
+# common/verbs/verbs_api.h), so that a udp-only user needs neither: the ofi
+# and verbs parts compile against their headers and link nothing of them.
+# These targets carry the headers' flags only; no Tributary binary lists the
+# libraries as NEEDED.
 function(tributary_headers_only TARGET PREFIX)
   add_library(${TARGET} INTERFACE IMPORTED)
   set_target_properties(${TARGET} PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${${PREFIX}_INCLUDE_DIRS}"
     INTERFACE_COMPILE_OPTIONS "${${PREFIX}_CFLAGS_OTHER}")
 endfunction()
+if(TRIBUTARY_HAVE_OFI)
+  tributary_headers_only(tributary_libfabric_headers LIBFABRIC)
+endif()
 if(TRIBUTARY_HAVE_VERBS)
   tributary_headers_only(tributary_libibverbs_headers IBVERBS)
 endif()

@@ -16,6 +16,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/ofi/ofi_api.h"
 
 namespace tributary::agent {
 namespace {
@@ -36,10 +37,10 @@ uint64_t LoadBe64(const uint8_t* p) {
   return v;
 }
 
-std::string FiError(int rc) { return fi_strerror(rc < 0 ? -rc : rc); }
+std::string FiError(int rc) { return ofi::Lib().strerror(rc < 0 ? -rc : rc); }
 
 fi_info* Hints(const char* provider) {
-  fi_info* h = fi_allocinfo();
+  fi_info* h = ofi::Lib().dupinfo(nullptr);  // fi_allocinfo()
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG | FI_RMA;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -52,12 +53,12 @@ fi_info* Hints(const char* provider) {
 std::string OfferedProviders() {
   fi_info* hints = Hints(nullptr);
   fi_info* list = nullptr;
-  int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
+  int rc = ofi::Lib().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+  ofi::Lib().freeinfo(hints);
   if (rc != 0) return "none (" + FiError(rc) + ")";
   std::set<std::string> names;
   for (fi_info* i = list; i != nullptr; i = i->next) names.insert(i->fabric_attr->prov_name);
-  fi_freeinfo(list);
+  ofi::Lib().freeinfo(list);
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
@@ -81,9 +82,10 @@ bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string*
     node = options_.listen_address;
     service = std::to_string(port);
   }
-  int rc = fi_getinfo(kFiVersion, node.c_str(), service.empty() ? nullptr : service.c_str(),
-                      FI_SOURCE, hints, &info_);
-  fi_freeinfo(hints);
+  int rc = ofi::Lib().getinfo(kFiVersion, node.c_str(),
+                              service.empty() ? nullptr : service.c_str(), FI_SOURCE, hints,
+                              &info_);
+  ofi::Lib().freeinfo(hints);
   if (rc != 0) {
     info_ = nullptr;
     *error = "fi_getinfo(" + provider + ", " + node + (service.empty() ? "" : ":" + service) +
@@ -95,7 +97,9 @@ bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string*
     Cleanup();
     return false;
   };
-  if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))) return fail("fi_fabric", rc);
+  if ((rc = ofi::Lib().fabric(info_->fabric_attr, &fabric_, nullptr))) {
+    return fail("fi_fabric", rc);
+  }
   if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) return fail("fi_domain", rc);
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
@@ -135,6 +139,11 @@ bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string*
 }
 
 bool OfiDataplane::Init(std::string* error) {
+  auto libfabric = ofi::LoadLibfabric();
+  if (!libfabric.ok()) {
+    *error = libfabric.status().message() + "; or use --dataplane udp, dpdk or verbs";
+    return false;
+  }
   const char* env = getenv("TRIBUTARY_OFI_PROVIDER");
   const std::string wanted = !options_.ofi_provider.empty() ? options_.ofi_provider
                              : env != nullptr && *env != '\0' ? env
@@ -216,7 +225,7 @@ void OfiDataplane::Cleanup() {
   if (av_) fi_close(&av_->fid);
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
+  if (info_) ofi::Lib().freeinfo(info_);
   ep_ = nullptr;
   rx_cq_ = tx_cq_ = nullptr;
   av_ = nullptr;

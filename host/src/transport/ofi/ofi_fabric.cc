@@ -7,12 +7,13 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/ofi/ofi_api.h"
 
-namespace tributary::host::ofi {
+namespace tributary::ofi {
 namespace {
 
 fi_info* Hints(const char* provider, int threading) {
-  fi_info* h = fi_allocinfo();
+  fi_info* h = Lib().dupinfo(nullptr);  // fi_allocinfo()
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_MSG | FI_RMA;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -38,9 +39,9 @@ Result<fi_info*> GetInfo(const std::string& provider, const std::string& host, u
     service = std::to_string(port);
   }
   fi_info* info = nullptr;
-  int rc = fi_getinfo(kFiVersion, node.c_str(), service.empty() ? nullptr : service.c_str(),
+  int rc = Lib().getinfo(kFiVersion, node.c_str(), service.empty() ? nullptr : service.c_str(),
                       source ? FI_SOURCE : 0, hints, &info);
-  fi_freeinfo(hints);
+  Lib().freeinfo(hints);
   if (rc != 0 || info == nullptr) {
     return Status(StatusCode::kUnavailable, "fi_getinfo(" + provider + ", " + node +
                                                 (service.empty() ? "" : ":" + service) +
@@ -51,19 +52,21 @@ Result<fi_info*> GetInfo(const std::string& provider, const std::string& host, u
 
 }  // namespace
 
-std::string FiError(int rc) { return std::string(fi_strerror(rc < 0 ? -rc : rc)); }
+std::string FiError(int rc) { return std::string(Lib().strerror(rc < 0 ? -rc : rc)); }
 
 std::string ShmName(uint16_t port) { return "tributary-" + std::to_string(port); }
 
 std::string OfferedProviders() {
+  auto loaded = LoadLibfabric();
+  if (!loaded.ok()) return "none (" + loaded.status().message() + ")";
   fi_info* hints = Hints(nullptr, FI_THREAD_DOMAIN);
   fi_info* list = nullptr;
-  int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
+  int rc = Lib().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+  Lib().freeinfo(hints);
   if (rc != 0) return "none (" + FiError(rc) + ")";
   std::set<std::string> names;
   for (fi_info* i = list; i != nullptr; i = i->next) names.insert(i->fabric_attr->prov_name);
-  fi_freeinfo(list);
+  Lib().freeinfo(list);
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out.empty() ? "none" : out;
@@ -71,6 +74,8 @@ std::string OfferedProviders() {
 
 Result<Selected> SelectProvider(const std::string& wanted, const std::string& host,
                                 uint16_t port, bool source, int threading) {
+  auto loaded = LoadLibfabric();
+  if (!loaded.ok()) return loaded.status();
   Selected sel;
   if (wanted != "auto") {
     auto info = GetInfo(wanted, host, port, source, threading);
@@ -114,4 +119,4 @@ Result<Selected> SelectProvider(const std::string& wanted, const std::string& ho
   return sel;
 }
 
-}  // namespace tributary::host::ofi
+}  // namespace tributary::ofi

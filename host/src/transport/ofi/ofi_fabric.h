@@ -11,6 +11,9 @@
 // addressed by name, "tributary-<port>" (FORMAT.md §12.1), so the same
 // option works for both.
 //
+// libfabric is loaded at run time (common/ofi/ofi_api.h): SelectProvider
+// loads it and fails with the loader's status (naming libfabric1) without it.
+//
 // Thread-safety: the functions are reentrant (fi_getinfo is thread-safe).
 #pragma once
 
@@ -21,7 +24,7 @@
 
 #include "tributary/status.h"
 
-namespace tributary::host::ofi {
+namespace tributary::ofi {
 
 // FORMAT.md §12: the constants of the libfabric binding. The daemon's
 // backend (switch_agent/dataplane/ofi) repeats them; the spec is the source.
@@ -53,9 +56,10 @@ struct Selected {
   bool fell_back = false;   // auto found no RDMA provider
 };
 
-// Picks the provider `wanted` ("auto" or a name) for an RDM endpoint with
-// FI_MSG | FI_RMA that talks to (`node`, `service`), or, with `source` set,
-// listens there. `threading` is FI_THREAD_SAFE or FI_THREAD_DOMAIN.
+// Loads libfabric, then picks the provider `wanted` ("auto" or a name) for
+// an RDM endpoint with FI_MSG | FI_RMA that talks to (`node`, `service`),
+// or, with `source` set, listens there. `threading` is FI_THREAD_SAFE or
+// FI_THREAD_DOMAIN.
 Result<Selected> SelectProvider(const std::string& wanted, const std::string& host,
                                 uint16_t port, bool source, int threading);
 
@@ -64,4 +68,4 @@ std::string OfferedProviders();
 
 std::string FiError(int rc);
 
-}  // namespace tributary::host::ofi
+}  // namespace tributary::ofi

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/ofi/ofi_api.h"
 #include "host/src/transport/ofi/ofi_fabric.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
@@ -79,7 +80,7 @@ Status OfiTransport::Open(const Options& options) {
   name_ = "ofi:" + sel.value().provider;
   virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
 
-  int rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
+  int rc = ofi::Lib().fabric(info_->fabric_attr, &fabric_, nullptr);
   if (rc) return FiStatus(StatusCode::kUnavailable, "fi_fabric", rc);
   rc = fi_domain(fabric_, info_, &domain_, nullptr);
   if (rc) return FiStatus(StatusCode::kUnavailable, "fi_domain", rc);
@@ -167,7 +168,7 @@ OfiTransport::~OfiTransport() {
   if (av_) fi_close(&av_->fid);
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
+  if (info_) ofi::Lib().freeinfo(info_);
   if (wake_fd_ >= 0) close(wake_fd_);
   std::free(recv_area_);
 }

@@ -41,7 +41,7 @@ tributary_feature(VERBS IBVERBS_FOUND "libibverbs not found (apt-get install lib
 # common/verbs/verbs_api.h), so that a udp-only user needs neither: the ofi
 # and verbs parts compile against their headers and link nothing of them.
 # These targets carry the headers' flags only; no Tributary binary lists the
-# libraries as NEEDED.
+# libraries as NEEDED (tests/nolib checks it).
 function(tributary_headers_only TARGET PREFIX)
   add_library(${TARGET} INTERFACE IMPORTED)
   set_target_properties(${TARGET} PROPERTIES

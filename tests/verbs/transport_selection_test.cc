@@ -5,7 +5,7 @@
 // reports a device) but verbs cannot open, it falls back to udp at WARN;
 // an unknown name fails with kUnimplemented naming what is built. The auto
 // decision itself is checked for every probe shape, a machine without
-// libibverbs included.
+// libibverbs included (tests/nolib runs that case for real).
 #include <gtest/gtest.h>
 
 #include <chrono>

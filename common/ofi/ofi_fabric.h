@@ -34,21 +34,8 @@ namespace tributary::ofi {
 inline constexpr uint64_t kHelloFlag = 1ull << 63;            // CQ data of the hello message
 inline constexpr char kHelloMagic[8] = {'T', 'R', 'I', 'B', 'O', 'F', 'I', '1'};
 inline constexpr size_t kHelloHeaderBytes = 12;               // magic + u32 LE name length
-inline constexpr uint8_t kPlacementHeaderWords = 10;          // 64-byte header + addr + key
-inline constexpr size_t kPlacementBytes = 16;
 inline constexpr uint32_t kFiVersion = FI_VERSION(1, 14);
-
-// CQ data of a result written with fi_writedata (§12.3).
-inline uint64_t PackResultData(uint32_t slot, uint8_t shadow, uint64_t collective_id) {
-  return (uint64_t{slot} & 0xffff) | (uint64_t{shadow & 1u} << 16) |
-         ((collective_id & ((1ull << 47) - 1)) << 17);
-}
-inline void UnpackResultData(uint64_t data, uint32_t* slot, uint8_t* shadow,
-                             uint64_t* collective_low) {
-  *slot = static_cast<uint32_t>(data & 0xffff);
-  *shadow = static_cast<uint8_t>((data >> 16) & 1);
-  *collective_low = data >> 17;
-}
+// The result-placement extension and its CQ data (§12.3) are in proto/.
 
 // The shm endpoint name that "host:port" maps to.
 std::string ShmName(uint16_t port);

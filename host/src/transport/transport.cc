@@ -19,6 +19,15 @@
 #endif
 
 namespace tributary::host {
+
+void DecodeEvent(const uint8_t* data, size_t len, RxEvent* event) {
+  event->raw = data;
+  event->raw_len = len;
+  event->error = proto::Decode(data, len, &event->packet);
+  event->kind = event->error == proto::DecodeError::kOk ? RxEvent::Kind::kPacket
+                                                         : RxEvent::Kind::kMalformed;
+}
+
 namespace {
 
 constexpr const char* kLog = "transport";

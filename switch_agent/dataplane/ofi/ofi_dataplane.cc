@@ -26,15 +26,8 @@ constexpr const char* kLog = "ofi";
 constexpr uint64_t kHelloFlag = 1ull << 63;
 constexpr char kHelloMagic[8] = {'T', 'R', 'I', 'B', 'O', 'F', 'I', '1'};
 constexpr size_t kHelloHeaderBytes = 12;
-constexpr uint8_t kPlacementHeaderWords = 10;
 
 bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
-
-uint64_t LoadBe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
 
 using ofi::FiError;
 
@@ -286,7 +279,8 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       continue;
     }
     const proto::Header& h = view.header;
-    if (h.type == proto::MsgType::kContribution && data[proto::kOffHeaderWords] >= kPlacementHeaderWords) {
+    proto::Placement where;
+    if (proto::DecodePlacement(view, &where)) {
       // §12.3: where this rank wants the round's result written.
       Peer& peer = peers_[token];
       const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
@@ -295,8 +289,8 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
         Placement& pl = peer.placements[at];
         pl.collective_id = h.collective_id;
         pl.elem_offset = h.elem_offset;
-        pl.addr = LoadBe64(data + 64);
-        pl.key = LoadBe64(data + 72);
+        pl.addr = where.result_addr;
+        pl.key = where.result_key;
         pl.valid = true;
       }
     }
@@ -380,9 +374,7 @@ void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::
   for (int attempt = 0;; ++attempt) {
     ssize_t rc;
     if (place != nullptr) {
-      // §12.3: CQ data = slot (16 bits), shadow (1), collective id (low 47).
-      const uint64_t cq_data = (uint64_t{h.slot} & 0xffff) | (uint64_t{h.shadow & 1u} << 16) |
-                               ((h.collective_id & ((1ull << 47) - 1)) << 17);
+      const uint64_t cq_data = proto::PackPlacedResult(h.slot, h.shadow, h.collective_id);
       rc = fi_writedata(ep_, data + proto::kHeaderSize, len - proto::kHeaderSize, nullptr,
                         cq_data, peer.addr, place->addr, place->key, &tx_ops_[op].ctx);
     } else {

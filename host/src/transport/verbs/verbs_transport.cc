@@ -154,10 +154,6 @@ VerbsTransport::~VerbsTransport() {
   const ibverbs::VerbsApi& ibv = ibverbs::Lib();
   if (qp_) ibv.destroy_qp(qp_);
   if (ah_) ibv.destroy_ah(ah_);
-  {
-    std::lock_guard<std::mutex> lock(regions_mu_);
-    for (Region& r : regions_) ibv.dereg_mr(r.mr);
-  }
   if (recv_mr_) ibv.dereg_mr(recv_mr_);
   if (send_mr_) ibv.dereg_mr(send_mr_);
   if (send_cq_) ibv.destroy_cq(send_cq_);
@@ -181,15 +177,6 @@ void VerbsTransport::PostRecv(uint32_t index) {
   ibv_post_recv(qp_, &wr, &bad);
 }
 
-uint32_t VerbsTransport::PayloadLkey(const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  std::lock_guard<std::mutex> lock(regions_mu_);
-  for (const Region& r : regions_) {
-    if (p >= r.base && p + bytes <= r.base + r.bytes) return r.mr->lkey;
-  }
-  return 0;
-}
-
 int VerbsTransport::Send(const TxPacket* packets, int n) {
   int sent = 0;
   for (; sent < n; ++sent) {
@@ -200,7 +187,9 @@ int VerbsTransport::Send(const TxPacket* packets, int n) {
     const TxPacket& p = packets[sent];
     uint8_t* slot = send_area_ + (posted_ % plan_.send_slots) * plan_.send_slot_bytes;
     verbs::SgeList sges;
-    const uint32_t lkey = p.payload_len ? PayloadLkey(p.payload, p.payload_len) : 0;
+    const uint32_t lkey = p.payload_len && p.payload_memory != nullptr
+                              ? p.payload_memory->local_key
+                              : 0;
     if (!verbs::Packetize(p, slot, send_mr_->lkey, lkey, mtu_, &sges).ok()) {
       ++stats_.send_errors;  // oversize: counted; cannot happen with a planned payload
       continue;
@@ -241,7 +230,7 @@ void VerbsTransport::ReapSends() {
   }
 }
 
-int VerbsTransport::Recv(RxPacket* out, int max) {
+int VerbsTransport::Recv(RxEvent* out, int max) {
   for (uint32_t index : repost_) PostRecv(index);
   repost_.clear();
   ReapSends();
@@ -258,9 +247,8 @@ int VerbsTransport::Recv(RxPacket* out, int max) {
         PostRecv(index);
         continue;
       }
-      out[got].data = recv_area_ + index * plan_.recv_buf_bytes + verbs::kGrhBytes;
-      out[got].len = wc.byte_len - verbs::kGrhBytes;
-      out[got].placed = false;
+      DecodeEvent(recv_area_ + index * plan_.recv_buf_bytes + verbs::kGrhBytes,
+                  wc.byte_len - verbs::kGrhBytes, &out[got]);
       ++got;
       repost_.push_back(index);
       ++stats_.packets_received;
@@ -297,23 +285,19 @@ void VerbsTransport::Wake() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-Status VerbsTransport::RegisterMemory(void* data, size_t bytes) {
-  ibv_mr* mr = ibverbs::Lib().reg_mr(pd_, data, bytes, IBV_ACCESS_LOCAL_WRITE);
+Result<TransportMemory> VerbsTransport::RegisterMemory(const MemoryDesc& memory) {
+  ibv_mr* mr = ibverbs::Lib().reg_mr(pd_, memory.data, memory.bytes, IBV_ACCESS_LOCAL_WRITE);
   if (mr == nullptr) return Errno(StatusCode::kResourceExhausted, "ibv_reg_mr of a user buffer");
-  std::lock_guard<std::mutex> lock(regions_mu_);
-  regions_.push_back({static_cast<uint8_t*>(data), bytes, mr});
-  return Status::Ok();
+  TransportMemory m;
+  m.handle = mr;
+  m.local_key = mr->lkey;
+  m.remote_key = mr->rkey;
+  m.base = reinterpret_cast<uintptr_t>(memory.data);
+  return m;
 }
 
-void VerbsTransport::DeregisterMemory(void* data, size_t bytes) {
-  std::lock_guard<std::mutex> lock(regions_mu_);
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (regions_[i].base == data && regions_[i].bytes == bytes) {
-      ibverbs::Lib().dereg_mr(regions_[i].mr);
-      regions_.erase(regions_.begin() + static_cast<long>(i));
-      return;
-    }
-  }
+void VerbsTransport::DeregisterMemory(const TransportMemory& memory) {
+  if (memory.handle != nullptr) ibverbs::Lib().dereg_mr(static_cast<ibv_mr*>(memory.handle));
 }
 
 }  // namespace tributary::host

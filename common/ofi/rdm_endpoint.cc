@@ -52,19 +52,15 @@ Status RdmEndpoint::OpenRdm(fi_info* info, size_t tx_cq_size, size_t rx_cq_size)
   return s;
 }
 
-void RdmEndpoint::CloseRdmEndpoint() {
-  if (ep_ != nullptr) fi_close(&ep_->fid);
-  ep_ = nullptr;
-}
-
 void RdmEndpoint::CloseRdm() {
-  CloseRdmEndpoint();
+  if (ep_ != nullptr) fi_close(&ep_->fid);
   if (rx_cq_ != nullptr) fi_close(&rx_cq_->fid);
   if (tx_cq_ != nullptr) fi_close(&tx_cq_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
   if (info_ != nullptr) Lib().freeinfo(info_);
+  ep_ = nullptr;
   rx_cq_ = tx_cq_ = nullptr;
   av_ = nullptr;
   domain_ = nullptr;

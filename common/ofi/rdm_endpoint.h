@@ -8,9 +8,9 @@
 // polling), a receive CQ with FI_WAIT_FD when the provider offers one (shm
 // does not: cq_fd_ is then -1 and the owner polls), the endpoint bound to all
 // three and enabled. Both CQs use FI_CQ_FORMAT_DATA (the remote CQ data
-// names the sender, FORMAT.md §12.2). CloseRdm() undoes it in reverse order;
-// memory registrations the owner keeps must be closed before the domain:
-// CloseRdmEndpoint() first, then the registrations, then CloseRdm().
+// names the sender, FORMAT.md §12.2). CloseRdm() undoes it in reverse order,
+// endpoint first; memory registrations made on the domain must be released
+// before it (the host's registration table releases them first).
 //
 // The owners inherit it privately so that their packet paths name the
 // handles directly (ep_, rx_cq_ ...), as they did when each held its own.
@@ -43,8 +43,6 @@ class RdmEndpoint {
   // is closed again, `info` included. libfabric must be loaded (ofi_api.h).
   Status OpenRdm(fi_info* info, size_t tx_cq_size, size_t rx_cq_size);
 
-  // Closes the endpoint alone: nothing is sent or received any more.
-  void CloseRdmEndpoint();
   // Closes whatever is open, endpoint first, and frees the fi_info. Safe to
   // call again, and when nothing was opened.
   void CloseRdm();

@@ -150,13 +150,17 @@ struct TransportProbe {
   bool verbs_built = false;
   int rdma_devices = 0;           // ibv_get_device_list count (0 when verbs is not built)
   std::string rdma_device_names;  // comma-separated
+  // Why libibverbs could not be loaded (then rdma_devices is 0); empty when
+  // it loaded or verbs is not built. Not an error: auto just sees no device.
+  std::string libibverbs_missing;
 };
 TransportProbe ProbeTransports();
 
 // The "auto" decision and its reason, as logged. verbs when it is built and
 // an RDMA device exists, else udp (the aggregator's default dataplane; a
 // transport must match the aggregator's). warn is set when an RDMA device
-// exists but is not used, which must never be silent.
+// exists but is not used, which must never be silent; a machine without
+// libibverbs has no usable device, which is said at INFO.
 struct AutoChoice {
   std::string name;
   std::string reason;

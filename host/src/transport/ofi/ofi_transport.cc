@@ -15,7 +15,7 @@
 #include <random>
 
 #include "common/log.h"
-#include "host/src/transport/ofi/ofi_fabric.h"
+#include "common/ofi/ofi_fabric.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
 #include "proto/wire.h"
@@ -24,6 +24,7 @@ namespace tributary::host {
 namespace {
 
 constexpr const char* kLog = "ofi";
+constexpr size_t kCqEntries = 4096;  // each completion queue
 
 bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
@@ -51,46 +52,22 @@ Status OfiTransport::Open(const Options& options) {
   if (port <= 0 || port > 65535) {
     return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' has no valid port");
   }
-  auto sel = ofi::SelectProvider(options.ofi_provider, host, static_cast<uint16_t>(port),
-                                 /*source=*/false, FI_THREAD_SAFE);
+  ofi::ProviderQuery query;
+  query.wanted = options.ofi_provider;
+  query.host = host;
+  query.port = static_cast<uint16_t>(port);
+  query.threading = FI_THREAD_SAFE;
+  query.setting = "TRIBUTARY_OFI_PROVIDER";
+  auto sel = ofi::SelectProvider(query, [this](const std::string&, fi_info* info) {
+    return OpenRdm(info, kCqEntries, kCqEntries);
+  });
   if (!sel.ok()) return sel.status();
-  info_ = sel.value().info;
   name_ = "ofi:" + sel.value().provider;
   virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
-
-  int rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_fabric", rc);
-  rc = fi_domain(fabric_, info_, &domain_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_domain", rc);
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_av_open", rc);
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.size = 4096;
-  cq_attr.wait_obj = FI_WAIT_NONE;
-  rc = fi_cq_open(domain_, &cq_attr, &tx_cq_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_cq_open (transmit)", rc);
-  cq_attr.wait_obj = FI_WAIT_FD;
-  rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
-  if (rc == 0) {
-    rc = fi_control(&rx_cq_->fid, FI_GETWAIT, &cq_fd_);
-    if (rc) cq_fd_ = -1;
-  } else {
+  if (cq_fd_ < 0) {
     // shm has no wait object: Wait() polls every kPollIntervalUs.
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
-    if (rc) return FiStatus(StatusCode::kUnavailable, "fi_cq_open (receive)", rc);
     TRIB_LOG(kDebug, kLog, "%s has no CQ wait fd; polling every %lld us", name_.c_str(),
              static_cast<long long>(kPollIntervalUs));
-  }
-  rc = fi_endpoint(domain_, info_, &ep_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_endpoint", rc);
-  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) ||
-      (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
-      (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
-    return FiStatus(StatusCode::kUnavailable, "endpoint setup", rc);
   }
   if (info_->dest_addr == nullptr ||
       fi_av_insert(av_, info_->dest_addr, 1, &aggregator_, 0, nullptr) != 1) {
@@ -133,13 +110,7 @@ OfiTransport::~OfiTransport() {
              static_cast<unsigned long long>(placed_));
   }
   // The registration table released every fid_mr before the transport goes.
-  if (ep_) fi_close(&ep_->fid);
-  if (rx_cq_) fi_close(&rx_cq_->fid);
-  if (tx_cq_) fi_close(&tx_cq_->fid);
-  if (av_) fi_close(&av_->fid);
-  if (domain_) fi_close(&domain_->fid);
-  if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
+  CloseRdm();
   if (wake_fd_ >= 0) close(wake_fd_);
   std::free(recv_area_);
 }

@@ -36,11 +36,13 @@
 #include <string>
 #include <vector>
 
+#include "common/ofi/rdm_endpoint.h"
 #include "host/src/transport/transport.h"
 
 namespace tributary::host {
 
-class OfiTransport final : public Transport {
+// The endpoint's handles (ep_, rx_cq_ ...) come from ofi::RdmEndpoint.
+class OfiTransport final : public Transport, private ofi::RdmEndpoint {
  public:
   static Result<std::unique_ptr<Transport>> Create(const Options& options);
   ~OfiTransport() override;
@@ -76,14 +78,6 @@ class OfiTransport final : public Transport {
   };
 
   std::string name_ = "ofi";
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* tx_cq_ = nullptr;
-  fid_cq* rx_cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  int cq_fd_ = -1;  // -1: provider has no wait object; poll
   int wake_fd_ = -1;
   fi_addr_t aggregator_ = FI_ADDR_UNSPEC;
   uint64_t conn_id_ = 0;

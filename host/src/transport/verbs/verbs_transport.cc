@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/verbs/verbs_api.h"
 
 namespace tributary::host {
 namespace {
@@ -29,8 +30,10 @@ Status Errno(StatusCode code, const std::string& what) {
 int VerbsTransport::CountDevices(std::string* names) { return roce::CountDevices(names); }
 
 Result<std::unique_ptr<Transport>> VerbsTransport::Create(const Options& options) {
-  // The device check comes first: it is the common failure, and it must be
-  // fast and say what to use instead.
+  // The library and device checks come first: they are the common failures,
+  // and they must be fast and say what to install or use instead.
+  auto loaded = ibverbs::LoadLibibverbs();
+  if (!loaded.ok()) return loaded.status();
   if (CountDevices(nullptr) == 0) {
     return Status(StatusCode::kUnavailable,
                   "no RDMA device found (ibv_get_device_list returned 0 devices): use "
@@ -69,8 +72,9 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
                       "' names no QPN: give HOST:PORT/QPN as `tributaryd --dataplane verbs` "
                       "prints it at start");
   }
+  const ibverbs::VerbsApi& ibv = ibverbs::Lib();
   ibv_device_attr dev{};
-  if (ibv_query_device(ctx_, &dev) != 0) return Errno(StatusCode::kUnavailable, "ibv_query_device");
+  if (ibv.query_device(ctx_, &dev) != 0) return Errno(StatusCode::kUnavailable, "ibv_query_device");
   verbs::DeviceLimits limits{static_cast<uint32_t>(dev.max_qp_wr),
                              static_cast<uint32_t>(dev.max_cqe),
                              static_cast<uint32_t>(dev.max_sge)};
@@ -78,13 +82,13 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   if (!plan.ok()) return plan.status();
   plan_ = plan.value();
 
-  if ((pd_ = ibv_alloc_pd(ctx_)) == nullptr) return Errno(StatusCode::kUnavailable, "ibv_alloc_pd");
-  if ((channel_ = ibv_create_comp_channel(ctx_)) == nullptr) {
+  if ((pd_ = ibv.alloc_pd(ctx_)) == nullptr) return Errno(StatusCode::kUnavailable, "ibv_alloc_pd");
+  if ((channel_ = ibv.create_comp_channel(ctx_)) == nullptr) {
     return Errno(StatusCode::kUnavailable, "ibv_create_comp_channel");
   }
   fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
-  send_cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.send_cq_depth), nullptr, nullptr, 0);
-  recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.recv_cq_depth), nullptr, channel_, 0);
+  send_cq_ = ibv.create_cq(ctx_, static_cast<int>(plan_.send_cq_depth), nullptr, nullptr, 0);
+  recv_cq_ = ibv.create_cq(ctx_, static_cast<int>(plan_.recv_cq_depth), nullptr, channel_, 0);
   if (send_cq_ == nullptr || recv_cq_ == nullptr) {
     return Errno(StatusCode::kResourceExhausted, "ibv_create_cq");
   }
@@ -97,9 +101,9 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   qa.cap.max_send_sge = 2;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = 128;  // a header-only control message goes inline
-  if ((qp_ = ibv_create_qp(pd_, &qa)) == nullptr) {
+  if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) {
     qa.cap.max_inline_data = 0;
-    if ((qp_ = ibv_create_qp(pd_, &qa)) == nullptr) {
+    if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) {
       return Errno(StatusCode::kResourceExhausted, "ibv_create_qp (UD)");
     }
   }
@@ -114,8 +118,8 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   if (recv_area_ == nullptr || send_area_ == nullptr) {
     return Status(StatusCode::kResourceExhausted, "verbs: cannot allocate buffers");
   }
-  recv_mr_ = ibv_reg_mr(pd_, recv_area_, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
-  send_mr_ = ibv_reg_mr(pd_, send_area_, send_bytes, 0);
+  recv_mr_ = ibv.reg_mr(pd_, recv_area_, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
+  send_mr_ = ibv.reg_mr(pd_, send_area_, send_bytes, 0);
   if (recv_mr_ == nullptr || send_mr_ == nullptr) return Errno(StatusCode::kResourceExhausted, "ibv_reg_mr");
   for (uint32_t i = 0; i < plan_.recv_buffers; ++i) PostRecv(i);
   wc_.resize(64);
@@ -146,15 +150,17 @@ Status VerbsTransport::ConnectQp() {
 }
 
 VerbsTransport::~VerbsTransport() {
-  if (qp_) ibv_destroy_qp(qp_);
-  if (ah_) ibv_destroy_ah(ah_);
-  if (recv_mr_) ibv_dereg_mr(recv_mr_);
-  if (send_mr_) ibv_dereg_mr(send_mr_);
-  if (send_cq_) ibv_destroy_cq(send_cq_);
-  if (recv_cq_) ibv_destroy_cq(recv_cq_);
-  if (channel_) ibv_destroy_comp_channel(channel_);
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (ctx_) ibv_close_device(ctx_);
+  // Only a transport that opened its device exists: libibverbs is loaded.
+  const ibverbs::VerbsApi& ibv = ibverbs::Lib();
+  if (qp_) ibv.destroy_qp(qp_);
+  if (ah_) ibv.destroy_ah(ah_);
+  if (recv_mr_) ibv.dereg_mr(recv_mr_);
+  if (send_mr_) ibv.dereg_mr(send_mr_);
+  if (send_cq_) ibv.destroy_cq(send_cq_);
+  if (recv_cq_) ibv.destroy_cq(recv_cq_);
+  if (channel_) ibv.destroy_comp_channel(channel_);
+  if (pd_) ibv.dealloc_pd(pd_);
+  if (ctx_) ibv.close_device(ctx_);
   if (wake_fd_ >= 0) close(wake_fd_);
   std::free(recv_area_);
   std::free(send_area_);
@@ -266,7 +272,7 @@ void VerbsTransport::Wait(int64_t timeout_us) {
   if (fds[0].revents & POLLIN) {
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
-    if (ibv_get_cq_event(channel_, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+    if (ibverbs::Lib().get_cq_event(channel_, &cq, &ctx) == 0) ibverbs::Lib().ack_cq_events(cq, 1);
   }
   if (fds[1].revents & POLLIN) {
     uint64_t v;
@@ -280,7 +286,7 @@ void VerbsTransport::Wake() {
 }
 
 Result<TransportMemory> VerbsTransport::RegisterMemory(const MemoryDesc& memory) {
-  ibv_mr* mr = ibv_reg_mr(pd_, memory.data, memory.bytes, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibverbs::Lib().reg_mr(pd_, memory.data, memory.bytes, IBV_ACCESS_LOCAL_WRITE);
   if (mr == nullptr) return Errno(StatusCode::kResourceExhausted, "ibv_reg_mr of a user buffer");
   TransportMemory m;
   m.handle = mr;
@@ -291,7 +297,7 @@ Result<TransportMemory> VerbsTransport::RegisterMemory(const MemoryDesc& memory)
 }
 
 void VerbsTransport::DeregisterMemory(const TransportMemory& memory) {
-  if (memory.handle != nullptr) ibv_dereg_mr(static_cast<ibv_mr*>(memory.handle));
+  if (memory.handle != nullptr) ibverbs::Lib().dereg_mr(static_cast<ibv_mr*>(memory.handle));
 }
 
 }  // namespace tributary::host

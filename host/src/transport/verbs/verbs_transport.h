@@ -22,11 +22,12 @@
 // a second SGE with that lkey, without a copy or a lookup; others are copied
 // into the slot (one MTU at most). Sends are signalled every kSignalEvery.
 //
-// The aggregator address is "HOST:PORT/QPN" (ParseVerbsAddress); the
-// daemon-side verbs dataplane (which would own that QPN and hand it out) is
-// not implemented yet, so this transport is only usable against a peer that
-// speaks Tributary over UD. Without an RDMA device Create() fails at once
-// with kUnavailable: "no RDMA device found (...): use transport udp or ofi".
+// The aggregator address is "HOST:PORT/QPN" (ParseVerbsAddress), as
+// `tributaryd --dataplane verbs` prints it. libibverbs is loaded at run time
+// (common/verbs/verbs_api.h): without it Create() fails at once with the
+// loader's kUnavailable naming libibverbs1 and ibverbs-providers; without an
+// RDMA device, with kUnavailable "no RDMA device found (...): use transport
+// udp or ofi".
 //
 // Thread-safety: as Transport. RegisterMemory/DeregisterMemory (application
 // threads) only call ibv_reg_mr/ibv_dereg_mr, which are thread-safe.

@@ -29,8 +29,8 @@
 
 namespace tributary::ofi {
 
-// FORMAT.md §12: the constants of the libfabric binding. The daemon's
-// backend (switch_agent/dataplane/ofi) repeats them; the spec is the source.
+// FORMAT.md §12: the constants of the libfabric binding, used by the host
+// transport and the daemon's backend alike; the spec is the source.
 inline constexpr uint64_t kHelloFlag = 1ull << 63;            // CQ data of the hello message
 inline constexpr char kHelloMagic[8] = {'T', 'R', 'I', 'B', 'O', 'F', 'I', '1'};
 inline constexpr size_t kHelloHeaderBytes = 12;               // magic + u32 LE name length

@@ -22,10 +22,10 @@ namespace tributary::agent {
 namespace {
 
 constexpr const char* kLog = "ofi";
-// FORMAT.md §12 (common/ofi/ofi_fabric.h, which the host uses, has the same).
-constexpr uint64_t kHelloFlag = 1ull << 63;
-constexpr char kHelloMagic[8] = {'T', 'R', 'I', 'B', 'O', 'F', 'I', '1'};
-constexpr size_t kHelloHeaderBytes = 12;
+// FORMAT.md §12.2: the hello, as the host transport sends it.
+using ofi::kHelloFlag;
+using ofi::kHelloHeaderBytes;
+using ofi::kHelloMagic;
 
 bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
@@ -111,7 +111,6 @@ bool OfiDataplane::Init(std::string* error) {
   tx_ops_.assign(kTxOps, TxOp{});
   for (int i = kTxOps - 1; i >= 0; --i) tx_free_ops_.push_back(i);
   peers_.reserve(1024);
-  checksum_jobs_.reserve(1024);
   TRIB_LOG(kInfo, kLog, "listening on %s (%s, %s)", local_address_.c_str(), provider_.c_str(),
            cq_fd_ >= 0 ? "wait fd" : "polled");
   return true;
@@ -219,7 +218,8 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
     if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "hello with an unusable address");
     return;
   }
-  by_conn_[conn_id] = static_cast<uint32_t>(peers_.size());
+  peer.token = peers_.size();
+  by_conn_[conn_id] = static_cast<uint32_t>(peer.token);
   peers_.push_back(std::move(peer));
   stats_.peers = peers_.size();
 }
@@ -294,17 +294,11 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
         pl.valid = true;
       }
     }
+    // Every queued payload was copied into a transmit buffer already, so a
+    // flush-and-retry needs no flush here.
+    bool joined = false;
+    const engine::Action action = replies_.Process(engine_, view, token, now_ns, [] {}, &joined);
     const bool checksum = (h.flags & proto::kFlagChecksum) != 0;
-    if (checksum && h.type == proto::MsgType::kContribution && !checksum_jobs_.count(h.job_id)) {
-      if (checksum_jobs_.size() >= 65536) checksum_jobs_.clear();
-      checksum_jobs_.insert(h.job_id);
-    }
-    engine::Action action = engine_->OnPacket(view, token, now_ns);
-    if (action.kind == engine::ActionKind::kFlushAndRetry) {
-      // Every queued payload was copied into a transmit buffer already.
-      engine_->EndBurst();
-      action = engine_->OnPacket(view, token, now_ns);
-    }
     Queue(action, checksum);
     PostRecv(index);
   }
@@ -312,48 +306,43 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
   return static_cast<int>(n);
 }
 
+// One transmit buffer holds the encoded answer (header from ReplyPolicy,
+// payload copied); every addressee's send references it until completion.
 void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
-  if (action.kind == engine::ActionKind::kNone) return;
-  proto::Header h = action.header;
-  if (incoming_checksum ||
-      (h.type == proto::MsgType::kResult && checksum_jobs_.count(h.job_id) != 0)) {
-    h.flags |= proto::kFlagChecksum;
-  }
   const size_t len = proto::kHeaderSize + action.payload_len;
   if (len > kBufferBytes) {
-    ++stats_.tx_errors;
+    if (action.kind != engine::ActionKind::kNone) ++stats_.tx_errors;
     return;
   }
-  const int buffer = TakeBuffer();
-  if (buffer < 0) {
-    ++stats_.tx_drops;
-    return;
-  }
-  uint8_t* out = tx_area_ + size_t(buffer) * kBufferBytes;
-  proto::EncodeHeader(h, out);
-  if (action.payload_len > 0) memcpy(out + proto::kHeaderSize, action.payload, action.payload_len);
-  if (h.flags & proto::kFlagChecksum) {
-    proto::EncodeChecksum(out, out + proto::kHeaderSize, action.payload_len);
-  }
-  tx_refs_[buffer] = 1;  // held while the sends below are posted
-  if (action.kind == engine::ActionKind::kResultToAll) {
-    for (uint32_t i = 0; i < action.peer_count; ++i) Emit(buffer, len, h, action.peers[i]);
-  } else {
-    Emit(buffer, len, h, action.peer);
-  }
-  if (--tx_refs_[buffer] == 0) tx_free_buffers_.push_back(buffer);
-  ++stats_.tx_batches;
+  int buffer = -1;
+  replies_.Deliver(
+      action, incoming_checksum, static_cast<const engine::PeerToken*>(nullptr),
+      [&](engine::PeerToken peer) {
+        return peer < peers_.size() ? &peers_[peer].token : nullptr;
+      },
+      &stats_,
+      [&](const uint8_t* header, engine::PeerToken peer) {
+        if (buffer < 0) {
+          buffer = TakeBuffer();
+          if (buffer < 0) {
+            ++stats_.tx_drops;
+            return;
+          }
+          uint8_t* out = tx_area_ + size_t(buffer) * kBufferBytes;
+          memcpy(out, header, proto::kHeaderSize);
+          if (action.payload_len > 0) {
+            memcpy(out + proto::kHeaderSize, action.payload, action.payload_len);
+          }
+          tx_refs_[buffer] = 1;  // held while the sends are posted
+          ++stats_.tx_batches;
+        }
+        Emit(buffer, len, action.header, peer);
+      });
+  if (buffer >= 0 && --tx_refs_[buffer] == 0) tx_free_buffers_.push_back(buffer);
 }
 
 void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken token) {
-  if (token >= peers_.size()) {
-    if (PowerOfTwo(++stats_.bad_peer_token)) {
-      TRIB_LOG(kError, kLog, "engine named unknown peer token %llu",
-               static_cast<unsigned long long>(token));
-    }
-    return;
-  }
-  Peer& peer = peers_[token];
+  Peer& peer = peers_[token];  // a token ReplyPolicy::Deliver looked up
   const uint8_t* data = tx_area_ + size_t(buffer) * kBufferBytes;
   Placement* place = nullptr;
   if (h.type == proto::MsgType::kResult) {

@@ -42,6 +42,7 @@
 
 #include "common/ofi/rdm_endpoint.h"
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/reply_policy.h"
 
 namespace tributary::agent {
 
@@ -76,6 +77,7 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
     bool valid = false;
   };
   struct Peer {
+    engine::PeerToken token = 0;  // its own index: what ReplyPolicy::Deliver hands back
     fi_addr_t addr = FI_ADDR_UNSPEC;
     uint64_t conn_id = 0;
     std::vector<Placement> placements;  // by slot * 2 + shadow, grown on demand
@@ -113,7 +115,7 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
 
   std::vector<Peer> peers_;
   std::unordered_map<uint64_t, uint32_t> by_conn_;  // connection id -> peer token
-  std::unordered_set<uint32_t> checksum_jobs_;      // as the UDP backend
+  ReplyPolicy replies_;  // checksum rules, header encoding, flush-and-retry
   uint64_t unknown_sender_ = 0;   // messages from connection ids without a hello
   uint64_t bad_hellos_ = 0;
   uint64_t placed_writes_ = 0;    // results written with fi_writedata

@@ -181,6 +181,16 @@ class TributarydTest : public ::testing::Test {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
     return daemon_.Stderr();
   }
+  // Asks for SIGUSR1 reports (at most 20) until `group.name` reads `value`:
+  // the loop has processed what the test sent, however it was scheduled.
+  bool ReportUntilCounted(const char* group, const char* name, long value) {
+    for (int i = 1; i <= 20; ++i) {
+      daemon_.Signal(SIGUSR1);
+      if (!daemon_.WaitForStderr("tributaryd counters (SIGUSR1)", i, 30000)) return false;
+      if (CounterValue(daemon_.Stderr(), group, name) == value) return true;
+    }
+    return false;
+  }
   DaemonProcess daemon_;
 };
 
@@ -312,13 +322,7 @@ TEST_F(TributarydTest, Sigusr1PrintsCountersAndKeepsServing) {
   r.SendRaw(junk, sizeof(junk));
   // The datagram is counted before the report only if it arrived first:
   // wait for the loop to see it by asking for reports until it shows.
-  bool seen = false;
-  for (int i = 1; i <= 20 && !seen; ++i) {
-    daemon_.Signal(SIGUSR1);
-    ASSERT_TRUE(daemon_.WaitForStderr("tributaryd counters (SIGUSR1)", i, 30000));
-    seen = CounterValue(daemon_.Stderr(), "decode_errors", "too_short") == 1;
-  }
-  EXPECT_TRUE(seen) << daemon_.Stderr();
+  EXPECT_TRUE(ReportUntilCounted("decode_errors", "too_short", 1)) << daemon_.Stderr();
   int status, elapsed;
   EXPECT_FALSE(daemon_.WaitExit(100, &status, &elapsed)) << "SIGUSR1 must not stop the daemon";
   StopDaemon();
@@ -340,13 +344,7 @@ TEST_F(TributarydTest, SigintExitsCleanlyWithCounters) {
   const uint8_t junk[10] = {};
   r.SendRaw(junk, sizeof(junk));
   // Until the loop has seen the datagram (it must be in the exit report).
-  bool seen = false;
-  for (int i = 1; i <= 20 && !seen; ++i) {
-    daemon_.Signal(SIGUSR1);
-    ASSERT_TRUE(daemon_.WaitForStderr("tributaryd counters (SIGUSR1)", i, 30000));
-    seen = CounterValue(daemon_.Stderr(), "decode_errors", "too_short") == 1;
-  }
-  EXPECT_TRUE(seen) << daemon_.Stderr();
+  EXPECT_TRUE(ReportUntilCounted("decode_errors", "too_short", 1)) << daemon_.Stderr();
   const std::string err = StopDaemon(SIGINT);
   EXPECT_NE(err.find("tributaryd counters (exit)"), std::string::npos) << err;
   EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_packets"), 1) << err;

@@ -289,7 +289,7 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_JOB_ID", "u32", CheckLaunch,
      [](const Options&) { return std::string("(none)"); },
      "Job id (decimal) for communicators created from the environment "
-     "(Communicator::CreateFromEnvironment); required there."},
+     "(Communicator::CreateFromEnvironment, trib_comm_create_from_env); required there."},
     {"TRIBUTARY_JOB_KEY", "hex64", CheckLaunch,
      [](const Options&) { return std::string("(none)"); },
      "Job key, 1-16 hexadecimal digits as `tributary job create` prints them; required with "

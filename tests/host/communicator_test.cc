@@ -21,6 +21,9 @@
 #include "tributary/log.h"
 
 extern "C" int tributary_c_api_check(const char* aggregator, unsigned job_id);
+extern "C" int tributary_c_api_config_check(const char* aggregator, unsigned job_id);
+extern "C" int tributary_c_api_abort_check(const char* aggregator, unsigned job_id);
+extern "C" int tributary_c_api_env_check(const char* aggregator, unsigned job_id);
 
 namespace tributary {
 namespace {
@@ -292,6 +295,23 @@ TEST_F(CommunicatorTest, CreateFromEnvironmentReadsTheLauncher) {
   ASSERT_FALSE(comm.ok());
   EXPECT_NE(comm.status().message().find("OMPI_COMM_WORLD_SIZE=1"), std::string::npos)
       << comm.status().message();
+}
+
+// c_api_check.c says what each C check proves; a non-zero result is the
+// failing step, printed with trib_last_error() on stderr.
+TEST_F(CommunicatorTest, CApiConfigFromC) {
+  EXPECT_EQ(tributary_c_api_config_check(daemon_.address().c_str(), Config().job_id & ~1u), 0);
+  ExpectDaemonServes();
+}
+
+TEST_F(CommunicatorTest, CApiAbortFromC) {
+  EXPECT_EQ(tributary_c_api_abort_check(daemon_.address().c_str(), Config().job_id), 0);
+  ExpectDaemonServes();
+}
+
+TEST_F(CommunicatorTest, CApiFromEnvironmentFromC) {
+  ScopedEnv env;  // clears the launcher variables; restores what the C code sets
+  EXPECT_EQ(tributary_c_api_env_check(daemon_.address().c_str(), Config().job_id), 0);
 }
 
 TEST(CommunicatorNoDaemon, EmptyRequestIsAnError) {

@@ -349,6 +349,29 @@ int tributary_c_api_config_check(const char* aggregator, unsigned job_id) {
                  TRIB_FAILED_PRECONDITION);
   EXPECT(97, trib_buffer_info(ba, NULL, NULL, NULL) == TRIB_FAILED_PRECONDITION);
 
+  /* NULL handles and outputs everywhere: INVALID_ARGUMENT, no crash. */
+  trib_buffer_t* nb = NULL;
+  trib_request_t* nr = NULL;
+  trib_comm_t* nc = NULL;
+  int nd = 0;
+  EXPECT(100, trib_config_init_from_env(NULL) == TRIB_INVALID_ARGUMENT);
+  EXPECT(101, trib_comm_create_with_config(NULL, &nc) == TRIB_INVALID_ARGUMENT);
+  EXPECT(102, trib_comm_rank(NULL, &rank) == TRIB_INVALID_ARGUMENT);
+  EXPECT(103, trib_comm_health(NULL, &health, NULL, 0) == TRIB_INVALID_ARGUMENT);
+  EXPECT(104, trib_comm_stats(NULL, &stats) == TRIB_INVALID_ARGUMENT);
+  EXPECT(105, trib_comm_straggler_report(NULL, 1, &report) == TRIB_INVALID_ARGUMENT);
+  EXPECT(106, trib_register(NULL, a, 8, &nb) == TRIB_INVALID_ARGUMENT);
+  EXPECT(107, trib_register_memory(NULL, &m, &nb) == TRIB_INVALID_ARGUMENT);
+  EXPECT(108, trib_deregister(NULL, nb) == TRIB_INVALID_ARGUMENT);
+  EXPECT(109, trib_allreduce(NULL, NULL, NULL, 1, TRIB_INT64, TRIB_SUM, &nr) ==
+                  TRIB_INVALID_ARGUMENT);
+  EXPECT(110, trib_allreduce_ptr(NULL, a, b, 1, TRIB_INT64, TRIB_SUM, &nr) ==
+                  TRIB_INVALID_ARGUMENT);
+  EXPECT(111, trib_test(NULL, &nd) == TRIB_INVALID_ARGUMENT);
+  EXPECT(112, trib_wait(NULL) == TRIB_INVALID_ARGUMENT);
+  EXPECT(113, trib_wait_timeout(NULL, 1, &nd) == TRIB_INVALID_ARGUMENT);
+  EXPECT(114, trib_buffer_info(NULL, NULL, NULL, NULL) == TRIB_INVALID_ARGUMENT);
+
   /* A caller built against an older, shorter trib_config_t: the fault
    * fields are not read (the garbage there would be refused) and take the
    * environment's defaults. */

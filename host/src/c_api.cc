@@ -67,6 +67,7 @@ namespace {
 
 using tributary::Status;
 using tributary::internal::CheckStructSize;
+using tributary::internal::RawEnum;
 
 thread_local std::string g_last_error;
 
@@ -168,7 +169,13 @@ trib_status_t NewBuffer(trib_comm_t* comm, tributary::Result<tributary::Buffer> 
 // (which codes exist is its business, not this file's).
 bool FitsWireCode(int value) { return value >= 0 && value <= 255; }
 
-trib_status_t CheckDtypeOp(trib_dtype_t dtype, trib_op_t op, const char* call) {
+// Both codes as ints, or a failure naming the one out of range.
+// Takes the enums by reference: a copy would load them as their type.
+trib_status_t CheckDtypeOp(const trib_dtype_t& dtype_arg, const trib_op_t& op_arg,
+                           const char* call, tributary::DataType* dtype_out,
+                           tributary::ReduceOp* op_out) {
+  const int dtype = RawEnum(dtype_arg);
+  const int op = RawEnum(op_arg);
   if (!FitsWireCode(dtype)) {
     return Fail(TRIB_INVALID_ARGUMENT, std::string(call) + ": dtype " + std::to_string(dtype) +
                                            " is not a trib_dtype_t");
@@ -177,6 +184,8 @@ trib_status_t CheckDtypeOp(trib_dtype_t dtype, trib_op_t op, const char* call) {
     return Fail(TRIB_INVALID_ARGUMENT,
                 std::string(call) + ": op " + std::to_string(op) + " is not a trib_op_t");
   }
+  *dtype_out = static_cast<tributary::DataType>(dtype);
+  *op_out = static_cast<tributary::ReduceOp>(op);
   return TRIB_OK;
 }
 
@@ -203,23 +212,27 @@ extern "C" {
 const char* trib_last_error(void) { return g_last_error.c_str(); }
 const char* trib_version(void) { return tributary::Version(); }
 const char* trib_status_name(trib_status_t status) {
-  return tributary::StatusCodeName(static_cast<tributary::StatusCode>(status));
+  return tributary::StatusCodeName(static_cast<tributary::StatusCode>(RawEnum(status)));
 }
-const char* trib_dtype_name(trib_dtype_t dtype) {
+const char* trib_dtype_name(trib_dtype_t dtype_arg) {
+  const int dtype = RawEnum(dtype_arg);
   if (!FitsWireCode(dtype)) return nullptr;
   const auto t = static_cast<tributary::DataType>(dtype);
   return tributary::DataTypeSize(t) != 0 ? tributary::DataTypeName(t) : nullptr;
 }
-size_t trib_dtype_size(trib_dtype_t dtype) {
+size_t trib_dtype_size(trib_dtype_t dtype_arg) {
+  const int dtype = RawEnum(dtype_arg);
   return FitsWireCode(dtype) ? tributary::DataTypeSize(static_cast<tributary::DataType>(dtype))
                              : 0;
 }
-const char* trib_op_name(trib_op_t op) {
+const char* trib_op_name(trib_op_t op_arg) {
+  const int op = RawEnum(op_arg);
   if (!FitsWireCode(op)) return nullptr;
   const char* name = tributary::ReduceOpName(static_cast<tributary::ReduceOp>(op));
   return strcmp(name, "invalid") == 0 ? nullptr : name;
 }
-const char* trib_memory_kind_name(trib_memory_kind_t kind) {
+const char* trib_memory_kind_name(trib_memory_kind_t kind_arg) {
+  const int kind = RawEnum(kind_arg);
   if (kind < TRIB_MEMORY_HOST || kind > TRIB_MEMORY_DMABUF) return nullptr;
   return tributary::MemoryKindName(static_cast<tributary::MemoryKind>(kind));
 }
@@ -445,11 +458,12 @@ trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer
     if (send->owner != comm || recv->owner != comm) {
       return Fail(TRIB_INVALID_ARGUMENT, "trib_allreduce: buffer belongs to another communicator");
     }
-    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce"); e != TRIB_OK) return e;
-    return NewRequest(comm->comm->AllReduce(send->buffer, recv->buffer, count,
-                                            static_cast<tributary::DataType>(dtype),
-                                            static_cast<tributary::ReduceOp>(op)),
-                      out);
+    tributary::DataType t;
+    tributary::ReduceOp o;
+    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce", &t, &o); e != TRIB_OK) {
+      return e;
+    }
+    return NewRequest(comm->comm->AllReduce(send->buffer, recv->buffer, count, t, o), out);
   });
 }
 
@@ -459,11 +473,12 @@ trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv
     trib_status_t error;
     if (!CheckComm(comm, "trib_allreduce_ptr", &error)) return error;
     if (out == nullptr) return NullArgument("trib_allreduce_ptr");
-    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce_ptr"); e != TRIB_OK) return e;
-    return NewRequest(comm->comm->AllReduce(send, recv, count,
-                                            static_cast<tributary::DataType>(dtype),
-                                            static_cast<tributary::ReduceOp>(op)),
-                      out);
+    tributary::DataType t;
+    tributary::ReduceOp o;
+    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce_ptr", &t, &o); e != TRIB_OK) {
+      return e;
+    }
+    return NewRequest(comm->comm->AllReduce(send, recv, count, t, o), out);
   });
 }
 
@@ -522,11 +537,12 @@ trib_status_t trib_set_log_sink(trib_log_sink_t sink, void* user) {
   });
 }
 
-trib_status_t trib_set_log_level(trib_log_level_t level) {
+trib_status_t trib_set_log_level(trib_log_level_t level_arg) {
   return Guard([&] {
+    const int level = RawEnum(level_arg);
     if (level < TRIB_LOG_TRACE || level > TRIB_LOG_OFF) {
       return Fail(TRIB_INVALID_ARGUMENT, "trib_set_log_level: level " +
-                                             std::to_string(static_cast<int>(level)) +
+                                             std::to_string(level) +
                                              " is not a trib_log_level_t (0 trace .. 5 off)");
     }
     tributary::SetLogLevel(static_cast<tributary::LogLevel>(level));

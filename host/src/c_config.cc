@@ -243,12 +243,12 @@ Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {
   MemoryDesc m;
   m.data = c.data;
   m.bytes = c.bytes;
-  const int kind = static_cast<int>(c.kind);
+  const int kind = RawEnum(c.kind);
   if (kind < TRIB_MEMORY_HOST || kind > TRIB_MEMORY_DMABUF) {
     return Invalid("trib_memory_desc_t.kind=" + std::to_string(kind) +
                    " is not a trib_memory_kind_t");
   }
-  m.kind = static_cast<MemoryKind>(c.kind);
+  m.kind = static_cast<MemoryKind>(kind);
   if (TRIB_HAS_FIELD(p, dmabuf_fd)) m.dmabuf_fd = c.dmabuf_fd;
   if (TRIB_HAS_FIELD(p, dmabuf_offset)) m.dmabuf_offset = c.dmabuf_offset;
   *out = m;

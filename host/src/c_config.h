@@ -16,11 +16,25 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #include "tributary/communicator.h"
 #include "tributary/tributary.h"
 
 namespace tributary::internal {
+
+// The integer a C caller passed in a C enum, read as bytes. C may pass any
+// int there, but in C++ a value outside the enumerators' range is undefined
+// behaviour once it is loaded as the enum type (UBSan: "not a valid value"),
+// so every C enum argument and field is read through this first, and never
+// copied (passed by value) as its enum type before.
+template <typename E>
+int RawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 // Fails unless min_size <= struct_size <= full_size; names the struct.
 Status CheckStructSize(size_t struct_size, size_t min_size, size_t full_size, const char* what);

@@ -304,7 +304,8 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   ASSERT_TRUE(MemoryDescFromC(m, &d).ok());
   EXPECT_EQ(d.dmabuf_fd, -1);
   EXPECT_EQ(d.dmabuf_offset, 0u);
-  m.kind = static_cast<trib_memory_kind_t>(256);  // would wrap to kHost in a byte
+  const int wraps_to_host = 256;  // would wrap to kHost in a byte; C may pass any int
+  memcpy(&m.kind, &wraps_to_host, sizeof(int));
   EXPECT_EQ(MemoryDescFromC(m, &d).code(), StatusCode::kInvalidArgument);
 
   StragglerReport r;

@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "host/src/comm_impl.h"
+#include "host/src/launcher_env.h"
 #include "host/src/request_state.h"
 #include "tributary/log.h"
 
@@ -42,6 +43,42 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(const CommConfig& con
   auto impl = internal::CommImpl::Create(config);
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl.value())));
+}
+
+namespace {
+
+// The job identity, rank and size from the environment over `options`.
+Result<CommConfig> ConfigFromEnvironment(const Options& options) {
+  auto id = host::LaunchIdentityFromEnvironment();
+  if (!id.ok()) return id.status();
+  TRIB_LOG(kInfo, "launch", "%s", id.value().description.c_str());
+  CommConfig c;
+  c.job_id = id.value().job_id;
+  c.job_key = id.value().job_key;
+  c.rank = id.value().rank;
+  c.world_size = id.value().world_size;
+  c.options = options;
+  return c;
+}
+
+}  // namespace
+
+Result<CommConfig> CommConfig::FromEnvironment() {
+  auto options = Options::FromEnvironment();
+  if (!options.ok()) return options.status();
+  return ConfigFromEnvironment(options.value());
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::CreateFromEnvironment() {
+  auto config = CommConfig::FromEnvironment();
+  if (!config.ok()) return config.status();
+  return Create(config.value());
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::CreateFromEnvironment(const Options& options) {
+  auto config = ConfigFromEnvironment(options);
+  if (!config.ok()) return config.status();
+  return Create(config.value());
 }
 
 Communicator::Communicator(std::unique_ptr<internal::CommImpl> impl) : impl_(std::move(impl)) {}

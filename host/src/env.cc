@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "host/src/launcher_env.h"
 #include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
 #include "proto/wire.h"
@@ -158,6 +159,13 @@ Status SetLogLevel(const char* name, const char* value, Options*) {
   return Status::Ok();
 }
 
+// The job identity and rank variables are read by launcher_env.cc (for
+// CreateFromEnvironment), not into Options; here they are only checked, so
+// that an invalid value fails like any other.
+Status CheckLaunch(const char* name, const char* value, Options*) {
+  return CheckLaunchVariable(name, value);
+}
+
 struct EnvVar {
   const char* name;
   const char* type;
@@ -278,6 +286,21 @@ const EnvVar kEnvTable[] = {
      },
      "Fault injection applies to these ranks only (comma-separated, e.g. 3 or 0,2); all = "
      "every rank."},
+    {"TRIBUTARY_JOB_ID", "u32", CheckLaunch,
+     [](const Options&) { return std::string("(none)"); },
+     "Job id (decimal) for communicators created from the environment "
+     "(Communicator::CreateFromEnvironment, trib_comm_create_from_env); required there."},
+    {"TRIBUTARY_JOB_KEY", "hex64", CheckLaunch,
+     [](const Options&) { return std::string("(none)"); },
+     "Job key, 1-16 hexadecimal digits as `tributary job create` prints them; required with "
+     "TRIBUTARY_JOB_ID. Never invented."},
+    {"TRIBUTARY_RANK", "u32", CheckLaunch,
+     [](const Options&) { return std::string("(launcher)"); },
+     "This process's rank; with TRIBUTARY_WORLD_SIZE, overrides the launcher's (torchrun, "
+     "Open MPI, PMI, Slurm)."},
+    {"TRIBUTARY_WORLD_SIZE", "u32", CheckLaunch,
+     [](const Options&) { return std::string("(launcher)"); },
+     "Ranks in the job; set together with TRIBUTARY_RANK."},
 };
 
 const char* ProcessLookup(const char* name, void*) { return getenv(name); }

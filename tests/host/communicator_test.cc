@@ -4,16 +4,26 @@
 // (they end with ABORTED, no hang), stats, and the C API from C.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/common/verdicts.h"
 #include "tests/common/daemon_process.h"
 #include "tributary/communicator.h"
+#include "tributary/log.h"
 
 extern "C" int tributary_c_api_check(const char* aggregator, unsigned job_id);
+extern "C" int tributary_c_api_config_check(const char* aggregator, unsigned job_id);
+extern "C" int tributary_c_api_abort_check(const char* aggregator, unsigned job_id);
+extern "C" int tributary_c_api_env_check(const char* aggregator, unsigned job_id);
 
 namespace tributary {
 namespace {
@@ -171,6 +181,137 @@ TEST_F(CommunicatorTest, BusyBufferAndDestroyWithRequestInFlight) {
 TEST_F(CommunicatorTest, CApiFromC) {
   EXPECT_EQ(tributary_c_api_check(daemon_.address().c_str(), 4242), 0);
   ExpectDaemonServes();  // after double destroy and use after destroy
+}
+
+// Sets and unsets environment variables for one test and restores them
+// after. Every launcher variable starts unset, so that a CI job running
+// under srun or mpirun cannot change what the test sees.
+class ScopedEnv {
+ public:
+  ScopedEnv() {
+    for (const char* name :
+         {"TRIBUTARY_RANK", "TRIBUTARY_WORLD_SIZE", "TRIBUTARY_JOB_ID", "TRIBUTARY_JOB_KEY", "RANK",
+          "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+          "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS",
+          "SLURM_LOCALID", "SLURM_JOB_ID"}) {
+      Set(name, nullptr);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+  void Set(const char* name, const char* value) {
+    if (saved_.count(name) == 0) {
+      const char* old = getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// Log lines, collected from any thread.
+struct LogCapture {
+  std::mutex mu;
+  std::string text;
+  static void Sink(LogLevel, const char* subsystem, const char* message, void* user) {
+    auto* self = static_cast<LogCapture*>(user);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->text += std::string(subsystem) + ": " + message + "\n";
+  }
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mu);
+    return text;
+  }
+};
+
+// A process started by mpirun: the rank and size come from Open MPI's
+// variables (logged at INFO), the job from TRIBUTARY_JOB_ID/KEY, and a
+// missing key is an error naming it instead of an invented secret.
+TEST_F(CommunicatorTest, CreateFromEnvironmentReadsTheLauncher) {
+  ScopedEnv env;
+  const CommConfig base = Config();
+  const std::string job_id = std::to_string(base.job_id);
+  env.Set("OMPI_COMM_WORLD_RANK", "0");
+  env.Set("OMPI_COMM_WORLD_SIZE", "1");
+  env.Set("OMPI_COMM_WORLD_LOCAL_RANK", "0");
+  env.Set("SLURM_PROCID", "0");  // an outer allocation that agrees
+  env.Set("SLURM_NTASKS", "1");
+  env.Set("TRIBUTARY_JOB_ID", job_id.c_str());
+  env.Set("TRIBUTARY_JOB_KEY", "0xc0ffee");
+
+  LogCapture log;
+  SetLogSink(&LogCapture::Sink, &log);
+  SetLogLevel(LogLevel::kInfo);
+  auto comm = Communicator::CreateFromEnvironment(base.options);
+  SetLogSink(nullptr, nullptr);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  EXPECT_EQ(comm.value()->rank(), 0u);
+  EXPECT_EQ(comm.value()->world_size(), 1u);
+  EXPECT_NE(log.Text().find("launch: rank 0 of 1 from Open MPI (OMPI_COMM_WORLD_RANK=0, "
+                            "OMPI_COMM_WORLD_SIZE=1), local rank 0; job " + job_id +
+                            " from TRIBUTARY_JOB_ID; Slurm (SLURM_PROCID=0, SLURM_NTASKS=1) "
+                            "agrees"),
+            std::string::npos)
+      << log.Text();
+  std::vector<int64_t> data(1000, 7);
+  auto b = comm.value()->Register(data.data(), data.size() * 8);
+  ASSERT_TRUE(b.ok());
+  Status s = comm.value()->AllReduce(b.value(), b.value(), data.size(), DataType::kInt64,
+                                     ReduceOp::kSum).value().Wait();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(data, std::vector<int64_t>(1000, 7));
+  comm.value().reset();
+
+  auto config = CommConfig::FromEnvironment();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config.value().job_id, base.job_id);
+  EXPECT_EQ(config.value().job_key, 0xc0ffeeu);
+  EXPECT_EQ(config.value().options.aggregator, Options::FromEnvironment().value().aggregator);
+
+  env.Set("TRIBUTARY_JOB_KEY", nullptr);
+  comm = Communicator::CreateFromEnvironment(base.options);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("TRIBUTARY_JOB_KEY is not set"), std::string::npos)
+      << comm.status().message();
+  env.Set("TRIBUTARY_JOB_KEY", "1");
+  env.Set("RANK", "0");  // left over: no torchrun marker, disagrees with Open MPI's size
+  env.Set("WORLD_SIZE", "2");
+  comm = Communicator::CreateFromEnvironment(base.options);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_NE(comm.status().message().find("OMPI_COMM_WORLD_SIZE=1"), std::string::npos)
+      << comm.status().message();
+}
+
+// c_api_check.c says what each C check proves; a non-zero result is the
+// failing step, printed with trib_last_error() on stderr.
+TEST_F(CommunicatorTest, CApiConfigFromC) {
+  EXPECT_EQ(tributary_c_api_config_check(daemon_.address().c_str(), Config().job_id & ~1u), 0);
+  ExpectDaemonServes();
+}
+
+TEST_F(CommunicatorTest, CApiAbortFromC) {
+  EXPECT_EQ(tributary_c_api_abort_check(daemon_.address().c_str(), Config().job_id), 0);
+  ExpectDaemonServes();
+}
+
+TEST_F(CommunicatorTest, CApiFromEnvironmentFromC) {
+  ScopedEnv env;  // clears the launcher variables; restores what the C code sets
+  EXPECT_EQ(tributary_c_api_env_check(daemon_.address().c_str(), Config().job_id), 0);
 }
 
 TEST(CommunicatorNoDaemon, EmptyRequestIsAnError) {

@@ -82,6 +82,17 @@ struct CommConfig {
   uint32_t rank = 0;        // 0 .. world_size-1
   uint32_t world_size = 1;  // ranks in the job (the aggregator's fan-in)
   Options options;          // Options::FromEnvironment() is a good start
+
+  // Everything from the environment: options from the TRIBUTARY_* variables
+  // (Options::FromEnvironment), the job id and key from TRIBUTARY_JOB_ID and
+  // TRIBUTARY_JOB_KEY, the rank and world size from TRIBUTARY_RANK and
+  // TRIBUTARY_WORLD_SIZE or else from the launcher: torchrun, Open MPI's
+  // mpirun, PMI (Hydra mpiexec, srun --mpi=pmi2) or Slurm's srun, with the
+  // precedence docs/CONFIGURATION.md ("Launchers") gives. Logs at INFO where
+  // the rank and size came from. Fails with kInvalidArgument, naming the
+  // variables, when the id or key is missing (none is invented) or the
+  // rank and size are missing, partial, out of range or contradictory.
+  static Result<CommConfig> FromEnvironment();
 };
 
 struct CommStats {
@@ -124,6 +135,11 @@ class Communicator {
   // no aggregator answers within connect_timeout_ms, kMismatch when the job
   // exists with other parameters, kInvalidArgument for bad options.
   static Result<std::unique_ptr<Communicator>> Create(const CommConfig& config);
+  // Create(CommConfig::FromEnvironment()): what a program started by a
+  // launcher calls. The second form takes the options from the caller and
+  // only the job identity, rank and size from the environment.
+  static Result<std::unique_ptr<Communicator>> CreateFromEnvironment();
+  static Result<std::unique_ptr<Communicator>> CreateFromEnvironment(const Options& options);
 
   // Fails in-flight requests with kAborted, leaves the job and stops the
   // progress thread; no user memory is touched after it returns.

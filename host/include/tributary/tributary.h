@@ -1,8 +1,27 @@
-/* C API of libtributary, for C callers and dlopen(3).
+/* C API of libtributary, for C callers, language bindings and dlopen(3).
  *
- * Mirrors the C++ API (tributary/communicator.h): opaque handles, status
- * codes, and a thread-local message for the last failure. Nothing here
- * throws or exits. Thread-safety as in the C++ API. */
+ * Mirrors the C++ API (tributary/communicator.h, options.h, memory.h,
+ * log.h): opaque handles, status codes and a thread-local message.
+ * Nothing here throws or exits; a NULL pointer or a wrong struct size is an
+ * error code, never a crash. Thread-safety as in the C++ API: a communicator
+ * may be used from several threads at once; a request from any thread.
+ *
+ * Errors. Every function that returns trib_status_t sets this thread's
+ * message, read with trib_last_error(): on failure, what failed and why; on
+ * success, "" (a successful call clears it, so a message never outlives the
+ * call it explains). Functions that return something else (trib_version,
+ * trib_status_name, trib_dtype_size ...) leave it untouched.
+ *
+ * Versioned structs. trib_config_t, trib_stats_t, trib_memory_desc_t and
+ * trib_straggler_report_t begin with `size_t struct_size`, which the caller
+ * sets to sizeof(the struct) as its header declares it. New fields are only
+ * ever added at the end, so a program built against an older header keeps
+ * working with a newer library: a smaller struct_size is accepted, the
+ * library reads (or writes) only the fields that lie wholly inside it and
+ * uses defaults for the others. A struct_size larger than the library knows
+ * (a newer header than the library) is refused with TRIB_INVALID_ARGUMENT,
+ * as is one too small to hold the struct's first fields (each struct says
+ * which). The older trib_comm_config_t and trib_comm_create are unchanged. */
 #ifndef TRIBUTARY_TRIBUTARY_H_
 #define TRIBUTARY_TRIBUTARY_H_
 
@@ -40,6 +59,25 @@ typedef struct trib_comm trib_comm_t;
 typedef struct trib_request trib_request_t;
 typedef struct trib_buffer trib_buffer_t;
 
+/* ---- Names and versions (never touch trib_last_error) ---- */
+
+/* Message of this thread's last trib_status_t call: "" after a success.
+ * Valid until the next libtributary call on this thread. */
+const char* trib_last_error(void);
+/* "MAJOR.MINOR.PATCH" */
+const char* trib_version(void);
+/* "OK", "INVALID_ARGUMENT", ... ; "UNKNOWN" for a value outside the enum. */
+const char* trib_status_name(trib_status_t status);
+/* "float32", ... and the element size in bytes; NULL and 0 for an invalid value. */
+const char* trib_dtype_name(trib_dtype_t dtype);
+size_t trib_dtype_size(trib_dtype_t dtype);
+/* "sum", "prod", "min", "max"; NULL for an invalid value. */
+const char* trib_op_name(trib_op_t op);
+
+/* ---- Configuration ---- */
+
+/* The first C configuration, kept as it was: job identity and aggregator;
+ * every other option comes from the TRIBUTARY_* environment variables. */
 typedef struct {
   uint32_t job_id;
   uint64_t job_key;
@@ -50,11 +88,84 @@ typedef struct {
   const char* aggregator;
 } trib_comm_config_t;
 
-/* Message of the last failed call on this thread ("" if none). */
-const char* trib_last_error(void);
-const char* trib_version(void);
+/* Every setting of a communicator: its job identity and each field of
+ * tributary::Options and tributary::FaultOptions (options.h documents the
+ * meaning, range and default of each; the names match, fault fields carry a
+ * fault_ prefix). Versioned (see the top of this file): the smallest
+ * accepted struct_size holds the job identity, up to world_size.
+ *
+ * Fill it with trib_config_init (defaults and TRIBUTARY_* variables) or
+ * trib_config_init_from_env (the same plus the job identity from the
+ * launcher), then change what you need. The strings trib_config_init
+ * stores stay valid for the life of the process; trib_comm_create_with_config
+ * copies every string and fault_ranks, so the caller's own may be freed once
+ * it returns. A NULL string means the built-in default of that field
+ * (options.h), not the environment's. Booleans are int: 0 is false, anything
+ * else true. */
+typedef struct trib_config {
+  size_t struct_size; /* = sizeof(trib_config_t) */
+  uint32_t job_id;
+  uint64_t job_key;
+  uint32_t rank;
+  uint32_t world_size;
+  const char* aggregator;   /* "HOST:PORT" */
+  const char* transport;    /* "auto", "udp", "ofi", "verbs" */
+  const char* ofi_provider; /* "auto" or a libfabric provider name */
+  uint32_t payload_bytes;   /* 0 = auto */
+  uint32_t window;          /* 0 = auto */
+  uint32_t lanes;
+  uint32_t op_timeout_ms;
+  uint32_t connect_timeout_ms;
+  uint32_t rto_min_us;
+  uint32_t rto_initial_us;
+  uint32_t rto_max_us;
+  uint32_t spin_us;
+  uint32_t socket_buffer_bytes;
+  int checksum;
+  /* Fault injection (tributary::FaultOptions); probabilities in [0, 1]. */
+  double fault_tx_drop;
+  double fault_rx_drop;
+  double fault_tx_duplicate;
+  double fault_rx_duplicate;
+  double fault_tx_reorder;
+  double fault_rx_reorder;
+  double fault_tx_delay;
+  double fault_rx_delay;
+  uint32_t fault_delay_us;
+  double fault_tx_corrupt;
+  double fault_rx_corrupt;
+  int fault_corrupt_payload_only;
+  int fault_corrupt_sticky;
+  uint64_t fault_seed;
+  /* Ranks that inject faults; count 0 = every rank. */
+  const uint32_t* fault_ranks;
+  size_t fault_rank_count;
+} trib_config_t;
 
+/* Sets every field after struct_size to the defaults as overridden by the
+ * TRIBUTARY_* variables (tributary::Options::FromEnvironment; an invalid
+ * variable is an error naming it), with job_id 0, job_key 0, rank 0,
+ * world_size 1. config->struct_size must be set first:
+ *   trib_config_t cfg = {.struct_size = sizeof(trib_config_t)};
+ *   trib_config_init(&cfg); */
+trib_status_t trib_config_init(trib_config_t* config);
+/* trib_config_init, then job_id, job_key, rank and world_size from the
+ * environment that launchers set (TRIBUTARY_JOB_ID/KEY, and the rank and size
+ * from TRIBUTARY_RANK/WORLD_SIZE, torchrun, Open MPI, PMI or Slurm:
+ * docs/CONFIGURATION.md, "Launchers", gives the precedence). Logs at INFO
+ * where they came from. */
+trib_status_t trib_config_init_from_env(trib_config_t* config);
+
+/* ---- Communicators ---- */
+
+/* The first create call, kept as it was. */
 trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** out);
+/* Creates a communicator with exactly the settings in `config` (the
+ * environment is not read again). */
+trib_status_t trib_comm_create_with_config(const trib_config_t* config, trib_comm_t** out);
+/* trib_config_init_from_env + trib_comm_create_with_config: a communicator
+ * from what the launcher and the TRIBUTARY_* variables say. */
+trib_status_t trib_comm_create_from_env(trib_comm_t** out);
 /* Aborts in-flight requests and frees the communicator and its buffer
  * handles. NULL is accepted (TRIB_OK). Destroying a handle twice, or using a
  * destroyed communicator or one of its buffers in any call, returns
@@ -63,20 +174,144 @@ trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** o
  * address to a new handle in between). */
 trib_status_t trib_comm_destroy(trib_comm_t* comm);
 
+trib_status_t trib_comm_rank(trib_comm_t* comm, uint32_t* rank);
+trib_status_t trib_comm_world_size(trib_comm_t* comm, uint32_t* world_size);
+
+/* The communicator's health: *status is TRIB_OK, or the code of the failure
+ * that aborted it (after which every collective fails with TRIB_ABORTED).
+ * Its message is copied into message[0 .. capacity-1], NUL-terminated and
+ * truncated if needed ("" when healthy); message may be NULL when capacity
+ * is 0. The call itself returns TRIB_OK for a live communicator, whatever
+ * its health. */
+trib_status_t trib_comm_health(trib_comm_t* comm, trib_status_t* status, char* message,
+                               size_t capacity);
+
+/* Counters of tributary::CommStats, summed over the communicator's lanes.
+ * Versioned: the smallest struct_size holds collectives_completed. */
+typedef struct trib_stats {
+  size_t struct_size; /* = sizeof(trib_stats_t) */
+  uint64_t collectives_completed;
+  uint64_t fragments_sent;    /* first transmissions */
+  uint64_t retransmissions;   /* contributions sent again */
+  uint64_t probes;            /* header-only RESULT_REQUESTs after a timeout */
+  uint64_t losses_detected;   /* STATUS said the aggregator lacked our data */
+  uint64_t results_received;
+  uint64_t duplicate_results;
+  uint64_t packets_rejected;  /* undecodable or foreign packets received */
+  uint64_t nacks_received;
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  uint32_t srtt_us;           /* smoothed round-trip time */
+  uint32_t rto_us;            /* current retransmission timeout */
+  char transport[32];         /* "udp", ...; NUL-terminated */
+} trib_stats_t;
+
+trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);
+
+/* What the aggregator saw of each rank's timing (tributary::StragglerReport):
+ * ranks[0 .. rank_count-1], the rank most often last first. Versioned: the
+ * smallest struct_size holds rank_count; `ranks` is filled only when it lies
+ * wholly inside struct_size. */
+#define TRIB_STRAGGLER_MAX_RANKS 64
+typedef struct {
+  uint32_t rank;
+  uint64_t rounds_last;     /* rounds this rank completed by arriving last */
+  double mean_lateness_us;  /* mean of (its arrival - the round's first arrival) */
+  uint64_t contributions;   /* fragments the aggregator counted from it */
+} trib_straggler_entry_t;
+typedef struct trib_straggler_report {
+  size_t struct_size; /* = sizeof(trib_straggler_report_t) */
+  uint64_t rounds;    /* fragment rounds the aggregator completed */
+  uint32_t world_size;
+  uint32_t rank_count;
+  trib_straggler_entry_t ranks[TRIB_STRAGGLER_MAX_RANKS];
+} trib_straggler_report_t;
+
+/* Asks the aggregator (TRIB_TIMED_OUT if it does not answer within
+ * timeout_ms; TRIB_ABORTED after a failure). */
+trib_status_t trib_comm_straggler_report(trib_comm_t* comm, uint32_t timeout_ms,
+                                         trib_straggler_report_t* report);
+
+/* ---- Memory ---- */
+
+/* Same values as tributary::MemoryKind (memory.h). */
+typedef enum {
+  TRIB_MEMORY_HOST = 0,        /* pageable host memory */
+  TRIB_MEMORY_HOST_PINNED = 1, /* page-locked host memory (cudaHostAlloc, mlock) */
+  TRIB_MEMORY_CUDA_DEVICE = 2, /* cudaMalloc; data is a device pointer */
+  TRIB_MEMORY_DMABUF = 3       /* a dma-buf: dmabuf_fd + dmabuf_offset */
+} trib_memory_kind_t;
+
+/* "host", "host_pinned", "cuda_device", "dmabuf"; NULL for an invalid value. */
+const char* trib_memory_kind_name(trib_memory_kind_t kind);
+
+/* tributary::MemoryDesc. Versioned: the smallest struct_size holds kind;
+ * dmabuf_fd defaults to -1 and dmabuf_offset to 0 when outside it. */
+typedef struct trib_memory_desc {
+  size_t struct_size; /* = sizeof(trib_memory_desc_t) */
+  void* data;         /* first byte (device virtual address for CUDA and dma-buf) */
+  size_t bytes;
+  trib_memory_kind_t kind;
+  int dmabuf_fd;          /* TRIB_MEMORY_DMABUF only: the fd (not taken over) */
+  uint64_t dmabuf_offset; /* TRIB_MEMORY_DMABUF only: where data lies in the dma-buf */
+} trib_memory_desc_t;
+
+/* Registers [data, data+bytes) of host memory (bytes may be 0 only with
+ * data == NULL). */
 trib_status_t trib_register(trib_comm_t* comm, void* data, size_t bytes, trib_buffer_t** out);
+/* Registers memory of any kind. TRIB_UNIMPLEMENTED when the communicator's
+ * transport cannot reach that kind (the message names both). */
+trib_status_t trib_register_memory(trib_comm_t* comm, const trib_memory_desc_t* memory,
+                                   trib_buffer_t** out);
+/* TRIB_FAILED_PRECONDITION while a request uses the buffer. */
 trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer);
+/* The registered range and kind; any output may be NULL. */
+trib_status_t trib_buffer_info(trib_buffer_t* buffer, void** data, size_t* bytes,
+                               trib_memory_kind_t* kind);
+
+/* ---- Collectives ---- */
 
 /* Asynchronous all-reduce between registered buffers (send == recv: in place). */
 trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer_t* recv,
                              size_t count, trib_dtype_t dtype, trib_op_t op,
                              trib_request_t** out);
+/* The same with raw pointers, each range lying inside a registered buffer
+ * (TRIB_NOT_FOUND otherwise): the form the NCCL plugin uses. */
+trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
+                                 trib_dtype_t dtype, trib_op_t op, trib_request_t** out);
 /* *done = 1 when finished; returns the operation's status then. */
 trib_status_t trib_test(trib_request_t* request, int* done);
 /* Blocks until finished (bounded by the operation timeout). */
 trib_status_t trib_wait(trib_request_t* request);
+/* Waits at most timeout_ms. Still running: TRIB_OK with *done = 0 (the
+ * operation continues; wait or test again). Finished: *done = 1 and the
+ * operation's status, as trib_test. */
+trib_status_t trib_wait_timeout(trib_request_t* request, uint32_t timeout_ms, int* done);
 /* Frees the handle; the operation itself is not cancelled. NULL accepted;
  * a second free returns TRIB_FAILED_PRECONDITION. */
 trib_status_t trib_request_free(trib_request_t* request);
+
+/* ---- Logging (tributary/log.h) ---- */
+
+typedef enum {
+  TRIB_LOG_TRACE = 0,
+  TRIB_LOG_DEBUG = 1,
+  TRIB_LOG_INFO = 2,
+  TRIB_LOG_WARN = 3,
+  TRIB_LOG_ERROR = 4,
+  TRIB_LOG_OFF = 5
+} trib_log_level_t;
+
+/* Called once per message, from whichever thread logs (the progress thread
+ * too), one call at a time. It must not call libtributary. */
+typedef void (*trib_log_sink_t)(trib_log_level_t level, const char* subsystem,
+                                const char* message, void* user);
+
+/* Routes messages to `sink` (NULL restores the default sink). Once this
+ * returns, the previous sink is no longer called. */
+trib_status_t trib_set_log_sink(trib_log_sink_t sink, void* user);
+/* Messages below `level` are dropped. */
+trib_status_t trib_set_log_level(trib_log_level_t level);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,273 @@
+// C struct conversions; see c_config.h.
+#include "host/src/c_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "proto/wire.h"
+
+// A field of *ptr lies wholly inside the caller's struct_size.
+#define TRIB_HAS_FIELD(ptr, field)                                                \
+  (offsetof(std::remove_cv_t<std::remove_reference_t<decltype(*(ptr))>>, field) + \
+       sizeof((ptr)->field) <=                                                    \
+   (ptr)->struct_size)
+// The struct_size that holds every field up to and including `field`.
+#define TRIB_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type*)nullptr)->field))
+
+namespace tributary::internal {
+namespace {
+
+static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
+                  TRIB_MEMORY_HOST_PINNED == static_cast<int>(MemoryKind::kHostPinned) &&
+                  TRIB_MEMORY_CUDA_DEVICE == static_cast<int>(MemoryKind::kCudaDevice) &&
+                  TRIB_MEMORY_DMABUF == static_cast<int>(MemoryKind::kDmabuf),
+              "trib_memory_kind_t must match tributary::MemoryKind");
+
+// Every field of Options, FaultOptions and CommStats has a twin in the C
+// structs. When one of these bindings stops compiling, a field was added:
+// append its twin to trib_config_t / trib_stats_t (tributary.h) and convert
+// it below, then add it to the binding.
+[[maybe_unused]] void EveryFieldIsMirrored(const Options& o, const CommStats& s) {
+  [[maybe_unused]] const auto& [aggregator, transport, ofi_provider, payload_bytes, window, lanes,
+                                op_timeout_ms, connect_timeout_ms, rto_min_us, rto_initial_us,
+                                rto_max_us, spin_us, socket_buffer_bytes, checksum, faults] = o;
+  [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
+                                rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
+                                corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
+  [[maybe_unused]] const auto& [collectives_completed, fragments_sent, retransmissions, probes,
+                                losses_detected, results_received, duplicate_results,
+                                packets_rejected, nacks_received, bytes_sent, bytes_received,
+                                srtt_us, rto_us, stats_transport] = s;
+}
+
+// Strings handed out in a trib_config_t: interned for the process's life.
+const char* Intern(const std::string& s) {
+  static std::mutex* mu = new std::mutex;
+  static std::set<std::string>* pool = new std::set<std::string>;  // guarded by *mu
+  std::lock_guard<std::mutex> lock(*mu);
+  return pool->insert(s).first->c_str();
+}
+const uint32_t* Intern(const std::vector<uint32_t>& v) {
+  static std::mutex* mu = new std::mutex;
+  static std::set<std::vector<uint32_t>>* pool = new std::set<std::vector<uint32_t>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  return v.empty() ? nullptr : pool->insert(v).first->data();
+}
+
+Status Invalid(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
+
+Status CheckProbability(double p, const char* name) {
+  if (p >= 0.0 && p <= 1.0) return Status::Ok();  // false for NaN
+  return Invalid(std::string("trib_config_t.") + name + "=" + std::to_string(p) +
+                 " must be a probability in [0, 1]");
+}
+
+}  // namespace
+
+Status CheckStructSize(size_t struct_size, size_t min_size, size_t full_size, const char* what) {
+  if (struct_size > full_size) {
+    return Invalid(std::string(what) + ".struct_size=" + std::to_string(struct_size) +
+                   " is larger than this library's " + std::to_string(full_size) +
+                   " bytes: the program was built against a newer tributary.h than the "
+                   "library it runs with");
+  }
+  if (struct_size < min_size) {
+    return Invalid(std::string(what) + ".struct_size=" + std::to_string(struct_size) +
+                   " is below the smallest accepted, " + std::to_string(min_size) +
+                   ": set it to sizeof(" + what + ")");
+  }
+  return Status::Ok();
+}
+
+size_t ConfigMinSize() { return TRIB_SIZE_THROUGH(trib_config_t, world_size); }
+size_t StatsMinSize() { return TRIB_SIZE_THROUGH(trib_stats_t, collectives_completed); }
+size_t MemoryDescMinSize() { return TRIB_SIZE_THROUGH(trib_memory_desc_t, kind); }
+size_t StragglerReportMinSize() { return TRIB_SIZE_THROUGH(trib_straggler_report_t, rank_count); }
+
+Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommConfig* out) {
+  const trib_config_t* p = &c;
+  CommConfig r = defaults;
+  Options& o = r.options;
+  FaultOptions& f = o.faults;
+  const Options builtin;
+  r.job_id = c.job_id;  // ConfigMinSize: always present
+  r.job_key = c.job_key;
+  r.rank = c.rank;
+  r.world_size = c.world_size;
+  auto str = [](const char* s, const std::string& fallback) {
+    return s != nullptr ? std::string(s) : fallback;
+  };
+  if (TRIB_HAS_FIELD(p, aggregator)) o.aggregator = str(c.aggregator, builtin.aggregator);
+  if (TRIB_HAS_FIELD(p, transport)) o.transport = str(c.transport, builtin.transport);
+  if (TRIB_HAS_FIELD(p, ofi_provider)) {
+    o.ofi_provider = str(c.ofi_provider, builtin.ofi_provider);
+  }
+#define TRIB_COPY(c_field, cpp_lvalue) \
+  if (TRIB_HAS_FIELD(p, c_field)) cpp_lvalue = c.c_field
+  TRIB_COPY(payload_bytes, o.payload_bytes);
+  TRIB_COPY(window, o.window);
+  TRIB_COPY(lanes, o.lanes);
+  TRIB_COPY(op_timeout_ms, o.op_timeout_ms);
+  TRIB_COPY(connect_timeout_ms, o.connect_timeout_ms);
+  TRIB_COPY(rto_min_us, o.rto_min_us);
+  TRIB_COPY(rto_initial_us, o.rto_initial_us);
+  TRIB_COPY(rto_max_us, o.rto_max_us);
+  TRIB_COPY(spin_us, o.spin_us);
+  TRIB_COPY(socket_buffer_bytes, o.socket_buffer_bytes);
+  if (TRIB_HAS_FIELD(p, checksum)) o.checksum = c.checksum != 0;
+  TRIB_COPY(fault_tx_drop, f.tx_drop);
+  TRIB_COPY(fault_rx_drop, f.rx_drop);
+  TRIB_COPY(fault_tx_duplicate, f.tx_duplicate);
+  TRIB_COPY(fault_rx_duplicate, f.rx_duplicate);
+  TRIB_COPY(fault_tx_reorder, f.tx_reorder);
+  TRIB_COPY(fault_rx_reorder, f.rx_reorder);
+  TRIB_COPY(fault_tx_delay, f.tx_delay);
+  TRIB_COPY(fault_rx_delay, f.rx_delay);
+  TRIB_COPY(fault_delay_us, f.delay_us);
+  TRIB_COPY(fault_tx_corrupt, f.tx_corrupt);
+  TRIB_COPY(fault_rx_corrupt, f.rx_corrupt);
+  TRIB_COPY(fault_seed, f.seed);
+#undef TRIB_COPY
+  if (TRIB_HAS_FIELD(p, fault_corrupt_payload_only)) {
+    f.corrupt_payload_only = c.fault_corrupt_payload_only != 0;
+  }
+  if (TRIB_HAS_FIELD(p, fault_corrupt_sticky)) f.corrupt_sticky = c.fault_corrupt_sticky != 0;
+  // The list and its length only count together.
+  if (TRIB_HAS_FIELD(p, fault_rank_count)) {
+    if (c.fault_rank_count > proto::kMaxFanIn) {
+      return Invalid("trib_config_t.fault_rank_count=" + std::to_string(c.fault_rank_count) +
+                     " is more than the largest job (" + std::to_string(proto::kMaxFanIn) +
+                     " ranks)");
+    }
+    if (c.fault_rank_count > 0 && c.fault_ranks == nullptr) {
+      return Invalid("trib_config_t.fault_ranks is NULL but fault_rank_count is " +
+                     std::to_string(c.fault_rank_count));
+    }
+    f.ranks.assign(c.fault_ranks, c.fault_ranks + c.fault_rank_count);
+  }
+  const std::pair<double, const char*> probabilities[] = {
+      {f.tx_drop, "fault_tx_drop"},           {f.rx_drop, "fault_rx_drop"},
+      {f.tx_duplicate, "fault_tx_duplicate"}, {f.rx_duplicate, "fault_rx_duplicate"},
+      {f.tx_reorder, "fault_tx_reorder"},     {f.rx_reorder, "fault_rx_reorder"},
+      {f.tx_delay, "fault_tx_delay"},         {f.rx_delay, "fault_rx_delay"},
+      {f.tx_corrupt, "fault_tx_corrupt"},     {f.rx_corrupt, "fault_rx_corrupt"}};
+  for (const auto& [value, name] : probabilities) {
+    Status s = CheckProbability(value, name);
+    if (!s.ok()) return s;
+  }
+  if (f.delay_us > 10000000) {
+    return Invalid("trib_config_t.fault_delay_us=" + std::to_string(f.delay_us) +
+                   " must be at most 10000000 (10 s)");
+  }
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+void CommConfigToC(const CommConfig& config, trib_config_t* c) {
+  trib_config_t* p = c;
+  const Options& o = config.options;
+  const FaultOptions& f = o.faults;
+#define TRIB_SET(c_field, value) \
+  if (TRIB_HAS_FIELD(p, c_field)) c->c_field = (value)
+  TRIB_SET(job_id, config.job_id);
+  TRIB_SET(job_key, config.job_key);
+  TRIB_SET(rank, config.rank);
+  TRIB_SET(world_size, config.world_size);
+  TRIB_SET(aggregator, Intern(o.aggregator));
+  TRIB_SET(transport, Intern(o.transport));
+  TRIB_SET(ofi_provider, Intern(o.ofi_provider));
+  TRIB_SET(payload_bytes, o.payload_bytes);
+  TRIB_SET(window, o.window);
+  TRIB_SET(lanes, o.lanes);
+  TRIB_SET(op_timeout_ms, o.op_timeout_ms);
+  TRIB_SET(connect_timeout_ms, o.connect_timeout_ms);
+  TRIB_SET(rto_min_us, o.rto_min_us);
+  TRIB_SET(rto_initial_us, o.rto_initial_us);
+  TRIB_SET(rto_max_us, o.rto_max_us);
+  TRIB_SET(spin_us, o.spin_us);
+  TRIB_SET(socket_buffer_bytes, o.socket_buffer_bytes);
+  TRIB_SET(checksum, o.checksum ? 1 : 0);
+  TRIB_SET(fault_tx_drop, f.tx_drop);
+  TRIB_SET(fault_rx_drop, f.rx_drop);
+  TRIB_SET(fault_tx_duplicate, f.tx_duplicate);
+  TRIB_SET(fault_rx_duplicate, f.rx_duplicate);
+  TRIB_SET(fault_tx_reorder, f.tx_reorder);
+  TRIB_SET(fault_rx_reorder, f.rx_reorder);
+  TRIB_SET(fault_tx_delay, f.tx_delay);
+  TRIB_SET(fault_rx_delay, f.rx_delay);
+  TRIB_SET(fault_delay_us, f.delay_us);
+  TRIB_SET(fault_tx_corrupt, f.tx_corrupt);
+  TRIB_SET(fault_rx_corrupt, f.rx_corrupt);
+  TRIB_SET(fault_corrupt_payload_only, f.corrupt_payload_only ? 1 : 0);
+  TRIB_SET(fault_corrupt_sticky, f.corrupt_sticky ? 1 : 0);
+  TRIB_SET(fault_seed, f.seed);
+  if (TRIB_HAS_FIELD(p, fault_rank_count)) {
+    c->fault_ranks = Intern(f.ranks);
+    c->fault_rank_count = f.ranks.size();
+  }
+#undef TRIB_SET
+}
+
+void StatsToC(const CommStats& s, trib_stats_t* out) {
+  trib_stats_t* p = out;
+#define TRIB_SET(field) \
+  if (TRIB_HAS_FIELD(p, field)) out->field = s.field
+  TRIB_SET(collectives_completed);
+  TRIB_SET(fragments_sent);
+  TRIB_SET(retransmissions);
+  TRIB_SET(probes);
+  TRIB_SET(losses_detected);
+  TRIB_SET(results_received);
+  TRIB_SET(duplicate_results);
+  TRIB_SET(packets_rejected);
+  TRIB_SET(nacks_received);
+  TRIB_SET(bytes_sent);
+  TRIB_SET(bytes_received);
+  TRIB_SET(srtt_us);
+  TRIB_SET(rto_us);
+#undef TRIB_SET
+  if (TRIB_HAS_FIELD(p, transport)) {
+    snprintf(out->transport, sizeof(out->transport), "%s", s.transport.c_str());
+  }
+}
+
+Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {
+  const trib_memory_desc_t* p = &c;
+  MemoryDesc m;
+  m.data = c.data;
+  m.bytes = c.bytes;
+  const int kind = RawEnum(c.kind);
+  if (kind < TRIB_MEMORY_HOST || kind > TRIB_MEMORY_DMABUF) {
+    return Invalid("trib_memory_desc_t.kind=" + std::to_string(kind) +
+                   " is not a trib_memory_kind_t");
+  }
+  m.kind = static_cast<MemoryKind>(kind);
+  if (TRIB_HAS_FIELD(p, dmabuf_fd)) m.dmabuf_fd = c.dmabuf_fd;
+  if (TRIB_HAS_FIELD(p, dmabuf_offset)) m.dmabuf_offset = c.dmabuf_offset;
+  *out = m;
+  return Status::Ok();
+}
+
+void StragglerReportToC(const StragglerReport& r, trib_straggler_report_t* out) {
+  trib_straggler_report_t* p = out;
+  out->rounds = r.rounds;
+  out->world_size = r.world_size;
+  const size_t n = std::min<size_t>(r.ranks.size(), TRIB_STRAGGLER_MAX_RANKS);
+  out->rank_count = static_cast<uint32_t>(n);
+  if (!TRIB_HAS_FIELD(p, ranks)) return;
+  for (size_t k = 0; k < n; ++k) {
+    out->ranks[k].rank = r.ranks[k].rank;
+    out->ranks[k].rounds_last = r.ranks[k].rounds_last;
+    out->ranks[k].mean_lateness_us = r.ranks[k].mean_lateness_us;
+    out->ranks[k].contributions = r.ranks[k].contributions;
+  }
+}
+
+}  // namespace tributary::internal

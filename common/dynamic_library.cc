@@ -18,9 +18,10 @@ DynamicLibrary::~DynamicLibrary() {
 bool DynamicLibrary::Open() {
   handle_ = dlopen(soname_.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle_ == nullptr) {
-    const char* why = dlerror();
+    const char* raw = dlerror();
+    const std::string why = raw != nullptr ? raw : "unknown error";
     status_ = Status(StatusCode::kUnavailable,
-                     "cannot load " + soname_ + " (" + (why != nullptr ? why : "unknown error") +
+                     "cannot load " + soname_ + " (" + why +
                          "): " + install_hint_);
     return false;
   }
@@ -38,10 +39,12 @@ void* DynamicLibrary::Lookup(const char* name, const char* version) {
   dlerror();  // clear
   void* address = dlvsym(handle_, name, version);
   if (address == nullptr) {
-    const char* why = dlerror();
+    // dlerror's string belongs to libc and the next dl* call frees it (path() calls dlinfo),
+    // so it is copied before anything else runs.
+    const char* raw = dlerror();
+    const std::string why = raw != nullptr ? raw : "null symbol";
     status_ = Status(StatusCode::kUnavailable,
-                     soname_ + " (" + path() + ") has no " + name + "@" + version + " (" +
-                         (why != nullptr ? why : "null symbol") +
+                     soname_ + " (" + path() + ") has no " + name + "@" + version + " (" + why +
                          "): it is older than the one Tributary was built against; " +
                          install_hint_);
   }

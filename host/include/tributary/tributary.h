@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tributary/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,32 +53,33 @@ typedef struct {
 } trib_comm_config_t;
 
 /* Message of the last failed call on this thread ("" if none). */
-const char* trib_last_error(void);
-const char* trib_version(void);
+TRIB_API const char* trib_last_error(void);
+TRIB_API const char* trib_version(void);
 
-trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** out);
+TRIB_API trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** out);
 /* Aborts in-flight requests and frees the communicator and its buffer
  * handles. NULL is accepted (TRIB_OK). Destroying a handle twice, or using a
  * destroyed communicator or one of its buffers in any call, returns
  * TRIB_FAILED_PRECONDITION: live handles are tracked, so misuse is reported
  * instead of touching freed memory (unless the allocator has handed the same
  * address to a new handle in between). */
-trib_status_t trib_comm_destroy(trib_comm_t* comm);
+TRIB_API trib_status_t trib_comm_destroy(trib_comm_t* comm);
 
-trib_status_t trib_register(trib_comm_t* comm, void* data, size_t bytes, trib_buffer_t** out);
-trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer);
+TRIB_API trib_status_t trib_register(trib_comm_t* comm, void* data, size_t bytes,
+                                     trib_buffer_t** out);
+TRIB_API trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer);
 
 /* Asynchronous all-reduce between registered buffers (send == recv: in place). */
-trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer_t* recv,
-                             size_t count, trib_dtype_t dtype, trib_op_t op,
-                             trib_request_t** out);
+TRIB_API trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send,
+                                      trib_buffer_t* recv, size_t count, trib_dtype_t dtype,
+                                      trib_op_t op, trib_request_t** out);
 /* *done = 1 when finished; returns the operation's status then. */
-trib_status_t trib_test(trib_request_t* request, int* done);
+TRIB_API trib_status_t trib_test(trib_request_t* request, int* done);
 /* Blocks until finished (bounded by the operation timeout). */
-trib_status_t trib_wait(trib_request_t* request);
+TRIB_API trib_status_t trib_wait(trib_request_t* request);
 /* Frees the handle; the operation itself is not cancelled. NULL accepted;
  * a second free returns TRIB_FAILED_PRECONDITION. */
-trib_status_t trib_request_free(trib_request_t* request);
+TRIB_API trib_status_t trib_request_free(trib_request_t* request);
 
 #ifdef __cplusplus
 }

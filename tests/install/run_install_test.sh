@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Proves the installed tree is usable as shipped:
 #   1. `cmake --install` puts the public headers (and only them), the library
-#      with its SONAME (libtributary.so.MAJOR.MINOR while 0.x) and the
-#      package files into a scratch prefix;
+#      with its SONAME (libtributary.so.MAJOR.MINOR while 0.x), the package
+#      files and LICENSE into a scratch prefix;
 #   2. a consumer project builds through find_package(Tributary) with the
 #      default compiler and again with clang++ at its default flags (no -std:
 #      the imported target must bring C++17), and both binaries run;
@@ -46,6 +46,7 @@ step install.log cmake --install "$build" --prefix "$prefix"
 test -f "$prefix/include/tributary/communicator.h" || fail "communicator.h not installed"
 test -f "$prefix/include/tributary/tributary.h" || fail "tributary.h not installed"
 test -f "$prefix/include/tributary/export.h" || fail "export.h not installed"
+find "$prefix/share/doc" -name LICENSE | grep -q . || fail "LICENSE not installed under share/doc"
 # Only the public API is installed.
 if find "$prefix/include" -name '*.h' | grep -v '/include/tributary/' | grep -q .; then
   find "$prefix/include" -name '*.h' >&2

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tributary/export.h"
 #include "tributary/memory.h"
 #include "tributary/options.h"
 #include "tributary/status.h"
@@ -58,7 +59,7 @@ class Buffer {
 };
 
 // Handle to an asynchronous collective. Copies share the same operation.
-class Request {
+class TRIB_API Request {
  public:
   Request() = default;
   // True once the operation finished; *status (optional) gets its outcome.
@@ -92,7 +93,7 @@ struct CommConfig {
   // the rank and size came from. Fails with kInvalidArgument, naming the
   // variables, when the id or key is missing (none is invented) or the
   // rank and size are missing, partial, out of range or contradictory.
-  static Result<CommConfig> FromEnvironment();
+  TRIB_API static Result<CommConfig> FromEnvironment();
 };
 
 struct CommStats {
@@ -121,7 +122,7 @@ struct StragglerEntry {
   uint64_t contributions = 0;    // fragments the aggregator counted from it
 };
 
-struct StragglerReport {
+struct TRIB_API StragglerReport {
   uint64_t rounds = 0;                 // fragment rounds the aggregator completed
   uint32_t world_size = 0;
   std::vector<StragglerEntry> ranks;   // most often last first; at most 64
@@ -129,51 +130,53 @@ struct StragglerReport {
   std::string ToString() const;
 };
 
+// Only the public members are exported (TRIB_API on each): the private
+// constructor takes the library's internal type.
 class Communicator {
  public:
   // Joins the job at config.options.aggregator. Fails with kUnavailable when
   // no aggregator answers within connect_timeout_ms, kMismatch when the job
   // exists with other parameters, kInvalidArgument for bad options.
-  static Result<std::unique_ptr<Communicator>> Create(const CommConfig& config);
+  TRIB_API static Result<std::unique_ptr<Communicator>> Create(const CommConfig& config);
   // Create(CommConfig::FromEnvironment()): what a program started by a
   // launcher calls. The second form takes the options from the caller and
   // only the job identity, rank and size from the environment.
-  static Result<std::unique_ptr<Communicator>> CreateFromEnvironment();
-  static Result<std::unique_ptr<Communicator>> CreateFromEnvironment(const Options& options);
+  TRIB_API static Result<std::unique_ptr<Communicator>> CreateFromEnvironment();
+  TRIB_API static Result<std::unique_ptr<Communicator>> CreateFromEnvironment(const Options& options);
 
   // Fails in-flight requests with kAborted, leaves the job and stops the
   // progress thread; no user memory is touched after it returns.
-  ~Communicator();
+  TRIB_API ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   // Registers [data, data+bytes) of host memory. bytes may be 0 only with
   // data == nullptr.
-  Result<Buffer> Register(void* data, size_t bytes);
+  TRIB_API Result<Buffer> Register(void* data, size_t bytes);
   // Registers memory of any kind (tributary/memory.h). Fails with
   // kUnimplemented when the communicator's transport cannot reach that kind
   // (the message names both), kInvalidArgument for a malformed description.
-  Result<Buffer> Register(const MemoryDesc& memory);
+  TRIB_API Result<Buffer> Register(const MemoryDesc& memory);
   // Fails with kFailedPrecondition while a request uses the buffer.
-  Status Deregister(const Buffer& buffer);
+  TRIB_API Status Deregister(const Buffer& buffer);
 
   // All-reduce `count` elements of `send` into `recv` (same buffer: in place).
   // count may be 0. Both buffers must hold count * DataTypeSize(dtype) bytes.
-  Result<Request> AllReduce(const Buffer& send, const Buffer& recv, size_t count, DataType dtype,
-                            ReduceOp op);
+  TRIB_API Result<Request> AllReduce(const Buffer& send, const Buffer& recv, size_t count,
+                                     DataType dtype, ReduceOp op);
   // Same with raw pointers that must lie inside registered buffers
   // (kNotFound otherwise): the form the NCCL plugin uses.
-  Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
-                            ReduceOp op);
+  TRIB_API Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                     ReduceOp op);
 
-  uint32_t rank() const;
-  uint32_t world_size() const;
-  CommStats Stats() const;
+  TRIB_API uint32_t rank() const;
+  TRIB_API uint32_t world_size() const;
+  TRIB_API CommStats Stats() const;
   // The Status that aborted the communicator, or OK.
-  Status Health() const;
+  TRIB_API Status Health() const;
   // Asks the aggregator which ranks of this job arrive last. Fails with
   // kTimedOut if it does not answer within `timeout`, kAborted after a failure.
-  Result<StragglerReport> FetchStragglerReport(
+  TRIB_API Result<StragglerReport> FetchStragglerReport(
       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
 
  private:
@@ -182,6 +185,6 @@ class Communicator {
 };
 
 // Version of the library, "MAJOR.MINOR.PATCH".
-const char* Version();
+TRIB_API const char* Version();
 
 }  // namespace tributary

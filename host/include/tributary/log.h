@@ -5,6 +5,8 @@
 // messages land where their users look. Thread-safe.
 #pragma once
 
+#include "tributary/export.h"
+
 namespace tributary {
 
 enum class LogLevel : int { kTrace = 0, kDebug = 1, kInfo = 2, kWarn = 3, kError = 4, kOff = 5 };
@@ -12,7 +14,7 @@ enum class LogLevel : int { kTrace = 0, kDebug = 1, kInfo = 2, kWarn = 3, kError
 using LogSink = void (*)(LogLevel level, const char* subsystem, const char* message, void* user);
 
 // nullptr restores the default stderr sink.
-void SetLogSink(LogSink sink, void* user);
-void SetLogLevel(LogLevel level);
+TRIB_API void SetLogSink(LogSink sink, void* user);
+TRIB_API void SetLogLevel(LogLevel level);
 
 }  // namespace tributary

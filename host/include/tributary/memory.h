@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tributary/export.h"
+
 namespace tributary {
 
 enum class MemoryKind : uint8_t {
@@ -24,7 +26,7 @@ enum class MemoryKind : uint8_t {
 };
 
 // "host", "host_pinned", "cuda_device", "dmabuf" (nullptr for an invalid value).
-const char* MemoryKindName(MemoryKind kind);
+TRIB_API const char* MemoryKindName(MemoryKind kind);
 
 // What Communicator::Register(const MemoryDesc&) registers.
 struct MemoryDesc {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tributary/export.h"
 #include "tributary/status.h"
 
 namespace tributary {
@@ -50,7 +51,7 @@ struct FaultOptions {
   }
 };
 
-struct Options {
+struct TRIB_API Options {
   // Aggregator to join, "host:port" (IPv4 or a name). Default: the local
   // tributaryd on its documented port.
   std::string aggregator = "127.0.0.1:17820";

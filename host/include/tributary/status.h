@@ -9,6 +9,8 @@
 #include <utility>
 #include <variant>
 
+#include "tributary/export.h"
+
 namespace tributary {
 
 enum class StatusCode : int {
@@ -25,9 +27,9 @@ enum class StatusCode : int {
   kUnimplemented = 10,     // feature or transport not built in / not available here
 };
 
-const char* StatusCodeName(StatusCode code);
+TRIB_API const char* StatusCodeName(StatusCode code);
 
-class Status {
+class TRIB_API Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}

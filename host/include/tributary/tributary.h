@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tributary/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -63,16 +65,16 @@ typedef struct trib_buffer trib_buffer_t;
 
 /* Message of this thread's last trib_status_t call: "" after a success.
  * Valid until the next libtributary call on this thread. */
-const char* trib_last_error(void);
+TRIB_API const char* trib_last_error(void);
 /* "MAJOR.MINOR.PATCH" */
-const char* trib_version(void);
+TRIB_API const char* trib_version(void);
 /* "OK", "INVALID_ARGUMENT", ... ; "UNKNOWN" for a value outside the enum. */
-const char* trib_status_name(trib_status_t status);
+TRIB_API const char* trib_status_name(trib_status_t status);
 /* "float32", ... and the element size in bytes; NULL and 0 for an invalid value. */
-const char* trib_dtype_name(trib_dtype_t dtype);
-size_t trib_dtype_size(trib_dtype_t dtype);
+TRIB_API const char* trib_dtype_name(trib_dtype_t dtype);
+TRIB_API size_t trib_dtype_size(trib_dtype_t dtype);
 /* "sum", "prod", "min", "max"; NULL for an invalid value. */
-const char* trib_op_name(trib_op_t op);
+TRIB_API const char* trib_op_name(trib_op_t op);
 
 /* ---- Configuration ---- */
 
@@ -148,34 +150,34 @@ typedef struct trib_config {
  * world_size 1. config->struct_size must be set first:
  *   trib_config_t cfg = {.struct_size = sizeof(trib_config_t)};
  *   trib_config_init(&cfg); */
-trib_status_t trib_config_init(trib_config_t* config);
+TRIB_API trib_status_t trib_config_init(trib_config_t* config);
 /* trib_config_init, then job_id, job_key, rank and world_size from the
  * environment that launchers set (TRIBUTARY_JOB_ID/KEY, and the rank and size
  * from TRIBUTARY_RANK/WORLD_SIZE, torchrun, Open MPI, PMI or Slurm:
  * docs/CONFIGURATION.md, "Launchers", gives the precedence). Logs at INFO
  * where they came from. */
-trib_status_t trib_config_init_from_env(trib_config_t* config);
+TRIB_API trib_status_t trib_config_init_from_env(trib_config_t* config);
 
 /* ---- Communicators ---- */
 
 /* The first create call, kept as it was. */
-trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** out);
+TRIB_API trib_status_t trib_comm_create(const trib_comm_config_t* config, trib_comm_t** out);
 /* Creates a communicator with exactly the settings in `config` (the
  * environment is not read again). */
-trib_status_t trib_comm_create_with_config(const trib_config_t* config, trib_comm_t** out);
+TRIB_API trib_status_t trib_comm_create_with_config(const trib_config_t* config, trib_comm_t** out);
 /* trib_config_init_from_env + trib_comm_create_with_config: a communicator
  * from what the launcher and the TRIBUTARY_* variables say. */
-trib_status_t trib_comm_create_from_env(trib_comm_t** out);
+TRIB_API trib_status_t trib_comm_create_from_env(trib_comm_t** out);
 /* Aborts in-flight requests and frees the communicator and its buffer
  * handles. NULL is accepted (TRIB_OK). Destroying a handle twice, or using a
  * destroyed communicator or one of its buffers in any call, returns
  * TRIB_FAILED_PRECONDITION: live handles are tracked, so misuse is reported
  * instead of touching freed memory (unless the allocator has handed the same
  * address to a new handle in between). */
-trib_status_t trib_comm_destroy(trib_comm_t* comm);
+TRIB_API trib_status_t trib_comm_destroy(trib_comm_t* comm);
 
-trib_status_t trib_comm_rank(trib_comm_t* comm, uint32_t* rank);
-trib_status_t trib_comm_world_size(trib_comm_t* comm, uint32_t* world_size);
+TRIB_API trib_status_t trib_comm_rank(trib_comm_t* comm, uint32_t* rank);
+TRIB_API trib_status_t trib_comm_world_size(trib_comm_t* comm, uint32_t* world_size);
 
 /* The communicator's health: *status is TRIB_OK, or the code of the failure
  * that aborted it (after which every collective fails with TRIB_ABORTED).
@@ -183,7 +185,7 @@ trib_status_t trib_comm_world_size(trib_comm_t* comm, uint32_t* world_size);
  * truncated if needed ("" when healthy); message may be NULL when capacity
  * is 0. The call itself returns TRIB_OK for a live communicator, whatever
  * its health. */
-trib_status_t trib_comm_health(trib_comm_t* comm, trib_status_t* status, char* message,
+TRIB_API trib_status_t trib_comm_health(trib_comm_t* comm, trib_status_t* status, char* message,
                                size_t capacity);
 
 /* Counters of tributary::CommStats, summed over the communicator's lanes.
@@ -206,7 +208,7 @@ typedef struct trib_stats {
   char transport[32];         /* "udp", ...; NUL-terminated */
 } trib_stats_t;
 
-trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);
+TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);
 
 /* What the aggregator saw of each rank's timing (tributary::StragglerReport):
  * ranks[0 .. rank_count-1], the rank most often last first. Versioned: the
@@ -229,7 +231,7 @@ typedef struct trib_straggler_report {
 
 /* Asks the aggregator (TRIB_TIMED_OUT if it does not answer within
  * timeout_ms; TRIB_ABORTED after a failure). */
-trib_status_t trib_comm_straggler_report(trib_comm_t* comm, uint32_t timeout_ms,
+TRIB_API trib_status_t trib_comm_straggler_report(trib_comm_t* comm, uint32_t timeout_ms,
                                          trib_straggler_report_t* report);
 
 /* ---- Memory ---- */
@@ -243,7 +245,7 @@ typedef enum {
 } trib_memory_kind_t;
 
 /* "host", "host_pinned", "cuda_device", "dmabuf"; NULL for an invalid value. */
-const char* trib_memory_kind_name(trib_memory_kind_t kind);
+TRIB_API const char* trib_memory_kind_name(trib_memory_kind_t kind);
 
 /* tributary::MemoryDesc. Versioned: the smallest struct_size holds kind;
  * dmabuf_fd defaults to -1 and dmabuf_offset to 0 when outside it. */
@@ -258,38 +260,38 @@ typedef struct trib_memory_desc {
 
 /* Registers [data, data+bytes) of host memory (bytes may be 0 only with
  * data == NULL). */
-trib_status_t trib_register(trib_comm_t* comm, void* data, size_t bytes, trib_buffer_t** out);
+TRIB_API trib_status_t trib_register(trib_comm_t* comm, void* data, size_t bytes, trib_buffer_t** out);
 /* Registers memory of any kind. TRIB_UNIMPLEMENTED when the communicator's
  * transport cannot reach that kind (the message names both). */
-trib_status_t trib_register_memory(trib_comm_t* comm, const trib_memory_desc_t* memory,
+TRIB_API trib_status_t trib_register_memory(trib_comm_t* comm, const trib_memory_desc_t* memory,
                                    trib_buffer_t** out);
 /* TRIB_FAILED_PRECONDITION while a request uses the buffer. */
-trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer);
+TRIB_API trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer);
 /* The registered range and kind; any output may be NULL. */
-trib_status_t trib_buffer_info(trib_buffer_t* buffer, void** data, size_t* bytes,
+TRIB_API trib_status_t trib_buffer_info(trib_buffer_t* buffer, void** data, size_t* bytes,
                                trib_memory_kind_t* kind);
 
 /* ---- Collectives ---- */
 
 /* Asynchronous all-reduce between registered buffers (send == recv: in place). */
-trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer_t* recv,
+TRIB_API trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer_t* recv,
                              size_t count, trib_dtype_t dtype, trib_op_t op,
                              trib_request_t** out);
 /* The same with raw pointers, each range lying inside a registered buffer
  * (TRIB_NOT_FOUND otherwise): the form the NCCL plugin uses. */
-trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
+TRIB_API trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
                                  trib_dtype_t dtype, trib_op_t op, trib_request_t** out);
 /* *done = 1 when finished; returns the operation's status then. */
-trib_status_t trib_test(trib_request_t* request, int* done);
+TRIB_API trib_status_t trib_test(trib_request_t* request, int* done);
 /* Blocks until finished (bounded by the operation timeout). */
-trib_status_t trib_wait(trib_request_t* request);
+TRIB_API trib_status_t trib_wait(trib_request_t* request);
 /* Waits at most timeout_ms. Still running: TRIB_OK with *done = 0 (the
  * operation continues; wait or test again). Finished: *done = 1 and the
  * operation's status, as trib_test. */
-trib_status_t trib_wait_timeout(trib_request_t* request, uint32_t timeout_ms, int* done);
+TRIB_API trib_status_t trib_wait_timeout(trib_request_t* request, uint32_t timeout_ms, int* done);
 /* Frees the handle; the operation itself is not cancelled. NULL accepted;
  * a second free returns TRIB_FAILED_PRECONDITION. */
-trib_status_t trib_request_free(trib_request_t* request);
+TRIB_API trib_status_t trib_request_free(trib_request_t* request);
 
 /* ---- Logging (tributary/log.h) ---- */
 
@@ -309,9 +311,9 @@ typedef void (*trib_log_sink_t)(trib_log_level_t level, const char* subsystem,
 
 /* Routes messages to `sink` (NULL restores the default sink). Once this
  * returns, the previous sink is no longer called. */
-trib_status_t trib_set_log_sink(trib_log_sink_t sink, void* user);
+TRIB_API trib_status_t trib_set_log_sink(trib_log_sink_t sink, void* user);
 /* Messages below `level` are dropped. */
-trib_status_t trib_set_log_level(trib_log_level_t level);
+TRIB_API trib_status_t trib_set_log_level(trib_log_level_t level);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tributary/export.h"
+
 namespace tributary {
 
 enum class DataType : uint8_t {
@@ -27,11 +29,11 @@ enum class DataType : uint8_t {
 // and are rounded once (round to nearest even) when a fragment completes.
 enum class ReduceOp : uint8_t { kSum = 1, kProd = 2, kMin = 3, kMax = 4 };
 
-size_t DataTypeSize(DataType t);   // 0 for an invalid value
-const char* DataTypeName(DataType t);  // "float32", ...
-const char* ReduceOpName(ReduceOp op);  // "sum", ...
+TRIB_API size_t DataTypeSize(DataType t);   // 0 for an invalid value
+TRIB_API const char* DataTypeName(DataType t);  // "float32", ...
+TRIB_API const char* ReduceOpName(ReduceOp op);  // "sum", ...
 // Accept the nccl-tests spellings too: float, double, half, bfloat16, int32, int64 ...
-bool ParseDataType(const char* text, DataType* out);
-bool ParseReduceOp(const char* text, ReduceOp* out);
+TRIB_API bool ParseDataType(const char* text, DataType* out);
+TRIB_API bool ParseReduceOp(const char* text, ReduceOp* out);
 
 }  // namespace tributary

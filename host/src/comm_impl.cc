@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "host/src/env.h"
 #include "host/src/transport/fault_transport.h"
 #include "proto/codec.h"
@@ -25,18 +26,17 @@ Status InvalidArg(const std::string& m) { return Status(StatusCode::kInvalidArgu
 
 // Lane k's aggregator: HOST:PORT with PORT + k.
 Result<std::string> LaneAddress(const std::string& aggregator, uint32_t k) {
-  const size_t colon = aggregator.rfind(':');
-  const std::string digits = colon == std::string::npos ? "" : aggregator.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5 ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
-    return InvalidArg("lanes need the aggregator as HOST:PORT (got '" + aggregator + "')");
+  net::HostPort address;
+  std::string why;
+  if (!net::ParseHostPort(aggregator, &address, &why)) {
+    return InvalidArg("lanes need the aggregator as HOST:PORT: " + why);
   }
-  const unsigned long port = std::stoul(digits) + k;
+  const uint32_t port = uint32_t{address.port} + k;
   if (port > 65535) {
     return InvalidArg("lane " + std::to_string(k) + " of aggregator " + aggregator +
                       " would be port " + std::to_string(port));
   }
-  return aggregator.substr(0, colon + 1) + std::to_string(port);
+  return address.WithPort(static_cast<uint16_t>(port)).ToString();
 }
 
 bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }

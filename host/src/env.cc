@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
 #include "proto/wire.h"
@@ -98,11 +99,11 @@ Status SetDelayUs(const char* name, const char* value, Options* o) {
 }
 
 Status SetAggregator(const char* name, const char* value, Options* o) {
-  const char* colon = strrchr(value, ':');
-  uint64_t port = 0;
-  if (colon == nullptr || colon == value || !ParseU64(colon + 1, &port) || port == 0 ||
-      port > 65535) {
-    return BadValue(name, value, "HOST:PORT, e.g. 127.0.0.1:17820");
+  net::HostPort address;
+  std::string why;
+  if (!ParseAggregatorAddress(value, &address, &why)) {
+    return Status(StatusCode::kInvalidArgument, std::string(name) + "=" + why +
+                                                    " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
   }
   o->aggregator = value;
   return Status::Ok();
@@ -304,6 +305,23 @@ Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
   return o;
 }
 
+bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error) {
+  const size_t slash = text.find('/');
+  if (slash != std::string::npos) {
+    // HOST:PORT/QPN, the verbs transport's form; the QPN is its to check.
+    const std::string qpn = text.substr(slash + 1);
+    if (qpn.empty() || qpn.find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
+      if (error) *error = "'" + text + "': QPN '" + qpn + "' after '/' is not a number";
+      return false;
+    }
+  }
+  if (!net::ParseHostPort(text.substr(0, slash), out, error)) {
+    if (error && slash != std::string::npos) *error += " (in '" + text + "')";
+    return false;
+  }
+  return true;
+}
+
 std::string DescribeOptions(const Options& o) {
   char buf[512];
   snprintf(buf, sizeof(buf),
@@ -344,7 +362,11 @@ Status Options::Validate() const {
                "rto_max_us (got " + std::to_string(rto_min_us) + ", " +
                std::to_string(rto_initial_us) + ", " + std::to_string(rto_max_us) + ")");
   }
-  if (aggregator.empty()) return bad("aggregator must be HOST:PORT");
+  net::HostPort address;
+  std::string why;
+  if (!host::ParseAggregatorAddress(aggregator, &address, &why)) {
+    return bad("aggregator=" + why + " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
+  }
   return Status::Ok();
 }
 

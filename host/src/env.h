@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/net/host_port.h"
 #include "tributary/options.h"
 
 namespace tributary::host {
@@ -28,6 +29,11 @@ std::vector<EnvVarInfo> EnvTable();
 // Parses variables through `lookup` (getenv in production, a map in tests).
 using EnvLookup = const char* (*)(const char* name, void* ctx);
 Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx);
+
+// The aggregator as users write it: HOST:PORT (net::ParseHostPort), or
+// HOST:PORT/QPN for the verbs transport (the QPN is only checked to be a
+// number here; the verbs transport checks its range). No DNS.
+bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error);
 
 // "TRIBUTARY_WINDOW=128 TRIBUTARY_PAYLOAD_BYTES=8192 ..." for startup logs.
 std::string DescribeOptions(const Options& o);

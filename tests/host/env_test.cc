@@ -1,5 +1,6 @@
 // Proves that the TRIBUTARY_* table parses every variable, rejects invalid
-// values with a message naming the variable, and keeps documented defaults.
+// values with a message naming the variable (an aggregator port outside
+// 1..65535 among them, not wrapped), and keeps documented defaults.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -84,6 +85,9 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       {"TRIBUTARY_WINDOW", "-3"},
       {"TRIBUTARY_AGGREGATOR", "nohostport"},
       {"TRIBUTARY_AGGREGATOR", "host:0"},
+      {"TRIBUTARY_AGGREGATOR", "127.0.0.1:99999"},  // not wrapped to 34463
+      {"TRIBUTARY_AGGREGATOR", "::1:17820"},        // IPv6 must be bracketed
+      {"TRIBUTARY_AGGREGATOR", "10.0.0.1:17820/"},  // verbs QPN missing
       {"TRIBUTARY_CHECKSUM", "maybe"},
       {"TRIBUTARY_FAULT_TX_DROP", "1.5"},
       {"TRIBUTARY_FAULT_RX_DROP", "x"},
@@ -101,6 +105,26 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       EXPECT_NE(o.status().message().find(name), std::string::npos) << o.status().message();
     }
   }
+}
+
+TEST(EnvTest, AggregatorAcceptsHostPortAndTheVerbsQpnForm) {
+  for (const char* good : {"10.1.2.3:999", "agg-7.example:17820", "[::1]:17820",
+                           "10.0.0.1:17820/0x1234", "localhost:1"}) {
+    auto o = Parse({{"TRIBUTARY_AGGREGATOR", good}});
+    EXPECT_TRUE(o.ok()) << good << ": " << o.status().ToString();
+  }
+  auto o = Parse({{"TRIBUTARY_AGGREGATOR", "127.0.0.1:99999"}});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("port 99999 is out of range 1..65535"), std::string::npos)
+      << o.status().message();
+  // Code-set options go through the same parser in Validate().
+  Options bad;
+  bad.aggregator = "127.0.0.1:99999";
+  Status s = bad.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("aggregator='127.0.0.1:99999': port 99999 is out of range"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(EnvTest, FaultRanksAreAListOrAll) {

@@ -51,8 +51,10 @@ struct FaultOptions {
 };
 
 struct Options {
-  // Aggregator to join, "host:port" (IPv4 or a name). Default: the local
-  // tributaryd on its documented port.
+  // Aggregator to join, "HOST:PORT": an IPv4 literal, a name (resolved when
+  // the transport opens) or a bracketed IPv6 literal, port 1-65535; the
+  // verbs transport takes "HOST:PORT/QPN". Default: the local tributaryd on
+  // its documented port.
   std::string aggregator = "127.0.0.1:17820";
 
   // Transport by name: "udp" (kernel UDP, always built), "ofi" (libfabric

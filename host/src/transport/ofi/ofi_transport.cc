@@ -15,6 +15,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "host/src/transport/ofi/ofi_fabric.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
@@ -63,16 +64,12 @@ Result<std::unique_ptr<Transport>> OfiTransport::Create(const Options& options) 
 
 Status OfiTransport::Open(const Options& options) {
   const std::string& agg = options.aggregator;
-  size_t colon = agg.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' is not HOST:PORT");
+  net::HostPort address;
+  std::string why;
+  if (!net::ParseHostPort(agg, &address, &why)) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + why);
   }
-  const std::string host = agg.substr(0, colon);
-  const int port = atoi(agg.substr(colon + 1).c_str());
-  if (port <= 0 || port > 65535) {
-    return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' has no valid port");
-  }
-  auto sel = ofi::SelectProvider(options.ofi_provider, host, static_cast<uint16_t>(port),
+  auto sel = ofi::SelectProvider(options.ofi_provider, address.host, address.port,
                                  /*source=*/false, FI_THREAD_SAFE);
   if (!sel.ok()) return sel.status();
   info_ = sel.value().info;

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   base::SetLogLevel(level);
+  base::SetLogTimestamps(true);
   net::HostPort listen;
   std::string why;
   if (!net::ParseHostPort(options.listen, &listen, &why, net::PortRule::kAllowZero)) {

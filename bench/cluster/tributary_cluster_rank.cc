@@ -165,9 +165,6 @@ int main(int argc, char** argv) {
                  error.empty() ? "need -n >= 1 and 0 <= --rank < --size" : error.c_str());
     return 2;
   }
-  if (std::getenv("TRIBUTARY_LOG_LEVEL") == nullptr) {
-    tributary::SetLogLevel(tributary::LogLevel::kWarn);
-  }
   auto options = tributary::Options::FromEnvironment();
   if (!options.ok()) return Fail(rank, "options", options.status());
   tributary::CommConfig config;

@@ -225,7 +225,8 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_CHECKSUM", "bool", SetChecksum,
      [](const Options& o) { return std::string(o.checksum ? "1" : "0"); },
      "Carry an end-to-end CRC32C in every packet."},
-    {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel, [](const Options&) { return std::string("info"); },
+    {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
+     [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
      "trace, debug, info, warn, error or off."},
     {"TRIBUTARY_FAULT_TX_DROP", "prob", SetProbability<&FaultOptions::tx_drop>,
      ProbDefault<&FaultOptions::tx_drop>, "Fault injection: drop this fraction of sent packets."},

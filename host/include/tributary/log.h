@@ -1,8 +1,14 @@
 // Routing libtributary's log messages into the host application's logger.
 //
-// By default messages go to stderr at level "info" (TRIBUTARY_LOG_LEVEL).
-// Hosts such as the NCCL plugin or a PyTorch extension install a sink so the
-// messages land where their users look. Thread-safe.
+// By default messages at WARN and above (TRIBUTARY_LOG_LEVEL) go to stderr,
+// one line each:
+//
+//   HOST:PID:RANK [LEVEL] SUBSYSTEM: MESSAGE     (":RANK" when known)
+//
+// e.g. "gpu7:4211:3 [WARN] progress: ..." (docs/CONFIGURATION.md, "Log
+// lines"). Hosts such as the NCCL plugin or a PyTorch extension install a
+// sink so the messages land where their users look; a sink receives level,
+// subsystem and message without the prefix. Thread-safe.
 #pragma once
 
 namespace tributary {
@@ -11,7 +17,7 @@ enum class LogLevel : int { kTrace = 0, kDebug = 1, kInfo = 2, kWarn = 3, kError
 
 using LogSink = void (*)(LogLevel level, const char* subsystem, const char* message, void* user);
 
-// nullptr restores the default stderr sink.
+// nullptr restores the default sink.
 void SetLogSink(LogSink sink, void* user);
 void SetLogLevel(LogLevel level);
 

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/net/host_port.h"
 #include "host/src/env.h"
+#include "host/src/init.h"
 #include "host/src/transport/fault_transport.h"
 #include "proto/codec.h"
 
@@ -48,6 +49,10 @@ bool ValidOp(ReduceOp op) {
 }  // namespace
 
 Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
+  // The environment's logging settings take effect here, once per process.
+  Status s = host::InitProcess();
+  if (!s.ok()) return s;
+  base::ScopedLogRank log_rank(static_cast<int>(config.rank));
   if (config.world_size == 0 || config.world_size > proto::kMaxFanIn) {
     return InvalidArg("world_size=" + std::to_string(config.world_size) + " must be in [1, " +
                       std::to_string(proto::kMaxFanIn) + "]");
@@ -56,8 +61,9 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     return InvalidArg("rank=" + std::to_string(config.rank) + " must be < world_size=" +
                       std::to_string(config.world_size));
   }
-  Status s = config.options.Validate();
+  s = config.options.Validate();
   if (!s.ok()) return s;
+  host::NoteCommunicatorRank(config.rank);
   for (uint32_t r : config.options.faults.ranks) {
     if (r >= config.world_size && config.rank == 0) {
       TRIB_LOG(kWarn, "fault", "fault injection names rank %u, but the job has %u ranks", r,

@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "host/src/comm_impl.h"
+#include "host/src/init.h"
 #include "host/src/request_state.h"
 #include "tributary/log.h"
 
@@ -94,6 +95,11 @@ const char* Version() { return TRIBUTARY_VERSION_STRING; }
 void SetLogSink(LogSink sink, void* user) {
   base::SetLogSink(reinterpret_cast<base::LogSinkFn>(sink), user);
 }
-void SetLogLevel(LogLevel level) { base::SetLogLevel(static_cast<base::LogLevel>(level)); }
+void SetLogLevel(LogLevel level) {
+  host::NoteExplicitLogLevel();
+  base::SetLogLevel(static_cast<base::LogLevel>(level));
+}
+
+Status Init() { return host::InitProcess(); }
 
 }  // namespace tributary

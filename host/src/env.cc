@@ -1,25 +1,29 @@
-// TRIBUTARY_* environment table and Options validation; see env.h.
+// TRIBUTARY_* environment table, Options validation and resolution; see
+// env.h. Parsing logs nothing, resolves no name and probes no device.
 #include "host/src/env.h"
 
+#include <strings.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
-#include "common/log.h"
 #include "common/net/host_port.h"
 #include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
 #include "proto/wire.h"
 
 #include <arpa/inet.h>
-#include <algorithm>
+
+extern char** environ;
 
 namespace tributary::host {
 namespace {
 
-using Setter = Status (*)(const char* name, const char* value, Options* o);
+using Setter = Status (*)(const char* name, const char* value, EnvSettings* e);
 
 Status BadValue(const char* name, const char* value, const char* expected) {
   return Status(StatusCode::kInvalidArgument,
@@ -37,7 +41,8 @@ bool ParseU64(const char* text, uint64_t* out) {
 }
 
 template <uint32_t Options::*Field, uint64_t kMin, uint64_t kMax>
-Status SetU32(const char* name, const char* value, Options* o) {
+Status SetU32(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   uint64_t v = 0;
   if (!ParseU64(value, &v) || v < kMin || v > kMax) {
     std::string expected =
@@ -49,7 +54,8 @@ Status SetU32(const char* name, const char* value, Options* o) {
 }
 
 template <double FaultOptions::*Field>
-Status SetProbability(const char* name, const char* value, Options* o) {
+Status SetProbability(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   char* end = nullptr;
   errno = 0;
   double v = strtod(value, &end);
@@ -60,7 +66,8 @@ Status SetProbability(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
-Status SetSeed(const char* name, const char* value, Options* o) {
+Status SetSeed(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   uint64_t v = 0;
   if (!ParseU64(value, &v)) return BadValue(name, value, "an unsigned 64-bit integer");
   o->faults.seed = v;
@@ -68,7 +75,8 @@ Status SetSeed(const char* name, const char* value, Options* o) {
 }
 
 // A comma-separated list of rank numbers, or "all".
-Status SetFaultRanks(const char* name, const char* value, Options* o) {
+Status SetFaultRanks(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   std::vector<uint32_t> ranks;
   if (strcmp(value, "all") != 0) {
     std::string text(value);
@@ -89,7 +97,8 @@ Status SetFaultRanks(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
-Status SetDelayUs(const char* name, const char* value, Options* o) {
+Status SetDelayUs(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   uint64_t v = 0;
   if (!ParseU64(value, &v) || v > 10000000) {
     return BadValue(name, value, "an integer in [0, 10000000] (microseconds)");
@@ -98,24 +107,26 @@ Status SetDelayUs(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
-Status SetAggregator(const char* name, const char* value, Options* o) {
+Status SetAggregator(const char* name, const char* value, EnvSettings* e) {
   net::HostPort address;
   std::string why;
   if (!ParseAggregatorAddress(value, &address, &why)) {
     return Status(StatusCode::kInvalidArgument, std::string(name) + "=" + why +
                                                     " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
   }
-  o->aggregator = value;
+  e->options.aggregator = value;
   return Status::Ok();
 }
 
-Status SetTransport(const char* name, const char* value, Options* o) {
+Status SetTransport(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   if (*value == '\0') return BadValue(name, value, "a transport name (auto, udp)");
   o->transport = value;
   return Status::Ok();
 }
 
-Status SetOfiProvider(const char* name, const char* value, Options* o) {
+Status SetOfiProvider(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   if (*value == '\0') {
     return BadValue(name, value, "auto or a libfabric provider name such as tcp;ofi_rxm or shm");
   }
@@ -136,12 +147,14 @@ Status SetBool(const char* name, const char* value, bool* out) {
   return Status::Ok();
 }
 
-Status SetChecksum(const char* name, const char* value, Options* o) {
+Status SetChecksum(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   return SetBool(name, value, &o->checksum);
 }
 
 template <bool FaultOptions::*F>
-Status SetFaultBool(const char* name, const char* value, Options* o) {
+Status SetFaultBool(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   return SetBool(name, value, &(o->faults.*F));
 }
 
@@ -150,12 +163,32 @@ std::string FaultBoolDefault(const Options& o) {
   return o.faults.*F ? "1" : "0";
 }
 
-Status SetLogLevel(const char* name, const char* value, Options*) {
-  base::LogLevel level;
-  if (!base::ParseLogLevel(value, &level)) {
+// The log settings are only recorded here; InitProcess applies them.
+Status SetLogLevel(const char* name, const char* value, EnvSettings* e) {
+  if (!base::ParseLogLevel(value, &e->log.level)) {
     return BadValue(name, value, "trace, debug, info, warn, error or off");
   }
-  base::SetLogLevel(level);
+  e->log.level_set = true;
+  return Status::Ok();
+}
+
+Status SetDebugSubsys(const char* name, const char* value, EnvSettings* e) {
+  const base::SubsystemFilter filter = base::ParseSubsystemFilter(value);
+  for (const std::string& n : filter.names) {
+    const auto& known = LogSubsystems();
+    if (std::find(known.begin(), known.end(), n) == known.end()) {
+      std::string list = "a comma-separated list (a leading ^ negates it) of all";
+      for (const std::string& k : known) list += ", " + k;
+      return BadValue(name, value, list.c_str());
+    }
+  }
+  e->log.subsystems = value;
+  return Status::Ok();
+}
+
+Status SetDebugFile(const char* name, const char* value, EnvSettings* e) {
+  if (*value == '\0') return BadValue(name, value, "a file path (%h = host name, %p = pid)");
+  e->log.file = value;
   return Status::Ok();
 }
 
@@ -227,7 +260,19 @@ const EnvVar kEnvTable[] = {
      "Carry an end-to-end CRC32C in every packet."},
     {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
      [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
-     "trace, debug, info, warn, error or off."},
+     "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
+     "created (or at tributary::Init()); a level the application set with "
+     "tributary::SetLogLevel() wins."},
+    {"TRIBUTARY_DEBUG_SUBSYS", "list", SetDebugSubsys,
+     [](const Options&) { return std::string("all"); },
+     "Subsystems whose trace/debug/info lines are printed, comma-separated, as "
+     "NCCL_DEBUG_SUBSYS: comm, env, fault, ofi, progress, transport, udp, verbs or all; a "
+     "leading ^ negates the list (^progress,fault: all but those). WARN and ERROR lines always "
+     "print."},
+    {"TRIBUTARY_DEBUG_FILE", "path", SetDebugFile,
+     [](const Options&) { return std::string("stderr"); },
+     "Append log lines to this file instead of stderr, as NCCL_DEBUG_FILE: %h is replaced by the "
+     "host name, %p by the pid (e.g. /tmp/trib.%h.%p.log). Opened once, at initialisation."},
     {"TRIBUTARY_FAULT_TX_DROP", "prob", SetProbability<&FaultOptions::tx_drop>,
      ProbDefault<&FaultOptions::tx_drop>, "Fault injection: drop this fraction of sent packets."},
     {"TRIBUTARY_FAULT_RX_DROP", "prob", SetProbability<&FaultOptions::rx_drop>,
@@ -284,6 +329,17 @@ const EnvVar kEnvTable[] = {
 
 const char* ProcessLookup(const char* name, void*) { return getenv(name); }
 
+// TRIBUTARY_* variables that other programs of the project read, so they are
+// set in ranks' environments without being typos: the CLI's manager address
+// and the test harness's paths to the binaries under test.
+const char* const kOtherProgramsVariables[] = {
+    "TRIBUTARY_MANAGER",      // tributary jobs|tree|job: tributary-manager address
+    "TRIBUTARY_CLI",          // tests: the tributary executable
+    "TRIBUTARY_MANAGER_BIN",  // tests: the tributary-manager executable
+};
+
+constexpr const char kPrefix[] = "TRIBUTARY_";
+
 }  // namespace
 
 std::vector<EnvVarInfo> EnvTable() {
@@ -293,17 +349,84 @@ std::vector<EnvVarInfo> EnvTable() {
   return out;
 }
 
-Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
-  Options o;
+const std::vector<std::string>& LogSubsystems() {
+  static const std::vector<std::string> names = {"comm", "env",  "fault", "ofi",
+                                                 "progress", "transport", "udp", "verbs"};
+  return names;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string UnknownVariableMessage(const std::string& name) {
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return "";
+  std::string closest;
+  size_t best = SIZE_MAX;
+  auto consider = [&](const char* known) {
+    if (name == known) best = 0;
+    const size_t d = EditDistance(name, known);
+    if (d < best) {
+      best = d;
+      closest = known;
+    }
+  };
+  for (const auto& v : kEnvTable) consider(v.name);
+  for (const char* other : kOtherProgramsVariables) consider(other);
+  if (best == 0) return "";
+  return name + " is not a variable libtributary knows (did you mean " + closest +
+         "?); it is ignored. docs/CONFIGURATION.md lists them all";
+}
+
+Result<EnvSettings> ParseEnvironment(EnvLookup lookup, void* ctx,
+                                     const std::vector<std::string>& set_names) {
+  EnvSettings e;
   for (const auto& v : kEnvTable) {
     const char* value = lookup(v.name, ctx);
     if (value == nullptr) continue;
-    Status s = v.set(v.name, value, &o);
+    Status s = v.set(v.name, value, &e);
     if (!s.ok()) return s;
   }
-  Status s = o.Validate();
+  Status s = e.options.Validate();
   if (!s.ok()) return s;
-  return o;
+  for (const std::string& name : set_names) {
+    std::string message = UnknownVariableMessage(name);
+    if (!message.empty()) e.unknown_variables.push_back(std::move(message));
+  }
+  return e;
+}
+
+Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
+  Result<EnvSettings> e = ParseEnvironment(lookup, ctx, {});
+  if (!e.ok()) return e.status();
+  return e.value().options;
+}
+
+const Result<EnvSettings>& ProcessEnvironment() {
+  static std::once_flag once;
+  static Result<EnvSettings>* cached = nullptr;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
+      const char* eq = strchr(*p, '=');
+      if (eq != nullptr && strncmp(*p, kPrefix, sizeof(kPrefix) - 1) == 0) {
+        names.emplace_back(*p, eq - *p);
+      }
+    }
+    cached = new Result<EnvSettings>(ParseEnvironment(ProcessLookup, nullptr, names));
+  });
+  return *cached;
 }
 
 bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error) {
@@ -393,12 +516,9 @@ Options Options::Resolved() const {
 }
 
 Result<Options> Options::FromEnvironment() {
-  static std::once_flag once;
-  static Result<Options>* cached = nullptr;
-  std::call_once(once, [] {
-    cached = new Result<Options>(host::OptionsFromLookup(host::ProcessLookup, nullptr));
-  });
-  return *cached;
+  const Result<host::EnvSettings>& env = host::ProcessEnvironment();
+  if (!env.ok()) return env.status();
+  return env.value().options;
 }
 
 }  // namespace tributary

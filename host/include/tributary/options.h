@@ -3,7 +3,8 @@
 // Options::FromEnvironment() starts from these defaults and applies the
 // TRIBUTARY_* environment variables (docs/CONFIGURATION.md lists them; they
 // are read once per process and invalid values are an error, not ignored).
-// Plain value type.
+// Plain value type: parsing and Validate() have no side effects (no DNS, no
+// log level set, nothing logged).
 #pragma once
 
 #include <cstdint>
@@ -125,9 +126,12 @@ struct Options {
 
   FaultOptions faults;
 
-  // Defaults overridden by TRIBUTARY_* environment variables.
+  // Defaults overridden by TRIBUTARY_* environment variables. The process
+  // environment is parsed once; the logging variables in it are applied by
+  // tributary::Init() (tributary/log.h), not here.
   static Result<Options> FromEnvironment();
-  // Checks ranges; the message names the field and the allowed range.
+  // Checks ranges and the aggregator's syntax; the message names the field
+  // and what it accepts.
   Status Validate() const;
   // The options with every "auto" (0) field replaced by its value.
   Options Resolved() const;

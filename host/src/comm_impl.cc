@@ -12,6 +12,7 @@
 #include "host/src/env.h"
 #include "host/src/init.h"
 #include "host/src/transport/fault_transport.h"
+#include "host/src/transport/transport.h"
 #include "proto/codec.h"
 
 namespace tributary::internal {
@@ -76,21 +77,41 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     TRIB_LOG(kWarn, "fault", "sticky corruption with checksums on: every copy of a corrupted "
              "packet is refused, so the collective that carries one can only time out");
   }
+  // The transport is chosen once, on lane 0 (transport.h SelectTransport,
+  // which logs the choice); payload and window "auto" are resolved from that
+  // choice, and further lanes open the same transport.
+  const uint32_t lanes = config.options.lanes;
+  std::vector<std::string> lane_address(lanes, config.options.aggregator);
+  for (uint32_t k = 0; lanes > 1 && k < lanes; ++k) {  // every lane's port must fit
+    auto addr = LaneAddress(config.options.aggregator, k);
+    if (!addr.ok()) return addr.status();
+    lane_address[k] = addr.value();
+  }
+  auto lane_options = [&](const Options& base, uint32_t k) {
+    Options lo = base;
+    lo.aggregator = lane_address[k];
+    lo.faults = host::FaultsOfRank(config.options.faults, config.rank, k);
+    return lo;
+  };
+  const Options first = lane_options(config.options, 0);
+  const std::string lane0 = lanes > 1 ? "lane 0 (" + first.aggregator + "): " : "";
+  auto selected = host::SelectTransport(first);
+  if (!selected.ok()) {
+    return Status(selected.status().code(), lane0 + selected.status().message());
+  }
+  const host::TransportChoice choice = selected.value().choice;
   CommConfig resolved = config;
-  resolved.options = config.options.Resolved();
+  resolved.options.transport = choice.name;
+  resolved.options.payload_bytes = choice.options.payload_bytes;
+  resolved.options.window = choice.options.window;
   std::unique_ptr<CommImpl> impl(new CommImpl(resolved));
-  const uint32_t lanes = resolved.options.lanes;
   for (uint32_t k = 0; k < lanes; ++k) {
-    Options lo = resolved.options;
-    if (lanes > 1) {
-      auto addr = LaneAddress(lo.aggregator, k);
-      if (!addr.ok()) return addr.status();
-      lo.aggregator = addr.value();
-    }
+    const Options lo = lane_options(resolved.options, k);
     const std::string where =
         lanes > 1 ? "lane " + std::to_string(k) + " (" + lo.aggregator + "): " : "";
-    lo.faults = host::FaultsOfRank(lo.faults, config.rank, k);
-    auto transport = host::CreateTransport(lo);
+    Result<std::unique_ptr<host::Transport>> transport =
+        k == 0 ? Result<std::unique_ptr<host::Transport>>(std::move(selected.value().transport))
+               : host::OpenTransport(choice, lo);
     if (!transport.ok()) {
       return Status(transport.status().code(), where + transport.status().message());
     }

@@ -65,6 +65,7 @@ Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t cou
 
 uint32_t Communicator::rank() const { return impl_->rank(); }
 uint32_t Communicator::world_size() const { return impl_->world_size(); }
+const Options& Communicator::options() const { return impl_->options(); }
 CommStats Communicator::Stats() const { return impl_->Stats(); }
 Status Communicator::Health() const { return impl_->Health(); }
 

@@ -1,5 +1,5 @@
 // TRIBUTARY_* environment table, Options validation and resolution; see
-// env.h. Parsing logs nothing, resolves no name and probes no device.
+// env.h. Nothing here logs, resolves a name or probes a device.
 #include "host/src/env.h"
 
 #include <strings.h>
@@ -12,11 +12,7 @@
 #include <mutex>
 
 #include "common/net/host_port.h"
-#include "host/src/transport/transport.h"
-#include "host/src/transport/udp/udp_transport.h"
 #include "proto/wire.h"
-
-#include <arpa/inet.h>
 
 extern char** environ;
 
@@ -446,6 +442,23 @@ bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::st
   return true;
 }
 
+Options ResolveForTransport(const Options& in, const std::string& transport) {
+  Options o = in;
+  o.transport = transport;
+  if (o.payload_bytes == 0) {
+    net::HostPort address;
+    const bool loopback = ParseAggregatorAddress(o.aggregator, &address, nullptr) &&
+                          address.IsLoopback();
+    o.payload_bytes = transport == "verbs" ? Options::kVerbsAutoPayloadBytes
+                      : loopback           ? proto::kMaxPayloadBytes
+                                           : kAutoPayloadBytesRemote;
+  }
+  if (o.window == 0) {
+    o.window = std::clamp<uint32_t>((2u << 20) / o.payload_bytes, 16, 128);
+  }
+  return o;
+}
+
 std::string DescribeOptions(const Options& o) {
   char buf[512];
   snprintf(buf, sizeof(buf),
@@ -495,24 +508,17 @@ Status Options::Validate() const {
 }
 
 Options Options::Resolved() const {
-  Options o = *this;
-  if (o.payload_bytes == 0) {
-    sockaddr_in addr{};
-    bool loopback = host::ResolveIpv4(o.aggregator, &addr).ok() &&
-                    (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
-    // verbs carries one packet per UD message, at most one path MTU: the
-    // largest RoCE MTU (4096) less the header. "auto" decides the same way
-    // CreateTransport will.
-    const bool verbs =
-        o.transport == "verbs" ||
-        (o.transport == "auto" &&
-         host::ChooseAutoTransport(host::ProbeTransports()).name == "verbs");
-    o.payload_bytes = verbs ? kVerbsAutoPayloadBytes : loopback ? proto::kMaxPayloadBytes : 8192;
+  // "auto" is decided when a communicator is created (it probes for RDMA
+  // devices, which a value type must not); until then payload and window
+  // stay auto unless the payload was given.
+  if (transport == "auto") {
+    Options o = *this;
+    if (o.window == 0 && o.payload_bytes != 0) {
+      o.window = host::ResolveForTransport(o, "udp").window;
+    }
+    return o;
   }
-  if (o.window == 0) {
-    o.window = std::clamp<uint32_t>((2u << 20) / o.payload_bytes, 16, 128);
-  }
-  return o;
+  return host::ResolveForTransport(*this, transport);
 }
 
 Result<Options> Options::FromEnvironment() {

@@ -83,6 +83,17 @@ const Result<EnvSettings>& ProcessEnvironment();
 // number here; the verbs transport checks its range). No DNS.
 bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error);
 
+// Auto payload to an aggregator that is not on loopback: fits MTU 9000.
+inline constexpr uint32_t kAutoPayloadBytesRemote = 8192;
+
+// `in` with every auto (0) field resolved for the named transport ("udp",
+// "ofi" or "verbs", never "auto"): payload kVerbsAutoPayloadBytes for verbs,
+// else 65024 when the aggregator is a loopback literal (127.x, [::1],
+// localhost), else kAutoPayloadBytesRemote; window 2 MiB / payload clamped
+// to [16, 128]. Pure: the transport chooser (transport.h) calls it once it
+// has decided.
+Options ResolveForTransport(const Options& in, const std::string& transport);
+
 // "aggregator=... transport=... payload_bytes=..." for the startup log.
 std::string DescribeOptions(const Options& o);
 

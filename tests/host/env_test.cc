@@ -2,7 +2,7 @@
 // values with a message naming the variable, and keeps documented defaults;
 // that parsing has no side effects (no global log level, no log line); that
 // an unknown TRIBUTARY_* name yields one message naming the closest known
-// variable; and that auto payload and window resolve as documented.
+// variable; and that Options resolve "auto" without probing or DNS.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -270,10 +270,12 @@ TEST(EnvTest, EveryVariableIsDocumented) {
 namespace tributary::host {
 namespace {
 
-// Auto payload/window: large packets to a loopback aggregator, MTU-sized ones
-// elsewhere, and a window of about 2 MiB in flight; explicit values stay.
+// Auto payload/window for a named transport: large packets to a loopback
+// aggregator, MTU-sized ones elsewhere, and a window of about 2 MiB in
+// flight; explicit values stay. Decided from the address as written: no DNS.
 TEST(OptionsTest, AutoPayloadAndWindowResolve) {
   Options o;
+  o.transport = "udp";
   o.aggregator = "127.0.0.1:17820";
   Options r = o.Resolved();
   EXPECT_EQ(r.payload_bytes, 65024u);
@@ -296,6 +298,32 @@ TEST(OptionsTest, AutoPayloadAndWindowResolve) {
   EXPECT_EQ(r.payload_bytes, 1024u);
   EXPECT_EQ(r.window, 7u);
   EXPECT_TRUE(r.Validate().ok());
+  o = Options();
+  o.transport = "udp";
+  o.aggregator = "[::1]:17820";
+  EXPECT_EQ(o.Resolved().payload_bytes, 65024u) << "IPv6 loopback";
+  // A name is not looked up: only "localhost" counts as loopback.
+  o.aggregator = "no-such-host.invalid:17820";
+  EXPECT_EQ(o.Resolved().payload_bytes, 8192u);
+}
+
+// With transport "auto" the payload depends on the transport the
+// communicator will choose (an RDMA probe): Resolved() leaves it auto rather
+// than guess, and resolves what it can.
+TEST(OptionsTest, AutoTransportLeavesThePayloadToTheChoice) {
+  Options o;
+  ASSERT_EQ(o.transport, "auto");
+  Options r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 0u);
+  EXPECT_EQ(r.window, 0u);
+  EXPECT_EQ(r.transport, "auto");
+  o.payload_bytes = 8192;
+  r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 8192u);
+  EXPECT_EQ(r.window, 128u);
+  EXPECT_EQ(ResolveForTransport(Options(), "verbs").payload_bytes,
+            Options::kVerbsAutoPayloadBytes);
+  EXPECT_EQ(ResolveForTransport(Options(), "udp").payload_bytes, 65024u);
 }
 
 }  // namespace

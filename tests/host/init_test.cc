@@ -119,6 +119,13 @@ void CreateAppliesTheLevelAndRefusesAWrappedPortChild() {
                 comm.status().ToString());
     CHILD_CHECK(base::GetLogLevel() == base::LogLevel::kError,
                 "the first Create did not apply TRIBUTARY_LOG_LEVEL");
+    // Lanes derive their ports from the aggregator's: the last must fit too.
+    config.options.aggregator = "127.0.0.1:65535";
+    config.options.lanes = 2;
+    comm = Communicator::Create(config);
+    CHILD_CHECK(!comm.ok() && comm.status().message().find("would be port 65536") !=
+                                  std::string::npos,
+                comm.status().ToString());
     Finish(true, "");
 }
 

@@ -144,6 +144,9 @@ class Communicator {
 
   uint32_t rank() const;
   uint32_t world_size() const;
+  // The options in effect: the transport Create chose, and payload_bytes
+  // and window with "auto" resolved for it.
+  const Options& options() const;
   CommStats Stats() const;
   // The Status that aborted the communicator, or OK.
   Status Health() const;

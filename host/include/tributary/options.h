@@ -3,8 +3,8 @@
 // Options::FromEnvironment() starts from these defaults and applies the
 // TRIBUTARY_* environment variables (docs/CONFIGURATION.md lists them; they
 // are read once per process and invalid values are an error, not ignored).
-// Plain value type: parsing and Validate() have no side effects (no DNS, no
-// log level set, nothing logged).
+// Plain value type: parsing, Validate() and Resolved() have no side effects
+// (no DNS, no RDMA probing, no log level set, nothing logged).
 #pragma once
 
 #include <cstdint>
@@ -133,7 +133,11 @@ struct Options {
   // Checks ranges and the aggregator's syntax; the message names the field
   // and what it accepts.
   Status Validate() const;
-  // The options with every "auto" (0) field replaced by its value.
+  // The options with every "auto" (0) field replaced by its value for the
+  // named transport, computed from the options alone. With transport "auto"
+  // the payload (and a window that depends on it) stays 0: it is decided
+  // when Communicator::Create chooses the transport, which logs the values
+  // it took at INFO.
   Options Resolved() const;
 };
 

@@ -223,7 +223,7 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
      SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
-     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 4032 with the "
+     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 3968 with the "
      "verbs transport, else 65024 to a loopback aggregator, else 8192."},
     {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 0, proto::kMaxSlotCount>,
      U32Default<&Options::window>,

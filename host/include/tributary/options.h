@@ -73,13 +73,15 @@ struct Options {
 
   // Payload bytes per packet, a multiple of 64 in [64, 65024], or 0 = auto:
   // with the verbs transport kVerbsAutoPayloadBytes (one UD message in a
-  // 4096-byte RoCE path MTU; with a smaller MTU set it explicitly, the error
-  // names the largest that fits); else 65024 when the aggregator is on
+  // 4096-byte RoCE path MTU after the largest header the host sends, 80
+  // bytes: 4016 rounded down to a multiple of 64; with a smaller MTU set it
+  // explicitly, the error names the largest that fits); else 65024 when the
+  // aggregator is on
   // loopback (the kernel copies dominate: fewer, larger packets win), else
   // 8192, which fits jumbo frames (MTU 9000). Larger means fewer packets
   // (less CPU per byte); it must fit the path MTU. Every rank of a job must
   // end up with the same value.
-  static constexpr uint32_t kVerbsAutoPayloadBytes = 4032;
+  static constexpr uint32_t kVerbsAutoPayloadBytes = 3968;
   uint32_t payload_bytes = 0;
 
   // Window: slots (fragments in flight) per rank, also the job's slot pool

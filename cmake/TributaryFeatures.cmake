@@ -37,6 +37,24 @@ tributary_feature(DPDK DPDK_FOUND "libdpdk not found (apt-get install libdpdk-de
 tributary_feature(OFI LIBFABRIC_FOUND "libfabric not found (apt-get install libfabric-dev)")
 tributary_feature(VERBS IBVERBS_FOUND "libibverbs not found (apt-get install libibverbs-dev)")
 
+# libfabric and libibverbs are opened at run time (common/ofi/ofi_api.h,
+# common/verbs/verbs_api.h), so that a udp-only user needs neither: the ofi
+# and verbs parts compile against their headers and link nothing of them.
+# These targets carry the headers' flags only; no Tributary binary lists the
+# libraries as NEEDED (tests/nolib checks it).
+function(tributary_headers_only TARGET PREFIX)
+  add_library(${TARGET} INTERFACE IMPORTED)
+  set_target_properties(${TARGET} PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${${PREFIX}_INCLUDE_DIRS}"
+    INTERFACE_COMPILE_OPTIONS "${${PREFIX}_CFLAGS_OTHER}")
+endfunction()
+if(TRIBUTARY_HAVE_OFI)
+  tributary_headers_only(tributary_libfabric_headers LIBFABRIC)
+endif()
+if(TRIBUTARY_HAVE_VERBS)
+  tributary_headers_only(tributary_libibverbs_headers IBVERBS)
+endif()
+
 # The control plane (tributary-manager, the daemons' manager client, the CLI's
 # job commands) speaks gRPC; its code is generated from proto/manager.proto.
 find_package(Protobuf QUIET)

@@ -32,7 +32,8 @@ int64_t UnixNowMs() {
 class ManagerServer::Service final : public v1::Manager::Service {
  public:
   Service(const Topology* topology, const ServerOptions& options)
-      : core_(topology, options.core), state_file_(options.state_file) {}
+      : core_(topology, options.core), state_file_(options.state_file),
+        now_ms_(options.now_ms ? options.now_ms : UnixNowMs) {}
 
   Status Load() {
     if (state_file_.empty()) return Status::Ok();
@@ -42,7 +43,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
     if (!s.ok()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     if (exists) {
-      s = core_.Restore(state, UnixNowMs());
+      s = core_.Restore(state, now_ms_());
       if (!s.ok()) return s;
     } else {
       TRIB_LOG(kInfo, kLog, "no state file %s yet: starting empty", state_file_.c_str());
@@ -52,34 +53,34 @@ class ManagerServer::Service final : public v1::Manager::Service {
 
   void Tick() {
     std::lock_guard<std::mutex> lock(mu_);
-    core_.Expire(UnixNowMs());
+    core_.Expire(now_ms_());
     PersistLocked();
   }
 
   grpc::Status RegisterDaemon(grpc::ServerContext*, const v1::RegisterRequest* request,
                               v1::RegisterReply* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.RegisterDaemon(request->daemon(), UnixNowMs(), reply));
+    return Done(core_.RegisterDaemon(request->daemon(), now_ms_(), reply));
   }
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                          v1::HeartbeatReply* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.Heartbeat(*request, UnixNowMs(), reply));
+    return Done(core_.Heartbeat(*request, now_ms_(), reply));
   }
   grpc::Status CreateJob(grpc::ServerContext*, const v1::CreateJobRequest* request,
                          v1::Job* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.CreateJob(*request, UnixNowMs(), reply));
+    return Done(core_.CreateJob(*request, now_ms_(), reply));
   }
   grpc::Status JobHeartbeat(grpc::ServerContext*, const v1::JobHeartbeatRequest* request,
                             v1::JobHeartbeatReply* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.JobHeartbeat(*request, UnixNowMs(), reply));
+    return Done(core_.JobHeartbeat(*request, now_ms_(), reply));
   }
   grpc::Status EndJob(grpc::ServerContext*, const v1::EndJobRequest* request,
                       v1::EndJobReply*) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.EndJob(*request, UnixNowMs()));
+    return Done(core_.EndJob(*request, now_ms_()));
   }
   grpc::Status GetJob(grpc::ServerContext*, const v1::JobRef* request, v1::Job* reply) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -114,6 +115,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
   std::mutex mu_;
   ManagerCore core_;          // guarded by mu_
   const std::string state_file_;
+  const std::function<int64_t()> now_ms_;
   uint64_t saved_generation_ = 0;  // guarded by mu_
 };
 
@@ -147,12 +149,14 @@ Status ManagerServer::Start() {
     server_.reset();
     return FailedPrecondition("cannot listen on " + options_.listen);
   }
-  timer_ = std::thread([this] { TimerLoop(); });
+  if (options_.expiry_timer) timer_ = std::thread([this] { TimerLoop(); });
   TRIB_LOG(kInfo, kLog, "listening on %s (topology '%s': %zu nodes, %zu hosts)",
            address().c_str(), topology_.name().c_str(), topology_.nodes().size(),
            topology_.hosts().size());
   return Status::Ok();
 }
+
+void ManagerServer::ExpireNow() { service_->Tick(); }
 
 // Expiry runs at a quarter of the shortest default timeout (at most every
 // 250 ms, for jobs that ask for a short timeout of their own), so a silent

@@ -9,10 +9,14 @@
 // host job: milliseconds), so one lock keeps the state machine simple.
 // After an RPC or a timer tick that changed the state (generation bumped)
 // the state is saved before the reply is sent, so an acknowledged job is
-// durable. Thread-safe.
+// durable. Every timestamp comes from ServerOptions::now_ms, so a test can
+// run the real service on a clock it advances itself and decide, with
+// ExpireNow(), exactly when each timeout is checked. Thread-safe.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,10 +32,23 @@ class Server;
 
 namespace tributary::manager {
 
+// Milliseconds since the Unix epoch (system clock): the manager's time.
+int64_t UnixNowMs();
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:17900";
   std::string state_file;  // empty: no persistence (tests of the core only)
   ManagerOptions core;
+  // The clock of every RPC, expiry pass and restore (Unix ms). Default: the
+  // system clock. Called under the service's mutex from gRPC's and the
+  // timer's threads, so it must be thread-safe. Tests pass a fake clock.
+  std::function<int64_t()> now_ms = UnixNowMs;
+  // true (default): a timer thread runs an expiry pass periodically (see
+  // TimerLoop). false: no timer thread; silent daemons and jobs expire only
+  // when the owner calls ExpireNow(). With a fake now_ms this makes every
+  // timeout happen exactly when a test says, however its threads are
+  // scheduled.
+  bool expiry_timer = true;
 };
 
 class ManagerServer {
@@ -42,6 +59,10 @@ class ManagerServer {
   ManagerServer& operator=(const ManagerServer&) = delete;
 
   Status Start();
+  // One expiry pass at now_ms(), persisted like a timer tick: daemons and
+  // jobs silent for longer than their timeout are marked down / ended.
+  // After a successful Start() only.
+  void ExpireNow();
   // Stops accepting RPCs, waits for those in flight, stops the timer.
   void Shutdown();
   // Blocks until Shutdown() (from another thread).
@@ -63,7 +84,5 @@ class ManagerServer {
   bool stopping_ = false;
   std::thread timer_;
 };
-
-int64_t UnixNowMs();
 
 }  // namespace tributary::manager

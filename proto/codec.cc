@@ -247,6 +247,8 @@ DecodeError Decode(const void* data, size_t len, PacketView* out) {
     h.checksum = checksum;
     out->payload = payload;
     out->payload_len = payload_len;
+    out->extension = header_len > kHeaderSize ? p + kHeaderSize : nullptr;
+    out->extension_len = header_len - kHeaderSize;
   }
   return DecodeError::kOk;
 }
@@ -287,16 +289,48 @@ size_t Encode(const Header& h, const void* payload, size_t payload_len, void* ou
   return kHeaderSize + payload_len;
 }
 
-uint32_t PacketChecksum(const void* header, const void* payload, size_t payload_len) {
+void EncodeHeaderWithPlacement(const Header& h, const Placement& placement, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  EncodeHeader(h, p);
+  p[kOffHeaderWords] = kPlacementHeaderWords;
+  StoreBe64(p + kOffResultAddr, placement.result_addr);
+  StoreBe64(p + kOffResultKey, placement.result_key);
+}
+
+bool DecodePlacement(const PacketView& p, Placement* out) {
+  if (p.header.type != MsgType::kContribution || p.extension_len < kPlacementBytes) return false;
+  out->result_addr = LoadBe64(p.extension + (kOffResultAddr - kHeaderSize));
+  out->result_key = LoadBe64(p.extension + (kOffResultKey - kHeaderSize));
+  return true;
+}
+
+uint64_t PackPlacedResult(uint32_t slot, uint8_t shadow, uint64_t collective_id) {
+  return (uint64_t{slot} & 0xffff) | (uint64_t{shadow & 1u} << 16) |
+         ((collective_id & ((uint64_t{1} << kPlacedCollectiveBits) - 1)) << 17);
+}
+
+PlacedResult UnpackPlacedResult(uint64_t cq_data, size_t bytes) {
+  PlacedResult r;
+  r.slot = static_cast<uint32_t>(cq_data & 0xffff);
+  r.shadow = static_cast<uint8_t>((cq_data >> 16) & 1);
+  r.collective_low = cq_data >> 17;
+  r.bytes = bytes;
+  return r;
+}
+
+uint32_t PacketChecksum(const void* header, const void* payload, size_t payload_len,
+                        size_t header_len) {
   static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
-  uint32_t crc = Crc32c(0, header, kOffChecksum);
+  const auto* h = static_cast<const uint8_t*>(header);
+  uint32_t crc = Crc32c(0, h, kOffChecksum);
   crc = Crc32c(crc, kZero, sizeof(kZero));
+  crc = Crc32c(crc, h + kHeaderSize, header_len - kHeaderSize);
   return Crc32c(crc, payload, payload_len);
 }
 
-void EncodeChecksum(void* header, const void* payload, size_t payload_len) {
+void EncodeChecksum(void* header, const void* payload, size_t payload_len, size_t header_len) {
   StoreBe32(static_cast<uint8_t*>(header) + kOffChecksum,
-            PacketChecksum(header, payload, payload_len));
+            PacketChecksum(header, payload, payload_len, header_len));
 }
 
 void EncodeJoinBody(const JoinBody& body, void* out) {

@@ -33,11 +33,29 @@ struct Header {
   uint32_t checksum = 0;
 };
 
-// A decoded packet: the header plus a view of the payload in the input bytes.
+// A decoded packet: the header plus a view of the payload in the input bytes,
+// and of the header extension words, if any (header_words > 8, §2.3).
 struct PacketView {
   Header header;
   const uint8_t* payload = nullptr;
   size_t payload_len = 0;
+  const uint8_t* extension = nullptr;
+  size_t extension_len = 0;
+};
+
+// FORMAT.md §12.3: where a child wants a round's result written.
+struct Placement {
+  uint64_t result_addr = 0;  // virtual address, or offset in the registration
+  uint64_t result_key = 0;   // the registration's remote key
+};
+
+// A result the aggregator wrote into the child's memory, as its CQ data
+// names it (§12.3): the slot, shadow set and low bits of the collective.
+struct PlacedResult {
+  uint32_t slot = 0;
+  uint8_t shadow = 0;
+  uint64_t collective_low = 0;  // collective_id mod 2^kPlacedCollectiveBits
+  size_t bytes = 0;             // payload bytes written
 };
 
 // FORMAT.md §8: why a packet was rejected. Stable numbers: counters use them.
@@ -83,11 +101,25 @@ void EncodeHeader(const Header& h, void* out /* kHeaderSize bytes */);
 // `cap` is too small. Computes the checksum when h.flags has kFlagChecksum.
 size_t Encode(const Header& h, const void* payload, size_t payload_len, void* out, size_t cap);
 
+// Writes the 64-byte header and the placement extension (kMaxHeaderSize
+// bytes, header_words = kPlacementHeaderWords). Checksum as EncodeHeader:
+// use EncodeChecksum with header_len = kMaxHeaderSize afterwards.
+void EncodeHeaderWithPlacement(const Header& h, const Placement& placement,
+                               void* out /* kMaxHeaderSize bytes */);
+// The placement extension of a decoded CONTRIBUTION; false if it has none.
+bool DecodePlacement(const PacketView& p, Placement* out);
+// CQ data of a placed result and back (§12.3).
+uint64_t PackPlacedResult(uint32_t slot, uint8_t shadow, uint64_t collective_id);
+PlacedResult UnpackPlacedResult(uint64_t cq_data, size_t bytes);
+
 // CRC32C (Castagnoli) of header (checksum field taken as 0) and payload, as
-// carried in the checksum field when kFlagChecksum is set.
-uint32_t PacketChecksum(const void* header, const void* payload, size_t payload_len);
+// carried in the checksum field when kFlagChecksum is set. header_len covers
+// extension words too (header_words * 8, §10).
+uint32_t PacketChecksum(const void* header, const void* payload, size_t payload_len,
+                        size_t header_len = kHeaderSize);
 // Sets the checksum field of an already encoded header.
-void EncodeChecksum(void* header, const void* payload, size_t payload_len);
+void EncodeChecksum(void* header, const void* payload, size_t payload_len,
+                    size_t header_len = kHeaderSize);
 // `crc` is a finished CRC value, 0 to start: Crc32c(0, "123456789", 9) is
 // 0xE3069283 and Crc32c(Crc32c(0, a), b) is the CRC of a then b. Uses SSE4.2
 // when the CPU has it (proto/crc32c.h).

@@ -143,6 +143,17 @@ inline constexpr size_t kMaxNackTextBytes = 256;
 inline constexpr uint64_t kMaxCollectiveElems = uint64_t{1} << 48;
 inline constexpr size_t kMaxStatusSenders = 256;
 
+// FORMAT.md §12.3: the result-placement extension of a CONTRIBUTION
+// (header_words = 10: where the child wants the round's result written).
+inline constexpr uint8_t kPlacementHeaderWords = 10;
+inline constexpr size_t kPlacementBytes = 16;
+inline constexpr size_t kOffResultAddr = 64;   // u64 BE: address, or offset in the registration
+inline constexpr size_t kOffResultKey = 72;    // u64 BE: the registration's remote key
+inline constexpr size_t kMaxHeaderSize = kHeaderSize + kPlacementBytes;  // what senders emit
+// CQ data of a result written into the child's memory: slot (bits 0..15),
+// shadow (bit 16), collective_id mod 2^47 (bits 17..63).
+inline constexpr unsigned kPlacedCollectiveBits = 47;
+
 // Default UDP port of tributaryd (FORMAT.md §7). Unassigned by IANA.
 inline constexpr uint16_t kDefaultPort = 17820;
 

@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "common/verbs/verbs_api.h"
+
 namespace tributary::roce {
 
 uint32_t MtuBytes(int ibv_mtu_enum) {
@@ -66,39 +68,47 @@ int PickGidIndex(const std::vector<GidEntry>& table, bool ipv4, const Gid* exact
 }
 
 int CountDevices(std::string* names) {
+  if (names != nullptr) names->clear();
+  if (!ibverbs::LoadLibibverbs().ok()) return 0;  // no rdma-core: no device either
+  const ibverbs::VerbsApi& ibv = ibverbs::Lib();
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
+  ibv_device** list = ibv.get_device_list(&n);
   if (list == nullptr) return 0;  // ENOSYS: no RDMA support in the kernel
   if (names != nullptr) {
-    names->clear();
     for (int i = 0; i < n; ++i) {
       if (!names->empty()) *names += ", ";
-      *names += ibv_get_device_name(list[i]);
+      *names += ibv.get_device_name(list[i]);
     }
   }
-  ibv_free_device_list(list);
+  ibv.free_device_list(list);
   return n;
 }
 
 bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error) {
+  auto loaded = ibverbs::LoadLibibverbs();
+  if (!loaded.ok()) {
+    *error = loaded.status().message();
+    return false;
+  }
+  const ibverbs::VerbsApi& ibv = *loaded.value();
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
+  ibv_device** list = ibv.get_device_list(&n);
   std::string tried;
   for (int d = 0; d < n && out->ctx == nullptr; ++d) {
-    ibv_context* ctx = ibv_open_device(list[d]);
+    ibv_context* ctx = ibv.open_device(list[d]);
     if (ctx == nullptr) continue;
     ibv_device_attr dev{};
-    if (ibv_query_device(ctx, &dev) == 0) {
+    if (ibv.query_device(ctx, &dev) == 0) {
       for (uint8_t p = 1; p <= dev.phys_port_cnt && out->ctx == nullptr; ++p) {
         ibv_port_attr pa{};
-        if (ibv_query_port(ctx, p, &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
+        if (ibverbs::QueryPort(ctx, p, &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
             pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
           continue;
         }
         std::vector<GidEntry> table;
         for (int i = 0; i < pa.gid_tbl_len; ++i) {
           ibv_gid_entry e{};
-          if (ibv_query_gid_ex(ctx, p, i, &e, 0) != 0) continue;
+          if (ibv.query_gid_ex(ctx, p, i, &e, 0, sizeof(e)) != 0) continue;
           GidEntry g;
           g.index = e.gid_index;
           std::memcpy(g.gid.data(), e.gid.raw, 16);
@@ -114,14 +124,14 @@ bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error
           if (static_cast<int>(g.index) == gid) out->gid = g.gid;
         }
         out->mtu = MtuBytes(pa.active_mtu);
-        out->device = ibv_get_device_name(list[d]);
+        out->device = ibv.get_device_name(list[d]);
       }
     }
     if (!tried.empty()) tried += ", ";
-    tried += ibv_get_device_name(list[d]);
-    if (out->ctx == nullptr) ibv_close_device(ctx);
+    tried += ibv.get_device_name(list[d]);
+    if (out->ctx == nullptr) ibv.close_device(ctx);
   }
-  ibv_free_device_list(list);
+  ibv.free_device_list(list);
   if (out->ctx == nullptr) {
     *error = "no active RoCE port with a RoCEv2 " +
              (exact != nullptr ? "GID " + GidToString(*exact)
@@ -133,7 +143,7 @@ bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error
 }
 
 void CloseRocePort(RocePort* port) {
-  if (port->ctx != nullptr) ibv_close_device(port->ctx);
+  if (port->ctx != nullptr) ibverbs::Lib().close_device(port->ctx);
   port->ctx = nullptr;
 }
 
@@ -144,18 +154,19 @@ bool ConnectUdQp(ibv_qp* qp, uint8_t port_num, uint32_t qkey, std::string* error
   a.port_num = port_num;
   a.qkey = qkey;
   const char* step = nullptr;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
+  const ibverbs::VerbsApi& ibv = ibverbs::Lib();
+  if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
     step = "QP -> INIT";
   } else {
     a = {};
     a.qp_state = IBV_QPS_RTR;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) {
+    if (ibv.modify_qp(qp, &a, IBV_QP_STATE)) {
       step = "QP -> RTR";
     } else {
       a = {};
       a.qp_state = IBV_QPS_RTS;
       a.sq_psn = 0;
-      if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) step = "QP -> RTS";
+      if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) step = "QP -> RTS";
     }
   }
   if (step == nullptr) return true;
@@ -170,7 +181,7 @@ ibv_ah* CreateAh(ibv_pd* pd, const RocePort& port, const Gid& dgid) {
   std::memcpy(ah.grh.dgid.raw, dgid.data(), 16);
   ah.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
   ah.grh.hop_limit = 64;
-  return ibv_create_ah(pd, &ah);
+  return ibverbs::Lib().create_ah(pd, &ah);
 }
 
 }  // namespace tributary::roce

@@ -6,8 +6,9 @@
 // handle). Errors are returned as text; callers wrap them in their own
 // status type.
 //
-// The pure functions (everything above OpenRocePort) need no device and are
-// unit-tested on machines without one.
+// The pure functions (everything above CountDevices) need no device, nor
+// libibverbs itself, and are unit-tested on machines without one. The
+// device steps call libibverbs through its run-time loader (verbs_api.h).
 // Thread-safety: free functions on their arguments; no shared state.
 #pragma once
 
@@ -56,9 +57,10 @@ struct GidEntry {
 // holding that very GID. -1 when there is none.
 int PickGidIndex(const std::vector<GidEntry>& table, bool ipv4, const Gid* exact = nullptr);
 
-// ---- Device steps (need an RDMA device) ----
+// ---- Device steps (need libibverbs and an RDMA device) ----
 
-// Number of RDMA devices, and their names comma-separated in *names.
+// Number of RDMA devices, and their names comma-separated in *names. 0 when
+// libibverbs is not installed (ibverbs::LoadLibibverbs() says why).
 int CountDevices(std::string* names);
 
 struct RocePort {
@@ -71,7 +73,8 @@ struct RocePort {
 };
 // Opens the first device with an ACTIVE Ethernet (RoCE) port holding a
 // RoCEv2 GID of the family (or exactly `exact`). False with *error naming
-// the devices tried.
+// the devices tried, or the loader's message when libibverbs is missing.
+// The steps below need a port this opened (libibverbs is loaded then).
 bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error);
 void CloseRocePort(RocePort* port);
 

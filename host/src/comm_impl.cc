@@ -123,12 +123,15 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     s = impl->Join(transport.value().get(), lo, &epoch);
     if (!s.ok()) return Status(s.code(), where + s.message());
     Lane lane;
-    lane.identity = {config.job_id, config.job_key, epoch, config.rank};
+    lane.identity = {config.job_id, config.job_key, epoch, config.rank, k};
     lane.aggregator = lo.aggregator;
     lane.progress = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
                                                            lane.identity, lo);
     impl->lanes_.push_back(std::move(lane));
   }
+  std::vector<host::Transport*> transports;
+  for (Lane& lane : impl->lanes_) transports.push_back(lane.progress->transport());
+  impl->registrations_ = std::make_unique<host::RegistrationTable>(std::move(transports));
   for (Lane& lane : impl->lanes_) {
     lane.progress->Start();
     TRIB_LOG(kInfo, "comm", "job %u rank %u/%u joined %s (epoch %u, transport %s): %s",
@@ -162,7 +165,7 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
   while (true) {
     uint64_t now = NowMs();
     if (now >= deadline) break;
-    host::TxPacket tx{packet, len, nullptr, 0};
+    host::TxPacket tx{packet, len, nullptr, 0, nullptr};
     transport->Send(&tx, 1);
     ++attempts;
     // What the last attempt heard decides the final message: a managed
@@ -173,11 +176,11 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
     retry_ms = std::min<uint64_t>(retry_ms * 2, 1000);
     while ((now = NowMs()) < resend_at) {
       transport->Wait(static_cast<int64_t>(resend_at - now) * 1000);
-      host::RxPacket rx[16];
+      host::RxEvent rx[16];
       int n = transport->Recv(rx, 16);
       for (int i = 0; i < n; ++i) {
-        proto::PacketView p;
-        if (proto::Decode(rx[i].data, rx[i].len, &p) != proto::DecodeError::kOk) continue;
+        if (rx[i].kind != host::RxEvent::Kind::kPacket) continue;
+        const proto::PacketView& p = rx[i].packet;
         if (p.header.job_id != config_.job_id || p.header.job_key != config_.job_key) continue;
         if (p.header.type == proto::MsgType::kJoinAck) {
           proto::JoinBody ack;
@@ -239,7 +242,7 @@ void CommImpl::Leave(Lane& lane) {
   h.sender = lane.identity.rank;
   uint8_t packet[proto::kHeaderSize];
   proto::EncodeHeader(h, packet);
-  host::TxPacket tx{packet, sizeof(packet), nullptr, 0};
+  host::TxPacket tx{packet, sizeof(packet), nullptr, 0, nullptr};
   // Best effort, twice: a lost LEAVE only delays the aggregator's reclaiming
   // of the job until its idle timeout.
   lane.progress->transport()->Send(&tx, 1);
@@ -251,10 +254,8 @@ CommImpl::~CommImpl() {
     lane.progress->Stop();
     Leave(lane);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [id, rec] : by_id_) {
-    for (Lane& lane : lanes_) lane.progress->transport()->DeregisterMemory(rec->data, rec->size);
-  }
+  // Before the transports go with the lanes.
+  if (registrations_) registrations_->Clear();
 }
 
 CommStats CommImpl::Stats() const {
@@ -295,87 +296,39 @@ Status CommImpl::Health() const {
   return Status::Ok();
 }
 
-Result<Buffer> CommImpl::Register(void* data, size_t bytes) {
-  if (data == nullptr && bytes != 0) return InvalidArg("Register: null pointer with size > 0");
-  for (size_t k = 0; k < lanes_.size(); ++k) {
-    Status s = lanes_[k].progress->transport()->RegisterMemory(data, bytes);
-    if (!s.ok()) {
-      for (size_t j = 0; j < k; ++j) lanes_[j].progress->transport()->DeregisterMemory(data, bytes);
-      return s;
-    }
-  }
-  auto rec = std::make_shared<BufferRecord>();
-  rec->data = static_cast<uint8_t*>(data);
-  rec->size = bytes;
-  std::lock_guard<std::mutex> lock(mu_);
-  rec->id = next_buffer_id_++;
-  by_id_[rec->id] = rec;
-  if (bytes > 0) by_address_[reinterpret_cast<uintptr_t>(data)] = rec;
+Result<Buffer> CommImpl::Register(const MemoryDesc& memory) {
+  auto reg = registrations_->Register(memory);
+  if (!reg.ok()) return reg.status();
   Buffer b;
-  b.data_ = data;
-  b.size_ = bytes;
-  b.id_ = rec->id;
+  b.data_ = memory.data;
+  b.size_ = memory.bytes;
+  b.kind_ = memory.kind;
+  b.id_ = reg.value()->id;
   return b;
 }
 
-Status CommImpl::Deregister(const Buffer& buffer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = by_id_.find(buffer.id());
-  if (it == by_id_.end()) {
-    return Status(StatusCode::kNotFound, "Deregister: buffer " + std::to_string(buffer.id()) +
-                                             " is not registered with this communicator");
-  }
-  if (it->second->in_use.load() > 0) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "Deregister: buffer " + std::to_string(buffer.id()) + " is used by " +
-                      std::to_string(it->second->in_use.load()) + " operation(s) in flight");
-  }
-  auto addr = by_address_.find(reinterpret_cast<uintptr_t>(it->second->data));
-  if (addr != by_address_.end() && addr->second == it->second) by_address_.erase(addr);
-  for (Lane& lane : lanes_) {
-    lane.progress->transport()->DeregisterMemory(it->second->data, it->second->size);
-  }
-  by_id_.erase(it);
-  return Status::Ok();
-}
-
-std::shared_ptr<BufferRecord> CommImpl::FindContaining(const void* ptr, size_t bytes) const {
-  auto p = reinterpret_cast<uintptr_t>(ptr);
-  auto it = by_address_.upper_bound(p);
-  if (it == by_address_.begin()) return nullptr;
-  --it;
-  const auto& rec = it->second;
-  uintptr_t base = reinterpret_cast<uintptr_t>(rec->data);
-  if (p >= base && p - base <= rec->size && bytes <= rec->size - (p - base)) return rec;
-  return nullptr;
-}
+Status CommImpl::Deregister(const Buffer& buffer) { return registrations_->Deregister(buffer.id()); }
 
 Result<Request> CommImpl::AllReduce(const Buffer& send, const Buffer& recv, size_t count,
                                     DataType dtype, ReduceOp op) {
-  std::shared_ptr<BufferRecord> s, r;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto si = by_id_.find(send.id());
-    auto ri = by_id_.find(recv.id());
-    if (si == by_id_.end() || ri == by_id_.end()) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "AllReduce: " + std::string(si == by_id_.end() ? "send" : "recv") +
-                        " buffer is not registered with this communicator");
-    }
-    s = si->second;
-    r = ri->second;
+  auto s = registrations_->Find(send.id());
+  auto r = registrations_->Find(recv.id());
+  if (!s || !r) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "AllReduce: " + std::string(!s ? "send" : "recv") +
+                      " buffer is not registered with this communicator");
   }
-  return Submit(s, r, s->data, r->data, count, dtype, op);
+  return Submit(s, r, static_cast<const uint8_t*>(s->memory.data),
+                static_cast<uint8_t*>(r->memory.data), count, dtype, op);
 }
 
 Result<Request> CommImpl::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                                     ReduceOp op) {
-  size_t bytes = count * DataTypeSize(dtype);
-  std::shared_ptr<BufferRecord> s, r;
+  const size_t bytes = count * DataTypeSize(dtype);
+  std::shared_ptr<host::Registration> s, r;
   if (count > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    s = FindContaining(send, bytes);
-    r = FindContaining(recv, bytes);
+    s = registrations_->FindContaining(send, bytes);
+    r = registrations_->FindContaining(recv, bytes);
     if (!s || !r) {
       return Status(StatusCode::kNotFound,
                     "AllReduce: " + std::string(!s ? "send" : "recv") + " range of " +
@@ -386,9 +339,10 @@ Result<Request> CommImpl::AllReduce(const void* send, void* recv, size_t count, 
                 dtype, op);
 }
 
-Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
-                                 std::shared_ptr<BufferRecord> recv, const uint8_t* send_ptr,
-                                 uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op) {
+Result<Request> CommImpl::Submit(std::shared_ptr<host::Registration> send,
+                                 std::shared_ptr<host::Registration> recv,
+                                 const uint8_t* send_ptr, uint8_t* recv_ptr, size_t count,
+                                 DataType dtype, ReduceOp op) {
   if (!ValidDataType(dtype)) {
     return InvalidArg("AllReduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
   }
@@ -397,13 +351,13 @@ Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
   if (count > SIZE_MAX / esize || count > proto::kMaxCollectiveElems) {
     return InvalidArg("AllReduce: count " + std::to_string(count) + " exceeds 2^48 elements");
   }
-  size_t bytes = count * esize;
-  if (send && (send_ptr - send->data) + bytes > send->size) {
-    return InvalidArg("AllReduce: send buffer holds " + std::to_string(send->size) +
+  const size_t bytes = count * esize;
+  if (send && !send->Contains(send_ptr, bytes)) {
+    return InvalidArg("AllReduce: send buffer holds " + std::to_string(send->memory.bytes) +
                       " bytes, the operation needs " + std::to_string(bytes));
   }
-  if (recv && (recv_ptr - recv->data) + bytes > recv->size) {
-    return InvalidArg("AllReduce: recv buffer holds " + std::to_string(recv->size) +
+  if (recv && !recv->Contains(recv_ptr, bytes)) {
+    return InvalidArg("AllReduce: recv buffer holds " + std::to_string(recv->memory.bytes) +
                       " bytes, the operation needs " + std::to_string(bytes));
   }
   Status health = Health();
@@ -464,6 +418,8 @@ Result<Request> CommImpl::Submit(std::shared_ptr<BufferRecord> send,
       d.request = part_states[i];
       d.send = send_ptr + offset;
       d.recv = recv_ptr + offset;
+      d.send_registration = send;
+      d.recv_registration = recv;
       d.count = parts[i].count;
       d.dtype = dtype;
       d.op = op;

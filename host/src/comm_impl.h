@@ -9,13 +9,15 @@
 // operation into one contiguous part per lane (whole packets) and completes
 // the caller's Request when every part has, with the first lane's error.
 //
-// Registration: buffers are recorded with a reference count of the
-// operations using them; the transport's RegisterMemory hook is where RDMA
-// transports pin and register with the NIC. Lookups of raw pointers search
-// the table by address (sorted map), for the NCCL-style pointer API.
+// Registration: one RegistrationTable (registration.h) holds every buffer
+// with its memory kind and its registration with each lane's transport; an
+// operation carries the registrations of its buffers to the progress
+// engine. The raw-pointer AllReduce (the NCCL-style API) finds the
+// registration containing each range once per operation.
 //
 // Thread-safety: every public method may be called from any thread; the
-// registration table is guarded by mu_.
+// table guards itself, and collective ids and submission order are taken
+// under mu_.
 #pragma once
 
 #include <atomic>
@@ -26,23 +28,17 @@
 #include <vector>
 
 #include "host/src/progress.h"
+#include "host/src/registration.h"
 #include "tributary/communicator.h"
 
 namespace tributary::internal {
-
-struct BufferRecord {
-  uint64_t id = 0;
-  uint8_t* data = nullptr;
-  size_t size = 0;
-  std::atomic<uint32_t> in_use{0};  // operations in flight using this buffer
-};
 
 class CommImpl {
  public:
   static Result<std::unique_ptr<CommImpl>> Create(const CommConfig& config);
   ~CommImpl();
 
-  Result<Buffer> Register(void* data, size_t bytes);
+  Result<Buffer> Register(const MemoryDesc& memory);
   Status Deregister(const Buffer& buffer);
   Result<Request> AllReduce(const Buffer& send, const Buffer& recv, size_t count, DataType dtype,
                             ReduceOp op);
@@ -78,19 +74,16 @@ class CommImpl {
   Status Join(host::Transport* transport, const Options& o, uint32_t* epoch);
   void Leave(Lane& lane);
   std::string LaneTag(size_t k) const;  // "lane k (HOST:PORT): ", for messages
-  Result<Request> Submit(std::shared_ptr<BufferRecord> send, std::shared_ptr<BufferRecord> recv,
-                         const uint8_t* send_ptr, uint8_t* recv_ptr, size_t count,
-                         DataType dtype, ReduceOp op);
-  std::shared_ptr<BufferRecord> FindContaining(const void* ptr, size_t bytes) const;
+  Result<Request> Submit(std::shared_ptr<host::Registration> send,
+                         std::shared_ptr<host::Registration> recv, const uint8_t* send_ptr,
+                         uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op);
 
   const CommConfig config_;
   std::vector<Lane> lanes_;  // fixed after Create
+  std::unique_ptr<host::RegistrationTable> registrations_;  // created after the lanes
   std::atomic<uint64_t> collectives_striped_{0};  // caller collectives done (lanes > 1)
 
-  mutable std::mutex mu_;
-  std::map<uintptr_t, std::shared_ptr<BufferRecord>> by_address_;  // guarded by mu_
-  std::map<uint64_t, std::shared_ptr<BufferRecord>> by_id_;        // guarded by mu_
-  uint64_t next_buffer_id_ = 1;                                    // guarded by mu_
+  std::mutex mu_;  // collective ids and the submission order agree
 };
 
 }  // namespace tributary::internal

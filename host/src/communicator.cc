@@ -49,7 +49,21 @@ Communicator::Communicator(std::unique_ptr<internal::CommImpl> impl) : impl_(std
 Communicator::~Communicator() = default;
 
 Result<Buffer> Communicator::Register(void* data, size_t bytes) {
-  return impl_->Register(data, bytes);
+  MemoryDesc m;
+  m.data = data;
+  m.bytes = bytes;
+  return impl_->Register(m);
+}
+Result<Buffer> Communicator::Register(const MemoryDesc& memory) { return impl_->Register(memory); }
+
+const char* MemoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kHost: return "host";
+    case MemoryKind::kHostPinned: return "host_pinned";
+    case MemoryKind::kCudaDevice: return "cuda_device";
+    case MemoryKind::kDmabuf: return "dmabuf";
+  }
+  return nullptr;
 }
 Status Communicator::Deregister(const Buffer& buffer) { return impl_->Deregister(buffer); }
 

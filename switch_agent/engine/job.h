@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/rtt_estimator.h"
 #include "proto/codec.h"
 #include "proto/wire.h"
 
@@ -79,8 +80,9 @@ struct Uplink {
   uint64_t next_join_ns = 0;
   uint32_t join_attempts = 0;
   uint32_t last_nack = 0;      // the parent's last NACK code (diagnostics)
-  uint64_t srtt_ns = 0;        // partial sum sent -> parent's RESULT (first sends only)
-  uint64_t rttvar_ns = 0;
+  // Partial sum sent -> parent's RESULT (first sends only): 50 ms before a
+  // sample, within [5 ms, 1 s], at most 5 doublings.
+  base::RttEstimator rtt{{50'000'000, 5'000'000, 1'000'000'000, 5}};
   uint32_t waiting = 0;        // sets in kUpstream
   uint32_t leaves_to_send = 0; // LEAVEs owed to the parent (sent twice, unanswered)
   uint32_t leave_epoch = 0;    // the parent epoch they name

@@ -45,29 +45,8 @@ using proto::MsgType;
 using proto::NackCode;
 
 constexpr uint64_t kMs = 1000000;
-constexpr uint64_t kInitialRtoNs = 50 * kMs;  // before the first sample
-constexpr uint64_t kMinRtoNs = 5 * kMs;
-constexpr uint64_t kMaxRtoNs = 1000 * kMs;
 constexpr uint64_t kJoinRetryMinNs = 20 * kMs;
 constexpr uint64_t kJoinRetryMaxNs = 1000 * kMs;
-
-uint64_t UplinkRto(const Uplink& up, uint32_t expiries) {
-  uint64_t rto = up.srtt_ns == 0 ? kInitialRtoNs : up.srtt_ns + 4 * up.rttvar_ns;
-  rto = std::clamp(rto, kMinRtoNs, kMaxRtoNs);
-  return std::min(rto << std::min<uint32_t>(expiries, 5), kMaxRtoNs);
-}
-
-// RFC 6298 smoothing, in ns.
-void SampleRtt(Uplink* up, uint64_t sample) {
-  if (up->srtt_ns == 0) {
-    up->srtt_ns = sample;
-    up->rttvar_ns = sample / 2;
-    return;
-  }
-  const uint64_t err = sample > up->srtt_ns ? sample - up->srtt_ns : up->srtt_ns - sample;
-  up->rttvar_ns = (3 * up->rttvar_ns + err) / 4;
-  up->srtt_ns = (7 * up->srtt_ns + sample) / 8;
-}
 
 // Every waiting partial sum is due now (after a (re)JOIN, or when the
 // parent says it does not hold ours).
@@ -268,7 +247,7 @@ size_t Engine::PollUplinks(uint64_t now_ns, Action* out, size_t max) {
       for (uint32_t v = 0; v < 2; ++v) {
         SetMeta& m = job->meta(s, v);
         if (m.state != SetState::kUpstream) continue;
-        if (m.complete_ns != 0 && now_ns - m.complete_ns < UplinkRto(up, m.uplink_attempts)) {
+        if (m.complete_ns != 0 && now_ns - m.complete_ns < up.rtt.RtoNs(m.uplink_attempts)) {
           continue;
         }
         if (m.complete_ns != 0 && m.uplink_attempts < UINT8_MAX) ++m.uplink_attempts;
@@ -377,7 +356,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   std::memcpy(dst, pkt.payload, bytes);
   if (m.upstream_sends == 1 && m.uplink_attempts == 0 && m.complete_ns != 0 &&
       now_ns > m.complete_ns) {
-    SampleRtt(&up, now_ns - m.complete_ns);  // Karn: rounds without timer expiry only
+    up.rtt.Sample(now_ns - m.complete_ns);  // Karn: rounds without timer expiry only
   }
   m.state = SetState::kComplete;
   m.complete_ns = now_ns;

@@ -1,8 +1,11 @@
-// Unit tests of the UDP backend's peer table and the backend registry.
+// Unit tests of the peer table template (dataplane/peer_table.h) through the
+// UDP backend's instance, and of the backend registry.
 //
 // They prove that tokens are stable per address, that the table refuses new
-// peers when full while still serving known ones, and that asking for a
-// backend that is not built fails with the list of available ones.
+// peers when full while still serving known ones, that removed entries free
+// their token for reuse and Sweep forgets only idle unreferenced ones, and
+// that asking for a backend that is not built fails with the list of
+// available ones.
 #include "switch_agent/dataplane/udp/peer_table.h"
 
 #include <arpa/inet.h>
@@ -10,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/reply_policy.h"
 
 namespace tributary::agent {
 namespace {
@@ -22,30 +26,35 @@ sockaddr_in Addr(const char* ip, uint16_t port) {
   return a;
 }
 
+// Find, then Insert: what the dataplane does for a JOIN.
+bool Lookup(UdpPeerTable& t, const sockaddr_in& a, engine::PeerToken* token) {
+  return t.Find(a, 0, token) || t.Insert(a, 0, token);
+}
+
 // Proves: the same address always maps to the same token, different ports
 // to different tokens, and a token maps back to its address.
 TEST(PeerTableTest, TokensAreStableAndReversible) {
-  PeerTable t(8);
+  UdpPeerTable t(8);
   engine::PeerToken a, b, a2;
-  ASSERT_TRUE(t.Lookup(Addr("127.0.0.1", 1000), &a));
-  ASSERT_TRUE(t.Lookup(Addr("127.0.0.1", 1001), &b));
-  ASSERT_TRUE(t.Lookup(Addr("127.0.0.1", 1000), &a2));
+  ASSERT_TRUE(Lookup(t, Addr("127.0.0.1", 1000), &a));
+  ASSERT_TRUE(Lookup(t, Addr("127.0.0.1", 1001), &b));
+  ASSERT_TRUE(Lookup(t, Addr("127.0.0.1", 1000), &a2));
   EXPECT_EQ(a, a2);
   EXPECT_NE(a, b);
-  ASSERT_NE(t.Address(b), nullptr);
-  EXPECT_EQ(ntohs(t.Address(b)->sin_port), 1001);
-  EXPECT_EQ(t.Address(99), nullptr);
+  ASSERT_NE(t.Get(b), nullptr);
+  EXPECT_EQ(ntohs(t.Get(b)->sin_port), 1001);
+  EXPECT_EQ(t.Get(99), nullptr);
   EXPECT_EQ(t.size(), 2u);
 }
 
 // Proves: when full, new peers are refused and known peers still resolve.
 TEST(PeerTableTest, FullTableRefusesOnlyNewPeers) {
-  PeerTable t(2);
+  UdpPeerTable t(2);
   engine::PeerToken tok;
-  ASSERT_TRUE(t.Lookup(Addr("10.0.0.1", 1), &tok));
-  ASSERT_TRUE(t.Lookup(Addr("10.0.0.2", 1), &tok));
-  EXPECT_FALSE(t.Lookup(Addr("10.0.0.3", 1), &tok));
-  EXPECT_TRUE(t.Lookup(Addr("10.0.0.1", 1), &tok));
+  ASSERT_TRUE(Lookup(t, Addr("10.0.0.1", 1), &tok));
+  ASSERT_TRUE(Lookup(t, Addr("10.0.0.2", 1), &tok));
+  EXPECT_FALSE(Lookup(t, Addr("10.0.0.3", 1), &tok));
+  EXPECT_TRUE(Lookup(t, Addr("10.0.0.1", 1), &tok));
   EXPECT_EQ(tok, 0u);
   EXPECT_EQ(t.size(), 2u);
 }
@@ -80,7 +89,7 @@ namespace {
 // Removed entries free their slot for reuse; Sweep forgets only entries that
 // no job references and that were idle long enough; Find never inserts.
 TEST(PeerTableTest, RemoveSweepAndReuse) {
-  PeerTable t(3);
+  UdpPeerTable t(3);
   engine::PeerToken a, b, c, d;
   EXPECT_FALSE(t.Find(Addr("10.0.0.1", 1), 0, &a));
   EXPECT_EQ(t.size(), 0u);
@@ -89,21 +98,21 @@ TEST(PeerTableTest, RemoveSweepAndReuse) {
   ASSERT_TRUE(t.Insert(Addr("10.0.0.3", 1), 5000, &c));
   EXPECT_FALSE(t.Insert(Addr("10.0.0.4", 1), 5000, &d));  // full
   t.Remove(b);
-  EXPECT_EQ(t.Address(b), nullptr);
+  EXPECT_EQ(t.Get(b), nullptr);
   ASSERT_TRUE(t.Insert(Addr("10.0.0.4", 1), 200, &d));
   EXPECT_EQ(d, b);  // the freed slot is reused
-  EXPECT_EQ(t.Address(d)->sin_addr.s_addr, Addr("10.0.0.4", 1).sin_addr.s_addr);
+  EXPECT_EQ(t.Get(d)->sin_addr.s_addr, Addr("10.0.0.4", 1).sin_addr.s_addr);
   // a is referenced by a job: kept; c is recent: kept; d idle and unreferenced.
   std::unordered_set<engine::PeerToken> referenced = {a};
   EXPECT_EQ(t.Sweep(referenced, 5500, 1000), 1u);
-  EXPECT_NE(t.Address(a), nullptr);
-  EXPECT_NE(t.Address(c), nullptr);
-  EXPECT_EQ(t.Address(d), nullptr);
+  EXPECT_NE(t.Get(a), nullptr);
+  EXPECT_NE(t.Get(c), nullptr);
+  EXPECT_EQ(t.Get(d), nullptr);
   engine::PeerToken again;
   EXPECT_FALSE(t.Find(Addr("10.0.0.4", 1), 7000, &again));
   EXPECT_TRUE(t.Find(Addr("10.0.0.1", 1), 7000, &again));
   EXPECT_EQ(again, a);
-  EXPECT_EQ(t.Address(kTransientPeer), nullptr);
+  EXPECT_EQ(t.Get(kTransientPeer), nullptr);
 }
 
 }  // namespace

@@ -39,8 +39,8 @@ TEST(DpdkPeerTable, KeyIncludesMacAndCacheIsVerified) {
   EXPECT_FALSE(t.Find(Addr(1, 10, 100), 0, &found)) << "stale cache entry trusted";
   ASSERT_TRUE(t.Find(Addr(3, 11, 200), 0, &found));
   EXPECT_EQ(found, c);
-  ASSERT_NE(t.Address(c), nullptr);
-  EXPECT_EQ(t.Address(c)->ip_be, 11u);
+  ASSERT_NE(t.Get(c), nullptr);
+  EXPECT_EQ(t.Get(c)->ip_be, 11u);
 }
 
 TEST(DpdkPeerTable, SweepFreesIdleUnreferencedOnly) {

@@ -2,12 +2,21 @@
 // process: `job create` prints the documented key=value lines, `jobs` the
 // daemon and job tables, `tree` the drawn tree, `job end` frees the job, a
 // refusal exits 1 with the manager's message; `job keepalive` keeps a job
-// with a short heartbeat timeout alive, exits 3 naming the state when the
-// job ends under it, and the job ends on its own once nobody heartbeats it;
-// and SIGTERM stops the manager cleanly (exit 0); an address with a port
-// outside 1..65535 is refused by the CLI's --manager, by the manager's
-// --listen and by its daemon registration, never wrapped. Daemons are
-// registered by the test through gRPC.
+// alive past its heartbeat timeout, is refused a wrong key, exits 3 naming
+// the state when the job ends under it, and the job ends on its own once
+// nobody heartbeats it; SIGTERM stops the manager cleanly (exit 0); and an
+// address with a port outside 1..65535 is refused by the CLI's --manager,
+// by the manager's --listen and by its daemon registration, never wrapped.
+// Daemons are registered by the test through gRPC and never heartbeat.
+//
+// Schedules: the manager runs on the real clock, so the test never asserts
+// that something happened within a wall-clock time. Its default timeouts
+// are an hour, beyond the test's ctest timeout, so no daemon and no job
+// expires unless a job asks for a short timeout of its own. The test waits
+// for events (a heartbeat the manager recorded, a state in `jobs`, a process
+// exit), each bounded only to turn a hang into a failure. The one liveness
+// verdict left, a job kept alive past its 10 s timeout, needs only that no
+// keepalive heartbeat (process start-up included) comes 10 s late.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -16,7 +25,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -47,6 +58,29 @@ std::string RunCommand(const std::string& cmd, int* rc) {
   return out;
 }
 
+// Polls `done` every 100 ms until it is true or `max_s` seconds passed;
+// the bound only turns a hang into a failure.
+bool WaitUntil(const std::function<bool()>& done, int max_s = 30) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
+// Waits (bounded) for a child to exit; its exit code, or -1 after a
+// SIGKILL when it did not exit in time (or was killed by a signal).
+int WaitExit(pid_t pid, int max_s = 30) {
+  int status = 0;
+  if (!WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, max_s)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 class ManagerCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,34 +101,24 @@ class ManagerCliTest : public ::testing::Test {
       const std::string topo = std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml";
       const std::string state = dir_ + "/manager.state";
       execl(bin, bin, "--listen", "127.0.0.1:0", "--topology", topo.c_str(), "--state-file",
-            state.c_str(), "--daemon-timeout-ms", "60000", "--job-timeout-ms", "60000",
+            state.c_str(), "--daemon-timeout-ms", kHour, "--job-timeout-ms", kHour,
             static_cast<char*>(nullptr));
       _exit(127);
     }
     const std::regex listening("tributary-manager listening on (\\S+)");
-    for (int i = 0; i < 100 && address_.empty(); ++i) {
+    WaitUntil([&] {
       std::smatch m;
       const std::string text = ReadFile(log_);
       if (std::regex_search(text, m, listening)) address_ = m[1];
-      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+      return !address_.empty();
+    });
     ASSERT_FALSE(address_.empty()) << ReadFile(log_);
     stub_ = v1::Manager::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
     if (pid_ > 0) {
       kill(pid_, SIGTERM);
-      int status = 0;
-      for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      if (waitpid(pid_, &status, WNOHANG) == 0 && kill(pid_, 0) == 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        ADD_FAILURE() << "manager did not stop on SIGTERM";
-      } else {
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log_);
-      }
+      EXPECT_EQ(WaitExit(pid_), 0) << "manager did not stop cleanly on SIGTERM\n" << ReadFile(log_);
     }
     RunCommand("rm -rf " + dir_, &rc_);
   }
@@ -112,6 +136,29 @@ class ManagerCliTest : public ::testing::Test {
   std::string Cli(const std::string& args, int* rc) {
     return RunCommand(cli_ + " " + args + " --manager " + address_, rc);
   }
+  // Starts the CLI in the background, stdout and stderr to `out_path`.
+  pid_t SpawnCli(const std::string& args, const std::string& out_path) {
+    const std::string cmd =
+        "exec " + cli_ + " " + args + " --manager " + address_ + " > " + out_path + " 2>&1";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  }
+  v1::Job GetJob(const std::string& id) {
+    v1::JobRef ref;
+    ref.set_job_id(static_cast<uint32_t>(std::stoul(id)));
+    v1::Job job;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->GetJob(&ctx, ref, &job).ok());
+    return job;
+  }
+
+  // The manager's default daemon and job timeouts: an hour, longer than
+  // the test may run (ctest TIMEOUT), so none expires under any schedule.
+  static constexpr const char* kHour = "3600000";
 
   std::string cli_, dir_, log_, address_;
   pid_t pid_ = -1;
@@ -210,41 +257,66 @@ TEST_F(ManagerCliTest, KeepaliveHoldsAJobAndReportsItsEnd) {
     }
     return std::regex_search(out, k, std::regex("job_id=([0-9]+)\n")) ? std::string(k[1]) : "";
   };
-  // Held: 4 s of heartbeats every 200 ms outlast a 3 s timeout (timings are
-  // generous: sanitizer builds start processes slowly).
+  // Held: keepalive (every 200 ms, until SIGTERM) keeps a job with a 10 s
+  // timeout running until the manager has recorded a heartbeat more than
+  // 10 s after the job's creation; without keepalive the job would have
+  // ended by then. Read while keepalive still runs, so neither process
+  // start-up nor the `jobs` call races the timeout; only a keepalive
+  // heartbeat (its first included) 10 s late could fail it.
   std::string key;
-  const std::string held = create("3000", &key);
+  const std::string held = create("10000", &key);
   ASSERT_FALSE(held.empty());
-  std::string out = Cli("job keepalive " + held + " --key " + key + " --every-ms 200 --for-s 4", &rc);
-  EXPECT_EQ(rc, 0) << out;
-  out = Cli("jobs", &rc);
+  const std::string held_out = dir_ + "/keepalive-held.out";
+  const pid_t held_keeper =
+      SpawnCli("job keepalive " + held + " --key " + key + " --every-ms 200", held_out);
+  ASSERT_GT(held_keeper, 0);
+  v1::Job job;
+  const bool outlived = WaitUntil([&] {
+    job = GetJob(held);
+    return job.state() != "running" ||
+           job.last_heartbeat_unix_ms() - job.created_unix_ms() > 10000;
+  }, 60);
+  EXPECT_TRUE(outlived && job.state() == "running")
+      << job.DebugString() << ReadFile(held_out);
+  std::string out = Cli("jobs", &rc);
   EXPECT_TRUE(std::regex_search(out, std::regex(held + " +\\S* *running"))) << out;
+  kill(held_keeper, SIGTERM);
+  EXPECT_EQ(WaitExit(held_keeper), 0) << ReadFile(held_out);
 
-  // A job with a long timeout for the rest: a wrong key is refused at once;
-  // ended under it, keepalive exits 3 and says why.
+  // A job with a long timeout for the rest: a wrong key is refused at the
+  // first heartbeat the manager answers.
   const std::string ended = create("600000", &key);
   ASSERT_FALSE(ended.empty());
-  out = Cli("job keepalive " + ended + " --key 0000000000000001 --for-s 10", &rc);
+  out = Cli("job keepalive " + ended + " --key 0000000000000001 --for-s 60", &rc);
   EXPECT_EQ(rc, 3) << out;
-  pid_t ender = fork();
-  if (ender == 0) {
-    usleep(500 * 1000);
-    int r = 0;
-    RunCommand(cli_ + " job end " + ended + " --reason 'test ended it' --manager " + address_, &r);
-    _exit(r);
-  }
-  out = Cli("job keepalive " + ended + " --key " + key + " --every-ms 100 --for-s 20", &rc);
-  int status = 0;
-  waitpid(ender, &status, 0);
-  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("wrong key"), std::string::npos) << out;
+  // Ended under it: the job is ended only once the manager has recorded a
+  // heartbeat from keepalive (every 100 ms, so its last heartbeat moves past
+  // the creation time), so keepalive's next heartbeat learns it: exit 3 and
+  // the manager's state, however late either process runs.
+  const int64_t created = GetJob(ended).created_unix_ms();
+  const std::string ended_out = dir_ + "/keepalive-ended.out";
+  const pid_t ended_keeper =
+      SpawnCli("job keepalive " + ended + " --key " + key + " --every-ms 100", ended_out);
+  ASSERT_GT(ended_keeper, 0);
+  EXPECT_TRUE(WaitUntil([&] { return GetJob(ended).last_heartbeat_unix_ms() > created; }))
+      << ReadFile(ended_out);
+  out = Cli("job end " + ended + " --reason 'test ended it'", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(WaitExit(ended_keeper), 3) << ReadFile(ended_out);
+  out = ReadFile(ended_out);
   EXPECT_NE(out.find("no longer running: ended: test ended it"), std::string::npos) << out;
 
-  // Without keepalive a job expires after its timeout.
+  // Without keepalive a job expires after its timeout: `jobs` shows it ended
+  // for that reason (the manager's timer checks every 250 ms; the test waits
+  // for the state, not for a time).
   const std::string lone = create("500", nullptr);
   ASSERT_FALSE(lone.empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  out = Cli("jobs", &rc);
-  EXPECT_TRUE(std::regex_search(out, std::regex(lone + " +\\S* *ended: "))) << out;
+  const std::regex lone_ended(lone + " +\\S* *ended: no job heartbeat for ");
+  EXPECT_TRUE(WaitUntil([&] {
+    out = Cli("jobs", &rc);
+    return std::regex_search(out, lone_ended);
+  })) << out;
 }
 
 }  // namespace

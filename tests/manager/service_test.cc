@@ -1,22 +1,32 @@
 // Proves the gRPC service end to end in-process on 127.0.0.1 port 0:
 // registration, admission (granted and refused with the right gRPC code),
 // heartbeat replies carrying the assignments, job expiry freeing every slot,
-// daemon expiry failing its jobs, and a manager restart restoring jobs and
-// reservations from the state file. Timeouts are tens of ms so it runs fast.
+// daemon expiry failing its jobs (naming the daemon that fell silent), and a
+// manager restart restoring jobs and reservations from the state file.
+//
+// Time is the test's: the server runs on a fake clock (ServerOptions::now_ms)
+// that only Advance() moves, and without its timer thread, so an expiry pass
+// runs only when the test calls Expire(). Each timeout therefore passes
+// exactly where the test says (one millisecond after the limit, and not at
+// the limit), whatever the scheduler does to the test's or gRPC's threads: a
+// stalled thread cannot make time pass. Production differs only in the
+// clock (the system's) and in who calls the same expiry pass (the timer).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
-#include <functional>
-#include <thread>
 
 #include "manager/service.h"
 #include "proto/manager.grpc.pb.h"
 
 namespace tributary::manager {
 namespace {
+
+constexpr int64_t kDaemonTimeoutMs = 300;
+constexpr int64_t kJobTimeoutMs = 400;
 
 class ServiceTest : public ::testing::Test {
  protected:
@@ -39,8 +49,10 @@ class ServiceTest : public ::testing::Test {
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.state_file = state_;
-    options.core.daemon_timeout_ms = 300;
-    options.core.job_timeout_ms = 400;
+    options.core.daemon_timeout_ms = kDaemonTimeoutMs;
+    options.core.job_timeout_ms = kJobTimeoutMs;
+    options.now_ms = [this] { return now_ms_.load(); };
+    options.expiry_timer = false;  // expiry passes run in Expire() only
     server_ = std::make_unique<ManagerServer>(topology_, options);
     const Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -103,22 +115,25 @@ class ServiceTest : public ::testing::Test {
     const grpc::Status s = stub_->JobHeartbeat(&ctx, req, &reply);
     return s.ok() ? reply.state() : "rpc error: " + s.error_message();
   }
-  // Runs `beat` every 50 ms until `done` or the deadline; true when done.
-  bool Until(const std::function<bool()>& done, const std::function<void()>& beat,
-             int max_ms = 3000) {
-    for (int t = 0; t < max_ms; t += 50) {
-      beat();
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+  v1::Job GetJob(const v1::Job& job) {
+    v1::JobRef ref;
+    ref.set_job_id(job.job_id());
+    v1::Job reply;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->GetJob(&ctx, ref, &reply).ok());
+    return reply;
   }
+  void Advance(int64_t ms) { now_ms_ += ms; }
+  void Expire() { server_->ExpireNow(); }
 
   std::string dir_, state_;
   Topology topology_;
   std::unique_ptr<ManagerServer> server_;
   std::unique_ptr<v1::Manager::Stub> stub_;
   std::map<std::string, uint64_t> sessions_;
+  // The server's clock (Unix ms); only Advance() moves it. Atomic: gRPC's
+  // threads read it.
+  std::atomic<int64_t> now_ms_{1'700'000'000'000};
 };
 
 TEST_F(ServiceTest, CreateJobAndHeartbeatAssignments) {
@@ -169,31 +184,49 @@ TEST_F(ServiceTest, SilentJobEndsAndFreesResources) {
   RegisterAll(256);
   v1::Job job;
   ASSERT_TRUE(Create({"h0", "h2"}, 0, &job).ok());
-  EXPECT_GT(UsedSlots(), 0u);
+  const uint64_t used = UsedSlots();
+  EXPECT_GT(used, 0u);
   auto beat_daemons = [&] {
     for (const auto& n : topology_.nodes()) Beat(n.name);
   };
-  // No JobHeartbeat: after 400 ms the manager ends the job.
-  EXPECT_TRUE(Until([&] { return UsedSlots() == 0; }, beat_daemons));
-  v1::JobRef ref;
-  ref.set_job_id(job.job_id());
-  v1::Job ended;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stub_->GetJob(&ctx, ref, &ended).ok());
-  EXPECT_EQ(ended.state().rfind("ended: no job heartbeat", 0), 0u) << ended.state();
+  // The daemons heartbeat (within their timeout), nobody sends JobHeartbeat.
+  // Silent for exactly the job timeout: still running, nothing freed.
+  Advance(kJobTimeoutMs / 2);
+  beat_daemons();
+  Expire();
+  Advance(kJobTimeoutMs - kJobTimeoutMs / 2);
+  beat_daemons();
+  Expire();
+  EXPECT_EQ(GetJob(job).state(), "running");
+  EXPECT_EQ(UsedSlots(), used);
+  // One millisecond more: the manager ends the job and frees every slot.
+  Advance(1);
+  Expire();
+  EXPECT_EQ(UsedSlots(), 0u);
+  EXPECT_EQ(GetJob(job).state(), "ended: no job heartbeat for 401 ms");
+  const v1::ListReply list = List();
+  for (const auto& d : list.daemons()) EXPECT_TRUE(d.up()) << d.info().name();
 }
 
 TEST_F(ServiceTest, DaemonTimeoutFailsItsJobs) {
   RegisterAll(256);
   v1::Job job;
-  ASSERT_TRUE(Create({"h0", "h2"}, 0, &job).ok());
+  ASSERT_TRUE(Create({"h0", "h2"}, 0, &job).ok());  // h2 hangs off leaf1
   auto beat_all_but_leaf1 = [&] {
     for (const auto& n : topology_.nodes()) {
       if (n.name != "leaf1") Beat(n.name);
     }
     JobState(job);  // the launcher keeps the job alive
   };
-  ASSERT_TRUE(Until([&] { return JobState(job) != "running"; }, beat_all_but_leaf1));
+  // leaf1 silent for exactly the daemon timeout: still up, the job runs.
+  Advance(kDaemonTimeoutMs);
+  beat_all_but_leaf1();
+  Expire();
+  EXPECT_EQ(JobState(job), "running");
+  // One millisecond more: leaf1, and only leaf1, is down, and its job fails
+  // naming it.
+  Advance(1);
+  Expire();
   EXPECT_EQ(JobState(job), "failed: daemon d-leaf1 down");
   EXPECT_EQ(UsedSlots(), 0u);
   const v1::ListReply list = List();

@@ -47,17 +47,26 @@ netns_cluster_create 1 "" 9000 || { echo "loss_test: cannot build the cluster" >
 netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" || exit 1
 echo "# tributaryd at $NETNS_DAEMON in $NETNS_SWITCH; $RANKS ranks in $(netns_host_ns 0)"
 
-# The daemon's engine `contributions` counter, from a fresh SIGUSR1 report.
+# The daemon's engine `contributions` counter, from a fresh SIGUSR1 report:
+# waits (bounded) until the log holds one more report header than before the
+# signal and, after the last header, the `uplink:` line that follows the
+# `engine:` line (so the counter read is complete and the new report's).
 daemon_contributions() {
-  local log="$WORK/tributaryd.log" before i
+  local log="$WORK/tributaryd.log" before i report
   before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
   kill -USR1 "$NETNS_DAEMON_PID"
-  for ((i = 0; i < 50; ++i)); do
-    (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)) && break
+  for ((i = 0; i < 300; ++i)); do
+    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
+      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
+      if grep -q 'uplink:' <<< "$report"; then
+        grep -o ' contributions=[0-9]*' <<< "$report" | head -1 | cut -d= -f2
+        return 0
+      fi
+    fi
     sleep 0.1
   done
-  sleep 0.1  # the rest of the report
-  grep -o ' contributions=[0-9]*' "$log" | tail -1 | cut -d= -f2
+  echo "loss_test: no SIGUSR1 report from tributaryd" >&2
+  echo -1
 }
 
 failures=0

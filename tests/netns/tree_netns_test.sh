@@ -15,17 +15,34 @@
 #   2. exact results for every dtype at 1, 7, 1023, 1 Mi+3 elements and fp32
 #      at 64 MiB on all 8 ranks;
 #   3. two jobs sharing all seven daemons at once, both exact, while the
-#      manager is SIGKILLed and restarted from its state file (the data path
-#      does not need it), after which it still knows both jobs; then 1%
-#      packet loss on every link, rank-leaf and daemon-daemon: exact, with
-#      partial sums re-sent between daemons (per-hop recovery);
+#      manager is SIGKILLed and restarted from its state file: every rank of
+#      both jobs has completed its first collective before the kill and runs
+#      the rest only after it (the data path does not need the manager);
+#      the restarted manager still knows both jobs; then 1% packet loss on
+#      every link, rank-leaf and daemon-daemon: exact, with partial sums
+#      re-sent between daemons (per-hop recovery);
 #   4. admission refused at once, naming what is short, when the daemons'
 #      slot capacity cannot hold another job; nothing stays reserved;
 #   5. a wrong job key is refused with an error that says so;
-#   6. an inner daemon killed mid-job: every rank gets TIMED_OUT within the
-#      operation timeout (+3 s), none hangs;
+#   6. an inner daemon killed mid-job, once every rank has completed a
+#      collective: every rank's next collective fails with TIMED_OUT (or
+#      UNAVAILABLE once the manager failed the job) within the operation
+#      timeout (+3 s), none hangs;
 #   7. ending jobs frees every slot (tributary jobs shows 0 used).
 # Needs root and `ip netns`; exits 77 (ctest SKIP) without.
+#
+# Schedules: the script never sleeps in the hope that something happened.
+# It waits, bounded only to turn a hang into a failure, for the event it
+# needs: every daemon logging that it holds a new job before the ranks
+# start (daemons learn jobs at their next manager heartbeat), every rank's
+# own ready file (tree_rank --ready) before a kill, a fresh SIGUSR1 report
+# in each daemon's log before reading it. Ranks start their first
+# collective together (tree_rank's start barrier), so its operation timeout
+# never races process start-up, and the ranks of jobs b and c wait
+# (tree_rank --hold) until the manager is dead. The manager's daemon
+# timeout is 15 s (heartbeats every 5 s): nothing here needs it short, and
+# a daemon merely slowed down (sanitizers, a loaded machine) must not fail
+# the running jobs.
 #
 # Usage: tree_netns_test.sh (environment: TRIBUTARYD, TRIBUTARY_CLI,
 # TRIBUTARY_MANAGER_BIN, TREE_RANK, TOPOLOGY; ctest sets them).
@@ -67,7 +84,7 @@ start_manager() {
   # `ip netns exec` execs the program: $! is the manager itself (a shell
   # function here would leave $! pointing at a subshell).
   ip netns exec "$(netns_host_ns "$MGR_NS")" "$MANAGER_BIN" --listen "$MGR" --topology "$TOPOLOGY" \
-    --state-file "$WORK/manager.state" --daemon-timeout-ms 3000 --job-timeout-ms 600000 \
+    --state-file "$WORK/manager.state" --daemon-timeout-ms 15000 --job-timeout-ms 600000 \
     >> "$WORK/manager.log" 2>&1 &
   MANAGER_PID=$!
 }
@@ -83,7 +100,7 @@ start_daemon() {  # INDEX (into SWITCHES)
 start_manager
 for i in "${!SWITCHES[@]}"; do start_daemon "$i"; done
 up=0
-for ((t = 0; t < 100; ++t)); do
+for ((t = 0; t < 300; ++t)); do
   up=$(cli jobs 2> /dev/null | grep -cw 'up')
   ((up >= 7)) && break
   sleep 0.2
@@ -96,12 +113,43 @@ if ((up < 7)); then
 fi
 echo "ok   7 daemons registered with the manager"
 
-# create_job NAME [extra job-create flags] -> writes $WORK/NAME.job, prints job id
+# create_job NAME [SLOTS] -> writes $WORK/NAME.job, prints the job id once
+# every daemon holds the job. Every job spans h0..h7, so all seven daemons;
+# a daemon learns a job at its next heartbeat (every 5 s), and a rank that
+# joins before its leaf knows the job retries only for its connect timeout.
 create_job() {  # NAME [SLOTS]
-  local name=$1 slots=${2:-64}
+  local name=$1 slots=${2:-64} id
   cli job create --name "$name" --hosts h0,h1,h2,h3,h4,h5,h6,h7 --slots "$slots" \
     --payload-bytes 8192 --heartbeat-timeout-ms 600000 > "$WORK/$name.job" 2>&1 || return 1
-  sed -n 's/^job_id=//p' "$WORK/$name.job"
+  id=$(sed -n 's/^job_id=//p' "$WORK/$name.job")
+  echo "$id"
+  wait_held "$id" || { echo "not every daemon holds job $id after 60 s" >> "$WORK/$name.job"; return 1; }
+}
+wait_held() {  # JOB_ID: true once every daemon's log says it holds the job (bounded)
+  local t sw all
+  for ((t = 0; t < 600; ++t)); do
+    all=1
+    for sw in "${SWITCHES[@]}"; do
+      grep -q "holding job $1:" "$WORK/$sw.log" || { all=0; break; }
+    done
+    ((all)) && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# wait_ready PREFIX PID: true once PREFIX.0 .. PREFIX.7 exist (each rank's
+# first collective done); false when PID (the ranks' launcher) ends first or
+# after 120 s.
+wait_ready() {
+  local t r all
+  for ((t = 0; t < 1200; ++t)); do
+    all=1
+    for ((r = 0; r < 8; ++r)); do [[ -e $1.$r ]] || { all=0; break; }; done
+    ((all)) && return 0
+    kill -0 "$2" 2> /dev/null || return 1
+    sleep 0.1
+  done
+  return 1
 }
 # run_ranks NAME [tree_rank flags]: one tree_rank per host namespace, waits (bounded).
 run_ranks() {
@@ -147,14 +195,22 @@ else
 fi
 cli job end "$A" > /dev/null || fail "job end $A"
 
-# 3: two jobs at once; the manager dies and comes back meanwhile.
+# 3: two jobs at once; the manager dies and comes back meanwhile. Every rank
+# completes its first collective, then holds until the manager is dead, so
+# the kill always lands while both jobs run and three of their four
+# collectives run without a manager.
 B=$(create_job b) || fail "job b: $(cat "$WORK/b.job")"
 C=$(create_job c) || fail "job c: $(cat "$WORK/c.job")"
-run_ranks b --sizes 1048579,4194304 --dtypes int32,float64 & RB=$!
-run_ranks c --sizes 1048579,4194304 --dtypes int32,float64 & RC=$!
-sleep 0.5
+KILLED="$WORK/manager-killed"
+run_ranks b --sizes 1048579,4194304 --dtypes int32,float64 --ready "$WORK/b.ready" \
+  --hold "$KILLED" & RB=$!
+run_ranks c --sizes 1048579,4194304 --dtypes int32,float64 --ready "$WORK/c.ready" \
+  --hold "$KILLED" & RC=$!
+wait_ready "$WORK/b.ready" "$RB" || fail "job b: not every rank completed its first collective"
+wait_ready "$WORK/c.ready" "$RC" || fail "job c: not every rank completed its first collective"
 kill -KILL "$MANAGER_PID"
 wait "$MANAGER_PID" 2> /dev/null
+touch "$KILLED"
 start_manager
 rb=0; rc=0
 wait "$RB" || rb=1
@@ -166,13 +222,34 @@ else
   show_rank_failures b
   show_rank_failures c
 fi
-for ((t = 0; t < 50; ++t)); do cli tree "$B" > "$WORK/b.tree" 2>&1 && break; sleep 0.2; done
+for ((t = 0; t < 150; ++t)); do cli tree "$B" > "$WORK/b.tree" 2>&1 && break; sleep 0.2; done
 if grep -q core0 "$WORK/b.tree"; then
   echo "ok   the restarted manager still knows job $B's tree"
 else
   fail "restarted manager lost job $B"
   cat "$WORK/b.tree" >&2
 fi
+
+# uplink_report NAME: the `uplink:` line of a fresh SIGUSR1 counter report
+# from daemon NAME. Waits (bounded) until the log holds one more report
+# header than before the signal and, after the last header, the
+# `engine_drops:` line that follows `uplink:` (so that line is complete).
+uplink_report() {
+  local log="$WORK/$1.log" before t report
+  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
+  kill -USR1 "${DAEMON_PID[$1]}"
+  for ((t = 0; t < 300; ++t)); do
+    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
+      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
+      if grep -q 'engine_drops:' <<< "$report"; then
+        grep -m1 'uplink:' <<< "$report"
+        return 0
+      fi
+    fi
+    sleep 0.1
+  done
+  return 1
+}
 
 # 3b: 1% loss on every link (ranks <-> leaves and daemon <-> daemon, both
 # directions): exact, and the daemons' uplink timers did the recovering.
@@ -182,11 +259,10 @@ netns_set_loss 10 || fail "nftables loss rules"
 drops_before=$(netns_loss_drops)
 if run_ranks f --sizes 1048579,4194304 --dtypes int32,float32; then
   drops=$(($(netns_loss_drops) - drops_before))
-  for name in "${SWITCHES[@]}"; do kill -USR1 "${DAEMON_PID[$name]}"; done
-  sleep 0.5
   resends=0
   for name in "${SWITCHES[@]}"; do
-    r=$(grep 'uplink:' "$WORK/$name.log" | tail -1 | sed -n 's/.* resends=\([0-9]*\).*/\1/p')
+    line=$(uplink_report "$name") || fail "no SIGUSR1 counter report from $name"
+    r=$(sed -n 's/.* resends=\([0-9]*\).*/\1/p' <<< "$line")
     resends=$((resends + ${r:-0}))
   done
   echo "ok   job $F exact under 1% loss on every link: nftables dropped $drops packets, daemons re-sent $resends partial sums upstream"
@@ -221,14 +297,17 @@ else
 fi
 cli job end "$G" > /dev/null; cli job end "$H" > /dev/null
 
-# 6: an inner daemon dies while job e runs.
+# 6: an inner daemon dies while job e runs. The kill waits for every rank's
+# own ready file: a rank that had not yet received its first result would
+# fail that first collective, which proves nothing. Each rank's next
+# collective needs agg0 (the root waits for it), so every one must fail
+# within its timeout. 10 s, not less: the first collective (the ranks start
+# it together, after tree_rank's barrier) must not time out on a loaded
+# machine; the manager (15 s daemon timeout) fails the job only later.
 E=$(create_job e) || fail "job e: $(cat "$WORK/e.job")"
 READY="$WORK/e.ready"
-(run_ranks e --until-failure --timeout-ms 3000 --ready "$READY") & RE=$!
-# A first collective completed on some rank: all 8 contributed, the job runs.
-for ((t = 0; t < 300; ++t)); do [[ -e "$READY" ]] && break; sleep 0.1; done
-[[ -e "$READY" ]] || fail "job e never completed a collective"
-sleep 0.5
+(run_ranks e --until-failure --timeout-ms 10000 --ready "$READY") & RE=$!
+wait_ready "$READY" "$RE" || fail "job e: not every rank completed a collective"
 kill -KILL "${DAEMON_PID[agg0]}"
 if wait "$RE"; then
   echo "ok   agg0 killed mid-job: all 8 ranks failed with TIMED_OUT within the timeout"

@@ -10,12 +10,20 @@
 //
 // Modes:
 //   (default)        all-reduce --sizes x --dtypes (sum), exit 0 if all exact
-//   --until-failure  all-reduce 1 Mi int32 repeatedly for up to 60 s; exit 0
-//                    when a collective fails within --timeout-ms + 3 s with
-//                    TIMED_OUT, or UNAVAILABLE because the aggregator
-//                    dropped the job the manager failed (the test kills a
-//                    daemon meanwhile); `--ready FILE` is created
-//                    after the first collective succeeded.
+//   --until-failure  all-reduce 1 Mi int32 repeatedly, for up to 120 s after
+//                    the first collective; exit 0 when a later collective
+//                    fails within --timeout-ms + 3 s with TIMED_OUT, or
+//                    UNAVAILABLE because the aggregator dropped the job the
+//                    manager failed (the test kills a daemon meanwhile).
+// Files, so that the launching script acts while the ranks run (bounded
+// waits, no sleeps):
+//   --ready PREFIX   before its first collective the rank creates
+//                    PREFIX.joined.<global-rank> and waits until all --world
+//                    ranks have (a start barrier: the first collective's
+//                    timeout never races another rank's process start);
+//                    after it succeeded, PREFIX.<global-rank>.
+//   --hold FILE      after the first collective (and its ready file), waits
+//                    until FILE exists before the next one.
 // Exit: 0 as above, 1 wrong data or unexpected outcome, 2 usage/setup error.
 // Thread-safety: main thread only (plus libtributary's progress thread).
 #include <unistd.h>
@@ -26,6 +34,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/common/patterns.h"
@@ -49,11 +58,23 @@ bool ParseDtype(const std::string& name, DataType* out) {
   return false;
 }
 
+// Polls every 10 ms until `path` exists; false after `max_s` seconds (the
+// bound turns a launcher that never acts into a failure, not a hang).
+bool WaitForFile(const std::string& path, int max_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tree_rank: one rank of a manager-placed job (tests/netns)"};
-  std::string aggregator, key_hex, sizes_arg = "1,7,1023,1048579", dtypes_arg = "all", ready;
+  std::string aggregator, key_hex, sizes_arg = "1,7,1023,1048579", dtypes_arg = "all", ready,
+      hold;
   uint32_t job_id = 0, child = 0, fan_in = 1, global_rank = 0, world = 1, payload = 8192,
            window = 64, timeout_ms = 60000;
   bool until_failure = false;
@@ -70,7 +91,9 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", sizes_arg, "element counts, comma-separated");
   app.add_option("--dtypes", dtypes_arg, "'all' or comma-separated names");
   app.add_flag("--until-failure", until_failure);
-  app.add_option("--ready", ready, "file to create after the first collective");
+  app.add_option("--ready", ready,
+                 "start barrier PREFIX.joined.<rank>, then PREFIX.<rank> after the first collective");
+  app.add_option("--hold", hold, "file to wait for after the first collective");
   CLI11_PARSE(app, argc, argv);
 
   const char* me = "tree_rank";
@@ -119,7 +142,16 @@ int main(int argc, char** argv) {
   auto rb = comm.value()->Register(recv.data(), recv.size());
   if (!sb.ok() || !rb.ok()) return 2;
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  if (!ready.empty()) {
+    std::ofstream(ready + ".joined." + std::to_string(global_rank)).close();
+    for (uint32_t r = 0; r < world; ++r) {
+      if (!WaitForFile(ready + ".joined." + std::to_string(r), 120)) {
+        fprintf(stderr, "%s %u: rank %u never joined\n", me, global_rank, r);
+        return 2;
+      }
+    }
+  }
+  auto deadline = std::chrono::steady_clock::time_point::max();
   bool first = true;
   do {
     for (DataType t : types) {
@@ -154,13 +186,20 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(wrong), err.c_str());
           return 1;
         }
-        if (first && !ready.empty()) std::ofstream(ready).close();
+        if (first) {
+          if (!ready.empty()) std::ofstream(ready + "." + std::to_string(global_rank)).close();
+          if (!hold.empty() && !WaitForFile(hold, 180)) {
+            fprintf(stderr, "%s %u: %s never appeared\n", me, global_rank, hold.c_str());
+            return 2;
+          }
+          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        }
         first = false;
       }
     }
   } while (until_failure && std::chrono::steady_clock::now() < deadline);
   if (until_failure) {
-    fprintf(stderr, "%s %u: no collective failed within 60 s\n", me, global_rank);
+    fprintf(stderr, "%s %u: no collective failed within 120 s\n", me, global_rank);
     return 1;
   }
   printf("%s %u: exact\n", me, global_rank);

@@ -6,7 +6,8 @@
 // that reports a device) but verbs cannot open, it falls back to udp at WARN
 // with the payload resolved again for udp; an unknown name fails with
 // kUnimplemented naming what is built. The auto decision itself is checked
-// for every probe shape, and the payload is resolved from the choice.
+// for every probe shape, a machine without libibverbs included (tests/nolib
+// runs that case for real), and the payload is resolved from the choice.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -106,7 +107,7 @@ TEST(TransportSelectionTest, AutoFallsBackLoudlyWhenVerbsCannotOpen) {
   // Pretend the probe saw a device: auto chooses verbs, which then fails to
   // open on this machine; the fallback to udp must be a WARN.
   LogCapture logs;
-  TransportProbe probe{true, 1, "mlx5_0"};
+  TransportProbe probe{true, 1, "mlx5_0", ""};
   auto t = CreateTransport(LocalOptions("auto"), probe);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_STREQ(t.value()->name(), "udp");
@@ -167,23 +168,31 @@ TEST(TransportSelectionTest, UnknownNameNamesWhatIsBuilt) {
 }
 
 TEST(TransportSelectionTest, AutoDecisionForEveryProbe) {
-  AutoChoice c = ChooseAutoTransport(TransportProbe{false, 0, ""});
+  AutoChoice c = ChooseAutoTransport(TransportProbe{false, 0, "", ""});
   EXPECT_EQ(c.name, "udp");
   EXPECT_FALSE(c.warn);
   EXPECT_NE(c.reason.find("verbs not built"), std::string::npos);
 
-  c = ChooseAutoTransport(TransportProbe{true, 0, ""});
+  c = ChooseAutoTransport(TransportProbe{true, 0, "", ""});
   EXPECT_EQ(c.name, "udp");
   EXPECT_FALSE(c.warn);
   EXPECT_EQ(c.reason, "no RDMA device found; verbs built but unusable");
 
-  c = ChooseAutoTransport(TransportProbe{true, 2, "mlx5_0, mlx5_1"});
+  // No libibverbs: no device seen, said at INFO (not a warning, not a failure).
+  c = ChooseAutoTransport(TransportProbe{true, 0, "", "cannot load libibverbs.so.1 (...)"});
+  EXPECT_EQ(c.name, "udp");
+  EXPECT_FALSE(c.warn);
+  EXPECT_NE(c.reason.find("no RDMA device seen, libibverbs cannot be loaded"), std::string::npos)
+      << c.reason;
+  EXPECT_NE(c.reason.find("cannot load libibverbs.so.1"), std::string::npos) << c.reason;
+
+  c = ChooseAutoTransport(TransportProbe{true, 2, "mlx5_0, mlx5_1", ""});
   EXPECT_EQ(c.name, "verbs");
   EXPECT_FALSE(c.warn);
   EXPECT_NE(c.reason.find("mlx5_0, mlx5_1"), std::string::npos);
 
   // RDMA hardware present but verbs not built: udp, and loudly.
-  c = ChooseAutoTransport(TransportProbe{false, 1, "rxe0"});
+  c = ChooseAutoTransport(TransportProbe{false, 1, "rxe0", ""});
   EXPECT_EQ(c.name, "udp");
   EXPECT_TRUE(c.warn);
   EXPECT_NE(c.reason.find("rxe0"), std::string::npos);
@@ -192,6 +201,7 @@ TEST(TransportSelectionTest, AutoDecisionForEveryProbe) {
 TEST(TransportSelectionTest, ProbeMatchesTheDeviceList) {
   TransportProbe p = ProbeTransports();
   EXPECT_TRUE(p.verbs_built);
+  EXPECT_EQ(p.libibverbs_missing, "") << "libibverbs is installed where this test runs";
   EXPECT_EQ(p.rdma_devices, VerbsTransport::CountDevices(nullptr));
   EXPECT_EQ(p.rdma_devices == 0, p.rdma_device_names.empty());
 }

@@ -82,9 +82,9 @@ TEST(UdPeerTable, FindInsertFullReuseAndSweep) {
   engine::PeerToken found;
   ASSERT_TRUE(t.Find(Peer(1, 101), 5, &found));
   EXPECT_EQ(found, b);
-  ASSERT_NE(t.Get(a), nullptr);
-  EXPECT_EQ(t.Get(a)->ah, &ah1);
-  EXPECT_EQ(t.Get(a)->peer, Peer(1, 100));
+  ASSERT_NE(t.GetEntry(a), nullptr);
+  EXPECT_EQ(t.GetEntry(a)->value, &ah1);
+  EXPECT_EQ(t.GetEntry(a)->key, Peer(1, 100));
 
   EXPECT_EQ(t.Remove(a), &ah1);
   EXPECT_EQ(t.Remove(a), nullptr) << "removed twice: no handle to destroy twice";
@@ -101,7 +101,7 @@ TEST(UdPeerTable, FindInsertFullReuseAndSweep) {
   size_t live = 0;
   t.ForEach([&](const agent::verbs::UdPeerTable::Entry& e) {
     ++live;
-    EXPECT_EQ(e.ah, &ah2);
+    EXPECT_EQ(e.value, &ah2);
   });
   EXPECT_EQ(live, 1u);
 }

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tributary/memory.h"
 #include "tributary/options.h"
 #include "tributary/status.h"
 #include "tributary/types.h"
@@ -44,6 +45,7 @@ class Buffer {
   Buffer() = default;
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  MemoryKind kind() const { return kind_; }
   uint64_t id() const { return id_; }
   bool valid() const { return id_ != 0; }
 
@@ -51,6 +53,7 @@ class Buffer {
   friend class internal::CommImpl;
   void* data_ = nullptr;
   size_t size_ = 0;
+  MemoryKind kind_ = MemoryKind::kHost;
   uint64_t id_ = 0;
 };
 
@@ -128,8 +131,13 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // Registers [data, data+bytes). bytes may be 0 only with data == nullptr.
+  // Registers [data, data+bytes) of host memory. bytes may be 0 only with
+  // data == nullptr.
   Result<Buffer> Register(void* data, size_t bytes);
+  // Registers memory of any kind (tributary/memory.h). Fails with
+  // kUnimplemented when the communicator's transport cannot reach that kind
+  // (the message names both), kInvalidArgument for a malformed description.
+  Result<Buffer> Register(const MemoryDesc& memory);
   // Fails with kFailedPrecondition while a request uses the buffer.
   Status Deregister(const Buffer& buffer);
 

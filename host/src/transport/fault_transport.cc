@@ -126,7 +126,7 @@ void FaultTransport::ReleaseDue(uint64_t now) {
 int64_t FaultTransport::UsUntilNextRelease(uint64_t now) const {
   uint64_t next = UINT64_MAX;
   for (const Held& h : tx_delayed_) next = std::min(next, h.release_ns);
-  for (const Held& h : rx_delayed_) next = std::min(next, h.release_ns);
+  for (const HeldRx& h : rx_delayed_) next = std::min(next, h.release_ns);
   if (next == UINT64_MAX) return -1;
   return next > now ? static_cast<int64_t>((next - now) / 1000) : 0;
 }
@@ -191,52 +191,77 @@ int FaultTransport::Send(const TxPacket* packets, int n) {
   return n;  // everything was handled: sent, dropped or held
 }
 
-int FaultTransport::Recv(RxPacket* out, int max) {
+// A received event as the injector holds it: bytes (decoded again when
+// emitted, so corruption meets the decoder) or a placed result.
+FaultTransport::RxItem FaultTransport::ItemOf(const RxEvent& e) {
+  RxItem item;
+  if (e.kind == RxEvent::Kind::kResultPlaced) {
+    item.placed = true;
+    item.result = e.placed;
+  } else {
+    item.bytes.assign(e.raw, e.raw + e.raw_len);
+  }
+  return item;
+}
+
+// The identity of a placed result: what its CQ data names (FORMAT.md §12.3).
+FaultTransport::Draw FaultTransport::DrawForPlaced(const proto::PlacedResult& r) {
+  uint64_t id = Mix(static_cast<uint64_t>(Direction::kRx) ^ 0x706c61636564ull);  // "placed"
+  id = Mix(id ^ r.slot);
+  id = Mix(id ^ r.shadow);
+  id = Mix(id ^ r.collective_low);
+  return {id, rx_copies_.Next(id)};
+}
+
+int FaultTransport::Recv(RxEvent* out, int max) {
   const uint64_t now = clock_();
   ReleaseDue(now);
   rx_out_.clear();
-  auto emit = [&](Bytes b) {
+  auto emit = [&](RxItem item) {
     if (static_cast<int>(rx_out_.size()) >= max) return;  // lost, like an overflowing socket
-    rx_out_.push_back(std::move(b));
+    rx_out_.push_back(std::move(item));
   };
   // Delayed packets whose time has come go first.
   for (auto it = rx_delayed_.begin(); it != rx_delayed_.end();) {
     if (it->release_ns <= now) {
-      emit(std::move(it->bytes));
+      emit(std::move(it->item));
       it = rx_delayed_.erase(it);
     } else {
       ++it;
     }
   }
-  RxPacket in[64];
+  RxEvent in[64];
   const int room = std::max(0, std::min(max - static_cast<int>(rx_out_.size()), 64));
   const int got = room > 0 ? inner_->Recv(in, room) : 0;
   for (int i = 0; i < got; ++i) {
-    const Draw d = DrawFor(in[i].data, in[i].len, Direction::kRx);
+    const bool placed = in[i].kind == RxEvent::Kind::kResultPlaced;
+    const Draw d = placed ? DrawForPlaced(in[i].placed)
+                          : DrawFor(in[i].raw, in[i].raw_len, Direction::kRx);
     if (Chance(faults_.rx_drop, Fault::kDrop, d)) {
       fstats_.rx_dropped++;
       continue;
     }
-    Bytes b(in[i].data, in[i].data + in[i].len);
-    if (Chance(faults_.rx_corrupt, Fault::kCorrupt, d, faults_.corrupt_sticky)) {
+    RxItem item = ItemOf(in[i]);
+    // A placed result has no bytes on this side to damage.
+    if (!placed && Chance(faults_.rx_corrupt, Fault::kCorrupt, d, faults_.corrupt_sticky)) {
       fstats_.rx_corrupted++;
-      FlipBit(d, &b);
+      FlipBit(d, &item.bytes);
     }
     if (Chance(faults_.rx_delay, Fault::kDelay, d)) {
       fstats_.rx_delayed++;
-      rx_delayed_.push_back({now + DelayNs(d), std::move(b)});
+      rx_delayed_.push_back({now + DelayNs(d), std::move(item)});
       continue;
     }
     if (!rx_has_held_ && Chance(faults_.rx_reorder, Fault::kReorder, d)) {
       fstats_.rx_reordered++;
-      rx_held_ = std::move(b);
+      rx_held_ = std::move(item);
       rx_has_held_ = true;
       continue;
     }
     const bool duplicate = Chance(faults_.rx_duplicate, Fault::kDuplicate, d);
     if (duplicate) fstats_.rx_duplicated++;
-    if (duplicate) emit(b);
-    emit(std::move(b));
+    if (duplicate) emit(item);
+    emit(std::move(item));
     if (rx_has_held_) {
       emit(std::move(rx_held_));
       rx_has_held_ = false;
@@ -246,7 +271,18 @@ int FaultTransport::Recv(RxPacket* out, int max) {
     emit(std::move(rx_held_));
     rx_has_held_ = false;
   }
-  for (size_t i = 0; i < rx_out_.size(); ++i) out[i] = {rx_out_[i].data(), rx_out_[i].size(), false};
+  // rx_out_ is a deque: the bytes stay where they are while events point
+  // into them, until the next Recv.
+  for (size_t i = 0; i < rx_out_.size(); ++i) {
+    RxItem& item = rx_out_[i];
+    if (item.placed) {
+      out[i] = RxEvent{};
+      out[i].kind = RxEvent::Kind::kResultPlaced;
+      out[i].placed = item.result;
+    } else {
+      DecodeEvent(item.bytes.data(), item.bytes.size(), &out[i]);
+    }
+  }
   return static_cast<int>(rx_out_.size());
 }
 

@@ -59,14 +59,19 @@ class FaultTransport final : public Transport {
                  Clock clock = nullptr);
 
   const char* name() const override { return inner_->name(); }
+  bool reliable() const override { return inner_->reliable(); }
+  bool places_results() const override { return inner_->places_results(); }
   int Send(const TxPacket* packets, int n) override;
-  int Recv(RxPacket* out, int max) override;
+  int Recv(RxEvent* out, int max) override;
   void Wait(int64_t timeout_us) override;
   void Wake() override { inner_->Wake(); }
-  Status RegisterMemory(void* data, size_t bytes) override {
-    return inner_->RegisterMemory(data, bytes);
+  bool CanReach(MemoryKind kind) const override { return inner_->CanReach(kind); }
+  Result<TransportMemory> RegisterMemory(const MemoryDesc& memory) override {
+    return inner_->RegisterMemory(memory);
   }
-  void DeregisterMemory(void* data, size_t bytes) override { inner_->DeregisterMemory(data, bytes); }
+  void DeregisterMemory(const TransportMemory& memory) override {
+    inner_->DeregisterMemory(memory);
+  }
   TransportStats stats() const override { return inner_->stats(); }
   const FaultStats& fault_stats() const { return fstats_; }
 
@@ -75,6 +80,15 @@ class FaultTransport final : public Transport {
   struct Held {
     uint64_t release_ns;
     Bytes bytes;
+  };
+  struct RxItem {
+    Bytes bytes;
+    bool placed = false;          // a result the NIC placed: no bytes
+    proto::PlacedResult result;
+  };
+  struct HeldRx {
+    uint64_t release_ns;
+    RxItem item;
   };
 
   // The faults that can meet a packet; each draws independently.
@@ -102,6 +116,8 @@ class FaultTransport final : public Transport {
   enum class Direction : uint64_t { kTx = 0x7478, kRx = 0x7278 };
   // Counts the copy in `dir` and returns its draw; tx and rx draw apart.
   Draw DrawFor(const uint8_t* bytes, size_t len, Direction dir);
+  Draw DrawForPlaced(const proto::PlacedResult& r);
+  static RxItem ItemOf(const RxEvent& e);
   // Uniform in [0, 1), a function of the seed, the fault and the draw only.
   double Uniform(Fault fault, const Draw& d, bool sticky = false) const;
   bool Chance(double p, Fault fault, const Draw& d, bool sticky = false) const {
@@ -123,12 +139,12 @@ class FaultTransport final : public Transport {
   bool tx_has_held_ = false;   // reorder: one packet held until the next send
   Bytes tx_held_;
   bool rx_has_held_ = false;   // reorder: one packet held until the next receive
-  Bytes rx_held_;
+  RxItem rx_held_;
   std::deque<Held> tx_delayed_;  // by release time (pushed in any order, scanned)
-  std::deque<Held> rx_delayed_;
+  std::deque<HeldRx> rx_delayed_;
   // Packets handed out by the last Recv (they must outlive the inner
   // transport's buffers until the next Recv).
-  std::vector<Bytes> rx_out_;
+  std::deque<RxItem> rx_out_;
 };
 
 }  // namespace tributary::host

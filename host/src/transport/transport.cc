@@ -19,10 +19,20 @@
 #include "host/src/transport/ofi/ofi_transport.h"
 #endif
 #ifdef TRIBUTARY_HAVE_VERBS
+#include "common/verbs/verbs_api.h"
 #include "host/src/transport/verbs/verbs_transport.h"
 #endif
 
 namespace tributary::host {
+
+void DecodeEvent(const uint8_t* data, size_t len, RxEvent* event) {
+  event->raw = data;
+  event->raw_len = len;
+  event->error = proto::Decode(data, len, &event->packet);
+  event->kind = event->error == proto::DecodeError::kOk ? RxEvent::Kind::kPacket
+                                                         : RxEvent::Kind::kMalformed;
+}
+
 namespace {
 
 constexpr const char* kLog = "transport";
@@ -71,6 +81,11 @@ TransportProbe ProbeTransports() {
   TransportProbe probe;
 #ifdef TRIBUTARY_HAVE_VERBS
   probe.verbs_built = true;
+  auto libibverbs = ibverbs::LoadLibibverbs();
+  if (!libibverbs.ok()) {
+    probe.libibverbs_missing = libibverbs.status().message();
+    return probe;
+  }
   probe.rdma_devices = VerbsTransport::CountDevices(&probe.rdma_device_names);
 #endif
   return probe;
@@ -88,6 +103,9 @@ AutoChoice ChooseAutoTransport(const TransportProbe& probe) {
     c.warn = true;
     c.reason = "RDMA device(s) " + probe.rdma_device_names +
                " found but verbs is not built (install libibverbs-dev and rebuild); RDMA unused";
+  } else if (probe.verbs_built && !probe.libibverbs_missing.empty()) {
+    c.reason = "no RDMA device seen, libibverbs cannot be loaded; verbs built but unusable (" +
+               probe.libibverbs_missing + ")";
   } else if (probe.verbs_built) {
     c.reason = "no RDMA device found; verbs built but unusable";
   } else {

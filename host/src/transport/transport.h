@@ -1,13 +1,24 @@
-// The host-side transport interface: datagrams to and from one aggregator.
+// The host-side transport interface: packets to and from one aggregator.
 //
 // The progress engine (progress.h) sees only this interface, so transports
-// hold no aggregation or reliability logic. Kernel UDP implements it now;
-// libfabric RDM and verbs transports implement the same calls later. A
-// transport that places results straight into registered memory (RDMA write)
-// reports such packets with RxPacket::placed set and no payload bytes.
+// hold no aggregation or reliability logic, and the seam carries types, not
+// bytes to re-parse:
+//   - out: a TxPacket is an encoded header (with any extension words the
+//     progress engine chose, e.g. the result placement of FORMAT.md §12.3)
+//     and a payload, plus the payload's registration with this transport
+//     (TransportMemory: its NIC keys), so nothing looks a buffer up per packet;
+//   - in: an RxEvent is either a decoded packet (header + payload view), or a
+//     result the NIC/provider already wrote into a registered buffer (slot,
+//     shadow, collective, bytes: FORMAT.md §12.3), or a malformed packet
+//     (counted by the progress engine as rejected).
+// Memory is registered through RegisterMemory once per buffer and transport
+// (host/src/registration.h holds the table); a transport says which memory
+// kinds it can reach.
 //
 // Thread-safety: a transport is used by one thread (the progress thread),
-// except Wake(), which any thread may call.
+// except Wake(), which any thread may call, and RegisterMemory /
+// DeregisterMemory, which application threads call (a transport that keeps
+// state for them guards it itself).
 #pragma once
 
 #include <cstddef>
@@ -15,30 +26,62 @@
 #include <memory>
 #include <string>
 
+#include "proto/codec.h"
+#include "tributary/memory.h"
 #include "tributary/options.h"
 #include "tributary/status.h"
 
 namespace tributary::host {
 
-// One outgoing packet: an encoded header and an optional payload, gathered
-// by the transport without copying (sendmmsg iovecs, fi_sendv ...).
+// A buffer's registration with one transport. Empty (handle == nullptr) for
+// transports that keep nothing (UDP).
+struct TransportMemory {
+  void* handle = nullptr;     // the transport's own object (struct fid_mr*, ibv_mr*)
+  uint64_t remote_key = 0;    // what a peer names it by (fi_mr_key, rkey)
+  uint32_t local_key = 0;     // what a local work request names it by (lkey)
+  uintptr_t base = 0;         // first byte registered
+  bool virtual_addressing = true;  // peers address it by virtual address, not offset
+  bool registered() const { return handle != nullptr; }
+  // Where a peer writes to reach `p` in this registration (§12.3 result_addr).
+  uint64_t RemoteAddress(const void* p) const {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    return virtual_addressing ? a : a - base;
+  }
+};
+
+// One outgoing packet: encoded header bytes and an optional payload,
+// gathered by the transport without copying (sendmmsg iovecs, fi_sendv,
+// SGEs). `payload_memory`, when set, is the payload's registration with
+// this transport (verbs sends it as an SGE with its lkey).
 struct TxPacket {
   const void* header = nullptr;
   size_t header_len = 0;
   const void* payload = nullptr;
   size_t payload_len = 0;
-  // CONTRIBUTION only: where this fragment's result goes in the receive
-  // buffer (payload_len bytes). RDMA transports tell the aggregator so it can
-  // write the result there directly; others ignore it.
-  void* result_dest = nullptr;
+  const TransportMemory* payload_memory = nullptr;
 };
 
-// One received packet; `data` stays valid until the next Recv() call.
-struct RxPacket {
-  const uint8_t* data = nullptr;
-  size_t len = 0;
-  bool placed = false;  // payload already written into registered memory
+// One received event; views stay valid until the next Recv() call.
+struct RxEvent {
+  enum class Kind : uint8_t {
+    kPacket,        // `packet`: decoded, checksum verified when flagged
+    kResultPlaced,  // `placed`: the payload is already in the registered buffer
+    kMalformed,     // `error`: undecodable bytes from the aggregator's address
+  };
+  Kind kind = Kind::kPacket;
+  proto::PacketView packet;
+  proto::PlacedResult placed;
+  proto::DecodeError error = proto::DecodeError::kOk;
+  // kPacket and kMalformed: the bytes as received (diagnostics, and the
+  // fault injector, which damages bytes before they are decoded again).
+  const uint8_t* raw = nullptr;
+  size_t raw_len = 0;
 };
+
+// Fills *event from received bytes: kPacket when they decode, else
+// kMalformed with the reason; raw points at the bytes. For transports that
+// receive datagrams.
+void DecodeEvent(const uint8_t* data, size_t len, RxEvent* event);
 
 struct TransportStats {
   uint64_t packets_sent = 0;
@@ -59,12 +102,17 @@ class Transport {
   // timers only as a slow liveness probe instead of retransmitting.
   virtual bool reliable() const { return false; }
 
+  // True when the aggregator can write results straight into registered
+  // memory (FORMAT.md §12.3): the progress engine then adds the placement
+  // extension to contributions whose result range is registered here.
+  virtual bool places_results() const { return false; }
+
   // Sends up to n packets; returns how many were handed to the OS. Packets
   // not sent (full buffers) are the caller's to retry later.
   virtual int Send(const TxPacket* packets, int n) = 0;
 
-  // Receives up to `max` packets without blocking; returns the count.
-  virtual int Recv(RxPacket* out, int max) = 0;
+  // Receives up to `max` events without blocking; returns the count.
+  virtual int Recv(RxEvent* out, int max) = 0;
 
   // Blocks until a packet may be ready, Wake() is called, or timeout_us
   // passes (negative: no timeout).
@@ -73,10 +121,18 @@ class Transport {
   // Interrupts Wait() from any thread.
   virtual void Wake() = 0;
 
-  // Memory registration hook for transports that need it (RDMA); UDP keeps
-  // nothing. Called when the application registers a buffer.
-  virtual Status RegisterMemory(void* data, size_t bytes) { return Status::Ok(); }
-  virtual void DeregisterMemory(void* data, size_t bytes) {}
+  // Memory this transport can reach. The default: host memory only (the CPU
+  // copies it into packets).
+  virtual bool CanReach(MemoryKind kind) const {
+    return kind == MemoryKind::kHost || kind == MemoryKind::kHostPinned;
+  }
+  // Registers one buffer with the NIC (pins it, gets keys). Transports that
+  // keep nothing return an empty TransportMemory. Called from application
+  // threads when a buffer is registered, never per packet.
+  virtual Result<TransportMemory> RegisterMemory(const MemoryDesc& memory) {
+    return TransportMemory{};
+  }
+  virtual void DeregisterMemory(const TransportMemory& memory) {}
 
   virtual TransportStats stats() const = 0;
 };
@@ -87,13 +143,17 @@ struct TransportProbe {
   bool verbs_built = false;
   int rdma_devices = 0;           // ibv_get_device_list count (0 when verbs is not built)
   std::string rdma_device_names;  // comma-separated
+  // Why libibverbs could not be loaded (then rdma_devices is 0); empty when
+  // it loaded or verbs is not built. Not an error: auto just sees no device.
+  std::string libibverbs_missing;
 };
 TransportProbe ProbeTransports();
 
 // The "auto" decision and its reason, as logged. verbs when it is built and
 // an RDMA device exists, else udp (the aggregator's default dataplane; a
 // transport must match the aggregator's). warn is set when an RDMA device
-// exists but is not used, which must never be silent.
+// exists but is not used, which must never be silent; a machine without
+// libibverbs has no usable device, which is said at INFO.
 struct AutoChoice {
   std::string name;
   std::string reason;

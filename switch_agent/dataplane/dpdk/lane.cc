@@ -216,7 +216,7 @@ void DpdkLane::FlushSteered() {
 void DpdkLane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, &current_source_,
-      [&](engine::PeerToken peer) { return peers_.Address(peer); }, &stats_,
+      [&](engine::PeerToken peer) { return peers_.Get(peer); }, &stats_,
       [&](const uint8_t* header, const PeerAddress& to) {
         Append(header, action.payload, action.payload_len, to);
       });

@@ -12,56 +12,24 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <set>
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/ofi/ofi_api.h"
+#include "common/ofi/ofi_fabric.h"
 
 namespace tributary::agent {
 namespace {
 
 constexpr const char* kLog = "ofi";
-constexpr uint32_t kFiVersion = FI_VERSION(1, 14);
-// FORMAT.md §12 (the host transport, host/src/transport/ofi, uses the same).
+// FORMAT.md §12 (common/ofi/ofi_fabric.h, which the host uses, has the same).
 constexpr uint64_t kHelloFlag = 1ull << 63;
 constexpr char kHelloMagic[8] = {'T', 'R', 'I', 'B', 'O', 'F', 'I', '1'};
 constexpr size_t kHelloHeaderBytes = 12;
-constexpr uint8_t kPlacementHeaderWords = 10;
 
 bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
-uint64_t LoadBe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
-std::string FiError(int rc) { return fi_strerror(rc < 0 ? -rc : rc); }
-
-fi_info* Hints(const char* provider) {
-  fi_info* h = fi_allocinfo();
-  h->ep_attr->type = FI_EP_RDM;
-  h->caps = FI_MSG | FI_RMA;
-  h->mode = FI_CONTEXT | FI_CONTEXT2;
-  h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  h->domain_attr->threading = FI_THREAD_DOMAIN;
-  if (provider != nullptr) h->fabric_attr->prov_name = strdup(provider);
-  return h;
-}
-
-std::string OfferedProviders() {
-  fi_info* hints = Hints(nullptr);
-  fi_info* list = nullptr;
-  int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
-  if (rc != 0) return "none (" + FiError(rc) + ")";
-  std::set<std::string> names;
-  for (fi_info* i = list; i != nullptr; i = i->next) names.insert(i->fabric_attr->prov_name);
-  fi_freeinfo(list);
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
+using ofi::FiError;
 
 }  // namespace
 
@@ -72,55 +40,15 @@ OfiDataplane::OfiDataplane(const DataplaneOptions& options, engine::Engine* engi
 
 OfiDataplane::~OfiDataplane() { Cleanup(); }
 
-bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string* error) {
-  fi_info* hints = Hints(provider.c_str());
-  std::string node, service;
-  if (provider == "shm") {
-    node = "tributary-" + std::to_string(port);
-  } else {
-    node = options_.listen_address;
-    service = std::to_string(port);
-  }
-  int rc = fi_getinfo(kFiVersion, node.c_str(), service.empty() ? nullptr : service.c_str(),
-                      FI_SOURCE, hints, &info_);
-  fi_freeinfo(hints);
-  if (rc != 0) {
-    info_ = nullptr;
-    *error = "fi_getinfo(" + provider + ", " + node + (service.empty() ? "" : ":" + service) +
-             "): " + FiError(rc);
-    return false;
-  }
-  auto fail = [&](const char* what, int code) {
-    *error = std::string(what) + " (" + provider + "): " + FiError(code);
-    Cleanup();
-    return false;
-  };
-  if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))) return fail("fi_fabric", rc);
-  if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) return fail("fi_domain", rc);
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  if ((rc = fi_av_open(domain_, &av_attr, &av_, nullptr))) return fail("fi_av_open", rc);
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.size = kTxOps;
-  cq_attr.wait_obj = FI_WAIT_NONE;
-  if ((rc = fi_cq_open(domain_, &cq_attr, &tx_cq_, nullptr))) return fail("fi_cq_open", rc);
-  cq_attr.size = 4096;
-  cq_attr.wait_obj = FI_WAIT_FD;
-  if (fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr) == 0) {
-    if (fi_control(&rx_cq_->fid, FI_GETWAIT, &cq_fd_) != 0) cq_fd_ = -1;
-  } else {
-    cq_attr.wait_obj = FI_WAIT_NONE;  // shm: polled
-    if ((rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr))) return fail("fi_cq_open", rc);
-  }
-  if ((rc = fi_endpoint(domain_, info_, &ep_, nullptr))) return fail("fi_endpoint", rc);
-  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) || (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
-      (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
-    return fail("endpoint setup", rc);
-  }
+Status OfiDataplane::OpenEndpoint(fi_info* info, uint16_t port) {
+  Status s = OpenRdm(info, kTxOps, kRxCqEntries);
+  if (!s.ok()) return s;
   char name[256];
   size_t len = sizeof(name);
-  if ((rc = fi_getname(&ep_->fid, name, &len))) return fail("fi_getname", rc);
+  if (int rc = fi_getname(&ep_->fid, name, &len)) {
+    CloseRdm();
+    return Status(StatusCode::kUnavailable, "fi_getname: " + FiError(rc));
+  }
   if (info_->addr_format == FI_SOCKADDR_IN && len >= sizeof(sockaddr_in)) {
     sockaddr_in sin;
     memcpy(&sin, name, sizeof(sin));
@@ -131,55 +59,43 @@ bool OfiDataplane::Open(const std::string& provider, uint16_t port, std::string*
     // Name-addressed providers (shm): "host:port" maps to the name (§12.1).
     local_address_ = options_.listen_address + ":" + std::to_string(port);
   }
-  return true;
+  return Status::Ok();
 }
 
 bool OfiDataplane::Init(std::string* error) {
-  const char* env = getenv("TRIBUTARY_OFI_PROVIDER");
-  const std::string wanted = !options_.ofi_provider.empty() ? options_.ofi_provider
-                             : env != nullptr && *env != '\0' ? env
-                                                              : "auto";
-  std::vector<std::string> candidates;
-  if (wanted == "auto") {
-    candidates = {"verbs;ofi_rxm", "efa", "tcp;ofi_rxm"};
-  } else {
-    candidates = {wanted};
-  }
-  std::string why;
-  for (const std::string& provider : candidates) {
-    uint16_t port = options_.port;
-    bool ok = false;
-    std::string err;
-    if (provider == "shm" && port == 0) {
-      // No kernel picks a free shm name: try a few derived from the pid.
-      for (int i = 0; i < 16 && !ok; ++i) {
-        port = static_cast<uint16_t>(20000 + (getpid() * 7 + i * 131) % 40000);
-        ok = Open(provider, port, &err);
-      }
-    } else {
-      ok = Open(provider, port, &err);
-    }
-    if (ok) {
-      provider_ = provider;
-      break;
-    }
-    why += (why.empty() ? "" : "; ") + err;
-  }
-  if (provider_.empty()) {
-    *error = "libfabric provider '" + wanted + "' unusable: " + why +
-             "; providers offering RDM endpoints here: " + OfferedProviders() +
-             " (set --ofi-provider or TRIBUTARY_OFI_PROVIDER)";
+  auto libfabric = ofi::LoadLibfabric();
+  if (!libfabric.ok()) {
+    *error = libfabric.status().message() + "; or use --dataplane udp, dpdk or verbs";
     return false;
   }
-  if (wanted == "auto" && provider_ == "tcp;ofi_rxm") {
-    TRIB_LOG(kWarn, kLog,
-             "provider auto -> tcp;ofi_rxm: NO RDMA provider usable (%s); traffic goes over "
-             "kernel TCP. Set --ofi-provider to make this an error.",
-             why.c_str());
+  const char* env = getenv("TRIBUTARY_OFI_PROVIDER");
+  ofi::ProviderQuery query;
+  query.wanted = !options_.ofi_provider.empty() ? options_.ofi_provider
+                 : env != nullptr && *env != '\0' ? env
+                                                  : "auto";
+  query.host = options_.listen_address;
+  query.port = options_.port;
+  query.source = true;
+  query.threading = FI_THREAD_DOMAIN;
+  query.setting = "--ofi-provider or TRIBUTARY_OFI_PROVIDER";
+  auto open = [this, &query](const std::string&, fi_info* info) {
+    return OpenEndpoint(info, query.port);
+  };
+  Result<ofi::Selected> selected = Status(StatusCode::kInternal, "no provider tried");
+  if (query.wanted == "shm" && options_.port == 0) {
+    // No kernel picks a free shm name: try a few derived from the pid.
+    for (int i = 0; i < 16 && !selected.ok(); ++i) {
+      query.port = static_cast<uint16_t>(20000 + (getpid() * 7 + i * 131) % 40000);
+      selected = ofi::SelectProvider(query, open);
+    }
   } else {
-    TRIB_LOG(kInfo, kLog, "provider %s%s, fabric %s", provider_.c_str(),
-             wanted == "auto" ? " (auto)" : "", info_->fabric_attr->name);
+    selected = ofi::SelectProvider(query, open);
   }
+  if (!selected.ok()) {
+    *error = selected.status().message();
+    return false;
+  }
+  provider_ = selected.value().provider;
 
   rx_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kRecvBuffers * kBufferBytes));
   tx_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kTxBuffers * kBufferBytes));
@@ -209,21 +125,8 @@ void OfiDataplane::Cleanup() {
              peers_.size(), static_cast<unsigned long long>(placed_writes_),
              static_cast<unsigned long long>(write_errors_),
              static_cast<unsigned long long>(unknown_sender_));
-    fi_close(&ep_->fid);
   }
-  if (rx_cq_) fi_close(&rx_cq_->fid);
-  if (tx_cq_) fi_close(&tx_cq_->fid);
-  if (av_) fi_close(&av_->fid);
-  if (domain_) fi_close(&domain_->fid);
-  if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
-  ep_ = nullptr;
-  rx_cq_ = tx_cq_ = nullptr;
-  av_ = nullptr;
-  domain_ = nullptr;
-  fabric_ = nullptr;
-  info_ = nullptr;
-  cq_fd_ = -1;
+  CloseRdm();
   std::free(rx_area_);
   std::free(tx_area_);
   rx_area_ = tx_area_ = nullptr;
@@ -376,7 +279,8 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       continue;
     }
     const proto::Header& h = view.header;
-    if (h.type == proto::MsgType::kContribution && data[proto::kOffHeaderWords] >= kPlacementHeaderWords) {
+    proto::Placement where;
+    if (proto::DecodePlacement(view, &where)) {
       // §12.3: where this rank wants the round's result written.
       Peer& peer = peers_[token];
       const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
@@ -385,8 +289,8 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
         Placement& pl = peer.placements[at];
         pl.collective_id = h.collective_id;
         pl.elem_offset = h.elem_offset;
-        pl.addr = LoadBe64(data + 64);
-        pl.key = LoadBe64(data + 72);
+        pl.addr = where.result_addr;
+        pl.key = where.result_key;
         pl.valid = true;
       }
     }
@@ -470,9 +374,7 @@ void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::
   for (int attempt = 0;; ++attempt) {
     ssize_t rc;
     if (place != nullptr) {
-      // §12.3: CQ data = slot (16 bits), shadow (1), collective id (low 47).
-      const uint64_t cq_data = (uint64_t{h.slot} & 0xffff) | (uint64_t{h.shadow & 1u} << 16) |
-                               ((h.collective_id & ((1ull << 47) - 1)) << 17);
+      const uint64_t cq_data = proto::PackPlacedResult(h.slot, h.shadow, h.collective_id);
       rc = fi_writedata(ep_, data + proto::kHeaderSize, len - proto::kHeaderSize, nullptr,
                         cq_data, peer.addr, place->addr, place->key, &tx_ops_[op].ctx);
     } else {

@@ -2,6 +2,10 @@
 //
 // The endpoint listens on --listen-address/--port (fi_getinfo node/service
 // with FI_SOURCE; for shm the name "tributary-<port>", FORMAT.md §12.1).
+// Provider choice (--ofi-provider / TRIBUTARY_OFI_PROVIDER, "auto" by
+// default) and the endpoint's setup and teardown are the host transport's
+// too (common/ofi/ofi_fabric.h, rdm_endpoint.h); libfabric is loaded when
+// Init runs (common/ofi/ofi_api.h), so other dataplanes never need it.
 // Ranks carry the same packets as over UDP, one per message. A rank's first
 // message is a hello with its endpoint name (§12.2): the backend inserts it
 // into its address vector and maps the rank's connection id (the remote CQ
@@ -36,17 +40,20 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/ofi/rdm_endpoint.h"
 #include "switch_agent/dataplane/dataplane.h"
 
 namespace tributary::agent {
 
-class OfiDataplane final : public Dataplane {
+// The endpoint's handles (ep_, rx_cq_ ...) come from ofi::RdmEndpoint.
+class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
  public:
   static constexpr size_t kBufferBytes = 65536;  // largest packet + extension fits
   static constexpr int kRecvBuffers = 256;
   static constexpr int kTxBuffers = 512;
   static constexpr int kTxOps = 8192;
   static constexpr int kPollIntervalUs = 50;  // providers without a CQ wait fd
+  static constexpr int kRxCqEntries = 4096;
 
   OfiDataplane(const DataplaneOptions& options, engine::Engine* engine);
   ~OfiDataplane() override;
@@ -78,7 +85,9 @@ class OfiDataplane final : public Dataplane {
     int buffer = -1;
   };
 
-  bool Open(const std::string& provider, uint16_t port, std::string* error);
+  // Opens the endpoint on a candidate provider (owns `info`, see
+  // ofi::OpenFn) and learns the address ranks reach it at.
+  Status OpenEndpoint(fi_info* info, uint16_t port);
   int DrainReceive(uint64_t now_ns);
   void HandleHello(const uint8_t* data, size_t len, uint64_t conn_id);
   void Queue(const engine::Action& action, bool incoming_checksum);
@@ -93,15 +102,6 @@ class OfiDataplane final : public Dataplane {
   DataplaneStats stats_;
   std::string provider_;
   std::string local_address_;
-
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* tx_cq_ = nullptr;
-  fid_cq* rx_cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  int cq_fd_ = -1;
 
   uint8_t* rx_area_ = nullptr;
   std::vector<fi_context2> rx_ctx_;

@@ -311,7 +311,7 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
 void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, current_source_,
-      [&](engine::PeerToken peer) { return peers_.Address(peer); }, &stats_,
+      [&](engine::PeerToken peer) { return peers_.Get(peer); }, &stats_,
       [&](const uint8_t* header, const sockaddr_in& to) {
         Append(header, action.payload, action.payload_len, to);
       });

@@ -87,7 +87,7 @@ class UdpDataplane final : public Dataplane {
   sockaddr_in bound_{};
   int rcvbuf_bytes_ = 0;
   int sndbuf_bytes_ = 0;
-  PeerTable peers_;
+  UdpPeerTable peers_;
   const sockaddr_in* current_source_ = nullptr;  // source of the packet being processed
   uint64_t next_sweep_ns_ = 0;
   ReplyPolicy replies_;  // checksum rules, answers to unknown sources

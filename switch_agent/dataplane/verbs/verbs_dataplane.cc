@@ -14,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/verbs/verbs_api.h"
 
 namespace tributary::agent::verbs {
 namespace {
@@ -43,6 +44,12 @@ bool VerbsDataplane::Init(std::string* error) {
     return false;
   }
   ip_be_ = addr.s_addr;
+  auto libibverbs = ibverbs::LoadLibibverbs();
+  if (!libibverbs.ok()) {
+    *error = libibverbs.status().message() + "; or use --dataplane udp, dpdk or ofi";
+    return false;
+  }
+  const ibverbs::VerbsApi& ibv = *libibverbs.value();
   std::string names;
   if (roce::CountDevices(&names) == 0) {
     *error = "no RDMA device found (ibv_get_device_list returned 0 devices): the verbs dataplane "
@@ -58,7 +65,7 @@ bool VerbsDataplane::Init(std::string* error) {
     return false;
   }
   ibv_device_attr dev{};
-  if (ibv_query_device(port_.ctx, &dev) != 0) {
+  if (ibv.query_device(port_.ctx, &dev) != 0) {
     *error = Errno("verbs: ibv_query_device");
     Cleanup();
     return false;
@@ -74,13 +81,13 @@ bool VerbsDataplane::Init(std::string* error) {
     Cleanup();
     return false;
   };
-  if ((pd_ = ibv_alloc_pd(port_.ctx)) == nullptr) return fail("ibv_alloc_pd");
-  if ((channel_ = ibv_create_comp_channel(port_.ctx)) == nullptr) {
+  if ((pd_ = ibv.alloc_pd(port_.ctx)) == nullptr) return fail("ibv_alloc_pd");
+  if ((channel_ = ibv.create_comp_channel(port_.ctx)) == nullptr) {
     return fail("ibv_create_comp_channel");
   }
   fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
-  send_cq_ = ibv_create_cq(port_.ctx, static_cast<int>(sq_depth_), nullptr, nullptr, 0);
-  recv_cq_ = ibv_create_cq(port_.ctx, static_cast<int>(rq_depth_), nullptr, channel_, 0);
+  send_cq_ = ibv.create_cq(port_.ctx, static_cast<int>(sq_depth_), nullptr, nullptr, 0);
+  recv_cq_ = ibv.create_cq(port_.ctx, static_cast<int>(rq_depth_), nullptr, channel_, 0);
   if (send_cq_ == nullptr || recv_cq_ == nullptr) return fail("ibv_create_cq");
   ibv_qp_init_attr qa{};
   qa.send_cq = send_cq_;
@@ -90,7 +97,7 @@ bool VerbsDataplane::Init(std::string* error) {
   qa.cap.max_recv_wr = rq_depth_;
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
-  if ((qp_ = ibv_create_qp(pd_, &qa)) == nullptr) return fail("ibv_create_qp (UD)");
+  if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) return fail("ibv_create_qp (UD)");
   if (!roce::ConnectUdQp(qp_, port_.port_num, roce::kTributaryQkey, &why)) {
     *error = "verbs: " + why;
     Cleanup();
@@ -101,8 +108,8 @@ bool VerbsDataplane::Init(std::string* error) {
   recv_area_ = static_cast<uint8_t*>(std::aligned_alloc(4096, recv_bytes));
   send_area_ = static_cast<uint8_t*>(std::aligned_alloc(4096, send_bytes));
   if (recv_area_ == nullptr || send_area_ == nullptr) return fail("buffers");
-  recv_mr_ = ibv_reg_mr(pd_, recv_area_, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
-  send_mr_ = ibv_reg_mr(pd_, send_area_, send_bytes, 0);
+  recv_mr_ = ibv.reg_mr(pd_, recv_area_, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
+  send_mr_ = ibv.reg_mr(pd_, send_area_, send_bytes, 0);
   if (recv_mr_ == nullptr || send_mr_ == nullptr) return fail("ibv_reg_mr");
   for (uint32_t i = 0; i < rq_depth_; ++i) PostRecv(i);
   wc_.resize(std::max<uint32_t>(options_.batch_size, 16));
@@ -161,7 +168,8 @@ void VerbsDataplane::IdleWait() {
   if (poll(&fd, 1, std::min(options_.poll_timeout_ms, 10)) > 0) {
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
-    if (ibv_get_cq_event(channel_, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+    const ibverbs::VerbsApi& ibv = ibverbs::Lib();
+    if (ibv.get_cq_event(channel_, &cq, &ctx) == 0) ibv.ack_cq_events(cq, 1);
   }
   idle_polls_ = 0;
 }
@@ -175,7 +183,7 @@ void VerbsDataplane::Housekeeping(uint64_t now_ns, const TickFn& tick) {
     std::unordered_set<engine::PeerToken> referenced;
     engine_->CollectPeers(&referenced);
     peers_.Sweep(referenced, now_ns, 60ull * 1000000000,
-                 [](void* ah) { ibv_destroy_ah(static_cast<ibv_ah*>(ah)); });
+                 [](void* ah) { ibverbs::Lib().destroy_ah(static_cast<ibv_ah*>(ah)); });
     stats_.peers = peers_.size();
   }
   if (tick) tick(now_ns);
@@ -221,7 +229,7 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
         return;
       }
       if (!peers_.Insert(source, ah, now_ns, &token)) {
-        ibv_destroy_ah(ah);
+        ibverbs::Lib().destroy_ah(ah);
         if (PowerOfTwo(++stats_.peer_table_full)) {
           TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
                    peers_.capacity(), roce::GidToString(source.gid).c_str());
@@ -236,7 +244,7 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
   const engine::Action action = replies_.Process(engine_, view, token, now_ns, [] {}, &joined);
   Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
   if (inserted && !joined) {
-    if (void* ah = peers_.Remove(token)) ibv_destroy_ah(static_cast<ibv_ah*>(ah));
+    if (void* ah = peers_.Remove(token)) ibverbs::Lib().destroy_ah(static_cast<ibv_ah*>(ah));
   }
   stats_.peers = peers_.size();
 }
@@ -244,7 +252,7 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
 void VerbsDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, &current_source_,
-      [&](engine::PeerToken peer) { return peers_.Get(peer); }, &stats_,
+      [&](engine::PeerToken peer) { return peers_.GetEntry(peer); }, &stats_,
       [&](const uint8_t* header, const UdPeerTable::Entry& to) {
         Send(header, action.payload, action.payload_len, to);
       });
@@ -268,9 +276,9 @@ void VerbsDataplane::Send(const uint8_t* header, const uint8_t* payload, size_t 
       return;
     }
   }
-  ibv_ah* ah = static_cast<ibv_ah*>(to.ah);
+  ibv_ah* ah = static_cast<ibv_ah*>(to.value);
   const bool transient = ah == nullptr;
-  if (transient && (ah = roce::CreateAh(pd_, port_, to.peer.gid)) == nullptr) {
+  if (transient && (ah = roce::CreateAh(pd_, port_, to.key.gid)) == nullptr) {
     ++stats_.tx_errors;
     return;
   }
@@ -288,12 +296,12 @@ void VerbsDataplane::Send(const uint8_t* header, const uint8_t* payload, size_t 
                       posted_ + 1 - completed_ >= sq_depth_ - 1;
   wr.send_flags = signal ? IBV_SEND_SIGNALED : 0;
   wr.wr.ud.ah = ah;
-  wr.wr.ud.remote_qpn = to.peer.qpn;
+  wr.wr.ud.remote_qpn = to.key.qpn;
   wr.wr.ud.remote_qkey = roce::kTributaryQkey;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_, &wr, &bad) != 0) {
     ++stats_.tx_errors;
-    if (transient) ibv_destroy_ah(ah);
+    if (transient) ibverbs::Lib().destroy_ah(ah);
     return;
   }
   if (transient) transient_ahs_.emplace_back(posted_, ah);
@@ -315,7 +323,7 @@ void VerbsDataplane::ReapSends() {
   }
   auto done = std::remove_if(transient_ahs_.begin(), transient_ahs_.end(), [&](const auto& t) {
     if (t.first >= completed_) return false;
-    ibv_destroy_ah(t.second);
+    ibverbs::Lib().destroy_ah(t.second);
     return true;
   });
   transient_ahs_.erase(done, transient_ahs_.end());
@@ -327,23 +335,25 @@ void VerbsDataplane::Cleanup() {
     TRIB_LOG(kInfo, kLog, "stopped: tx_too_big=%llu grh_missing=%llu",
              static_cast<unsigned long long>(tx_too_big_),
              static_cast<unsigned long long>(grh_missing_));
-    ibv_destroy_qp(qp_);
+    ibverbs::Lib().destroy_qp(qp_);
     qp_ = nullptr;
   }
   // The queue pair is gone: no send refers to an address handle any more.
-  for (auto& t : transient_ahs_) ibv_destroy_ah(t.second);
+  for (auto& t : transient_ahs_) ibverbs::Lib().destroy_ah(t.second);
   transient_ahs_.clear();
-  peers_.ForEach([](const UdPeerTable::Entry& e) { ibv_destroy_ah(static_cast<ibv_ah*>(e.ah)); });
+  peers_.ForEach([](const UdPeerTable::Entry& e) {
+    ibverbs::Lib().destroy_ah(static_cast<ibv_ah*>(e.value));
+  });
   peers_ = UdPeerTable(options_.max_peers);
-  if (recv_mr_ != nullptr) ibv_dereg_mr(recv_mr_);
-  if (send_mr_ != nullptr) ibv_dereg_mr(send_mr_);
+  if (recv_mr_ != nullptr) ibverbs::Lib().dereg_mr(recv_mr_);
+  if (send_mr_ != nullptr) ibverbs::Lib().dereg_mr(send_mr_);
   recv_mr_ = send_mr_ = nullptr;
-  if (send_cq_ != nullptr) ibv_destroy_cq(send_cq_);
-  if (recv_cq_ != nullptr) ibv_destroy_cq(recv_cq_);
+  if (send_cq_ != nullptr) ibverbs::Lib().destroy_cq(send_cq_);
+  if (recv_cq_ != nullptr) ibverbs::Lib().destroy_cq(recv_cq_);
   send_cq_ = recv_cq_ = nullptr;
-  if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
+  if (channel_ != nullptr) ibverbs::Lib().destroy_comp_channel(channel_);
   channel_ = nullptr;
-  if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+  if (pd_ != nullptr) ibverbs::Lib().dealloc_pd(pd_);
   pd_ = nullptr;
   roce::CloseRocePort(&port_);
   std::free(recv_area_);

@@ -29,9 +29,11 @@
 // CQ stays empty for kIdleSpins polls the loop sleeps on the CQ's completion
 // channel (poll_timeout_ms at most), so an idle daemon does not burn a core.
 //
-// Without a device (this project's CI machines) Init fails with "no RDMA
-// device found" and the daemon exits 1; the peer table and the GRH parsing
-// are unit-tested without one.
+// libibverbs is loaded when Init runs (common/verbs/verbs_api.h): without it
+// Init fails naming libibverbs1 and ibverbs-providers, and other dataplanes
+// never need it. Without a device (this project's CI machines) Init fails
+// with "no RDMA device found" and the daemon exits 1; the peer table and the
+// GRH parsing are unit-tested without one.
 //
 // Thread-safety: none; one loop thread (see dataplane.h).
 #pragma once

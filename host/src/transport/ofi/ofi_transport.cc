@@ -16,7 +16,7 @@
 
 #include "common/log.h"
 #include "common/net/host_port.h"
-#include "host/src/transport/ofi/ofi_fabric.h"
+#include "common/ofi/ofi_fabric.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
 #include "proto/wire.h"
@@ -25,29 +25,9 @@ namespace tributary::host {
 namespace {
 
 constexpr const char* kLog = "ofi";
+constexpr size_t kCqEntries = 4096;  // each completion queue
 
 bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
-
-void StoreBe64(uint8_t* p, uint64_t v) {
-  for (int i = 7; i >= 0; --i) {
-    p[i] = static_cast<uint8_t>(v);
-    v >>= 8;
-  }
-}
-uint64_t LoadBe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
-void StoreBe32(uint8_t* p, uint32_t v) {
-  for (int i = 3; i >= 0; --i) {
-    p[i] = static_cast<uint8_t>(v);
-    v >>= 8;
-  }
-}
-uint32_t LoadBe32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
 
 Status FiStatus(StatusCode code, const std::string& what, int rc) {
   return Status(code, what + ": " + ofi::FiError(rc));
@@ -69,55 +49,28 @@ Status OfiTransport::Open(const Options& options) {
   if (!net::ParseHostPort(agg, &address, &why)) {
     return Status(StatusCode::kInvalidArgument, "aggregator " + why);
   }
-  auto sel = ofi::SelectProvider(options.ofi_provider, address.host, address.port,
-                                 /*source=*/false, FI_THREAD_SAFE);
+  ofi::ProviderQuery query;
+  query.wanted = options.ofi_provider;
+  query.host = address.host;
+  query.port = address.port;
+  query.threading = FI_THREAD_SAFE;
+  query.setting = "TRIBUTARY_OFI_PROVIDER";
+  auto sel = ofi::SelectProvider(query, [this](const std::string&, fi_info* info) {
+    return OpenRdm(info, kCqEntries, kCqEntries);
+  });
   if (!sel.ok()) return sel.status();
-  info_ = sel.value().info;
   name_ = "ofi:" + sel.value().provider;
   virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
-
-  int rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_fabric", rc);
-  rc = fi_domain(fabric_, info_, &domain_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_domain", rc);
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_av_open", rc);
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.size = 4096;
-  cq_attr.wait_obj = FI_WAIT_NONE;
-  rc = fi_cq_open(domain_, &cq_attr, &tx_cq_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_cq_open (transmit)", rc);
-  cq_attr.wait_obj = FI_WAIT_FD;
-  rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
-  if (rc == 0) {
-    rc = fi_control(&rx_cq_->fid, FI_GETWAIT, &cq_fd_);
-    if (rc) cq_fd_ = -1;
-  } else {
+  if (cq_fd_ < 0) {
     // shm has no wait object: Wait() polls every kPollIntervalUs.
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
-    if (rc) return FiStatus(StatusCode::kUnavailable, "fi_cq_open (receive)", rc);
     TRIB_LOG(kDebug, kLog, "%s has no CQ wait fd; polling every %lld us", name_.c_str(),
              static_cast<long long>(kPollIntervalUs));
-  }
-  rc = fi_endpoint(domain_, info_, &ep_, nullptr);
-  if (rc) return FiStatus(StatusCode::kUnavailable, "fi_endpoint", rc);
-  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) ||
-      (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
-      (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
-    return FiStatus(StatusCode::kUnavailable, "endpoint setup", rc);
   }
   if (info_->dest_addr == nullptr ||
       fi_av_insert(av_, info_->dest_addr, 1, &aggregator_, 0, nullptr) != 1) {
     return Status(StatusCode::kUnavailable,
                   "cannot insert aggregator " + agg + " into the libfabric address vector");
   }
-  cache_ = std::make_unique<RegistrationCache>(
-      [this](void* base, size_t bytes) { return RegisterRange(base, bytes); },
-      [](const Registration& r) { fi_close(&static_cast<fid_mr*>(r.handle)->fid); });
 
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
@@ -129,7 +82,6 @@ Status OfiTransport::Open(const Options& options) {
     return Status(StatusCode::kResourceExhausted, "cannot allocate receive buffers");
   }
   rx_ctx_.resize(kRecvBuffers);
-  placed_headers_.resize(kRecvBuffers);
   for (int i = 0; i < kRecvBuffers; ++i) PostRecv(i);
   tx_ctx_.resize(kTxContexts);
   for (int i = kTxContexts - 1; i >= 0; --i) tx_free_.push_back(i);
@@ -147,24 +99,15 @@ Status OfiTransport::Open(const Options& options) {
 }
 
 OfiTransport::~OfiTransport() {
-  if (cache_) {
-    RegistrationCounters c = cache_->counters();
+  if (ep_ != nullptr) {
     TRIB_LOG(kInfo, kLog,
-             "%s closing: registration cache hits %llu misses %llu releases %llu; results "
-             "placed %llu, unmatched writes %llu",
-             name_.c_str(), static_cast<unsigned long long>(c.hits),
-             static_cast<unsigned long long>(c.misses),
-             static_cast<unsigned long long>(c.releases), static_cast<unsigned long long>(placed_),
-             static_cast<unsigned long long>(unmatched_writes_));
+             "%s closing: memory registrations %llu releases %llu; results placed %llu",
+             name_.c_str(), static_cast<unsigned long long>(registrations_.load()),
+             static_cast<unsigned long long>(releases_.load()),
+             static_cast<unsigned long long>(placed_));
   }
-  if (ep_) fi_close(&ep_->fid);
-  cache_.reset();  // closes the memory registrations before their domain
-  if (rx_cq_) fi_close(&rx_cq_->fid);
-  if (tx_cq_) fi_close(&tx_cq_->fid);
-  if (av_) fi_close(&av_->fid);
-  if (domain_) fi_close(&domain_->fid);
-  if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
+  // The registration table released every fid_mr before the transport goes.
+  CloseRdm();
   if (wake_fd_ >= 0) close(wake_fd_);
   std::free(recv_area_);
 }
@@ -245,38 +188,13 @@ int OfiTransport::Send(const TxPacket* packets, int n) {
     }
     const TxPacket& p = packets[sent];
     TxContext& c = tx_ctx_[tx_free_.back()];
-    const uint8_t* header = static_cast<const uint8_t*>(p.header);
-    size_t header_len = p.header_len;
     // The caller may reuse its header bytes once Send returns, but the
     // provider reads them until the completion: copy the (small) header.
-    if (header_len <= proto::kHeaderSize) {
+    const uint8_t* header = static_cast<const uint8_t*>(p.header);
+    const size_t header_len = p.header_len;
+    if (header_len <= sizeof(c.header)) {
       memcpy(c.header, header, header_len);
       header = c.header;
-    }
-    uintptr_t base = 0;
-    uint64_t key = 0;
-    if (header == c.header && header_len == proto::kHeaderSize &&
-        c.header[proto::kOffType] == static_cast<uint8_t>(proto::MsgType::kContribution) &&
-        p.result_dest != nullptr && cache_->Find(p.result_dest, p.payload_len, &base, &key)) {
-      // FORMAT.md §12.3: tell the aggregator where to write the result.
-      const uintptr_t dest = reinterpret_cast<uintptr_t>(p.result_dest);
-      c.header[proto::kOffHeaderWords] = ofi::kPlacementHeaderWords;
-      StoreBe64(c.header + 64, virt_addr_ ? dest : dest - base);
-      StoreBe64(c.header + 72, key);
-      header_len = proto::kHeaderSize + ofi::kPlacementBytes;
-      if (((c.header[proto::kOffFlags] << 8) | c.header[proto::kOffFlags + 1]) &
-          proto::kFlagChecksum) {
-        // The checksum covers the extension words too (§10).
-        static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
-        uint32_t crc = proto::Crc32c(0, c.header, proto::kOffChecksum);
-        crc = proto::Crc32c(crc, kZero, 4);
-        crc = proto::Crc32c(crc, c.header + 64, ofi::kPlacementBytes);
-        crc = proto::Crc32c(crc, p.payload, p.payload_len);
-        StoreBe32(c.header + proto::kOffChecksum, crc);
-      }
-      const uint32_t slot = LoadBe32(c.header + proto::kOffSlot);
-      if (slot >= sent_headers_.size()) sent_headers_.resize(slot + 1);
-      memcpy(sent_headers_[slot].data(), header, proto::kHeaderSize);
     }
     iovec iov[2] = {{const_cast<uint8_t*>(header), header_len},
                     {const_cast<void*>(p.payload), p.payload_len}};
@@ -304,30 +222,7 @@ int OfiTransport::Send(const TxPacket* packets, int n) {
   return sent;
 }
 
-bool OfiTransport::SynthesizeResult(uint64_t data, uint8_t* out) {
-  uint32_t slot;
-  uint8_t shadow;
-  uint64_t collective_low;
-  ofi::UnpackResultData(data, &slot, &shadow, &collective_low);
-  if (slot >= sent_headers_.size()) return false;
-  const uint8_t* sent = sent_headers_[slot].data();
-  if (sent[proto::kOffShadow] != shadow ||
-      (LoadBe64(sent + proto::kOffCollectiveId) & ((1ull << 47) - 1)) != collective_low) {
-    return false;
-  }
-  // The RESULT the aggregator would have sent (FORMAT.md §3.3): the
-  // contribution's addressing with sender 0, no flags, no payload bytes.
-  memcpy(out, sent, proto::kHeaderSize);
-  out[proto::kOffType] = static_cast<uint8_t>(proto::MsgType::kResult);
-  out[proto::kOffFlags] = out[proto::kOffFlags + 1] = 0;
-  StoreBe32(out + proto::kOffSender, 0);
-  out[proto::kOffHeaderWords] = proto::kHeaderWords;
-  StoreBe32(out + proto::kOffAux, 0);
-  StoreBe32(out + proto::kOffChecksum, 0);
-  return true;
-}
-
-int OfiTransport::Recv(RxPacket* out, int max) {
+int OfiTransport::Recv(RxEvent* out, int max) {
   ReapTx();
   if (!repost_.empty()) {
     std::vector<int> again;
@@ -359,26 +254,20 @@ int OfiTransport::Recv(RxPacket* out, int max) {
       // A result written into our registered memory (§12.3). Providers in
       // FI_RX_CQ_DATA mode consumed a receive buffer for it: give it back.
       if (is_buffer) repost_.push_back(static_cast<int>(index));
-      uint8_t* h = placed_headers_[n].data();
-      if (!SynthesizeResult(e[i].data, h)) {
-        if (PowerOfTwo(++unmatched_writes_)) {
-          TRIB_LOG(kWarn, kLog, "result write with data %llx matches no contribution (%llu)",
-                   static_cast<unsigned long long>(e[i].data),
-                   static_cast<unsigned long long>(unmatched_writes_));
-        }
-        continue;
-      }
       ++placed_;
       stats_.packets_received++;
       stats_.bytes_received += e[i].len;
-      out[n++] = {h, proto::kHeaderSize, true};
+      out[n] = RxEvent{};
+      out[n].kind = RxEvent::Kind::kResultPlaced;
+      out[n].placed = proto::UnpackPlacedResult(e[i].data, e[i].len);
+      ++n;
       continue;
     }
     if (!is_buffer) continue;
     repost_.push_back(static_cast<int>(index));
     stats_.packets_received++;
     stats_.bytes_received += e[i].len;
-    out[n++] = {recv_area_ + index * kRecvBufBytes, e[i].len, false};
+    DecodeEvent(recv_area_ + index * kRecvBufBytes, e[i].len, &out[n++]);
   }
   return n;
 }
@@ -409,29 +298,28 @@ void OfiTransport::Wake() {
   (void)r;
 }
 
-Result<Registration> OfiTransport::RegisterRange(void* base, size_t bytes) {
+Result<TransportMemory> OfiTransport::RegisterMemory(const MemoryDesc& memory) {
   fid_mr* mr = nullptr;
-  int rc = fi_mr_reg(domain_, base, bytes, FI_REMOTE_WRITE, 0, next_key_.fetch_add(1), 0, &mr,
-                     nullptr);
+  const int rc = fi_mr_reg(domain_, memory.data, memory.bytes, FI_REMOTE_WRITE, 0,
+                           next_key_.fetch_add(1), 0, &mr, nullptr);
   if (rc) {
     return Status(StatusCode::kResourceExhausted,
-                  "fi_mr_reg of " + std::to_string(bytes) + " bytes for " + name_ +
-                      " failed: " + ofi::FiError(rc) +
-                      " (pinned-memory limit? check `ulimit -l`)");
+                  "fi_mr_reg of " + std::to_string(memory.bytes) + " bytes for " + name_ +
+                      " failed: " + ofi::FiError(rc) + " (pinned-memory limit? check `ulimit -l`)");
   }
-  Registration r;
-  r.key = fi_mr_key(mr);
-  r.handle = mr;
-  return r;
+  ++registrations_;
+  TransportMemory m;
+  m.handle = mr;
+  m.remote_key = fi_mr_key(mr);
+  m.base = reinterpret_cast<uintptr_t>(memory.data);
+  m.virtual_addressing = virt_addr_;
+  return m;
 }
 
-Status OfiTransport::RegisterMemory(void* data, size_t bytes) {
-  return cache_->Acquire(data, bytes);
-}
-
-void OfiTransport::DeregisterMemory(void* data, size_t bytes) {
-  Status s = cache_->Release(data, bytes);
-  if (!s.ok()) TRIB_LOG(kWarn, kLog, "DeregisterMemory: %s", s.message().c_str());
+void OfiTransport::DeregisterMemory(const TransportMemory& memory) {
+  if (memory.handle == nullptr) return;
+  fi_close(&static_cast<fid_mr*>(memory.handle)->fid);
+  ++releases_;
 }
 
 }  // namespace tributary::host

@@ -129,7 +129,7 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
   return sent_total;
 }
 
-int UdpTransport::Recv(RxPacket* out, int max) {
+int UdpTransport::Recv(RxEvent* out, int max) {
   if (max > kBatch) max = kBatch;
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
@@ -157,9 +157,7 @@ int UdpTransport::Recv(RxPacket* out, int max) {
     }
     stats_.packets_received++;
     stats_.bytes_received += msgs[i].msg_len;
-    out[n].data = recv_area_ + i * kRecvBufBytes;
-    out[n].len = msgs[i].msg_len;
-    out[n].placed = false;
+    DecodeEvent(recv_area_ + i * kRecvBufBytes, msgs[i].msg_len, &out[n]);
     ++n;
   }
   return n;

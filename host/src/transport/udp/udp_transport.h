@@ -1,8 +1,9 @@
 // Kernel UDP transport: one connected-style socket to the aggregator.
 //
 // Sends with sendmmsg (one iovec pair per packet, no payload copy) and
-// receives with recvmmsg into a ring of 64 KiB buffers. Datagrams whose
-// source is not the aggregator are dropped and counted. Wait() polls the
+// receives with recvmmsg into a ring of 64 KiB buffers, decoding each
+// datagram into an RxEvent. Datagrams whose source is not the aggregator are
+// dropped and counted. Wait() polls the
 // socket and an eventfd that Wake() signals. Thread-safety: as Transport.
 #pragma once
 
@@ -22,7 +23,7 @@ class UdpTransport final : public Transport {
 
   const char* name() const override { return "udp"; }
   int Send(const TxPacket* packets, int n) override;
-  int Recv(RxPacket* out, int max) override;
+  int Recv(RxEvent* out, int max) override;
   void Wait(int64_t timeout_us) override;
   void Wake() override;
   TransportStats stats() const override { return stats_; }

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/verbs/verbs_api.h"
 
 namespace tributary::host {
 namespace {
@@ -29,8 +30,10 @@ Status Errno(StatusCode code, const std::string& what) {
 int VerbsTransport::CountDevices(std::string* names) { return roce::CountDevices(names); }
 
 Result<std::unique_ptr<Transport>> VerbsTransport::Create(const Options& options) {
-  // The device check comes first: it is the common failure, and it must be
-  // fast and say what to use instead.
+  // The library and device checks come first: they are the common failures,
+  // and they must be fast and say what to install or use instead.
+  auto loaded = ibverbs::LoadLibibverbs();
+  if (!loaded.ok()) return loaded.status();
   if (CountDevices(nullptr) == 0) {
     return Status(StatusCode::kUnavailable,
                   "no RDMA device found (ibv_get_device_list returned 0 devices): use "
@@ -69,8 +72,9 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
                       "' names no QPN: give HOST:PORT/QPN as `tributaryd --dataplane verbs` "
                       "prints it at start");
   }
+  const ibverbs::VerbsApi& ibv = ibverbs::Lib();
   ibv_device_attr dev{};
-  if (ibv_query_device(ctx_, &dev) != 0) return Errno(StatusCode::kUnavailable, "ibv_query_device");
+  if (ibv.query_device(ctx_, &dev) != 0) return Errno(StatusCode::kUnavailable, "ibv_query_device");
   verbs::DeviceLimits limits{static_cast<uint32_t>(dev.max_qp_wr),
                              static_cast<uint32_t>(dev.max_cqe),
                              static_cast<uint32_t>(dev.max_sge)};
@@ -78,13 +82,13 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   if (!plan.ok()) return plan.status();
   plan_ = plan.value();
 
-  if ((pd_ = ibv_alloc_pd(ctx_)) == nullptr) return Errno(StatusCode::kUnavailable, "ibv_alloc_pd");
-  if ((channel_ = ibv_create_comp_channel(ctx_)) == nullptr) {
+  if ((pd_ = ibv.alloc_pd(ctx_)) == nullptr) return Errno(StatusCode::kUnavailable, "ibv_alloc_pd");
+  if ((channel_ = ibv.create_comp_channel(ctx_)) == nullptr) {
     return Errno(StatusCode::kUnavailable, "ibv_create_comp_channel");
   }
   fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
-  send_cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.send_cq_depth), nullptr, nullptr, 0);
-  recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(plan_.recv_cq_depth), nullptr, channel_, 0);
+  send_cq_ = ibv.create_cq(ctx_, static_cast<int>(plan_.send_cq_depth), nullptr, nullptr, 0);
+  recv_cq_ = ibv.create_cq(ctx_, static_cast<int>(plan_.recv_cq_depth), nullptr, channel_, 0);
   if (send_cq_ == nullptr || recv_cq_ == nullptr) {
     return Errno(StatusCode::kResourceExhausted, "ibv_create_cq");
   }
@@ -97,9 +101,9 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   qa.cap.max_send_sge = 2;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = 128;  // a header-only control message goes inline
-  if ((qp_ = ibv_create_qp(pd_, &qa)) == nullptr) {
+  if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) {
     qa.cap.max_inline_data = 0;
-    if ((qp_ = ibv_create_qp(pd_, &qa)) == nullptr) {
+    if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) {
       return Errno(StatusCode::kResourceExhausted, "ibv_create_qp (UD)");
     }
   }
@@ -114,8 +118,8 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
   if (recv_area_ == nullptr || send_area_ == nullptr) {
     return Status(StatusCode::kResourceExhausted, "verbs: cannot allocate buffers");
   }
-  recv_mr_ = ibv_reg_mr(pd_, recv_area_, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
-  send_mr_ = ibv_reg_mr(pd_, send_area_, send_bytes, 0);
+  recv_mr_ = ibv.reg_mr(pd_, recv_area_, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
+  send_mr_ = ibv.reg_mr(pd_, send_area_, send_bytes, 0);
   if (recv_mr_ == nullptr || send_mr_ == nullptr) return Errno(StatusCode::kResourceExhausted, "ibv_reg_mr");
   for (uint32_t i = 0; i < plan_.recv_buffers; ++i) PostRecv(i);
   wc_.resize(64);
@@ -146,19 +150,17 @@ Status VerbsTransport::ConnectQp() {
 }
 
 VerbsTransport::~VerbsTransport() {
-  if (qp_) ibv_destroy_qp(qp_);
-  if (ah_) ibv_destroy_ah(ah_);
-  {
-    std::lock_guard<std::mutex> lock(regions_mu_);
-    for (Region& r : regions_) ibv_dereg_mr(r.mr);
-  }
-  if (recv_mr_) ibv_dereg_mr(recv_mr_);
-  if (send_mr_) ibv_dereg_mr(send_mr_);
-  if (send_cq_) ibv_destroy_cq(send_cq_);
-  if (recv_cq_) ibv_destroy_cq(recv_cq_);
-  if (channel_) ibv_destroy_comp_channel(channel_);
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (ctx_) ibv_close_device(ctx_);
+  // Only a transport that opened its device exists: libibverbs is loaded.
+  const ibverbs::VerbsApi& ibv = ibverbs::Lib();
+  if (qp_) ibv.destroy_qp(qp_);
+  if (ah_) ibv.destroy_ah(ah_);
+  if (recv_mr_) ibv.dereg_mr(recv_mr_);
+  if (send_mr_) ibv.dereg_mr(send_mr_);
+  if (send_cq_) ibv.destroy_cq(send_cq_);
+  if (recv_cq_) ibv.destroy_cq(recv_cq_);
+  if (channel_) ibv.destroy_comp_channel(channel_);
+  if (pd_) ibv.dealloc_pd(pd_);
+  if (ctx_) ibv.close_device(ctx_);
   if (wake_fd_ >= 0) close(wake_fd_);
   std::free(recv_area_);
   std::free(send_area_);
@@ -175,15 +177,6 @@ void VerbsTransport::PostRecv(uint32_t index) {
   ibv_post_recv(qp_, &wr, &bad);
 }
 
-uint32_t VerbsTransport::PayloadLkey(const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  std::lock_guard<std::mutex> lock(regions_mu_);
-  for (const Region& r : regions_) {
-    if (p >= r.base && p + bytes <= r.base + r.bytes) return r.mr->lkey;
-  }
-  return 0;
-}
-
 int VerbsTransport::Send(const TxPacket* packets, int n) {
   int sent = 0;
   for (; sent < n; ++sent) {
@@ -194,7 +187,9 @@ int VerbsTransport::Send(const TxPacket* packets, int n) {
     const TxPacket& p = packets[sent];
     uint8_t* slot = send_area_ + (posted_ % plan_.send_slots) * plan_.send_slot_bytes;
     verbs::SgeList sges;
-    const uint32_t lkey = p.payload_len ? PayloadLkey(p.payload, p.payload_len) : 0;
+    const uint32_t lkey = p.payload_len && p.payload_memory != nullptr
+                              ? p.payload_memory->local_key
+                              : 0;
     if (!verbs::Packetize(p, slot, send_mr_->lkey, lkey, mtu_, &sges).ok()) {
       ++stats_.send_errors;  // oversize: counted; cannot happen with a planned payload
       continue;
@@ -235,7 +230,7 @@ void VerbsTransport::ReapSends() {
   }
 }
 
-int VerbsTransport::Recv(RxPacket* out, int max) {
+int VerbsTransport::Recv(RxEvent* out, int max) {
   for (uint32_t index : repost_) PostRecv(index);
   repost_.clear();
   ReapSends();
@@ -252,9 +247,8 @@ int VerbsTransport::Recv(RxPacket* out, int max) {
         PostRecv(index);
         continue;
       }
-      out[got].data = recv_area_ + index * plan_.recv_buf_bytes + verbs::kGrhBytes;
-      out[got].len = wc.byte_len - verbs::kGrhBytes;
-      out[got].placed = false;
+      DecodeEvent(recv_area_ + index * plan_.recv_buf_bytes + verbs::kGrhBytes,
+                  wc.byte_len - verbs::kGrhBytes, &out[got]);
       ++got;
       repost_.push_back(index);
       ++stats_.packets_received;
@@ -278,7 +272,7 @@ void VerbsTransport::Wait(int64_t timeout_us) {
   if (fds[0].revents & POLLIN) {
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
-    if (ibv_get_cq_event(channel_, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+    if (ibverbs::Lib().get_cq_event(channel_, &cq, &ctx) == 0) ibverbs::Lib().ack_cq_events(cq, 1);
   }
   if (fds[1].revents & POLLIN) {
     uint64_t v;
@@ -291,23 +285,19 @@ void VerbsTransport::Wake() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-Status VerbsTransport::RegisterMemory(void* data, size_t bytes) {
-  ibv_mr* mr = ibv_reg_mr(pd_, data, bytes, IBV_ACCESS_LOCAL_WRITE);
+Result<TransportMemory> VerbsTransport::RegisterMemory(const MemoryDesc& memory) {
+  ibv_mr* mr = ibverbs::Lib().reg_mr(pd_, memory.data, memory.bytes, IBV_ACCESS_LOCAL_WRITE);
   if (mr == nullptr) return Errno(StatusCode::kResourceExhausted, "ibv_reg_mr of a user buffer");
-  std::lock_guard<std::mutex> lock(regions_mu_);
-  regions_.push_back({static_cast<uint8_t*>(data), bytes, mr});
-  return Status::Ok();
+  TransportMemory m;
+  m.handle = mr;
+  m.local_key = mr->lkey;
+  m.remote_key = mr->rkey;
+  m.base = reinterpret_cast<uintptr_t>(memory.data);
+  return m;
 }
 
-void VerbsTransport::DeregisterMemory(void* data, size_t bytes) {
-  std::lock_guard<std::mutex> lock(regions_mu_);
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (regions_[i].base == data && regions_[i].bytes == bytes) {
-      ibv_dereg_mr(regions_[i].mr);
-      regions_.erase(regions_.begin() + static_cast<long>(i));
-      return;
-    }
-  }
+void VerbsTransport::DeregisterMemory(const TransportMemory& memory) {
+  if (memory.handle != nullptr) ibverbs::Lib().dereg_mr(static_cast<ibv_mr*>(memory.handle));
 }
 
 }  // namespace tributary::host

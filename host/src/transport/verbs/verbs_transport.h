@@ -17,18 +17,20 @@
 // Resources (sized by PlanQueues from the window and payload): one UD QP,
 // a send CQ and a receive CQ (with a completion channel for Wait()), a
 // registered ring of receive buffers (GRH + MTU each) and of send slots
-// (header + bounce payload). Payloads inside memory registered through
-// RegisterMemory go as a second SGE without a copy; others are copied into
-// the slot (one MTU at most). Sends are signalled every kSignalEvery.
+// (header + bounce payload). A payload whose TxPacket carries its
+// registration (ibv_reg_mr through RegisterMemory, once per buffer) goes as
+// a second SGE with that lkey, without a copy or a lookup; others are copied
+// into the slot (one MTU at most). Sends are signalled every kSignalEvery.
 //
-// The aggregator address is "HOST:PORT/QPN" (ParseVerbsAddress); the
-// daemon-side verbs dataplane (which would own that QPN and hand it out) is
-// not implemented yet, so this transport is only usable against a peer that
-// speaks Tributary over UD. Without an RDMA device Create() fails at once
-// with kUnavailable: "no RDMA device found (...): use transport udp or ofi".
+// The aggregator address is "HOST:PORT/QPN" (ParseVerbsAddress), as
+// `tributaryd --dataplane verbs` prints it. libibverbs is loaded at run time
+// (common/verbs/verbs_api.h): without it Create() fails at once with the
+// loader's kUnavailable naming libibverbs1 and ibverbs-providers; without an
+// RDMA device, with kUnavailable "no RDMA device found (...): use transport
+// udp or ofi".
 //
-// Thread-safety: as Transport. RegisterMemory/DeregisterMemory take a mutex
-// (application threads) that Send() also takes for its lookup.
+// Thread-safety: as Transport. RegisterMemory/DeregisterMemory (application
+// threads) only call ibv_reg_mr/ibv_dereg_mr, which are thread-safe.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -53,11 +55,11 @@ class VerbsTransport final : public Transport {
 
   const char* name() const override { return "verbs"; }
   int Send(const TxPacket* packets, int n) override;
-  int Recv(RxPacket* out, int max) override;
+  int Recv(RxEvent* out, int max) override;
   void Wait(int64_t timeout_us) override;
   void Wake() override;
-  Status RegisterMemory(void* data, size_t bytes) override;
-  void DeregisterMemory(void* data, size_t bytes) override;
+  Result<TransportMemory> RegisterMemory(const MemoryDesc& memory) override;
+  void DeregisterMemory(const TransportMemory& memory) override;
   TransportStats stats() const override { return stats_; }
 
  private:
@@ -68,13 +70,6 @@ class VerbsTransport final : public Transport {
   void PostRecv(uint32_t index);
   // Reaps send completions (frees send slots).
   void ReapSends();
-  uint32_t PayloadLkey(const void* data, size_t bytes);
-
-  struct Region {
-    uint8_t* base;
-    size_t bytes;
-    ibv_mr* mr;
-  };
 
   verbs::VerbsAddress agg_;
   verbs::QueuePlan plan_;
@@ -102,8 +97,6 @@ class VerbsTransport final : public Transport {
   std::vector<uint32_t> repost_;  // receive buffers handed out by the last Recv()
   std::vector<ibv_wc> wc_;
 
-  std::mutex regions_mu_;
-  std::vector<Region> regions_;
   TransportStats stats_;
 };
 

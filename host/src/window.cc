@@ -1,0 +1,66 @@
+// FragmentWindow; see window.h.
+#include "host/src/window.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace tributary::host {
+
+FragmentWindow::FragmentWindow(uint32_t slots) : slots_(slots) {
+  ready_.reserve(slots);
+  idle_.reserve(slots);
+  for (uint32_t i = 0; i < slots; ++i) {
+    slots_[i].next_seq = i;
+    idle_.push_back(i);
+  }
+}
+
+uint64_t FragmentWindow::Append(uint64_t nfrags) {
+  const uint64_t first = seq_end_;
+  seq_end_ += nfrags;
+  return first;
+}
+
+void FragmentWindow::WakeIdle() {
+  for (uint32_t i : idle_) ready_.push_back(i);
+  idle_.clear();
+}
+
+void FragmentWindow::Claim(uint32_t i, Operation* owner) {
+  TRIB_CHECK_MSG(owner != nullptr, "fragment sequence without an owning operation");
+  Slot& s = slots_[i];
+  const uint64_t frag = s.next_seq - owner->first_seq;
+  s.busy = true;
+  ++busy_;
+  s.op = owner;
+  s.elem_offset = frag * owner->elems_per_frag;
+  s.elem_count = static_cast<uint32_t>(
+      std::min<uint64_t>(owner->elems_per_frag, owner->desc.count - s.elem_offset));
+  s.retries = 0;
+  s.held = false;
+  s.probe_pending = false;
+  s.unanswered_probes = 0;
+  s.missing_count = 0;
+  s.missing.clear();
+}
+
+void FragmentWindow::Release(uint32_t i) {
+  Slot& s = slots_[i];
+  s.busy = false;
+  --busy_;
+  s.op = nullptr;
+  s.next_seq += size();
+  ready_.push_back(i);
+}
+
+void FragmentWindow::Clear() {
+  for (Slot& s : slots_) {
+    s.busy = false;
+    s.op = nullptr;
+  }
+  busy_ = 0;
+  ready_.clear();
+}
+
+}  // namespace tributary::host

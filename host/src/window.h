@@ -1,0 +1,96 @@
+// The fragment window: W slots carrying one communicator's stream of
+// fragments (FORMAT.md §9).
+//
+// Every collective's fragments are numbered in one stream (seq) shared by
+// all collectives of the communicator; fragment seq travels through slot
+// seq % W with shadow set (seq / W) % 2. A slot carries its next fragment
+// only once the result of its previous one arrived, so the window clocks
+// itself; slots advance independently, so one lost packet delays one slot,
+// not the stream. The window knows slots and sequence numbers; what a slot
+// sends and when it times out is the progress engine's.
+// Not synchronized: the progress thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host/src/operation.h"
+
+namespace tributary::host {
+
+struct Slot {
+  uint64_t next_seq = 0;  // the fragment this slot carries now (busy) or next
+  bool busy = false;
+  Operation* op = nullptr;
+  uint64_t elem_offset = 0;
+  uint32_t elem_count = 0;
+  uint64_t first_sent_ns = 0;
+  uint64_t deadline_ns = 0;
+  uint32_t retries = 0;            // timer expiries (backoff exponent)
+  bool held = false;               // STATUS said the aggregator has our data
+  bool probe_pending = false;      // a RESULT_REQUEST is unanswered
+  uint32_t unanswered_probes = 0;  // consecutive probes with no answer
+  uint32_t missing_count = 0;      // from the aggregator's last STATUS
+  std::vector<uint32_t> missing;   // first few missing senders
+};
+
+class FragmentWindow {
+ public:
+  explicit FragmentWindow(uint32_t slots);
+
+  uint32_t size() const { return static_cast<uint32_t>(slots_.size()); }
+  Slot& slot(uint32_t i) { return slots_[i]; }
+  const Slot& slot(uint32_t i) const { return slots_[i]; }
+  // The shadow set fragment `seq` uses.
+  uint8_t ShadowOf(uint64_t seq) const { return static_cast<uint8_t>((seq / size()) & 1); }
+  size_t busy() const { return busy_; }
+
+  // Numbers `nfrags` new fragments; returns the first one's seq.
+  uint64_t Append(uint64_t nfrags);
+  // Idle slots whose next fragment may now exist become ready.
+  void WakeIdle();
+  // The next ready slot with a fragment to carry, marked busy with `op`'s
+  // fragment; false when none. Slots whose next fragment does not exist yet
+  // go idle. `ops` are the unfinished operations, ordered by first_seq.
+  template <typename Ops>
+  bool NextToSend(const Ops& ops, uint32_t* index);
+  // Slot i's fragment completed: it moves to its next fragment.
+  void Release(uint32_t i);
+  // Every slot stops carrying anything (abort).
+  void Clear();
+
+ private:
+  void Claim(uint32_t i, Operation* owner);
+
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> ready_;  // slots free to carry their next fragment
+  std::vector<uint32_t> idle_;   // free slots whose next fragment is not submitted yet
+  uint64_t seq_end_ = 0;         // one past the last numbered fragment
+  size_t busy_ = 0;
+};
+
+template <typename Ops>
+bool FragmentWindow::NextToSend(const Ops& ops, uint32_t* index) {
+  while (!ready_.empty()) {
+    const uint32_t i = ready_.back();
+    ready_.pop_back();
+    if (slots_[i].next_seq >= seq_end_) {
+      idle_.push_back(i);
+      continue;
+    }
+    // The op that owns fragment next_seq (ops is short and ordered).
+    Operation* owner = nullptr;
+    for (const auto& op : ops) {
+      if (op->Owns(slots_[i].next_seq)) {
+        owner = op.get();
+        break;
+      }
+    }
+    Claim(i, owner);
+    *index = i;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace tributary::host

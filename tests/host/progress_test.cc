@@ -1,0 +1,565 @@
+// The progress engine driven by hand: a fake transport (what the engine
+// sends is recorded decoded; what it receives is built by the test) and a
+// fake clock, no thread, no sockets, no sleeps. Every verdict follows from
+// the sequence of Poll() calls and clock values the test chooses.
+//
+// Proves: the window sends W fragments, one per slot with shadow 0, and a
+// slot carries fragment seq + W (shadow 1) only after its result; results
+// land in the receive buffer and complete the request; the retransmission
+// timeout adapts to the measured round trip (RFC 6298, Karn's rule: no
+// sample from a fragment sent twice); on expiry the engine probes first and
+// resends the data only after two unanswered probes, or at once when a
+// STATUS says the aggregator lacks it; a STATUS "held" stops resends and its
+// missing ranks appear in the timeout message; fatal NACKs abort with the
+// right code and bad_checksum does not; malformed, foreign and duplicate
+// packets are counted and change nothing; a result the transport placed in
+// memory completes a fragment without a copy; placement extensions go only
+// to transports that place results, with the registration's key; the
+// straggler report request is resent until answered; Stop() aborts what is
+// in flight.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "host/src/progress.h"
+#include "host/src/registration.h"
+#include "proto/codec.h"
+
+namespace tributary::host {
+namespace {
+
+constexpr uint32_t kJob = 77;
+constexpr uint64_t kKey = 0xabcdef;
+constexpr uint32_t kEpoch = 5;
+constexpr uint64_t kMs = 1000000;
+
+struct Sent {
+  proto::Header header;
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> extension;
+  const TransportMemory* payload_memory = nullptr;
+};
+
+class FakeTransport final : public Transport {
+ public:
+  const char* name() const override { return "fake"; }
+  bool places_results() const override { return places; }
+  int Send(const TxPacket* p, int n) override {
+    const int take = std::min(n, accept);
+    for (int i = 0; i < take; ++i) {
+      std::vector<uint8_t> bytes(static_cast<const uint8_t*>(p[i].header),
+                                 static_cast<const uint8_t*>(p[i].header) + p[i].header_len);
+      if (p[i].payload_len) {
+        bytes.insert(bytes.end(), static_cast<const uint8_t*>(p[i].payload),
+                     static_cast<const uint8_t*>(p[i].payload) + p[i].payload_len);
+      }
+      proto::PacketView v;
+      EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+      Sent s;
+      s.header = v.header;
+      s.payload.assign(v.payload, v.payload + v.payload_len);
+      s.extension.assign(v.extension, v.extension + v.extension_len);
+      s.payload_memory = p[i].payload_memory;
+      sent.push_back(std::move(s));
+    }
+    return take;
+  }
+  int Recv(RxEvent* out, int max) override {
+    current.clear();
+    int n = 0;
+    while (n < max && !inbox.empty()) {
+      current.push_back(std::move(inbox.front()));
+      inbox.pop_front();
+      Item& item = current.back();
+      if (item.placed) {
+        out[n] = RxEvent{};
+        out[n].kind = RxEvent::Kind::kResultPlaced;
+        out[n].placed = item.result;
+      } else {
+        DecodeEvent(item.bytes.data(), item.bytes.size(), &out[n]);
+      }
+      ++n;
+    }
+    return n;
+  }
+  void Wait(int64_t) override {}
+  void Wake() override {}
+  TransportStats stats() const override { return {}; }
+  // A transport that places results hands out a key for every registration.
+  Result<TransportMemory> RegisterMemory(const MemoryDesc& m) override {
+    TransportMemory t;
+    if (places) {
+      t.handle = this;
+      t.remote_key = 0x1234;
+      t.base = reinterpret_cast<uintptr_t>(m.data);
+      t.virtual_addressing = false;
+    }
+    return t;
+  }
+
+  struct Item {
+    std::vector<uint8_t> bytes;
+    bool placed = false;
+    proto::PlacedResult result;
+  };
+  std::vector<Sent> sent;
+  std::deque<Item> inbox;
+  std::deque<Item> current;
+  int accept = 1 << 30;  // packets Send takes per call
+  bool places = false;
+};
+
+class ProgressTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(4); }
+  void Make(uint32_t window, bool places = false) {
+    if (engine_) engine_->Stop();
+    if (table_) table_->Clear();
+    table_.reset();
+    engine_.reset();
+    options_ = Options{};
+    options_.aggregator = "test:1";
+    options_.window = window;
+    options_.payload_bytes = 64;  // 16 floats per fragment
+    options_.rto_initial_us = 10000;
+    options_.rto_min_us = 1000;
+    options_.rto_max_us = 200000;
+    options_.op_timeout_ms = 1000;
+    auto t = std::make_unique<FakeTransport>();
+    t->places = places;
+    fake_ = t.get();
+    JobIdentity id{kJob, kKey, kEpoch, 3, 0};
+    engine_ = std::make_unique<ProgressEngine>(std::move(t), id, options_,
+                                               [this] { return now_.load(); });
+    table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
+  }
+  void TearDown() override {
+    engine_->Stop();
+    table_->Clear();
+  }
+
+  // Submits an all-reduce of `n` floats of send_ into recv_; returns its request.
+  std::shared_ptr<internal::RequestState> Submit(size_t n, uint64_t collective = 1) {
+    send_.resize(n);
+    recv_.assign(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) send_[i] = static_cast<float>(i);
+    MemoryDesc sm{send_.data(), n * 4}, rm{recv_.data(), n * 4};
+    send_reg_ = table_->Register(sm).value();
+    recv_reg_ = table_->Register(rm).value();
+    OpDesc d;
+    d.request = std::make_shared<internal::RequestState>();
+    d.send = reinterpret_cast<const uint8_t*>(send_.data());
+    d.recv = reinterpret_cast<uint8_t*>(recv_.data());
+    d.send_registration = send_reg_;
+    d.recv_registration = recv_reg_;
+    d.count = n;
+    d.dtype = DataType::kFloat32;
+    d.op = ReduceOp::kSum;
+    d.collective_id = collective;
+    auto request = d.request;
+    engine_->Submit(std::move(d));
+    return request;
+  }
+
+  // The aggregator's answer to a sent contribution: its addressing, and
+  // the payload doubled (what a 2-rank sum of equal inputs would be).
+  void Answer(const Sent& c, proto::MsgType type = proto::MsgType::kResult) {
+    proto::Header h = c.header;
+    h.type = type;
+    h.flags = 0;
+    h.sender = 0;
+    std::vector<uint8_t> payload;
+    if (type == proto::MsgType::kResult) {
+      payload = c.payload;
+      for (size_t i = 0; i + 4 <= payload.size(); i += 4) {
+        float v;
+        std::memcpy(&v, &payload[i], 4);
+        v *= 2;
+        std::memcpy(&payload[i], &v, 4);
+      }
+    }
+    Deliver(h, payload);
+  }
+  void Deliver(const proto::Header& h, const std::vector<uint8_t>& payload) {
+    FakeTransport::Item item;
+    item.bytes.resize(proto::kHeaderSize + payload.size());
+    ASSERT_GT(proto::Encode(h, payload.data(), payload.size(), item.bytes.data(), item.bytes.size()),
+              0u);
+    fake_->inbox.push_back(std::move(item));
+  }
+  void SendStatus(const Sent& c, bool held, std::vector<uint32_t> missing) {
+    proto::Header h = c.header;
+    h.type = proto::MsgType::kStatus;
+    h.flags = held ? proto::kFlagHeld : 0;
+    h.aux = static_cast<uint32_t>(missing.size());
+    std::vector<uint8_t> body(missing.size() * 4);
+    std::memcpy(body.data(), missing.data(), body.size());
+    Deliver(h, body);
+  }
+  void Nack(const Sent& c, proto::NackCode code) {
+    proto::Header h = c.header;
+    h.type = proto::MsgType::kNack;
+    h.flags = 0;
+    h.aux = static_cast<uint32_t>(code);
+    Deliver(h, {});
+  }
+  // What the engine sent since the last Take, ordered by slot.
+  std::vector<Sent> Take() {
+    std::vector<Sent> out;
+    out.swap(fake_->sent);
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Sent& a, const Sent& b) { return a.header.slot < b.header.slot; });
+    return out;
+  }
+  static bool Done(const std::shared_ptr<internal::RequestState>& r, tributary::Status* s) {
+    std::lock_guard<std::mutex> lock(r->mu);
+    if (r->done) *s = r->status;
+    return r->done;
+  }
+
+  Options options_;
+  std::atomic<uint64_t> now_{1000 * kMs};  // read by a caller thread in one test
+  FakeTransport* fake_ = nullptr;
+  std::unique_ptr<ProgressEngine> engine_;
+  std::unique_ptr<RegistrationTable> table_;
+  std::vector<float> send_, recv_;
+  std::shared_ptr<Registration> send_reg_, recv_reg_;
+};
+
+TEST_F(ProgressTest, WindowSendsOneFragmentPerSlotAndAdvancesOnResults) {
+  auto req = Submit(16 * 10);  // 10 fragments through 4 slots
+  engine_->Poll();
+  std::vector<Sent> first = Take();
+  ASSERT_EQ(first.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    const proto::Header& h = first[i].header;
+    EXPECT_EQ(h.type, proto::MsgType::kContribution);
+    EXPECT_EQ(h.job_id, kJob);
+    EXPECT_EQ(h.job_key, kKey);
+    EXPECT_EQ(h.epoch, kEpoch);
+    EXPECT_EQ(h.sender, 3u);
+    EXPECT_EQ(h.collective_id, 1u);
+    EXPECT_EQ(h.elem_offset, 16u * h.slot);
+    EXPECT_EQ(h.elem_count, 16u);
+    EXPECT_EQ(h.shadow, 0);
+    EXPECT_EQ(h.flags & proto::kFlagRetransmit, 0);
+    EXPECT_EQ(first[i].payload.size(), 64u);
+    EXPECT_EQ(first[i].payload_memory, &send_reg_->lane(0));
+  }
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty()) << "no fragment before a slot's result";
+  // Slot 2's result: it carries fragment 6 (seq 2 + 4) on shadow 1.
+  Answer(first[2]);
+  now_ += kMs;
+  engine_->Poll();
+  std::vector<Sent> next = Take();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].header.slot, 2u);
+  EXPECT_EQ(next[0].header.elem_offset, 16u * 6);
+  EXPECT_EQ(next[0].header.shadow, 1);
+  for (size_t i = 32; i < 48; ++i) EXPECT_EQ(recv_[i], 2.0f * i) << i;
+  // Answer everything until the request completes; the last fragment says so.
+  std::deque<Sent> pending(first.begin(), first.end());
+  pending.erase(pending.begin() + 2);
+  pending.push_back(next[0]);
+  bool last_seen = false;
+  tributary::Status s;
+  for (int guard = 0; guard < 100 && !Done(req, &s); ++guard) {
+    ASSERT_FALSE(pending.empty());
+    Answer(pending.front());
+    pending.pop_front();
+    now_ += kMs;
+    engine_->Poll();
+    for (Sent& x : Take()) {
+      last_seen |= (x.header.flags & proto::kFlagLastFragment) != 0;
+      pending.push_back(std::move(x));
+    }
+  }
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(last_seen);
+  for (size_t i = 0; i < recv_.size(); ++i) ASSERT_EQ(recv_[i], 2.0f * i) << i;
+  const CommStats st = engine_->Stats();
+  EXPECT_EQ(st.collectives_completed, 1u);
+  EXPECT_EQ(st.fragments_sent, 10u);
+  EXPECT_EQ(st.results_received, 10u);
+  EXPECT_EQ(st.retransmissions, 0u);
+}
+
+TEST_F(ProgressTest, TimeoutAdaptsToTheRoundTripAndKarnSkipsRetransmittedFragments) {
+  Submit(16 * 8);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(engine_->Stats().rto_us, 10000u);  // rto_initial before any sample
+  now_ += 2 * kMs;  // 2 ms round trip: SRTT 2 ms, RTTVAR 1 ms, RTO 6 ms
+  Answer(c[0]);
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().srtt_us, 2000u);
+  EXPECT_EQ(engine_->Stats().rto_us, 6000u);
+  std::vector<Sent> next = Take();
+  ASSERT_EQ(next.size(), 1u);
+  // Slot 0's new fragment times out 6 ms after it was sent, not before.
+  now_ += 5 * kMs;
+  Answer(c[1]);  // another 7 ms sample for slot 1: SRTT 2.625, RTTVAR 2 -> RTO 10.625 ms
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().probes, 0u);
+  EXPECT_EQ(engine_->Stats().srtt_us, 2625u);
+  // Slots 2 and 3 were sent at t0 with the initial 10 ms timeout: they probe.
+  now_ += 4 * kMs;  // t0 + 11 ms
+  engine_->Poll();
+  EXPECT_GE(engine_->Stats().probes, 2u);
+  // Their results now come after a retransmission timer: no sample (Karn).
+  const uint32_t srtt = engine_->Stats().srtt_us;
+  Answer(c[2]);
+  now_ += 50 * kMs;
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().srtt_us, srtt) << "a sample from a fragment whose timer expired";
+}
+
+TEST_F(ProgressTest, ProbesTwiceThenResendsTheData) {
+  Submit(16);
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 1u);
+  auto expire = [&] {
+    now_ += 200 * kMs;  // past any backed-off timeout
+    engine_->Poll();
+    return Take();
+  };
+  std::vector<Sent> a = expire(), b = expire(), c = expire();
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(a[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_TRUE(a[0].payload.empty());
+  EXPECT_EQ(b[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(c[0].header.type, proto::MsgType::kContribution);
+  EXPECT_TRUE(c[0].header.flags & proto::kFlagRetransmit);
+  EXPECT_EQ(c[0].payload.size(), 64u);
+  EXPECT_EQ(engine_->Stats().probes, 2u);
+  EXPECT_EQ(engine_->Stats().retransmissions, 1u);
+}
+
+TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank) {
+  auto req = Submit(16 * 2);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 2u);
+  SendStatus(c[0], /*held=*/false, {0, 3});
+  engine_->Poll();
+  std::vector<Sent> resent = Take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
+  EXPECT_EQ(resent[0].header.slot, 0u);
+  EXPECT_EQ(engine_->Stats().losses_detected, 1u);
+  // Held: never resent, only probed, and the timeout names the rank.
+  SendStatus(c[1], /*held=*/true, {2});
+  SendStatus(c[0], /*held=*/true, {2});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  for (int i = 0; i < 4; ++i) {
+    now_ += 150 * kMs;
+    engine_->Poll();
+    for (const Sent& s : Take()) {
+      EXPECT_EQ(s.header.type, proto::MsgType::kResultRequest) << "held data was resent";
+    }
+  }
+  now_ += 1000 * kMs;
+  engine_->Poll();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kTimedOut) << s.ToString();
+  EXPECT_NE(s.message().find("(held; aggregator waits for 1 rank(s): 2)"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("2 of 2 fragments never completed"), std::string::npos);
+  EXPECT_EQ(engine_->Health().code(), StatusCode::kTimedOut);
+}
+
+TEST_F(ProgressTest, SilentAggregatorTimesOutSayingSo) {
+  auto req = Submit(16);
+  engine_->Poll();
+  for (int i = 0; i < 12; ++i) {
+    now_ += 100 * kMs;
+    engine_->Poll();
+  }
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kTimedOut);
+  EXPECT_NE(s.message().find("(no answer from the aggregator)"), std::string::npos)
+      << s.message();
+  // The communicator is aborted: a later op fails at once.
+  auto later = Submit(16, 2);
+  engine_->Poll();
+  ASSERT_TRUE(Done(later, &s));
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+}
+
+TEST_F(ProgressTest, FatalNacksAbortWithTheirCodeAndBadChecksumDoesNot) {
+  auto req = Submit(16 * 2);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 2u);
+  Nack(c[0], proto::NackCode::kBadChecksum);
+  engine_->Poll();
+  EXPECT_TRUE(engine_->Health().ok());
+  tributary::Status s;
+  EXPECT_FALSE(Done(req, &s));
+  Nack(c[1], proto::NackCode::kMismatch);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+  EXPECT_NE(s.message().find("ranks disagree on collective 1"), std::string::npos);
+  EXPECT_EQ(engine_->Stats().nacks_received, 2u);
+  // Restarted daemon: unknown job reads as UNAVAILABLE naming it.
+  Make(4);
+  req = Submit(16);
+  engine_->Poll();
+  c = Take();
+  Nack(c[0], proto::NackCode::kUnknownJob);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("daemon restarted"), std::string::npos) << s.message();
+}
+
+TEST_F(ProgressTest, ForeignMalformedAndDuplicatePacketsAreCountedAndIgnored) {
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  Sent wrong_key = c[0];
+  wrong_key.header.job_key ^= 1;
+  Answer(wrong_key);
+  Sent stale_epoch = c[0];
+  stale_epoch.header.epoch += 1;
+  Answer(stale_epoch);
+  FakeTransport::Item junk;
+  junk.bytes.assign(10, 0x42);
+  fake_->inbox.push_back(junk);
+  engine_->Poll();
+  tributary::Status s;
+  EXPECT_FALSE(Done(req, &s));
+  EXPECT_EQ(engine_->Stats().packets_rejected, 3u);
+  Answer(c[0]);
+  Answer(c[0]);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(engine_->Stats().duplicate_results, 1u);
+}
+
+TEST_F(ProgressTest, PlacedResultsCompleteWithoutACopyAndCarryTheKey) {
+  Make(4, /*places=*/true);
+  auto req = Submit(16 * 2);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 2u);
+  for (const Sent& x : c) {
+    proto::PacketView v;
+    v.header = x.header;
+    v.extension = x.extension.data();
+    v.extension_len = x.extension.size();
+    proto::Placement where;
+    ASSERT_TRUE(proto::DecodePlacement(v, &where));
+    EXPECT_EQ(where.result_key, 0x1234u);
+    EXPECT_EQ(where.result_addr, x.header.elem_offset * 4);  // offset addressing
+  }
+  // The NIC wrote slot 1's result; the engine must not copy anything.
+  std::fill(recv_.begin() + 16, recv_.end(), 7.0f);
+  FakeTransport::Item placed;
+  placed.placed = true;
+  placed.result = {1, 0, 1, 64};
+  fake_->inbox.push_back(placed);
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(recv_[16], 7.0f);
+  EXPECT_EQ(recv_[0], 0.0f);  // slot 0 came as a RESULT message: copied (2 x 0)
+  // A placement for the wrong collective, or for the slot's other shadow
+  // set (a round it has left), is a duplicate, not a completion.
+  req = Submit(16, 2);
+  engine_->Poll();
+  const Sent c2 = Take()[0];
+  placed.result = {c2.header.slot, c2.header.shadow, 9, 64};
+  fake_->inbox.push_back(placed);
+  placed.result = {c2.header.slot, static_cast<uint8_t>(c2.header.shadow ^ 1), 2, 64};
+  fake_->inbox.push_back(placed);
+  engine_->Poll();
+  EXPECT_FALSE(Done(req, &s));
+  EXPECT_EQ(engine_->Stats().duplicate_results, 2u);
+  placed.result = {c2.header.slot, c2.header.shadow, 2, 64};
+  fake_->inbox.push_back(placed);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok());
+}
+
+TEST_F(ProgressTest, NoPlacementWithoutATransportThatPlaces) {
+  Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_TRUE(c[0].extension.empty());
+}
+
+TEST_F(ProgressTest, StragglerReportIsRequestedUntilAnswered) {
+  Result<StragglerReport> got{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread caller([&] { got = engine_->RequestStragglerReport(5000); });
+  // The second request goes out 50 ms (fake time) after the first; fake
+  // time moves only once the first was seen, whenever the caller thread
+  // gets to register its request.
+  std::vector<Sent> requests;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (requests.size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    engine_->Poll();
+    std::vector<Sent> got_now = Take();
+    if (got_now.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    for (Sent& x : got_now) requests.push_back(x);
+    now_ += 60 * kMs;
+  }
+  ASSERT_GE(requests.size(), 2u);
+  EXPECT_EQ(requests[0].header.type, proto::MsgType::kStatsRequest);
+  proto::Header h = requests[0].header;
+  h.type = proto::MsgType::kStats;
+  proto::StatsSummary summary{120, 3, 1};
+  proto::StatsEntry entry{2, 0, 100, 3000000, 120};
+  std::vector<uint8_t> body(proto::kStatsSummarySize + proto::kStatsEntrySize);
+  proto::EncodeStatsBody(summary, &entry, body.data());
+  Deliver(h, body);
+  engine_->Poll();
+  caller.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got.value().rounds, 120u);
+  ASSERT_EQ(got.value().ranks.size(), 1u);
+  EXPECT_EQ(got.value().ranks[0].rank, 2u);
+  EXPECT_DOUBLE_EQ(got.value().ranks[0].mean_lateness_us, 25.0);
+}
+
+TEST_F(ProgressTest, StopAbortsWhatIsInFlightAndAFullSocketKeepsPacketsQueued) {
+  fake_->accept = 1;  // the "socket" takes one packet per call (a Poll flushes twice)
+  auto req = Submit(16 * 3);
+  engine_->Poll();
+  EXPECT_EQ(Take().size(), 2u);
+  engine_->Poll();
+  std::vector<Sent> rest = Take();  // the refused one was kept, with its own header
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].header.type, proto::MsgType::kContribution);
+  EXPECT_EQ(rest[0].header.elem_offset, 16u * rest[0].header.slot);
+  engine_->Stop();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+}
+
+}  // namespace
+}  // namespace tributary::host

@@ -10,6 +10,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/net/host_port.h"
 
 namespace tributary::manager {
 namespace {
@@ -45,7 +46,11 @@ uint32_t ManagerCore::heartbeat_interval_ms() const {
 Status ManagerCore::RegisterDaemon(const v1::DaemonInfo& info, int64_t now_ms,
                                    v1::RegisterReply* reply) {
   if (info.name().empty()) return InvalidArgument("daemon name is empty");
-  if (info.endpoint().empty()) return InvalidArgument("daemon " + info.name() + ": empty endpoint");
+  net::HostPort endpoint;
+  std::string why;
+  if (!net::ParseHostPort(info.endpoint(), &endpoint, &why)) {
+    return InvalidArgument("daemon " + info.name() + ": endpoint " + why);
+  }
   const int position = topology_->FindNode(info.position());
   if (position < 0) {
     return InvalidArgument("daemon " + info.name() + ": position '" + info.position() +

@@ -15,6 +15,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "manager/service.h"
 #include "manager/topology.h"
 
@@ -60,6 +61,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   base::SetLogLevel(level);
+  base::SetLogTimestamps(true);
+  net::HostPort listen;
+  std::string why;
+  if (!net::ParseHostPort(options.listen, &listen, &why, net::PortRule::kAllowZero)) {
+    std::fprintf(stderr, "tributary-manager: --listen %s\n", why.c_str());
+    return 2;
+  }
 
   manager::Topology topology;
   manager::Status s = manager::LoadTopologyFile(topology_path, &topology);

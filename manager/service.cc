@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "manager/state_file.h"
 #include "proto/manager.grpc.pb.h"
 
@@ -124,12 +125,19 @@ ManagerServer::ManagerServer(Topology topology, ServerOptions options)
 ManagerServer::~ManagerServer() { Shutdown(); }
 
 std::string ManagerServer::address() const {
-  const std::string& listen = options_.listen;
-  const size_t colon = listen.rfind(':');
-  return listen.substr(0, colon) + ":" + std::to_string(port_);
+  net::HostPort listen;
+  if (!net::ParseHostPort(options_.listen, &listen, nullptr, net::PortRule::kAllowZero)) {
+    return options_.listen;  // Start() refused it
+  }
+  return listen.WithPort(static_cast<uint16_t>(port_)).ToString();
 }
 
 Status ManagerServer::Start() {
+  net::HostPort listen;
+  std::string why;
+  if (!net::ParseHostPort(options_.listen, &listen, &why, net::PortRule::kAllowZero)) {
+    return InvalidArgument("listen address " + why);
+  }
   service_ = std::make_unique<Service>(&topology_, options_);
   Status s = service_->Load();
   if (!s.ok()) return s;

@@ -66,7 +66,10 @@ int main(int argc, char** argv) {
   }
   base::LogLevel level = base::LogLevel::kInfo;
   base::ParseLogLevel(config.log_level.c_str(), &level);  // validated already
+  // The daemon's own logging: its --log-level (default info), and each line
+  // stamped with the time (a long-running service, often run in a terminal).
   base::SetLogLevel(level);
+  base::SetLogTimestamps(true);
   agent::LogConfig(config);
 
   agent::SignalFlags& signals = agent::InstallSignalHandlers();

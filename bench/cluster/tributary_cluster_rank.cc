@@ -165,9 +165,6 @@ int main(int argc, char** argv) {
                  error.empty() ? "need -n >= 1 and 0 <= --rank < --size" : error.c_str());
     return 2;
   }
-  if (std::getenv("TRIBUTARY_LOG_LEVEL") == nullptr) {
-    tributary::SetLogLevel(tributary::LogLevel::kWarn);
-  }
   auto options = tributary::Options::FromEnvironment();
   if (!options.ok()) return Fail(rank, "options", options.status());
   tributary::CommConfig config;
@@ -189,7 +186,7 @@ int main(int argc, char** argv) {
   if (!status.ok()) return Fail(rank, "setup", status);
   tributary::bench::AllReduceTable table(size);
   if (rank == 0) {
-    const auto resolved = config.options.Resolved();
+    const tributary::Options& resolved = comm->options();
     std::printf("# tributary_cluster_rank: Communicator::AllReduce via %s (%s), out of place,"
                 " payload %u B, window %u\n", daemon.c_str(), comm->Stats().transport.c_str(),
                 resolved.payload_bytes, resolved.window);

@@ -8,8 +8,11 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "host/src/env.h"
+#include "host/src/init.h"
 #include "host/src/transport/fault_transport.h"
+#include "host/src/transport/transport.h"
 #include "proto/codec.h"
 
 namespace tributary::internal {
@@ -25,18 +28,17 @@ Status InvalidArg(const std::string& m) { return Status(StatusCode::kInvalidArgu
 
 // Lane k's aggregator: HOST:PORT with PORT + k.
 Result<std::string> LaneAddress(const std::string& aggregator, uint32_t k) {
-  const size_t colon = aggregator.rfind(':');
-  const std::string digits = colon == std::string::npos ? "" : aggregator.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5 ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
-    return InvalidArg("lanes need the aggregator as HOST:PORT (got '" + aggregator + "')");
+  net::HostPort address;
+  std::string why;
+  if (!net::ParseHostPort(aggregator, &address, &why)) {
+    return InvalidArg("lanes need the aggregator as HOST:PORT: " + why);
   }
-  const unsigned long port = std::stoul(digits) + k;
+  const uint32_t port = uint32_t{address.port} + k;
   if (port > 65535) {
     return InvalidArg("lane " + std::to_string(k) + " of aggregator " + aggregator +
                       " would be port " + std::to_string(port));
   }
-  return aggregator.substr(0, colon + 1) + std::to_string(port);
+  return address.WithPort(static_cast<uint16_t>(port)).ToString();
 }
 
 bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
@@ -48,6 +50,10 @@ bool ValidOp(ReduceOp op) {
 }  // namespace
 
 Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
+  // The environment's logging settings take effect here, once per process.
+  Status s = host::InitProcess();
+  if (!s.ok()) return s;
+  base::ScopedLogRank log_rank(static_cast<int>(config.rank));
   if (config.world_size == 0 || config.world_size > proto::kMaxFanIn) {
     return InvalidArg("world_size=" + std::to_string(config.world_size) + " must be in [1, " +
                       std::to_string(proto::kMaxFanIn) + "]");
@@ -56,8 +62,9 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     return InvalidArg("rank=" + std::to_string(config.rank) + " must be < world_size=" +
                       std::to_string(config.world_size));
   }
-  Status s = config.options.Validate();
+  s = config.options.Validate();
   if (!s.ok()) return s;
+  host::NoteCommunicatorRank(config.rank);
   for (uint32_t r : config.options.faults.ranks) {
     if (r >= config.world_size && config.rank == 0) {
       TRIB_LOG(kWarn, "fault", "fault injection names rank %u, but the job has %u ranks", r,
@@ -70,21 +77,41 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     TRIB_LOG(kWarn, "fault", "sticky corruption with checksums on: every copy of a corrupted "
              "packet is refused, so the collective that carries one can only time out");
   }
+  // The transport is chosen once, on lane 0 (transport.h SelectTransport,
+  // which logs the choice); payload and window "auto" are resolved from that
+  // choice, and further lanes open the same transport.
+  const uint32_t lanes = config.options.lanes;
+  std::vector<std::string> lane_address(lanes, config.options.aggregator);
+  for (uint32_t k = 0; lanes > 1 && k < lanes; ++k) {  // every lane's port must fit
+    auto addr = LaneAddress(config.options.aggregator, k);
+    if (!addr.ok()) return addr.status();
+    lane_address[k] = addr.value();
+  }
+  auto lane_options = [&](const Options& base, uint32_t k) {
+    Options lo = base;
+    lo.aggregator = lane_address[k];
+    lo.faults = host::FaultsOfRank(config.options.faults, config.rank, k);
+    return lo;
+  };
+  const Options first = lane_options(config.options, 0);
+  const std::string lane0 = lanes > 1 ? "lane 0 (" + first.aggregator + "): " : "";
+  auto selected = host::SelectTransport(first);
+  if (!selected.ok()) {
+    return Status(selected.status().code(), lane0 + selected.status().message());
+  }
+  const host::TransportChoice choice = selected.value().choice;
   CommConfig resolved = config;
-  resolved.options = config.options.Resolved();
+  resolved.options.transport = choice.name;
+  resolved.options.payload_bytes = choice.options.payload_bytes;
+  resolved.options.window = choice.options.window;
   std::unique_ptr<CommImpl> impl(new CommImpl(resolved));
-  const uint32_t lanes = resolved.options.lanes;
   for (uint32_t k = 0; k < lanes; ++k) {
-    Options lo = resolved.options;
-    if (lanes > 1) {
-      auto addr = LaneAddress(lo.aggregator, k);
-      if (!addr.ok()) return addr.status();
-      lo.aggregator = addr.value();
-    }
+    const Options lo = lane_options(resolved.options, k);
     const std::string where =
         lanes > 1 ? "lane " + std::to_string(k) + " (" + lo.aggregator + "): " : "";
-    lo.faults = host::FaultsOfRank(lo.faults, config.rank, k);
-    auto transport = host::CreateTransport(lo);
+    Result<std::unique_ptr<host::Transport>> transport =
+        k == 0 ? Result<std::unique_ptr<host::Transport>>(std::move(selected.value().transport))
+               : host::OpenTransport(choice, lo);
     if (!transport.ok()) {
       return Status(transport.status().code(), where + transport.status().message());
     }

@@ -47,6 +47,8 @@ class CommImpl {
 
   uint32_t rank() const { return config_.rank; }
   uint32_t world_size() const { return config_.world_size; }
+  // The options in effect: transport, payload and window as chosen at Create.
+  const Options& options() const { return config_.options; }
   // Summed over the lanes (srtt/rto: the slowest lane's).
   CommStats Stats() const;
   // The first lane's failure, if any.

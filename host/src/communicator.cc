@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "host/src/comm_impl.h"
 #include "host/src/launcher_env.h"
+#include "host/src/init.h"
 #include "host/src/request_state.h"
 #include "tributary/log.h"
 
@@ -49,6 +50,9 @@ namespace {
 
 // The job identity, rank and size from the environment over `options`.
 Result<CommConfig> ConfigFromEnvironment(const Options& options) {
+  // The logging settings first, so that the line below obeys them.
+  Status init = host::InitProcess();
+  if (!init.ok()) return init;
   auto id = host::LaunchIdentityFromEnvironment();
   if (!id.ok()) return id.status();
   TRIB_LOG(kInfo, "launch", "%s", id.value().description.c_str());
@@ -115,6 +119,7 @@ Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t cou
 
 uint32_t Communicator::rank() const { return impl_->rank(); }
 uint32_t Communicator::world_size() const { return impl_->world_size(); }
+const Options& Communicator::options() const { return impl_->options(); }
 CommStats Communicator::Stats() const { return impl_->Stats(); }
 Status Communicator::Health() const { return impl_->Health(); }
 
@@ -145,6 +150,11 @@ const char* Version() { return TRIBUTARY_VERSION_STRING; }
 void SetLogSink(LogSink sink, void* user) {
   base::SetLogSink(reinterpret_cast<base::LogSinkFn>(sink), user);
 }
-void SetLogLevel(LogLevel level) { base::SetLogLevel(static_cast<base::LogLevel>(level)); }
+void SetLogLevel(LogLevel level) {
+  host::NoteExplicitLogLevel();
+  base::SetLogLevel(static_cast<base::LogLevel>(level));
+}
+
+Status Init() { return host::InitProcess(); }
 
 }  // namespace tributary

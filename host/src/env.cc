@@ -1,6 +1,10 @@
-// TRIBUTARY_* environment table and Options validation; see env.h.
+// TRIBUTARY_* environment table, Options validation and resolution; see
+// env.h. Nothing here logs, resolves a name or probes a device.
 #include "host/src/env.h"
 
+#include <strings.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
@@ -11,15 +15,15 @@
 #include "host/src/launcher_env.h"
 #include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
+#include "common/net/host_port.h"
 #include "proto/wire.h"
 
-#include <arpa/inet.h>
-#include <algorithm>
+extern char** environ;
 
 namespace tributary::host {
 namespace {
 
-using Setter = Status (*)(const char* name, const char* value, Options* o);
+using Setter = Status (*)(const char* name, const char* value, EnvSettings* e);
 
 Status BadValue(const char* name, const char* value, const char* expected) {
   return Status(StatusCode::kInvalidArgument,
@@ -37,7 +41,8 @@ bool ParseU64(const char* text, uint64_t* out) {
 }
 
 template <uint32_t Options::*Field, uint64_t kMin, uint64_t kMax>
-Status SetU32(const char* name, const char* value, Options* o) {
+Status SetU32(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   uint64_t v = 0;
   if (!ParseU64(value, &v) || v < kMin || v > kMax) {
     std::string expected =
@@ -49,7 +54,8 @@ Status SetU32(const char* name, const char* value, Options* o) {
 }
 
 template <double FaultOptions::*Field>
-Status SetProbability(const char* name, const char* value, Options* o) {
+Status SetProbability(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   char* end = nullptr;
   errno = 0;
   double v = strtod(value, &end);
@@ -60,7 +66,8 @@ Status SetProbability(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
-Status SetSeed(const char* name, const char* value, Options* o) {
+Status SetSeed(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   uint64_t v = 0;
   if (!ParseU64(value, &v)) return BadValue(name, value, "an unsigned 64-bit integer");
   o->faults.seed = v;
@@ -68,7 +75,8 @@ Status SetSeed(const char* name, const char* value, Options* o) {
 }
 
 // A comma-separated list of rank numbers, or "all".
-Status SetFaultRanks(const char* name, const char* value, Options* o) {
+Status SetFaultRanks(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   std::vector<uint32_t> ranks;
   if (strcmp(value, "all") != 0) {
     std::string text(value);
@@ -89,7 +97,8 @@ Status SetFaultRanks(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
-Status SetDelayUs(const char* name, const char* value, Options* o) {
+Status SetDelayUs(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   uint64_t v = 0;
   if (!ParseU64(value, &v) || v > 10000000) {
     return BadValue(name, value, "an integer in [0, 10000000] (microseconds)");
@@ -98,24 +107,26 @@ Status SetDelayUs(const char* name, const char* value, Options* o) {
   return Status::Ok();
 }
 
-Status SetAggregator(const char* name, const char* value, Options* o) {
-  const char* colon = strrchr(value, ':');
-  uint64_t port = 0;
-  if (colon == nullptr || colon == value || !ParseU64(colon + 1, &port) || port == 0 ||
-      port > 65535) {
-    return BadValue(name, value, "HOST:PORT, e.g. 127.0.0.1:17820");
+Status SetAggregator(const char* name, const char* value, EnvSettings* e) {
+  net::HostPort address;
+  std::string why;
+  if (!ParseAggregatorAddress(value, &address, &why)) {
+    return Status(StatusCode::kInvalidArgument, std::string(name) + "=" + why +
+                                                    " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
   }
-  o->aggregator = value;
+  e->options.aggregator = value;
   return Status::Ok();
 }
 
-Status SetTransport(const char* name, const char* value, Options* o) {
+Status SetTransport(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   if (*value == '\0') return BadValue(name, value, "a transport name (auto, udp)");
   o->transport = value;
   return Status::Ok();
 }
 
-Status SetOfiProvider(const char* name, const char* value, Options* o) {
+Status SetOfiProvider(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   if (*value == '\0') {
     return BadValue(name, value, "auto or a libfabric provider name such as tcp;ofi_rxm or shm");
   }
@@ -136,12 +147,14 @@ Status SetBool(const char* name, const char* value, bool* out) {
   return Status::Ok();
 }
 
-Status SetChecksum(const char* name, const char* value, Options* o) {
+Status SetChecksum(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   return SetBool(name, value, &o->checksum);
 }
 
 template <bool FaultOptions::*F>
-Status SetFaultBool(const char* name, const char* value, Options* o) {
+Status SetFaultBool(const char* name, const char* value, EnvSettings* e) {
+  Options* o = &e->options;
   return SetBool(name, value, &(o->faults.*F));
 }
 
@@ -150,19 +163,39 @@ std::string FaultBoolDefault(const Options& o) {
   return o.faults.*F ? "1" : "0";
 }
 
-Status SetLogLevel(const char* name, const char* value, Options*) {
-  base::LogLevel level;
-  if (!base::ParseLogLevel(value, &level)) {
+// The log settings are only recorded here; InitProcess applies them.
+Status SetLogLevel(const char* name, const char* value, EnvSettings* e) {
+  if (!base::ParseLogLevel(value, &e->log.level)) {
     return BadValue(name, value, "trace, debug, info, warn, error or off");
   }
-  base::SetLogLevel(level);
+  e->log.level_set = true;
+  return Status::Ok();
+}
+
+Status SetDebugSubsys(const char* name, const char* value, EnvSettings* e) {
+  const base::SubsystemFilter filter = base::ParseSubsystemFilter(value);
+  for (const std::string& n : filter.names) {
+    const auto& known = LogSubsystems();
+    if (std::find(known.begin(), known.end(), n) == known.end()) {
+      std::string list = "a comma-separated list (a leading ^ negates it) of all";
+      for (const std::string& k : known) list += ", " + k;
+      return BadValue(name, value, list.c_str());
+    }
+  }
+  e->log.subsystems = value;
+  return Status::Ok();
+}
+
+Status SetDebugFile(const char* name, const char* value, EnvSettings* e) {
+  if (*value == '\0') return BadValue(name, value, "a file path (%h = host name, %p = pid)");
+  e->log.file = value;
   return Status::Ok();
 }
 
 // The job identity and rank variables are read by launcher_env.cc (for
 // CreateFromEnvironment), not into Options; here they are only checked, so
 // that an invalid value fails like any other.
-Status CheckLaunch(const char* name, const char* value, Options*) {
+Status CheckLaunch(const char* name, const char* value, EnvSettings*) {
   return CheckLaunchVariable(name, value);
 }
 
@@ -201,7 +234,7 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
      SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
-     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 4032 with the "
+     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 3968 with the "
      "verbs transport, else 65024 to a loopback aggregator, else 8192."},
     {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 0, proto::kMaxSlotCount>,
      U32Default<&Options::window>,
@@ -232,8 +265,21 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_CHECKSUM", "bool", SetChecksum,
      [](const Options& o) { return std::string(o.checksum ? "1" : "0"); },
      "Carry an end-to-end CRC32C in every packet."},
-    {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel, [](const Options&) { return std::string("info"); },
-     "trace, debug, info, warn, error or off."},
+    {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
+     [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
+     "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
+     "created (or at tributary::Init()); a level the application set with "
+     "tributary::SetLogLevel() wins."},
+    {"TRIBUTARY_DEBUG_SUBSYS", "list", SetDebugSubsys,
+     [](const Options&) { return std::string("all"); },
+     "Subsystems whose trace/debug/info lines are printed, comma-separated, as "
+     "NCCL_DEBUG_SUBSYS: comm, env, fault, launch, ofi, progress, transport, udp, verbs or all; a "
+     "leading ^ negates the list (^progress,fault: all but those). WARN and ERROR lines always "
+     "print."},
+    {"TRIBUTARY_DEBUG_FILE", "path", SetDebugFile,
+     [](const Options&) { return std::string("stderr"); },
+     "Append log lines to this file instead of stderr, as NCCL_DEBUG_FILE: %h is replaced by the "
+     "host name, %p by the pid (e.g. /tmp/trib.%h.%p.log). Opened once, at initialisation."},
     {"TRIBUTARY_FAULT_TX_DROP", "prob", SetProbability<&FaultOptions::tx_drop>,
      ProbDefault<&FaultOptions::tx_drop>, "Fault injection: drop this fraction of sent packets."},
     {"TRIBUTARY_FAULT_RX_DROP", "prob", SetProbability<&FaultOptions::rx_drop>,
@@ -305,6 +351,17 @@ const EnvVar kEnvTable[] = {
 
 const char* ProcessLookup(const char* name, void*) { return getenv(name); }
 
+// TRIBUTARY_* variables that other programs of the project read, so they are
+// set in ranks' environments without being typos: the CLI's manager address
+// and the test harness's paths to the binaries under test.
+const char* const kOtherProgramsVariables[] = {
+    "TRIBUTARY_MANAGER",      // tributary jobs|tree|job: tributary-manager address
+    "TRIBUTARY_CLI",          // tests: the tributary executable
+    "TRIBUTARY_MANAGER_BIN",  // tests: the tributary-manager executable
+};
+
+constexpr const char kPrefix[] = "TRIBUTARY_";
+
 }  // namespace
 
 std::vector<EnvVarInfo> EnvTable() {
@@ -314,16 +371,117 @@ std::vector<EnvVarInfo> EnvTable() {
   return out;
 }
 
-Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
-  Options o;
+const std::vector<std::string>& LogSubsystems() {
+  static const std::vector<std::string> names = {"comm", "env", "fault", "launch", "ofi",
+                                                 "progress", "transport", "udp", "verbs"};
+  return names;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string UnknownVariableMessage(const std::string& name) {
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return "";
+  std::string closest;
+  size_t best = SIZE_MAX;
+  auto consider = [&](const char* known) {
+    if (name == known) best = 0;
+    const size_t d = EditDistance(name, known);
+    if (d < best) {
+      best = d;
+      closest = known;
+    }
+  };
+  for (const auto& v : kEnvTable) consider(v.name);
+  for (const char* other : kOtherProgramsVariables) consider(other);
+  if (best == 0) return "";
+  return name + " is not a variable libtributary knows (did you mean " + closest +
+         "?); it is ignored. docs/CONFIGURATION.md lists them all";
+}
+
+Result<EnvSettings> ParseEnvironment(EnvLookup lookup, void* ctx,
+                                     const std::vector<std::string>& set_names) {
+  EnvSettings e;
   for (const auto& v : kEnvTable) {
     const char* value = lookup(v.name, ctx);
     if (value == nullptr) continue;
-    Status s = v.set(v.name, value, &o);
+    Status s = v.set(v.name, value, &e);
     if (!s.ok()) return s;
   }
-  Status s = o.Validate();
+  Status s = e.options.Validate();
   if (!s.ok()) return s;
+  for (const std::string& name : set_names) {
+    std::string message = UnknownVariableMessage(name);
+    if (!message.empty()) e.unknown_variables.push_back(std::move(message));
+  }
+  return e;
+}
+
+Result<Options> OptionsFromLookup(EnvLookup lookup, void* ctx) {
+  Result<EnvSettings> e = ParseEnvironment(lookup, ctx, {});
+  if (!e.ok()) return e.status();
+  return e.value().options;
+}
+
+const Result<EnvSettings>& ProcessEnvironment() {
+  static std::once_flag once;
+  static Result<EnvSettings>* cached = nullptr;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
+      const char* eq = strchr(*p, '=');
+      if (eq != nullptr && strncmp(*p, kPrefix, sizeof(kPrefix) - 1) == 0) {
+        names.emplace_back(*p, eq - *p);
+      }
+    }
+    cached = new Result<EnvSettings>(ParseEnvironment(ProcessLookup, nullptr, names));
+  });
+  return *cached;
+}
+
+bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error) {
+  const size_t slash = text.find('/');
+  if (slash != std::string::npos) {
+    // HOST:PORT/QPN, the verbs transport's form; the QPN is its to check.
+    const std::string qpn = text.substr(slash + 1);
+    if (qpn.empty() || qpn.find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
+      if (error) *error = "'" + text + "': QPN '" + qpn + "' after '/' is not a number";
+      return false;
+    }
+  }
+  if (!net::ParseHostPort(text.substr(0, slash), out, error)) {
+    if (error && slash != std::string::npos) *error += " (in '" + text + "')";
+    return false;
+  }
+  return true;
+}
+
+Options ResolveForTransport(const Options& in, const std::string& transport) {
+  Options o = in;
+  o.transport = transport;
+  if (o.payload_bytes == 0) {
+    net::HostPort address;
+    const bool loopback = ParseAggregatorAddress(o.aggregator, &address, nullptr) &&
+                          address.IsLoopback();
+    o.payload_bytes = transport == "verbs" ? Options::kVerbsAutoPayloadBytes
+                      : loopback           ? proto::kMaxPayloadBytes
+                                           : kAutoPayloadBytesRemote;
+  }
+  if (o.window == 0) {
+    o.window = std::clamp<uint32_t>((2u << 20) / o.payload_bytes, 16, 128);
+  }
   return o;
 }
 
@@ -367,38 +525,32 @@ Status Options::Validate() const {
                "rto_max_us (got " + std::to_string(rto_min_us) + ", " +
                std::to_string(rto_initial_us) + ", " + std::to_string(rto_max_us) + ")");
   }
-  if (aggregator.empty()) return bad("aggregator must be HOST:PORT");
+  net::HostPort address;
+  std::string why;
+  if (!host::ParseAggregatorAddress(aggregator, &address, &why)) {
+    return bad("aggregator=" + why + " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
+  }
   return Status::Ok();
 }
 
 Options Options::Resolved() const {
-  Options o = *this;
-  if (o.payload_bytes == 0) {
-    sockaddr_in addr{};
-    bool loopback = host::ResolveIpv4(o.aggregator, &addr).ok() &&
-                    (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
-    // verbs carries one packet per UD message, at most one path MTU: the
-    // largest RoCE MTU (4096) less the header. "auto" decides the same way
-    // CreateTransport will.
-    const bool verbs =
-        o.transport == "verbs" ||
-        (o.transport == "auto" &&
-         host::ChooseAutoTransport(host::ProbeTransports()).name == "verbs");
-    o.payload_bytes = verbs ? kVerbsAutoPayloadBytes : loopback ? proto::kMaxPayloadBytes : 8192;
+  // "auto" is decided when a communicator is created (it probes for RDMA
+  // devices, which a value type must not); until then payload and window
+  // stay auto unless the payload was given.
+  if (transport == "auto") {
+    Options o = *this;
+    if (o.window == 0 && o.payload_bytes != 0) {
+      o.window = host::ResolveForTransport(o, "udp").window;
+    }
+    return o;
   }
-  if (o.window == 0) {
-    o.window = std::clamp<uint32_t>((2u << 20) / o.payload_bytes, 16, 128);
-  }
-  return o;
+  return host::ResolveForTransport(*this, transport);
 }
 
 Result<Options> Options::FromEnvironment() {
-  static std::once_flag once;
-  static Result<Options>* cached = nullptr;
-  std::call_once(once, [] {
-    cached = new Result<Options>(host::OptionsFromLookup(host::ProcessLookup, nullptr));
-  });
-  return *cached;
+  const Result<host::EnvSettings>& env = host::ProcessEnvironment();
+  if (!env.ok()) return env.status();
+  return env.value().options;
 }
 
 }  // namespace tributary

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "proto/wire.h"
 
 #ifndef TRIBUTARY_VERSION
@@ -324,8 +325,11 @@ bool ValidateConfig(const Config& c, std::string* error) {
     fail("role", "'" + c.role + "' is not one of leaf|inner|any");
   }
   range("capacity_slots", c.capacity_slots, 0, 1ull << 32);
-  if (!c.manager.empty() && c.manager.find(':') == std::string::npos) {
-    fail("manager", "'" + c.manager + "' is not host:port");
+  // Addresses go through the project's one HOST:PORT parser (no DNS here).
+  net::HostPort address;
+  if (!c.manager.empty() && !net::ParseHostPort(c.manager, &address, &why)) fail("manager", why);
+  if (!c.advertise_address.empty() && !net::ParseHostPort(c.advertise_address, &address, &why)) {
+    fail("advertise_address", why);
   }
   if (problems.empty()) return true;
   problems.pop_back();

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 
 namespace tributary::agent {
 
@@ -23,6 +24,8 @@ std::string JobAssignment::Describe() const {
 
 bool ValidateAssignment(const JobAssignment& a, std::string* error) {
   const std::string job = "job " + std::to_string(a.job_id) + ": ";
+  net::HostPort parent;
+  std::string why;
   if (a.job_id == 0) *error = "job id 0 is reserved";
   else if (a.fan_in == 0 || a.fan_in > proto::kMaxFanIn)
     *error = job + "fan_in must be in [1, " + std::to_string(proto::kMaxFanIn) + "]";
@@ -35,6 +38,11 @@ bool ValidateAssignment(const JobAssignment& a, std::string* error) {
              std::to_string(proto::kMaxPayloadBytes) + "]";
   else if (!a.parent.empty() && (a.parent_fan_in == 0 || a.child_index >= a.parent_fan_in))
     *error = job + "child_index must be below parent_fan_in (and parent_fan_in >= 1)";
+  else if (!a.parent.empty() && !net::ParseHostPort(a.parent, &parent, &why))
+    *error = job + "parent " + why;
+  else if (!a.parent.empty() && parent.kind != net::HostPort::Kind::kIpv4)
+    *error = job + "parent '" + a.parent + "' must be an IPv4 address:port (no name lookups on "
+             "the data path)";
   else
     return true;
   return false;

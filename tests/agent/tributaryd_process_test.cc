@@ -386,6 +386,11 @@ TEST_F(TributarydTest, BadInvocationsFailWithMessage) {
       {{"--batch-size", "0"}, "batch_size"},
       {{"--log-level", "loud"}, "log_level"},
       {{"--listen-address", "localhost.invalid"}, "listen_address"},
+      // A port outside 1..65535 is refused, not wrapped (99999 % 65536 = 34463).
+      {{"--manager", "127.0.0.1:99999"},
+       "manager: '127.0.0.1:99999': port 99999 is out of range 1..65535"},
+      {{"--manager", "::1:17900"}, "must be bracketed"},
+      {{"--advertise-address", "10.0.0.1"}, "advertise_address: '10.0.0.1': missing ':PORT'"},
       {{"--dataplane", "carrier-pigeon"}, "available: udp"},
       {{"--config", "/nonexistent/tributaryd.yaml"}, "/nonexistent/tributaryd.yaml"},
   };

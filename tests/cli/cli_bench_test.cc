@@ -8,7 +8,8 @@
 // checksum catches) are counted and exit 1; --daemon uses a running daemon
 // and leaves it running; `tributary demo` passes; pointing --daemon at a port
 // where nothing listens ends within the connect timeout with a clear message
-// and a non-zero exit, not a hang; bad flags fail before any rank starts.
+// and a non-zero exit, not a hang; bad flags fail before any rank starts,
+// among them a --daemon port outside 1..65535 (refused, not wrapped).
 // Needs $TRIBUTARY_CLI and $TRIBUTARYD (ctest sets both).
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -303,6 +304,22 @@ TEST_F(CliBenchTest, BadFlagsAreRejectedBeforeAnyRankStarts) {
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("unknown type 'float7'"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("# nranks"), std::string::npos) << run.output;
+}
+
+// A port outside 1..65535 is refused up front, not wrapped to another port
+// (99999 would have been 34463) and not left to time out.
+TEST_F(CliBenchTest, DaemonPortOutOfRangeIsRefused) {
+  for (const char* daemon : {"127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1", "::1:17820"}) {
+    const CommandResult run = RunCli(std::string("bench --ranks 2 -e 64K --daemon ") + daemon, 30);
+    EXPECT_EQ(run.exit_code, 2) << daemon << "\n" << run.output;
+    EXPECT_NE(run.output.find(std::string("--daemon '") + daemon + "'"), std::string::npos)
+        << run.output;
+    EXPECT_EQ(run.output.find("# nranks"), std::string::npos) << run.output;
+    EXPECT_LT(run.seconds, 10) << "refused at once, not after a connect timeout";
+  }
+  const CommandResult run = RunCli("bench --ranks 2 -e 64K --daemon 127.0.0.1:99999", 30);
+  EXPECT_NE(run.output.find("port 99999 is out of range 1..65535"), std::string::npos)
+      << run.output;
 }
 
 }  // namespace

@@ -1,10 +1,16 @@
 // Proves that the TRIBUTARY_* table parses every variable, rejects invalid
-// values with a message naming the variable, and keeps documented defaults.
+// values with a message naming the variable, and keeps documented defaults;
+// that parsing has no side effects (no global log level, no log line); that
+// an unknown TRIBUTARY_* name yields one message naming the closest known
+// variable; and that Options resolve "auto" without probing or DNS.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "common/log.h"
 #include "host/src/env.h"
 #include "proto/wire.h"
 
@@ -20,6 +26,32 @@ const char* Lookup(const char* name, void* ctx) {
 }
 
 Result<Options> Parse(Env env) { return OptionsFromLookup(&Lookup, &env); }
+
+Result<EnvSettings> ParseAll(Env env) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : env) names.push_back(name);
+  return ParseEnvironment(&Lookup, &env, names);
+}
+
+// Every message logged while it lives.
+class LogCapture {
+ public:
+  LogCapture() { base::SetLogSink(&Sink, this); }
+  ~LogCapture() { base::SetLogSink(nullptr, nullptr); }
+  std::vector<std::string> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+
+ private:
+  static void Sink(base::LogLevel, const char*, const char* message, void* user) {
+    auto* self = static_cast<LogCapture*>(user);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->messages_.push_back(message);
+  }
+  std::mutex mu_;
+  std::vector<std::string> messages_;
+};
 
 TEST(EnvTest, DefaultsWhenNothingIsSet) {
   auto o = Parse({});
@@ -51,7 +83,10 @@ TEST(EnvTest, EveryVariableIsApplied) {
                   {"TRIBUTARY_FAULT_RX_DUP", "0.0625"},
                   {"TRIBUTARY_FAULT_TX_REORDER", "0.1"},
                   {"TRIBUTARY_FAULT_RX_REORDER", "0.2"},
-                  {"TRIBUTARY_FAULT_SEED", "42"}});
+                  {"TRIBUTARY_FAULT_SEED", "42"},
+                  {"TRIBUTARY_LOG_LEVEL", "debug"},
+                  {"TRIBUTARY_DEBUG_SUBSYS", "^progress,fault"},
+                  {"TRIBUTARY_DEBUG_FILE", "/tmp/trib.%h.%p.log"}});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   const Options& v = o.value();
   EXPECT_EQ(v.aggregator, "10.1.2.3:999");
@@ -75,6 +110,78 @@ TEST(EnvTest, EveryVariableIsApplied) {
   EXPECT_EQ(v.faults.seed, 42u);
 }
 
+TEST(EnvTest, LogVariablesAreParsedNotApplied) {
+  const base::LogLevel before = base::GetLogLevel();
+  base::SetLogLevel(base::LogLevel::kError);
+  LogCapture logs;
+  auto e = ParseAll({{"TRIBUTARY_LOG_LEVEL", "trace"},
+                     {"TRIBUTARY_DEBUG_SUBSYS", "transport,COMM"},
+                     {"TRIBUTARY_DEBUG_FILE", "/nonexistent-dir/trib.%p.log"},
+                     {"TRIBUTARY_WINDOWS", "64"}});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(e.value().log.level_set);
+  EXPECT_EQ(e.value().log.level, base::LogLevel::kTrace);
+  EXPECT_EQ(e.value().log.subsystems, "transport,COMM");
+  EXPECT_EQ(e.value().log.file, "/nonexistent-dir/trib.%p.log");
+  // No side effect: the global level is untouched, nothing was logged, and
+  // the file (which could not be opened) was not even tried.
+  EXPECT_EQ(base::GetLogLevel(), base::LogLevel::kError);
+  EXPECT_TRUE(logs.messages().empty());
+  base::SetLogLevel(before);
+  auto quiet = ParseAll({});
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_FALSE(quiet.value().log.level_set);
+  EXPECT_EQ(quiet.value().log.level, base::LogLevel::kWarn) << "a library is quiet by default";
+}
+
+TEST(EnvTest, UnknownVariableNamesTheClosestKnownOne) {
+  auto e = ParseAll({{"TRIBUTARY_WINDOWS", "64"},
+                     {"TRIBUTARY_WINDOW", "64"},
+                     {"TRIBUTARY_CLI", "/bin/tributary"},  // read by tests, not a typo
+                     {"TRIBUTARY_MANAGER", "127.0.0.1:17900"},
+                     {"TRIBUTARY_AGREGATOR", "x"}});  // an unknown value is not parsed
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const auto& u = e.value().unknown_variables;
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_NE(u[0].find("TRIBUTARY_AGREGATOR is not a variable libtributary knows (did you mean "
+                      "TRIBUTARY_AGGREGATOR?)"),
+            std::string::npos)
+      << u[0];
+  EXPECT_NE(u[1].find("TRIBUTARY_WINDOWS is not a variable libtributary knows (did you mean "
+                      "TRIBUTARY_WINDOW?)"),
+            std::string::npos)
+      << u[1];
+  EXPECT_EQ(UnknownVariableMessage("TRIBUTARY_LOG_LEVEL"), "");
+  EXPECT_EQ(UnknownVariableMessage("PATH"), "");
+  EXPECT_NE(UnknownVariableMessage("TRIBUTARY_LOGLEVEL").find("TRIBUTARY_LOG_LEVEL?"),
+            std::string::npos);
+  EXPECT_NE(UnknownVariableMessage("TRIBUTARY_DEBUG_SUBSYSTEM").find("TRIBUTARY_DEBUG_SUBSYS?"),
+            std::string::npos);
+  EXPECT_EQ(EditDistance("TRIBUTARY_WINDOWS", "TRIBUTARY_WINDOW"), 1u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+}
+
+TEST(EnvTest, AggregatorAcceptsHostPortAndTheVerbsQpnForm) {
+  for (const char* good : {"10.1.2.3:999", "agg-7.example:17820", "[::1]:17820",
+                           "10.0.0.1:17820/0x1234", "localhost:1"}) {
+    auto o = Parse({{"TRIBUTARY_AGGREGATOR", good}});
+    EXPECT_TRUE(o.ok()) << good << ": " << o.status().ToString();
+  }
+  auto o = Parse({{"TRIBUTARY_AGGREGATOR", "127.0.0.1:99999"}});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("port 99999 is out of range 1..65535"), std::string::npos)
+      << o.status().message();
+  // Code-set options go through the same parser in Validate().
+  Options bad;
+  bad.aggregator = "127.0.0.1:99999";
+  Status s = bad.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("aggregator='127.0.0.1:99999': port 99999 is out of range"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
   const std::pair<const char*, const char*> bad[] = {
       {"TRIBUTARY_PAYLOAD_BYTES", "100"},      // not a multiple of 64 (Validate)
@@ -84,6 +191,11 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       {"TRIBUTARY_WINDOW", "-3"},
       {"TRIBUTARY_AGGREGATOR", "nohostport"},
       {"TRIBUTARY_AGGREGATOR", "host:0"},
+      {"TRIBUTARY_AGGREGATOR", "127.0.0.1:99999"},  // not wrapped to 34463
+      {"TRIBUTARY_AGGREGATOR", "::1:17820"},        // IPv6 must be bracketed
+      {"TRIBUTARY_AGGREGATOR", "10.0.0.1:17820/"},  // verbs QPN missing
+      {"TRIBUTARY_DEBUG_SUBSYS", "transport,bogus"},
+      {"TRIBUTARY_DEBUG_FILE", ""},
       {"TRIBUTARY_CHECKSUM", "maybe"},
       {"TRIBUTARY_FAULT_TX_DROP", "1.5"},
       {"TRIBUTARY_FAULT_RX_DROP", "x"},
@@ -158,10 +270,12 @@ TEST(EnvTest, EveryVariableIsDocumented) {
 namespace tributary::host {
 namespace {
 
-// Auto payload/window: large packets to a loopback aggregator, MTU-sized ones
-// elsewhere, and a window of about 2 MiB in flight; explicit values stay.
+// Auto payload/window for a named transport: large packets to a loopback
+// aggregator, MTU-sized ones elsewhere, and a window of about 2 MiB in
+// flight; explicit values stay. Decided from the address as written: no DNS.
 TEST(OptionsTest, AutoPayloadAndWindowResolve) {
   Options o;
+  o.transport = "udp";
   o.aggregator = "127.0.0.1:17820";
   Options r = o.Resolved();
   EXPECT_EQ(r.payload_bytes, 65024u);
@@ -184,6 +298,32 @@ TEST(OptionsTest, AutoPayloadAndWindowResolve) {
   EXPECT_EQ(r.payload_bytes, 1024u);
   EXPECT_EQ(r.window, 7u);
   EXPECT_TRUE(r.Validate().ok());
+  o = Options();
+  o.transport = "udp";
+  o.aggregator = "[::1]:17820";
+  EXPECT_EQ(o.Resolved().payload_bytes, 65024u) << "IPv6 loopback";
+  // A name is not looked up: only "localhost" counts as loopback.
+  o.aggregator = "no-such-host.invalid:17820";
+  EXPECT_EQ(o.Resolved().payload_bytes, 8192u);
+}
+
+// With transport "auto" the payload depends on the transport the
+// communicator will choose (an RDMA probe): Resolved() leaves it auto rather
+// than guess, and resolves what it can.
+TEST(OptionsTest, AutoTransportLeavesThePayloadToTheChoice) {
+  Options o;
+  ASSERT_EQ(o.transport, "auto");
+  Options r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 0u);
+  EXPECT_EQ(r.window, 0u);
+  EXPECT_EQ(r.transport, "auto");
+  o.payload_bytes = 8192;
+  r = o.Resolved();
+  EXPECT_EQ(r.payload_bytes, 8192u);
+  EXPECT_EQ(r.window, 128u);
+  EXPECT_EQ(ResolveForTransport(Options(), "verbs").payload_bytes,
+            Options::kVerbsAutoPayloadBytes);
+  EXPECT_EQ(ResolveForTransport(Options(), "udp").payload_bytes, 65024u);
 }
 
 }  // namespace

@@ -214,7 +214,7 @@ TEST(ReliabilityStraggler, SlowRankIsNamedAsStraggler) {
   const bool got = read(ready[0], &byte, 1) == 1;  // rank 0 fetched its report (or died)
   close(ready[0]);
   const std::string line = "job " + std::to_string(job) + ": fan_in=3";
-  const std::string warn = "[straggler] job " + std::to_string(job) + ": rank 2 arrived last";
+  const std::string warn = "straggler: job " + std::to_string(job) + ": rank 2 arrived last";
   if (got) {
     kill(daemon.pid(), SIGUSR1);
     const auto deadline = Clock::now() + std::chrono::seconds(60);
@@ -232,8 +232,8 @@ TEST(ReliabilityStraggler, SlowRankIsNamedAsStraggler) {
   ASSERT_NE(at, std::string::npos) << "the SIGUSR1 report lists no live job\n" << out;
   EXPECT_NE(out.find("last: rank 2 ", at), std::string::npos) << out.substr(at, 300);
   EXPECT_NE(out.find(warn), std::string::npos) << "no straggler WARN naming rank 2\n" << out;
-  EXPECT_EQ(out.find("[straggler] job " + std::to_string(job) + ": rank 0 "), std::string::npos);
-  EXPECT_EQ(out.find("[straggler] job " + std::to_string(job) + ": rank 1 "), std::string::npos);
+  EXPECT_EQ(out.find("straggler: job " + std::to_string(job) + ": rank 0 "), std::string::npos);
+  EXPECT_EQ(out.find("straggler: job " + std::to_string(job) + ": rank 1 "), std::string::npos);
 }
 
 // Rank 3 of 4 is SIGKILLed in the middle of a stream of collectives. The

@@ -4,7 +4,9 @@
 // refusal exits 1 with the manager's message; `job keepalive` keeps a job
 // alive past its heartbeat timeout, is refused a wrong key, exits 3 naming
 // the state when the job ends under it, and the job ends on its own once
-// nobody heartbeats it; and SIGTERM stops the manager cleanly (exit 0).
+// nobody heartbeats it; SIGTERM stops the manager cleanly (exit 0); and an
+// address with a port outside 1..65535 is refused by the CLI's --manager,
+// by the manager's --listen and by its daemon registration, never wrapped.
 // Daemons are registered by the test through gRPC and never heartbeat.
 //
 // Schedules: the manager runs on the real clock, so the test never asserts
@@ -163,6 +165,31 @@ class ManagerCliTest : public ::testing::Test {
   int rc_ = 0;
   std::unique_ptr<v1::Manager::Stub> stub_;
 };
+
+TEST_F(ManagerCliTest, AddressesOutOfRangeAreRefused) {
+  int rc = 0;
+  std::string out = RunCommand(cli_ + " jobs --manager 127.0.0.1:99999", &rc);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("'127.0.0.1:99999': port 99999 is out of range 1..65535"), std::string::npos)
+      << out;
+  out = RunCommand(std::string(getenv("TRIBUTARY_MANAGER_BIN")) +
+                       " --listen 127.0.0.1:99999 --topology /nonexistent.yaml",
+                   &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--listen '127.0.0.1:99999': port 99999 is out of range 0..65535"),
+            std::string::npos)
+      << out;
+  v1::RegisterRequest req;
+  req.mutable_daemon()->set_name("d-bad");
+  req.mutable_daemon()->set_endpoint("127.0.0.1:99999");
+  req.mutable_daemon()->set_position("leaf0");
+  v1::RegisterReply reply;
+  grpc::ClientContext ctx;
+  const grpc::Status st = stub_->RegisterDaemon(&ctx, req, &reply);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("port 99999 is out of range"), std::string::npos)
+      << st.error_message();
+}
 
 TEST_F(ManagerCliTest, JobCreateJobsTreeEnd) {
   const char* positions[] = {"core0", "agg0", "agg1", "leaf0", "leaf1", "leaf2", "leaf3"};

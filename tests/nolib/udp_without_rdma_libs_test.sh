@@ -95,12 +95,12 @@ for dtype in int32 float; do
     tail -20 "$log" | sed 's/^/  | /' >&2
     continue
   fi
-  auto='INFO  [transport] transport auto -> udp: no RDMA device seen, libibverbs cannot be loaded'
+  auto='[INFO] transport: auto -> udp: no RDMA device seen, libibverbs cannot be loaded'
   if [[ " $BUILT " == *" verbs "* ]] && ! grep -qF "$auto" "$log"; then
     fail "bench $dtype: the auto choice did not say at INFO why it sees no RDMA device"
   fi
-  # Log lines read "HH:MM:SS.uuuuuu LEVEL [subsystem] message" (common/log.cc).
-  warnings=$(grep -E '[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} (WARN|ERROR)' "$log")
+  # Log lines read "HOST:PID[:RANK] [LEVEL] subsystem: message" (common/log.h).
+  warnings=$(grep -E ' \[(WARN|ERROR)\] ' "$log")
   [[ -z "$warnings" ]] || fail "bench $dtype: warnings or errors without the libraries:
 $warnings"
   echo "ok: bench $dtype --ranks 2 -c 1 exact over udp without libfabric/libibverbs"

@@ -42,7 +42,7 @@ int Fail(int rank, const std::string& what) {
   return 1;
 }
 
-// The transport's closing line, captured through the public log sink:
+// The transport's closing line (INFO), captured through the public log sink:
 // "... memory registrations M releases R; results placed P".
 std::string g_closing;
 void CaptureSink(LogLevel, const char* subsystem, const char* message, void*) {
@@ -85,6 +85,7 @@ TEST_P(OfiAllReduce, EveryDtypeEverySizeExactAndPlaced) {
   const std::vector<uint64_t> sizes = {0, 1, 7, 1023, (1u << 20) + 3};
   std::string failures = RunRanks(2, 300, [&](int rank) {
     SetLogSink(&CaptureSink, nullptr);
+    SetLogLevel(LogLevel::kInfo);  // the closing line is INFO; the default is WARN
     uint64_t expected_results = 0;
     {
       auto comm = Communicator::Create(Config(job, rank, 2));
@@ -129,6 +130,7 @@ TEST_P(OfiAllReduce, ManyCollectivesOneRegistrationThenDeregisterAndErrors) {
   const uint32_t job = NextJobId();
   std::string failures = RunRanks(2, 300, [&](int rank) {
     SetLogSink(&CaptureSink, nullptr);
+    SetLogLevel(LogLevel::kInfo);  // the closing line is INFO; the default is WARN
     {
       auto comm = Communicator::Create(Config(job, rank, 2));
       if (!comm.ok()) return Fail(rank, comm.status().ToString());

@@ -1,11 +1,13 @@
 // Proves transport selection on a machine with the verbs transport built:
 // forcing "verbs" without an RDMA device fails fast (< 1 s) with kUnavailable
 // and the "no RDMA device found" message; "auto" picks udp here and logs the
-// choice with its reason at INFO; when auto would choose verbs (a probe that
-// reports a device) but verbs cannot open, it falls back to udp at WARN;
-// an unknown name fails with kUnimplemented naming what is built. The auto
-// decision itself is checked for every probe shape, a machine without
-// libibverbs included (tests/nolib runs that case for real).
+// choice with its reason and the payload udp allows at INFO, in one line;
+// an explicit udp is logged once too; when auto would choose verbs (a probe
+// that reports a device) but verbs cannot open, it falls back to udp at WARN
+// with the payload resolved again for udp; an unknown name fails with
+// kUnimplemented naming what is built. The auto decision itself is checked
+// for every probe shape, a machine without libibverbs included (tests/nolib
+// runs that case for real), and the payload is resolved from the choice.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -58,7 +60,7 @@ Options LocalOptions(const char* transport) {
   Options o;
   o.transport = transport;
   o.aggregator = "127.0.0.1:17820";  // nothing needs to listen: creation sends nothing
-  return o.Resolved();
+  return o;  // payload and window auto: the selection resolves them
 }
 
 bool HasDevice() { return VerbsTransport::CountDevices(nullptr) > 0; }
@@ -89,10 +91,15 @@ TEST(TransportSelectionTest, AutoPicksUdpHereAndLogsWhy) {
   auto msgs = logs.Selection();
   ASSERT_EQ(msgs.size(), 1u);
   EXPECT_EQ(msgs[0].level, base::LogLevel::kInfo);
-  EXPECT_NE(msgs[0].message.find("transport auto -> udp: no RDMA device found; verbs built but "
+  EXPECT_NE(msgs[0].message.find("auto -> udp: no RDMA device found; verbs built but "
                                  "unusable"),
             std::string::npos)
       << msgs[0].message;
+  EXPECT_NE(msgs[0].message.find("payload 65024 B (auto: loopback aggregator; udp allows up to "
+                                 "65024 B"),
+            std::string::npos)
+      << msgs[0].message;
+  EXPECT_NE(msgs[0].message.find("window 32 (auto)"), std::string::npos) << msgs[0].message;
 }
 
 TEST(TransportSelectionTest, AutoFallsBackLoudlyWhenVerbsCannotOpen) {
@@ -107,17 +114,49 @@ TEST(TransportSelectionTest, AutoFallsBackLoudlyWhenVerbsCannotOpen) {
   auto msgs = logs.Selection();
   ASSERT_EQ(msgs.size(), 1u);
   EXPECT_EQ(msgs[0].level, base::LogLevel::kWarn);
-  EXPECT_NE(msgs[0].message.find("transport auto -> udp: verbs chosen"), std::string::npos)
+  EXPECT_NE(msgs[0].message.find("auto -> udp: verbs chosen"), std::string::npos)
       << msgs[0].message;
   EXPECT_NE(msgs[0].message.find("no RDMA device found"), std::string::npos) << msgs[0].message;
+  // Resolved for what was opened, not for what auto first chose.
+  EXPECT_NE(msgs[0].message.find("payload 65024 B"), std::string::npos) << msgs[0].message;
 }
 
-TEST(TransportSelectionTest, ExplicitUdpIsHonouredWithoutAutoLog) {
+TEST(TransportSelectionTest, ExplicitUdpIsHonouredAndLoggedOnce) {
   LogCapture logs;
-  auto t = CreateTransport(LocalOptions("udp"));
+  Options o = LocalOptions("udp");
+  o.aggregator = "198.18.0.1:17820";
+  auto t = CreateTransport(o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_STREQ(t.value()->name(), "udp");
-  EXPECT_TRUE(logs.Selection().empty());
+  auto msgs = logs.Selection();
+  ASSERT_EQ(msgs.size(), 1u);
+  EXPECT_EQ(msgs[0].level, base::LogLevel::kInfo);
+  EXPECT_NE(msgs[0].message.find("udp as configured (built: "), std::string::npos)
+      << msgs[0].message;
+  EXPECT_NE(msgs[0].message.find("payload 8192 B (auto: aggregator off loopback"),
+            std::string::npos)
+      << msgs[0].message;
+}
+
+// The choice is made without opening anything, and "auto" payloads follow it.
+TEST(TransportSelectionTest, PayloadIsResolvedFromTheChoice) {
+  Options o = LocalOptions("auto");
+  auto verbs = ChooseTransport(o, TransportProbe{true, 1, "mlx5_0"});
+  ASSERT_TRUE(verbs.ok()) << verbs.status().ToString();
+  EXPECT_EQ(verbs.value().name, "verbs");
+  EXPECT_EQ(verbs.value().options.payload_bytes, Options::kVerbsAutoPayloadBytes);
+  EXPECT_EQ(verbs.value().max_payload_bytes, Options::kVerbsAutoPayloadBytes);
+  auto udp = ChooseTransport(o, TransportProbe{true, 0, ""});
+  ASSERT_TRUE(udp.ok());
+  EXPECT_EQ(udp.value().name, "udp");
+  EXPECT_EQ(udp.value().options.payload_bytes, 65024u);
+  EXPECT_EQ(udp.value().options.window, 32u);
+  o.payload_bytes = 1024;
+  EXPECT_EQ(ChooseTransport(o, TransportProbe{true, 1, "mlx5_0"}).value().options.payload_bytes,
+            1024u)
+      << "an explicit payload stays";
+  o.transport = "carrier-pigeon";
+  EXPECT_EQ(ChooseTransport(o, TransportProbe{}).status().code(), StatusCode::kUnimplemented);
 }
 
 TEST(TransportSelectionTest, UnknownNameNamesWhatIsBuilt) {

@@ -2,8 +2,9 @@
 // the window and rejects payloads that do not fit one UD message of the MTU
 // or queues the device cannot hold; packetization gathers header and payload
 // into SGEs (zero copy when the payload is registered, a copy otherwise) and
-// refuses oversize messages; the aggregator string becomes the right GID,
-// port and QPN; the GID index chosen is a RoCEv2 one of the right family.
+// refuses oversize messages; the auto payload fits the largest RoCE MTU; the
+// aggregator string becomes the right GID, port and QPN; the GID index
+// chosen is a RoCEv2 one of the right family.
 #include "host/src/transport/verbs/verbs_plan.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,10 @@ TEST(VerbsPlanTest, MtuEnumAndLargestPayload) {
   EXPECT_EQ(MaxUdPayload(1024), 896u);
   EXPECT_EQ(MaxUdPayload(256), 128u);
   EXPECT_EQ(MaxUdPayload(100), 0u);  // no 64-byte payload fits
+  // The auto payload of the verbs transport is the largest at a 4096 MTU:
+  // what the queue plan accepts, not a value it refuses (4032 was).
+  EXPECT_EQ(Options::kVerbsAutoPayloadBytes, MaxUdPayload(4096));
+  EXPECT_TRUE(PlanQueues(64, Options::kVerbsAutoPayloadBytes, 4096, kBigDevice).ok());
   for (uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
     const uint32_t p = MaxUdPayload(mtu);
     EXPECT_EQ(p % 64, 0u);

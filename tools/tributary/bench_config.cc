@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "common/net/host_port.h"
+
 namespace tributary::cli {
 
 bool ParseByteSize(const std::string& text, uint64_t* out) {
@@ -91,6 +93,11 @@ Status BenchConfig::Finalize() {
   if (check != 0 && check != 1) return invalid("-c/--check must be 0 or 1");
   if (max_bytes < DataTypeSize(dtype)) {
     return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(dtype)));
+  }
+  net::HostPort address;
+  std::string why;
+  if (!daemon.empty() && !net::ParseHostPort(daemon, &address, &why)) {
+    return invalid("--daemon " + why + " (expected HOST:PORT of a running tributaryd)");
   }
   return Status::Ok();
 }

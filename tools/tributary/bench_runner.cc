@@ -140,13 +140,19 @@ class BenchRun {
     } else {
       std::printf("# daemon %s (given with --daemon)\n", outcome_.daemon_address.c_str());
     }
-    // 0 means "auto" (Options::Resolved picks by the aggregator's address).
+    // 0 means "auto". Options::Resolved decides it for a named transport;
+    // with transport auto each rank decides when it chooses its transport
+    // (and logs it at INFO: --verbose).
     Options with_daemon = options_;
     with_daemon.aggregator = outcome_.daemon_address;
     const Options resolved = with_daemon.Resolved();
-    std::printf("# payload %u%s window %u%s lanes %u op timeout %u ms connect timeout %u ms\n",
-                resolved.payload_bytes, options_.payload_bytes == 0 ? " (auto)" : "",
-                resolved.window, options_.window == 0 ? " (auto)" : "", options_.lanes,
+    auto value = [](uint32_t resolved_value, uint32_t given) {
+      if (resolved_value == 0) return std::string("auto");
+      return std::to_string(resolved_value) + (given == 0 ? " (auto)" : "");
+    };
+    std::printf("# payload %s window %s lanes %u op timeout %u ms connect timeout %u ms\n",
+                value(resolved.payload_bytes, options_.payload_bytes).c_str(),
+                value(resolved.window, options_.window).c_str(), options_.lanes,
                 options_.op_timeout_ms, options_.connect_timeout_ms);
     std::fflush(stdout);
   }

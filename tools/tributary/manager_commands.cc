@@ -17,6 +17,7 @@
 #include <memory>
 #include <sstream>
 
+#include "common/net/host_port.h"
 #include "proto/manager.grpc.pb.h"
 #include "tools/tributary/commands.h"
 #include "tools/tributary/manager_format.h"
@@ -61,7 +62,12 @@ void AddManagerOption(CLI::App* cmd, std::string* address) {
   *address = kDefaultManager;
   cmd->add_option("--manager", *address, "tributary-manager address HOST:PORT")
       ->envname("TRIBUTARY_MANAGER")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        net::HostPort parsed;
+        std::string why;
+        return net::ParseHostPort(text, &parsed, &why) ? std::string() : why;
+      });
 }
 
 std::vector<std::string> SplitHosts(const std::string& list) {

@@ -179,13 +179,9 @@ class Rank {
 }  // namespace
 
 int RunRank(const RankJob& job, int report_fd) {
-  // Quiet by default so the table stays readable; TRIBUTARY_LOG_LEVEL (read
-  // by the library) or --verbose say otherwise.
-  if (job.config->verbose) {
-    SetLogLevel(LogLevel::kInfo);
-  } else if (std::getenv("TRIBUTARY_LOG_LEVEL") == nullptr) {
-    SetLogLevel(LogLevel::kWarn);
-  }
+  // The library is quiet by default (WARN), so the table stays readable;
+  // TRIBUTARY_LOG_LEVEL (applied by the library) or --verbose say otherwise.
+  if (job.config->verbose) SetLogLevel(LogLevel::kInfo);
   Status status;
   {
     // The communicator is destroyed (progress thread joined) before we exit.

@@ -171,6 +171,9 @@ class Communicator {
 
   TRIB_API uint32_t rank() const;
   TRIB_API uint32_t world_size() const;
+  // The options in effect: the transport Create chose, and payload_bytes
+  // and window with "auto" resolved for it.
+  TRIB_API const Options& options() const;
   TRIB_API CommStats Stats() const;
   // The Status that aborted the communicator, or OK.
   TRIB_API Status Health() const;

@@ -3,7 +3,8 @@
 // Options::FromEnvironment() starts from these defaults and applies the
 // TRIBUTARY_* environment variables (docs/CONFIGURATION.md lists them; they
 // are read once per process and invalid values are an error, not ignored).
-// Plain value type.
+// Plain value type: parsing, Validate() and Resolved() have no side effects
+// (no DNS, no RDMA probing, no log level set, nothing logged).
 #pragma once
 
 #include <cstdint>
@@ -52,8 +53,10 @@ struct FaultOptions {
 };
 
 struct TRIB_API Options {
-  // Aggregator to join, "host:port" (IPv4 or a name). Default: the local
-  // tributaryd on its documented port.
+  // Aggregator to join, "HOST:PORT": an IPv4 literal, a name (resolved when
+  // the transport opens) or a bracketed IPv6 literal, port 1-65535; the
+  // verbs transport takes "HOST:PORT/QPN". Default: the local tributaryd on
+  // its documented port.
   std::string aggregator = "127.0.0.1:17820";
 
   // Transport by name: "udp" (kernel UDP, always built), "ofi" (libfabric
@@ -71,13 +74,15 @@ struct TRIB_API Options {
 
   // Payload bytes per packet, a multiple of 64 in [64, 65024], or 0 = auto:
   // with the verbs transport kVerbsAutoPayloadBytes (one UD message in a
-  // 4096-byte RoCE path MTU; with a smaller MTU set it explicitly, the error
-  // names the largest that fits); else 65024 when the aggregator is on
+  // 4096-byte RoCE path MTU after the largest header the host sends, 80
+  // bytes: 4016 rounded down to a multiple of 64; with a smaller MTU set it
+  // explicitly, the error names the largest that fits); else 65024 when the
+  // aggregator is on
   // loopback (the kernel copies dominate: fewer, larger packets win), else
   // 8192, which fits jumbo frames (MTU 9000). Larger means fewer packets
   // (less CPU per byte); it must fit the path MTU. Every rank of a job must
   // end up with the same value.
-  static constexpr uint32_t kVerbsAutoPayloadBytes = 4032;
+  static constexpr uint32_t kVerbsAutoPayloadBytes = 3968;
   uint32_t payload_bytes = 0;
 
   // Window: slots (fragments in flight) per rank, also the job's slot pool
@@ -124,11 +129,18 @@ struct TRIB_API Options {
 
   FaultOptions faults;
 
-  // Defaults overridden by TRIBUTARY_* environment variables.
+  // Defaults overridden by TRIBUTARY_* environment variables. The process
+  // environment is parsed once; the logging variables in it are applied by
+  // tributary::Init() (tributary/log.h), not here.
   static Result<Options> FromEnvironment();
-  // Checks ranges; the message names the field and the allowed range.
+  // Checks ranges and the aggregator's syntax; the message names the field
+  // and what it accepts.
   Status Validate() const;
-  // The options with every "auto" (0) field replaced by its value.
+  // The options with every "auto" (0) field replaced by its value for the
+  // named transport, computed from the options alone. With transport "auto"
+  // the payload (and a window that depends on it) stays 0: it is decided
+  // when Communicator::Create chooses the transport, which logs the values
+  // it took at INFO.
   Options Resolved() const;
 };
 

@@ -137,15 +137,8 @@ class Transport {
   virtual TransportStats stats() const = 0;
 };
 
-// Creates the transport named by options.transport ("auto" picks the best
-// usable one and logs why), connected to options.aggregator. Forcing a
-// transport that was not built fails with kUnimplemented naming those that
-// were; forcing one that was built but cannot run here (verbs without an
-// RDMA device) fails with its own status, kUnavailable. Wraps it in the
-// fault injector when options.faults is enabled.
-Result<std::unique_ptr<Transport>> CreateTransport(const Options& options);
-
-// What "auto" looks at, probed once per CreateTransport call.
+// What "auto" looks at, probed once per selection (only when the transport
+// is "auto": it opens the RDMA device list).
 struct TransportProbe {
   bool verbs_built = false;
   int rdma_devices = 0;           // ibv_get_device_list count (0 when verbs is not built)
@@ -168,8 +161,49 @@ struct AutoChoice {
 };
 AutoChoice ChooseAutoTransport(const TransportProbe& probe);
 
-// CreateTransport with a given probe (tests simulate an RDMA device). When
-// auto chose verbs and it fails to open, falls back to udp with a WARN.
+// A communicator's transport decision: which transport, why, the payload it
+// allows, and the options with payload and window resolved for it.
+struct TransportChoice {
+  std::string name;                // "udp", "ofi" or "verbs"
+  std::string reason;              // why, for the log line
+  bool warn = false;               // RDMA hardware unused, or a fallback: log at WARN
+  uint32_t max_payload_bytes = 0;  // the largest payload the transport allows
+  Options options;                 // ResolveForTransport(input, name)
+};
+
+// Decides without opening anything: an explicit name is taken as given (one
+// that is not built fails with kUnimplemented naming those that are); "auto"
+// follows ChooseAutoTransport(probe). Pure, logs nothing.
+Result<TransportChoice> ChooseTransport(const Options& options, const TransportProbe& probe);
+
+// Opens the chosen transport for `options` (resolved; with lanes, one
+// lane's aggregator and faults), wrapped in the fault injector when
+// options.faults is enabled. Logs nothing about the choice.
+Result<std::unique_ptr<Transport>> OpenTransport(const TransportChoice& choice,
+                                                 const Options& options);
+
+struct SelectedTransport {
+  std::unique_ptr<Transport> transport;
+  TransportChoice choice;
+};
+
+// The one place a communicator's transport is chosen, once per
+// communicator: probe (for "auto" only), ChooseTransport, OpenTransport.
+// When auto chose verbs and it cannot open, falls back to udp (payload and
+// window resolved again for udp). Forcing a transport that was built but
+// cannot run here (verbs without an RDMA device) fails with its own status,
+// naming the built transports; nothing is substituted silently. Logs the
+// decision in one line under subsystem "transport", at INFO (WARN for a
+// fallback or unused RDMA):
+//   auto -> udp: <reason> (built: ...); payload 65024 B (auto: ...; udp
+//   allows up to 65024 B: one datagram), window 32 (auto)
+//   udp as configured (built: ...); payload 8192 B (...), window 128 (auto)
+Result<SelectedTransport> SelectTransport(const Options& options);
+// With a given probe (tests simulate an RDMA device).
+Result<SelectedTransport> SelectTransport(const Options& options, const TransportProbe& probe);
+
+// SelectTransport(...).transport, for callers that need only the transport.
+Result<std::unique_ptr<Transport>> CreateTransport(const Options& options);
 Result<std::unique_ptr<Transport>> CreateTransport(const Options& options,
                                                    const TransportProbe& probe);
 

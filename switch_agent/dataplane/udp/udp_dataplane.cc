@@ -15,6 +15,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "switch_agent/dataplane/provisioner.h"
 
 namespace tributary::agent {
@@ -215,18 +216,14 @@ void UdpDataplane::ServiceProvisioning(uint64_t now_ns) {
 
 bool UdpDataplane::ResolveParent(const std::string& endpoint, engine::PeerToken* token,
                                  std::string* error) {
-  const size_t colon = endpoint.rfind(':');
+  // No DNS on the data path: the parent must be an IPv4 literal.
+  net::HostPort parent;
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  char* end = nullptr;
-  const unsigned long port =
-      colon == std::string::npos ? 0 : std::strtoul(endpoint.c_str() + colon + 1, &end, 10);
-  if (colon == std::string::npos || end == nullptr || *end != '\0' || port == 0 || port > 65535 ||
-      inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+  if (!net::ParseHostPort(endpoint, &parent, error)) return false;
+  if (parent.kind != net::HostPort::Kind::kIpv4 || !net::ResolveIpv4(parent, &addr, error)) {
     *error = "not an IPv4 'address:port'";
     return false;
   }
-  addr.sin_port = htons(static_cast<uint16_t>(port));
   const uint64_t now = MonotonicNowNs();
   if (peers_.Find(addr, now, token)) return true;
   if (!peers_.Insert(addr, now, token)) {

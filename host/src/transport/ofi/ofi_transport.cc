@@ -15,6 +15,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "common/ofi/ofi_fabric.h"
 #include "proto/codec.h"
 #include "proto/crc32c.h"
@@ -43,19 +44,15 @@ Result<std::unique_ptr<Transport>> OfiTransport::Create(const Options& options) 
 
 Status OfiTransport::Open(const Options& options) {
   const std::string& agg = options.aggregator;
-  size_t colon = agg.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' is not HOST:PORT");
-  }
-  const std::string host = agg.substr(0, colon);
-  const int port = atoi(agg.substr(colon + 1).c_str());
-  if (port <= 0 || port > 65535) {
-    return Status(StatusCode::kInvalidArgument, "aggregator '" + agg + "' has no valid port");
+  net::HostPort address;
+  std::string why;
+  if (!net::ParseHostPort(agg, &address, &why)) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + why);
   }
   ofi::ProviderQuery query;
   query.wanted = options.ofi_provider;
-  query.host = host;
-  query.port = static_cast<uint16_t>(port);
+  query.host = address.host;
+  query.port = address.port;
   query.threading = FI_THREAD_SAFE;
   query.setting = "TRIBUTARY_OFI_PROVIDER";
   auto sel = ofi::SelectProvider(query, [this](const std::string&, fi_info* info) {

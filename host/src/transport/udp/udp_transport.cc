@@ -14,30 +14,19 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 
 namespace tributary::host {
 
 Status ResolveIpv4(const std::string& host_port, sockaddr_in* out) {
-  size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  "aggregator '" + host_port + "' is not HOST:PORT");
+  net::HostPort address;
+  std::string error;
+  if (!net::ParseHostPort(host_port, &address, &error)) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + error);
   }
-  std::string host = host_port.substr(0, colon);
-  std::string port = host_port.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    return Status(StatusCode::kInvalidArgument, "cannot resolve aggregator '" + host_port +
-                                                    "': " + gai_strerror(rc));
-  }
-  memcpy(out, res->ai_addr, sizeof(sockaddr_in));
-  freeaddrinfo(res);
-  if (out->sin_port == 0) {
-    return Status(StatusCode::kInvalidArgument, "aggregator '" + host_port + "' has port 0");
+  // The one DNS lookup of the UDP transport, when it opens its socket.
+  if (!net::ResolveIpv4(address, out, &error)) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + error);
   }
   return Status::Ok();
 }

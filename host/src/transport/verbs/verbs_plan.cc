@@ -2,13 +2,13 @@
 #include "host/src/transport/verbs/verbs_plan.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/net/host_port.h"
 #include "proto/wire.h"
 
 namespace tributary::host::verbs {
@@ -141,48 +141,35 @@ Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* ou
     }
     a.qpn = static_cast<uint32_t>(v);
   }
-  std::string port;
-  if (!rest.empty() && rest[0] == '[') {
-    const size_t close = rest.find(']');
-    if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
-      return Bad(text, "expected [IPv6-GID]:PORT");
+  // HOST:PORT through the project's one parser; a GID is an IPv6 literal.
+  net::HostPort address;
+  std::string why;
+  if (!net::ParseHostPort(rest, &address, &why)) {
+    return Bad(text, "expected HOST:PORT[/QPN]: " + why);
+  }
+  a.host = address.host;
+  a.port = address.port;
+  switch (address.kind) {
+    case net::HostPort::Kind::kIpv6: {
+      in6_addr v6{};
+      inet_pton(AF_INET6, a.host.c_str(), &v6);  // validated by the parser
+      memcpy(a.gid.data(), &v6, 16);
+      a.ipv4 = roce::IsIpv4Mapped(a.gid);
+      break;
     }
-    a.host = rest.substr(1, close - 1);
-    port = rest.substr(close + 2);
-    in6_addr v6{};
-    if (inet_pton(AF_INET6, a.host.c_str(), &v6) != 1) {
-      return Bad(text, "'" + a.host + "' is not an IPv6 GID");
-    }
-    memcpy(a.gid.data(), &v6, 16);
-    a.ipv4 = roce::IsIpv4Mapped(a.gid);
-  } else {
-    const size_t colon = rest.rfind(':');
-    if (colon == std::string::npos || colon == 0) return Bad(text, "expected HOST:PORT[/QPN]");
-    a.host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-    in_addr v4{};
-    if (inet_pton(AF_INET, a.host.c_str(), &v4) != 1) {
+    case net::HostPort::Kind::kName:
       if (!resolve) return Bad(text, "'" + a.host + "' is not an IPv4 address");
-      addrinfo hints{};
-      hints.ai_family = AF_INET;
-      addrinfo* res = nullptr;
-      const int rc = getaddrinfo(a.host.c_str(), nullptr, &hints, &res);
-      if (rc != 0 || res == nullptr) return Bad(text, std::string("cannot resolve: ") + gai_strerror(rc));
-      v4 = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-      freeaddrinfo(res);
+      [[fallthrough]];
+    case net::HostPort::Kind::kIpv4: {
+      sockaddr_in v4{};
+      if (!net::ResolveIpv4(address, &v4, &why)) return Bad(text, why);
+      a.gid[10] = 0xff;
+      a.gid[11] = 0xff;
+      memcpy(a.gid.data() + 12, &v4.sin_addr, 4);
+      a.ipv4 = true;
+      break;
     }
-    a.gid[10] = 0xff;
-    a.gid[11] = 0xff;
-    memcpy(a.gid.data() + 12, &v4, 4);
-    a.ipv4 = true;
   }
-  char* end = nullptr;
-  errno = 0;
-  unsigned long p = strtoul(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || errno != 0 || p == 0 || p > 65535) {
-    return Bad(text, "port '" + port + "' is not in [1, 65535]");
-  }
-  a.port = static_cast<uint16_t>(p);
   *out = a;
   return Status::Ok();
 }

@@ -43,8 +43,8 @@
 #include <utility>
 
 #include "common/add_counters.h"
+#include "reduce/reduce_table.h"
 #include "switch_agent/engine/job.h"
-#include "switch_agent/engine/reduce.h"
 
 namespace tributary::engine {
 namespace {
@@ -110,7 +110,7 @@ EngineSnapshot Engine::Snapshot(size_t stragglers_per_job) const {
 
 Engine::Engine(const EngineLimits& limits, uint32_t epoch_seed)
     : limits_(limits), next_epoch_(epoch_seed == 0 ? 1 : epoch_seed) {
-  table_ = &ActiveReduceTable();
+  table_ = &reduce::ActiveTable();
 }
 
 Engine::~Engine() = default;
@@ -204,7 +204,7 @@ Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) 
 void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out) {
   SetMeta& m = job->meta(slot, shadow);
   m.result_burst = burst_;
-  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   out->kind = ActionKind::kResultToAll;
   Header& r = out->header;
   r.type = MsgType::kResult;
@@ -301,7 +301,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   if (d > proto::kMaxDataType || o > proto::kMaxReduceOp || table_->kernels[d][o].init == nullptr) {
     return Nack(h, from, NackCode::kUnsupported, DropReason::kUnsupported, out);
   }
-  const ReduceKernel& k = table_->kernels[d][o];
+  const reduce::Kernel& k = table_->kernels[d][o];
   const uint64_t bytes = uint64_t{h.elem_count} * k.wire_size;
   if (h.elem_count == 0 || bytes > job->payload_bytes() || bytes != pkt.payload_len ||
       pkt.payload == nullptr) {

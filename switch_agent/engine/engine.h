@@ -41,6 +41,10 @@
 #include "proto/codec.h"
 #include "switch_agent/engine/job.h"
 
+namespace tributary::reduce {
+struct Table;  // reduce/reduce_table.h: the kernels the engine reduces with
+}  // namespace tributary::reduce
+
 namespace tributary::engine {
 
 // Opaque identity of a peer, meaningful only to the dataplane that made it.
@@ -183,8 +187,6 @@ enum class ProvisionResult : uint8_t {
 };
 const char* ProvisionResultName(ProvisionResult r);
 
-struct ReduceTable;
-
 class Engine {
  public:
   // `epoch_seed` makes the epochs of this engine instance differ from those
@@ -302,7 +304,7 @@ class Engine {
   uint32_t uplink_jobs_ = 0;  // jobs with a parent
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
-  const ReduceTable* table_ = nullptr;  // kernel variant, fixed at construction
+  const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction
 };
 
 }  // namespace tributary::engine

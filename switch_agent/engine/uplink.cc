@@ -33,9 +33,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reduce/reduce_table.h"
 #include "switch_agent/engine/engine.h"
 #include "switch_agent/engine/job.h"
-#include "switch_agent/engine/reduce.h"
 
 namespace tributary::engine {
 namespace {
@@ -218,7 +218,7 @@ void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_
 void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
                             Action* out) {
   SetMeta& m = job->meta(slot, shadow);
-  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   const bool again = m.upstream_sends > 0;
   if (m.upstream_sends < UINT8_MAX) ++m.upstream_sends;
   m.complete_ns = now_ns;
@@ -359,7 +359,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
     ++counters_.uplink_drops;  // a duplicate RESULT, or one for a round long gone
     return;
   }
-  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   const size_t bytes = size_t{m.elem_count} * k.wire_size;
   if (h.dtype != m.dtype || h.op != m.op || h.elem_count != m.elem_count ||
       pkt.payload_len != bytes || pkt.payload == nullptr) {

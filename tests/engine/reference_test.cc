@@ -46,9 +46,10 @@
 #include <tuple>
 #include <vector>
 
-#include "switch_agent/engine/reduce.h"
+#include "reduce/reduce_table.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/engine/float_reference.h"
+#include "tests/reduce/float_reference.h"
+#include "tests/reduce/variants.h"
 
 namespace tributary::engine {
 namespace {
@@ -57,8 +58,8 @@ using proto::DataType;
 using proto::MsgType;
 using proto::NackCode;
 using proto::ReduceOp;
-using testing::DecodeBf16Ref;
-using testing::DecodeHalfRef;
+using reduce::testing::DecodeBf16Ref;
+using reduce::testing::DecodeHalfRef;
 using testing::Drops;
 using testing::JobFixture;
 using testing::Load;
@@ -307,21 +308,16 @@ Payload EncodeExact(DataType dt, const std::vector<double>& values) {
 
 // ---- Test fixtures. ----
 
-// Runs on the kernel variant named by the first parameter (skipped where the
-// CPU lacks it) and restores the default variant afterwards. The engine must
-// be constructed in the test body: it fixes its table at construction.
+// Runs on the kernel variant named by the first parameter (one this CPU can
+// run) and restores the default variant afterwards. The engine must be
+// constructed in the test body: it fixes its table at construction.
 template <class Param>
 class OnKernelVariant : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    if (!SelectReduceIsa(std::get<0>(this->GetParam()).c_str())) {
-      GTEST_SKIP() << "kernel variant not usable here";
-    }
+    ASSERT_TRUE(reduce::SelectVariant(std::get<0>(this->GetParam()).c_str()));
   }
-  void TearDown() override {
-    const char* names[4];
-    SelectReduceIsa(names[AvailableReduceIsas(names, 4) - 1]);
-  }
+  void TearDown() override { reduce::SelectVariant(reduce::testing::BestVariant().c_str()); }
 };
 
 // ---- Every dtype x op, shuffled, duplicated and retransmitted. ----
@@ -405,7 +401,7 @@ TEST_P(EngineReference, ShuffledDuplicatedRetransmittedRoundsMatchReference) {
   const DataType dt = std::get<1>(GetParam());
   const ReduceOp op = std::get<2>(GetParam());
   Engine engine(EngineLimits{}, 21);
-  ASSERT_STREQ(ActiveReduceTable().isa, std::get<0>(GetParam()).c_str());
+  ASSERT_STREQ(reduce::ActiveVariantName(), std::get<0>(GetParam()).c_str());
   JobFixture job(&engine, 1, 0xfeed, kFanIn, kSlots, kPayloadBytes);
   std::mt19937 rng(1000 + 10 * static_cast<uint32_t>(dt) + static_cast<uint32_t>(op));
   const size_t bytes = kElems * proto::DataTypeSize(dt);
@@ -513,7 +509,7 @@ TEST_P(EngineReference, ShuffledDuplicatedRetransmittedRoundsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, EngineReference,
-                         ::testing::Combine(::testing::Values("generic", "avx2"),
+                         ::testing::Combine(::testing::ValuesIn(reduce::testing::UsableVariants()),
                                             ::testing::ValuesIn(AllDataTypes()),
                                             ::testing::ValuesIn(AllOps())),
                          [](const ::testing::TestParamInfo<VariantTypeOp>& info) {
@@ -584,7 +580,7 @@ TEST_P(EngineProdSpecials, InfTimesZeroIsNanAndNanPropagatesInEveryOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FloatTypes, EngineProdSpecials,
-                         ::testing::Combine(::testing::Values("generic", "avx2"),
+                         ::testing::Combine(::testing::ValuesIn(reduce::testing::UsableVariants()),
                                             ::testing::ValuesIn(FloatDataTypes())),
                          [](const ::testing::TestParamInfo<VariantType>& info) {
                            return std::get<0>(info.param) + "_" +

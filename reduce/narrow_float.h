@@ -1,19 +1,22 @@
-// Scalar fp16 / bf16 <-> fp32 conversions by bit manipulation.
+// Scalar conversions between fp32 and the narrow float wire formats, by bit
+// manipulation: the one definition of the kernels' rounding.
 //
-// Used by the portable kernels (which the compiler can vectorize: every
-// branch below is a select) and as the reference rounding of the F16C path:
-// round to nearest, ties to even; NaN stays NaN (quieted; fp16 NaNs become
-// the canonical 0x7e00 with their sign, bf16 NaNs keep their top payload
-// bits); overflow rounds to infinity; subnormals are exact (no FTZ).
+// Every kernel variant uses them: the portable kernels inline them (and the
+// compiler vectorizes them: every branch below is a select), the scalar
+// reference calls them per element, and they are the reference rounding of
+// the hardware paths (F16C, NEON): round to nearest, ties to even; NaN stays
+// NaN (quieted; fp16 NaNs become the canonical 0x7e00 with their sign, bf16
+// NaNs keep their top payload bits); overflow rounds to infinity;
+// subnormals are exact (no FTZ).
 // The functions are `static inline` on purpose: this header is included by
 // ISA-variant files compiled with different -m flags, and internal linkage
-// keeps an AVX2 copy from being picked by the linker for generic callers.
+// keeps an AVX2 copy from being picked by the linker for other callers.
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 
-namespace tributary::engine::half_internal {
+namespace tributary::reduce::narrow_float {
 
 static inline float HalfBitsToFloat(uint16_t h) {
   // F. Giesen's branch-free half->float: move exponent/mantissa into place,
@@ -62,4 +65,4 @@ static inline uint16_t FloatToBf16Bits(float f) {
   return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-}  // namespace tributary::engine::half_internal
+}  // namespace tributary::reduce::narrow_float

@@ -23,8 +23,9 @@
 // Variants (ActiveVariantName() for logs): "scalar", one element at a time,
 // the reference the others are tested against and the fallback on any CPU;
 // on x86-64 "sse2" (portable C++ the compiler vectorizes for the x86-64
-// baseline) and "avx2" (AVX2 + F16C). The best one the CPU supports is
-// chosen at the first ActiveTable() call (cpuid), or forced with
+// baseline) and "avx2" (AVX2 + F16C); on aarch64 "neon" (AdvSIMD, with the
+// hardware fp16 conversions). The best one the CPU supports is chosen at the
+// first ActiveTable() call (cpuid / the kernel's hwcaps), or forced with
 // SelectVariant() (tests, benchmarks).
 //
 // The library depends on proto/wire.h only: the engine, the host's reference

@@ -12,7 +12,7 @@
 // the median of the per-pair ratios (each pair ran back to back), which is
 // the figure that stays stable on a busy machine.
 //
-// Usage: tributary_engine_bench [--reps N] [--isa scalar|sse2|avx2] [--slots S]
+// Usage: tributary_engine_bench [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S]
 //                               [--payload BYTES]
 // Thread-safety: single-threaded program.
 #include <algorithm>
@@ -183,7 +183,7 @@ int Main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reps N] [--isa scalar|sse2|avx2] [--slots S] [--payload BYTES]\n",
+                   "usage: %s [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S] [--payload BYTES]\n",
                    argv[0]);
       return 2;
     }

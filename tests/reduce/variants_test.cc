@@ -159,6 +159,9 @@ TEST(Variants, ScalarAlwaysThereAndBestIsActive) {
 #if defined(__x86_64__)
   EXPECT_NE(std::find(names.begin(), names.end(), "sse2"), names.end());
 #endif
+#if defined(__aarch64__)
+  EXPECT_NE(std::find(names.begin(), names.end(), "neon"), names.end());
+#endif
 }
 
 }  // namespace

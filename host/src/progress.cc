@@ -12,25 +12,6 @@
 
 namespace tributary::host {
 
-// The public enums (tributary/types.h, tributary.h) carry the wire codes
-// (FORMAT.md §4), so they are passed to the codec by value.
-static_assert(static_cast<uint8_t>(DataType::kInt8) == uint8_t(proto::DataType::kInt8) &&
-              static_cast<uint8_t>(DataType::kUint8) == uint8_t(proto::DataType::kUint8) &&
-              static_cast<uint8_t>(DataType::kInt32) == uint8_t(proto::DataType::kInt32) &&
-              static_cast<uint8_t>(DataType::kUint32) == uint8_t(proto::DataType::kUint32) &&
-              static_cast<uint8_t>(DataType::kInt64) == uint8_t(proto::DataType::kInt64) &&
-              static_cast<uint8_t>(DataType::kUint64) == uint8_t(proto::DataType::kUint64) &&
-              static_cast<uint8_t>(DataType::kFloat16) == uint8_t(proto::DataType::kFloat16) &&
-              static_cast<uint8_t>(DataType::kFloat32) == uint8_t(proto::DataType::kFloat32) &&
-              static_cast<uint8_t>(DataType::kFloat64) == uint8_t(proto::DataType::kFloat64) &&
-              static_cast<uint8_t>(DataType::kBfloat16) == uint8_t(proto::DataType::kBfloat16),
-              "tributary::DataType must match the wire's dtype codes");
-static_assert(static_cast<uint8_t>(ReduceOp::kSum) == uint8_t(proto::ReduceOp::kSum) &&
-              static_cast<uint8_t>(ReduceOp::kProd) == uint8_t(proto::ReduceOp::kProd) &&
-              static_cast<uint8_t>(ReduceOp::kMin) == uint8_t(proto::ReduceOp::kMin) &&
-              static_cast<uint8_t>(ReduceOp::kMax) == uint8_t(proto::ReduceOp::kMax),
-              "tributary::ReduceOp must match the wire's op codes");
-
 namespace {
 
 uint64_t NowNs() {

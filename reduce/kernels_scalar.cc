@@ -93,6 +93,9 @@ void CombineNarrow(void* acc, const uint8_t* in, size_t n) {
   for (size_t i = 0; i < n; ++i) a[i] = Op(a[i], Widen(LoadAt<W>(in, i)));
 }
 
+// Element i is read before it is written, and written no further than its
+// own accumulator slot: `out` may equal `acc` (fp8 results overwrite their
+// accumulator, Kernel::result_in_acc).
 template <class W, W (*Narrow)(float)>
 void FinalizeNarrow(const void* acc, uint8_t* out, size_t n) {
   const float* a = static_cast<const float*>(acc);
@@ -117,16 +120,19 @@ void FillNative(Table* t, proto::DataType d) {
   row[kMax] = {InitNative<T>, CombineNative<T, Max<T>>, nullptr, s, s};
 }
 
+// fp8 (one byte) has no room for a separate result buffer beside its fp32
+// accumulator: its result overwrites the accumulator (result_in_acc).
 template <class W, float (*Widen)(W), W (*Narrow)(float)>
 void FillNarrow(Table* t, proto::DataType d) {
   Kernel* row = t->kernels[static_cast<size_t>(d)];
   constexpr auto s = static_cast<uint8_t>(sizeof(W));
+  constexpr bool in_acc = sizeof(W) == 1;
   constexpr InitFn init = InitNarrow<W, Widen>;
   constexpr FinalizeFn fin = FinalizeNarrow<W, Narrow>;
-  row[kSum] = {init, CombineNarrow<W, Widen, Sum<float>>, fin, s, 4};
-  row[kProd] = {init, CombineNarrow<W, Widen, Prod<float>>, fin, s, 4};
-  row[kMin] = {init, CombineNarrow<W, Widen, Min<float>>, fin, s, 4};
-  row[kMax] = {init, CombineNarrow<W, Widen, Max<float>>, fin, s, 4};
+  row[kSum] = {init, CombineNarrow<W, Widen, Sum<float>>, fin, s, 4, in_acc};
+  row[kProd] = {init, CombineNarrow<W, Widen, Prod<float>>, fin, s, 4, in_acc};
+  row[kMin] = {init, CombineNarrow<W, Widen, Min<float>>, fin, s, 4, in_acc};
+  row[kMax] = {init, CombineNarrow<W, Widen, Max<float>>, fin, s, 4, in_acc};
 }
 
 Table BuildScalarTable() {
@@ -144,6 +150,8 @@ Table BuildScalarTable() {
   FillNative<double>(&t, DataType::kFloat64);
   FillNarrow<uint16_t, nf::HalfBitsToFloat, nf::FloatToHalfBits>(&t, DataType::kFloat16);
   FillNarrow<uint16_t, nf::Bf16BitsToFloat, nf::FloatToBf16Bits>(&t, DataType::kBfloat16);
+  FillNarrow<uint8_t, nf::E4m3BitsToFloat, nf::FloatToE4m3Bits>(&t, DataType::kFloat8E4m3);
+  FillNarrow<uint8_t, nf::E5m2BitsToFloat, nf::FloatToE5m2Bits>(&t, DataType::kFloat8E5m2);
   return t;
 }
 

@@ -6,10 +6,12 @@
 // have no neutral element that zeroing could give), later ones COMBINE into
 // it and FINALIZE writes the wire-format result once the round is complete.
 // Native types (integers, fp32, fp64) accumulate in their own type, so the
-// accumulator is the result and `finalize` is null. fp16 and bf16 accumulate
-// in fp32 and are rounded once, to nearest even, when the round completes:
-// the result does not depend on how many children there are beyond the fp32
-// sum itself, and NaN stays NaN.
+// accumulator is the result and `finalize` is null. The narrow floats (fp16,
+// bf16, fp8 E4M3 and E5M2) accumulate in fp32 and are rounded once, to
+// nearest even, when the round completes: the result does not depend on how
+// many children there are beyond the fp32 sum itself, and NaN stays NaN.
+// fp8 E4M3 saturates at ±448 (it has no infinity); E5M2 overflows to
+// infinity (narrow_float.h, FORMAT.md §4.2).
 //
 // Semantics: integer SUM/PROD wrap modulo 2^bits (computed in the unsigned
 // type, no UB); float MIN/MAX propagate NaN (if either operand is NaN the
@@ -17,8 +19,11 @@
 // proto/FORMAT.md §4 is the normative statement of all of this.
 //
 // Memory: `acc` (and `out` for finalize) is 64-byte aligned and sized by the
-// caller (acc_size bytes per element); `in` may be unaligned (payloads come
-// straight from receive buffers). Little-endian host only.
+// caller (acc_size bytes per element: up to 4 times the wire size, for fp8);
+// `in` may be unaligned (payloads come straight from receive buffers). A
+// kernel with result_in_acc writes its result over the start of its own
+// accumulator (out == acc), so a caller needs no room beyond the
+// accumulator for it. Little-endian host only.
 //
 // Variants (ActiveVariantName() for logs): "scalar", one element at a time,
 // the reference the others are tested against and the fallback on any CPU;
@@ -58,6 +63,7 @@ struct Kernel {
   FinalizeFn finalize = nullptr;  // null: the accumulator is the result
   uint8_t wire_size = 0;          // bytes per element on the wire
   uint8_t acc_size = 0;           // bytes per element in the accumulator
+  bool result_in_acc = false;     // finalize must be given out == acc
 };
 
 // One variant: indexed by raw dtype (1..kMaxDataType) and op

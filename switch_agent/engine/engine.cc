@@ -200,6 +200,11 @@ Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) 
   return job;
 }
 
+uint8_t* Engine::ResultBytes(Job* job, uint32_t slot, uint32_t shadow, const reduce::Kernel& k) {
+  if (k.finalize == nullptr || k.result_in_acc) return job->acc(slot, shadow);
+  return job->result(slot, shadow);
+}
+
 // The RESULT of the round the set holds (complete), for every child.
 void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out) {
   SetMeta& m = job->meta(slot, shadow);
@@ -219,7 +224,7 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.dtype = m.dtype;
   r.op = m.op;
   r.shadow = static_cast<uint8_t>(shadow);
-  out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
+  out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   out->peers = job->children();
   out->peer_count = job->fan_in();
@@ -391,7 +396,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   counters_.bytes_reduced += bytes;
   if (m.arrived < job->fan_in()) return;
 
-  if (k.finalize != nullptr) k.finalize(acc, job->result(s, v), h.elem_count);
+  if (k.finalize != nullptr) k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
   m.complete_ns = now_ns;
   m.last_sender = sender;
   ++late.rounds_last;

@@ -42,7 +42,8 @@
 #include "switch_agent/engine/job.h"
 
 namespace tributary::reduce {
-struct Table;  // reduce/reduce_table.h: the kernels the engine reduces with
+struct Kernel;  // reduce/reduce_table.h: the kernels the engine reduces with
+struct Table;
 }  // namespace tributary::reduce
 
 namespace tributary::engine {
@@ -283,6 +284,10 @@ class Engine {
   Job* FindSlot(const proto::Header& h, PeerToken from, uint64_t now_ns, Action* out);
   Job* FindAuthenticated(const proto::Header& h, PeerToken from, Action* reject);
   Job* Lookup(uint32_t job_id);
+  // Where the wire-format result of a complete set is (what its RESULTs and
+  // partial sums carry): the accumulator for native types and kernels that
+  // finalize in place, else the set's result buffer.
+  static uint8_t* ResultBytes(Job* job, uint32_t slot, uint32_t shadow, const reduce::Kernel& k);
   void ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out);
   void ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Action* out);
   void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,

@@ -26,8 +26,10 @@
 // every waiting partial sum. Children's own timers are not involved: their
 // STATUS says "held" while we wait.
 //
-// 16-bit floats: a partial sum goes up rounded to its wire type, so a tree
-// of depth d rounds d times (docs/ARCHITECTURE.md states the tolerance).
+// Narrow floats (fp16, bf16, fp8): a partial sum goes up rounded to its wire
+// type, so a tree of depth d rounds d times (FORMAT.md §4.2 states the
+// tolerance), and an fp8 partial sum saturates (E4M3) or overflows (E5M2)
+// where the wire type's range ends.
 //
 // Thread-safety: none; one Engine per thread.
 #include <algorithm>
@@ -225,7 +227,7 @@ void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t n
   m.result_burst = burst_;  // the queued packet points at this set
   UplinkPacket(job, m, slot, shadow, MsgType::kContribution,
                again ? proto::kFlagRetransmit : 0, out);
-  out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
+  out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   ++(again ? counters_.uplink_resends : counters_.uplink_sends);
 }
@@ -373,7 +375,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
     out->kind = ActionKind::kFlushAndRetry;
     return;
   }
-  uint8_t* dst = k.finalize != nullptr ? job->result(h.slot, h.shadow) : job->acc(h.slot, h.shadow);
+  uint8_t* dst = ResultBytes(job, h.slot, h.shadow, k);
   std::memcpy(dst, pkt.payload, bytes);
   if (m.upstream_sends == 1 && m.uplink_attempts == 0 && m.complete_ns != 0 &&
       now_ns > m.complete_ns) {

@@ -3,7 +3,7 @@
 // variant this CPU can run: results are compared with a reference computed
 // here independently (int64/uint64 wrap arithmetic for integers, the same
 // fp32/fp64 arithmetic in arrival order for floats, fp32 accumulation then an
-// independent round-to-nearest-even for fp16/bf16), with unaligned payloads
+// independent round-to-nearest-even for fp16/bf16/fp8), with unaligned payloads
 // and odd element counts (vector tails). The kernels' arithmetic on its own
 // (NaN, wrap-around, single rounding) is proved in tests/reduce/.
 #include <gtest/gtest.h>
@@ -28,8 +28,12 @@ namespace {
 using proto::DataType;
 using proto::ReduceOp;
 using reduce::testing::DecodeBf16Ref;
+using reduce::testing::DecodeE4m3Ref;
+using reduce::testing::DecodeE5m2Ref;
 using reduce::testing::DecodeHalfRef;
 using reduce::testing::RoundBf16Ref;
+using reduce::testing::RoundE4m3Ref;
+using reduce::testing::RoundE5m2Ref;
 using reduce::testing::RoundHalfRef;
 using testing::JobFixture;
 using testing::Load;
@@ -59,7 +63,9 @@ T RefOp(ReduceOp op, T a, T b) {
 bool SameFloat(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 // Random inputs per dtype/op: full range for integers (so SUM/PROD wrap),
-// values whose products stay finite for float PROD.
+// values whose products stay finite for float PROD, and any byte for fp8
+// (NaN, E5M2 infinities, results that saturate or overflow included: the
+// reference below rounds them exactly like the specification says).
 std::vector<uint8_t> RandomPayload(std::mt19937_64& rng, DataType dt, ReduceOp op, size_t n) {
   const size_t sz = proto::DataTypeSize(dt);
   std::vector<uint8_t> out(n * sz);
@@ -118,17 +124,34 @@ void CheckNative(ReduceOp op, const std::vector<std::vector<uint8_t>>& inputs,
   }
 }
 
-void CheckHalf(DataType dt, ReduceOp op, const std::vector<std::vector<uint8_t>>& inputs,
-               const uint8_t* result, size_t n) {
-  const bool is_bf16 = dt == DataType::kBfloat16;
+// Narrow floats: decoded independently, reduced in fp32 in arrival order,
+// rounded once by the reference rounding of the type.
+void CheckNarrow(DataType dt, ReduceOp op, const std::vector<std::vector<uint8_t>>& inputs,
+                 const uint8_t* result, size_t n) {
+  const size_t size = proto::DataTypeSize(dt);
   auto decode = [&](const uint8_t* p) {
-    return is_bf16 ? DecodeBf16Ref(Load<uint16_t>(p)) : DecodeHalfRef(Load<uint16_t>(p));
+    switch (dt) {
+      case DataType::kBfloat16: return DecodeBf16Ref(Load<uint16_t>(p));
+      case DataType::kFloat16: return DecodeHalfRef(Load<uint16_t>(p));
+      case DataType::kFloat8E4m3: return DecodeE4m3Ref(*p);
+      default: return DecodeE5m2Ref(*p);
+    }
+  };
+  auto round = [&](float x) {
+    switch (dt) {
+      case DataType::kBfloat16: return RoundBf16Ref(x);
+      case DataType::kFloat16: return RoundHalfRef(x);
+      case DataType::kFloat8E4m3: return RoundE4m3Ref(x);
+      default: return RoundE5m2Ref(x);
+    }
   };
   for (size_t i = 0; i < n; ++i) {
-    float acc = float(decode(inputs[0].data() + 2 * i));
-    for (size_t c = 1; c < inputs.size(); ++c) acc = RefOp<float>(op, acc, float(decode(inputs[c].data() + 2 * i)));
-    const double want = is_bf16 ? RoundBf16Ref(acc) : RoundHalfRef(acc);
-    const double got = decode(result + 2 * i);
+    float acc = float(decode(inputs[0].data() + size * i));
+    for (size_t c = 1; c < inputs.size(); ++c) {
+      acc = RefOp<float>(op, acc, float(decode(inputs[c].data() + size * i)));
+    }
+    const double want = round(acc);
+    const double got = decode(result + size * i);
     ASSERT_TRUE(SameFloat(got, want)) << "element " << i << " got " << got << " want " << want;
   }
 }
@@ -186,7 +209,9 @@ TEST_P(ReduceAllTypes, MatchesReferenceInArrivalOrder) {
     case DataType::kFloat32: CheckNative<float>(op, arrival, last.payload, n); break;
     case DataType::kFloat64: CheckNative<double>(op, arrival, last.payload, n); break;
     case DataType::kFloat16:
-    case DataType::kBfloat16: CheckHalf(dt, op, arrival, last.payload, n); break;
+    case DataType::kBfloat16:
+    case DataType::kFloat8E4m3:
+    case DataType::kFloat8E5m2: CheckNarrow(dt, op, arrival, last.payload, n); break;
   }
   EXPECT_EQ(engine.counters().completions, 1u);
   EXPECT_EQ(engine.counters().contributions, fan_in);
@@ -198,7 +223,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(DataType::kInt8, DataType::kUint8, DataType::kInt32,
                                          DataType::kUint32, DataType::kInt64, DataType::kUint64,
                                          DataType::kFloat16, DataType::kFloat32,
-                                         DataType::kFloat64, DataType::kBfloat16),
+                                         DataType::kFloat64, DataType::kBfloat16,
+                                         DataType::kFloat8E4m3, DataType::kFloat8E5m2),
                        ::testing::Values(ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
                                          ReduceOp::kMax),
                        ::testing::Values(1u, 3u, 33u, 100u)),

@@ -31,9 +31,13 @@
 //   u_acc  unit roundoff of the accumulator: 2^-53 for fp64; 2^-24 for fp32
 //          and for fp16/bf16, which accumulate in fp32;
 //   u_ref  unit roundoff of long double (the reference's own rounding);
-//   u_out  the final rounding of fp16 (2^-11) and bf16 (2^-8); 0 for fp32
+//   u_out  the final rounding of fp16 (2^-11), bf16 (2^-8), fp8 E4M3 (2^-4)
+//          and E5M2 (2^-3); 0 for fp32
 //          and fp64, whose accumulator is the result;
-//   s_out  smallest subnormal of fp16 (2^-24) and bf16 (2^-133), else 0.
+//   s_out  smallest subnormal of fp16 (2^-24), bf16 (2^-133), E4M3 (2^-9)
+//          and E5M2 (2^-16), else 0.
+// (Inputs are drawn so that no fp8 result saturates or overflows; the
+// overflow rules are proved in tests/reduce/.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,6 +63,8 @@ using proto::MsgType;
 using proto::NackCode;
 using proto::ReduceOp;
 using reduce::testing::DecodeBf16Ref;
+using reduce::testing::DecodeE4m3Ref;
+using reduce::testing::DecodeE5m2Ref;
 using reduce::testing::DecodeHalfRef;
 using testing::Drops;
 using testing::JobFixture;
@@ -88,16 +94,17 @@ std::vector<ReduceOp> AllOps() {
 
 bool IsFloat(DataType dt) {
   return dt == DataType::kFloat16 || dt == DataType::kFloat32 || dt == DataType::kFloat64 ||
-         dt == DataType::kBfloat16;
+         dt == DataType::kBfloat16 || dt == DataType::kFloat8E4m3 || dt == DataType::kFloat8E5m2;
 }
 
 bool IsSigned(DataType dt) {
   return dt == DataType::kInt8 || dt == DataType::kInt32 || dt == DataType::kInt64;
 }
 
-std::vector<DataType> FloatDataTypes() {
+// Float types that have infinities (all but fp8 E4M3).
+std::vector<DataType> FloatTypesWithInfinity() {
   std::vector<DataType> out = AllDataTypes();
-  std::erase_if(out, [](DataType dt) { return !IsFloat(dt); });
+  std::erase_if(out, [](DataType dt) { return !IsFloat(dt) || dt == DataType::kFloat8E4m3; });
   return out;
 }
 
@@ -122,6 +129,8 @@ long double FloatAt(DataType dt, const uint8_t* p, size_t i) {
   switch (dt) {
     case DataType::kFloat16: return DecodeHalfRef(Load<uint16_t>(p + 2 * i));
     case DataType::kBfloat16: return DecodeBf16Ref(Load<uint16_t>(p + 2 * i));
+    case DataType::kFloat8E4m3: return DecodeE4m3Ref(p[i]);
+    case DataType::kFloat8E5m2: return DecodeE5m2Ref(p[i]);
     case DataType::kFloat32: return Load<float>(p + 4 * i);
     case DataType::kFloat64: return Load<double>(p + 8 * i);
     default: ADD_FAILURE() << "no float reference for " << proto::DataTypeName(dt);
@@ -184,6 +193,8 @@ FloatBounds BoundsOf(DataType dt) {
     case DataType::kFloat32: return {0x1p-24L, 0, 0};
     case DataType::kFloat16: return {0x1p-24L, 0x1p-11L, 0x1p-24L};
     case DataType::kBfloat16: return {0x1p-24L, 0x1p-8L, 0x1p-133L};
+    case DataType::kFloat8E4m3: return {0x1p-24L, 0x1p-4L, 0x1p-9L};
+    case DataType::kFloat8E5m2: return {0x1p-24L, 0x1p-3L, 0x1p-16L};
     default: ADD_FAILURE() << "no float bounds for " << proto::DataTypeName(dt);
   }
   return {};
@@ -261,6 +272,16 @@ Payload RandomPayload(std::mt19937& rng, DataType dt, ReduceOp op, size_t n) {
         std::memcpy(p, &h, 2);
         break;
       }
+      case DataType::kFloat8E4m3:
+      case DataType::kFloat8E5m2: {
+        // The same exponents: 4 senders' sums stay below 2^7, far from
+        // E4M3's saturation at 448.
+        const int mant_bits = dt == DataType::kFloat8E4m3 ? 3 : 2;
+        const int bias = dt == DataType::kFloat8E4m3 ? 7 : 15;
+        const uint64_t mant = (r >> 1) & ((uint64_t{1} << mant_bits) - 1);
+        *p = static_cast<uint8_t>((r & 1) << 7 | uint64_t(exponent(rng) + bias) << mant_bits | mant);
+        break;
+      }
       default: std::memcpy(p, &r, size);  // the low bytes (little-endian)
     }
   }
@@ -298,7 +319,8 @@ Payload EncodeExact(DataType dt, const std::vector<double>& values) {
         std::memcpy(p, &h, 2);
         break;
       }
-      default: ADD_FAILURE() << proto::DataTypeName(dt) << " is not a float type";
+      case DataType::kFloat8E5m2: *p = static_cast<uint8_t>(HalfBits(x) >> 8); break;  // fp16's top byte
+      default: ADD_FAILURE() << proto::DataTypeName(dt) << " is not a float type with infinities";
     }
     EXPECT_TRUE(SameValue(FloatAt(dt, p, 0), x))
         << x << " is not exact in " << proto::DataTypeName(dt);
@@ -527,7 +549,8 @@ class EngineProdSpecials : public OnKernelVariant<VariantType> {};
 // IEEE 754 products through the engine: inf * 0 is NaN, an infinite product
 // has the sign of its factors, NaN propagates from any position, finite
 // elements beside them are unaffected; in every order of arrival (all 24
-// permutations of the 4 senders, one round each).
+// permutations of the 4 senders, one round each). E4M3 has no infinity; its
+// NaN and saturation are proved in tests/reduce/kernels_test.cc.
 TEST_P(EngineProdSpecials, InfTimesZeroIsNanAndNanPropagatesInEveryOrder) {
   const DataType dt = std::get<1>(GetParam());
   const double inf = INFINITY, nan = std::numeric_limits<double>::quiet_NaN();
@@ -581,7 +604,7 @@ TEST_P(EngineProdSpecials, InfTimesZeroIsNanAndNanPropagatesInEveryOrder) {
 
 INSTANTIATE_TEST_SUITE_P(FloatTypes, EngineProdSpecials,
                          ::testing::Combine(::testing::ValuesIn(reduce::testing::UsableVariants()),
-                                            ::testing::ValuesIn(FloatDataTypes())),
+                                            ::testing::ValuesIn(FloatTypesWithInfinity())),
                          [](const ::testing::TestParamInfo<VariantType>& info) {
                            return std::get<0>(info.param) + "_" +
                                   proto::DataTypeName(std::get<1>(info.param));
@@ -603,6 +626,8 @@ DataType SameWidthOtherType(DataType dt) {
     case DataType::kFloat64: return DataType::kUint64;
     case DataType::kFloat16: return DataType::kBfloat16;
     case DataType::kBfloat16: return DataType::kFloat16;
+    case DataType::kFloat8E4m3: return DataType::kFloat8E5m2;
+    case DataType::kFloat8E5m2: return DataType::kFloat8E4m3;
   }
   return dt;
 }

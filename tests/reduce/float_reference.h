@@ -51,4 +51,43 @@ inline double RoundRef(double x, int mant_bits, int min_exp, double max_finite) 
 inline double RoundHalfRef(double x) { return RoundRef(x, 10, -14, 65504.0); }
 inline double RoundBf16Ref(double x) { return RoundRef(x, 7, -126, std::ldexp(255.0, 120)); }
 
+// OCP FP8 E4M3 ("E4M3FN"): 1 sign, 4 exponent (bias 7), 3 mantissa bits;
+// S.1111.111 is NaN, nothing is infinite.
+inline double DecodeE4m3Ref(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 0xf, mant = b & 7;
+  double v;
+  if (exp == 15 && mant == 7) {
+    v = std::numeric_limits<double>::quiet_NaN();
+  } else if (exp == 0) {
+    v = std::ldexp(mant, -9);
+  } else {
+    v = std::ldexp(8 + mant, exp - 10);
+  }
+  return sign ? -v : v;
+}
+
+// OCP FP8 E5M2: 1 sign, 5 exponent (bias 15), 2 mantissa bits, IEEE-like.
+inline double DecodeE5m2Ref(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 2) & 0x1f, mant = b & 3;
+  double v;
+  if (exp == 31) {
+    v = mant != 0 ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+  } else if (exp == 0) {
+    v = std::ldexp(mant, -16);
+  } else {
+    v = std::ldexp(4 + mant, exp - 17);
+  }
+  return sign ? -v : v;
+}
+
+// The roundings Tributary specifies for fp8 (FORMAT.md §4.2): E4M3 saturates
+// every magnitude beyond 448, infinity included, to ±448; E5M2 rounds to
+// infinity like IEEE 754.
+inline double RoundE4m3Ref(double x) {
+  if (std::isinf(x)) return x < 0 ? -448.0 : 448.0;
+  const double r = RoundRef(x, 3, -6, 448.0);
+  return std::isinf(r) ? (r < 0 ? -448.0 : 448.0) : r;
+}
+inline double RoundE5m2Ref(double x) { return RoundRef(x, 2, -14, 57344.0); }
+
 }  // namespace tributary::reduce::testing

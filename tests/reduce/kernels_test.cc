@@ -1,8 +1,9 @@
 // Proves the kernels' arithmetic directly, on every variant this binary
 // has and this CPU can run (scalar, sse2, avx2, neon): NaN and infinity
 // propagation in vector bodies and scalar tails, integer wrap-around and
-// signedness of MIN/MAX, and the single rounding of 16-bit floats that
-// accumulate in fp32. Each test runs on the variant's table directly, not
+// signedness of MIN/MAX, the single rounding of the narrow floats that
+// accumulate in fp32 (fp16, bf16, fp8), and fp8's overflow rules, with
+// results written over their own accumulator (in place) as the engine does. Each test runs on the variant's table directly, not
 // through the active one.
 #include <gtest/gtest.h>
 
@@ -24,6 +25,8 @@ namespace {
 using proto::DataType;
 using proto::ReduceOp;
 using testing::DecodeBf16Ref;
+using testing::DecodeE4m3Ref;
+using testing::DecodeE5m2Ref;
 using testing::DecodeHalfRef;
 
 class KernelVariants : public ::testing::TestWithParam<std::string> {
@@ -46,8 +49,9 @@ class KernelVariants : public ::testing::TestWithParam<std::string> {
     std::vector<uint8_t> out(n * k.wire_size);
     if (k.finalize != nullptr) {
       alignas(64) static uint8_t res[4096];
-      k.finalize(acc, res, n);
-      std::memcpy(out.data(), res, out.size());
+      uint8_t* dst = k.result_in_acc ? acc : res;
+      k.finalize(acc, dst, n);
+      std::memcpy(out.data(), dst, out.size());
     } else {
       std::memcpy(out.data(), acc, out.size());
     }
@@ -148,6 +152,55 @@ TEST_P(KernelVariants, HalfTypesRoundOnce) {
   // A single tie rounds to even: 1 + 2^-11 -> 1.0, 1 + 3*2^-11 -> 1 + 2^-9.
   r = Reduce(DataType::kFloat16, ReduceOp::kSum, {Row<uint16_t>({one}), Row<uint16_t>({half_ulp})});
   EXPECT_EQ(At<uint16_t>(r, 0), 0x3c00);
+}
+
+// fp8 accumulates in fp32 and rounds once: E4M3 1 + 2^-4 + 2^-4 is exactly
+// 1.125, where rounding after each addition would give 1.0 twice (ties to
+// even); the same for E5M2 with 2^-3. 40 elements: vector blocks and a tail,
+// the result written over its own accumulator.
+TEST_P(KernelVariants, Fp8RoundsOnceInPlace) {
+  std::vector<uint8_t> one(40, 0x38), step(40, 0x18);  // E4M3 1.0 and 2^-4
+  auto r = Reduce(DataType::kFloat8E4m3, ReduceOp::kSum, {one, step, step});
+  for (size_t i = 0; i < 40; ++i) ASSERT_EQ(r[i], 0x39) << i;  // 1.125
+  r = Reduce(DataType::kFloat8E4m3, ReduceOp::kSum, {one, step});
+  for (size_t i = 0; i < 40; ++i) ASSERT_EQ(r[i], 0x38) << i;  // tie: even, 1.0
+  std::vector<uint8_t> one5(40, 0x3c), step5(40, 0x30);  // E5M2 1.0 and 2^-3
+  r = Reduce(DataType::kFloat8E5m2, ReduceOp::kSum, {one5, step5, step5});
+  for (size_t i = 0; i < 40; ++i) ASSERT_EQ(r[i], 0x3d) << i;  // 1.25
+}
+
+// E4M3 has no infinity: a sum or product beyond 448 saturates to ±448, and a
+// product that overflows fp32 itself too. E5M2 overflows to infinity; NaN
+// propagates through SUM, MIN and MAX in both; inf - inf is NaN in E5M2.
+TEST_P(KernelVariants, Fp8OverflowAndNan) {
+  std::vector<uint8_t> a(19, 0x7e), b(19, 0x7e);  // 448, 448
+  a[1] = 0x7f;                                     // NaN
+  b[17] = 0xff;                                    // -NaN
+  a[2] = 0xfe;                                     // -448
+  b[2] = 0xfe;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax}) {
+    const auto r = Reduce(DataType::kFloat8E4m3, op, {a, b});
+    EXPECT_TRUE(std::isnan(DecodeE4m3Ref(r[1]))) << proto::ReduceOpName(op);
+    EXPECT_TRUE(std::isnan(DecodeE4m3Ref(r[17]))) << proto::ReduceOpName(op);
+  }
+  auto r = Reduce(DataType::kFloat8E4m3, ReduceOp::kSum, {a, b});
+  EXPECT_EQ(r[0], 0x7e);  // 896 saturates
+  EXPECT_EQ(r[2], 0xfe);  // -896 saturates
+  std::vector<uint8_t> big(19, 0x7e);
+  r = Reduce(DataType::kFloat8E4m3, ReduceOp::kProd, std::vector<std::vector<uint8_t>>(16, big));
+  EXPECT_EQ(r[0], 0x7e);  // 448^16 is infinite in fp32: still 448
+  std::vector<uint8_t> c(19, 0x7b), d(19, 0x7b);  // E5M2 57344
+  c[3] = 0x7c;                                     // inf
+  d[3] = 0xfc;                                     // -inf
+  c[5] = 0x7e;                                     // NaN
+  r = Reduce(DataType::kFloat8E5m2, ReduceOp::kSum, {c, d});
+  EXPECT_EQ(r[0], 0x7c);  // 114688: infinity
+  EXPECT_TRUE(std::isnan(DecodeE5m2Ref(r[3])));
+  EXPECT_TRUE(std::isnan(DecodeE5m2Ref(r[5])));
+  r = Reduce(DataType::kFloat8E5m2, ReduceOp::kMax, {c, d});
+  EXPECT_EQ(r[0], 0x7b);
+  EXPECT_EQ(r[3], 0x7c);
+  EXPECT_TRUE(std::isnan(DecodeE5m2Ref(r[5])));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, KernelVariants,

@@ -38,7 +38,7 @@ std::vector<std::string> VectorVariants() {
 
 bool IsFloat(DataType dt) {
   return dt == DataType::kFloat16 || dt == DataType::kFloat32 || dt == DataType::kFloat64 ||
-         dt == DataType::kBfloat16;
+         dt == DataType::kBfloat16 || dt == DataType::kFloat8E4m3 || dt == DataType::kFloat8E5m2;
 }
 
 // One element as a double for NaN/zero classification (floats only).
@@ -48,6 +48,8 @@ double FloatValue(DataType dt, const uint8_t* p) {
     case DataType::kBfloat16: { uint16_t b; std::memcpy(&b, p, 2); return testing::DecodeBf16Ref(b); }
     case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
     case DataType::kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
+    case DataType::kFloat8E4m3: return testing::DecodeE4m3Ref(*p);
+    case DataType::kFloat8E5m2: return testing::DecodeE5m2Ref(*p);
     default: return 0;
   }
 }
@@ -69,8 +71,9 @@ std::vector<uint8_t> ReduceRows(const Kernel& k, const std::vector<std::vector<u
   }
   const uint8_t* out = acc;
   if (k.finalize != nullptr) {
-    k.finalize(acc, res, n);
-    out = res;
+    uint8_t* dst = k.result_in_acc ? acc : res;  // as the engine calls it
+    k.finalize(acc, dst, n);
+    out = dst;
   }
   return std::vector<uint8_t>(out, out + n * k.wire_size);
 }
@@ -93,6 +96,7 @@ TEST_P(VariantMatchesScalar, OnRandomBitsEveryLengthAndMisalignment) {
   ASSERT_EQ(ks.wire_size, kv.wire_size);
   ASSERT_EQ(ks.acc_size, kv.acc_size);
   ASSERT_EQ(ks.finalize == nullptr, kv.finalize == nullptr);
+  ASSERT_EQ(ks.result_in_acc, kv.result_in_acc);
   const size_t size = ks.wire_size;
   std::mt19937_64 rng(d * 100 + o);
   for (size_t n : kLengths) {

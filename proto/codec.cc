@@ -157,6 +157,7 @@ const char* ReduceOpName(ReduceOp op) {
     case ReduceOp::kProd: return "prod";
     case ReduceOp::kMin: return "min";
     case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
   }
   return "unknown";
 }

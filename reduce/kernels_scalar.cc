@@ -105,10 +105,47 @@ void FinalizeNarrow(const void* acc, uint8_t* out, size_t n) {
   }
 }
 
+// AVG at the root: the SUM of `ranks` ranks divided once. Integers: the
+// wrapped sum over the rank count in 64 bits, truncated toward zero. fp32
+// and fp64: one IEEE division in the type (fp32 through double beyond 2^24
+// ranks, where the count is no longer exact in fp32).
+template <class T>
+void AverageNative(const void* acc, uint8_t* out, size_t n, uint32_t ranks) {
+  const T* a = static_cast<const T*>(acc);
+  for (size_t i = 0; i < n; ++i) {
+    T q;
+    if constexpr (std::is_same_v<T, float>) {
+      q = ranks <= (1u << 24) ? a[i] / static_cast<float>(ranks)
+                              : static_cast<float>(static_cast<double>(a[i]) / ranks);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      q = a[i] / static_cast<T>(ranks);
+    } else if constexpr (std::is_signed_v<T>) {
+      q = static_cast<T>(static_cast<int64_t>(a[i]) / static_cast<int64_t>(ranks));
+    } else {
+      q = static_cast<T>(static_cast<uint64_t>(a[i]) / static_cast<uint64_t>(ranks));
+    }
+    std::memcpy(out + i * sizeof(T), &q, sizeof(T));
+  }
+}
+
+// Narrow floats: the fp32 sum divided in double, rounded to odd in fp32
+// and then to the wire type, which is one rounding of the quotient.
+// Element by element, so `out` may equal `acc` (fp8), as in FinalizeNarrow.
+template <class W, W (*Narrow)(float)>
+void AverageNarrow(const void* acc, uint8_t* out, size_t n, uint32_t ranks) {
+  const float* a = static_cast<const float*>(acc);
+  for (size_t i = 0; i < n; ++i) {
+    const double q = static_cast<double>(a[i]) / ranks;
+    const W w = Narrow(narrow_float::DoubleToFloatRoundOdd(q));
+    std::memcpy(out + i * sizeof(W), &w, sizeof(W));
+  }
+}
+
 constexpr size_t kSum = static_cast<size_t>(proto::ReduceOp::kSum);
 constexpr size_t kProd = static_cast<size_t>(proto::ReduceOp::kProd);
 constexpr size_t kMin = static_cast<size_t>(proto::ReduceOp::kMin);
 constexpr size_t kMax = static_cast<size_t>(proto::ReduceOp::kMax);
+constexpr size_t kAvg = static_cast<size_t>(proto::ReduceOp::kAvg);
 
 template <class T>
 void FillNative(Table* t, proto::DataType d) {
@@ -118,6 +155,7 @@ void FillNative(Table* t, proto::DataType d) {
   row[kProd] = {InitNative<T>, CombineNative<T, Prod<T>>, nullptr, s, s};
   row[kMin] = {InitNative<T>, CombineNative<T, Min<T>>, nullptr, s, s};
   row[kMax] = {InitNative<T>, CombineNative<T, Max<T>>, nullptr, s, s};
+  row[kAvg] = {InitNative<T>, CombineNative<T, Sum<T>>, nullptr, s, s, false, AverageNative<T>};
 }
 
 // fp8 (one byte) has no room for a separate result buffer beside its fp32
@@ -133,6 +171,8 @@ void FillNarrow(Table* t, proto::DataType d) {
   row[kProd] = {init, CombineNarrow<W, Widen, Prod<float>>, fin, s, 4, in_acc};
   row[kMin] = {init, CombineNarrow<W, Widen, Min<float>>, fin, s, 4, in_acc};
   row[kMax] = {init, CombineNarrow<W, Widen, Max<float>>, fin, s, 4, in_acc};
+  row[kAvg] = {init, CombineNarrow<W, Widen, Sum<float>>, fin, s, 4, in_acc,
+               AverageNarrow<W, Narrow>};
 }
 
 Table BuildScalarTable() {

@@ -68,6 +68,23 @@ static inline uint16_t FloatToBf16Bits(float f) {
 }
 
 
+// The fp32 value of x rounded to odd: truncated, with the last bit set when
+// anything was cut off. Rounding that again to nearest even in a format of
+// at most 22 significant bits (fp16, bf16, fp8) gives x rounded once, which
+// rounding x to nearest fp32 first would not always (double rounding). For
+// AVG: an fp32 sum divided in double, then narrowed. |x| must not exceed
+// FLT_MAX; NaN and infinities pass through.
+static inline float DoubleToFloatRoundOdd(double x) {
+  const float f = static_cast<float>(x);  // to nearest even
+  uint32_t b = __builtin_bit_cast(uint32_t, f);
+  const double back = f;
+  const bool inexact = back != x && x == x;
+  // Rounded to an even neighbour: take the odd one on x's other side.
+  const bool away = __builtin_fabs(back) > __builtin_fabs(x);
+  b = inexact && (b & 1u) == 0 ? (away ? b - 1 : b + 1) : b;
+  return __builtin_bit_cast(float, b);
+}
+
 // ---- fp8 (OCP 8-bit floating point, v1.0). ----
 //
 // E4M3 ("E4M3FN"): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no

@@ -16,6 +16,13 @@
 // Semantics: integer SUM/PROD wrap modulo 2^bits (computed in the unsigned
 // type, no UB); float MIN/MAX propagate NaN (if either operand is NaN the
 // result is NaN), unlike std::min. The order of ±0 in MIN/MAX is unspecified.
+// AVG accumulates exactly like SUM (init/combine/finalize are SUM's: a
+// node below the root forwards the undivided sum) and `average` divides
+// once, at the root, by the number of ranks: integers divide the wrapped
+// sum, truncating toward zero (C division); fp32 divides in fp32, fp64 in
+// fp64 (each correctly rounded, up to 2^24 ranks for fp32); the narrow
+// floats divide their fp32 sum in double and round the quotient once to the
+// wire type (round to odd in between: no double rounding).
 // proto/FORMAT.md §4 is the normative statement of all of this.
 //
 // Memory: `acc` (and `out` for finalize) is 64-byte aligned and sized by the
@@ -56,6 +63,9 @@ using InitFn = void (*)(void* acc, const uint8_t* in, size_t n);
 using CombineFn = void (*)(void* acc, const uint8_t* in, size_t n);
 // Writes the n wire-format elements of the result to `out`.
 using FinalizeFn = void (*)(const void* acc, uint8_t* out, size_t n);
+// AVG at the root: writes the n wire-format elements of acc / ranks, where
+// acc holds the SUM of `ranks` ranks' contributions (ranks >= 1).
+using AverageFn = void (*)(const void* acc, uint8_t* out, size_t n, uint32_t ranks);
 
 struct Kernel {
   InitFn init = nullptr;          // null: combination not supported
@@ -63,7 +73,8 @@ struct Kernel {
   FinalizeFn finalize = nullptr;  // null: the accumulator is the result
   uint8_t wire_size = 0;          // bytes per element on the wire
   uint8_t acc_size = 0;           // bytes per element in the accumulator
-  bool result_in_acc = false;     // finalize must be given out == acc
+  bool result_in_acc = false;     // finalize/average must be given out == acc
+  AverageFn average = nullptr;    // AVG only (non-null exactly for AVG)
 };
 
 // One variant: indexed by raw dtype (1..kMaxDataType) and op

@@ -20,9 +20,11 @@
 //       packet starts a new round; pending with another round -> newer: NACK
 //       mismatch (children disagree on the sequence), older: stale drop;
 //  4. the first contribution of a round initializes the accumulator, later
-//     ones combine; the sender's bit is set in v and cleared in 1 - v; when
-//     all fan-in children arrived the result is finalized once and sent to
-//     every child (kResultToAll).
+//     ones combine; the sender's bit is set in v and cleared in 1 - v, and
+//     the ranks it stands for (aux, 0 meaning one rank: FORMAT.md §3.3) are
+//     added to the round's count; when all fan-in children arrived the
+//     result is finalized once (AVG: divided by that count, at the root
+//     only) and sent to every child (kResultToAll).
 // A sender whose bit is still set in a PENDING other set has skipped ahead
 // of a round that has not completed, which the sequence rule forbids;
 // clearing that bit would let it count twice, so such a packet is refused
@@ -201,7 +203,9 @@ Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) 
 }
 
 uint8_t* Engine::ResultBytes(Job* job, uint32_t slot, uint32_t shadow, const reduce::Kernel& k) {
-  if (k.finalize == nullptr || k.result_in_acc) return job->acc(slot, shadow);
+  // Only the root divides an AVG; below it the partial sum goes up as is.
+  const bool divided = k.average != nullptr && !job->has_uplink;
+  if ((k.finalize == nullptr && !divided) || k.result_in_acc) return job->acc(slot, shadow);
   return job->result(slot, shadow);
 }
 
@@ -379,6 +383,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.dtype = h.dtype;
     m.op = h.op;
     m.arrived = 0;
+    m.ranks = 0;
     m.state = SetState::kPending;
     m.first_arrival_ns = now_ns;
     job->ClearSeen(s, v);
@@ -392,11 +397,20 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   late.lateness_sum_ns += now_ns - m.first_arrival_ns;
   ++late.contributions;
   ++m.arrived;
+  // A rank's contribution stands for itself (aux 0); a child aggregator's
+  // partial sum for the ranks below it. Saturating: a bogus count cannot
+  // wrap the divisor to 0.
+  const uint32_t weight = h.aux == 0 ? 1 : h.aux;
+  m.ranks = m.ranks > UINT32_MAX - weight ? UINT32_MAX : m.ranks + weight;
   ++counters_.contributions;
   counters_.bytes_reduced += bytes;
   if (m.arrived < job->fan_in()) return;
 
-  if (k.finalize != nullptr) k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
+  if (k.average != nullptr && !job->has_uplink) {
+    k.average(acc, ResultBytes(job, s, v, k), h.elem_count, m.ranks);
+  } else if (k.finalize != nullptr) {
+    k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
+  }
   m.complete_ns = now_ns;
   m.last_sender = sender;
   ++late.rounds_last;

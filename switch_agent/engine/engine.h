@@ -167,7 +167,9 @@ struct EngineSnapshot {
 // A job placed ahead of its children's JOINs (static configuration or the
 // manager): parameters fixed, arena reserved now, and for a non-root node of
 // a tree the parent to forward partial sums to. Children must JOIN with the
-// same fan-in, slot count and payload size.
+// same fan-in, slot count and payload size. No rank count is needed for
+// AVG: the root divides by the ranks its children's contributions say they
+// stand for (FORMAT.md §3.3), whatever the tree below it.
 struct JobSpec {
   uint32_t job_id = 0;
   uint64_t job_key = 0;

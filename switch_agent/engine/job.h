@@ -48,6 +48,7 @@ struct alignas(64) SetMeta {
   uint32_t arrived;           // distinct children that contributed
   uint32_t last_sender;       // the child that completed the round (straggler)
   uint32_t result_burst;      // Engine burst in which a RESULT of this set was last emitted
+  uint32_t ranks;             // ranks behind the contributions counted (AVG divides by it)
   proto::DataType dtype;
   proto::ReduceOp op;
   SetState state;

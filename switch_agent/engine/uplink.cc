@@ -6,7 +6,10 @@
 // and when a set completes here it sends the partial sum as one
 // CONTRIBUTION for the same (slot, shadow, collective id, offset). The set
 // then waits in kUpstream; the parent's RESULT for that round is copied into
-// the set and fanned out to this node's children as if computed here.
+// the set and fanned out to this node's children as if computed here. The
+// partial sum carries in `aux` how many ranks it stands for, so that the
+// root of an AVG divides by the job's rank count, not by its own fan-in;
+// nodes below the root never divide.
 //
 // Why the shadow-set rules hold hop by hop: this node contributes to
 // (slot, v) only after all its children did, and each child contributed to
@@ -227,6 +230,7 @@ void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t n
   m.result_burst = burst_;  // the queued packet points at this set
   UplinkPacket(job, m, slot, shadow, MsgType::kContribution,
                again ? proto::kFlagRetransmit : 0, out);
+  out->header.aux = m.ranks;  // the ranks this partial sum stands for (FORMAT.md §13)
   out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   ++(again ? counters_.uplink_resends : counters_.uplink_sends);

@@ -1,5 +1,6 @@
 // Proves that the engine reduces every dtype x op correctly, for fan-in 1,
-// 3, 33 and 100 (seen bitmaps of more than one 64-bit word), on every kernel
+// 3, 33 and 100 (seen bitmaps of more than one 64-bit word; AVG divides by
+// odd and even rank counts), on every kernel
 // variant this CPU can run: results are compared with a reference computed
 // here independently (int64/uint64 wrap arithmetic for integers, the same
 // fp32/fp64 arithmetic in arrival order for floats, fp32 accumulation then an
@@ -49,6 +50,7 @@ T RefOp(ReduceOp op, T a, T b) {
   }
   switch (op) {
     case ReduceOp::kSum:
+    case ReduceOp::kAvg:  // accumulates as SUM; divided at the end (AvgRef)
       if constexpr (std::is_integral_v<T>) return static_cast<T>(uint64_t(a) + uint64_t(b));
       return a + b;
     case ReduceOp::kProd:
@@ -109,12 +111,25 @@ std::vector<uint8_t> RandomPayload(std::mt19937_64& rng, DataType dt, ReduceOp o
 }
 
 // Checks `result` against the reduction of `inputs` in arrival order.
+// AVG's division of a native sum by the rank count: integers truncate
+// toward zero (in long double, exact for these magnitudes), floats divide
+// in their own type, once.
+template <class T>
+T AvgRef(T sum, size_t ranks) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return sum / static_cast<T>(ranks);
+  } else {
+    return static_cast<T>(std::trunc(static_cast<long double>(sum) / ranks));
+  }
+}
+
 template <class T>
 void CheckNative(ReduceOp op, const std::vector<std::vector<uint8_t>>& inputs,
                  const uint8_t* result, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     T acc = Load<T>(inputs[0].data() + i * sizeof(T));
     for (size_t c = 1; c < inputs.size(); ++c) acc = RefOp<T>(op, acc, Load<T>(inputs[c].data() + i * sizeof(T)));
+    if (op == ReduceOp::kAvg) acc = AvgRef(acc, inputs.size());
     const T got = Load<T>(result + i * sizeof(T));
     if constexpr (std::is_floating_point_v<T>) {
       ASSERT_TRUE(SameFloat(got, acc)) << "element " << i << " got " << got << " want " << acc;
@@ -150,7 +165,11 @@ void CheckNarrow(DataType dt, ReduceOp op, const std::vector<std::vector<uint8_t
     for (size_t c = 1; c < inputs.size(); ++c) {
       acc = RefOp<float>(op, acc, float(decode(inputs[c].data() + size * i)));
     }
-    const double want = round(acc);
+    // AVG: the exact quotient of the fp32 sum (exact in long double for
+    // these operands), rounded once.
+    const double want = op == ReduceOp::kAvg
+                            ? round(static_cast<double>(static_cast<long double>(acc) / inputs.size()))
+                            : round(acc);
     const double got = decode(result + size * i);
     ASSERT_TRUE(SameFloat(got, want)) << "element " << i << " got " << got << " want " << want;
   }
@@ -226,7 +245,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          DataType::kFloat64, DataType::kBfloat16,
                                          DataType::kFloat8E4m3, DataType::kFloat8E5m2),
                        ::testing::Values(ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
-                                         ReduceOp::kMax),
+                                         ReduceOp::kMax, ReduceOp::kAvg),
                        ::testing::Values(1u, 3u, 33u, 100u)),
     [](const ::testing::TestParamInfo<Param>& info) {
       return std::get<0>(info.param) + "_" + proto::DataTypeName(std::get<1>(info.param)) + "_" +

@@ -9,9 +9,11 @@
 // with a payload the engine must ignore. Each round must produce exactly one
 // RESULT to all senders; pending duplicates get a STATUS, later copies the
 // stored result byte for byte, and the counters count each contribution once.
-// Also proves PROD with inf/NaN operands, and that a contribution whose op or
-// dtype disagrees with its round is refused (NACK mismatch, counted) without
-// disturbing the round. Runs on every kernel variant this CPU can run.
+// AVG divides by the fan-in (4 ranks) once, at the end: integers truncate
+// toward zero, floats round once. Also proves PROD with inf/NaN operands,
+// and that a contribution whose op or dtype disagrees with its round is
+// refused (NACK mismatch, counted) without disturbing the round. Runs on
+// every kernel variant this CPU can run.
 //
 // The reference. Integers: inputs widened to int64/uint64, SUM and PROD in
 // uint64 wrap-around arithmetic truncated to the dtype's width, MIN and MAX
@@ -164,13 +166,21 @@ std::string IntString(DataType dt, uint64_t v) {
     for (size_t c = 1; c < inputs.size(); ++c) {
       const uint64_t x = IntAt(dt, inputs[c].data(), i);
       switch (op) {
-        case ReduceOp::kSum: want += x; break;
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: want += x; break;
         case ReduceOp::kProd: want *= x; break;
         case ReduceOp::kMin: want = less(x, want) ? x : want; break;
         case ReduceOp::kMax: want = less(want, x) ? x : want; break;
       }
     }
     want = Wrap(dt, want);
+    if (op == ReduceOp::kAvg) {
+      // The wrapped sum over the rank count, truncated toward zero.
+      const uint64_t ranks = inputs.size();
+      want = is_signed ? static_cast<uint64_t>(static_cast<int64_t>(want) / static_cast<int64_t>(ranks))
+                       : want / ranks;
+      want = Wrap(dt, want);
+    }
     const uint64_t have = IntAt(dt, got, i);
     if (have != want) {
       return ::testing::AssertionFailure() << "element " << i << ": got " << IntString(dt, have)
@@ -210,7 +220,8 @@ FloatBounds BoundsOf(DataType dt) {
     for (size_t c = 1; c < inputs.size(); ++c) {
       const long double x = FloatAt(dt, inputs[c].data(), i);
       switch (op) {
-        case ReduceOp::kSum: want += x; break;
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: want += x; break;
         case ReduceOp::kProd: want *= x; break;
         case ReduceOp::kMin: want = std::min(want, x); break;
         case ReduceOp::kMax: want = std::max(want, x); break;
@@ -222,6 +233,15 @@ FloatBounds BoundsOf(DataType dt) {
       if (op == ReduceOp::kProd) magnitude = std::fabs(want);
       const long double e = inputs.size() * (b.u_acc + u_ref) * magnitude;
       tolerance = e + b.u_out * (std::fabs(want) + e) + b.s_out / 2;
+    } else if (op == ReduceOp::kAvg) {
+      // The sum's error divided by n, then one rounding of the quotient: in
+      // the wire type for the narrow floats, in the accumulator's type for
+      // fp32/fp64.
+      const long double n_ranks = inputs.size();
+      want /= n_ranks;
+      const long double e = (b.u_acc + u_ref) * magnitude;
+      const long double u_div = b.u_out != 0 ? b.u_out : b.u_acc;
+      tolerance = e + u_div * (std::fabs(want) + e) + b.s_out / 2;
     }
     const long double have = FloatAt(dt, got, i);
     if (!(std::fabs(have - want) <= tolerance)) {  // also false for NaN
@@ -637,7 +657,7 @@ DataType OtherWidthType(DataType dt) {
 }
 
 ReduceOp OtherOp(ReduceOp op) {
-  return op == ReduceOp::kMax ? ReduceOp::kSum
+  return op == ReduceOp::kAvg ? ReduceOp::kSum
                               : static_cast<ReduceOp>(static_cast<uint8_t>(op) + 1);
 }
 

@@ -4,9 +4,11 @@
 // fp32 values (random, and a sweep of every 997th bit pattern for fp8) round
 // to nearest even, with fp8's specified overflow: E4M3 saturates at ±448,
 // E5M2 becomes infinite. Named special cases (NaN, overflow thresholds,
-// subnormals, ties) are checked bit for bit.
+// subnormals, ties) are checked bit for bit, and so is AVG's round-to-odd
+// step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <random>
 
 #include "reduce/conversions.h"
+#include "reduce/narrow_float.h"
 #include "tests/reduce/float_reference.h"
 
 namespace tributary::reduce {
@@ -124,6 +127,32 @@ TEST(Fp8Conversion, SpecialValuesBitForBit) {
   EXPECT_TRUE(std::isinf(Fp8E5m2ToFloat(0x7c)));
   EXPECT_TRUE(std::isnan(Fp8E5m2ToFloat(0x7d)));
   EXPECT_EQ(Fp8E5m2ToFloat(0x7b), 57344.0f);
+}
+
+// AVG's intermediate step: a double rounded to odd in fp32 is x itself when
+// x is an fp32 value, else the one of x's two fp32 neighbours whose last bit
+// is 1 (and the neighbours bracket x); NaN and infinities pass through.
+TEST(RoundToOdd, KeepsExactValuesAndPicksTheOddNeighbour) {
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    const double x = std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng),
+                                std::uniform_int_distribution<int>(-150, 120)(rng));
+    const float r = narrow_float::DoubleToFloatRoundOdd(x);
+    if (static_cast<double>(static_cast<float>(x)) == x) {
+      ASSERT_EQ(r, static_cast<float>(x)) << x;
+      continue;
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &r, 4);
+    ASSERT_EQ(bits & 1u, 1u) << x;
+    // r and its neighbour on x's side bracket x.
+    ASSERT_TRUE((static_cast<double>(r) < x && x < static_cast<double>(std::nextafter(r, INFINITY))) ||
+                (static_cast<double>(std::nextafter(r, -INFINITY)) < x && x < static_cast<double>(r)))
+        << x;
+  }
+  EXPECT_TRUE(std::isnan(narrow_float::DoubleToFloatRoundOdd(std::nan(""))));
+  EXPECT_EQ(narrow_float::DoubleToFloatRoundOdd(INFINITY), INFINITY);
+  EXPECT_EQ(narrow_float::DoubleToFloatRoundOdd(0x1p-160), 0x1p-149f);  // below fp32's range: odd
 }
 
 }  // namespace

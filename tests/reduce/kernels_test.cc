@@ -3,7 +3,8 @@
 // propagation in vector bodies and scalar tails, integer wrap-around and
 // signedness of MIN/MAX, the single rounding of the narrow floats that
 // accumulate in fp32 (fp16, bf16, fp8), and fp8's overflow rules, with
-// results written over their own accumulator (in place) as the engine does. Each test runs on the variant's table directly, not
+// results written over their own accumulator (in place) as the engine does,
+// and AVG: integer division truncating toward zero, one rounding for floats. Each test runs on the variant's table directly, not
 // through the active one.
 #include <gtest/gtest.h>
 
@@ -47,7 +48,12 @@ class KernelVariants : public ::testing::TestWithParam<std::string> {
     k.init(acc, rows[0].data(), n);
     for (size_t i = 1; i < rows.size(); ++i) k.combine(acc, rows[i].data(), n);
     std::vector<uint8_t> out(n * k.wire_size);
-    if (k.finalize != nullptr) {
+    if (k.average != nullptr) {  // AVG at the root of a flat job: one rank per row
+      alignas(64) static uint8_t res[4096];
+      uint8_t* dst = k.result_in_acc ? acc : res;
+      k.average(acc, dst, n, static_cast<uint32_t>(rows.size()));
+      std::memcpy(out.data(), dst, out.size());
+    } else if (k.finalize != nullptr) {
       alignas(64) static uint8_t res[4096];
       uint8_t* dst = k.result_in_acc ? acc : res;
       k.finalize(acc, dst, n);
@@ -201,6 +207,76 @@ TEST_P(KernelVariants, Fp8OverflowAndNan) {
   EXPECT_EQ(r[0], 0x7b);
   EXPECT_EQ(r[3], 0x7c);
   EXPECT_TRUE(std::isnan(DecodeE5m2Ref(r[5])));
+}
+
+// AVG divides the wrapped integer sum by the number of contributors,
+// truncating toward zero (C division), for odd contributor counts: 11 / 3 is
+// 3 and -11 / 3 is -3 (not -4); a sum that wraps is divided wrapped.
+TEST_P(KernelVariants, IntegerAvgTruncatesTowardZero) {
+  auto i32 = Reduce(DataType::kInt32, ReduceOp::kAvg,
+                    {Row<int32_t>({7, -7, 1, 0, INT32_MAX, 5}), Row<int32_t>({2, -2, 1, 0, INT32_MAX, 5}),
+                     Row<int32_t>({2, -2, 0, -1, 0, 5})});
+  EXPECT_EQ(At<int32_t>(i32, 0), 3);
+  EXPECT_EQ(At<int32_t>(i32, 1), -3);
+  EXPECT_EQ(At<int32_t>(i32, 2), 0);   // 2 / 3
+  EXPECT_EQ(At<int32_t>(i32, 3), 0);   // -1 / 3 toward zero
+  EXPECT_EQ(At<int32_t>(i32, 4), 0);   // 2^32 - 2 wraps to -2: -2 / 3
+  EXPECT_EQ(At<int32_t>(i32, 5), 5);
+  auto i8 = Reduce(DataType::kInt8, ReduceOp::kAvg,
+                   {Row<int8_t>({100, -128, -7}), Row<int8_t>({100, -128, -1}), Row<int8_t>({100, -128, -1}),
+                    Row<int8_t>({0, 0, 0}), Row<int8_t>({0, 0, 0})});
+  EXPECT_EQ(At<int8_t>(i8, 0), 8);     // 300 wraps to 44: 44 / 5
+  EXPECT_EQ(At<int8_t>(i8, 1), -25);   // -384 wraps to -128: -128 / 5 toward zero
+  EXPECT_EQ(At<int8_t>(i8, 2), -1);    // -9 / 5
+  auto u8 = Reduce(DataType::kUint8, ReduceOp::kAvg,
+                   {Row<uint8_t>({200, 10}), Row<uint8_t>({100, 1}), Row<uint8_t>({1, 0})});
+  EXPECT_EQ(At<uint8_t>(u8, 0), 15);   // 301 wraps to 45: 45 / 3
+  EXPECT_EQ(At<uint8_t>(u8, 1), 3);    // 11 / 3
+  auto u64 = Reduce(DataType::kUint64, ReduceOp::kAvg,
+                    {Row<uint64_t>({~0ull, 9}), Row<uint64_t>({~0ull, 0}), Row<uint64_t>({~0ull, 1})});
+  EXPECT_EQ(At<uint64_t>(u64, 0), (~0ull - 2) / 3);  // 3 (2^64 - 1) wraps to 2^64 - 3
+  EXPECT_EQ(At<uint64_t>(u64, 1), 3u);
+  auto i64 = Reduce(DataType::kInt64, ReduceOp::kAvg, {Row<int64_t>({INT64_MIN, -10}), Row<int64_t>({0, -1}), Row<int64_t>({0, 0})});
+  EXPECT_EQ(At<int64_t>(i64, 0), INT64_MIN / 3);
+  EXPECT_EQ(At<int64_t>(i64, 1), -3);
+}
+
+// Float AVG: the sum divided once and rounded once. fp32: 6 / 5 is the
+// fp32 nearest 1.2; fp64 likewise. The narrow types: 1/3 of 1.0 is rounded
+// once to each wire type (fp16 0x3555, bf16 0x3eab, E4M3 0x2b: 0.34375, E5M2
+// 0x35: 0.3125); NaN stays NaN; E4M3's sum saturated nowhere but in the
+// wire type: 3 x 448 / 3 is 448.
+TEST_P(KernelVariants, FloatAvgDividesOnceAndRoundsOnce) {
+  auto f32 = Reduce(DataType::kFloat32, ReduceOp::kAvg,
+                    {Row<float>({1, 1, NAN}), Row<float>({1, 0, 1}), Row<float>({1, 0, 1}),
+                     Row<float>({1, 0, 1}), Row<float>({2, 0, 1})});
+  EXPECT_EQ(At<float>(f32, 0), 6.0f / 5.0f);
+  EXPECT_EQ(At<float>(f32, 1), 0.2f);
+  EXPECT_TRUE(std::isnan(At<float>(f32, 2)));
+  auto f64 = Reduce(DataType::kFloat64, ReduceOp::kAvg, {Row<double>({1, -1}), Row<double>({0, 0}), Row<double>({0, 0})});
+  EXPECT_EQ(At<double>(f64, 0), 1.0 / 3.0);
+  EXPECT_EQ(At<double>(f64, 1), -1.0 / 3.0);
+  const std::vector<uint16_t> h_one(17, 0x3c00), h_zero(17, 0);
+  auto h = Reduce(DataType::kFloat16, ReduceOp::kAvg, {Row(h_one), Row(h_zero), Row(h_zero)});
+  auto b = Reduce(DataType::kBfloat16, ReduceOp::kAvg,
+                  {Row(std::vector<uint16_t>(17, 0x3f80)), Row(h_zero), Row(h_zero)});
+  for (size_t i = 0; i < 17; ++i) {
+    EXPECT_EQ(At<uint16_t>(h, i), 0x3555) << i;  // 0.333252 (0.33337 is farther)
+    EXPECT_EQ(At<uint16_t>(b, i), 0x3eab) << i;
+  }
+  const std::vector<uint8_t> e4_one(40, 0x38), e5_one(40, 0x3c), zero8(40, 0), e4_max(40, 0x7e);
+  auto e4 = Reduce(DataType::kFloat8E4m3, ReduceOp::kAvg, {e4_one, zero8, zero8});
+  auto e5 = Reduce(DataType::kFloat8E5m2, ReduceOp::kAvg, {e5_one, zero8, zero8});
+  auto e4_big = Reduce(DataType::kFloat8E4m3, ReduceOp::kAvg, {e4_max, e4_max, e4_max});
+  for (size_t i = 0; i < 40; ++i) {
+    EXPECT_EQ(e4[i], 0x2b) << i;  // 1/3 -> 0.34375 (0.3125 is farther)
+    EXPECT_EQ(e5[i], 0x35) << i;  // 1/3 -> 0.3125
+    EXPECT_EQ(e4_big[i], 0x7e) << i;
+  }
+  EXPECT_EQ(DecodeE4m3Ref(0x2b), 0.34375);
+  EXPECT_EQ(DecodeE5m2Ref(0x35), 0.3125);
+  EXPECT_NEAR(DecodeHalfRef(0x3555), 1.0 / 3, 0x1p-13);
+  EXPECT_NEAR(DecodeBf16Ref(0x3eab), 1.0 / 3, 0x1p-10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, KernelVariants,

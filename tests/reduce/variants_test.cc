@@ -70,8 +70,12 @@ std::vector<uint8_t> ReduceRows(const Kernel& k, const std::vector<std::vector<u
     }
   }
   const uint8_t* out = acc;
-  if (k.finalize != nullptr) {
-    uint8_t* dst = k.result_in_acc ? acc : res;  // as the engine calls it
+  uint8_t* dst = k.result_in_acc ? acc : res;  // as the engine calls it
+  if (k.average != nullptr) {
+    // AVG at a root whose children stand for more ranks than rows here.
+    k.average(acc, dst, n, static_cast<uint32_t>(rows.size() + n % 7));
+    out = dst;
+  } else if (k.finalize != nullptr) {
     k.finalize(acc, dst, n);
     out = dst;
   }
@@ -97,6 +101,8 @@ TEST_P(VariantMatchesScalar, OnRandomBitsEveryLengthAndMisalignment) {
   ASSERT_EQ(ks.acc_size, kv.acc_size);
   ASSERT_EQ(ks.finalize == nullptr, kv.finalize == nullptr);
   ASSERT_EQ(ks.result_in_acc, kv.result_in_acc);
+  ASSERT_EQ(ks.average == nullptr, kv.average == nullptr);
+  ASSERT_EQ(ks.average != nullptr, op == ReduceOp::kAvg);
   const size_t size = ks.wire_size;
   std::mt19937_64 rng(d * 100 + o);
   for (size_t n : kLengths) {

@@ -20,12 +20,19 @@ static_assert(static_cast<uint8_t>(DataType::kInt8) == uint8_t(proto::DataType::
               static_cast<uint8_t>(DataType::kFloat16) == uint8_t(proto::DataType::kFloat16) &&
               static_cast<uint8_t>(DataType::kFloat32) == uint8_t(proto::DataType::kFloat32) &&
               static_cast<uint8_t>(DataType::kFloat64) == uint8_t(proto::DataType::kFloat64) &&
-              static_cast<uint8_t>(DataType::kBfloat16) == uint8_t(proto::DataType::kBfloat16),
+              static_cast<uint8_t>(DataType::kBfloat16) == uint8_t(proto::DataType::kBfloat16) &&
+              static_cast<uint8_t>(DataType::kFloat8E4m3) == uint8_t(proto::DataType::kFloat8E4m3) &&
+              static_cast<uint8_t>(DataType::kFloat8E5m2) == uint8_t(proto::DataType::kFloat8E5m2),
               "tributary::DataType must match the wire's dtype codes");
+static_assert(proto::kMaxDataType == static_cast<uint8_t>(DataType::kFloat8E5m2),
+              "a wire dtype has no tributary::DataType: add it to types.h and here");
 static_assert(static_cast<uint8_t>(ReduceOp::kSum) == uint8_t(proto::ReduceOp::kSum) &&
               static_cast<uint8_t>(ReduceOp::kProd) == uint8_t(proto::ReduceOp::kProd) &&
               static_cast<uint8_t>(ReduceOp::kMin) == uint8_t(proto::ReduceOp::kMin) &&
-              static_cast<uint8_t>(ReduceOp::kMax) == uint8_t(proto::ReduceOp::kMax),
+              static_cast<uint8_t>(ReduceOp::kMax) == uint8_t(proto::ReduceOp::kMax) &&
+              static_cast<uint8_t>(ReduceOp::kAvg) == uint8_t(proto::ReduceOp::kAvg),
               "tributary::ReduceOp must match the wire's op codes");
+static_assert(proto::kMaxReduceOp == static_cast<uint8_t>(ReduceOp::kAvg),
+              "a wire op has no tributary::ReduceOp: add it to types.h and here");
 
 }  // namespace tributary::host

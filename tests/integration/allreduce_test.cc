@@ -29,7 +29,7 @@ using testing::DaemonProcess;
 using testing::RunRanks;
 
 using testing::kAllTypes;
-using testing::kAllOps;
+using testing::kHostOps;
 
 uint32_t NextJobId() {
   static std::mt19937 rng(static_cast<uint32_t>(getpid()) * 2654435761u);
@@ -278,12 +278,14 @@ class AllReduceE2E : public ::testing::Test {
   DaemonProcess daemon_;
 };
 
+// Every operator the host library accepts (kHostOps: its argument check
+// refuses AVG; the engine tests cover AVG).
 TEST_F(AllReduceE2E, InPlaceEveryOp) {
   const uint32_t job = NextJobId();
   std::string failures = RunRanks(4, 120, [&](int rank) {
     return RankBody(MakeConfig(daemon_, job, rank, 4), {1, 1023, 300007},
                     {DataType::kFloat32, DataType::kInt64, DataType::kBfloat16},
-                    std::vector<ReduceOp>(std::begin(kAllOps), std::end(kAllOps)), true);
+                    std::vector<ReduceOp>(std::begin(kHostOps), std::end(kHostOps)), true);
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
 }

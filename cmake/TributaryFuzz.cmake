@@ -9,9 +9,9 @@
 #
 # Why a custom command rather than add_executable: CMake allows one C++
 # compiler per build, and the fuzzing runtime (-fsanitize=fuzzer) is clang's.
-# This only works for dependency-free code (proto/, the engine, common/log),
+# This only works for dependency-free code (proto/, reduce/, the engine, common/log),
 # which is exactly what the decoders and the engine are. Sources compile one
-# object each (per-source ISA flags such as reduce_avx2.cc's -mavx2 -mf16c
+# object each (per-source ISA flags such as kernels_avx2.cc's -mavx2 -mf16c
 # are honoured, see below), then one clang call links them. The binary is
 # <build>/fuzz/<name>; ctest gets `<name>_smoke` (LABELS fuzz) running it
 # over the seed corpus, writing new inputs into a scratch corpus in the build
@@ -73,7 +73,7 @@ if(_fuzz_request STREQUAL "ON" AND NOT TRIBUTARY_FUZZ_ENABLED)
                       "was found (set TRIBUTARY_CLANGXX, install clang and libclang-rt-dev)")
 endif()
 
-# ISA flags a library gives single sources (e.g. reduce_avx2.cc: -mavx2
+# ISA flags a library gives single sources (e.g. kernels_avx2.cc: -mavx2
 # -mf16c) are carried over to the fuzzer's compile of that file; other
 # per-source options are GCC tuning (-O3, -mmemset-strategy) that clang may
 # not accept, so only these patterns pass.

@@ -145,6 +145,8 @@ const char* DataTypeName(DataType t) {
     case DataType::kFloat32: return "float32";
     case DataType::kFloat64: return "float64";
     case DataType::kBfloat16: return "bfloat16";
+    case DataType::kFloat8E4m3: return "float8e4m3";
+    case DataType::kFloat8E5m2: return "float8e5m2";
   }
   return "unknown";
 }
@@ -155,6 +157,7 @@ const char* ReduceOpName(ReduceOp op) {
     case ReduceOp::kProd: return "prod";
     case ReduceOp::kMin: return "min";
     case ReduceOp::kMax: return "max";
+    case ReduceOp::kAvg: return "avg";
   }
   return "unknown";
 }
@@ -178,7 +181,9 @@ const char* NackCodeName(NackCode c) {
 size_t DataTypeSize(DataType t) {
   switch (t) {
     case DataType::kInt8:
-    case DataType::kUint8: return 1;
+    case DataType::kUint8:
+    case DataType::kFloat8E4m3:
+    case DataType::kFloat8E5m2: return 1;
     case DataType::kFloat16:
     case DataType::kBfloat16: return 2;
     case DataType::kInt32:

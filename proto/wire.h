@@ -73,12 +73,15 @@ enum class DataType : uint8_t {
   kFloat32 = 8,
   kFloat64 = 9,
   kBfloat16 = 10,
+  kFloat8E4m3 = 11,  // OCP FP8 E4M3 ("E4M3FN"): no infinities, saturating
+  kFloat8E5m2 = 12,  // OCP FP8 E5M2: IEEE-like, with infinities
 };
-inline constexpr uint8_t kMaxDataType = 10;
+inline constexpr uint8_t kMaxDataType = 12;
 
-// FORMAT.md §4: reduction operators.
-enum class ReduceOp : uint8_t { kSum = 1, kProd = 2, kMin = 3, kMax = 4 };
-inline constexpr uint8_t kMaxReduceOp = 4;
+// FORMAT.md §4: reduction operators. AVG is SUM divided once, at the root,
+// by the number of ranks that contributed (FORMAT.md §4.2).
+enum class ReduceOp : uint8_t { kSum = 1, kProd = 2, kMin = 3, kMax = 4, kAvg = 5 };
+inline constexpr uint8_t kMaxReduceOp = 5;
 
 // FORMAT.md §5: reasons carried in a NACK's aux field.
 enum class NackCode : uint32_t {

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "reduce/reduce_table.h"
 #include "switch_agent/control/config.h"
 #include "switch_agent/control/counters.h"
 #include "switch_agent/control/signals.h"
@@ -128,8 +129,8 @@ int main(int argc, char** argv) {
   // Machine-readable: with --port 0 this is how a supervisor or test learns the port.
   std::printf("tributaryd listening on %s\n", dataplane->LocalAddress().c_str());
   std::fflush(stdout);
-  TRIB_LOG(kInfo, "tributaryd", "serving on %s with dataplane '%s'",
-           dataplane->LocalAddress().c_str(), dataplane->name());
+  TRIB_LOG(kInfo, "tributaryd", "serving on %s with dataplane '%s', reduce kernels '%s'",
+           dataplane->LocalAddress().c_str(), dataplane->name(), reduce::ActiveVariantName());
 
   const uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;

@@ -12,7 +12,7 @@
 // the median of the per-pair ratios (each pair ran back to back), which is
 // the figure that stays stable on a busy machine.
 //
-// Usage: tributary_engine_bench [--reps N] [--isa generic|avx2] [--slots S]
+// Usage: tributary_engine_bench [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S]
 //                               [--payload BYTES]
 // Thread-safety: single-threaded program.
 #include <algorithm>
@@ -25,7 +25,7 @@
 
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
-#include "switch_agent/engine/reduce.h"
+#include "reduce/reduce_table.h"
 
 namespace tributary::engine {
 namespace {
@@ -177,20 +177,20 @@ int Main(int argc, char** argv) {
         return 2;
       }
     } else if (std::strcmp(argv[i], "--isa") == 0) {
-      if (!SelectReduceIsa(argv[i + 1])) {
-        std::fprintf(stderr, "unknown or unsupported ISA '%s'\n", argv[i + 1]);
+      if (!reduce::SelectVariant(argv[i + 1])) {
+        std::fprintf(stderr, "unknown or unsupported kernel variant '%s'\n", argv[i + 1]);
         return 2;
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reps N] [--isa generic|avx2] [--slots S] [--payload BYTES]\n",
+                   "usage: %s [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S] [--payload BYTES]\n",
                    argv[0]);
       return 2;
     }
   }
   std::printf("tributary_engine_bench: fp32 SUM, fan-in %u, %u slots x 2 sets, kernels=%s, "
               "median of %d interleaved repetitions\n",
-              kFanIn, slots, ActiveReduceTable().isa, reps);
+              kFanIn, slots, reduce::ActiveVariantName(), reps);
   std::printf("%8s %12s %12s %12s %12s %8s\n", "payload", "engine GB/s", "engine Mpps",
               "loop GB/s", "loop Mpps", "ratio");
   std::vector<uint32_t> payloads{1024u, 4096u, 8192u};

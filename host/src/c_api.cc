@@ -49,12 +49,15 @@ static_assert(TRIB_INT8 == static_cast<int>(tributary::DataType::kInt8) &&
               TRIB_FLOAT16 == static_cast<int>(tributary::DataType::kFloat16) &&
               TRIB_FLOAT32 == static_cast<int>(tributary::DataType::kFloat32) &&
               TRIB_FLOAT64 == static_cast<int>(tributary::DataType::kFloat64) &&
-              TRIB_BFLOAT16 == static_cast<int>(tributary::DataType::kBfloat16),
+              TRIB_BFLOAT16 == static_cast<int>(tributary::DataType::kBfloat16) &&
+              TRIB_FLOAT8E4M3 == static_cast<int>(tributary::DataType::kFloat8E4m3) &&
+              TRIB_FLOAT8E5M2 == static_cast<int>(tributary::DataType::kFloat8E5m2),
               "trib_dtype_t must match tributary::DataType");
 static_assert(TRIB_SUM == static_cast<int>(tributary::ReduceOp::kSum) &&
               TRIB_PROD == static_cast<int>(tributary::ReduceOp::kProd) &&
               TRIB_MIN == static_cast<int>(tributary::ReduceOp::kMin) &&
-              TRIB_MAX == static_cast<int>(tributary::ReduceOp::kMax),
+              TRIB_MAX == static_cast<int>(tributary::ReduceOp::kMax) &&
+              TRIB_AVG == static_cast<int>(tributary::ReduceOp::kAvg),
               "trib_op_t must match tributary::ReduceOp");
 static_assert(TRIB_UNIMPLEMENTED == static_cast<int>(tributary::StatusCode::kUnimplemented) &&
               TRIB_MISMATCH == static_cast<int>(tributary::StatusCode::kMismatch),

@@ -44,7 +44,7 @@ Result<std::string> LaneAddress(const std::string& aggregator, uint32_t k) {
 bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
 bool ValidOp(ReduceOp op) {
   return op == ReduceOp::kSum || op == ReduceOp::kProd || op == ReduceOp::kMin ||
-         op == ReduceOp::kMax;
+         op == ReduceOp::kMax || op == ReduceOp::kAvg;
 }
 
 }  // namespace

@@ -44,11 +44,17 @@ constexpr TypeName kTypeNames[] = {
     {DataType::kInt64, "int64", 8},      {DataType::kUint64, "uint64", 8},
     {DataType::kFloat16, "float16", 2},  {DataType::kFloat32, "float32", 4},
     {DataType::kFloat64, "float64", 8},  {DataType::kBfloat16, "bfloat16", 2},
+    {DataType::kFloat8E4m3, "float8e4m3", 1}, {DataType::kFloat8E5m2, "float8e5m2", 1},
     {DataType::kFloat16, "half", 2},     {DataType::kFloat32, "float", 4},
     {DataType::kFloat64, "double", 8},   {DataType::kInt32, "int", 4},
     {DataType::kBfloat16, "bf16", 2},    {DataType::kFloat16, "fp16", 2},
     {DataType::kFloat32, "fp32", 4},     {DataType::kFloat64, "fp64", 8},
     {DataType::kInt8, "char", 1},        {DataType::kUint32, "uint", 4},
+    {DataType::kFloat8E4m3, "f8e4m3", 1},      {DataType::kFloat8E5m2, "f8e5m2", 1},
+    {DataType::kFloat8E4m3, "fp8e4m3", 1},     {DataType::kFloat8E5m2, "fp8e5m2", 1},
+    {DataType::kFloat8E4m3, "fp8_e4m3", 1},    {DataType::kFloat8E5m2, "fp8_e5m2", 1},
+    {DataType::kFloat8E4m3, "float8_e4m3", 1}, {DataType::kFloat8E5m2, "float8_e5m2", 1},
+    {DataType::kFloat8E4m3, "e4m3", 1},        {DataType::kFloat8E5m2, "e5m2", 1},
 };
 struct OpName {
   ReduceOp op;
@@ -56,7 +62,7 @@ struct OpName {
 };
 constexpr OpName kOpNames[] = {
     {ReduceOp::kSum, "sum"}, {ReduceOp::kProd, "prod"}, {ReduceOp::kMin, "min"},
-    {ReduceOp::kMax, "max"}};
+    {ReduceOp::kMax, "max"}, {ReduceOp::kAvg, "avg"}};
 }  // namespace
 
 size_t DataTypeSize(DataType t) {

@@ -20,9 +20,11 @@
 //       packet starts a new round; pending with another round -> newer: NACK
 //       mismatch (children disagree on the sequence), older: stale drop;
 //  4. the first contribution of a round initializes the accumulator, later
-//     ones combine; the sender's bit is set in v and cleared in 1 - v; when
-//     all fan-in children arrived the result is finalized once and sent to
-//     every child (kResultToAll).
+//     ones combine; the sender's bit is set in v and cleared in 1 - v, and
+//     the ranks it stands for (aux, 0 meaning one rank: FORMAT.md §3.3) are
+//     added to the round's count; when all fan-in children arrived the
+//     result is finalized once (AVG: divided by that count, at the root
+//     only) and sent to every child (kResultToAll).
 // A sender whose bit is still set in a PENDING other set has skipped ahead
 // of a round that has not completed, which the sequence rule forbids;
 // clearing that bit would let it count twice, so such a packet is refused
@@ -43,8 +45,8 @@
 #include <utility>
 
 #include "common/add_counters.h"
+#include "reduce/reduce_table.h"
 #include "switch_agent/engine/job.h"
-#include "switch_agent/engine/reduce.h"
 
 namespace tributary::engine {
 namespace {
@@ -110,7 +112,7 @@ EngineSnapshot Engine::Snapshot(size_t stragglers_per_job) const {
 
 Engine::Engine(const EngineLimits& limits, uint32_t epoch_seed)
     : limits_(limits), next_epoch_(epoch_seed == 0 ? 1 : epoch_seed) {
-  table_ = &ActiveReduceTable();
+  table_ = &reduce::ActiveTable();
 }
 
 Engine::~Engine() = default;
@@ -200,11 +202,18 @@ Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) 
   return job;
 }
 
+uint8_t* Engine::ResultBytes(Job* job, uint32_t slot, uint32_t shadow, const reduce::Kernel& k) {
+  // Only the root divides an AVG; below it the partial sum goes up as is.
+  const bool divided = k.average != nullptr && !job->has_uplink;
+  if ((k.finalize == nullptr && !divided) || k.result_in_acc) return job->acc(slot, shadow);
+  return job->result(slot, shadow);
+}
+
 // The RESULT of the round the set holds (complete), for every child.
 void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out) {
   SetMeta& m = job->meta(slot, shadow);
   m.result_burst = burst_;
-  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   out->kind = ActionKind::kResultToAll;
   Header& r = out->header;
   r.type = MsgType::kResult;
@@ -219,7 +228,7 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.dtype = m.dtype;
   r.op = m.op;
   r.shadow = static_cast<uint8_t>(shadow);
-  out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
+  out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   out->peers = job->children();
   out->peer_count = job->fan_in();
@@ -301,7 +310,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   if (d > proto::kMaxDataType || o > proto::kMaxReduceOp || table_->kernels[d][o].init == nullptr) {
     return Nack(h, from, NackCode::kUnsupported, DropReason::kUnsupported, out);
   }
-  const ReduceKernel& k = table_->kernels[d][o];
+  const reduce::Kernel& k = table_->kernels[d][o];
   const uint64_t bytes = uint64_t{h.elem_count} * k.wire_size;
   if (h.elem_count == 0 || bytes > job->payload_bytes() || bytes != pkt.payload_len ||
       pkt.payload == nullptr) {
@@ -374,6 +383,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.dtype = h.dtype;
     m.op = h.op;
     m.arrived = 0;
+    m.ranks = 0;
     m.state = SetState::kPending;
     m.first_arrival_ns = now_ns;
     job->ClearSeen(s, v);
@@ -387,11 +397,20 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   late.lateness_sum_ns += now_ns - m.first_arrival_ns;
   ++late.contributions;
   ++m.arrived;
+  // A rank's contribution stands for itself (aux 0); a child aggregator's
+  // partial sum for the ranks below it. Saturating: a bogus count cannot
+  // wrap the divisor to 0.
+  const uint32_t weight = h.aux == 0 ? 1 : h.aux;
+  m.ranks = m.ranks > UINT32_MAX - weight ? UINT32_MAX : m.ranks + weight;
   ++counters_.contributions;
   counters_.bytes_reduced += bytes;
   if (m.arrived < job->fan_in()) return;
 
-  if (k.finalize != nullptr) k.finalize(acc, job->result(s, v), h.elem_count);
+  if (k.average != nullptr && !job->has_uplink) {
+    k.average(acc, ResultBytes(job, s, v, k), h.elem_count, m.ranks);
+  } else if (k.finalize != nullptr) {
+    k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
+  }
   m.complete_ns = now_ns;
   m.last_sender = sender;
   ++late.rounds_last;

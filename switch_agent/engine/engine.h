@@ -41,6 +41,11 @@
 #include "proto/codec.h"
 #include "switch_agent/engine/job.h"
 
+namespace tributary::reduce {
+struct Kernel;  // reduce/reduce_table.h: the kernels the engine reduces with
+struct Table;
+}  // namespace tributary::reduce
+
 namespace tributary::engine {
 
 // Opaque identity of a peer, meaningful only to the dataplane that made it.
@@ -162,7 +167,9 @@ struct EngineSnapshot {
 // A job placed ahead of its children's JOINs (static configuration or the
 // manager): parameters fixed, arena reserved now, and for a non-root node of
 // a tree the parent to forward partial sums to. Children must JOIN with the
-// same fan-in, slot count and payload size.
+// same fan-in, slot count and payload size. No rank count is needed for
+// AVG: the root divides by the ranks its children's contributions say they
+// stand for (FORMAT.md §3.3), whatever the tree below it.
 struct JobSpec {
   uint32_t job_id = 0;
   uint64_t job_key = 0;
@@ -182,8 +189,6 @@ enum class ProvisionResult : uint8_t {
   kMemoryLimit,
 };
 const char* ProvisionResultName(ProvisionResult r);
-
-struct ReduceTable;
 
 class Engine {
  public:
@@ -281,6 +286,10 @@ class Engine {
   Job* FindSlot(const proto::Header& h, PeerToken from, uint64_t now_ns, Action* out);
   Job* FindAuthenticated(const proto::Header& h, PeerToken from, Action* reject);
   Job* Lookup(uint32_t job_id);
+  // Where the wire-format result of a complete set is (what its RESULTs and
+  // partial sums carry): the accumulator for native types and kernels that
+  // finalize in place, else the set's result buffer.
+  static uint8_t* ResultBytes(Job* job, uint32_t slot, uint32_t shadow, const reduce::Kernel& k);
   void ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out);
   void ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Action* out);
   void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
@@ -302,7 +311,7 @@ class Engine {
   uint32_t uplink_jobs_ = 0;  // jobs with a parent
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
-  const ReduceTable* table_ = nullptr;  // kernel variant, fixed at construction
+  const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction
 };
 
 }  // namespace tributary::engine

@@ -27,7 +27,7 @@ Layout ComputeLayout(const JobParams& p) {
   l.metas = l.lateness + RoundUp(uint64_t{p.fan_in} * sizeof(ChildLateness));
   l.seen = l.metas + sets * sizeof(SetMeta);
   l.data = l.seen + RoundUp(sets * words * 8);
-  l.total = l.data + sets * 3 * uint64_t{p.payload_bytes};
+  l.total = l.data + sets * kSetDataFactor * p.payload_bytes;
   return l;
 }
 

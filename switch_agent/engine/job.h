@@ -2,16 +2,19 @@
 //
 // A job is created by the first JOIN and sized once: `slot_count` slots of
 // two shadow sets each, every set with a round identity (SetMeta, one cache
-// line), a seen bitmap of fan_in bits, an accumulator of 2 * payload_bytes
-// (fp16/bf16 accumulate in fp32) and a result buffer of payload_bytes (used
-// only by 16-bit floats; native types use the accumulator as the result).
+// line), a seen bitmap of fan_in bits and a data region of 4 * payload_bytes
+// (kSetDataFactor): room for the widest accumulator, fp8 in fp32, whose
+// result overwrites it (reduce::Kernel::result_in_acc). Other types use the
+// first 2 * payload_bytes as accumulator (fp16/bf16 accumulate in fp32) and
+// the next payload_bytes as a result buffer (16-bit floats, and AVG results
+// at the root); native types' accumulator is their result.
 // Everything lives in one 64-byte aligned allocation so that a packet
 // touches a predictable, small set of cache lines and nothing is allocated
 // after the JOIN:
 //
 //   [children: PeerToken x fan_in][registered bits][left bits]
 //   [lateness: ChildLateness x fan_in]
-//   [SetMeta x 2S][seen bitmaps: 2S x W words][data: 2S x 3P bytes]
+//   [SetMeta x 2S][seen bitmaps: 2S x W words][data: 2S x 4P bytes]
 //
 // (S = slot_count, W = ceil(fan_in / 64), P = payload_bytes; each region
 // starts on a 64-byte boundary; set index = 2 * slot + shadow.)
@@ -46,6 +49,7 @@ struct alignas(64) SetMeta {
   uint32_t arrived;           // distinct children that contributed
   uint32_t last_sender;       // the child that completed the round (straggler)
   uint32_t result_burst;      // Engine burst in which a RESULT of this set was last emitted
+  uint32_t ranks;             // ranks behind the contributions counted (AVG divides by it)
   proto::DataType dtype;
   proto::ReduceOp op;
   SetState state;
@@ -87,6 +91,9 @@ struct Uplink {
   uint32_t leaves_to_send = 0; // LEAVEs owed to the parent (sent twice, unanswered)
   uint32_t leave_epoch = 0;    // the parent epoch they name
 };
+
+// Bytes of a set's data region per payload byte (see the top of this file).
+inline constexpr uint64_t kSetDataFactor = 4;
 
 struct JobParams {
   uint32_t fan_in;
@@ -141,7 +148,7 @@ class Job {
     return seen_ + (2 * size_t{slot} + shadow) * words_;
   }
   uint8_t* acc(uint32_t slot, uint32_t shadow) {
-    return data_ + (2 * size_t{slot} + shadow) * 3 * size_t{params_.payload_bytes};
+    return data_ + (2 * size_t{slot} + shadow) * kSetDataFactor * params_.payload_bytes;
   }
   uint8_t* result(uint32_t slot, uint32_t shadow) {
     return acc(slot, shadow) + 2 * size_t{params_.payload_bytes};

@@ -6,7 +6,10 @@
 // and when a set completes here it sends the partial sum as one
 // CONTRIBUTION for the same (slot, shadow, collective id, offset). The set
 // then waits in kUpstream; the parent's RESULT for that round is copied into
-// the set and fanned out to this node's children as if computed here.
+// the set and fanned out to this node's children as if computed here. The
+// partial sum carries in `aux` how many ranks it stands for, so that the
+// root of an AVG divides by the job's rank count, not by its own fan-in;
+// nodes below the root never divide.
 //
 // Why the shadow-set rules hold hop by hop: this node contributes to
 // (slot, v) only after all its children did, and each child contributed to
@@ -26,16 +29,18 @@
 // every waiting partial sum. Children's own timers are not involved: their
 // STATUS says "held" while we wait.
 //
-// 16-bit floats: a partial sum goes up rounded to its wire type, so a tree
-// of depth d rounds d times (docs/ARCHITECTURE.md states the tolerance).
+// Narrow floats (fp16, bf16, fp8): a partial sum goes up rounded to its wire
+// type, so a tree of depth d rounds d times (FORMAT.md §4.2 states the
+// tolerance), and an fp8 partial sum saturates (E4M3) or overflows (E5M2)
+// where the wire type's range ends.
 //
 // Thread-safety: none; one Engine per thread.
 #include <algorithm>
 #include <cstring>
 
+#include "reduce/reduce_table.h"
 #include "switch_agent/engine/engine.h"
 #include "switch_agent/engine/job.h"
-#include "switch_agent/engine/reduce.h"
 
 namespace tributary::engine {
 namespace {
@@ -197,14 +202,15 @@ void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_
 void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
                             Action* out) {
   SetMeta& m = job->meta(slot, shadow);
-  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   const bool again = m.upstream_sends > 0;
   if (m.upstream_sends < UINT8_MAX) ++m.upstream_sends;
   m.complete_ns = now_ns;
   m.result_burst = burst_;  // the queued packet points at this set
   UplinkPacket(job, m, slot, shadow, MsgType::kContribution,
                again ? proto::kFlagRetransmit : 0, out);
-  out->payload = k.finalize != nullptr ? job->result(slot, shadow) : job->acc(slot, shadow);
+  out->header.aux = m.ranks;  // the ranks this partial sum stands for (FORMAT.md §13)
+  out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   ++(again ? counters_.uplink_resends : counters_.uplink_sends);
 }
@@ -338,7 +344,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
     ++counters_.uplink_drops;  // a duplicate RESULT, or one for a round long gone
     return;
   }
-  const ReduceKernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
+  const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   const size_t bytes = size_t{m.elem_count} * k.wire_size;
   if (h.dtype != m.dtype || h.op != m.op || h.elem_count != m.elem_count ||
       pkt.payload_len != bytes || pkt.payload == nullptr) {
@@ -352,7 +358,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
     out->kind = ActionKind::kFlushAndRetry;
     return;
   }
-  uint8_t* dst = k.finalize != nullptr ? job->result(h.slot, h.shadow) : job->acc(h.slot, h.shadow);
+  uint8_t* dst = ResultBytes(job, h.slot, h.shadow, k);
   std::memcpy(dst, pkt.payload, bytes);
   if (m.upstream_sends == 1 && m.uplink_attempts == 0 && m.complete_ns != 0 &&
       now_ns > m.complete_ns) {

@@ -142,7 +142,8 @@ TEST_F(CliBenchTest, FloatSumTwoRanksPrintsNcclTestsTable) {
 }
 
 TEST_F(CliBenchTest, OtherTypesAndOperationsAreExact) {
-  // Three ranks (an odd fan-in), 16-bit floats and integers, non-sum ops.
+  // Three ranks (an odd fan-in), 16-bit and 8-bit floats and integers,
+  // non-sum ops.
   struct Case {
     const char* dtype;
     const char* op;
@@ -152,7 +153,9 @@ TEST_F(CliBenchTest, OtherTypesAndOperationsAreExact) {
   const Case cases[] = {{"int32", "max", "int32", 4},
                         {"half", "prod", "half", 2},
                         {"bfloat16", "sum", "bfloat16", 2},
-                        {"uint8", "min", "uint8", 1}};
+                        {"uint8", "min", "uint8", 1},
+                        {"fp8e4m3", "sum", "f8e4m3", 1},
+                        {"f8e5m2", "max", "f8e5m2", 1}};
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.dtype) + " " + c.op);
     const CommandResult run = RunCli(std::string("bench --ranks 3 -b 4 -e 1M -f 16 -n 5 -w 1 -d ") +

@@ -4,8 +4,9 @@
 // element-by-element reduction of every rank's Fill output, for every type,
 // operation and several world sizes (so `tributary bench -c 1` can neither
 // miss a wrong element nor flag a right one); a single corrupted element is
-// counted once at its index; Poison leaves every element wrong; the half /
-// bfloat16 conversions round correctly; byte sizes parse as nccl-tests does.
+// counted once at its index; Poison leaves every element wrong; AVG
+// truncates integers toward zero and rounds floats once; the half / bfloat16
+// conversions round correctly; byte sizes parse as nccl-tests does.
 #include "tools/tributary/data_pattern.h"
 
 #include <gtest/gtest.h>
@@ -19,14 +20,21 @@
 namespace tributary::cli {
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
-                                  DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
-                                  DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
-                                  DataType::kBfloat16};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+constexpr DataType kAllTypes[] = {DataType::kInt8,       DataType::kUint8,     DataType::kInt32,
+                                  DataType::kUint32,     DataType::kInt64,     DataType::kUint64,
+                                  DataType::kFloat16,    DataType::kFloat32,   DataType::kFloat64,
+                                  DataType::kBfloat16,   DataType::kFloat8E4m3, DataType::kFloat8E5m2};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kAvg};
+
+bool IsInteger(DataType t) {
+  return t == DataType::kInt8 || t == DataType::kUint8 || t == DataType::kInt32 ||
+         t == DataType::kUint32 || t == DataType::kInt64 || t == DataType::kUint64;
+}
 
 // Reduces the ranks' buffers element by element in double (exact for the
-// pattern's small integers at these world sizes) and encodes the result.
+// pattern's small integers at these world sizes) and encodes the result;
+// AVG divides the sum by the world size, truncating integers toward zero.
 std::vector<uint8_t> ReduceDirectly(DataType dtype, ReduceOp op, uint32_t world, size_t count) {
   const size_t es = DataTypeSize(dtype);
   std::vector<std::vector<uint8_t>> inputs(world, std::vector<uint8_t>(count * es));
@@ -39,6 +47,7 @@ std::vector<uint8_t> ReduceDirectly(DataType dtype, ReduceOp op, uint32_t world,
       const double v = DecodeValue(dtype, &inputs[r][i * es]);
       switch (op) {
         case ReduceOp::kSum:
+        case ReduceOp::kAvg:
           acc += v;
           break;
         case ReduceOp::kProd:
@@ -52,6 +61,7 @@ std::vector<uint8_t> ReduceDirectly(DataType dtype, ReduceOp op, uint32_t world,
           break;
       }
     }
+    if (op == ReduceOp::kAvg) acc = IsInteger(dtype) ? std::trunc(acc / world) : acc / world;
     EncodeValue(dtype, acc, &out[i * es]);
   }
   return out;
@@ -111,6 +121,30 @@ TEST(DataPatternTest, PoisonMakesEveryElementWrong) {
           << DataTypeName(dtype) << " " << ReduceOpName(op);
     }
   }
+}
+
+// AVG: -6 / 4 is -1 (toward zero, not -2), -6 / 3 is -2; in fp8 E4M3 -1.5
+// is exact and 1 / 3 rounds once to 0.34375.
+TEST(DataPatternTest, AvgTruncatesIntegersAndRoundsFloatsOnce) {
+  // Element 0 of ranks 0..3 is -3, -2, -1, 0: its sum is -6.
+  std::vector<int32_t> r4(5);
+  int32_t sums[5] = {0, 0, 0, 0, 0};
+  for (uint32_t r = 0; r < 4; ++r)
+    for (int i = 0; i < 5; ++i) sums[i] += static_cast<int32_t>((r + i) % 7) - 3;
+  for (int i = 0; i < 5; ++i) r4[i] = sums[i] / 4;  // C division
+  EXPECT_EQ(r4[0], -1);
+  const DataPattern int_pattern(DataType::kInt32, ReduceOp::kAvg, 0, 4);
+  EXPECT_EQ(int_pattern.Check(r4.data(), 5, nullptr), 0u);
+  r4[0] = -2;  // floor instead of truncation: wrong
+  EXPECT_EQ(int_pattern.Check(r4.data(), 5, nullptr), 1u);
+  std::vector<uint8_t> e4(5);
+  for (int i = 0; i < 5; ++i) EncodeValue(DataType::kFloat8E4m3, sums[i] / 4.0, &e4[i]);
+  EXPECT_EQ(DecodeValue(DataType::kFloat8E4m3, &e4[0]), -1.5);
+  const DataPattern fp8_pattern(DataType::kFloat8E4m3, ReduceOp::kAvg, 0, 4);
+  EXPECT_EQ(fp8_pattern.Check(e4.data(), 5, nullptr), 0u);
+  uint8_t third = 0;
+  EncodeValue(DataType::kFloat8E4m3, 1.0 / 3.0, &third);
+  EXPECT_EQ(DecodeValue(DataType::kFloat8E4m3, &third), 0.34375);
 }
 
 TEST(HalfConversionTest, RoundsToNearestEven) {

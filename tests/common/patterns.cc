@@ -1,8 +1,10 @@
 // Test data patterns; see patterns.h.
 #include "tests/common/patterns.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace tributary::testing {
 namespace {
@@ -22,32 +24,95 @@ float Bf16ToFloat(uint16_t h) {
   return f;
 }
 
+bool IsFp8(DataType t) { return t == DataType::kFloat8E4m3 || t == DataType::kFloat8E5m2; }
+
+bool IsUnsigned(DataType t) {
+  return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
+}
+
+bool IsFloat(DataType t) {
+  return t == DataType::kFloat16 || t == DataType::kFloat32 || t == DataType::kFloat64 ||
+         t == DataType::kBfloat16 || IsFp8(t);
+}
+
+// OCP FP8, from the format's definition: E4M3 (bias 7, 3 mantissa bits, no
+// infinity, S.1111.111 NaN) and E5M2 (bias 15, 2 mantissa bits, IEEE-like).
+double DecodeFp8(uint8_t b, bool e4m3) {
+  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int exp = (b & 0x7f) >> mant_bits, mant = b & ((1 << mant_bits) - 1);
+  const int max_exp = e4m3 ? 15 : 31;
+  double v;
+  if (exp == max_exp && (!e4m3 || mant == (1 << mant_bits) - 1)) {
+    v = mant == 0 ? INFINITY : NAN;
+  } else if (exp == 0) {
+    v = std::ldexp(mant, 1 - bias - mant_bits);
+  } else {
+    v = std::ldexp((1 << mant_bits) + mant, exp - bias - mant_bits);
+  }
+  return (b & 0x80) ? -v : v;
+}
+
+// Round to nearest even on the format's grid; beyond the largest finite
+// value E4M3 saturates, E5M2 becomes infinite.
+uint8_t EncodeFp8(double v, bool e4m3) {
+  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, min_exp = 1 - bias;
+  const double max_finite = e4m3 ? 448.0 : 57344.0;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  if (std::isnan(v)) return sign | (e4m3 ? 0x7f : 0x7e);
+  const double a = std::fabs(v);
+  if (a == 0) return sign;
+  const int e = std::max(std::ilogb(a), min_exp);
+  const double q = std::isinf(a) ? a : std::nearbyint(a / std::ldexp(1.0, e - mant_bits)) *
+                                           std::ldexp(1.0, e - mant_bits);
+  if (q > max_finite) return sign | (e4m3 ? 0x7e : 0x7c);
+  if (q == 0) return sign;
+  const int qe = std::ilogb(q);
+  if (qe < min_exp) return sign | static_cast<uint8_t>(q / std::ldexp(1.0, min_exp - mant_bits));
+  const int m = static_cast<int>(q / std::ldexp(1.0, qe - mant_bits)) - (1 << mant_bits);
+  return sign | static_cast<uint8_t>((qe + bias) << mant_bits | m);
+}
+
 }  // namespace
 
-double PatternValue(ReduceOp op, uint32_t rank, uint64_t i) {
+double PatternValue(DataType t, ReduceOp op, uint32_t rank, uint64_t i) {
   switch (op) {
-    case ReduceOp::kSum: return static_cast<double>(static_cast<int>((rank * 7 + i * 13) % 9) - 4);
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: {
+      // rank * 7 cycles through every residue: consecutive ranks cancel out.
+      const double v = IsFp8(t) ? static_cast<int>((rank * 7 + i * 13) % 3) - 1
+                                : static_cast<int>((rank * 7 + i * 13) % 9) - 4;
+      // Unsigned AVG: non-negative inputs, so that the sum does not wrap.
+      return op == ReduceOp::kAvg && IsUnsigned(t) ? v + 4 : v;
+    }
     case ReduceOp::kProd:
       if ((rank + i) % 11 == 0) return 2.0;
       if ((rank * 3 + i) % 7 == 0) return -1.0;
       return 1.0;
     case ReduceOp::kMin:
-    case ReduceOp::kMax:
-      return static_cast<double>(static_cast<int>((rank * 31 + i * 17) % 101) - 50);
+    case ReduceOp::kMax: {
+      // Unsigned MIN/MAX compare the unsigned values: inputs in [0, 100].
+      const double v = static_cast<int>((rank * 31 + i * 17) % 101) - 50;
+      return IsUnsigned(t) ? v + 50 : v;
+    }
   }
   return 0;
 }
 
-double ExpectedValue(ReduceOp op, uint32_t world, uint64_t i) {
-  double acc = PatternValue(op, 0, i);
+double ExpectedValue(DataType t, ReduceOp op, uint32_t world, uint64_t i) {
+  double acc = PatternValue(t, op, 0, i);
   for (uint32_t r = 1; r < world; ++r) {
-    double v = PatternValue(op, r, i);
+    const double v = PatternValue(t, op, r, i);
     switch (op) {
-      case ReduceOp::kSum: acc += v; break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc += v; break;
       case ReduceOp::kProd: acc *= v; break;
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
     }
+  }
+  if (op == ReduceOp::kAvg) {
+    // Integers truncate toward zero; floats are rounded once by the store.
+    acc = IsFloat(t) ? acc / world : std::trunc(acc / world);
   }
   return acc;
 }
@@ -65,6 +130,8 @@ double LoadAsDouble(DataType t, const void* buf, uint64_t i) {
     case DataType::kFloat32: { float v; memcpy(&v, b + 4 * i, 4); return v; }
     case DataType::kFloat64: { double v; memcpy(&v, b + 8 * i, 8); return v; }
     case DataType::kBfloat16: { uint16_t v; memcpy(&v, b + 2 * i, 2); return Bf16ToFloat(v); }
+    case DataType::kFloat8E4m3: return DecodeFp8(b[i], true);
+    case DataType::kFloat8E5m2: return DecodeFp8(b[i], false);
   }
   return NAN;
 }
@@ -91,36 +158,76 @@ void StoreFromDouble(DataType t, void* buf, uint64_t i, double d) {
     case DataType::kBfloat16: {
       uint16_t v = FloatToBf16(static_cast<float>(d)); memcpy(b + 2 * i, &v, 2); return;
     }
+    case DataType::kFloat8E4m3: b[i] = EncodeFp8(d, true); return;
+    case DataType::kFloat8E5m2: b[i] = EncodeFp8(d, false); return;
   }
 }
 
 namespace {
-// MIN/MAX of unsigned types compare the unsigned values, so their inputs are
-// shifted into [0, 100]; SUM and PROD wrap consistently either way.
-double Shift(DataType t, ReduceOp op) {
-  bool is_unsigned = t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
-  return is_unsigned && (op == ReduceOp::kMin || op == ReduceOp::kMax) ? 50.0 : 0.0;
+
+// Every pattern depends on the element index only modulo this period, so
+// Fill and Check encode one table of whole periods and copy or compare it
+// block by block: a 64 MiB buffer of one-byte elements is 64 Mi elements,
+// too many to round one by one in every multi-rank test.
+uint64_t PeriodOf(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return 9;    // (rank * 7 + i * 13) % 9 (fp8: % 3)
+    case ReduceOp::kProd: return 77;  // (rank + i) % 11 and (rank * 3 + i) % 7
+    case ReduceOp::kMin:
+    case ReduceOp::kMax: return 101;  // (rank * 31 + i * 17) % 101
+  }
+  return 1;
 }
+
+// Elements of whole periods, about 4096 of them, encoded by `value`.
+template <class Value>
+std::vector<uint8_t> PeriodTable(DataType t, ReduceOp op, uint64_t* elements, Value value) {
+  const uint64_t period = PeriodOf(op);
+  *elements = period * ((4096 + period - 1) / period);
+  std::vector<uint8_t> table(*elements * DataTypeSize(t));
+  for (uint64_t i = 0; i < *elements; ++i) StoreFromDouble(t, table.data(), i, value(i));
+  return table;
+}
+
 }  // namespace
 
 void Fill(DataType t, ReduceOp op, uint32_t rank, void* buf, uint64_t count) {
-  double shift = Shift(t, op);
-  for (uint64_t i = 0; i < count; ++i) StoreFromDouble(t, buf, i, PatternValue(op, rank, i) + shift);
+  uint64_t n = 0;
+  const std::vector<uint8_t> table =
+      PeriodTable(t, op, &n, [&](uint64_t i) { return PatternValue(t, op, rank, i); });
+  const size_t size = DataTypeSize(t);
+  auto* out = static_cast<uint8_t*>(buf);
+  for (uint64_t done = 0; done < count; done += n) {
+    memcpy(out + done * size, table.data(), std::min(n, count - done) * size);
+  }
 }
 
 uint64_t Check(DataType t, ReduceOp op, uint32_t world, const void* buf, uint64_t count,
                std::string* first_error) {
   // The expected value goes through the same store/load as the data, so
-  // unsigned wrap-around (negative sums) compares exactly.
+  // unsigned wrap-around (negative sums) compares exactly and floats are
+  // rounded once, as the aggregator rounds. Blocks that match byte for byte
+  // are right; elsewhere integers compare bit for bit and floats by value
+  // (+0 equals -0).
+  uint64_t n = 0;
+  const std::vector<uint8_t> table =
+      PeriodTable(t, op, &n, [&](uint64_t i) { return ExpectedValue(t, op, world, i); });
+  const size_t size = DataTypeSize(t);
+  const auto* in = static_cast<const uint8_t*>(buf);
   uint64_t wrong = 0;
-  alignas(8) uint8_t tmp[8];
-  for (uint64_t i = 0; i < count; ++i) {
-    StoreFromDouble(t, tmp, 0, ExpectedValue(op, world, i) + Shift(t, op));
-    double want = LoadAsDouble(t, tmp, 0);
-    double got = LoadAsDouble(t, buf, i);
-    if (got != want) {
+  for (uint64_t done = 0; done < count; done += n) {
+    const uint64_t block = std::min(n, count - done);
+    if (memcmp(in + done * size, table.data(), block * size) == 0) continue;
+    for (uint64_t j = 0; j < block; ++j) {
+      const double want = LoadAsDouble(t, table.data(), j);
+      const double got = LoadAsDouble(t, in, done + j);
+      // Integers compare bit for bit (a 64-bit value does not fit a double).
+      const bool same = IsFloat(t) ? got == want
+                                   : memcmp(in + (done + j) * size, table.data() + j * size, size) == 0;
+      if (same) continue;
       if (wrong == 0 && first_error) {
-        *first_error = "element " + std::to_string(i) + ": got " + std::to_string(got) +
+        *first_error = "element " + std::to_string(done + j) + ": got " + std::to_string(got) +
                        ", want " + std::to_string(want) + " (" + DataTypeName(t) + " " +
                        ReduceOpName(op) + ")";
       }

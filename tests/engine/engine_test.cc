@@ -159,7 +159,7 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
   // payload 256 B = 64 floats per packet: offsets are multiples of 64.
   add("offset off a packet boundary", [](proto::Header& h) { h.elem_offset = 8; }, DropReason::kBadRange, true, NackCode::kBadRange);
   add("offset past 2^48", [](proto::Header& h) { h.elem_offset = proto::kMaxCollectiveElems; }, DropReason::kBadRange, true, NackCode::kBadRange);
-  add("bad dtype", [](proto::Header& h) { h.dtype = static_cast<DataType>(11); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
+  add("bad dtype", [](proto::Header& h) { h.dtype = static_cast<DataType>(proto::kMaxDataType + 1); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
   add("bad op", [](proto::Header& h) { h.op = static_cast<ReduceOp>(0); }, DropReason::kUnsupported, true, NackCode::kUnsupported);
   add("unexpected type", [](proto::Header& h) { h.type = MsgType::kResult; }, DropReason::kUnexpectedType, false, NackCode{});
   add("unexpected ack", [](proto::Header& h) { h.type = MsgType::kJoinAck; }, DropReason::kUnexpectedType, false, NackCode{});

@@ -9,9 +9,11 @@
 // with a payload the engine must ignore. Each round must produce exactly one
 // RESULT to all senders; pending duplicates get a STATUS, later copies the
 // stored result byte for byte, and the counters count each contribution once.
-// Also proves PROD with inf/NaN operands, and that a contribution whose op or
-// dtype disagrees with its round is refused (NACK mismatch, counted) without
-// disturbing the round. Runs on every kernel variant this CPU can run.
+// AVG divides by the fan-in (4 ranks) once, at the end: integers truncate
+// toward zero, floats round once. Also proves PROD with inf/NaN operands,
+// and that a contribution whose op or dtype disagrees with its round is
+// refused (NACK mismatch, counted) without disturbing the round. Runs on
+// every kernel variant this CPU can run.
 //
 // The reference. Integers: inputs widened to int64/uint64, SUM and PROD in
 // uint64 wrap-around arithmetic truncated to the dtype's width, MIN and MAX
@@ -31,9 +33,13 @@
 //   u_acc  unit roundoff of the accumulator: 2^-53 for fp64; 2^-24 for fp32
 //          and for fp16/bf16, which accumulate in fp32;
 //   u_ref  unit roundoff of long double (the reference's own rounding);
-//   u_out  the final rounding of fp16 (2^-11) and bf16 (2^-8); 0 for fp32
+//   u_out  the final rounding of fp16 (2^-11), bf16 (2^-8), fp8 E4M3 (2^-4)
+//          and E5M2 (2^-3); 0 for fp32
 //          and fp64, whose accumulator is the result;
-//   s_out  smallest subnormal of fp16 (2^-24) and bf16 (2^-133), else 0.
+//   s_out  smallest subnormal of fp16 (2^-24), bf16 (2^-133), E4M3 (2^-9)
+//          and E5M2 (2^-16), else 0.
+// (Inputs are drawn so that no fp8 result saturates or overflows; the
+// overflow rules are proved in tests/reduce/.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,9 +52,10 @@
 #include <tuple>
 #include <vector>
 
-#include "switch_agent/engine/reduce.h"
+#include "reduce/reduce_table.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/engine/float_reference.h"
+#include "tests/reduce/float_reference.h"
+#include "tests/reduce/variants.h"
 
 namespace tributary::engine {
 namespace {
@@ -57,8 +64,10 @@ using proto::DataType;
 using proto::MsgType;
 using proto::NackCode;
 using proto::ReduceOp;
-using testing::DecodeBf16Ref;
-using testing::DecodeHalfRef;
+using reduce::testing::DecodeBf16Ref;
+using reduce::testing::DecodeE4m3Ref;
+using reduce::testing::DecodeE5m2Ref;
+using reduce::testing::DecodeHalfRef;
 using testing::Drops;
 using testing::JobFixture;
 using testing::Load;
@@ -87,16 +96,17 @@ std::vector<ReduceOp> AllOps() {
 
 bool IsFloat(DataType dt) {
   return dt == DataType::kFloat16 || dt == DataType::kFloat32 || dt == DataType::kFloat64 ||
-         dt == DataType::kBfloat16;
+         dt == DataType::kBfloat16 || dt == DataType::kFloat8E4m3 || dt == DataType::kFloat8E5m2;
 }
 
 bool IsSigned(DataType dt) {
   return dt == DataType::kInt8 || dt == DataType::kInt32 || dt == DataType::kInt64;
 }
 
-std::vector<DataType> FloatDataTypes() {
+// Float types that have infinities (all but fp8 E4M3).
+std::vector<DataType> FloatTypesWithInfinity() {
   std::vector<DataType> out = AllDataTypes();
-  std::erase_if(out, [](DataType dt) { return !IsFloat(dt); });
+  std::erase_if(out, [](DataType dt) { return !IsFloat(dt) || dt == DataType::kFloat8E4m3; });
   return out;
 }
 
@@ -121,6 +131,8 @@ long double FloatAt(DataType dt, const uint8_t* p, size_t i) {
   switch (dt) {
     case DataType::kFloat16: return DecodeHalfRef(Load<uint16_t>(p + 2 * i));
     case DataType::kBfloat16: return DecodeBf16Ref(Load<uint16_t>(p + 2 * i));
+    case DataType::kFloat8E4m3: return DecodeE4m3Ref(p[i]);
+    case DataType::kFloat8E5m2: return DecodeE5m2Ref(p[i]);
     case DataType::kFloat32: return Load<float>(p + 4 * i);
     case DataType::kFloat64: return Load<double>(p + 8 * i);
     default: ADD_FAILURE() << "no float reference for " << proto::DataTypeName(dt);
@@ -154,13 +166,21 @@ std::string IntString(DataType dt, uint64_t v) {
     for (size_t c = 1; c < inputs.size(); ++c) {
       const uint64_t x = IntAt(dt, inputs[c].data(), i);
       switch (op) {
-        case ReduceOp::kSum: want += x; break;
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: want += x; break;
         case ReduceOp::kProd: want *= x; break;
         case ReduceOp::kMin: want = less(x, want) ? x : want; break;
         case ReduceOp::kMax: want = less(want, x) ? x : want; break;
       }
     }
     want = Wrap(dt, want);
+    if (op == ReduceOp::kAvg) {
+      // The wrapped sum over the rank count, truncated toward zero.
+      const uint64_t ranks = inputs.size();
+      want = is_signed ? static_cast<uint64_t>(static_cast<int64_t>(want) / static_cast<int64_t>(ranks))
+                       : want / ranks;
+      want = Wrap(dt, want);
+    }
     const uint64_t have = IntAt(dt, got, i);
     if (have != want) {
       return ::testing::AssertionFailure() << "element " << i << ": got " << IntString(dt, have)
@@ -183,6 +203,8 @@ FloatBounds BoundsOf(DataType dt) {
     case DataType::kFloat32: return {0x1p-24L, 0, 0};
     case DataType::kFloat16: return {0x1p-24L, 0x1p-11L, 0x1p-24L};
     case DataType::kBfloat16: return {0x1p-24L, 0x1p-8L, 0x1p-133L};
+    case DataType::kFloat8E4m3: return {0x1p-24L, 0x1p-4L, 0x1p-9L};
+    case DataType::kFloat8E5m2: return {0x1p-24L, 0x1p-3L, 0x1p-16L};
     default: ADD_FAILURE() << "no float bounds for " << proto::DataTypeName(dt);
   }
   return {};
@@ -198,7 +220,8 @@ FloatBounds BoundsOf(DataType dt) {
     for (size_t c = 1; c < inputs.size(); ++c) {
       const long double x = FloatAt(dt, inputs[c].data(), i);
       switch (op) {
-        case ReduceOp::kSum: want += x; break;
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: want += x; break;
         case ReduceOp::kProd: want *= x; break;
         case ReduceOp::kMin: want = std::min(want, x); break;
         case ReduceOp::kMax: want = std::max(want, x); break;
@@ -210,6 +233,15 @@ FloatBounds BoundsOf(DataType dt) {
       if (op == ReduceOp::kProd) magnitude = std::fabs(want);
       const long double e = inputs.size() * (b.u_acc + u_ref) * magnitude;
       tolerance = e + b.u_out * (std::fabs(want) + e) + b.s_out / 2;
+    } else if (op == ReduceOp::kAvg) {
+      // The sum's error divided by n, then one rounding of the quotient: in
+      // the wire type for the narrow floats, in the accumulator's type for
+      // fp32/fp64.
+      const long double n_ranks = inputs.size();
+      want /= n_ranks;
+      const long double e = (b.u_acc + u_ref) * magnitude;
+      const long double u_div = b.u_out != 0 ? b.u_out : b.u_acc;
+      tolerance = e + u_div * (std::fabs(want) + e) + b.s_out / 2;
     }
     const long double have = FloatAt(dt, got, i);
     if (!(std::fabs(have - want) <= tolerance)) {  // also false for NaN
@@ -260,6 +292,16 @@ Payload RandomPayload(std::mt19937& rng, DataType dt, ReduceOp op, size_t n) {
         std::memcpy(p, &h, 2);
         break;
       }
+      case DataType::kFloat8E4m3:
+      case DataType::kFloat8E5m2: {
+        // The same exponents: 4 senders' sums stay below 2^7, far from
+        // E4M3's saturation at 448.
+        const int mant_bits = dt == DataType::kFloat8E4m3 ? 3 : 2;
+        const int bias = dt == DataType::kFloat8E4m3 ? 7 : 15;
+        const uint64_t mant = (r >> 1) & ((uint64_t{1} << mant_bits) - 1);
+        *p = static_cast<uint8_t>((r & 1) << 7 | uint64_t(exponent(rng) + bias) << mant_bits | mant);
+        break;
+      }
       default: std::memcpy(p, &r, size);  // the low bytes (little-endian)
     }
   }
@@ -297,7 +339,8 @@ Payload EncodeExact(DataType dt, const std::vector<double>& values) {
         std::memcpy(p, &h, 2);
         break;
       }
-      default: ADD_FAILURE() << proto::DataTypeName(dt) << " is not a float type";
+      case DataType::kFloat8E5m2: *p = static_cast<uint8_t>(HalfBits(x) >> 8); break;  // fp16's top byte
+      default: ADD_FAILURE() << proto::DataTypeName(dt) << " is not a float type with infinities";
     }
     EXPECT_TRUE(SameValue(FloatAt(dt, p, 0), x))
         << x << " is not exact in " << proto::DataTypeName(dt);
@@ -307,21 +350,16 @@ Payload EncodeExact(DataType dt, const std::vector<double>& values) {
 
 // ---- Test fixtures. ----
 
-// Runs on the kernel variant named by the first parameter (skipped where the
-// CPU lacks it) and restores the default variant afterwards. The engine must
-// be constructed in the test body: it fixes its table at construction.
+// Runs on the kernel variant named by the first parameter (one this CPU can
+// run) and restores the default variant afterwards. The engine must be
+// constructed in the test body: it fixes its table at construction.
 template <class Param>
 class OnKernelVariant : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    if (!SelectReduceIsa(std::get<0>(this->GetParam()).c_str())) {
-      GTEST_SKIP() << "kernel variant not usable here";
-    }
+    ASSERT_TRUE(reduce::SelectVariant(std::get<0>(this->GetParam()).c_str()));
   }
-  void TearDown() override {
-    const char* names[4];
-    SelectReduceIsa(names[AvailableReduceIsas(names, 4) - 1]);
-  }
+  void TearDown() override { reduce::SelectVariant(reduce::testing::BestVariant().c_str()); }
 };
 
 // ---- Every dtype x op, shuffled, duplicated and retransmitted. ----
@@ -405,7 +443,7 @@ TEST_P(EngineReference, ShuffledDuplicatedRetransmittedRoundsMatchReference) {
   const DataType dt = std::get<1>(GetParam());
   const ReduceOp op = std::get<2>(GetParam());
   Engine engine(EngineLimits{}, 21);
-  ASSERT_STREQ(ActiveReduceTable().isa, std::get<0>(GetParam()).c_str());
+  ASSERT_STREQ(reduce::ActiveVariantName(), std::get<0>(GetParam()).c_str());
   JobFixture job(&engine, 1, 0xfeed, kFanIn, kSlots, kPayloadBytes);
   std::mt19937 rng(1000 + 10 * static_cast<uint32_t>(dt) + static_cast<uint32_t>(op));
   const size_t bytes = kElems * proto::DataTypeSize(dt);
@@ -513,7 +551,7 @@ TEST_P(EngineReference, ShuffledDuplicatedRetransmittedRoundsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, EngineReference,
-                         ::testing::Combine(::testing::Values("generic", "avx2"),
+                         ::testing::Combine(::testing::ValuesIn(reduce::testing::UsableVariants()),
                                             ::testing::ValuesIn(AllDataTypes()),
                                             ::testing::ValuesIn(AllOps())),
                          [](const ::testing::TestParamInfo<VariantTypeOp>& info) {
@@ -531,7 +569,8 @@ class EngineProdSpecials : public OnKernelVariant<VariantType> {};
 // IEEE 754 products through the engine: inf * 0 is NaN, an infinite product
 // has the sign of its factors, NaN propagates from any position, finite
 // elements beside them are unaffected; in every order of arrival (all 24
-// permutations of the 4 senders, one round each).
+// permutations of the 4 senders, one round each). E4M3 has no infinity; its
+// NaN and saturation are proved in tests/reduce/kernels_test.cc.
 TEST_P(EngineProdSpecials, InfTimesZeroIsNanAndNanPropagatesInEveryOrder) {
   const DataType dt = std::get<1>(GetParam());
   const double inf = INFINITY, nan = std::numeric_limits<double>::quiet_NaN();
@@ -584,8 +623,8 @@ TEST_P(EngineProdSpecials, InfTimesZeroIsNanAndNanPropagatesInEveryOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FloatTypes, EngineProdSpecials,
-                         ::testing::Combine(::testing::Values("generic", "avx2"),
-                                            ::testing::ValuesIn(FloatDataTypes())),
+                         ::testing::Combine(::testing::ValuesIn(reduce::testing::UsableVariants()),
+                                            ::testing::ValuesIn(FloatTypesWithInfinity())),
                          [](const ::testing::TestParamInfo<VariantType>& info) {
                            return std::get<0>(info.param) + "_" +
                                   proto::DataTypeName(std::get<1>(info.param));
@@ -607,6 +646,8 @@ DataType SameWidthOtherType(DataType dt) {
     case DataType::kFloat64: return DataType::kUint64;
     case DataType::kFloat16: return DataType::kBfloat16;
     case DataType::kBfloat16: return DataType::kFloat16;
+    case DataType::kFloat8E4m3: return DataType::kFloat8E5m2;
+    case DataType::kFloat8E5m2: return DataType::kFloat8E4m3;
   }
   return dt;
 }
@@ -616,7 +657,7 @@ DataType OtherWidthType(DataType dt) {
 }
 
 ReduceOp OtherOp(ReduceOp op) {
-  return op == ReduceOp::kMax ? ReduceOp::kSum
+  return op == ReduceOp::kAvg ? ReduceOp::kSum
                               : static_cast<ReduceOp>(static_cast<uint8_t>(op) + 1);
 }
 

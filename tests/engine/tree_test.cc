@@ -1,15 +1,19 @@
 // Proves the tree data path of the engine (uplink.cc) with three engines
-// wired together in process: two leaves of fan-in 2 under one root of
-// fan-in 2. Every packet between them is encoded and decoded as on the
+// wired together in process: two leaves (fan-in 2 each, or 3 and 2) under
+// one provisioned root of fan-in 2. Every packet between them is encoded and decoded as on the
 // wire. Shown: exact and identical results on every rank over many rounds
 // through both shadow sets; loss between two aggregators recovered between
 // them by the uplink timer (children's timers untouched); a parent restart
 // (new epoch) recovered by re-JOIN and re-send; children probing a set that
 // waits for its parent hear "held"; provisioning rules (conflicts, limits,
 // withdraw, no idle reaping); packets a parent would send refused from
-// anyone else.
+// anyone else; AVG divided once, at the root, by the job's rank count (5
+// ranks under a root of fan-in 2), which the leaves' partial sums carry.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -45,7 +49,11 @@ struct Wire {
 
 class Tree {
  public:
-  Tree() { Restart(); for (int i = 0; i < 2; ++i) MakeLeaf(i); }
+  // ranks[i]: the fan-in of leaf i (the ranks below it).
+  explicit Tree(std::array<uint32_t, 2> ranks = {2, 2}) : ranks_(ranks) {
+    Restart();
+    for (int i = 0; i < 2; ++i) MakeLeaf(i);
+  }
 
   void Restart(uint32_t seed = 7) {
     root_ = std::make_unique<Engine>(EngineLimits{}, seed);
@@ -60,14 +68,14 @@ class Tree {
     JobSpec spec;
     spec.job_id = kJob;
     spec.job_key = kKey;
-    spec.params = {2, kSlots, kPayload};
+    spec.params = {ranks_[i], kSlots, kPayload};
     spec.has_parent = true;
     spec.parent = kParentToken;
     spec.child_index = static_cast<uint32_t>(i);
     spec.parent_fan_in = 2;
     EXPECT_EQ(leaf_[i]->Provision(spec, now_), ProvisionResult::kCreated);
-    const auto body = JoinPayload(2, kSlots, kPayload);
-    for (uint32_t r = 0; r < 2; ++r) {
+    const auto body = JoinPayload(ranks_[i], kSlots, kPayload);
+    for (uint32_t r = 0; r < ranks_[i]; ++r) {
       const Action a = leaf_[i]->OnPacket(JoinPacket(kJob, kKey, r, body), kRankToken + r, now_);
       EXPECT_EQ(a.header.type, MsgType::kJoinAck);
       epoch_[i] = a.header.epoch;
@@ -141,6 +149,11 @@ class Tree {
   // Rank `r` of leaf `i` contributes int32 values.
   void Contribute(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
                   const std::vector<int32_t>& values) {
+    ContributeBytes(i, r, slot, shadow, collective, DataType::kInt32, ReduceOp::kSum,
+                    reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4);
+  }
+  void ContributeBytes(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
+                       DataType dtype, ReduceOp op, const uint8_t* bytes, size_t len) {
     proto::PacketView p;
     p.header.type = MsgType::kContribution;
     p.header.job_id = kJob;
@@ -150,11 +163,11 @@ class Tree {
     p.header.slot = slot;
     p.header.shadow = static_cast<uint8_t>(shadow);
     p.header.collective_id = collective;
-    p.header.dtype = DataType::kInt32;
-    p.header.op = ReduceOp::kSum;
-    p.header.elem_count = static_cast<uint32_t>(values.size());
-    p.payload = reinterpret_cast<const uint8_t*>(values.data());
-    p.payload_len = values.size() * 4;
+    p.header.dtype = dtype;
+    p.header.op = op;
+    p.header.elem_count = static_cast<uint32_t>(len / proto::DataTypeSize(dtype));
+    p.payload = bytes;
+    p.payload_len = len;
     Action a = leaf_[i]->OnPacket(p, kRankToken + r, now_);
     if (a.kind == ActionKind::kFlushAndRetry) {
       leaf_[i]->EndBurst();
@@ -174,7 +187,7 @@ class Tree {
   uint32_t epoch(int i) const { return epoch_[i]; }
   // Both ranks of leaf `i` leave (each LEAVE sent twice, as ranks do).
   void LeaveAll(int i) {
-    for (uint32_t r = 0; r < 2; ++r) {
+    for (uint32_t r = 0; r < ranks_[i]; ++r) {
       proto::PacketView p;
       p.header.type = MsgType::kLeave;
       p.header.job_id = kJob;
@@ -186,14 +199,15 @@ class Tree {
   }
   // The ranks of leaf `i` join again (a new communicator of the same job).
   void Rejoin(int i) {
-    const auto body = JoinPayload(2, kSlots, kPayload);
-    for (uint32_t r = 0; r < 2; ++r) {
+    const auto body = JoinPayload(ranks_[i], kSlots, kPayload);
+    for (uint32_t r = 0; r < ranks_[i]; ++r) {
       epoch_[i] = leaf_[i]->OnPacket(JoinPacket(kJob, kKey, r, body), kRankToken + r, now_).header.epoch;
     }
   }
   const Action& last() const { return last_to_rank_; }
 
  private:
+  std::array<uint32_t, 2> ranks_;
   std::unique_ptr<Engine> leaf_[2];
   std::unique_ptr<Engine> root_;
   uint32_t epoch_[2] = {};
@@ -474,6 +488,75 @@ TEST(EngineTree, NewCommunicatorAfterAllRanksLeftStartsOverEverywhere) {
     EXPECT_EQ(out[0], static_cast<int32_t>(want));
   }
   EXPECT_EQ(got, 8);
+}
+
+// AVG in a tree: the leaves (3 and 2 ranks) forward undivided partial sums
+// carrying their rank counts in aux; the provisioned root, whose fan-in is
+// 2, divides once by the job's 5 ranks. int32 truncates toward zero (sums
+// of both signs, none divisible by 5 everywhere), fp32 rounds once. Every
+// rank gets the same divided result; a leaf's children never see a partial.
+TEST(EngineTree, AvgDividesOnceAtTheRootByTheJobsRankCount) {
+  Tree t({3, 2});
+  t.Poll();
+  t.Pump();
+  ASSERT_EQ(t.root().Jobs()[0].joined, 2u);
+  constexpr size_t kN = kPayload / 4;
+  auto value = [](int leaf, uint32_t r, size_t k) {
+    return static_cast<int32_t>((leaf * 3 + r + 1) * 7 * (k % 2 == 0 ? 1 : -1) + k);
+  };
+  std::vector<uint32_t> partial_ranks;
+  auto watch = [&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine == 2 && h.type == MsgType::kContribution) {
+      partial_ranks.push_back(h.aux);
+      EXPECT_EQ(h.op, ReduceOp::kAvg);
+    }
+    return false;
+  };
+  for (uint64_t c = 0; c < 2; ++c) {
+    const DataType dt = c == 0 ? DataType::kInt32 : DataType::kFloat32;
+    for (int i = 0; i < 2; ++i) {
+      for (uint32_t r = 0; r < (i == 0 ? 3u : 2u); ++r) {
+        std::vector<uint8_t> bytes(kPayload);
+        for (size_t k = 0; k < kN; ++k) {
+          const int32_t v = value(i, r, k);
+          if (dt == DataType::kInt32) {
+            std::memcpy(bytes.data() + 4 * k, &v, 4);
+          } else {
+            const float f = static_cast<float>(v);
+            std::memcpy(bytes.data() + 4 * k, &f, 4);
+          }
+        }
+        t.ContributeBytes(i, r, static_cast<uint32_t>(c), 0, c, dt, ReduceOp::kAvg, bytes.data(),
+                          bytes.size());
+      }
+    }
+    t.Pump(watch);
+    int results = 0;
+    for (const auto& p : t.rank_rx()) {
+      if (p.header.type != MsgType::kResult || p.header.collective_id != c) continue;
+      ++results;
+      ASSERT_EQ(p.payload.size(), kPayload);
+      for (size_t k = 0; k < kN; ++k) {
+        int64_t sum = 0;
+        for (int i = 0; i < 2; ++i) {
+          for (uint32_t r = 0; r < (i == 0 ? 3u : 2u); ++r) sum += value(i, r, k);
+        }
+        if (dt == DataType::kInt32) {
+          int32_t got;
+          std::memcpy(&got, p.payload.data() + 4 * k, 4);
+          ASSERT_EQ(got, static_cast<int32_t>(sum / 5)) << "[" << k << "] sum " << sum;  // C division
+        } else {
+          float got;
+          std::memcpy(&got, p.payload.data() + 4 * k, 4);
+          ASSERT_EQ(got, static_cast<float>(sum) / 5.0f) << "[" << k << "]";
+        }
+      }
+    }
+    EXPECT_EQ(results, 5) << "collective " << c;
+  }
+  EXPECT_EQ(partial_ranks, (std::vector<uint32_t>{3, 2, 3, 2}));
+  EXPECT_EQ(t.root().counters().completions, 2u);
+  EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
 }
 
 }  // namespace

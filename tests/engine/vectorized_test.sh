@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # engine_vectorized_test: the reduction kernels' hot loops are vector code.
 #
-# Disassembles libtributary_engine.a and checks, per kernel, that the
-# function holds packed SIMD instructions of the right kind:
-#   - reduce_avx2.o (x86-64): 256-bit ymm packed ops, e.g. vaddps %ymm for
+# Disassembles libtributary_reduce.a (the kernels the engine reduces with)
+# and checks, per kernel, that the function holds packed SIMD instructions of
+# the right kind:
+#   - kernels_avx2.o (x86-64): 256-bit ymm packed ops, e.g. vaddps %ymm for
 #     fp32 SUM, vpaddd for int32 SUM, vmaxps for fp32 MAX;
-#   - reduce_generic.o: at least 128-bit packed ops (SSE2 baseline), e.g.
-#     addps / paddd on xmm.
+#   - kernels_sse2.o: at least 128-bit packed ops (SSE2 baseline), e.g.
+#     addps / paddd on xmm;
+#   - the fp8 and bf16 combines (CombineNarrow) in both: packed fp32 ops.
 # A compiler or flag change that silently turns a kernel back into scalar
 # code fails here instead of only in a benchmark.
 #
-# Usage: vectorized_test.sh LIBTRIBUTARY_ENGINE.a   (ctest passes it)
+# Usage: vectorized_test.sh LIBTRIBUTARY_REDUCE.a   (ctest passes it)
 set -u -o pipefail
-lib=${1:?usage: $0 libtributary_engine.a}
+lib=${1:?usage: $0 libtributary_reduce.a}
 if [[ $(uname -m) != x86_64 ]]; then
   echo "vectorized_test: checks x86-64 code only; skipping on $(uname -m)" >&2
   exit 77
@@ -24,34 +26,43 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && ar x "$lib") || exit 1
-avx2=$(ls "$work"/reduce_avx2*.o 2> /dev/null | head -1)
-generic=$(ls "$work"/reduce_generic*.o 2> /dev/null | head -1)
-if [[ -z $avx2 || -z $generic ]]; then
-  echo "FAIL: reduce_avx2.o / reduce_generic.o not in $lib" >&2
+avx2=$(ls "$work"/kernels_avx2*.o 2> /dev/null | head -1)
+sse2=$(ls "$work"/kernels_sse2*.o 2> /dev/null | head -1)
+if [[ -z $avx2 || -z $sse2 ]]; then
+  echo "FAIL: kernels_avx2.o / kernels_sse2.o not in $lib" >&2
   exit 1
 fi
 
-# body OBJECT TYPE OP: the disassembly of CombineNative<TYPE, OP>.
+ns='tributary::reduce::internal::(anonymous namespace)::'
+
+# body OBJECT FUNCTION: the disassembly of FUNCTION (its demangled name up
+# to the argument list, namespaces of the kernels' own types left out).
 body() {
   objdump -d --no-show-raw-insn -C "$1" |
-    awk -v want="CombineNative<$2, tributary::engine::reduce_internal::(anonymous namespace)::$3>" '
+    awk -v want="$2(" '
       /^[0-9a-f]+ <.*>:$/ { inside = index($0, want) > 0; next }
       inside { print }'
 }
 
 failures=0
-expect() {  # OBJECT LABEL TYPE OP REGEX
+check() {  # OBJECT LABEL FUNCTION-AS-SHOWN FUNCTION-DEMANGLED REGEX
   local text
-  text=$(body "$1" "$3" "$4")
+  text=$(body "$1" "$4")
   if [[ -z $text ]]; then
-    echo "FAIL $2 CombineNative<$3, $4>: not found" >&2
+    echo "FAIL $2 $3: not found" >&2
     failures=$((failures + 1))
   elif ! grep -Eq "$5" <<< "$text"; then
-    echo "FAIL $2 CombineNative<$3, $4>: no instruction matching /$5/ (scalar code?)" >&2
+    echo "FAIL $2 $3: no instruction matching /$5/ (scalar code?)" >&2
     failures=$((failures + 1))
   else
-    echo "ok   $2 CombineNative<$3, $4>: $(grep -Eo "$5" <<< "$text" | head -1)"
+    echo "ok   $2 $3: $(grep -Eo "$5" <<< "$text" | head -1)"
   fi
+}
+expect() {  # OBJECT LABEL TYPE OP REGEX: CombineNative<TYPE, OP>
+  check "$1" "$2" "CombineNative<$3, $4>" "CombineNative<$3, ${ns}$4>" "$5"
+}
+expect_narrow() {  # OBJECT LABEL CONV OP REGEX: CombineNarrow<CONV, OP> (fp8, bf16)
+  check "$1" "$2" "CombineNarrow<$3, $4>" "CombineNarrow<${ns}$3, ${ns}$4>" "$5"
 }
 
 expect "$avx2" avx2 float SumOp 'vaddps[^#]*%ymm'
@@ -61,9 +72,13 @@ expect "$avx2" avx2 long SumOp 'vpaddq[^#]*%ymm'
 expect "$avx2" avx2 'signed char' SumOp 'vpaddb[^#]*%ymm'
 expect "$avx2" avx2 float MaxOp 'vmaxps[^#]*%ymm'
 expect "$avx2" avx2 float ProdOp 'vmulps[^#]*%ymm'
-expect "$generic" generic float SumOp '(^|[[:space:]])addps[^#]*%xmm'
-expect "$generic" generic int SumOp '(^|[[:space:]])paddd[^#]*%xmm'
-expect "$generic" generic double SumOp '(^|[[:space:]])addpd[^#]*%xmm'
+expect "$sse2" sse2 float SumOp '(^|[[:space:]])addps[^#]*%xmm'
+expect "$sse2" sse2 int SumOp '(^|[[:space:]])paddd[^#]*%xmm'
+expect "$sse2" sse2 double SumOp '(^|[[:space:]])addpd[^#]*%xmm'
+expect_narrow "$avx2" avx2 E4m3Conv SumOp 'vaddps[^#]*%ymm'
+expect_narrow "$avx2" avx2 E5m2Conv MaxOp 'vmaxps[^#]*%ymm'
+expect_narrow "$sse2" sse2 E4m3Conv SumOp '(^|[[:space:]])addps[^#]*%xmm'
+expect_narrow "$sse2" sse2 Bf16Conv SumOp '(^|[[:space:]])addps[^#]*%xmm'
 if ((failures > 0)); then
   echo "vectorized_test: $failures kernel(s) not vectorized" >&2
   exit 1

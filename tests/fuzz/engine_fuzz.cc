@@ -1,7 +1,7 @@
 // libFuzzer target for the aggregation engine (run under ASan + UBSan).
 //
 // The input is a little program for one live engine::Engine with small limits
-// (4 jobs, 8 MiB): a sequence of opcodes, each followed by the bytes that fill
+// (4 jobs, 12 MiB): a sequence of opcodes, each followed by the bytes that fill
 // its fields (missing bytes read as 0), so that mutations of one byte change
 // one field of one packet. The driver remembers the epoch and fan-in of each
 // job from its JOIN_ACKs, so most packets it builds pass authentication and
@@ -50,7 +50,7 @@ namespace ops = tributary::fuzz::engine_ops;
     if (!(cond)) Fail(#cond); \
   } while (0)
 
-constexpr uint64_t kMaxMemory = 8ull << 20;
+constexpr uint64_t kMaxMemory = 12ull << 20;  // one 16-slot job of the largest payload fits, two do not
 constexpr uint32_t kMaxJobs = 4;
 constexpr uint64_t kIdleTimeoutNs = 1000000000;
 

@@ -135,10 +135,10 @@ int main(int argc, char** argv) {
       .LeaveAll(3);
   seeds.emplace_back("wide_fan_in", wide);
 
-  // Limits: five jobs for four places, arenas near the 8 MiB budget; an
+  // Limits: five jobs for four places, arenas near the 12 MiB budget; an
   // idle timeout frees them all and a new job fits again.
   Program limits;
-  limits.JoinAll(0, 0, 16, 255);  // 6.2 MB: the next one of this size does not fit
+  limits.JoinAll(0, 0, 16, 255);  // 8.3 MB: the next one of this size does not fit
   limits.JoinAll(1, 0, 16, 255);
   for (uint8_t sel = 1; sel < 5; ++sel) limits.JoinAll(sel, 0, 8, 40);
   limits.Join(4, 0, 0, 16, 255, 0, 0).Reap(2000).JoinAll(4, kFan3, 16, 255);

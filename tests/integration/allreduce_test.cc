@@ -278,6 +278,7 @@ class AllReduceE2E : public ::testing::Test {
   DaemonProcess daemon_;
 };
 
+// Every operator, AVG included (divided once, by the root aggregator).
 TEST_F(AllReduceE2E, InPlaceEveryOp) {
   const uint32_t job = NextJobId();
   std::string failures = RunRanks(4, 120, [&](int rank) {

@@ -576,7 +576,7 @@ TEST(ReliabilityLimits, DaemonLimitsRefuseJobsClearly) {
                         // before it refuses a JOIN for it)
     CommConfig big = Config(d.address(), NextJobId(), 0, 1);
     big.options.window = 256;
-    big.options.payload_bytes = 65024;  // 2 x 256 x 3 x 64 KiB = 96 MiB > 64 MiB
+    big.options.payload_bytes = 65024;  // 2 x 256 x 4 x 64 KiB = 128 MiB > 64 MiB
     auto c = Communicator::Create(big);
     // a's LEAVE left on another socket than c's JOIN: on a loaded machine the
     // kernel may deliver the JOIN first. Then it is refused for max_jobs

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -438,7 +439,8 @@ TEST(Codec, NamesAndSizes) {
   }
   EXPECT_FALSE(IsValidReduceOp(0));
   EXPECT_FALSE(IsValidReduceOp(kMaxReduceOp + 1));
-  const size_t sizes[] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  const size_t sizes[] = {0, 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  static_assert(std::size(sizes) == kMaxDataType + 1);
   for (uint8_t d = 1; d <= kMaxDataType; ++d) {
     EXPECT_TRUE(IsValidDataType(d));
     EXPECT_EQ(DataTypeSize(static_cast<DataType>(d)), sizes[d]) << int(d);

@@ -29,9 +29,10 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   sub->add_option("-f,--stepfactor", config->step_factor, "Size multiplier between steps")
       ->capture_default_str();
   sub->add_option("-d,--datatype", config->dtype_text,
-                  "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64")
+                  "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64, "
+                  "f8e4m3, f8e5m2 (also fp8e4m3, fp8_e4m3, ...)")
       ->capture_default_str();
-  sub->add_option("-o,--op", config->op_text, "sum, prod, min, max")->capture_default_str();
+  sub->add_option("-o,--op", config->op_text, "sum, prod, min, max, avg")->capture_default_str();
   sub->add_option("-n,--iters", config->iterations, "Timed iterations per size")
       ->capture_default_str();
   sub->add_option("-w,--warmup_iters", config->warmup_iterations, "Warm-up iterations per size")

@@ -63,6 +63,10 @@ const char* NcclTestsTypeName(DataType dtype) {
       return "double";
     case DataType::kBfloat16:
       return "bfloat16";
+    case DataType::kFloat8E4m3:
+      return "f8e4m3";
+    case DataType::kFloat8E5m2:
+      return "f8e5m2";
   }
   return "?";
 }
@@ -83,10 +87,11 @@ Status BenchConfig::Finalize() {
   }
   if (!ParseDataType(dtype_text.c_str(), &dtype)) {
     return invalid("-d/--datatype: unknown type '" + dtype_text +
-                   "' (float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64)");
+                   "' (float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64, "
+                   "f8e4m3, f8e5m2)");
   }
   if (!ParseReduceOp(op_text.c_str(), &op)) {
-    return invalid("-o/--op: unknown operation '" + op_text + "' (sum, prod, min, max)");
+    return invalid("-o/--op: unknown operation '" + op_text + "' (sum, prod, min, max, avg)");
   }
   if (iterations == 0) return invalid("-n/--iters must be >= 1");
   if (ranks == 0 || ranks > 1024) return invalid("--ranks must be in [1, 1024]");

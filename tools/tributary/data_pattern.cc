@@ -6,12 +6,18 @@
 #include <cstring>
 #include <limits>
 
+#include "reduce/conversions.h"
+
 namespace tributary::cli {
 namespace {
 
 bool IsFloat(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kFloat32 || t == DataType::kFloat64 ||
-         t == DataType::kBfloat16;
+         t == DataType::kBfloat16 || t == DataType::kFloat8E4m3 || t == DataType::kFloat8E5m2;
+}
+
+bool IsSigned(DataType t) {
+  return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64;
 }
 
 bool IsUnsigned(DataType t) {
@@ -21,6 +27,7 @@ bool IsUnsigned(DataType t) {
 size_t PeriodOf(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
+    case ReduceOp::kAvg:
       return 7;
     case ReduceOp::kProd:
       return 39;  // lcm(13, 3)
@@ -35,6 +42,7 @@ size_t PeriodOf(ReduceOp op) {
 int64_t ValueOf(ReduceOp op, bool is_unsigned, uint64_t rank, uint64_t i) {
   switch (op) {
     case ReduceOp::kSum:
+    case ReduceOp::kAvg:
       return is_unsigned ? static_cast<int64_t>((rank + i) % 7)
                          : static_cast<int64_t>((rank + i) % 7) - 3;
     case ReduceOp::kProd:
@@ -72,6 +80,20 @@ void EncodeBits(DataType dtype, uint64_t bits, void* out) {
       std::memcpy(out, &bits, 8);
       return;
   }
+}
+
+// AVG of integers: the wrapped sum (as the aggregator holds it: the low
+// bits, sign-extended for signed types) divided by the rank count,
+// truncating toward zero.
+uint64_t AverageBits(DataType dtype, uint64_t sum_bits, uint32_t world) {
+  const size_t bits = 8 * DataTypeSize(dtype);
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  uint64_t v = sum_bits & mask;
+  if (IsSigned(dtype)) {
+    if (bits < 64 && (v >> (bits - 1)) != 0) v |= ~mask;
+    return static_cast<uint64_t>(static_cast<int64_t>(v) / static_cast<int64_t>(world));
+  }
+  return v / world;
 }
 
 }  // namespace
@@ -155,6 +177,16 @@ void EncodeValue(DataType dtype, double value, void* out) {
     case DataType::kFloat64:
       std::memcpy(out, &value, 8);
       return;
+    case DataType::kFloat8E4m3: {
+      const uint8_t b = reduce::FloatToFp8E4m3(static_cast<float>(value));
+      std::memcpy(out, &b, 1);
+      return;
+    }
+    case DataType::kFloat8E5m2: {
+      const uint8_t b = reduce::FloatToFp8E5m2(static_cast<float>(value));
+      std::memcpy(out, &b, 1);
+      return;
+    }
     default:
       EncodeBits(dtype, static_cast<uint64_t>(static_cast<int64_t>(value)), out);
       return;
@@ -213,6 +245,16 @@ double DecodeValue(DataType dtype, const void* in) {
       std::memcpy(&v, in, 8);
       return v;
     }
+    case DataType::kFloat8E4m3: {
+      uint8_t v;
+      std::memcpy(&v, in, 1);
+      return reduce::Fp8E4m3ToFloat(v);
+    }
+    case DataType::kFloat8E5m2: {
+      uint8_t v;
+      std::memcpy(&v, in, 1);
+      return reduce::Fp8E5m2ToFloat(v);
+    }
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -241,6 +283,7 @@ DataPattern::DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t wo
       }
       switch (op) {
         case ReduceOp::kSum:
+        case ReduceOp::kAvg:
           acc_bits += v_bits;
           acc += static_cast<double>(v);
           break;
@@ -259,6 +302,13 @@ DataPattern::DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t wo
     if (op == ReduceOp::kMin || op == ReduceOp::kMax) {
       acc = static_cast<double>(acc_int);
       acc_bits = static_cast<uint64_t>(acc_int);
+    }
+    if (op == ReduceOp::kAvg) {
+      // Divided once by the rank count: floats from the exact sum (rounded
+      // once by EncodeValue), integers from the wrapped sum.
+      const uint32_t ranks = std::max<uint32_t>(world_size, 1);
+      acc /= ranks;
+      acc_bits = AverageBits(dtype, acc_bits, ranks);
     }
     const double mine = static_cast<double>(ValueOf(op, is_unsigned, rank, i));
     EncodeValue(dtype, mine, &send_period[i * element_size_]);

@@ -3,15 +3,21 @@
 // A benchmark that checks its results must know the right answer without
 // talking to the other ranks, and that answer must not depend on the order
 // in which the aggregator adds contributions. So every element is a small
-// integer that every type represents exactly, chosen per operation:
-//   sum       ((rank + i) % 7) - 3           (0..6 for unsigned types)
+// integer, chosen per operation:
+//   sum, avg  ((rank + i) % 7) - 3           (0..6 for unsigned types)
 //   prod      1 or -1, and 2 for one rank in 13 (no overflow, exact in half)
 //   min, max  ((7 rank + 13 i) % 101) - 50   (0..100 for unsigned types)
 // Integer sums and products wrap modulo 2^bits exactly as the library
-// specifies, so the check stays exact for any number of ranks; float sums
-// are exact while |sum| stays below 2^8 (bfloat16) .. 2^11 (half), i.e. for
-// up to ~85 ranks. Each pattern is periodic in the element index, so filling
-// and checking stream through precomputed tables.
+// specifies, so the check stays exact for any number of ranks; avg divides
+// the wrapped sum, truncating toward zero. A float result is the exact value
+// rounded once to the type (avg: the exact sum divided by the ranks), which
+// is what the aggregator computes as long as every partial sum it rounds is
+// exact in the type: below 2^8 (bfloat16) .. 2^11 (half), i.e. up to ~85
+// ranks; for fp8 (exact integers up to 8 or 16, and min/max inputs rounded
+// to the type) any group of consecutive ranks sums to at most 6 in
+// magnitude, so a tree that adds consecutive ranks keeps it exact. Each
+// pattern is periodic in the element index, so filling and checking stream
+// through precomputed tables.
 //
 // Thread-safety: immutable after construction; use from one thread at a time
 // or share const.
@@ -61,6 +67,8 @@ class DataPattern {
 };
 
 // Conversions used by the pattern and by reports; exact for the values above.
+// fp8 goes through the reduction library's conversions (reduce/conversions.h),
+// the aggregator's own rounding.
 void EncodeValue(DataType dtype, double value, void* out);  // integers wrap modulo 2^bits
 double DecodeValue(DataType dtype, const void* in);
 uint16_t FloatToHalfBits(float value);  // round to nearest even

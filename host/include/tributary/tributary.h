@@ -52,10 +52,14 @@ typedef enum {
 /* Same values as the wire format (proto/FORMAT.md §4). */
 typedef enum {
   TRIB_INT8 = 1, TRIB_UINT8 = 2, TRIB_INT32 = 3, TRIB_UINT32 = 4, TRIB_INT64 = 5,
-  TRIB_UINT64 = 6, TRIB_FLOAT16 = 7, TRIB_FLOAT32 = 8, TRIB_FLOAT64 = 9, TRIB_BFLOAT16 = 10
+  TRIB_UINT64 = 6, TRIB_FLOAT16 = 7, TRIB_FLOAT32 = 8, TRIB_FLOAT64 = 9, TRIB_BFLOAT16 = 10,
+  TRIB_FLOAT8E4M3 = 11, /* OCP FP8 E4M3: saturates at +-448 */
+  TRIB_FLOAT8E5M2 = 12  /* OCP FP8 E5M2: overflows to infinity */
 } trib_dtype_t;
 
-typedef enum { TRIB_SUM = 1, TRIB_PROD = 2, TRIB_MIN = 3, TRIB_MAX = 4 } trib_op_t;
+/* TRIB_AVG: the sum divided once by the number of ranks (integers truncate
+   toward zero); semantics in tributary/types.h. */
+typedef enum { TRIB_SUM = 1, TRIB_PROD = 2, TRIB_MIN = 3, TRIB_MAX = 4, TRIB_AVG = 5 } trib_op_t;
 
 typedef struct trib_comm trib_comm_t;
 typedef struct trib_request trib_request_t;

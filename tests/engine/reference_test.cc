@@ -61,6 +61,8 @@ namespace tributary::engine {
 namespace {
 
 using proto::DataType;
+using reduce::testing::AllDataTypes;
+using reduce::testing::AllOps;
 using proto::MsgType;
 using proto::NackCode;
 using proto::ReduceOp;
@@ -81,18 +83,6 @@ constexpr uint32_t kRounds = kSlots * kRoundsPerSlot;
 constexpr uint32_t kPayloadBytes = 512;
 constexpr size_t kElems = 37;  // odd: vector bodies and scalar tails
 constexpr uint64_t kCollective = 7;
-
-std::vector<DataType> AllDataTypes() {
-  std::vector<DataType> out;
-  for (uint8_t d = 1; d <= proto::kMaxDataType; ++d) out.push_back(static_cast<DataType>(d));
-  return out;
-}
-
-std::vector<ReduceOp> AllOps() {
-  std::vector<ReduceOp> out;
-  for (uint8_t o = 1; o <= proto::kMaxReduceOp; ++o) out.push_back(static_cast<ReduceOp>(o));
-  return out;
-}
 
 bool IsFloat(DataType dt) {
   return dt == DataType::kFloat16 || dt == DataType::kFloat32 || dt == DataType::kFloat64 ||

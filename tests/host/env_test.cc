@@ -12,18 +12,14 @@
 
 #include "common/log.h"
 #include "host/src/env.h"
+#include "tests/host/fake_env.h"
 #include "proto/wire.h"
 
 namespace tributary::host {
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-const char* Lookup(const char* name, void* ctx) {
-  auto* env = static_cast<Env*>(ctx);
-  auto it = env->find(name);
-  return it == env->end() ? nullptr : it->second.c_str();
-}
+using testing::Env;
+using testing::Lookup;
 
 Result<Options> Parse(Env env) { return OptionsFromLookup(&Lookup, &env); }
 

@@ -10,17 +10,13 @@
 
 #include "host/src/env.h"
 #include "host/src/launcher_env.h"
+#include "tests/host/fake_env.h"
 
 namespace tributary::host {
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-const char* Lookup(const char* name, void* ctx) {
-  auto* env = static_cast<Env*>(ctx);
-  auto it = env->find(name);
-  return it == env->end() ? nullptr : it->second.c_str();
-}
+using testing::Env;
+using testing::Lookup;
 
 // A job id and key, as every successful case needs them.
 Env WithJob(Env env) {

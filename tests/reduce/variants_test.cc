@@ -25,6 +25,8 @@ namespace tributary::reduce {
 namespace {
 
 using proto::DataType;
+using testing::AllDataTypes;
+using testing::AllOps;
 using proto::ReduceOp;
 
 constexpr size_t kLengths[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 255, 1000};
@@ -131,18 +133,6 @@ TEST_P(VariantMatchesScalar, OnRandomBitsEveryLengthAndMisalignment) {
       }
     }
   }
-}
-
-std::vector<DataType> AllDataTypes() {
-  std::vector<DataType> out;
-  for (uint8_t d = 1; d <= proto::kMaxDataType; ++d) out.push_back(static_cast<DataType>(d));
-  return out;
-}
-
-std::vector<ReduceOp> AllOps() {
-  std::vector<ReduceOp> out;
-  for (uint8_t o = 1; o <= proto::kMaxReduceOp; ++o) out.push_back(static_cast<ReduceOp>(o));
-  return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, VariantMatchesScalar,

@@ -300,7 +300,7 @@ Status ManagerCore::JobHeartbeat(const v1::JobHeartbeatRequest& request, int64_t
   }
   v1::Job& j = it->second.job;
   if (j.job_key() != request.job_key()) {
-    return Status(Code::kPermissionDenied, "job " + std::to_string(request.job_id()) + ": wrong key");
+    return PermissionDenied("job " + std::to_string(request.job_id()) + ": wrong key");
   }
   j.set_last_heartbeat_unix_ms(now_ms);
   reply->set_state(j.state());

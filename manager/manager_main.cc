@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   }
 
   manager::Topology topology;
-  manager::Status s = manager::LoadTopologyFile(topology_path, &topology);
+  Status s = manager::LoadTopologyFile(topology_path, &topology);
   if (!s.ok()) {
     std::fprintf(stderr, "tributary-manager: %s\n", s.message().c_str());
     return 2;

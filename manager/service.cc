@@ -16,9 +16,29 @@ namespace {
 
 constexpr const char* kLog = "manager";
 
+// The project's codes (common/status.h) onto gRPC's canonical ones. The core
+// answers with the first seven; the rest map to their nearest gRPC meaning.
+grpc::StatusCode ToGrpcCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return grpc::StatusCode::OK;
+    case StatusCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case StatusCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
+    case StatusCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case StatusCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case StatusCode::kInternal: return grpc::StatusCode::INTERNAL;
+    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case StatusCode::kTimedOut: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case StatusCode::kAborted: return grpc::StatusCode::ABORTED;
+    case StatusCode::kMismatch: return grpc::StatusCode::FAILED_PRECONDITION;
+    case StatusCode::kUnimplemented: return grpc::StatusCode::UNIMPLEMENTED;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+  return grpc::Status(ToGrpcCode(s.code()), s.message());
 }
 
 }  // namespace

@@ -209,9 +209,8 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
   options.listen_address = dpdk_harness::kDaemonIp;
   options.dpdk_lanes = lanes;
   DpdkDataplane dp(options, &engine);
-  std::string error;
-  if (!dp.Init(&error)) {
-    std::fprintf(stderr, "init: %s\n", error.c_str());
+  if (Status s = dp.Init(); !s.ok()) {
+    std::fprintf(stderr, "init: %s\n", s.message().c_str());
     std::exit(1);
   }
   std::vector<LaneWork> work(lanes);
@@ -320,8 +319,8 @@ int main(int argc, char** argv) {
                           std::to_string(lanes - 1) +
                           " --log-level=lib.eal:warning --file-prefix=tribbench" +
                           std::to_string(getpid());
-  if (!agent::dpdk::EalInit(eal, &error)) {
-    std::fprintf(stderr, "%s\n", error.c_str());
+  if (Status s = agent::dpdk::EalInit(eal); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
     return 77;
   }
   std::printf("tributary_dpdk_bench: ring port, fp32 SUM, fan-in %u, %u slots x 2 sets, "

@@ -46,10 +46,8 @@ uint32_t ManagerCore::heartbeat_interval_ms() const {
 Status ManagerCore::RegisterDaemon(const v1::DaemonInfo& info, int64_t now_ms,
                                    v1::RegisterReply* reply) {
   if (info.name().empty()) return InvalidArgument("daemon name is empty");
-  net::HostPort endpoint;
-  std::string why;
-  if (!net::ParseHostPort(info.endpoint(), &endpoint, &why)) {
-    return InvalidArgument("daemon " + info.name() + ": endpoint " + why);
+  if (Result<net::HostPort> endpoint = net::ParseHostPort(info.endpoint()); !endpoint.ok()) {
+    return InvalidArgument("daemon " + info.name() + ": endpoint " + endpoint.status().message());
   }
   const int position = topology_->FindNode(info.position());
   if (position < 0) {

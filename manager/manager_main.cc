@@ -62,10 +62,9 @@ int main(int argc, char** argv) {
   }
   base::SetLogLevel(level);
   base::SetLogTimestamps(true);
-  net::HostPort listen;
-  std::string why;
-  if (!net::ParseHostPort(options.listen, &listen, &why, net::PortRule::kAllowZero)) {
-    std::fprintf(stderr, "tributary-manager: --listen %s\n", why.c_str());
+  if (Result<net::HostPort> listen = net::ParseHostPort(options.listen, net::PortRule::kAllowZero);
+      !listen.ok()) {
+    std::fprintf(stderr, "tributary-manager: --listen %s\n", listen.status().message().c_str());
     return 2;
   }
 

@@ -145,19 +145,14 @@ ManagerServer::ManagerServer(Topology topology, ServerOptions options)
 ManagerServer::~ManagerServer() { Shutdown(); }
 
 std::string ManagerServer::address() const {
-  net::HostPort listen;
-  if (!net::ParseHostPort(options_.listen, &listen, nullptr, net::PortRule::kAllowZero)) {
-    return options_.listen;  // Start() refused it
-  }
-  return listen.WithPort(static_cast<uint16_t>(port_)).ToString();
+  Result<net::HostPort> listen = net::ParseHostPort(options_.listen, net::PortRule::kAllowZero);
+  if (!listen.ok()) return options_.listen;  // Start() refused it
+  return listen->WithPort(static_cast<uint16_t>(port_)).ToString();
 }
 
 Status ManagerServer::Start() {
-  net::HostPort listen;
-  std::string why;
-  if (!net::ParseHostPort(options_.listen, &listen, &why, net::PortRule::kAllowZero)) {
-    return InvalidArgument("listen address " + why);
-  }
+  Result<net::HostPort> listen = net::ParseHostPort(options_.listen, net::PortRule::kAllowZero);
+  if (!listen.ok()) return InvalidArgument("listen address " + listen.status().message());
   service_ = std::make_unique<Service>(&topology_, options_);
   Status s = service_->Load();
   if (!s.ok()) return s;

@@ -308,10 +308,15 @@ Status ValidateConfig(const Config& c) {
   }
   range("capacity_slots", c.capacity_slots, 0, 1ull << 32);
   // Addresses go through the project's one HOST:PORT parser (no DNS here).
-  net::HostPort address;
-  if (!c.manager.empty() && !net::ParseHostPort(c.manager, &address, &why)) fail("manager", why);
-  if (!c.advertise_address.empty() && !net::ParseHostPort(c.advertise_address, &address, &why)) {
-    fail("advertise_address", why);
+  if (!c.manager.empty()) {
+    if (auto address = net::ParseHostPort(c.manager); !address.ok()) {
+      fail("manager", address.status().message());
+    }
+  }
+  if (!c.advertise_address.empty()) {
+    if (auto address = net::ParseHostPort(c.advertise_address); !address.ok()) {
+      fail("advertise_address", address.status().message());
+    }
   }
   if (problems.empty()) return Status::Ok();
   problems.pop_back();

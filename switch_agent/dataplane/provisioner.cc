@@ -24,8 +24,6 @@ std::string JobAssignment::Describe() const {
 
 Status ValidateAssignment(const JobAssignment& a) {
   const std::string job = "job " + std::to_string(a.job_id) + ": ";
-  net::HostPort parent;
-  std::string why;
   if (a.job_id == 0) return InvalidArgument("job id 0 is reserved");
   if (a.fan_in == 0 || a.fan_in > proto::kMaxFanIn) {
     return InvalidArgument(job + "fan_in must be in [1, " + std::to_string(proto::kMaxFanIn) + "]");
@@ -45,8 +43,9 @@ Status ValidateAssignment(const JobAssignment& a) {
   if (a.parent_fan_in == 0 || a.child_index >= a.parent_fan_in) {
     return InvalidArgument(job + "child_index must be below parent_fan_in (and parent_fan_in >= 1)");
   }
-  if (!net::ParseHostPort(a.parent, &parent, &why)) return InvalidArgument(job + "parent " + why);
-  if (parent.kind != net::HostPort::Kind::kIpv4) {
+  Result<net::HostPort> parent = net::ParseHostPort(a.parent);
+  if (!parent.ok()) return InvalidArgument(job + "parent " + parent.status().message());
+  if (parent->kind != net::HostPort::Kind::kIpv4) {
     return InvalidArgument(job + "parent '" + a.parent +
                            "' must be an IPv4 address:port (no name lookups on the data path)");
   }

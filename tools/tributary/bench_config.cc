@@ -99,10 +99,11 @@ Status BenchConfig::Finalize() {
   if (max_bytes < DataTypeSize(dtype)) {
     return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(dtype)));
   }
-  net::HostPort address;
-  std::string why;
-  if (!daemon.empty() && !net::ParseHostPort(daemon, &address, &why)) {
-    return invalid("--daemon " + why + " (expected HOST:PORT of a running tributaryd)");
+  if (!daemon.empty()) {
+    if (Result<net::HostPort> address = net::ParseHostPort(daemon); !address.ok()) {
+      return invalid("--daemon " + address.status().message() +
+                     " (expected HOST:PORT of a running tributaryd)");
+    }
   }
   return Status::Ok();
 }

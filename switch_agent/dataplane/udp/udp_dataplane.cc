@@ -219,13 +219,13 @@ void UdpDataplane::ServiceProvisioning(uint64_t now_ns) {
 
 Status UdpDataplane::ResolveParent(const std::string& endpoint, engine::PeerToken* token) {
   // No DNS on the data path: the parent must be an IPv4 literal.
-  net::HostPort parent;
-  sockaddr_in addr{};
-  std::string why;
-  if (!net::ParseHostPort(endpoint, &parent, &why)) return InvalidArgument(why);
-  if (parent.kind != net::HostPort::Kind::kIpv4 || !net::ResolveIpv4(parent, &addr, &why)) {
-    return InvalidArgument("not an IPv4 'address:port'");
-  }
+  Result<net::HostPort> parent = net::ParseHostPort(endpoint);
+  if (!parent.ok()) return parent.status();
+  const Status not_ipv4 = InvalidArgument("not an IPv4 'address:port'");
+  if (parent->kind != net::HostPort::Kind::kIpv4) return not_ipv4;
+  Result<sockaddr_in> resolved = net::ResolveIpv4(*parent);  // a literal: no DNS
+  if (!resolved.ok()) return not_ipv4;
+  const sockaddr_in addr = resolved.value();
   const uint64_t now = MonotonicNowNs();
   if (peers_.Find(addr, now, token)) return Status::Ok();
   if (!peers_.Insert(addr, now, token)) return ResourceExhausted("peer table full");

@@ -313,7 +313,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--lanes must be 1..16\n");
     return 2;
   }
-  std::string error;
   // One lcore per lane, each on its own CPU (lcore k on CPU k).
   const std::string eal = "--no-huge --no-pci --no-shconf --no-telemetry -m 1024 -l 0-" +
                           std::to_string(lanes - 1) +
@@ -329,8 +328,8 @@ int main(int argc, char** argv) {
   for (uint32_t payload : payloads) {
     // A fresh port per size: the dataplane's Cleanup closes it.
     RingPort port;
-    if (!port.Create(std::to_string(payload), static_cast<uint16_t>(lanes), &error)) {
-      std::fprintf(stderr, "%s\n", error.c_str());
+    if (Status s = port.Create(std::to_string(payload), static_cast<uint16_t>(lanes)); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
       return 1;
     }
     RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer);

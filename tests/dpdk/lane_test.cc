@@ -43,8 +43,8 @@ class LaneTest : public ::testing::Test {
 
   void SetUp() override {
     if (!eal_ok_) GTEST_SKIP() << "DPDK EAL cannot start here: " << eal_error_;
-    std::string error;
-    ASSERT_TRUE(port_.Create("lt" + std::to_string(counter_++), 2, &error)) << error;
+    const Status created = port_.Create("lt" + std::to_string(counter_++), 2);
+    ASSERT_TRUE(created.ok()) << created.ToString();
     agent::DataplaneOptions options;
     options.listen_address = dpdk_harness::kDaemonIp;
     options.port = kPort;

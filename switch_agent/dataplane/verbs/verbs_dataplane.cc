@@ -57,9 +57,8 @@ Status VerbsDataplane::Init() {
                        options_.listen_address + "; use --dataplane udp, dpdk or ofi");
   }
   const roce::Gid want = roce::Ipv4MappedGid(ip_be_);
-  std::string why;
-  if (!roce::OpenRocePort(/*ipv4=*/true, &want, &port_, &why)) {
-    return Unavailable("verbs: " + why + " (RDMA devices: " + names + "); is " +
+  if (Status s = roce::OpenRocePort(/*ipv4=*/true, &want, &port_); !s.ok()) {
+    return Unavailable("verbs: " + s.message() + " (RDMA devices: " + names + "); is " +
                        options_.listen_address + " configured on a RoCE interface?");
   }
   ibv_device_attr dev{};
@@ -96,8 +95,8 @@ Status VerbsDataplane::Init() {
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
   if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) return fail("ibv_create_qp (UD)");
-  if (!roce::ConnectUdQp(qp_, port_.port_num, roce::kTributaryQkey, &why)) {
-    Status status = Unavailable("verbs: " + why);
+  if (Status s = roce::ConnectUdQp(qp_, port_.port_num, roce::kTributaryQkey); !s.ok()) {
+    Status status = Unavailable("verbs: " + s.message());
     Cleanup();
     return status;
   }

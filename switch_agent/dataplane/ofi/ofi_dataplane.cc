@@ -47,7 +47,7 @@ Status OfiDataplane::OpenEndpoint(fi_info* info, uint16_t port) {
   size_t len = sizeof(name);
   if (int rc = fi_getname(&ep_->fid, name, &len)) {
     CloseRdm();
-    return Status(StatusCode::kUnavailable, "fi_getname: " + FiError(rc));
+    return Unavailable("fi_getname: " + FiError(rc));
   }
   if (info_->addr_format == FI_SOCKADDR_IN && len >= sizeof(sockaddr_in)) {
     sockaddr_in sin;
@@ -81,7 +81,7 @@ Status OfiDataplane::Init() {
   auto open = [this, &query](const std::string&, fi_info* info) {
     return OpenEndpoint(info, query.port);
   };
-  Result<ofi::Selected> selected = Status(StatusCode::kInternal, "no provider tried");
+  Result<ofi::Selected> selected = Internal("no provider tried");
   if (query.wanted == "shm" && options_.port == 0) {
     // No kernel picks a free shm name: try a few derived from the pid.
     for (int i = 0; i < 16 && !selected.ok(); ++i) {

@@ -287,7 +287,6 @@ Status ValidateConfig(const Config& c) {
     fail("dpdk_lanes", "ports " + std::to_string(c.port) + ".." +
                            std::to_string(c.port + c.dpdk_lanes - 1) + " do not fit");
   }
-  std::string why;
   if (Status s = CheckBackendName(c.dataplane); !s.ok()) fail("dataplane", s.message());
   range("max_jobs", c.max_jobs, 1, 1u << 20);
   range("max_memory_mb", c.max_memory_mb, 1, 1ull << 24);

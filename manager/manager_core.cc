@@ -46,10 +46,8 @@ uint32_t ManagerCore::heartbeat_interval_ms() const {
 Status ManagerCore::RegisterDaemon(const v1::DaemonInfo& info, int64_t now_ms,
                                    v1::RegisterReply* reply) {
   if (info.name().empty()) return InvalidArgument("daemon name is empty");
-  net::HostPort endpoint;
-  std::string why;
-  if (!net::ParseHostPort(info.endpoint(), &endpoint, &why)) {
-    return InvalidArgument("daemon " + info.name() + ": endpoint " + why);
+  if (Result<net::HostPort> endpoint = net::ParseHostPort(info.endpoint()); !endpoint.ok()) {
+    return InvalidArgument("daemon " + info.name() + ": endpoint " + endpoint.status().message());
   }
   const int position = topology_->FindNode(info.position());
   if (position < 0) {
@@ -300,7 +298,7 @@ Status ManagerCore::JobHeartbeat(const v1::JobHeartbeatRequest& request, int64_t
   }
   v1::Job& j = it->second.job;
   if (j.job_key() != request.job_key()) {
-    return Status(Code::kPermissionDenied, "job " + std::to_string(request.job_id()) + ": wrong key");
+    return PermissionDenied("job " + std::to_string(request.job_id()) + ": wrong key");
   }
   j.set_last_heartbeat_unix_ms(now_ms);
   reply->set_state(j.state());

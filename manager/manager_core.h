@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "manager/placement.h"
-#include "manager/status.h"
+#include "common/status.h"
 #include "manager/topology.h"
 #include "proto/manager.pb.h"
 #include "proto/wire.h"

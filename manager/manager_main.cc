@@ -62,15 +62,14 @@ int main(int argc, char** argv) {
   }
   base::SetLogLevel(level);
   base::SetLogTimestamps(true);
-  net::HostPort listen;
-  std::string why;
-  if (!net::ParseHostPort(options.listen, &listen, &why, net::PortRule::kAllowZero)) {
-    std::fprintf(stderr, "tributary-manager: --listen %s\n", why.c_str());
+  if (Result<net::HostPort> listen = net::ParseHostPort(options.listen, net::PortRule::kAllowZero);
+      !listen.ok()) {
+    std::fprintf(stderr, "tributary-manager: --listen %s\n", listen.status().message().c_str());
     return 2;
   }
 
   manager::Topology topology;
-  manager::Status s = manager::LoadTopologyFile(topology_path, &topology);
+  Status s = manager::LoadTopologyFile(topology_path, &topology);
   if (!s.ok()) {
     std::fprintf(stderr, "tributary-manager: %s\n", s.message().c_str());
     return 2;

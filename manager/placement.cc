@@ -308,7 +308,7 @@ Status Placer::Finish(Placement* out) {
   for (const auto& g : groups_) {
     auto it = node_of_daemon.find(g.daemon);
     if (it == node_of_daemon.end()) {
-      return Status(Code::kInternal, "leaf " + topo_.nodes()[g.position].name + " not in tree");
+      return Internal("leaf " + topo_.nodes()[g.position].name + " not in tree");
     }
     uint32_t index = 0;
     for (int r : g.ranks) {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "manager/status.h"
+#include "common/status.h"
 #include "manager/topology.h"
 
 namespace tributary::manager {

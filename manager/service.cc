@@ -16,9 +16,29 @@ namespace {
 
 constexpr const char* kLog = "manager";
 
+// The project's codes (common/status.h) onto gRPC's canonical ones. The core
+// answers with the first seven; the rest map to their nearest gRPC meaning.
+grpc::StatusCode ToGrpcCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return grpc::StatusCode::OK;
+    case StatusCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case StatusCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
+    case StatusCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case StatusCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case StatusCode::kInternal: return grpc::StatusCode::INTERNAL;
+    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case StatusCode::kTimedOut: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case StatusCode::kAborted: return grpc::StatusCode::ABORTED;
+    case StatusCode::kMismatch: return grpc::StatusCode::FAILED_PRECONDITION;
+    case StatusCode::kUnimplemented: return grpc::StatusCode::UNIMPLEMENTED;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+  return grpc::Status(ToGrpcCode(s.code()), s.message());
 }
 
 }  // namespace
@@ -125,19 +145,14 @@ ManagerServer::ManagerServer(Topology topology, ServerOptions options)
 ManagerServer::~ManagerServer() { Shutdown(); }
 
 std::string ManagerServer::address() const {
-  net::HostPort listen;
-  if (!net::ParseHostPort(options_.listen, &listen, nullptr, net::PortRule::kAllowZero)) {
-    return options_.listen;  // Start() refused it
-  }
-  return listen.WithPort(static_cast<uint16_t>(port_)).ToString();
+  Result<net::HostPort> listen = net::ParseHostPort(options_.listen, net::PortRule::kAllowZero);
+  if (!listen.ok()) return options_.listen;  // Start() refused it
+  return listen->WithPort(static_cast<uint16_t>(port_)).ToString();
 }
 
 Status ManagerServer::Start() {
-  net::HostPort listen;
-  std::string why;
-  if (!net::ParseHostPort(options_.listen, &listen, &why, net::PortRule::kAllowZero)) {
-    return InvalidArgument("listen address " + why);
-  }
+  Result<net::HostPort> listen = net::ParseHostPort(options_.listen, net::PortRule::kAllowZero);
+  if (!listen.ok()) return InvalidArgument("listen address " + listen.status().message());
   service_ = std::make_unique<Service>(&topology_, options_);
   Status s = service_->Load();
   if (!s.ok()) return s;

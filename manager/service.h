@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "manager/manager_core.h"
-#include "manager/status.h"
+#include "common/status.h"
 #include "manager/topology.h"
 
 namespace grpc {

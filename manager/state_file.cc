@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kHeader = "# tributary-manager state, protobuf text format (ListReply)\n";
 
 Status Errno(const std::string& what, const std::string& path) {
-  return Status(Code::kInternal, what + " " + path + ": " + std::strerror(errno));
+  return Internal(what + " " + path + ": " + std::strerror(errno));
 }
 
 std::string DirName(const std::string& path) {
@@ -30,7 +30,7 @@ std::string DirName(const std::string& path) {
 Status SaveState(const std::string& path, const v1::ListReply& state) {
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(state, &text)) {
-    return Status(Code::kInternal, "cannot format the state");
+    return Internal("cannot format the state");
   }
   text.insert(0, kHeader);
   const std::string tmp = path + ".tmp";

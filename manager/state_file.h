@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "manager/status.h"
+#include "common/status.h"
 #include "proto/manager.pb.h"
 
 namespace tributary::manager {

@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "manager/status.h"
+#include "common/status.h"
 
 namespace tributary::manager {
 

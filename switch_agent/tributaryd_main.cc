@@ -75,15 +75,15 @@ int main(int argc, char** argv) {
 
   agent::SignalFlags& signals = agent::InstallSignalHandlers();
   engine::Engine engine(agent::ToEngineLimits(config), EpochSeed());
-  std::string error;
-  std::unique_ptr<agent::Dataplane> dataplane = agent::CreateDataplane(
-      config.dataplane, agent::ToDataplaneOptions(config), &engine, &error);
-  if (dataplane == nullptr) {
-    std::fprintf(stderr, "tributaryd: %s\n", error.c_str());
+  Result<std::unique_ptr<agent::Dataplane>> created =
+      agent::CreateDataplane(config.dataplane, agent::ToDataplaneOptions(config), &engine);
+  if (!created.ok()) {
+    std::fprintf(stderr, "tributaryd: %s\n", created.status().message().c_str());
     return kExitUsage;
   }
-  if (!dataplane->Init(&error)) {
-    std::fprintf(stderr, "tributaryd: %s\n", error.c_str());
+  std::unique_ptr<agent::Dataplane> dataplane = std::move(created).value();
+  if (Status s = dataplane->Init(); !s.ok()) {
+    std::fprintf(stderr, "tributaryd: %s\n", s.message().c_str());
     return kExitStartFailed;
   }
   // Jobs placed ahead of their ranks: the static list now, the manager's later.

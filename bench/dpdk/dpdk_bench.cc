@@ -209,9 +209,8 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
   options.listen_address = dpdk_harness::kDaemonIp;
   options.dpdk_lanes = lanes;
   DpdkDataplane dp(options, &engine);
-  std::string error;
-  if (!dp.Init(&error)) {
-    std::fprintf(stderr, "init: %s\n", error.c_str());
+  if (Status s = dp.Init(); !s.ok()) {
+    std::fprintf(stderr, "init: %s\n", s.message().c_str());
     std::exit(1);
   }
   std::vector<LaneWork> work(lanes);
@@ -314,14 +313,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--lanes must be 1..16\n");
     return 2;
   }
-  std::string error;
   // One lcore per lane, each on its own CPU (lcore k on CPU k).
   const std::string eal = "--no-huge --no-pci --no-shconf --no-telemetry -m 1024 -l 0-" +
                           std::to_string(lanes - 1) +
                           " --log-level=lib.eal:warning --file-prefix=tribbench" +
                           std::to_string(getpid());
-  if (!agent::dpdk::EalInit(eal, &error)) {
-    std::fprintf(stderr, "%s\n", error.c_str());
+  if (Status s = agent::dpdk::EalInit(eal); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
     return 77;
   }
   std::printf("tributary_dpdk_bench: ring port, fp32 SUM, fan-in %u, %u slots x 2 sets, "
@@ -330,8 +328,8 @@ int main(int argc, char** argv) {
   for (uint32_t payload : payloads) {
     // A fresh port per size: the dataplane's Cleanup closes it.
     RingPort port;
-    if (!port.Create(std::to_string(payload), static_cast<uint16_t>(lanes), &error)) {
-      std::fprintf(stderr, "%s\n", error.c_str());
+    if (Status s = port.Create(std::to_string(payload), static_cast<uint16_t>(lanes)); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
       return 1;
     }
     RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "proto/codec.h"
 #include "switch_agent/dataplane/dpdk/eal.h"
 #include "switch_agent/dataplane/dpdk/packet.h"
@@ -35,8 +36,9 @@ struct RingPort {
   uint32_t rank_ip = inet_addr(kRankIp);
 
   // Creates `queues` RX/TX ring pairs and the port over them (it becomes
-  // the next port DPDK knows). False with a message on failure.
-  bool Create(const std::string& name, uint16_t queues, std::string* error) {
+  // the next port DPDK knows). kResourceExhausted with rte_errno's text on
+  // failure.
+  Status Create(const std::string& name, uint16_t queues) {
     if (pool == nullptr) {
       pool = rte_pktmbuf_pool_create(("hp_" + name).c_str(), 8191, 0, 0,
                                      RTE_PKTMBUF_HEADROOM + agent::dpdk::kMaxFrameBytes, 0);
@@ -50,10 +52,10 @@ struct RingPort {
     }
     if (pool == nullptr || rx.size() != queues || rx.back() == nullptr || tx.back() == nullptr ||
         rte_eth_from_rings(("ring" + name).c_str(), rx.data(), queues, tx.data(), queues, 0) < 0) {
-      *error = "cannot create the ring port: " + std::string(rte_strerror(rte_errno));
-      return false;
+      return ResourceExhausted("cannot create the ring port: " +
+                               std::string(rte_strerror(rte_errno)));
     }
-    return true;
+    return Status::Ok();
   }
 
   // Frees the rings and the pool (the dataplane's Cleanup has closed the

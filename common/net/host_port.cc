@@ -12,36 +12,31 @@
 namespace tributary::net {
 namespace {
 
-bool Fail(std::string_view text, const std::string& why, std::string* error) {
-  if (error != nullptr) *error = "'" + std::string(text) + "': " + why;
-  return false;
+Status Fail(std::string_view text, const std::string& why) {
+  return InvalidArgument("'" + std::string(text) + "': " + why);
 }
 
 // A DNS-style name: labels of letters, digits, '-' and '_' separated by
 // single dots, each label 1..63 characters and not starting or ending with
 // '-'; at most 253 characters. Names made only of digits and dots are
 // malformed IPv4 literals, not names.
-bool ValidName(std::string_view host, std::string* why) {
-  if (host.size() > 253) {
-    *why = "host name longer than 253 characters";
-    return false;
-  }
+Status ValidName(std::string_view host) {
+  if (host.size() > 253) return InvalidArgument("host name longer than 253 characters");
   bool all_numeric = true;
   size_t label_start = 0;
   for (size_t i = 0; i <= host.size(); ++i) {
     if (i == host.size() || host[i] == '.') {
       const std::string_view label = host.substr(label_start, i - label_start);
       if (label.empty()) {
-        *why = "empty label in host '" + std::string(host) + "'";
-        return false;
+        return InvalidArgument("empty label in host '" + std::string(host) + "'");
       }
       if (label.size() > 63) {
-        *why = "label longer than 63 characters in host '" + std::string(host) + "'";
-        return false;
+        return InvalidArgument("label longer than 63 characters in host '" + std::string(host) +
+                               "'");
       }
       if (label.front() == '-' || label.back() == '-') {
-        *why = "host '" + std::string(host) + "' has a label that starts or ends with '-'";
-        return false;
+        return InvalidArgument("host '" + std::string(host) +
+                               "' has a label that starts or ends with '-'");
       }
       label_start = i + 1;
       continue;
@@ -51,89 +46,80 @@ bool ValidName(std::string_view host, std::string* why) {
     const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
     if (!digit) all_numeric = false;
     if (!digit && !alpha && c != '-' && c != '_') {
-      *why = "character '" + std::string(1, c) + "' is not allowed in host '" +
-             std::string(host) + "' (IPv4 address, name, or [IPv6])";
-      return false;
+      return InvalidArgument("character '" + std::string(1, c) + "' is not allowed in host '" +
+                             std::string(host) + "' (IPv4 address, name, or [IPv6])");
     }
   }
   if (all_numeric) {
-    *why = "'" + std::string(host) + "' is not a valid IPv4 address";
-    return false;
+    return InvalidArgument("'" + std::string(host) + "' is not a valid IPv4 address");
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
 
-bool ParsePort(std::string_view text, uint16_t* out, std::string* error, PortRule rule) {
+Result<uint16_t> ParsePort(std::string_view text, PortRule rule) {
   const char* range = rule == PortRule::kAllowZero ? "0..65535" : "1..65535";
   if (text.empty()) {
-    if (error) *error = std::string("missing port (expected a number in ") + range + ")";
-    return false;
+    return InvalidArgument(std::string("missing port (expected a number in ") + range + ")");
   }
   uint32_t v = 0;
   for (char c : text) {
     if (c < '0' || c > '9') {
-      if (error) {
-        *error = "port '" + std::string(text) + "' is not a number in " + range;
-      }
-      return false;
+      return InvalidArgument("port '" + std::string(text) + "' is not a number in " + range);
     }
     v = v * 10 + static_cast<uint32_t>(c - '0');
     if (v > 65535) break;  // no overflow, however long the input
   }
   if (v > 65535 || (v == 0 && rule == PortRule::kNonZero)) {
-    if (error) *error = "port " + std::string(text) + " is out of range " + range;
-    return false;
+    return InvalidArgument("port " + std::string(text) + " is out of range " + range);
   }
-  *out = static_cast<uint16_t>(v);
-  return true;
+  return static_cast<uint16_t>(v);
 }
 
-bool ParseHostPort(std::string_view text, HostPort* out, std::string* error, PortRule rule) {
+Result<HostPort> ParseHostPort(std::string_view text, PortRule rule) {
   HostPort hp;
   std::string_view port_text;
-  if (text.empty()) return Fail(text, "empty address (expected HOST:PORT)", error);
+  if (text.empty()) return Fail(text, "empty address (expected HOST:PORT)");
   if (text.front() == '[') {
     const size_t close = text.find(']');
     if (close == std::string_view::npos) {
-      return Fail(text, "missing ']' (expected [IPV6]:PORT)", error);
+      return Fail(text, "missing ']' (expected [IPV6]:PORT)");
     }
     if (close + 1 >= text.size() || text[close + 1] != ':') {
-      return Fail(text, "missing ':PORT' after ']' (expected [IPV6]:PORT)", error);
+      return Fail(text, "missing ':PORT' after ']' (expected [IPV6]:PORT)");
     }
     hp.host = std::string(text.substr(1, close - 1));
     port_text = text.substr(close + 2);
     in6_addr v6{};
     if (hp.host.empty() || inet_pton(AF_INET6, hp.host.c_str(), &v6) != 1) {
-      return Fail(text, "'" + hp.host + "' is not an IPv6 address", error);
+      return Fail(text, "'" + hp.host + "' is not an IPv6 address");
     }
     hp.kind = HostPort::Kind::kIpv6;
   } else {
     const size_t colon = text.rfind(':');
     if (colon == std::string_view::npos) {
-      return Fail(text, "missing ':PORT' (expected HOST:PORT, e.g. 127.0.0.1:17820)", error);
+      return Fail(text, "missing ':PORT' (expected HOST:PORT, e.g. 127.0.0.1:17820)");
     }
     const std::string_view host = text.substr(0, colon);
     if (host.find(':') != std::string_view::npos) {
-      return Fail(text, "an IPv6 address must be bracketed, e.g. [::1]:17820", error);
+      return Fail(text, "an IPv6 address must be bracketed, e.g. [::1]:17820");
     }
-    if (host.empty()) return Fail(text, "missing host before ':' (expected HOST:PORT)", error);
+    if (host.empty()) return Fail(text, "missing host before ':' (expected HOST:PORT)");
     hp.host = std::string(host);
     port_text = text.substr(colon + 1);
     in_addr v4{};
     if (inet_pton(AF_INET, hp.host.c_str(), &v4) == 1) {
       hp.kind = HostPort::Kind::kIpv4;
     } else {
-      std::string why;
-      if (!ValidName(host, &why)) return Fail(text, why, error);
+      if (Status s = ValidName(host); !s.ok()) return Fail(text, s.message());
       hp.kind = HostPort::Kind::kName;
     }
   }
-  std::string why;
-  if (!ParsePort(port_text, &hp.port, &why, rule)) return Fail(text, why, error);
-  *out = std::move(hp);
-  return true;
+  Result<uint16_t> port = ParsePort(port_text, rule);
+  if (!port.ok()) return Fail(text, port.status().message());
+  hp.port = port.value();
+  return hp;
 }
 
 std::string HostPort::ToString() const {
@@ -157,7 +143,7 @@ bool HostPort::IsLoopback() const {
   return false;
 }
 
-bool ResolveIpv4(const HostPort& address, sockaddr_in* out, std::string* error) {
+Result<sockaddr_in> ResolveIpv4(const HostPort& address) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(address.port);
@@ -166,8 +152,7 @@ bool ResolveIpv4(const HostPort& address, sockaddr_in* out, std::string* error) 
       inet_pton(AF_INET, address.host.c_str(), &addr.sin_addr);  // validated by the parser
       break;
     case HostPort::Kind::kIpv6:
-      if (error) *error = "'" + address.ToString() + "': IPv6 is not supported here; use IPv4";
-      return false;
+      return InvalidArgument("'" + address.ToString() + "': IPv6 is not supported here; use IPv4");
     case HostPort::Kind::kName: {
       addrinfo hints{};
       hints.ai_family = AF_INET;
@@ -175,18 +160,14 @@ bool ResolveIpv4(const HostPort& address, sockaddr_in* out, std::string* error) 
       addrinfo* res = nullptr;
       const int rc = getaddrinfo(address.host.c_str(), nullptr, &hints, &res);
       if (rc != 0 || res == nullptr) {
-        if (error) {
-          *error = "cannot resolve '" + address.host + "': " + gai_strerror(rc);
-        }
-        return false;
+        return Unavailable("cannot resolve '" + address.host + "': " + gai_strerror(rc));
       }
       addr.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
       freeaddrinfo(res);
       break;
     }
   }
-  *out = addr;
-  return true;
+  return addr;
 }
 
 }  // namespace tributary::net

@@ -17,7 +17,9 @@
 // name: ResolveIpv4 is the separate, explicit step that may ask DNS, called
 // only where a socket is about to be opened.
 //
-// Thread-safety: pure functions on their arguments.
+// Errors are Status (common/status.h); this library uses only its inline
+// part, so it links nothing for it. Thread-safety: pure functions on their
+// arguments.
 #pragma once
 
 #include <netinet/in.h>
@@ -25,6 +27,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "common/status.h"
 
 namespace tributary::net {
 
@@ -51,19 +55,18 @@ enum class PortRule {
   kAllowZero  // 0..65535: an address to listen on, 0 = any free port
 };
 
-// Parses `text` into *out. On failure returns false and sets *error to a
-// sentence such as "'127.0.0.1:99999': port 99999 is out of range 1..65535"
-// (no trailing period), for the caller to prefix with the setting's name.
-bool ParseHostPort(std::string_view text, HostPort* out, std::string* error,
-                   PortRule rule = PortRule::kNonZero);
+// Parses `text`. On failure kInvalidArgument with a sentence such as
+// "'127.0.0.1:99999': port 99999 is out of range 1..65535" (no trailing
+// period), for the caller to prefix with the setting's name.
+Result<HostPort> ParseHostPort(std::string_view text, PortRule rule = PortRule::kNonZero);
 
 // Parses a port number alone ("17820"): decimal digits, within the rule's range.
-bool ParsePort(std::string_view text, uint16_t* out, std::string* error,
-               PortRule rule = PortRule::kNonZero);
+Result<uint16_t> ParsePort(std::string_view text, PortRule rule = PortRule::kNonZero);
 
 // Resolves a parsed address to an IPv4 socket address: a literal directly, a
-// name through getaddrinfo (DNS; may block). IPv6 literals are refused, as
-// only IPv4 sockets use this. On failure returns false with *error set.
-bool ResolveIpv4(const HostPort& address, sockaddr_in* out, std::string* error);
+// name through getaddrinfo (DNS; may block). IPv6 literals are refused
+// (kInvalidArgument), as only IPv4 sockets use this; a name that does not
+// resolve is kUnavailable.
+Result<sockaddr_in> ResolveIpv4(const HostPort& address);
 
 }  // namespace tributary::net

@@ -84,12 +84,9 @@ int CountDevices(std::string* names) {
   return n;
 }
 
-bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error) {
+Status OpenRocePort(bool ipv4, const Gid* exact, RocePort* out) {
   auto loaded = ibverbs::LoadLibibverbs();
-  if (!loaded.ok()) {
-    *error = loaded.status().message();
-    return false;
-  }
+  if (!loaded.ok()) return loaded.status();
   const ibverbs::VerbsApi& ibv = *loaded.value();
   int n = 0;
   ibv_device** list = ibv.get_device_list(&n);
@@ -133,13 +130,12 @@ bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error
   }
   ibv.free_device_list(list);
   if (out->ctx == nullptr) {
-    *error = "no active RoCE port with a RoCEv2 " +
-             (exact != nullptr ? "GID " + GidToString(*exact)
-                               : std::string(ipv4 ? "IPv4" : "IPv6") + " GID") +
-             " on devices " + (tried.empty() ? "(none could be opened)" : tried);
-    return false;
+    return Unavailable("no active RoCE port with a RoCEv2 " +
+                       (exact != nullptr ? "GID " + GidToString(*exact)
+                                         : std::string(ipv4 ? "IPv4" : "IPv6") + " GID") +
+                       " on devices " + (tried.empty() ? "(none could be opened)" : tried));
   }
-  return true;
+  return Status::Ok();
 }
 
 void CloseRocePort(RocePort* port) {
@@ -147,7 +143,7 @@ void CloseRocePort(RocePort* port) {
   port->ctx = nullptr;
 }
 
-bool ConnectUdQp(ibv_qp* qp, uint8_t port_num, uint32_t qkey, std::string* error) {
+Status ConnectUdQp(ibv_qp* qp, uint8_t port_num, uint32_t qkey) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
@@ -169,9 +165,8 @@ bool ConnectUdQp(ibv_qp* qp, uint8_t port_num, uint32_t qkey, std::string* error
       if (ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) step = "QP -> RTS";
     }
   }
-  if (step == nullptr) return true;
-  *error = std::string(step) + ": " + strerror(errno);
-  return false;
+  if (step == nullptr) return Status::Ok();
+  return Unavailable(std::string(step) + ": " + strerror(errno));
 }
 
 ibv_ah* CreateAh(ibv_pd* pd, const RocePort& port, const Gid& dgid) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "proto/wire.h"
 
 namespace tributary::roce {
@@ -72,14 +73,14 @@ struct RocePort {
   std::string device;
 };
 // Opens the first device with an ACTIVE Ethernet (RoCE) port holding a
-// RoCEv2 GID of the family (or exactly `exact`). False with *error naming
-// the devices tried, or the loader's message when libibverbs is missing.
+// RoCEv2 GID of the family (or exactly `exact`). kUnavailable naming the
+// devices tried, or the loader's Status when libibverbs is missing.
 // The steps below need a port this opened (libibverbs is loaded then).
-bool OpenRocePort(bool ipv4, const Gid* exact, RocePort* out, std::string* error);
+Status OpenRocePort(bool ipv4, const Gid* exact, RocePort* out);
 void CloseRocePort(RocePort* port);
 
 // INIT -> RTR -> RTS for a UD queue pair on `port_num` with `qkey`.
-bool ConnectUdQp(ibv_qp* qp, uint8_t port_num, uint32_t qkey, std::string* error);
+Status ConnectUdQp(ibv_qp* qp, uint8_t port_num, uint32_t qkey);
 // An address handle to `dgid` from the port's GID (nullptr with errno set).
 ibv_ah* CreateAh(ibv_pd* pd, const RocePort& port, const Gid& dgid);
 

@@ -60,7 +60,9 @@ static_assert(TRIB_SUM == static_cast<int>(tributary::ReduceOp::kSum) &&
               TRIB_AVG == static_cast<int>(tributary::ReduceOp::kAvg),
               "trib_op_t must match tributary::ReduceOp");
 static_assert(TRIB_UNIMPLEMENTED == static_cast<int>(tributary::StatusCode::kUnimplemented) &&
-              TRIB_MISMATCH == static_cast<int>(tributary::StatusCode::kMismatch),
+              TRIB_MISMATCH == static_cast<int>(tributary::StatusCode::kMismatch) &&
+              TRIB_PERMISSION_DENIED ==
+                  static_cast<int>(tributary::StatusCode::kPermissionDenied),
               "trib_status_t must match tributary::StatusCode");
 static_assert(TRIB_LOG_TRACE == static_cast<int>(tributary::LogLevel::kTrace) &&
               TRIB_LOG_OFF == static_cast<int>(tributary::LogLevel::kOff),

@@ -28,17 +28,16 @@ Status InvalidArg(const std::string& m) { return Status(StatusCode::kInvalidArgu
 
 // Lane k's aggregator: HOST:PORT with PORT + k.
 Result<std::string> LaneAddress(const std::string& aggregator, uint32_t k) {
-  net::HostPort address;
-  std::string why;
-  if (!net::ParseHostPort(aggregator, &address, &why)) {
-    return InvalidArg("lanes need the aggregator as HOST:PORT: " + why);
+  Result<net::HostPort> address = net::ParseHostPort(aggregator);
+  if (!address.ok()) {
+    return InvalidArg("lanes need the aggregator as HOST:PORT: " + address.status().message());
   }
-  const uint32_t port = uint32_t{address.port} + k;
+  const uint32_t port = uint32_t{address->port} + k;
   if (port > 65535) {
     return InvalidArg("lane " + std::to_string(k) + " of aggregator " + aggregator +
                       " would be port " + std::to_string(port));
   }
-  return address.WithPort(static_cast<uint16_t>(port)).ToString();
+  return address->WithPort(static_cast<uint16_t>(port)).ToString();
 }
 
 bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }

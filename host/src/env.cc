@@ -108,10 +108,9 @@ Status SetDelayUs(const char* name, const char* value, EnvSettings* e) {
 }
 
 Status SetAggregator(const char* name, const char* value, EnvSettings* e) {
-  net::HostPort address;
-  std::string why;
-  if (!ParseAggregatorAddress(value, &address, &why)) {
-    return Status(StatusCode::kInvalidArgument, std::string(name) + "=" + why +
+  if (Result<net::HostPort> address = ParseAggregatorAddress(value); !address.ok()) {
+    return Status(StatusCode::kInvalidArgument, std::string(name) + "=" +
+                                                    address.status().message() +
                                                     " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
   }
   e->options.aggregator = value;
@@ -451,30 +450,30 @@ const Result<EnvSettings>& ProcessEnvironment() {
   return *cached;
 }
 
-bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error) {
+Result<net::HostPort> ParseAggregatorAddress(const std::string& text) {
   const size_t slash = text.find('/');
   if (slash != std::string::npos) {
     // HOST:PORT/QPN, the verbs transport's form; the QPN is its to check.
     const std::string qpn = text.substr(slash + 1);
     if (qpn.empty() || qpn.find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
-      if (error) *error = "'" + text + "': QPN '" + qpn + "' after '/' is not a number";
-      return false;
+      return Status(StatusCode::kInvalidArgument,
+                    "'" + text + "': QPN '" + qpn + "' after '/' is not a number");
     }
   }
-  if (!net::ParseHostPort(text.substr(0, slash), out, error)) {
-    if (error && slash != std::string::npos) *error += " (in '" + text + "')";
-    return false;
+  Result<net::HostPort> address = net::ParseHostPort(text.substr(0, slash));
+  if (!address.ok() && slash != std::string::npos) {
+    return Status(StatusCode::kInvalidArgument,
+                  address.status().message() + " (in '" + text + "')");
   }
-  return true;
+  return address;
 }
 
 Options ResolveForTransport(const Options& in, const std::string& transport) {
   Options o = in;
   o.transport = transport;
   if (o.payload_bytes == 0) {
-    net::HostPort address;
-    const bool loopback = ParseAggregatorAddress(o.aggregator, &address, nullptr) &&
-                          address.IsLoopback();
+    Result<net::HostPort> address = ParseAggregatorAddress(o.aggregator);
+    const bool loopback = address.ok() && address->IsLoopback();
     o.payload_bytes = transport == "verbs" ? Options::kVerbsAutoPayloadBytes
                       : loopback           ? proto::kMaxPayloadBytes
                                            : kAutoPayloadBytesRemote;
@@ -525,10 +524,9 @@ Status Options::Validate() const {
                "rto_max_us (got " + std::to_string(rto_min_us) + ", " +
                std::to_string(rto_initial_us) + ", " + std::to_string(rto_max_us) + ")");
   }
-  net::HostPort address;
-  std::string why;
-  if (!host::ParseAggregatorAddress(aggregator, &address, &why)) {
-    return bad("aggregator=" + why + " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
+  if (Result<net::HostPort> address = host::ParseAggregatorAddress(aggregator); !address.ok()) {
+    return bad("aggregator=" + address.status().message() +
+               " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
   }
   return Status::Ok();
 }

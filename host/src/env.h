@@ -80,8 +80,9 @@ const Result<EnvSettings>& ProcessEnvironment();
 
 // The aggregator as users write it: HOST:PORT (net::ParseHostPort), or
 // HOST:PORT/QPN for the verbs transport (the QPN is only checked to be a
-// number here; the verbs transport checks its range). No DNS.
-bool ParseAggregatorAddress(const std::string& text, net::HostPort* out, std::string* error);
+// number here; the verbs transport checks its range). No DNS;
+// kInvalidArgument with a message quoting the text.
+Result<net::HostPort> ParseAggregatorAddress(const std::string& text);
 
 // Auto payload to an aggregator that is not on loopback: fits MTU 9000.
 inline constexpr uint32_t kAutoPayloadBytesRemote = 8192;

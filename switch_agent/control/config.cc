@@ -83,30 +83,26 @@ const char* const kJobKeys[] = {"id",     "key",         "fan_in",       "slot_c
 // Decimal, or 0x-prefixed hexadecimal (job keys are usually written in hex).
 bool ParseUintOrHex(const std::string& text, uint64_t* out);
 
-bool ParseJobs(const YAML::Node& list, const std::string& where, Config* c, std::string* error) {
+Status ParseJobs(const YAML::Node& list, const std::string& where, Config* c) {
   if (!list.IsSequence()) {
-    *error = where + ": 'jobs' must be a list of mappings";
-    return false;
+    return InvalidArgument(where + ": 'jobs' must be a list of mappings");
   }
   c->jobs.clear();
   for (const auto& item : list) {
     const std::string at = where + ", jobs entry line " + std::to_string(item.Mark().line + 1);
     if (!item.IsMap()) {
-      *error = at + ": expected a mapping";
-      return false;
+      return InvalidArgument(at + ": expected a mapping");
     }
     JobAssignment a;
     for (const auto& kv : item) {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
       if (std::find(std::begin(kJobKeys), std::end(kJobKeys), key) == std::end(kJobKeys)) {
-        *error = at + ": unknown key '" + key +
-                 "' (known: id, key, fan_in, slot_count, payload_bytes, parent, child_index, "
-                 "parent_fan_in)";
-        return false;
+        return InvalidArgument(at + ": unknown key '" + key +
+                               "' (known: id, key, fan_in, slot_count, payload_bytes, parent, "
+                               "child_index, parent_fan_in)");
       }
       if (!kv.second.IsScalar()) {
-        *error = at + ": '" + key + "' needs a single value";
-        return false;
+        return InvalidArgument(at + ": '" + key + "' needs a single value");
       }
       const std::string value = kv.second.Scalar();
       if (key == "parent") {
@@ -115,8 +111,7 @@ bool ParseJobs(const YAML::Node& list, const std::string& where, Config* c, std:
       }
       uint64_t v;
       if (!ParseUintOrHex(value, &v) || (key != "key" && v > UINT32_MAX)) {
-        *error = at + ": '" + key + "': invalid value '" + value + "'";
-        return false;
+        return InvalidArgument(at + ": '" + key + "': invalid value '" + value + "'");
       }
       if (key == "id") a.job_id = static_cast<uint32_t>(v);
       else if (key == "key") a.job_key = v;
@@ -126,21 +121,16 @@ bool ParseJobs(const YAML::Node& list, const std::string& where, Config* c, std:
       else if (key == "child_index") a.child_index = static_cast<uint32_t>(v);
       else a.parent_fan_in = static_cast<uint32_t>(v);
     }
-    std::string why;
-    if (!ValidateAssignment(a, &why)) {
-      *error = at + ": " + why;
-      return false;
-    }
+    if (Status s = ValidateAssignment(a); !s.ok()) return InvalidArgument(at + ": " + s.message());
     for (const JobAssignment& other : c->jobs) {
       if (other.job_id == a.job_id) {
-        *error = at + ": job " + std::to_string(a.job_id) + " is listed twice";
-        return false;
+        return InvalidArgument(at + ": job " + std::to_string(a.job_id) + " is listed twice");
       }
     }
     c->jobs.push_back(a);
   }
   c->source["jobs"] = where;
-  return true;
+  return Status::Ok();
 }
 
 std::string FlagName(const Field& f) {
@@ -206,78 +196,70 @@ bool ParseUint(const std::string& text, uint64_t* out) {
   return true;
 }
 
-bool SetField(const Field& f, const std::string& value, const std::string& origin, Config* c,
-              std::string* error) {
+Status SetField(const Field& f, const std::string& value, const std::string& origin, Config* c) {
   if (f.str != nullptr) {
     c->*(f.str) = value;
   } else {
     uint64_t v;
     if (!ParseUint(value, &v)) {
-      *error = std::string(f.key) + ": invalid value '" + value + "' (from " + origin +
-               "): expected a non-negative integer";
-      return false;
+      return InvalidArgument(std::string(f.key) + ": invalid value '" + value + "' (from " +
+                             origin + "): expected a non-negative integer");
     }
     c->*(f.num) = v;
   }
   c->source[f.key] = origin;
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
 
-bool ApplyYamlText(const std::string& text, const std::string& origin, Config* config,
-                   std::string* error) {
+Status ApplyYamlText(const std::string& text, const std::string& origin, Config* config) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    *error = origin + ": YAML syntax error: " + e.what();
-    return false;
+    return InvalidArgument(origin + ": YAML syntax error: " + e.what());
   }
-  if (root.IsNull()) return true;  // an empty file changes nothing
+  if (root.IsNull()) return Status::Ok();  // an empty file changes nothing
   if (!root.IsMap()) {
-    *error = origin + ": expected a mapping of 'key: value' lines at the top level";
-    return false;
+    return InvalidArgument(origin + ": expected a mapping of 'key: value' lines at the top level");
   }
   for (const auto& kv : root) {
     const int line = kv.first.Mark().line + 1;
     const std::string where = origin + " line " + std::to_string(line);
     if (!kv.first.IsScalar()) {
-      *error = where + ": keys must be plain names";
-      return false;
+      return InvalidArgument(where + ": keys must be plain names");
     }
     const std::string key = kv.first.Scalar();
     if (key == "jobs") {
-      if (!ParseJobs(kv.second, where, config, error)) return false;
+      if (Status s = ParseJobs(kv.second, where, config); !s.ok()) return s;
       continue;
     }
     const Field* f = FindField(key);
     if (f == nullptr) {
-      *error = where + ": unknown key '" + key + "' (known keys: " + KnownKeys() + ")";
-      return false;
+      return InvalidArgument(where + ": unknown key '" + key + "' (known keys: " + KnownKeys() +
+                             ")");
     }
     if (!kv.second.IsScalar()) {
-      *error = where + ": key '" + key + "' needs a single value";
-      return false;
+      return InvalidArgument(where + ": key '" + key + "' needs a single value");
     }
-    if (!SetField(*f, kv.second.Scalar(), where, config, error)) return false;
+    if (Status s = SetField(*f, kv.second.Scalar(), where, config); !s.ok()) return s;
   }
-  return true;
+  return Status::Ok();
 }
 
-bool ApplyYamlFile(const std::string& path, Config* config, std::string* error) {
+Status ApplyYamlFile(const std::string& path, Config* config) {
   std::ifstream in(path);
   if (!in) {
-    *error = "cannot read config file '" + path + "': " + strerror(errno);
-    return false;
+    return InvalidArgument("cannot read config file '" + path + "': " + strerror(errno));
   }
   std::stringstream text;
   text << in.rdbuf();
   config->config_file = path;
-  return ApplyYamlText(text.str(), "config file " + path, config, error);
+  return ApplyYamlText(text.str(), "config file " + path, config);
 }
 
-bool ValidateConfig(const Config& c, std::string* error) {
+Status ValidateConfig(const Config& c) {
   std::string problems;
   auto source = [&](const char* key) {
     auto it = c.source.find(key);
@@ -305,8 +287,7 @@ bool ValidateConfig(const Config& c, std::string* error) {
     fail("dpdk_lanes", "ports " + std::to_string(c.port) + ".." +
                            std::to_string(c.port + c.dpdk_lanes - 1) + " do not fit");
   }
-  std::string why;
-  if (!CheckBackendName(c.dataplane, &why)) fail("dataplane", why);
+  if (Status s = CheckBackendName(c.dataplane); !s.ok()) fail("dataplane", s.message());
   range("max_jobs", c.max_jobs, 1, 1u << 20);
   range("max_memory_mb", c.max_memory_mb, 1, 1ull << 24);
   range("max_slots_per_job", c.max_slots_per_job, 1, proto::kMaxSlotCount);
@@ -326,15 +307,19 @@ bool ValidateConfig(const Config& c, std::string* error) {
   }
   range("capacity_slots", c.capacity_slots, 0, 1ull << 32);
   // Addresses go through the project's one HOST:PORT parser (no DNS here).
-  net::HostPort address;
-  if (!c.manager.empty() && !net::ParseHostPort(c.manager, &address, &why)) fail("manager", why);
-  if (!c.advertise_address.empty() && !net::ParseHostPort(c.advertise_address, &address, &why)) {
-    fail("advertise_address", why);
+  if (!c.manager.empty()) {
+    if (auto address = net::ParseHostPort(c.manager); !address.ok()) {
+      fail("manager", address.status().message());
+    }
   }
-  if (problems.empty()) return true;
+  if (!c.advertise_address.empty()) {
+    if (auto address = net::ParseHostPort(c.advertise_address); !address.ok()) {
+      fail("advertise_address", address.status().message());
+    }
+  }
+  if (problems.empty()) return Status::Ok();
   problems.pop_back();
-  *error = problems;
-  return false;
+  return InvalidArgument(std::move(problems));
 }
 
 ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config) {
@@ -368,18 +353,18 @@ ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config) 
 
   *config = Config{};
   for (const Field& f : kFields) config->source[f.key] = "default";
-  std::string error;
-  if (!config_file.empty() && !ApplyYamlFile(config_file, config, &error)) {
-    return {ParseStatus::kError, error};
+  if (!config_file.empty()) {
+    if (Status s = ApplyYamlFile(config_file, config); !s.ok()) {
+      return {ParseStatus::kError, s.message()};
+    }
   }
   for (size_t i = 0; i < std::size(kFields); ++i) {
     if (options[i]->count() == 0) continue;
-    if (!SetField(kFields[i], values[i], "flag " + FlagName(kFields[i]), config, &error)) {
-      return {ParseStatus::kError, error};
-    }
+    Status s = SetField(kFields[i], values[i], "flag " + FlagName(kFields[i]), config);
+    if (!s.ok()) return {ParseStatus::kError, s.message()};
   }
-  if (!ValidateConfig(*config, &error)) {
-    return {ParseStatus::kError, "invalid configuration:\n" + error};
+  if (Status s = ValidateConfig(*config); !s.ok()) {
+    return {ParseStatus::kError, "invalid configuration:\n" + s.message()};
   }
   if (print_config) return {ParseStatus::kExitOk, ConfigToYaml(*config)};
   return {ParseStatus::kRun, ""};

@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 
+#include "common/status.h"
 #include "proto/wire.h"
 #include <vector>
 
@@ -112,14 +113,14 @@ struct ParseResult {
 ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config);
 
 // Applies the keys of a YAML document (a mapping) onto *config. `origin`
-// names the document in messages. Returns false with a message on a syntax
-// error, an unknown key, a non-scalar or unparsable value.
-bool ApplyYamlText(const std::string& text, const std::string& origin, Config* config,
-                   std::string* error);
-bool ApplyYamlFile(const std::string& path, Config* config, std::string* error);
+// names the document in messages. kInvalidArgument with a message on a
+// syntax error, an unknown key, a non-scalar or unparsable value, or a file
+// that cannot be read.
+Status ApplyYamlText(const std::string& text, const std::string& origin, Config* config);
+Status ApplyYamlFile(const std::string& path, Config* config);
 
-// Checks every value; on failure returns false and one line per problem.
-bool ValidateConfig(const Config& config, std::string* error);
+// Checks every value; kInvalidArgument with one line per problem.
+Status ValidateConfig(const Config& config);
 
 // The effective configuration as a YAML document that ApplyYamlText accepts.
 std::string ConfigToYaml(const Config& config);

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
 
@@ -79,9 +80,9 @@ class Dataplane {
   // The registry name ("udp", ...).
   virtual const char* name() const = 0;
 
-  // Acquires the backend's resources. On failure returns false and sets a
-  // message that names the cause and, when obvious, the fix.
-  virtual bool Init(std::string* error) = 0;
+  // Acquires the backend's resources. On failure a Status whose message
+  // names the cause and, when obvious, the fix.
+  virtual Status Init() = 0;
 
   // The address actually bound, "a.b.c.d:port" (valid after Init).
   virtual std::string LocalAddress() const = 0;
@@ -128,15 +129,16 @@ const std::vector<BackendInfo>& AllBackends();
 // Comma-separated names of the backends compiled in, e.g. "udp".
 std::string BuiltBackendNames();
 
-// Checks that `name` is a built backend; otherwise returns false with a
-// message listing the available ones.
-bool CheckBackendName(const std::string& name, std::string* error);
+// Checks that `name` is a built backend: kInvalidArgument for an unknown
+// name, kUnimplemented for one not built in, each message listing the
+// available ones.
+Status CheckBackendName(const std::string& name);
 
-// Creates the backend `name` bound to `engine` (not owned; must outlive it).
-// Returns nullptr with `error` set when the name is unknown or not built.
-std::unique_ptr<Dataplane> CreateDataplane(const std::string& name,
-                                           const DataplaneOptions& options,
-                                           engine::Engine* engine, std::string* error);
+// Creates the backend `name` bound to `engine` (not owned; must outlive it),
+// or CheckBackendName's Status when the name is unknown or not built.
+Result<std::unique_ptr<Dataplane>> CreateDataplane(const std::string& name,
+                                                   const DataplaneOptions& options,
+                                                   engine::Engine* engine);
 
 // Monotonic clock in nanoseconds, the time base handed to the engine.
 uint64_t MonotonicNowNs();

@@ -22,30 +22,34 @@ std::string JobAssignment::Describe() const {
   return out;
 }
 
-bool ValidateAssignment(const JobAssignment& a, std::string* error) {
+Status ValidateAssignment(const JobAssignment& a) {
   const std::string job = "job " + std::to_string(a.job_id) + ": ";
-  net::HostPort parent;
-  std::string why;
-  if (a.job_id == 0) *error = "job id 0 is reserved";
-  else if (a.fan_in == 0 || a.fan_in > proto::kMaxFanIn)
-    *error = job + "fan_in must be in [1, " + std::to_string(proto::kMaxFanIn) + "]";
-  else if (a.slot_count == 0 || a.slot_count > proto::kMaxSlotCount)
-    *error = job + "slot_count must be in [1, " + std::to_string(proto::kMaxSlotCount) + "]";
-  else if (a.payload_bytes < proto::kMinPayloadBytes || a.payload_bytes > proto::kMaxPayloadBytes ||
-           a.payload_bytes % proto::kPayloadAlign != 0)
-    *error = job + "payload_bytes must be a multiple of " + std::to_string(proto::kPayloadAlign) +
-             " in [" + std::to_string(proto::kMinPayloadBytes) + ", " +
-             std::to_string(proto::kMaxPayloadBytes) + "]";
-  else if (!a.parent.empty() && (a.parent_fan_in == 0 || a.child_index >= a.parent_fan_in))
-    *error = job + "child_index must be below parent_fan_in (and parent_fan_in >= 1)";
-  else if (!a.parent.empty() && !net::ParseHostPort(a.parent, &parent, &why))
-    *error = job + "parent " + why;
-  else if (!a.parent.empty() && parent.kind != net::HostPort::Kind::kIpv4)
-    *error = job + "parent '" + a.parent + "' must be an IPv4 address:port (no name lookups on "
-             "the data path)";
-  else
-    return true;
-  return false;
+  if (a.job_id == 0) return InvalidArgument("job id 0 is reserved");
+  if (a.fan_in == 0 || a.fan_in > proto::kMaxFanIn) {
+    return InvalidArgument(job + "fan_in must be in [1, " + std::to_string(proto::kMaxFanIn) + "]");
+  }
+  if (a.slot_count == 0 || a.slot_count > proto::kMaxSlotCount) {
+    return InvalidArgument(job + "slot_count must be in [1, " +
+                           std::to_string(proto::kMaxSlotCount) + "]");
+  }
+  if (a.payload_bytes < proto::kMinPayloadBytes || a.payload_bytes > proto::kMaxPayloadBytes ||
+      a.payload_bytes % proto::kPayloadAlign != 0) {
+    return InvalidArgument(job + "payload_bytes must be a multiple of " +
+                           std::to_string(proto::kPayloadAlign) + " in [" +
+                           std::to_string(proto::kMinPayloadBytes) + ", " +
+                           std::to_string(proto::kMaxPayloadBytes) + "]");
+  }
+  if (a.parent.empty()) return Status::Ok();
+  if (a.parent_fan_in == 0 || a.child_index >= a.parent_fan_in) {
+    return InvalidArgument(job + "child_index must be below parent_fan_in (and parent_fan_in >= 1)");
+  }
+  Result<net::HostPort> parent = net::ParseHostPort(a.parent);
+  if (!parent.ok()) return InvalidArgument(job + "parent " + parent.status().message());
+  if (parent->kind != net::HostPort::Kind::kIpv4) {
+    return InvalidArgument(job + "parent '" + a.parent +
+                           "' must be an IPv4 address:port (no name lookups on the data path)");
+  }
+  return Status::Ok();
 }
 
 void Provisioner::Submit(const std::string& source, std::vector<JobAssignment> jobs) {
@@ -89,7 +93,9 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
       spec.has_parent = true;
       spec.child_index = a.child_index;
       spec.parent_fan_in = a.parent_fan_in;
-      if (!resolve(a.parent, &spec.parent, &why)) why = "parent " + a.parent + ": " + why;
+      if (Status s = resolve(a.parent, &spec.parent); !s.ok()) {
+        why = "parent " + a.parent + ": " + s.message();
+      }
     }
     if (why.empty()) {
       const engine::ProvisionResult r = engine->Provision(spec, now_ns);

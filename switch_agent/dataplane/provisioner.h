@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "switch_agent/engine/engine.h"
 
 namespace tributary::agent {
@@ -38,14 +39,14 @@ struct JobAssignment {
   std::string Describe() const;  // one line for logs
 };
 
-// Checks what the engine would refuse, with a message naming the field.
-bool ValidateAssignment(const JobAssignment& a, std::string* error);
+// Checks what the engine would refuse: kInvalidArgument with a message
+// naming the field.
+Status ValidateAssignment(const JobAssignment& a);
 
 class Provisioner {
  public:
   // Maps an "ip:port" endpoint to a token of the backend's peer table.
-  using ResolveFn =
-      std::function<bool(const std::string& endpoint, engine::PeerToken* token, std::string* error)>;
+  using ResolveFn = std::function<Status(const std::string& endpoint, engine::PeerToken* token)>;
 
   // Replaces the set of jobs `source` wants held ("config", "manager").
   void Submit(const std::string& source, std::vector<JobAssignment> jobs);

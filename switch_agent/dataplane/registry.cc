@@ -104,27 +104,25 @@ std::string BuiltBackendNames() {
   return names;
 }
 
-bool CheckBackendName(const std::string& name, std::string* error) {
+Status CheckBackendName(const std::string& name) {
   for (const BackendInfo& b : AllBackends()) {
     if (name != b.name) continue;
-    if (b.built && b.create != nullptr) return true;
-    *error = "dataplane '" + name + "' (" + b.description +
-             ") is not built into this tributaryd; available: " + BuiltBackendNames() + " (" +
-             b.how_to_build + ")";
-    return false;
+    if (b.built && b.create != nullptr) return Status::Ok();
+    return Unimplemented("dataplane '" + name + "' (" + b.description +
+                         ") is not built into this tributaryd; available: " + BuiltBackendNames() +
+                         " (" + b.how_to_build + ")");
   }
-  *error = "unknown dataplane '" + name + "'; available: " + BuiltBackendNames();
-  return false;
+  return InvalidArgument("unknown dataplane '" + name + "'; available: " + BuiltBackendNames());
 }
 
-std::unique_ptr<Dataplane> CreateDataplane(const std::string& name,
-                                           const DataplaneOptions& options,
-                                           engine::Engine* engine, std::string* error) {
-  if (!CheckBackendName(name, error)) return nullptr;
+Result<std::unique_ptr<Dataplane>> CreateDataplane(const std::string& name,
+                                                   const DataplaneOptions& options,
+                                                   engine::Engine* engine) {
+  if (Status s = CheckBackendName(name); !s.ok()) return s;
   for (const BackendInfo& b : AllBackends()) {
     if (name == b.name) return b.create(options, engine);
   }
-  return nullptr;  // unreachable: CheckBackendName found it
+  return Internal("dataplane '" + name + "' vanished from the registry");  // unreachable
 }
 
 }  // namespace tributary::agent

@@ -79,12 +79,12 @@ TEST(ConfigTest, UnknownYamlKeyIsRejected) {
 // Proves: malformed YAML and non-scalar values are rejected.
 TEST(ConfigTest, MalformedYamlIsRejected) {
   Config c;
-  std::string error;
-  EXPECT_FALSE(ApplyYamlText("port: [1, 2]\n", "t", &c, &error));
-  EXPECT_NE(error.find("port"), std::string::npos) << error;
-  EXPECT_FALSE(ApplyYamlText("port: 1\n  bad: : indent\n", "t", &c, &error));
-  EXPECT_FALSE(ApplyYamlText("- just\n- a list\n", "t", &c, &error));
-  EXPECT_TRUE(ApplyYamlText("", "t", &c, &error)) << "an empty file is allowed";
+  const Status s = ApplyYamlText("port: [1, 2]\n", "t", &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("port"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(ApplyYamlText("port: 1\n  bad: : indent\n", "t", &c).ok());
+  EXPECT_FALSE(ApplyYamlText("- just\n- a list\n", "t", &c).ok());
+  EXPECT_TRUE(ApplyYamlText("", "t", &c).ok()) << "an empty file is allowed";
 }
 
 // Proves: every out-of-range or unparsable value fails validation, naming
@@ -157,8 +157,8 @@ TEST(ConfigTest, PrintConfigRoundTrips) {
                               &c);
   ASSERT_EQ(r.status, ParseStatus::kExitOk);
   Config back;
-  std::string error;
-  ASSERT_TRUE(ApplyYamlText(r.text, "printed", &back, &error)) << error << "\n" << r.text;
+  const Status s = ApplyYamlText(r.text, "printed", &back);
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << r.text;
   EXPECT_EQ(back.port, 19000u);
   EXPECT_EQ(back.max_peers, 12u);
   EXPECT_EQ(back.listen_address, "0.0.0.0");
@@ -183,9 +183,10 @@ TEST(ConfigTest, ConversionsUseTheRightUnits) {
 // key, and its values are the documented defaults.
 TEST(ConfigTest, ShippedExampleIsValidAndComplete) {
   Config c;
-  std::string error;
-  ASSERT_TRUE(ApplyYamlFile(TRIBUTARY_DEPLOY_YAML, &c, &error)) << error;
-  ASSERT_TRUE(ValidateConfig(c, &error)) << error;
+  const Status loaded = ApplyYamlFile(TRIBUTARY_DEPLOY_YAML, &c);
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+  const Status valid = ValidateConfig(c);
+  ASSERT_TRUE(valid.ok()) << valid.ToString();
   for (const auto& [key, origin] : c.source) {
     EXPECT_NE(origin.find("tributaryd.yaml"), std::string::npos) << key << " not set in the example";
   }
@@ -204,20 +205,20 @@ TEST(ConfigTest, ShippedExampleIsValidAndComplete) {
 // message naming the problem.
 TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
   Config c;
-  std::string error;
-  ASSERT_TRUE(ApplyYamlText("jobs:\n"
-                            "  - {id: 7, key: 0x5eed, fan_in: 2, slot_count: 64, payload_bytes: 8192}\n"
-                            "  - {id: 8, key: 12, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
-                            "     parent: \"198.18.0.9:17820\", child_index: 1, parent_fan_in: 2}\n",
-                            "test", &c, &error))
-      << error;
+  Status s = ApplyYamlText("jobs:\n"
+                           "  - {id: 7, key: 0x5eed, fan_in: 2, slot_count: 64, payload_bytes: 8192}\n"
+                           "  - {id: 8, key: 12, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
+                           "     parent: \"198.18.0.9:17820\", child_index: 1, parent_fan_in: 2}\n",
+                           "test", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(c.jobs.size(), 2u);
   EXPECT_EQ(c.jobs[0].job_key, 0x5eedu);
   EXPECT_TRUE(c.jobs[0].parent.empty());
   EXPECT_EQ(c.jobs[1].parent, "198.18.0.9:17820");
   EXPECT_EQ(c.jobs[1].child_index, 1u);
   Config again;
-  ASSERT_TRUE(ApplyYamlText(ConfigToYaml(c), "printed", &again, &error)) << error;
+  s = ApplyYamlText(ConfigToYaml(c), "printed", &again);
+  ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(again.jobs, c.jobs);
   const std::pair<const char*, const char*> bad[] = {
       {"jobs: 3", "must be a list"},
@@ -236,9 +237,9 @@ TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
   };
   for (const auto& [text, why] : bad) {
     Config b;
-    std::string e;
-    EXPECT_FALSE(ApplyYamlText(text, "test", &b, &e)) << text;
-    EXPECT_NE(e.find(why), std::string::npos) << text << " -> " << e;
+    const Status e = ApplyYamlText(text, "test", &b);
+    EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(e.message().find(why), std::string::npos) << text << " -> " << e.ToString();
   }
 }
 

@@ -83,11 +83,8 @@ pid_t DaemonProcess::Spawn(const std::vector<std::string>& args) {
   return pid;
 }
 
-bool DaemonProcess::Start(const std::vector<std::string>& args, std::string* error) {
-  if (DaemonPath().empty()) {
-    *error = "TRIBUTARYD is not set (run through ctest)";
-    return false;
-  }
+Status DaemonProcess::Start(const std::vector<std::string>& args) {
+  if (DaemonPath().empty()) return FailedPrecondition("TRIBUTARYD is not set (run through ctest)");
   pid_ = Spawn(args);
   const std::regex listening("tributaryd listening on 127\\.0\\.0\\.1:(\\d+)");
   for (int waited = 0; waited < 10000; waited += 10) {
@@ -95,18 +92,16 @@ bool DaemonProcess::Start(const std::vector<std::string>& args, std::string* err
     const std::string out = Stdout();
     if (std::regex_search(out, m, listening)) {
       port_ = static_cast<uint16_t>(std::stoi(m[1].str()));
-      return true;
+      return Status::Ok();
     }
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      *error = "tributaryd exited early: " + Stderr();
-      return false;
+      return Unavailable("tributaryd exited early: " + Stderr());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  *error = "tributaryd did not print its listening line within 10 s: " + Stderr();
-  return false;
+  return TimedOut("tributaryd did not print its listening line within 10 s: " + Stderr());
 }
 
 int DaemonProcess::RunToExit(const std::vector<std::string>& args, int timeout_ms) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "proto/codec.h"
 
 namespace tributary::agent::testing {
@@ -31,8 +32,8 @@ class DaemonProcess {
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
   // Starts the daemon with `args` and waits up to 10 s for its listening
-  // line. Returns false with a message (including its stderr) on failure.
-  bool Start(const std::vector<std::string>& args, std::string* error);
+  // line. On failure the message includes its stderr.
+  Status Start(const std::vector<std::string>& args);
 
   // Runs the daemon to completion (for flag errors): returns its exit code,
   // or -1 if it did not exit within `timeout_ms` (it is then killed).

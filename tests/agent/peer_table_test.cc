@@ -62,22 +62,25 @@ TEST(PeerTableTest, FullTableRefusesOnlyNewPeers) {
 // Proves: the registry builds "udp" and refuses unbuilt or unknown names
 // with a message listing what is available.
 TEST(RegistryTest, UnbuiltBackendFailsFastWithList) {
-  std::string error;
-  EXPECT_TRUE(CheckBackendName("udp", &error));
+  EXPECT_TRUE(CheckBackendName("udp").ok());
   // Every backend this build lacks is refused with the list and how to get
   // it (CI builds them all: then only the unknown name is left to refuse).
   engine::Engine engine(engine::EngineLimits{}, 1);
   for (const BackendInfo& b : AllBackends()) {
     if (b.built) continue;
-    EXPECT_FALSE(CheckBackendName(b.name, &error));
-    EXPECT_NE(error.find("available: udp"), std::string::npos) << error;
-    EXPECT_NE(error.find(b.how_to_build), std::string::npos) << error;
-    EXPECT_EQ(CreateDataplane(b.name, DataplaneOptions{}, &engine, &error), nullptr);
+    const Status s = CheckBackendName(b.name);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+    EXPECT_NE(s.message().find("available: udp"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(b.how_to_build), std::string::npos) << s.ToString();
+    EXPECT_FALSE(CreateDataplane(b.name, DataplaneOptions{}, &engine).ok());
   }
-  EXPECT_FALSE(CheckBackendName("carrier-pigeon", &error));
-  EXPECT_NE(error.find("unknown dataplane"), std::string::npos) << error;
-  EXPECT_EQ(CreateDataplane("carrier-pigeon", DataplaneOptions{}, &engine, &error), nullptr);
-  EXPECT_NE(CreateDataplane("udp", DataplaneOptions{}, &engine, &error), nullptr);
+  const Status s = CheckBackendName("carrier-pigeon");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown dataplane"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(CreateDataplane("carrier-pigeon", DataplaneOptions{}, &engine).ok());
+  auto udp = CreateDataplane("udp", DataplaneOptions{}, &engine);
+  ASSERT_TRUE(udp.ok()) << udp.status().ToString();
+  EXPECT_NE(udp.value(), nullptr);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
 #include "tests/agent/daemon_harness.h"
+#include "tests/common/status_matchers.h"
 
 namespace tributary::agent::testing {
 namespace {
@@ -169,8 +170,7 @@ class TributarydTest : public ::testing::Test {
   void StartDaemon(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"--port", "0", "--listen-address", "127.0.0.1"};
     args.insert(args.end(), extra.begin(), extra.end());
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(args, &error)) << error;
+    ASSERT_TRUE(IsOk(daemon_.Start(args)));
   }
   // `sig` (SIGTERM or SIGINT), expect exit 0 (not a hang: within 30 s; an
   // idle daemon takes milliseconds), return stderr (with the exit report).

@@ -34,17 +34,15 @@ DaemonProcess::~DaemonProcess() {
   if (!log_path_.empty()) unlink(log_path_.c_str());
 }
 
-bool DaemonProcess::Start(const std::vector<std::string>& extra_args, std::string* error) {
+Status DaemonProcess::Start(const std::vector<std::string>& extra_args) {
   const char* bin = getenv("TRIBUTARYD");
   if (bin == nullptr) {
-    *error = "TRIBUTARYD is not set (run through ctest)";
-    return false;
+    return FailedPrecondition("TRIBUTARYD is not set (run through ctest)");
   }
   char tmpl[] = "/tmp/tributaryd-test-XXXXXX";
   int fd = mkstemp(tmpl);
   if (fd < 0) {
-    *error = "mkstemp failed";
-    return false;
+    return Internal("mkstemp failed");
   }
   log_path_ = tmpl;
   std::vector<std::string> args = {bin, "--listen-address", "127.0.0.1"};
@@ -74,20 +72,19 @@ bool DaemonProcess::Start(const std::vector<std::string>& extra_args, std::strin
       size_t eol = out.find('\n', at);
       if (colon != std::string::npos && eol != std::string::npos) {
         port_ = atoi(out.substr(colon + 1, eol - colon - 1).c_str());
-        if (port_ > 0) return true;
+        if (port_ > 0) return Status::Ok();
       }
     }
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      *error = "tributaryd exited early: " + out;
-      return false;
+      return Unavailable("tributaryd exited early: " + out);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  *error = "tributaryd did not report its port within 30 s: " + Output();
+  Status status = TimedOut("tributaryd did not report its port within 30 s: " + Output());
   Kill();
-  return false;
+  return status;
 }
 
 int DaemonProcess::Stop() {

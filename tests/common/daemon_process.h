@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace tributary::testing {
 
 class DaemonProcess {
@@ -23,8 +25,9 @@ class DaemonProcess {
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
-  // Starts tributaryd with extra flags; returns false (and a message) on failure.
-  bool Start(const std::vector<std::string>& extra_args, std::string* error);
+  // Starts tributaryd with extra flags. On failure the message carries what
+  // the daemon printed (kUnavailable: it exited; kTimedOut: no port in 30 s).
+  Status Start(const std::vector<std::string>& extra_args);
   // SIGTERM, wait up to 30 s, then SIGKILL; returns the exit status (waitpid form).
   int Stop();
   // SIGKILL, no cleanup: a crash.

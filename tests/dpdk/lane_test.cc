@@ -33,25 +33,25 @@ constexpr uint64_t kKey = 0xabcdef;
 class LaneTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string error;
     // Two lcores on one CPU: the lanes are polled from this thread anyway.
-    eal_ok_ = agent::dpdk::EalInit(
+    const Status s = agent::dpdk::EalInit(
         "--no-huge --no-pci --no-shconf --no-telemetry -m 512 --lcores=0@0,1@0 "
-        "--log-level=lib.eal:warning --file-prefix=trlane" + std::to_string(getpid()),
-        &error);
-    eal_error_ = error;
+        "--log-level=lib.eal:warning --file-prefix=trlane" + std::to_string(getpid()));
+    eal_ok_ = s.ok();
+    eal_error_ = s.message();
   }
 
   void SetUp() override {
     if (!eal_ok_) GTEST_SKIP() << "DPDK EAL cannot start here: " << eal_error_;
-    std::string error;
-    ASSERT_TRUE(port_.Create("lt" + std::to_string(counter_++), 2, &error)) << error;
+    const Status created = port_.Create("lt" + std::to_string(counter_++), 2);
+    ASSERT_TRUE(created.ok()) << created.ToString();
     agent::DataplaneOptions options;
     options.listen_address = dpdk_harness::kDaemonIp;
     options.port = kPort;
     options.dpdk_lanes = 2;
     dp_ = std::make_unique<DpdkDataplane>(options, &engine_);
-    ASSERT_TRUE(dp_->Init(&error)) << error;
+    const Status s = dp_->Init();
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
   void TearDown() override {
@@ -214,9 +214,10 @@ TEST(LaneStartup, MoreLanesThanLcoresIsAClearError) {
   options.listen_address = dpdk_harness::kDaemonIp;
   options.dpdk_lanes = 3;  // the EAL has 2 lcores
   DpdkDataplane dp(options, &engine);
-  std::string error;
-  EXPECT_FALSE(dp.Init(&error));
-  EXPECT_NE(error.find("3 dpdk lanes need 3 EAL lcores, the EAL has 2"), std::string::npos) << error;
+  const Status s = dp.Init();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("3 dpdk lanes need 3 EAL lcores, the EAL has 2"), std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace

@@ -129,6 +129,7 @@ int tributary_c_api_config_check(const char* aggregator, unsigned job_id) {
   EXPECT(1, strcmp(trib_status_name(TRIB_OK), "OK") == 0);
   EXPECT(2, strcmp(trib_status_name(TRIB_TIMED_OUT), "TIMED_OUT") == 0);
   EXPECT(3, strcmp(trib_status_name(TRIB_UNIMPLEMENTED), "UNIMPLEMENTED") == 0);
+  EXPECT(115, strcmp(trib_status_name(TRIB_PERMISSION_DENIED), "PERMISSION_DENIED") == 0);
   EXPECT(4, strcmp(trib_status_name((trib_status_t)99), "UNKNOWN") == 0);
   EXPECT(5, strcmp(trib_dtype_name(TRIB_BFLOAT16), "bfloat16") == 0);
   EXPECT(6, trib_dtype_size(TRIB_FLOAT64) == 8 && trib_dtype_size(TRIB_FLOAT16) == 2);

@@ -17,6 +17,7 @@
 
 #include "tests/common/verdicts.h"
 #include "tests/common/daemon_process.h"
+#include "tests/common/status_matchers.h"
 #include "tributary/communicator.h"
 #include "tributary/log.h"
 
@@ -31,8 +32,7 @@ namespace {
 class CommunicatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start({}, &error)) << error;
+    ASSERT_TRUE(IsOk(daemon_.Start({})));
   }
   CommConfig Config(uint32_t world = 1) {
     static std::mt19937 rng(static_cast<uint32_t>(getpid()));

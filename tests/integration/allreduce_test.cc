@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
 #include "tests/common/verdicts.h"
 #include "tributary/communicator.h"
@@ -94,8 +95,7 @@ int RankBody(const CommConfig& config, const std::vector<uint64_t>& sizes,
 class AllReduceRanks : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start({}, &error)) << error;
+    ASSERT_TRUE(IsOk(daemon_.Start({})));
   }
   DaemonProcess daemon_;
 };
@@ -272,8 +272,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceRanks, ::testing::Values(2, 4, 8),
 class AllReduceE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start({}, &error)) << error;
+    ASSERT_TRUE(IsOk(daemon_.Start({})));
   }
   DaemonProcess daemon_;
 };

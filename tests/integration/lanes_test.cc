@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
 
@@ -39,15 +40,16 @@ class LanesTest : public ::testing::Test {
  protected:
   // Two daemons on ports P and P+1 (P retried when P+1 is taken).
   void SetUp() override {
-    std::string error;
+    Status last;
     for (int attempt = 0; attempt < 10; ++attempt) {
       lane0_ = std::make_unique<testing::DaemonProcess>();
       lane1_ = std::make_unique<testing::DaemonProcess>();
-      ASSERT_TRUE(lane0_->Start({}, &error)) << error;
-      if (lane1_->Start({"--port", std::to_string(lane0_->port() + 1)}, &error)) return;
+      ASSERT_TRUE(IsOk(lane0_->Start({})));
+      last = lane1_->Start({"--port", std::to_string(lane0_->port() + 1)});
+      if (last.ok()) return;
       lane0_->Stop();
     }
-    FAIL() << "no two consecutive free ports: " << error;
+    FAIL() << "no two consecutive free ports: " << last.message();
   }
 
   CommConfig Config(uint32_t job, int rank, int world) const {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
 #include "tests/common/verdicts.h"
 #include "tributary/communicator.h"
@@ -121,8 +122,7 @@ std::string GoodJobOn(const std::string& addr) {
 class ReliabilityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start({}, &error)) << error;
+    ASSERT_TRUE(IsOk(daemon_.Start({})));
   }
   DaemonProcess daemon_;
 };
@@ -140,10 +140,8 @@ class ReliabilityTest : public ::testing::Test {
 // the ranks stay in the job until the test has seen it.
 TEST(ReliabilityStraggler, SlowRankIsNamedAsStraggler) {
   DaemonProcess daemon;
-  std::string error;
-  ASSERT_TRUE(daemon.Start({"--straggler-interval-ms", "500", "--straggler-min-rounds", "1"},
-                           &error))
-      << error;
+  ASSERT_TRUE(IsOk(
+      daemon.Start({"--straggler-interval-ms", "500", "--straggler-min-rounds", "1"})));
   const uint32_t job = NextJobId();
   const std::string addr = daemon.address();
   constexpr int kRounds = 60;
@@ -351,8 +349,7 @@ TEST_F(ReliabilityTest, DaemonKilledAndRestartedGivesClearErrors) {
   daemon_.Kill();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   DaemonProcess restarted;
-  std::string error;
-  ASSERT_TRUE(restarted.Start({"--port", std::to_string(port)}, &error)) << error;
+  ASSERT_TRUE(IsOk(restarted.Start({"--port", std::to_string(port)})));
   EXPECT_EQ(testing::WaitChildren(pids, 90), "") << restarted.Output();
   EXPECT_EQ(GoodJobOn(restarted.address()), "") << restarted.Output();
 }
@@ -556,10 +553,8 @@ TEST_F(ReliabilityTest, FloodsDoNotCorruptResultsOrFillThePeerTable) {
 // normal job is accepted again.
 TEST(ReliabilityLimits, DaemonLimitsRefuseJobsClearly) {
   DaemonProcess d;
-  std::string error;
-  ASSERT_TRUE(d.Start({"--max-jobs", "1", "--max-memory-mb", "64", "--max-slots-per-job", "256"},
-                      &error))
-      << error;
+  ASSERT_TRUE(IsOk(
+      d.Start({"--max-jobs", "1", "--max-memory-mb", "64", "--max-slots-per-job", "256"})));
   std::string failures = testing::RunRanks(1, 30, [&](int) {
     auto refused = [](const Result<std::unique_ptr<Communicator>>& r, const char* limit) {
       return !r.ok() && r.status().code() == StatusCode::kResourceExhausted &&
@@ -616,8 +611,7 @@ TEST(ReliabilityLimits, DaemonLimitsRefuseJobsClearly) {
 // keep working.
 TEST(ReliabilityLimits, FullPeerTableRefusesNewRanksClearly) {
   DaemonProcess d;
-  std::string error;
-  ASSERT_TRUE(d.Start({"--max-peers", "2"}, &error)) << error;
+  ASSERT_TRUE(IsOk(d.Start({"--max-peers", "2"})));
   std::string failures = testing::RunRanks(1, 30, [&](int) {
     auto a = Communicator::Create(Config(d.address(), NextJobId(), 0, 1));
     auto b = Communicator::Create(Config(d.address(), NextJobId(), 0, 1));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/status_matchers.h"
 #include "tests/common/verdicts.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
@@ -71,8 +72,7 @@ class Tree : public ::testing::Test {
     out.close();
     configs_.push_back(path);
     auto d = std::make_unique<DaemonProcess>();
-    std::string error;
-    EXPECT_TRUE(d->Start({"--config", path}, &error)) << error;
+    EXPECT_TRUE(IsOk(d->Start({"--config", path})));
     return d;
   }
 

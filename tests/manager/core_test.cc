@@ -94,7 +94,7 @@ TEST_F(CoreTest, CreateJobAndAssignments) {
   jh.set_job_id(job.job_id());
   jh.set_job_key(job.job_key() + 1);
   v1::JobHeartbeatReply jr;
-  EXPECT_EQ(core_.JobHeartbeat(jh, 30, &jr).code(), Code::kPermissionDenied);
+  EXPECT_EQ(core_.JobHeartbeat(jh, 30, &jr).code(), StatusCode::kPermissionDenied);
   v1::HeartbeatRequest stale;
   stale.set_name("d-leaf0");
   stale.set_session(12345);
@@ -111,15 +111,15 @@ TEST_F(CoreTest, RefusalHoldsNothing) {
   req.set_slot_count(101);
   v1::Job job;
   Status s = core_.CreateJob(req, 1, &job);
-  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("short of slots by 1"), std::string::npos) << s.message();
   EXPECT_EQ(UsedSlots(core_), 0u);
   req.set_slot_count(0);
   req.set_payload_bytes(100);
-  EXPECT_EQ(core_.CreateJob(req, 1, &job).code(), Code::kInvalidArgument);
+  EXPECT_EQ(core_.CreateJob(req, 1, &job).code(), StatusCode::kInvalidArgument);
   req.set_payload_bytes(0);
   req.set_slot_count(5000);
-  EXPECT_EQ(core_.CreateJob(req, 1, &job).code(), Code::kInvalidArgument);
+  EXPECT_EQ(core_.CreateJob(req, 1, &job).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(CoreTest, SilentJobEndsAndFreesEverything) {
@@ -176,7 +176,7 @@ TEST_F(CoreTest, DaemonDownFailsItsJobs) {
   EXPECT_EQ(Beat("leaf0", 200).jobs_size(), 0);
   // New jobs on that leaf are refused while it is down.
   Status s = core_.CreateJob(req, 210, &job);
-  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("leaf1"), std::string::npos);
 }
 

@@ -177,14 +177,14 @@ TEST(PlacementTest, RefusalsNameWhatIsMissing) {
   Placement p;
   // Unknown host.
   Status s = Place(t, d, Request({"h0-0", "nohost"}), &p);
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("rank 1: host 'nohost' unknown"), std::string::npos) << s.message();
   // Leaf daemon down.
   for (auto& v : d) {
     if (v.name == "d-leaf1") v.up = false;
   }
   s = Place(t, d, Request({"h0-0", "h1-0"}), &p);
-  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("no up daemon for leaf leaf1 (down: d-leaf1)"), std::string::npos)
       << s.message();
   EXPECT_TRUE(p.nodes.empty());
@@ -192,7 +192,7 @@ TEST(PlacementTest, RefusalsNameWhatIsMissing) {
   // names the least-loaded spine.
   for (auto& v : d) v.up = true;
   s = Place(t, d, Request({"h0-0", "h1-0"}, 120), &p);
-  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("short of slots by 20"), std::string::npos) << s.message();
   // One spine full: the other is used instead.
   for (auto& v : d) {
@@ -206,7 +206,7 @@ TEST(PlacementTest, RefusalsNameWhatIsMissing) {
     if (v.name == "d-spine1") v.used_slots = 90;
   }
   s = Place(t, d, Request({"h0-0", "h1-0"}, 50), &p);
-  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("short of slots by 40"), std::string::npos) << s.message();
   EXPECT_TRUE(p.nodes.empty());
 }

@@ -42,7 +42,7 @@ TEST(TopologyTest, ExamplesLoad) {
 
 TEST(TopologyTest, UnknownKeyNamed) {
   Status s = Parse("switches:\n  - {name: s0, level: 0, uplink: [x]}\n");
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("unknown key 'uplink'"), std::string::npos) << s.message();
   s = Parse("switchs: []\n");
   EXPECT_NE(s.message().find("unknown key 'switchs'"), std::string::npos) << s.message();
@@ -63,7 +63,7 @@ TEST(TopologyTest, CycleNamed) {
       "  - {name: a, level: 1, uplinks: [b]}\n"
       "  - {name: b, level: 1, uplinks: [c]}\n"
       "  - {name: c, level: 1, uplinks: [a]}\n");
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("cycle"), std::string::npos) << s.message();
   for (const char* n : {"a", "b", "c"}) {
     EXPECT_NE(s.message().find(n), std::string::npos) << s.message();
@@ -87,7 +87,7 @@ TEST(TopologyTest, OtherMistakesNamed) {
   s = Parse("switches:\n  - {name: x}\n");
   EXPECT_NE(s.message().find("missing key 'level'"), std::string::npos) << s.message();
   s = Parse("switches: [\n");
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("test.yaml"), std::string::npos) << s.message();
 }
 

@@ -20,6 +20,7 @@
 
 #include "tests/common/verdicts.h"
 #include "tests/common/daemon_process.h"
+#include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
 #include "tributary/log.h"
@@ -59,8 +60,7 @@ class OfiAllReduce : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     setenv("TRIBUTARY_OFI_PROVIDER", GetParam(), 1);  // read by the daemon's backend
-    std::string error;
-    ASSERT_TRUE(daemon_.Start({"--dataplane", "ofi"}, &error)) << error;
+    ASSERT_TRUE(IsOk(daemon_.Start({"--dataplane", "ofi"})));
   }
   void TearDown() override { unsetenv("TRIBUTARY_OFI_PROVIDER"); }
 
@@ -223,17 +223,17 @@ TEST(OfiProvider, NonexistentProviderFailsFastListingAvailable) {
 TEST(OfiProvider, DaemonWithNonexistentProviderFailsListingAvailable) {
   setenv("TRIBUTARY_OFI_PROVIDER", "efa", 1);
   DaemonProcess d;
-  std::string error;
-  bool started = d.Start({"--dataplane", "ofi"}, &error);
+  Status started = d.Start({"--dataplane", "ofi"});
   unsetenv("TRIBUTARY_OFI_PROVIDER");
-  EXPECT_FALSE(started);
-  std::string out = d.Output() + error;
+  EXPECT_FALSE(started.ok());
+  std::string out = d.Output() + started.message();
   EXPECT_NE(out.find("efa"), std::string::npos) << out;
   EXPECT_NE(out.find("tcp;ofi_rxm"), std::string::npos) << out;
   // The same through the daemon's own setting (flag / YAML key).
   DaemonProcess flag;
-  EXPECT_FALSE(flag.Start({"--dataplane", "ofi", "--ofi-provider", "verbs;ofi_rxm"}, &error));
-  out = flag.Output() + error;
+  started = flag.Start({"--dataplane", "ofi", "--ofi-provider", "verbs;ofi_rxm"});
+  EXPECT_FALSE(started.ok());
+  out = flag.Output() + started.message();
   EXPECT_NE(out.find("verbs;ofi_rxm"), std::string::npos) << out;
   EXPECT_NE(out.find("--ofi-provider"), std::string::npos) << out;
 }

@@ -109,8 +109,9 @@ TEST(UdPeerTable, FindInsertFullReuseAndSweep) {
 TEST(VerbsDataplane, StartWithoutAnRdmaDeviceFailsClearly) {
   if (roce::CountDevices(nullptr) > 0) GTEST_SKIP() << "this machine has an RDMA device";
   testing::DaemonProcess daemon;
-  std::string error;
-  EXPECT_FALSE(daemon.Start({"--dataplane", "verbs"}, &error));
+  const Status started = daemon.Start({"--dataplane", "verbs"});
+  const std::string& error = started.message();
+  EXPECT_FALSE(started.ok());
   EXPECT_NE(error.find("no RDMA device found (ibv_get_device_list returned 0 devices)"),
             std::string::npos) << error;
   EXPECT_NE(error.find("use --dataplane udp, dpdk or ofi"), std::string::npos) << error;

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "common/net/host_port.h"
+#include "common/status.h"
 
 namespace tributary::cli {
 
@@ -73,7 +74,7 @@ const char* NcclTestsTypeName(DataType dtype) {
 
 Status BenchConfig::Finalize() {
   auto invalid = [](std::string message) {
-    return Status(StatusCode::kInvalidArgument, std::move(message));
+    return InvalidArgument(std::move(message));
   };
   if (!ParseByteSize(min_bytes_text, &min_bytes)) {
     return invalid("-b/--minbytes: cannot parse '" + min_bytes_text + "' (examples: 8, 4K, 64M)");
@@ -99,10 +100,11 @@ Status BenchConfig::Finalize() {
   if (max_bytes < DataTypeSize(dtype)) {
     return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(dtype)));
   }
-  net::HostPort address;
-  std::string why;
-  if (!daemon.empty() && !net::ParseHostPort(daemon, &address, &why)) {
-    return invalid("--daemon " + why + " (expected HOST:PORT of a running tributaryd)");
+  if (!daemon.empty()) {
+    if (Result<net::HostPort> address = net::ParseHostPort(daemon); !address.ok()) {
+      return invalid("--daemon " + address.status().message() +
+                     " (expected HOST:PORT of a running tributaryd)");
+    }
   }
   return Status::Ok();
 }

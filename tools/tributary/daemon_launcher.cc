@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/status.h"
+
 namespace tributary::cli {
 namespace {
 
@@ -85,8 +87,7 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
   char log_template[] = "/tmp/tributaryd-XXXXXX.log";
   int log_fd = ::mkstemps(log_template, 4);
   if (log_fd < 0) {
-    return Status(StatusCode::kInternal,
-                  std::string("cannot create daemon log: ") + strerror(errno));
+    return Internal(std::string("cannot create daemon log: ") + strerror(errno));
   }
   log_path_ = log_template;
 
@@ -101,7 +102,7 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log_fd);
-    return Status(StatusCode::kInternal, std::string("fork: ") + strerror(errno));
+    return Internal(std::string("fork: ") + strerror(errno));
   }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -139,16 +140,14 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
     std::string how;
     if (HasExited(&how)) {
       keep_log_ = true;
-      return Status(StatusCode::kUnavailable, "tributaryd (" + binary +
-                                                  ") exited during startup (" + how +
-                                                  "); its output:\n" + LogTail(20));
+      return Unavailable("tributaryd (" + binary + ") exited during startup (" + how +
+                         "); its output:\n" + LogTail(20));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       Stop(/*keep_log=*/true);
-      return Status(StatusCode::kTimedOut,
-                    "tributaryd (" + binary + ") did not print '" + kListeningPrefix +
-                        "HOST:PORT' within " + std::to_string(timeout.count()) +
-                        " ms; its output (" + log_path_ + "):\n" + LogTail(20));
+      return TimedOut("tributaryd (" + binary + ") did not print '" + kListeningPrefix +
+                      "HOST:PORT' within " + std::to_string(timeout.count()) +
+                      " ms; its output (" + log_path_ + "):\n" + LogTail(20));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -64,9 +64,8 @@ void AddManagerOption(CLI::App* cmd, std::string* address) {
       ->envname("TRIBUTARY_MANAGER")
       ->capture_default_str()
       ->check([](const std::string& text) {
-        net::HostPort parsed;
-        std::string why;
-        return net::ParseHostPort(text, &parsed, &why) ? std::string() : why;
+        Result<net::HostPort> parsed = net::ParseHostPort(text);
+        return parsed.ok() ? std::string() : parsed.status().message();
       });
 }
 

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <thread>
 
+#include "common/status.h"
+
 namespace tributary::cli {
 
 RankGroup::~RankGroup() { Terminate(std::chrono::seconds(2)); }
@@ -23,7 +25,7 @@ Status RankGroup::Spawn(uint32_t ranks, const RankBody& body) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
       Terminate(std::chrono::seconds(1));
-      return Status(StatusCode::kResourceExhausted, std::string("pipe: ") + strerror(errno));
+      return ResourceExhausted(std::string("pipe: ") + strerror(errno));
     }
     std::fflush(nullptr);  // the child must not re-flush the parent's buffered output
     pid_t pid = ::fork();
@@ -31,7 +33,7 @@ Status RankGroup::Spawn(uint32_t ranks, const RankBody& body) {
       ::close(fds[0]);
       ::close(fds[1]);
       Terminate(std::chrono::seconds(1));
-      return Status(StatusCode::kResourceExhausted, std::string("fork: ") + strerror(errno));
+      return ResourceExhausted(std::string("fork: ") + strerror(errno));
     }
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);

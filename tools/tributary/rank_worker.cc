@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/status.h"
 #include "tools/tributary/data_pattern.h"
 #include "tools/tributary/report_channel.h"
 #include "tributary/communicator.h"
@@ -91,8 +92,7 @@ class Rank {
     send_memory_ = AllocateAligned(bytes);
     recv_memory_ = AllocateAligned(bytes);
     if (!send_memory_ || !recv_memory_) {
-      return Status(StatusCode::kResourceExhausted,
-                    "cannot allocate 2 x " + std::to_string(bytes) + " bytes");
+      return ResourceExhausted("cannot allocate 2 x " + std::to_string(bytes) + " bytes");
     }
     Result<Buffer> send = comm_->Register(send_memory_.get(), bytes);
     if (!send.ok()) return send.status();

@@ -25,6 +25,7 @@ enum class StatusCode : int {
   kInternal = 8,           // a bug in Tributary
   kMismatch = 9,           // ranks disagree (dtype, op, count, job parameters)
   kUnimplemented = 10,     // feature or transport not built in / not available here
+  kPermissionDenied = 11,  // the caller may not do this (e.g. a job's wrong key at the manager)
 };
 
 TRIB_API const char* StatusCodeName(StatusCode code);

@@ -34,7 +34,9 @@
 extern "C" {
 #endif
 
-/* Same values as tributary::StatusCode. */
+/* Same values as tributary::StatusCode (tributary/status.h). New codes are
+ * appended, never renumbered; TRIB_PERMISSION_DENIED (11) is the control
+ * plane's (a wrong job key at the manager) and no call here returns it yet. */
 typedef enum {
   TRIB_OK = 0,
   TRIB_INVALID_ARGUMENT = 1,
@@ -46,7 +48,8 @@ typedef enum {
   TRIB_FAILED_PRECONDITION = 7,
   TRIB_INTERNAL = 8,
   TRIB_MISMATCH = 9,
-  TRIB_UNIMPLEMENTED = 10
+  TRIB_UNIMPLEMENTED = 10,
+  TRIB_PERMISSION_DENIED = 11
 } trib_status_t;
 
 /* Same values as the wire format (proto/FORMAT.md §4). */

@@ -52,48 +52,50 @@ DpdkDataplane::DpdkDataplane(const DataplaneOptions& options, engine::Engine* en
 
 DpdkDataplane::~DpdkDataplane() { Cleanup(); }
 
-bool DpdkDataplane::Init(std::string* error) {
+Status DpdkDataplane::Init() {
   in_addr addr{};
   if (inet_pton(AF_INET, options_.listen_address.c_str(), &addr) != 1) {
-    *error = "listen address '" + options_.listen_address + "' is not an IPv4 address";
-    return false;
+    return InvalidArgument("listen address '" + options_.listen_address +
+                           "' is not an IPv4 address");
   }
   if (addr.s_addr == 0 || addr.s_addr == htonl(INADDR_LOOPBACK)) {
-    *error = "the dpdk dataplane owns a NIC and answers ARP for its own address: set "
-             "--listen-address to the address peers reach it at (not " +
-             options_.listen_address + ")";
-    return false;
+    return InvalidArgument("the dpdk dataplane owns a NIC and answers ARP for its own address: "
+                           "set --listen-address to the address peers reach it at (not " +
+                           options_.listen_address + ")");
   }
   const uint32_t lanes = std::max<uint32_t>(options_.dpdk_lanes, 1);
   our_ip_be_ = addr.s_addr;
   // No kernel to pick a free port for us: 0 means the protocol's default.
   const uint32_t first_port = options_.port != 0 ? options_.port : proto::kDefaultPort;
   if (first_port + lanes - 1 > 65535) {
-    *error = "ports " + std::to_string(first_port) + ".." + std::to_string(first_port + lanes - 1) +
-             " for " + std::to_string(lanes) + " lanes do not fit in 16 bits";
-    return false;
+    return InvalidArgument("ports " + std::to_string(first_port) + ".." +
+                           std::to_string(first_port + lanes - 1) + " for " +
+                           std::to_string(lanes) + " lanes do not fit in 16 bits");
   }
   our_port_be_ = htons(static_cast<uint16_t>(first_port));
   const bool was_up = EalInitialized();
-  if (!EalInit(options_.eal_args, error)) return false;
+  if (Status s = EalInit(options_.eal_args); !s.ok()) return s;
   owns_eal_ = !was_up;
   if (rte_lcore_count() < lanes) {
-    *error = std::to_string(lanes) + " dpdk lanes need " + std::to_string(lanes) +
-             " EAL lcores, the EAL has " + std::to_string(rte_lcore_count()) +
-             ": add -l 0-" + std::to_string(lanes - 1) + " (or a core list) to eal_args";
+    Status status = InvalidArgument(std::to_string(lanes) + " dpdk lanes need " +
+                                    std::to_string(lanes) + " EAL lcores, the EAL has " +
+                                    std::to_string(rte_lcore_count()) + ": add -l 0-" +
+                                    std::to_string(lanes - 1) + " (or a core list) to eal_args");
     Cleanup();
-    return false;
+    return status;
   }
   PortSetup setup;
   setup.queues = static_cast<uint16_t>(lanes);
-  if (!FirstPort(&setup.port_id, error) || !StartPort(setup, &port_, error)) {
+  Status status = FirstPort(&setup.port_id);
+  if (status.ok()) status = StartPort(setup, &port_);
+  if (!status.ok()) {
     Cleanup();
-    return false;
+    return status;
   }
   std::memcpy(our_mac_.bytes, port_.mac, 6);
-  if (!InitLanes(error)) {
+  if (status = InitLanes(); !status.ok()) {
     Cleanup();
-    return false;
+    return status;
   }
   if (lanes > 1) InstallSteering();
   TRIB_LOG(kInfo, kLog, "serving %s:%u..%u on port %u with %u lane(s); largest datagram %zu "
@@ -101,10 +103,10 @@ bool DpdkDataplane::Init(std::string* error) {
            FormatIpv4(our_ip_be_).c_str(), first_port, first_port + lanes - 1, port_.port_id, lanes,
            size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes,
            size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes - proto::kHeaderSize);
-  return true;
+  return Status::Ok();
 }
 
-bool DpdkDataplane::InitLanes(std::string* error) {
+Status DpdkDataplane::InitLanes() {
   const uint16_t n = static_cast<uint16_t>(port_.pools.size());
   const size_t mtu_payload = size_t{port_.mtu} - kIpv4HeaderBytes - kUdpHeaderBytes;
   // Lane k >= 1 runs on the k-th worker lcore.
@@ -134,7 +136,7 @@ bool DpdkDataplane::InitLanes(std::string* error) {
     }
     lanes_.push_back(std::make_unique<DpdkLane>(s, e));
   }
-  if (n == 1) return true;
+  if (n == 1) return Status::Ok();
   rings_.assign(size_t{n} * n, nullptr);
   for (uint16_t from = 0; from < n; ++from) {
     for (uint16_t to = 0; to < n; ++to) {
@@ -144,9 +146,8 @@ bool DpdkDataplane::InitLanes(std::string* error) {
       rte_ring* r = rte_ring_create(name, kSteeringRingSize, rte_socket_id(),
                                     RING_F_SP_ENQ | RING_F_SC_DEQ);
       if (r == nullptr) {
-        *error = std::string("cannot create steering ring ") + name + ": " +
-                 rte_strerror(rte_errno) + " (give the EAL more memory: -m 256)";
-        return false;
+        return ResourceExhausted(std::string("cannot create steering ring ") + name + ": " +
+                                 rte_strerror(rte_errno) + " (give the EAL more memory: -m 256)");
       }
       rings_[size_t{from} * n + to] = r;
     }
@@ -160,7 +161,7 @@ bool DpdkDataplane::InitLanes(std::string* error) {
     }
     lanes_[i]->ConnectLanes(std::move(to), std::move(from));
   }
-  return true;
+  return Status::Ok();
 }
 
 void DpdkDataplane::InstallSteering() {

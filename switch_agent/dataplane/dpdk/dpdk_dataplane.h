@@ -52,7 +52,7 @@ class DpdkDataplane final : public Dataplane {
   ~DpdkDataplane() override;
 
   const char* name() const override { return "dpdk"; }
-  bool Init(std::string* error) override;
+  Status Init() override;
   // Lane 0's address; lane k listens on the port after it + k.
   std::string LocalAddress() const override;
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
@@ -72,7 +72,7 @@ class DpdkDataplane final : public Dataplane {
   const DpdkStats& dpdk_stats() const { return lanes_.at(0)->dpdk_stats(); }
 
  private:
-  bool InitLanes(std::string* error);
+  Status InitLanes();
   void InstallSteering();
 
   DataplaneOptions options_;

@@ -55,11 +55,10 @@ std::vector<std::string> SplitArgs(const std::string& args) {
 
 bool EalInitialized() { return g_state == EalState::kUp; }
 
-bool EalInit(const std::string& args, std::string* error) {
-  if (g_state == EalState::kUp) return true;
+Status EalInit(const std::string& args) {
+  if (g_state == EalState::kUp) return Status::Ok();
   if (g_state != EalState::kNone) {
-    *error = g_state == EalState::kFailed ? g_error : "DPDK EAL was already cleaned up";
-    return false;
+    return Unavailable(g_state == EalState::kFailed ? g_error : "DPDK EAL was already cleaned up");
   }
   std::vector<std::string> words = SplitArgs(args);
   words.insert(words.begin(), "tributaryd");
@@ -76,13 +75,12 @@ bool EalInit(const std::string& args, std::string* error) {
               "--vdev (net_tap0, net_af_packet0,iface=IF, net_ring0); several DPDK processes "
               "on one host need distinct --file-prefix values (or --in-memory, which "
               "hugepages require)";
-    *error = g_error;
-    return false;
+    return Unavailable(g_error);
   }
   g_state = EalState::kUp;
   TRIB_LOG(kInfo, kLog, "EAL up: %u lcore(s), hugepages %s", rte_lcore_count(),
            rte_eal_has_hugepages() ? "yes" : "no (--no-huge: ordinary pages)");
-  return true;
+  return Status::Ok();
 }
 
 void EalCleanup() {
@@ -91,7 +89,7 @@ void EalCleanup() {
   g_state = EalState::kCleaned;
 }
 
-bool FirstPort(uint16_t* port_id, std::string* error) {
+Status FirstPort(uint16_t* port_id) {
   uint16_t count = 0;
   uint16_t first = 0;
   uint16_t id;
@@ -99,31 +97,28 @@ bool FirstPort(uint16_t* port_id, std::string* error) {
     if (count++ == 0) first = id;
   }
   if (count == 0) {
-    *error = "DPDK found no Ethernet port: bind a NIC to vfio-pci or add a --vdev to eal_args";
-    return false;
+    return Unavailable("DPDK found no Ethernet port: bind a NIC to vfio-pci or add a --vdev to eal_args");
   }
   if (count > 1) {
     TRIB_LOG(kWarn, kLog, "%u ports probed; using port %u only", count, first);
   }
   *port_id = first;
-  return true;
+  return Status::Ok();
 }
 
-bool StartPort(const PortSetup& setup, PortState* state, std::string* error) {
+Status StartPort(const PortSetup& setup, PortState* state) {
   const uint16_t port = setup.port_id;
   state->port_id = port;
   rte_eth_dev_info info{};
   int rc = rte_eth_dev_info_get(port, &info);
   if (rc != 0) {
-    *error = std::string("rte_eth_dev_info_get: ") + rte_strerror(-rc);
-    return false;
+    return Unavailable(std::string("rte_eth_dev_info_get: ") + rte_strerror(-rc));
   }
   state->driver = info.driver_name != nullptr ? info.driver_name : "?";
   if (setup.queues > info.max_rx_queues || setup.queues > info.max_tx_queues) {
-    *error = "port " + std::to_string(port) + " (" + state->driver + ") supports " +
-             std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)) +
-             " queue pairs, " + std::to_string(setup.queues) + " requested";
-    return false;
+    return Unavailable("port " + std::to_string(port) + " (" + state->driver + ") supports " +
+                       std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)) +
+                       " queue pairs, " + std::to_string(setup.queues) + " requested");
   }
   rte_eth_conf conf{};
   const uint64_t rss = RTE_ETH_RSS_NONFRAG_IPV4_UDP & info.flow_type_rss_offloads;
@@ -146,8 +141,7 @@ bool StartPort(const PortSetup& setup, PortState* state, std::string* error) {
     rc = rte_eth_dev_configure(port, setup.queues, setup.queues, &conf);
   }
   if (rc != 0) {
-    *error = std::string("rte_eth_dev_configure: ") + rte_strerror(-rc);
-    return false;
+    return Unavailable(std::string("rte_eth_dev_configure: ") + rte_strerror(-rc));
   }
   uint16_t rxd = setup.rx_descriptors;
   uint16_t txd = setup.tx_descriptors;
@@ -169,25 +163,26 @@ bool StartPort(const PortSetup& setup, PortState* state, std::string* error) {
       }
     }
     if (pool == nullptr) {
-      *error = std::string("cannot create an mbuf pool: ") + rte_strerror(rte_errno) +
-               " (give the EAL more memory: -m 256, or hugepages)";
+      Status status = ResourceExhausted(std::string("cannot create an mbuf pool: ") +
+                                        rte_strerror(rte_errno) +
+                                        " (give the EAL more memory: -m 256, or hugepages)");
       StopPort(state);
-      return false;
+      return status;
     }
     state->pools.push_back(pool);
     rc = rte_eth_rx_queue_setup(port, q, rxd, socket_id, nullptr, pool);
     if (rc == 0) rc = rte_eth_tx_queue_setup(port, q, txd, socket_id, nullptr);
     if (rc != 0) {
-      *error = std::string("queue setup: ") + rte_strerror(-rc);
+      Status status = Unavailable(std::string("queue setup: ") + rte_strerror(-rc));
       StopPort(state);
-      return false;
+      return status;
     }
   }
   rc = rte_eth_dev_start(port);
   if (rc != 0) {
-    *error = std::string("rte_eth_dev_start: ") + rte_strerror(-rc);
+    Status status = Unavailable(std::string("rte_eth_dev_start: ") + rte_strerror(-rc));
     StopPort(state);
-    return false;
+    return status;
   }
   uint16_t actual_mtu = 1500;
   if (rte_eth_dev_get_mtu(port, &actual_mtu) == 0) state->mtu = actual_mtu;
@@ -202,7 +197,7 @@ bool StartPort(const PortSetup& setup, PortState* state, std::string* error) {
            mac.addr_bytes[0],
            mac.addr_bytes[1], mac.addr_bytes[2], mac.addr_bytes[3], mac.addr_bytes[4],
            mac.addr_bytes[5]);
-  return true;
+  return Status::Ok();
 }
 
 void StopPort(PortState* state) {

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 struct rte_mempool;
 
 namespace tributary::agent::dpdk {
@@ -29,8 +31,8 @@ inline constexpr uint16_t kJumboMtu = 9000;
 
 // Splits `args` on white space (single or double quotes group words) and
 // calls rte_eal_init once per process; later calls return the first result.
-// On failure *error names the cause and the usual fixes.
-bool EalInit(const std::string& args, std::string* error);
+// On failure the Status names the cause and the usual fixes.
+Status EalInit(const std::string& args);
 bool EalInitialized();
 // rte_eal_cleanup, if EalInit succeeded and nobody cleaned up yet.
 void EalCleanup();
@@ -56,13 +58,13 @@ struct PortState {
   bool tx_ip_checksum = false;
 };
 
-// The first port the EAL probed; false (with a message) when there is none.
-bool FirstPort(uint16_t* port_id, std::string* error);
+// The first port the EAL probed; kUnavailable when there is none.
+Status FirstPort(uint16_t* port_id);
 
 // Configures and starts the port with setup.queues queue pairs (RSS across
 // them when more than one), one mbuf pool per queue. On failure releases
 // what it created.
-bool StartPort(const PortSetup& setup, PortState* state, std::string* error);
+Status StartPort(const PortSetup& setup, PortState* state);
 
 // Stops and closes the port and frees its pools. Idempotent.
 void StopPort(PortState* state);

@@ -47,7 +47,7 @@ Status OfiDataplane::OpenEndpoint(fi_info* info, uint16_t port) {
   size_t len = sizeof(name);
   if (int rc = fi_getname(&ep_->fid, name, &len)) {
     CloseRdm();
-    return Status(StatusCode::kUnavailable, "fi_getname: " + FiError(rc));
+    return Unavailable("fi_getname: " + FiError(rc));
   }
   if (info_->addr_format == FI_SOCKADDR_IN && len >= sizeof(sockaddr_in)) {
     sockaddr_in sin;
@@ -62,11 +62,11 @@ Status OfiDataplane::OpenEndpoint(fi_info* info, uint16_t port) {
   return Status::Ok();
 }
 
-bool OfiDataplane::Init(std::string* error) {
+Status OfiDataplane::Init() {
   auto libfabric = ofi::LoadLibfabric();
   if (!libfabric.ok()) {
-    *error = libfabric.status().message() + "; or use --dataplane udp, dpdk or verbs";
-    return false;
+    return Status(libfabric.status().code(),
+                  libfabric.status().message() + "; or use --dataplane udp, dpdk or verbs");
   }
   const char* env = getenv("TRIBUTARY_OFI_PROVIDER");
   ofi::ProviderQuery query;
@@ -81,7 +81,7 @@ bool OfiDataplane::Init(std::string* error) {
   auto open = [this, &query](const std::string&, fi_info* info) {
     return OpenEndpoint(info, query.port);
   };
-  Result<ofi::Selected> selected = Status(StatusCode::kInternal, "no provider tried");
+  Result<ofi::Selected> selected = Internal("no provider tried");
   if (query.wanted == "shm" && options_.port == 0) {
     // No kernel picks a free shm name: try a few derived from the pid.
     for (int i = 0; i < 16 && !selected.ok(); ++i) {
@@ -92,17 +92,16 @@ bool OfiDataplane::Init(std::string* error) {
     selected = ofi::SelectProvider(query, open);
   }
   if (!selected.ok()) {
-    *error = selected.status().message();
-    return false;
+    return selected.status();
   }
   provider_ = selected.value().provider;
 
   rx_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kRecvBuffers * kBufferBytes));
   tx_area_ = static_cast<uint8_t*>(std::aligned_alloc(64, kTxBuffers * kBufferBytes));
   if (rx_area_ == nullptr || tx_area_ == nullptr) {
-    *error = "cannot allocate libfabric packet buffers";
+    Status status = ResourceExhausted("cannot allocate libfabric packet buffers");
     Cleanup();
-    return false;
+    return status;
   }
   rx_ctx_.assign(kRecvBuffers, fi_context2{});
   for (int i = 0; i < kRecvBuffers; ++i) PostRecv(i);
@@ -113,7 +112,7 @@ bool OfiDataplane::Init(std::string* error) {
   peers_.reserve(1024);
   TRIB_LOG(kInfo, kLog, "listening on %s (%s, %s)", local_address_.c_str(), provider_.c_str(),
            cq_fd_ >= 0 ? "wait fd" : "polled");
-  return true;
+  return Status::Ok();
 }
 
 void OfiDataplane::Cleanup() {

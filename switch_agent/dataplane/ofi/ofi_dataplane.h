@@ -60,7 +60,7 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   ~OfiDataplane() override;
 
   const char* name() const override { return "ofi"; }
-  bool Init(std::string* error) override;
+  Status Init() override;
   std::string LocalAddress() const override { return local_address_; }
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
   void Cleanup() override;

@@ -74,35 +74,37 @@ bool UdpDataplane::SizeBuffer(int option, int force_option, const char* name, in
   return true;
 }
 
-bool UdpDataplane::Init(std::string* error) {
+Status UdpDataplane::Init() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(options_.port);
   if (inet_pton(AF_INET, options_.listen_address.c_str(), &addr.sin_addr) != 1) {
-    *error = "listen address '" + options_.listen_address + "' is not an IPv4 address";
-    return false;
+    return InvalidArgument("listen address '" + options_.listen_address +
+                           "' is not an IPv4 address");
   }
   const std::string where = options_.listen_address + ":" + std::to_string(options_.port);
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
-    *error = std::string("socket(AF_INET, SOCK_DGRAM): ") + strerror(errno);
-    return false;
+    return Unavailable(std::string("socket(AF_INET, SOCK_DGRAM): ") + strerror(errno));
   }
   // No SO_REUSEADDR: two daemons on one port would split the traffic of a
   // job between them; the second must fail instead.
   if (bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
+    Status status;
     if (err == EADDRINUSE) {
-      *error = "address " + where + " already in use: another tributaryd? use --port";
+      status = Unavailable("address " + where + " already in use: another tributaryd? use --port");
     } else if (err == EADDRNOTAVAIL) {
-      *error = "address " + where + " is not an address of this host (check --listen)";
+      status = InvalidArgument("address " + where +
+                               " is not an address of this host (check --listen)");
     } else if (err == EACCES) {
-      *error = "bind " + where + ": permission denied (ports below 1024 need CAP_NET_BIND_SERVICE)";
+      status = PermissionDenied("bind " + where +
+                                ": permission denied (ports below 1024 need CAP_NET_BIND_SERVICE)");
     } else {
-      *error = "bind " + where + ": " + strerror(err);
+      status = Unavailable("bind " + where + ": " + strerror(err));
     }
     Cleanup();
-    return false;
+    return status;
   }
   socklen_t len = sizeof(bound_);
   getsockname(fd_, reinterpret_cast<sockaddr*>(&bound_), &len);
@@ -115,9 +117,10 @@ bool UdpDataplane::Init(std::string* error) {
   tx_headers_ = AlignedAlloc(kTxCapacity * proto::kHeaderSize);
   tx_small_ = AlignedAlloc(kTxCapacity * kTxSmallPayload);
   if (rx_buffers_ == nullptr || tx_headers_ == nullptr || tx_small_ == nullptr) {
-    *error = "cannot allocate packet buffers for batch size " + std::to_string(batch);
+    Status status =
+        ResourceExhausted("cannot allocate packet buffers for batch size " + std::to_string(batch));
     Cleanup();
-    return false;
+    return status;
   }
   rx_msgs_.assign(batch, mmsghdr{});
   rx_iov_.assign(batch, iovec{});
@@ -134,7 +137,7 @@ bool UdpDataplane::Init(std::string* error) {
   tx_addr_.assign(kTxCapacity, sockaddr_in{});
   TRIB_LOG(kInfo, kLog, "bound %s, batch %zu, peer table %u", FormatAddress(bound_).c_str(),
            batch, peers_.capacity());
-  return true;
+  return Status::Ok();
 }
 
 std::string UdpDataplane::LocalAddress() const { return FormatAddress(bound_); }
@@ -209,29 +212,25 @@ int UdpDataplane::PollTimeoutMs() const {
 void UdpDataplane::ServiceProvisioning(uint64_t now_ns) {
   if (provisioner_ == nullptr || !provisioner_->pending()) return;
   provisioner_->Apply(engine_, now_ns,
-                      [this](const std::string& ep, engine::PeerToken* t, std::string* e) {
-                        return ResolveParent(ep, t, e);
+                      [this](const std::string& ep, engine::PeerToken* t) {
+                        return ResolveParent(ep, t);
                       });
 }
 
-bool UdpDataplane::ResolveParent(const std::string& endpoint, engine::PeerToken* token,
-                                 std::string* error) {
+Status UdpDataplane::ResolveParent(const std::string& endpoint, engine::PeerToken* token) {
   // No DNS on the data path: the parent must be an IPv4 literal.
-  net::HostPort parent;
-  sockaddr_in addr{};
-  if (!net::ParseHostPort(endpoint, &parent, error)) return false;
-  if (parent.kind != net::HostPort::Kind::kIpv4 || !net::ResolveIpv4(parent, &addr, error)) {
-    *error = "not an IPv4 'address:port'";
-    return false;
-  }
+  Result<net::HostPort> parent = net::ParseHostPort(endpoint);
+  if (!parent.ok()) return parent.status();
+  const Status not_ipv4 = InvalidArgument("not an IPv4 'address:port'");
+  if (parent->kind != net::HostPort::Kind::kIpv4) return not_ipv4;
+  Result<sockaddr_in> resolved = net::ResolveIpv4(*parent);  // a literal: no DNS
+  if (!resolved.ok()) return not_ipv4;
+  const sockaddr_in addr = resolved.value();
   const uint64_t now = MonotonicNowNs();
-  if (peers_.Find(addr, now, token)) return true;
-  if (!peers_.Insert(addr, now, token)) {
-    *error = "peer table full";
-    return false;
-  }
+  if (peers_.Find(addr, now, token)) return Status::Ok();
+  if (!peers_.Insert(addr, now, token)) return ResourceExhausted("peer table full");
   stats_.peers = peers_.size();
-  return true;
+  return Status::Ok();
 }
 
 void UdpDataplane::PollUplinks(uint64_t now_ns) {

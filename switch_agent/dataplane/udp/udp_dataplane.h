@@ -56,7 +56,7 @@ class UdpDataplane final : public Dataplane {
   ~UdpDataplane() override;
 
   const char* name() const override { return "udp"; }
-  bool Init(std::string* error) override;
+  Status Init() override;
   std::string LocalAddress() const override;
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
   void Cleanup() override;
@@ -78,7 +78,7 @@ class UdpDataplane final : public Dataplane {
   // Trees: applies pending provisioning, runs the engine's uplink timers.
   void ServiceProvisioning(uint64_t now_ns);
   void PollUplinks(uint64_t now_ns);
-  bool ResolveParent(const std::string& endpoint, engine::PeerToken* token, std::string* error);
+  Status ResolveParent(const std::string& endpoint, engine::PeerToken* token);
   int PollTimeoutMs() const;
 
   DataplaneOptions options_;

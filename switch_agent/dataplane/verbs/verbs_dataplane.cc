@@ -36,39 +36,36 @@ VerbsDataplane::VerbsDataplane(const DataplaneOptions& options, engine::Engine* 
 
 VerbsDataplane::~VerbsDataplane() { Cleanup(); }
 
-bool VerbsDataplane::Init(std::string* error) {
+Status VerbsDataplane::Init() {
   in_addr addr{};
   if (inet_pton(AF_INET, options_.listen_address.c_str(), &addr) != 1 || addr.s_addr == 0) {
-    *error = "the verbs dataplane serves the RoCEv2 GID of its address: set --listen-address to "
-             "the IPv4 address of the RoCE interface (not '" + options_.listen_address + "')";
-    return false;
+    return InvalidArgument("the verbs dataplane serves the RoCEv2 GID of its address: set "
+                           "--listen-address to the IPv4 address of the RoCE interface (not '" +
+                           options_.listen_address + "')");
   }
   ip_be_ = addr.s_addr;
   auto libibverbs = ibverbs::LoadLibibverbs();
   if (!libibverbs.ok()) {
-    *error = libibverbs.status().message() + "; or use --dataplane udp, dpdk or ofi";
-    return false;
+    return Status(libibverbs.status().code(),
+                  libibverbs.status().message() + "; or use --dataplane udp, dpdk or ofi");
   }
   const ibverbs::VerbsApi& ibv = *libibverbs.value();
   std::string names;
   if (roce::CountDevices(&names) == 0) {
-    *error = "no RDMA device found (ibv_get_device_list returned 0 devices): the verbs dataplane "
-             "needs a RoCE NIC with a RoCEv2 GID for " + options_.listen_address +
-             "; use --dataplane udp, dpdk or ofi";
-    return false;
+    return Unavailable("no RDMA device found (ibv_get_device_list returned 0 devices): the verbs "
+                       "dataplane needs a RoCE NIC with a RoCEv2 GID for " +
+                       options_.listen_address + "; use --dataplane udp, dpdk or ofi");
   }
   const roce::Gid want = roce::Ipv4MappedGid(ip_be_);
-  std::string why;
-  if (!roce::OpenRocePort(/*ipv4=*/true, &want, &port_, &why)) {
-    *error = "verbs: " + why + " (RDMA devices: " + names + "); is " + options_.listen_address +
-             " configured on a RoCE interface?";
-    return false;
+  if (Status s = roce::OpenRocePort(/*ipv4=*/true, &want, &port_); !s.ok()) {
+    return Unavailable("verbs: " + s.message() + " (RDMA devices: " + names + "); is " +
+                       options_.listen_address + " configured on a RoCE interface?");
   }
   ibv_device_attr dev{};
   if (ibv.query_device(port_.ctx, &dev) != 0) {
-    *error = Errno("verbs: ibv_query_device");
+    Status status = Unavailable(Errno("verbs: ibv_query_device"));
     Cleanup();
-    return false;
+    return status;
   }
   const uint32_t max_wr = static_cast<uint32_t>(std::max(dev.max_qp_wr, 64));
   const uint32_t max_cqe = static_cast<uint32_t>(std::max(dev.max_cqe, 64));
@@ -77,9 +74,9 @@ bool VerbsDataplane::Init(std::string* error) {
   recv_buf_bytes_ = RoundUp64(roce::kGrhBytes + port_.mtu);
   send_slot_bytes_ = RoundUp64(port_.mtu);
   auto fail = [&](const std::string& what) {
-    *error = Errno("verbs: " + what);
+    Status status = Unavailable(Errno("verbs: " + what));
     Cleanup();
-    return false;
+    return status;
   };
   if ((pd_ = ibv.alloc_pd(port_.ctx)) == nullptr) return fail("ibv_alloc_pd");
   if ((channel_ = ibv.create_comp_channel(port_.ctx)) == nullptr) {
@@ -98,10 +95,10 @@ bool VerbsDataplane::Init(std::string* error) {
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
   if ((qp_ = ibv.create_qp(pd_, &qa)) == nullptr) return fail("ibv_create_qp (UD)");
-  if (!roce::ConnectUdQp(qp_, port_.port_num, roce::kTributaryQkey, &why)) {
-    *error = "verbs: " + why;
+  if (Status s = roce::ConnectUdQp(qp_, port_.port_num, roce::kTributaryQkey); !s.ok()) {
+    Status status = Unavailable("verbs: " + s.message());
     Cleanup();
-    return false;
+    return status;
   }
   const size_t recv_bytes = (rq_depth_ * recv_buf_bytes_ + 4095) & ~size_t{4095};
   const size_t send_bytes = (sq_depth_ * send_slot_bytes_ + 4095) & ~size_t{4095};
@@ -120,7 +117,7 @@ bool VerbsDataplane::Init(std::string* error) {
            port_.gid_index, port_.mtu, qp_->qp_num, sq_depth_, rq_depth_,
            (port_.mtu - static_cast<uint32_t>(proto::kHeaderSize)) / proto::kPayloadAlign *
                proto::kPayloadAlign);
-  return true;
+  return Status::Ok();
 }
 
 std::string VerbsDataplane::LocalAddress() const {

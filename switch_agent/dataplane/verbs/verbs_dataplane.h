@@ -61,7 +61,7 @@ class VerbsDataplane final : public Dataplane {
   ~VerbsDataplane() override;
 
   const char* name() const override { return "verbs"; }
-  bool Init(std::string* error) override;
+  Status Init() override;
   // "a.b.c.d:PORT/QPN": what ranks put in TRIBUTARY_AGGREGATOR.
   std::string LocalAddress() const override;
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;

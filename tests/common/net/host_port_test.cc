@@ -13,17 +13,16 @@ namespace tributary::net {
 namespace {
 
 HostPort MustParse(const std::string& text, PortRule rule = PortRule::kNonZero) {
-  HostPort hp;
-  std::string error;
-  EXPECT_TRUE(ParseHostPort(text, &hp, &error, rule)) << text << ": " << error;
-  return hp;
+  Result<HostPort> hp = ParseHostPort(text, rule);
+  EXPECT_TRUE(hp.ok()) << text << ": " << hp.status().message();
+  return hp.ok() ? hp.value() : HostPort{};
 }
 
 std::string Refusal(const std::string& text, PortRule rule = PortRule::kNonZero) {
-  HostPort hp;
-  std::string error;
-  EXPECT_FALSE(ParseHostPort(text, &hp, &error, rule)) << text << " was accepted";
-  return error;
+  Result<HostPort> hp = ParseHostPort(text, rule);
+  EXPECT_FALSE(hp.ok()) << text << " was accepted";
+  EXPECT_EQ(hp.status().code(), StatusCode::kInvalidArgument) << text;
+  return hp.status().message();
 }
 
 TEST(HostPortTest, AcceptsIpv4NamesAndBracketedIpv6) {
@@ -93,14 +92,14 @@ TEST(HostPortTest, MalformedInputIsRefusedWithAReason) {
 }
 
 TEST(HostPortTest, ParsePortAlone) {
-  uint16_t p = 0;
-  std::string e;
-  EXPECT_TRUE(ParsePort("17820", &p, &e));
-  EXPECT_EQ(p, 17820);
-  EXPECT_FALSE(ParsePort("99999", &p, &e));
-  EXPECT_EQ(e, "port 99999 is out of range 1..65535");
-  EXPECT_FALSE(ParsePort("", &p, &e));
-  EXPECT_TRUE(ParsePort("0", &p, &e, PortRule::kAllowZero));
+  Result<uint16_t> p = ParsePort("17820");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p.value(), 17820);
+  p = ParsePort("99999");
+  EXPECT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "port 99999 is out of range 1..65535");
+  EXPECT_FALSE(ParsePort("").ok());
+  EXPECT_TRUE(ParsePort("0", PortRule::kAllowZero).ok());
 }
 
 TEST(HostPortTest, LoopbackIsDecidedFromTheLiteralWithoutDns) {
@@ -116,15 +115,17 @@ TEST(HostPortTest, LoopbackIsDecidedFromTheLiteralWithoutDns) {
 }
 
 TEST(HostPortTest, ResolutionIsASeparateStep) {
-  sockaddr_in a{};
-  std::string e;
-  ASSERT_TRUE(ResolveIpv4(MustParse("10.1.2.3:4791"), &a, &e)) << e;
-  EXPECT_EQ(ntohs(a.sin_port), 4791);
-  EXPECT_EQ(ntohl(a.sin_addr.s_addr), 0x0a010203u);
-  EXPECT_FALSE(ResolveIpv4(MustParse("[::1]:1"), &a, &e));
-  EXPECT_NE(e.find("IPv6"), std::string::npos) << e;
-  EXPECT_FALSE(ResolveIpv4(MustParse("no-such-host.invalid:1"), &a, &e));
-  EXPECT_NE(e.find("cannot resolve 'no-such-host.invalid'"), std::string::npos) << e;
+  Result<sockaddr_in> a = ResolveIpv4(MustParse("10.1.2.3:4791"));
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(ntohs(a->sin_port), 4791);
+  EXPECT_EQ(ntohl(a->sin_addr.s_addr), 0x0a010203u);
+  a = ResolveIpv4(MustParse("[::1]:1"));
+  EXPECT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("IPv6"), std::string::npos) << a.status().message();
+  a = ResolveIpv4(MustParse("no-such-host.invalid:1"));
+  EXPECT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("cannot resolve 'no-such-host.invalid'"), std::string::npos)
+      << a.status().message();
 }
 
 }  // namespace

@@ -44,11 +44,11 @@ Result<std::unique_ptr<Transport>> OfiTransport::Create(const Options& options) 
 
 Status OfiTransport::Open(const Options& options) {
   const std::string& agg = options.aggregator;
-  net::HostPort address;
-  std::string why;
-  if (!net::ParseHostPort(agg, &address, &why)) {
-    return Status(StatusCode::kInvalidArgument, "aggregator " + why);
+  Result<net::HostPort> parsed = net::ParseHostPort(agg);
+  if (!parsed.ok()) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + parsed.status().message());
   }
+  const net::HostPort& address = parsed.value();
   ofi::ProviderQuery query;
   query.wanted = options.ofi_provider;
   query.host = address.host;

@@ -19,15 +19,16 @@
 namespace tributary::host {
 
 Status ResolveIpv4(const std::string& host_port, sockaddr_in* out) {
-  net::HostPort address;
-  std::string error;
-  if (!net::ParseHostPort(host_port, &address, &error)) {
-    return Status(StatusCode::kInvalidArgument, "aggregator " + error);
+  Result<net::HostPort> address = net::ParseHostPort(host_port);
+  if (!address.ok()) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + address.status().message());
   }
   // The one DNS lookup of the UDP transport, when it opens its socket.
-  if (!net::ResolveIpv4(address, out, &error)) {
-    return Status(StatusCode::kInvalidArgument, "aggregator " + error);
+  Result<sockaddr_in> resolved = net::ResolveIpv4(*address);
+  if (!resolved.ok()) {
+    return Status(StatusCode::kInvalidArgument, "aggregator " + resolved.status().message());
   }
+  *out = resolved.value();
   return Status::Ok();
 }
 

@@ -142,11 +142,9 @@ Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* ou
     a.qpn = static_cast<uint32_t>(v);
   }
   // HOST:PORT through the project's one parser; a GID is an IPv6 literal.
-  net::HostPort address;
-  std::string why;
-  if (!net::ParseHostPort(rest, &address, &why)) {
-    return Bad(text, "expected HOST:PORT[/QPN]: " + why);
-  }
+  Result<net::HostPort> parsed = net::ParseHostPort(rest);
+  if (!parsed.ok()) return Bad(text, "expected HOST:PORT[/QPN]: " + parsed.status().message());
+  const net::HostPort& address = parsed.value();
   a.host = address.host;
   a.port = address.port;
   switch (address.kind) {
@@ -161,11 +159,11 @@ Status ParseVerbsAddress(const std::string& text, bool resolve, VerbsAddress* ou
       if (!resolve) return Bad(text, "'" + a.host + "' is not an IPv4 address");
       [[fallthrough]];
     case net::HostPort::Kind::kIpv4: {
-      sockaddr_in v4{};
-      if (!net::ResolveIpv4(address, &v4, &why)) return Bad(text, why);
+      Result<sockaddr_in> v4 = net::ResolveIpv4(address);
+      if (!v4.ok()) return Bad(text, v4.status().message());
       a.gid[10] = 0xff;
       a.gid[11] = 0xff;
-      memcpy(a.gid.data() + 12, &v4.sin_addr, 4);
+      memcpy(a.gid.data() + 12, &v4->sin_addr, 4);
       a.ipv4 = true;
       break;
     }

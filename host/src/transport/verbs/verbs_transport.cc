@@ -50,9 +50,9 @@ Result<std::unique_ptr<Transport>> VerbsTransport::Create(const Options& options
 
 Status VerbsTransport::OpenDevice(const verbs::VerbsAddress& agg) {
   roce::RocePort port;
-  std::string error;
-  if (!roce::OpenRocePort(agg.ipv4, nullptr, &port, &error)) {
-    return Status(StatusCode::kUnavailable, "verbs: " + error + ": use transport udp or ofi");
+  if (Status s = roce::OpenRocePort(agg.ipv4, nullptr, &port); !s.ok()) {
+    return Status(StatusCode::kUnavailable,
+                  "verbs: " + s.message() + ": use transport udp or ofi");
   }
   ctx_ = port.ctx;
   port_num_ = port.port_num;
@@ -135,9 +135,8 @@ Status VerbsTransport::Open(const Options& options, const verbs::VerbsAddress& a
 }
 
 Status VerbsTransport::ConnectQp() {
-  std::string error;
-  if (!roce::ConnectUdQp(qp_, port_num_, agg_.qkey, &error)) {
-    return Status(StatusCode::kUnavailable, "verbs: " + error);
+  if (Status s = roce::ConnectUdQp(qp_, port_num_, agg_.qkey); !s.ok()) {
+    return Status(StatusCode::kUnavailable, "verbs: " + s.message());
   }
   roce::RocePort port;
   port.port_num = port_num_;

@@ -1,35 +1,10 @@
-// Status, type names and parsing of the public API. Pure functions.
+// Type names and parsing of the public API (tributary/types.h). Pure
+// functions; thread-safe. Status itself is common/status.cc.
 #include <strings.h>
 
-#include "tributary/status.h"
 #include "tributary/types.h"
 
 namespace tributary {
-
-const char* StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kTimedOut: return "TIMED_OUT";
-    case StatusCode::kAborted: return "ABORTED";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kMismatch: return "MISMATCH";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-  }
-  return "UNKNOWN";
-}
-
-std::string Status::ToString() const {
-  if (ok()) return "OK";
-  std::string s = StatusCodeName(code_);
-  s += ": ";
-  s += message_;
-  return s;
-}
 
 namespace {
 struct TypeName {

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Throughput of a running job while hostile traffic hits the same tributaryd:
 # no flood vs garbage, wrong-key contributions for the job's id, random job
 # ids, JOINs from fresh source ports, and "tenant": another, legitimate job

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Small all-reduce latency against its floor, on loopback: the p50/p99 time
 # of an 8-byte fp32 all-reduce with 2 ranks through tributaryd, next to the
 # p50/p99 round trip of a UDP datagram of the same size (8 bytes + 64-byte

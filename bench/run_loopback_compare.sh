@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Side-by-side all-reduce bandwidth on loopback: tributary (own tributaryd),
 # Gloo (ring, TCP) and OpenMPI (MPI_Allreduce), fp32 sum, one size, 2 and 4
 # ranks. The runs are interleaved (T2 G2 M2 T4 G4 M4, repeated ROUNDS times)

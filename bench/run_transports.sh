@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # All-reduce throughput and host CPU cost per transport, side by side on
 # loopback: kernel UDP (`udp` transport, `udp` dataplane), libfabric
 # tcp;ofi_rxm and libfabric shm (`ofi` transport and dataplane: results are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Detects optional features at configure time. Each TRIBUTARY_WITH_<X> is AUTO
 # by default: ON when the dependency is found. Forcing ON when it is missing
 # fails the configure with a clear message.

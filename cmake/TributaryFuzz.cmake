@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libFuzzer targets, built with clang even when the main build uses g++.
 #
 # tributary_add_fuzzer(NAME name

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Build options and shared compiler settings.
 option(TRIBUTARY_BUILD_TESTS "Build the GoogleTest suites" ON)
 option(TRIBUTARY_BUILD_BENCH "Build benchmarks and peer comparison tools" ON)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules shared by the whole project: CMake package config and pkg-config.
 include(CMakePackageConfigHelpers)
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tributary_add_test(NAME name SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s])
 # Builds a GoogleTest binary and registers it with ctest as one test. Labels:
 # unit, integration, slow, fuzz, root (needs root: namespaces).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adding up counter structs (every field a uint64_t, arrays of them
 // included): reports that sum several loops or engines.
 // Thread-safety: pure function on caller-owned values.

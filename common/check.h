@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CHECK: the one way a broken invariant stops the process.
 //
 // Hot paths never throw; recoverable conditions return a code or a Status.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DynamicLibrary; see dynamic_library.h. Thread-safety: as the header says.
 #include "common/dynamic_library.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening a shared library at run time and resolving its symbols into a
 // table of function pointers: what the libfabric and libibverbs loaders
 // (common/ofi/ofi_api.h, common/verbs/verbs_api.h) have in common.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging sink, level, subsystem filter and line format; see log.h.
 // Thread-safety: the level is an atomic; everything else (sink, file,
 // filter, cached host name) is guarded by g_mu; the thread's rank is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging: one macro family with a level and a subsystem, printf-checked.
 //
 // TRIB_LOG(kInfo, "udp", "bound %s:%u", host, port);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The retransmission timeout of RFC 6298, shared by the host's progress
 // engine and the aggregator's uplink to its parent.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Out-of-line part of tributary::Status (host/include/tributary/status.h,
 // common/status.h): code names and ToString. Pure functions; thread-safe.
 // Built once, as tributary_status; libtributary.so exports these symbols

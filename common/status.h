@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The project's one error type, for everything that is not the public API:
 // the daemon, its dataplanes, the manager, the tools and the tests' helpers.
 //

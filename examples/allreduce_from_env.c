@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* allreduce_from_env: one rank of an all-reduce job, on the C API alone.
  *
  * Start N copies with a launcher (mpirun, torchrun, srun) or with

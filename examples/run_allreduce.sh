@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs examples/allreduce_from_env as 4 ranks against a tributaryd this
 # script starts on loopback, the way a launcher would (ctest labels these
 # runs integration; scripts/test.sh and CI run them):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See manager_core.h. Reservations are the single source of the daemons'
 // used_slots/used_bytes: Reserve() and Release() are the only writers, so a
 // failed or ended job can never leave slots held (the tests check that

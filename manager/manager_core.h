@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The manager's state machine: daemons, jobs, reservations. No gRPC, no
 // clock, no I/O: every call takes `now_ms` (Unix milliseconds), so tests drive
 // timeouts without sleeping and the service (service.h) only adds locking,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributary-manager: places Tributary jobs on aggregation daemons.
 //
 // main() parses the flags, loads and validates the topology, starts the

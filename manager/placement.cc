@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See placement.h for the algorithm; the prose version with its guarantees
 // is in docs/CONTROL_PLANE.md. Cost: O(ranks + daemons + sum over the job's
 // leaves of the switches above them) to index, then a greedy cover per tree

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement: which daemons aggregate a job, and the tree they form.
 //
 // A pure function of the topology, the daemons' state and the request: no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See service.h. Thread-safe: one mutex around the core and the state file.
 #include "manager/service.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gRPC face of the manager: the Manager service over ManagerCore, a
 // timer thread that expires silent daemons and jobs, and persistence of
 // every change to the state file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See state_file.h. Thread-compatible.
 #include "manager/state_file.h"
 

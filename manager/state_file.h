@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The manager's state file: the ManagerCore snapshot (a ListReply) in
 // protobuf text format, written atomically.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See topology.h. The YAML reader is strict: an unknown key is an error (a
 // typo such as "uplink:" would otherwise silently drop a link and change
 // every placement). yaml-cpp reports problems by exception; they are caught

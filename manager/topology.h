@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The network topology the manager places jobs on: switches and DPUs with a
 // level and uplinks, and the hosts attached to them.
 //

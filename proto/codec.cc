@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encoder/decoder of the data-plane packet; the rules are proto/FORMAT.md.
 //
 // Decode() checks the rules in the order FORMAT.md §8 lists them, so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encoder/decoder of the data-plane packet (proto/FORMAT.md).
 //
 // Decode() validates a byte string of any length without reading outside it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC32C: portable slicing-by-8 tables and an SSE4.2 variant chosen at run
 // time. See crc32c.h. The tables are computed at compile time; there is no
 // mutable state except the one-time dispatch choice (a function-local static,

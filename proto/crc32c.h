@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78) implementations.
 //
 // Internal to proto/: the public entry point is proto::Crc32c() in codec.h,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Constants of the Tributary data-plane wire format, version 1.
 //
 // This is the only header that defines the format's numbers; proto/FORMAT.md

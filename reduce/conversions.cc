@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Out-of-line copies of the kernels' scalar conversions (conversions.h).
 // Thread-safety: pure functions.
 #include "reduce/conversions.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scalar conversions between fp32 and the narrow float wire formats, with
 // the kernels' rounding: round to nearest, ties to even; NaN stays NaN;
 // subnormals are exact (no flush to zero). Overflow: fp16, bf16 and fp8 E5M2

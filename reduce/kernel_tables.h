@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel tables of the variants built into this binary (internal to the
 // library: reduce_table.cc registers them, tests reach them by name through
 // VariantTable()). Which ones exist is decided by CMakeLists.txt per target

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "avx2" kernel table (x86-64 only): the kernels of kernels.inc compiled
 // alone with -mavx2 -mf16c (see CMakeLists.txt), 256-bit vectors; fp16
 // conversions use vcvtph2ps / vcvtps2ph (round to nearest even, NaN preserved

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "neon" kernel table (aarch64 only: DPUs such as BlueField run on Arm
 // cores): the kernels of kernels.inc, which the compiler vectorizes for
 // AdvSIMD (128-bit), with intrinsics where they do better: fp16 through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "scalar" kernel table: the reference the vector variants are tested
 // against, and the fallback on any CPU. Written for reading, not speed: one
 // element at a time through plain functions, every load a memcpy, compiled

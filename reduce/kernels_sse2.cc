@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The "sse2" kernel table (x86-64): the portable kernels of kernels.inc,
 // which the compiler vectorizes for the x86-64 baseline (SSE2, 128-bit), fp16
 // by bit manipulation. Usable on every x86-64 CPU; the fallback when AVX2 is

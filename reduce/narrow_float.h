@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scalar conversions between fp32 and the narrow float wire formats (fp16,
 // bf16, fp8 E4M3 and E5M2), by bit manipulation: the one definition of the
 // kernels' rounding.

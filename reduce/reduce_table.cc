@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registry of kernel variants and the choice of the active one.
 //
 // Every variant built into the binary has a row below with a test of whether

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reduction library: one kernel per (element type, operator), in
 // variants for the instruction sets aggregators run on, chosen at run time.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds Tributary into BUILD_DIR (default: build/).
 # Usage: scripts/build.sh [extra cmake -D options...]
 # Environment: BUILD_DIR, BUILD_TYPE (default RelWithDebInfo), JOBS (default nproc).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sanitizer stages of CI: builds Tributary twice more and runs the tests that
 # each sanitizer is good at.
 #

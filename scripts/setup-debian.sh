@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages Tributary builds, tests and benchmarks with.
 # Idempotent: packages already present are skipped by apt; safe to run twice.
 # Optional features (DPDK, libfabric, verbs, CUDA) are detected at configure

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Quick start, command 2 (and CI): installs the Debian packages, builds, and
 # runs the whole test suite through ctest: unit, multi-process integration,
 # network-namespace, DPDK, install (find_package/pkg-config consumer) and a

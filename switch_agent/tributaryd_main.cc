@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributaryd: the Tributary aggregation daemon.
 //
 // main() only wires the parts together: parse and validate the configuration

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # loss_bench.sh: how much real packet loss slows a Tributary all-reduce, and
 # how its retransmission machinery reacts, on the emulated cluster.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # netns_lib.sh: an emulated cluster on one Linux machine, for benchmarks and
 # tests that need real links (rate, MTU, kernel packet loss) instead of
 # loopback. Source it from bash; it defines functions and NETNS_* variables

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ns_rsh.sh HOST COMMAND...: OpenMPI's remote-shell agent on the emulated
 # cluster (--mca plm_rsh_agent). Where ssh would log in to HOST, this runs
 # COMMAND (mpirun's orted launch line) in HOST's network namespace, so each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_cluster_bench.sh: Tributary vs Gloo (ring, TCP) vs OpenMPI
 # (MPI_Allreduce, TCP BTL) on an emulated cluster: one network namespace per
 # host, rate-limited veth links (tbf, both directions, MTU 9000) to a switch

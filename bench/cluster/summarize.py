@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tables, CSV and gnuplot scripts from run_cluster_bench.sh's raw results.
 
 Input lines (raw.txt): "system hosts round bytes time_us wrong cpu_busy_pct",

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributary_cluster_rank: ONE Tributary rank of a job started elsewhere, in
 // the columns of nccl-tests, for the emulated cluster (bench/cluster/).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the peer all-reduce benchmarks (Gloo, MPI): the size
 // sweep flags, the fp32 check pattern and the nccl-tests table.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPDK dataplane throughput per lcore with no kernel in the loop.
 //
 // A ring port (ring_port.h, rte_eth_from_rings) stands in for the NIC: the

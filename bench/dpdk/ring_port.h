@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A NIC made of rte_rings for driving the DPDK dataplane without a kernel:
 // the benchmark (dpdk_bench.cc) and the lane tests (tests/dpdk) put
 // Ethernet/IPv4/UDP frames into a queue's RX ring and read the answers from

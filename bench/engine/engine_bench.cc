@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributary_engine_bench: how fast one Engine reduces on one core, beside
 // the fastest thing it could be, a plain `acc[i] += in[i]` loop.
 //

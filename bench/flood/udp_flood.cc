@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // udp_flood: hostile traffic at a tributaryd, for the flood benchmark and the
 // flood test. Sends as fast as it can for --seconds (bounded), to loopback or
 // a test namespace address only (the caller's responsibility, as with every

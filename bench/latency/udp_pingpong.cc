@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // udp_pingpong: the latency floor of a small all-reduce on loopback.
 //
 // An all-reduce through an aggregator needs at least one round trip

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gloo_allreduce: Gloo's all-reduce over its TCP transport on loopback, in
 // the columns of nccl-tests, as the peer `tributary bench` is compared with.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mpi_allreduce: MPI_Allreduce (fp32 sum) in the columns of nccl-tests, the
 // OpenMPI peer that `tributary bench` is compared with.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HOST:PORT parsing and explicit resolution; see host_port.h.
 #include "common/net/host_port.h"
 

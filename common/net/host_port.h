@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HOST:PORT, the one address syntax of the project, parsed without DNS.
 //
 // Every address a user writes (TRIBUTARY_AGGREGATOR and its lanes, the OFI

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libfabric loader; see ofi_api.h. Thread-safety: the table is loaded
 // once (base::LoadOnce) and read-only afterwards.
 #include "common/ofi/ofi_api.h"

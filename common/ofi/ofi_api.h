@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric, loaded at run time: the table of the functions Tributary calls
 // that are real exported symbols of libfabric.so.1.
 //

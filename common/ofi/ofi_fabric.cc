@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Provider selection shared by the ofi transport and the ofi dataplane; see
 // ofi_fabric.h. Thread-safety: reentrant.
 #include "common/ofi/ofi_fabric.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric plumbing shared by the host's OFI transport and tributaryd's
 // OFI dataplane: provider choice, address mapping and the OFI binding
 // constants of FORMAT.md §12 (rdm_endpoint.h opens the endpoint).

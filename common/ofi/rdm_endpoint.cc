@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RdmEndpoint; see rdm_endpoint.h. Thread-safety: none (setup/teardown).
 #include "common/ofi/rdm_endpoint.h"
 

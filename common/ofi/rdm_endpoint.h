@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One libfabric RDM endpoint with everything it needs: fabric, domain,
 // address vector, a transmit and a receive completion queue. The host's ofi
 // transport and tributaryd's ofi dataplane are both built on one; this is

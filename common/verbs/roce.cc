@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See roce.h. Thread-safety: free functions.
 #include "common/verbs/roce.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RoCEv2 pieces shared by the host's verbs transport
 // (host/src/transport/verbs/) and tributaryd's verbs dataplane
 // (switch_agent/dataplane/verbs/): Tributary's UD conventions, GID helpers,

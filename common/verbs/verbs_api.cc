@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libibverbs loader; see verbs_api.h. Thread-safety: the table is loaded
 // once (base::LoadOnce) and read-only afterwards.
 #include "common/verbs/verbs_api.h"

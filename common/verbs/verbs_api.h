@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libibverbs, loaded at run time: the table of the functions Tributary calls
 // that are real exported symbols of libibverbs.so.1.
 //

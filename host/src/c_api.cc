@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API (tributary.h) over the C++ API.
 //
 // Nothing throws across extern "C": every entry point runs inside Guard(),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C struct conversions; see c_config.h.
 #include "host/src/c_config.h"
 

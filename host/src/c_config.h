@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions between the C API's versioned structs (tributary.h) and the
 // C++ types they mirror: trib_config_t <-> CommConfig (every Options and
 // FaultOptions field), CommStats -> trib_stats_t, trib_memory_desc_t ->

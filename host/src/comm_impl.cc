@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CommImpl; see comm_impl.h.
 #include "host/src/comm_impl.h"
 

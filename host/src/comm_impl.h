@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CommImpl: the communicator behind the public Communicator.
 //
 // Owns the registration table and one progress engine per aggregator lane

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Public C++ API: thin forwarding to CommImpl and RequestState.
 #include "tributary/communicator.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Control messages; see control_messages.h.
 #include "host/src/control_messages.h"
 

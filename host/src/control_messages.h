@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the aggregator's control messages mean to a rank: NACKs become the
 // Status a failed collective returns, STATUS bodies become the slot's list
 // of missing ranks, STATS bodies become a StragglerReport. Pure functions

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Delivery rate of results: bytes per nanosecond, an EWMA over batches of at
 // least 2 ms. It turns the bytes queued ahead of a packet into time, so the
 // timers of a full window on a slow or rate-limited link do not fire on

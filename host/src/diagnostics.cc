@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DescribeIncomplete; see diagnostics.h.
 #include "host/src/diagnostics.h"
 

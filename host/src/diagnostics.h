@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a rank says when a collective times out: which fragments never
 // completed, how often each was sent, and what the aggregator last said
 // about it (held; waiting for ranks a,b; waiting for its parent; silent).

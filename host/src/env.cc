@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TRIBUTARY_* environment table, Options validation and resolution; see
 // env.h. Nothing here logs, resolves a name or probes a device.
 #include "host/src/env.h"

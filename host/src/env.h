@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TRIBUTARY_* environment variables: one table, read once, no side effects.
 //
 // Every variable libtributary reads is declared in kEnvTable (env.cc) with

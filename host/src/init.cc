@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process-wide initialisation; see init.h.
 #include "host/src/init.h"
 

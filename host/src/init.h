@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process-wide initialisation of libtributary: where the environment's
 // logging settings take effect.
 //

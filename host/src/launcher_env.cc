@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank, size and job identity from launchers' variables; see launcher_env.h.
 #include "host/src/launcher_env.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Who this process is in its job, from the variables launchers set.
 //
 // A communicator needs a job id, a job key, a rank and a world size. Common

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One all-reduce inside the progress engine: what the caller submitted
 // (OpDesc) and how far it got (Operation).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The progress engine; the protocol and its guarantees are in progress.h.
 #include "host/src/progress.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The progress engine: streams collectives through the window, without the
 // caller polling.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RegistrationTable; see registration.h.
 #include "host/src/registration.h"
 

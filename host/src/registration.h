@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registration table: every buffer a communicator registered, with its
 // memory kind and its registration with each lane's transport, in one place.
 //

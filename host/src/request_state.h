@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared state of one asynchronous collective, behind tributary::Request.
 //
 // Completed exactly once by the progress thread (or by the caller for

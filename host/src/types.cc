@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Type names and parsing of the public API (tributary/types.h). Pure
 // functions; thread-safe. Status itself is common/status.cc.
 #include <strings.h>

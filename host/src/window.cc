@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FragmentWindow; see window.h.
 #include "host/src/window.h"
 

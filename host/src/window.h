@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fragment window: W slots carrying one communicator's stream of
 // fragments (FORMAT.md §9).
 //

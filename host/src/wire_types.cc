@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile-time checks, no code: the public enums (tributary/types.h, and
 // through c_api.cc's checks the C enums of tributary.h) carry the wire's
 // codes (proto/FORMAT.md §4, proto/wire.h), so the library passes a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key table, the two parsers (flags, YAML) and validation; see config.h.
 // Thread-safety: none needed; called from main() before the loop starts.
 #include "switch_agent/control/config.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Configuration of tributaryd: one struct, one table of keys, two sources.
 //
 // Every setting is declared once (config.cc, kFields): its YAML key, its flag

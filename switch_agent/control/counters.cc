@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See counters.h. Thread-safety: loop thread only.
 #include "switch_agent/control/counters.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Formatting of every tributaryd counter for humans and for tests.
 //
 // One report, printed on SIGUSR1, every stats_interval_s and at exit. Each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributaryd's manager client; the design is in manager_client.h.
 // Thread-safety: see manager_client.h.
 #include "switch_agent/control/manager_client.h"

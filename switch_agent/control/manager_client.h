@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributaryd's client of tributary-manager (proto/manager.proto).
 //
 // A background thread registers the daemon (name, data-plane endpoint,

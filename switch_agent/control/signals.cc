@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See signals.h. Thread-safety: async-signal-safe handler, atomic flags.
 #include "switch_agent/control/signals.h"
 

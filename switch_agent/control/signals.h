@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Signal handling of tributaryd: handlers only set flags; the loop acts.
 //
 // SIGTERM and SIGINT set the stop flag (the dataplane loop returns within

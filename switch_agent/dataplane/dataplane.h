@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dataplane backend interface of tributaryd, and the registry of backends.
 //
 // A backend owns everything that touches the wire for one Engine: its sockets

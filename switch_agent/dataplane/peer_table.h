@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The peer table every dataplane backend keeps: a peer's address (whatever
 // identifies a sender on that I/O technology) <-> the engine's PeerToken.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Applies the jobs that configuration and manager want held (provisioner.h).
 // Thread-safety: see provisioner.h; every member is guarded by mu_.
 #include "switch_agent/dataplane/provisioner.h"

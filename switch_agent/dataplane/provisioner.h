@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Jobs placed on this daemon ahead of their ranks: by the static `jobs:` list
 // of the configuration, or by the aggregation manager (its heartbeat replies).
 //

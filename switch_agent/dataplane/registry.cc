@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of dataplane backends and creation by name.
 //
 // Every backend the project knows has a row, built or not, so that asking

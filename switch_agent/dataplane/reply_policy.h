@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every dataplane backend does the same way around the engine's
 // answers: which replies carry a CRC32C, how an Action's header is encoded,
 // and how fast unknown sources may be answered.

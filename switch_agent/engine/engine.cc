@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The aggregation engine: authentication, the shadow-set state machine and
 // the answers (see engine.h for the protocol, job.h for the memory layout).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The aggregation engine: jobs, slot pools and shadow-set idempotence.
 //
 // The engine turns one decoded packet into at most one Action for the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arena layout and bookkeeping of one job (see job.h).
 // Thread-safety: none (owned by one Engine).
 #include "switch_agent/engine/job.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One aggregation job: its children and its slot pool, in a single arena.
 //
 // A job is created by the first JOIN and sized once: `slot_count` slots of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trees: provisioned jobs and the uplink of a non-root node (engine.h).
 //
 // A node below the root of a job's tree is, towards its parent, one child

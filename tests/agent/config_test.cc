@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of tributaryd's configuration (switch_agent/control/config.h).
 //
 // They prove the precedence defaults < YAML file < flags, that unknown YAML

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See daemon_harness.h. Thread-safety: none.
 #include "tests/agent/daemon_harness.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test harness for process tests of tributaryd: start the real binary, act
 // as ranks over raw UDP with the codec, read the counters it prints.
 //

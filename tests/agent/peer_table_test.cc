@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the peer table template (dataplane/peer_table.h) through the
 // UDP backend's instance, and of the backend registry.
 //

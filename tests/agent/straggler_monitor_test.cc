@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the daemon's persistent-straggler check: a child that arrived last
 // in at least half of the rounds its job completed since the previous check
 // (and at least min_rounds of them) is named in a warning; a child last in

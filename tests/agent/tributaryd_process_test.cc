@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process tests of the real tributaryd binary over loopback UDP.
 //
 // Each test starts its own daemon on an ephemeral port (--port 0), plays the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of the `tributary` command line tool, run as users run it.
 //
 // Proves: `tributary bench` starts its own tributaryd, forks the ranks, and

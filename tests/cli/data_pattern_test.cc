@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the benchmark's check machinery (tools/tributary).
 //
 // Proves: the expected result DataPattern checks against equals a direct

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper implementation; see daemon_process.h.
 #include "tests/common/daemon_process.h"
 

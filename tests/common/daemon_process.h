@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: runs a real tributaryd process and rank processes.
 //
 // StartDaemon() spawns the binary named by $TRIBUTARYD with --port 0 and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the logging base: the line format "HOST:PID[:RANK] [LEVEL]
 // SUBSYSTEM: MESSAGE" (rank from the thread, else the process, else none;
 // optional daemon timestamp); the default level WARN; the subsystem filter

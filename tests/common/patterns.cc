@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test data patterns; see patterns.h.
 #include "tests/common/patterns.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test data: per-rank input patterns whose all-reduce is exactly known.
 //
 // Values are small integers (sum and avg: -4..4, for fp8 -1..1, cycling

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GoogleTest glue for Status (common/status.h): IsOk(s) passes on OK and
 // otherwise fails with the Status's text, so a call reads
 //   ASSERT_TRUE(IsOk(daemon.Start({})));

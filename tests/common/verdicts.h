@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What multi-process tests may assert about failures and time, so that a
 // verdict holds under any schedule on a loaded machine.
 //

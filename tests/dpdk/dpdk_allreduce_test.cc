@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end all-reduce through `tributaryd --dataplane dpdk`: the daemon
 // drives a net_tap vdev (no hugepages, no PCI), the test gives the kernel side
 // of the tap a 198.19.x.2/24 address, and rank processes use libtributary's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command inside a network namespace made for it, and removes the
 # namespace on exit (also on failure or a signal). Tests that create network
 # devices (the DPDK tap) use it so that nothing they create, and no address

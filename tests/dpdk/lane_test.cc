@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DPDK dataplane's share-nothing lanes, in process, on a ring port with
 // two queue pairs (bench/dpdk/ring_port.h): no kernel, no root. The ring PMD
 // has no flow rules, so frames reach their lane by software steering, and

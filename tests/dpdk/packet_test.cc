@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the DPDK dataplane's framing (packet.h) without an EAL: a frame
 // built by BuildUdpHeaders parses back to the same addresses and payload; an
 // ARP request for our address is recognised and turned into a correct reply,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the DPDK peer table (dataplane/dpdk/peer_table.h): (MAC, IP, port)
 // is the key, so the same IP/port behind another MAC is another peer; the
 // bound refuses new peers; and after an entry is removed and its token

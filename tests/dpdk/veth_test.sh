@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dpdk_veth_test: tributaryd's DPDK dataplane on a veth through net_af_packet,
 # two share-nothing lanes, kernel-UDP ranks in other network namespaces.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the engine's protocol behaviour (engine.h, FORMAT.md §9): JOIN and
 // its limits, authentication and every drop reason, shadow-set idempotence
 // (duplicates never double count, completed sets answer retransmissions with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the engine tests: build PacketViews the way a decoded packet
 // looks (header struct + payload pointer) and drive one job through JOINs.
 // Thread-safety: test-only, single-threaded.

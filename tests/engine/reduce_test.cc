@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves that the engine reduces every dtype x op correctly, for fan-in 1,
 // 3, 33 and 100 (seen bitmaps of more than one 64-bit word; AVG divides by
 // odd and even rank counts), on every kernel

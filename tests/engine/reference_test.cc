@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves, through the engine's packet input, that every dtype x op reduces to
 // the value of a reference computed here independently while packets arrive
 // the way a lossy network delivers them: fan-in 4, 3 slots x 3 rounds (both

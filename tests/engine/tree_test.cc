@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the tree data path of the engine (uplink.cc) with three engines
 // wired together in process: two leaves (fan-in 2 each, or 3 and 2) under
 // one provisioned root of fan-in 2. Every packet between them is encoded and decoded as on the

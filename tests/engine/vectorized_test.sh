@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # engine_vectorized_test: the reduction kernels' hot loops are vector code.
 #
 # Disassembles libtributary_reduce.a (the kernels the engine reduces with)

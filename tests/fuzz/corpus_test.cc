@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the checked-in seed corpus of decode_fuzz is still valid: every
 // seed decodes, and together they cover every message type with and without
 // CRC32C. A format change that forgets to regenerate the seeds (with

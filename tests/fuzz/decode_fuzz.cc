@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for proto::Decode (run under ASan + UBSan).
 //
 // Properties checked on every input, beyond "no crash, no out-of-bounds read":

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays engine_fuzz's inputs with the main compiler (and, in the
 // sanitizer builds, under ASan/UBSan from g++): the checked-in seeds of
 // corpus/engine and every reproducer in regressions/engine. Proves they still

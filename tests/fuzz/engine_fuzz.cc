@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the aggregation engine (run under ASan + UBSan).
 //
 // The input is a little program for one live engine::Engine with small limits

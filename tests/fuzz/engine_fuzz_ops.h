@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The input encoding of engine_fuzz, shared with make_engine_corpus so that
 // the seeds and the fuzzer agree byte for byte.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the seed corpus of decode_fuzz: one valid packet per message type,
 // with and without CRC32C, plus a header-extended (header_words = 9) packet.
 // Usage: make_decode_corpus <output-dir>. The files are checked in under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the seed corpus of engine_fuzz: programs in the engine_fuzz_ops.h
 // encoding that drive one engine through whole job lifetimes, so the fuzzer
 // starts from deep states (complete rounds, retransmissions, pending sets,

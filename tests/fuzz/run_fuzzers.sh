@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every built libFuzzer target for a chosen time and reports exec/s.
 #
 #   tests/fuzz/run_fuzzers.sh <seconds> [build-dir]      (build-dir: ./build)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Exercises the C API from C (compiled as C11, proving tributary.h is valid
  * C) against a real aggregator. Each function returns 0 on success, else the
  * number of the failing step (printed with trib_last_error() on stderr).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the C API's versioned structs (c_config.h): every field of
 // trib_config_t reaches its Options/FaultOptions twin and comes back; a
 // smaller struct_size reads and writes only the fields wholly inside it

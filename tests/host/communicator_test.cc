@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the Communicator API's contract against a real tributaryd: argument
 // validation, registration (buffer and raw-pointer forms), count 0, Test/Wait
 // semantics, deregistration while busy, destroy with requests in flight

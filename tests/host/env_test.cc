@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves that the TRIBUTARY_* table parses every variable, rejects invalid
 // values with a message naming the variable, and keeps documented defaults;
 // that parsing has no side effects (no global log level, no log line); that

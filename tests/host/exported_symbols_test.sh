@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proves that libtributary.so exports its public API and nothing else.
 #
 # Lists the library's defined dynamic symbols (nm -D --defined-only,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An environment for the parsers that read variables through a lookup
 // callback (host/src/env.h EnvLookup): a map instead of the process's
 // environment, so tests neither read nor change it. Test-only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the fault injector drops, duplicates, reorders, delays and corrupts
 // at the configured rates, each on its own direction, identically for the
 // same seed; that a packet's fate follows its identity and copy index, not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves where the environment's logging settings take effect: not while
 // parsing (Options::FromEnvironment leaves the global level, the subsystem
 // filter and the log file alone), but once, in tributary::Init() or the

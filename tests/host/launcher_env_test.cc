@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the launcher precedence of launcher_env.h on fake environments:
 // which source wins, that partial, malformed and out-of-range sets are
 // errors naming their variables, which disagreements are nesting (outer

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Mutation check of the progress engine's unit tests (issue #11): plants one
 # bug at a time into the engine, rebuilds and runs host_progress_test, and
 # prints whether the tests caught it; each file is restored afterwards. Not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The progress engine driven by hand: a fake transport (what the engine
 // sends is recorded decoded; what it receives is built by the test) and a
 // fake clock, no thread, no sockets, no sleeps. Every verdict follows from

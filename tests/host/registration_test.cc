@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registration table against a fake transport that counts what it
 // registers with the "NIC". Proves: a buffer is registered with every lane;
 // a range inside one registered earlier (same kind) shares its NIC

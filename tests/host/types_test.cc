@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the public type and operator names (tributary/types.h): every
 // DataType and ReduceOp has a size and a canonical name that parses back to
 // it, the nccl-tests spellings parse (f8e4m3, fp8_e4m3, half, avg ...), the

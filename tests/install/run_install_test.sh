@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proves the installed tree is usable as shipped:
 #   1. `cmake --install` puts the public headers (and only them), the library
 #      with its SONAME (libtributary.so.MAJOR.MINOR while 0.x), the package

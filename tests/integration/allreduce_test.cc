@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end all-reduce through a real tributaryd process and real rank
 // processes on loopback. Proves: exact results for every dtype and op at
 // sizes 0, 1, 7, 1023, 1 MiB + 3 elements and 64 MiB with 2, 4 and 8 ranks;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Striping one job over aggregator lanes (Options::lanes): two tributaryd
 // processes on consecutive loopback ports stand in for one daemon with
 // `--dataplane dpdk --dpdk-lanes 2` (tests/dpdk/veth_test.sh runs that one).

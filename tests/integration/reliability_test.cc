@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failures of processes and misuse, end to end with a real tributaryd and real
 // rank processes. Proves: a straggler is named by the daemon (counter report
 // and WARN) and by the straggler report; a rank killed mid-collective is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves multi-level aggregation through real daemons on loopback: 8 rank
 // processes, 4 leaf daemons (2 ranks each), 2 inner daemons (2 leaves each)
 // and a root, the tree given to each tributaryd by its static `jobs:`

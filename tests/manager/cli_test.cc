@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the CLI's control-plane commands against a real tributary-manager
 // process: `job create` prints the documented key=value lines, `jobs` the
 // daemon and job tables, `tree` the drawn tree, `job end` frees the job, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the job table's lifecycle with a fake clock: admission reserves
 // all-or-nothing, heartbeat replies carry exactly the live assignments,
 // silent jobs end and free everything, a silent daemon fails its jobs, and a

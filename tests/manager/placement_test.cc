@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the placement guarantees on generated fat trees up to 16k hosts:
 // every rank's leaf aggregator sits at its host's leaf; the tree is
 // connected, rooted at the lowest switch above all leaves (smallest depth);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the gRPC service end to end in-process on 127.0.0.1 port 0:
 // registration, admission (granted and refused with the right gRPC code),
 // heartbeat replies carrying the assignments, job expiry freeing every slot,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See topology_gen.h. Thread-safe (pure).
 #include "tests/manager/topology_gen.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper: generated topologies (k-ary fat trees, leaf-spine) and one
 // daemon per switch, for placement tests at scale.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves that the shipped example topologies load with the expected shape,
 // and that each kind of malformed input is refused with an error naming the
 // offending key or node (a typo must never silently change placements).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_loss_test: all-reduce stays exact under real kernel packet loss.
 #
 # What it proves: with nftables dropping 0.1%, 1% and 10% of the packets in

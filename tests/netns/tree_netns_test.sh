@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tree_netns_test: jobs placed by tributary-manager on a tree of daemons,
 # every host and every daemon in its own network namespace.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tree_rank: one rank of a job placed by tributary-manager, for the network
 // namespace tree test (tree_netns_test.sh).
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # nolib_udp_test: a udp-only run needs neither libfabric nor libibverbs.
 #
 # What it proves:

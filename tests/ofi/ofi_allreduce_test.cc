@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end all-reduce over libfabric: a real `tributaryd --dataplane ofi`
 // and real rank processes with transport "ofi", for the providers that work
 // without RDMA hardware (tcp;ofi_rxm and shm). Proves, per provider: exact

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the libfabric loader (common/ofi/ofi_api.h): a library that cannot
 // be opened, or that lacks a symbol, gives kUnavailable naming the soname
 // tried, what is missing and the Debian package libfabric1; the installed

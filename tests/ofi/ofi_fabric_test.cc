@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the provider selection both ofi sides share (common/ofi/ofi_fabric.h)
 // on the providers every machine has (tcp;ofi_rxm, shm): a candidate counts
 // only once the caller's open succeeds, and the caller owns the fi_info from

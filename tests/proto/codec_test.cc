@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the packet codec against proto/FORMAT.md: every message type
 // round-trips, the header's byte layout is pinned by a hand-written encoding,
 // every DecodeError is produced by the rule FORMAT.md §8 assigns it, no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of CRC32C: both implementations against published vectors (RFC 3720
 // B.4 and the standard check value) and against each other on random data
 // of every alignment, so a bug in either one cannot hide behind the other.

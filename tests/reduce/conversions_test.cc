@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the scalar conversions of reduce/conversions.h (the kernels'
 // rounding) against the independent references of float_reference.h: every
 // fp16, bf16 and fp8 value decodes exactly and re-encodes to itself, and

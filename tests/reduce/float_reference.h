@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Independent references for the narrow float wire formats, for the tests
 // of the kernels and of the engine: decoders and a rounding function written
 // from the format definitions (exponent/mantissa arithmetic in double),

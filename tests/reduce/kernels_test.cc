@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the kernels' arithmetic directly, on every variant this binary
 // has and this CPU can run (scalar, sse2, avx2, neon): NaN and infinity
 // propagation in vector bodies and scalar tails, integer wrap-around and

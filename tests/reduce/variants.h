@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test parameters shared by the kernel and engine tests: every wire dtype
 // and op, and the kernel variants the tests run on: those built into this binary and
 // usable on this CPU (a variant the CPU lacks is not a test to skip: CI

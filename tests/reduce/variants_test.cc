@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves that every vector variant (sse2, avx2, neon: whichever this binary
 // has and this CPU runs) computes what the scalar reference computes, for
 // every dtype x op, on random bit patterns (NaN, infinities and subnormals

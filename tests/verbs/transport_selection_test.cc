@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves transport selection on a machine with the verbs transport built:
 // forcing "verbs" without an RDMA device fails fast (< 1 s) with kUnavailable
 // and the "no RDMA device found" message; "auto" picks udp here and logs the

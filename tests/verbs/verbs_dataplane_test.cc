@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tributaryd's verbs dataplane without an RDMA device: what needs none is
 // tested here, and the daemon's start-up on a machine without one.
 // Proves: the sender's GID is read from both GRH layouts RoCEv2 produces

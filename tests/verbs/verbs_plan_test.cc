@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the device-free parts of the verbs transport: queue sizing follows
 // the window and rejects payloads that do not fit one UD message of the MTU
 // or queues the device cannot hold; packetization gathers header and payload

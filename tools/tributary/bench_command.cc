@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tributary bench`: nccl-tests style all-reduce benchmark over tributaryd.
 //
 // Example: tributary bench --ranks 4 -b 8 -e 64M -f 2 -d float -o sum

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation and parsing of BenchConfig. Single-threaded (runs before fork).
 #include "tools/tributary/bench_config.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Settings of one `tributary bench` run, shared by the parent (which prints
 // the table) and the rank processes (which run the collectives).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parent of `tributary bench`; see bench_runner.h.
 #include "tools/tributary/bench_runner.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parent side of `tributary bench`: daemon, ranks, table, verdict.
 //
 // RunBench starts a private tributaryd unless --daemon names one, forks the

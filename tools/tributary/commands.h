@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Subcommands of the `tributary` command line tool, one file each.
 //
 // Each Register*Command adds its subcommand to the CLI11 app; the callback

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A private tributaryd child process; see daemon_launcher.h.
 #include "tools/tributary/daemon_launcher.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starts and stops a private tributaryd for `tributary bench` / `demo`.
 //
 // The daemon runs as a child process on 127.0.0.1 with --port 0, so runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic exact-result data for the benchmark; see data_pattern.h.
 #include "tools/tributary/data_pattern.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic per-rank input data whose all-reduce result is exact.
 //
 // A benchmark that checks its results must know the right answer without

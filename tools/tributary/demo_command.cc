@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tributary demo`: the one command that shows Tributary working.
 //
 // It is `tributary bench` with fixed settings (4 ranks, 4 KiB..64 MiB by 4x,

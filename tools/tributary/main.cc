@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tributary`: the command line tool of Tributary (bench, demo, version).
 //
 // Only main() exits: subcommands return their exit code through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tributary jobs`, `tributary tree JOB`, `tributary job create|keepalive|end`:
 // the control-plane commands, talking to tributary-manager over gRPC.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See manager_format.h. Thread-safe (pure).
 #include "tools/tributary/manager_format.h"
 

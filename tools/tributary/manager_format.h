@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text that the CLI's control-plane commands print (`tributary jobs`,
 // `tributary tree`, `tributary job create`), as pure functions of the
 // manager's replies so the exact output is unit-testable.

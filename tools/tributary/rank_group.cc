@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank processes of `tributary bench`; see rank_group.h.
 #include "tools/tributary/rank_group.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forks the rank processes of `tributary bench` and supervises them.
 //
 // Ranks are processes, not threads, because each Communicator starts its own

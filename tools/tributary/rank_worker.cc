@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One benchmark rank; see rank_worker.h.
 #include "tools/tributary/rank_worker.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of `tributary bench`: runs in a forked child process.
 //
 // The rank joins the job through tributary::Communicator, registers one send

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Framed rank -> parent reports over a pipe; see report_channel.h.
 #include "tools/tributary/report_channel.h"
 

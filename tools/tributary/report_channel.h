@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pipe protocol between a rank process and the `tributary bench` parent.
 //
 // Each rank owns one pipe; it writes framed messages (header + payload) and

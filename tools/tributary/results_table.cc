@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nccl-tests style result table; see results_table.h.
 #include "tools/tributary/results_table.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The nccl-tests style table that `tributary bench` prints.
 //
 // Columns, as nccl-tests' out-of-place half: size count type redop time

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tributary version`: versions of the tool and of the library it runs with
 // (they differ when an older libtributary.so is found first at run time).
 // Thread-safety: main thread.

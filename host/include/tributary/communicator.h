@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Communicator, registered Buffer and Request: the C++ API of libtributary.
 //
 // A Communicator is one rank's membership in one aggregation job. Create()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TRIB_API: what libtributary.so exports.
  *
  * The library is compiled with -fvisibility=hidden and

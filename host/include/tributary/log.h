@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Routing libtributary's log messages into the host application's logger.
 //
 // By default messages at WARN and above go to stderr, one line each:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Kinds of memory a communicator can register, and how to describe them.
 //
 // A registration is persistent: register a buffer once, all-reduce through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Options of a Communicator, every field with its default and trade-off.
 //
 // Options::FromEnvironment() starts from these defaults and applies the

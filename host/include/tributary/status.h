@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Status and Result<T>: how every fallible call of libtributary reports.
 //
 // A Status is a code plus a human-readable message that says what failed and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* C API of libtributary, for C callers, language bindings and dlopen(3).
  *
  * Mirrors the C++ API (tributary/communicator.h, options.h, memory.h,

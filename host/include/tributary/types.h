@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Element types and reduction operators of the public API.
 //
 // The numeric values equal the wire format's (proto/FORMAT.md §4), so the

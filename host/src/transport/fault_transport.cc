@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded fault injection; see fault_transport.h.
 #include "host/src/transport/fault_transport.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded fault injection around any Transport, for tests and benchmarks.
 //
 // Drops, duplicates, reorders, delays and corrupts packets independently in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transport selection: one place decides which transport a communicator uses.
 //
 // Explicit names ("udp", "ofi", "verbs") are honoured or fail fast; "auto"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-side transport interface: packets to and from one aggregator.
 //
 // The progress engine (progress.h) sees only this interface, so transports

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPDK dataplane: port, lanes and steering; the design is in dpdk_dataplane.h
 // and lane.h. Thread-safety: the EAL main lcore, except the lanes' loops.
 #include "switch_agent/dataplane/dpdk/dpdk_dataplane.h"

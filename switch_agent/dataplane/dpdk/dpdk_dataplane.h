@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DPDK dataplane backend ("dpdk").
 //
 // One DPDK port, served by `dpdk_lanes` share-nothing lanes (lane.h). Lane k

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See eal.h. Thread-safety: main thread only, before loops start.
 #include "switch_agent/dataplane/dpdk/eal.h"
 

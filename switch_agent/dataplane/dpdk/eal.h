@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process-wide DPDK setup for the DPDK dataplane: EAL, one port, its queues
 // and packet pools.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One lane of the DPDK dataplane; the design is in lane.h.
 // Thread-safety: everything but ReadPublished runs on the lane's lcore.
 #include "switch_agent/dataplane/dpdk/lane.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One lane of the DPDK dataplane: one lcore, one RX/TX queue pair, one mbuf
 // pool, one peer table and one aggregation Engine, sharing nothing with the
 // other lanes (the design is in dpdk_dataplane.h).

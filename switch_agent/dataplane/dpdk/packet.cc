@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See packet.h. Thread-safety: pure functions.
 #include "switch_agent/dataplane/dpdk/packet.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ethernet/IPv4/UDP and ARP framing for the DPDK dataplane, on plain bytes.
 //
 // The DPDK backend receives whole Ethernet frames, so it does by hand what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DPDK backend's peer table: (MAC, IPv4, UDP port) <-> engine PeerToken,
 // with the shared policy of dataplane/peer_table.h. The MAC is part of the
 // key because the DPDK backend has no neighbour table: it answers a peer at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric dataplane; the design is in ofi_dataplane.h, the wire binding in
 // proto/FORMAT.md §12. Thread-safety: none; everything runs on the loop thread.
 #include "switch_agent/dataplane/ofi/ofi_dataplane.h"

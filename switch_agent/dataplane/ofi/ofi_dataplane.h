@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libfabric dataplane backend ("ofi"): tributaryd on an RDM endpoint.
 //
 // The endpoint listens on --listen-address/--port (fi_getinfo node/service

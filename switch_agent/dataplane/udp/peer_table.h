@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The UDP backend's peer table: IPv4 socket addresses <-> engine PeerTokens
 // (the policy is the shared one of dataplane/peer_table.h). The key is the
 // address and port; the stored value is the sockaddr the transmit path

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel UDP dataplane; the design is in udp_dataplane.h.
 // Thread-safety: none; everything runs on the loop thread.
 #include "switch_agent/dataplane/udp/udp_dataplane.h"

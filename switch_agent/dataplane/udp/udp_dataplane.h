@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel UDP dataplane backend ("udp").
 //
 // One non-blocking IPv4 UDP socket. The loop polls it with a timeout (so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs dataplane's peer table: a rank's UD endpoint (RoCEv2 GID + queue
 // pair number, from the GRH and the work completion of its packets) <->
 // engine::PeerToken, with the shared policy of dataplane/peer_table.h. The

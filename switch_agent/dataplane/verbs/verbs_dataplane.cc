@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs dataplane; the design is in verbs_dataplane.h.
 // Thread-safety: everything runs on the loop thread.
 #include "switch_agent/dataplane/verbs/verbs_dataplane.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The verbs dataplane backend ("verbs"): tributaryd on a RoCEv2 NIC through
 // rdma-core, the daemon side of the host's verbs transport
 // (host/src/transport/verbs/verbs_transport.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Proves the one HOST:PORT parser accepts IPv4 literals, names and bracketed
 // IPv6, refuses every malformed form and every port outside 1..65535 (0 only
 // where a listener allows it) with a message that quotes the input, never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The C header from a C program, linked through find_package or pkg-config. */
 #include <stdio.h>
 

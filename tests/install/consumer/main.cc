@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Uses only the installed public headers: prints the version, calls the
 // value-type helpers and options of the API, and checks that a communicator
 // to an address nobody serves fails cleanly and quickly. Exits 0 on success.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric transport; the design is in ofi_transport.h, the wire binding in
 // proto/FORMAT.md §12.
 #include "host/src/transport/ofi/ofi_transport.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libfabric transport ("ofi"): Tributary packets over an RDM endpoint.
 //
 // Each packet is one message (fi_sendmsg, header and payload as two iovecs,

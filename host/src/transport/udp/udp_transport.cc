@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel UDP transport; see udp_transport.h.
 #include "host/src/transport/udp/udp_transport.h"
 

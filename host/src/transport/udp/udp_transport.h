@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel UDP transport: one connected-style socket to the aggregator.
 //
 // Sends with sendmmsg (one iovec pair per packet, no payload copy) and

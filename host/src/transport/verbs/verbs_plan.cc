@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pure helpers of the verbs transport; see verbs_plan.h.
 #include "host/src/transport/verbs/verbs_plan.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pure helpers of the verbs transport: everything that needs no RDMA device.
 //
 // The verbs transport (verbs_transport.h) runs Tributary's datagram protocol

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rdma-core verbs transport; the design and the UD-vs-RC choice are in
 // verbs_transport.h.
 #include "host/src/transport/verbs/verbs_transport.h"

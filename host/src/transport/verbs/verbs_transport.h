@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rdma-core verbs transport ("verbs"): Tributary packets over RoCEv2.
 //
 // Why Unreliable Datagram (UD) and not Reliable Connected (RC): Tributary is

@@ -345,7 +345,7 @@ Status Placer::Finish(Placement* out) {
 
 uint64_t ArenaBytes(uint32_t fan_in, uint32_t slot_count, uint32_t payload_bytes) {
   const uint64_t bitmap = 8 * ((static_cast<uint64_t>(fan_in) + 63) / 64);
-  return 2ull * slot_count * (4ull * payload_bytes + 64 + bitmap) + 64ull * fan_in;
+  return 2ull * slot_count * (4ull * payload_bytes + 128 + bitmap) + 64ull * fan_in;
 }
 
 Status Place(const Topology& topology, const std::vector<DaemonView>& daemons,

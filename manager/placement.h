@@ -77,7 +77,8 @@ struct Placement {
 
 // Bytes a daemon's engine needs for one job (an approximation of the engine's
 // arena): two shadow sets per slot, each with room for four payloads (the
-// engine's kSetDataFactor: an fp8 payload accumulates in fp32), a 64-byte slot header
+// engine's kSetDataFactor: an fp8 payload accumulates in fp32) and a cache
+// line of padding between sets (SetDataStride), a 64-byte slot header
 // and a child bitmap of ceil(fan_in/64) words; plus 64 bytes of per-child
 // state.
 uint64_t ArenaBytes(uint32_t fan_in, uint32_t slot_count, uint32_t payload_bytes);

@@ -28,7 +28,7 @@ Layout ComputeLayout(const JobParams& p) {
   l.metas = l.lateness + RoundUp(uint64_t{p.fan_in} * sizeof(ChildLateness));
   l.seen = l.metas + sets * sizeof(SetMeta);
   l.data = l.seen + RoundUp(sets * words * 8);
-  l.total = l.data + sets * kSetDataFactor * p.payload_bytes;
+  l.total = l.data + sets * SetDataStride(p.payload_bytes);
   return l;
 }
 
@@ -58,6 +58,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   job->epoch_ = epoch;
   job->params_ = p;
   job->words_ = static_cast<uint32_t>((uint64_t{p.fan_in} + 63) / 64);
+  job->set_stride_ = static_cast<size_t>(SetDataStride(p.payload_bytes));
   job->arena_bytes_ = l.total;
   job->bookkeeping_bytes_ = l.data;
   job->arena_ = arena;

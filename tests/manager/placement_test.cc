@@ -231,8 +231,8 @@ TEST(PlacementTest, FallsBackToAnotherRootWhenAnAggIsDown) {
 }
 
 TEST(PlacementTest, ArenaBytesFormula) {
-  EXPECT_EQ(ArenaBytes(2, 64, 8192), 2ull * 64 * (4 * 8192 + 64 + 8) + 2 * 64);
-  EXPECT_EQ(ArenaBytes(65, 1, 64), 2ull * (4 * 64 + 64 + 16) + 65 * 64);
+  EXPECT_EQ(ArenaBytes(2, 64, 8192), 2ull * 64 * (4 * 8192 + 128 + 8) + 2 * 64);
+  EXPECT_EQ(ArenaBytes(65, 1, 64), 2ull * (4 * 64 + 128 + 16) + 65 * 64);
 }
 
 }  // namespace

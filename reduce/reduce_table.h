@@ -68,7 +68,9 @@ using FinalizeFn = void (*)(const void* acc, uint8_t* out, size_t n);
 // acc holds the SUM of `ranks` ranks' contributions (ranks >= 1).
 using AverageFn = void (*)(const void* acc, uint8_t* out, size_t n, uint32_t ranks);
 
-struct Kernel {
+// One cache line each: the engine finds a kernel with a shift, not a
+// multiplication, and reads one line per packet.
+struct alignas(64) Kernel {
   InitFn init = nullptr;          // null: combination not supported
   CombineFn combine = nullptr;
   FinalizeFn finalize = nullptr;  // null: the accumulator is the result

@@ -384,7 +384,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.dtype = h.dtype;
     m.op = h.op;
     m.arrived = 0;
-    m.ranks = 0;
+    m.extra_ranks = 0;
     m.state = SetState::kPending;
     m.first_arrival_ns = now_ns;
     job->ClearSeen(s, v);
@@ -399,16 +399,18 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   ++late.contributions;
   ++m.arrived;
   // A rank's contribution stands for itself (aux 0); a child aggregator's
-  // partial sum for the ranks below it. Saturating: a bogus count cannot
-  // wrap the divisor to 0.
-  const uint32_t weight = h.aux == 0 ? 1 : h.aux;
-  m.ranks = m.ranks > UINT32_MAX - weight ? UINT32_MAX : m.ranks + weight;
+  // partial sum for the ranks below it (aux), counted by RanksBehind. The
+  // common case, a rank, costs one predictable branch per packet.
+  if (h.aux > 1) {
+    const uint32_t extra = h.aux - 1;
+    m.extra_ranks = m.extra_ranks > UINT32_MAX - extra ? UINT32_MAX : m.extra_ranks + extra;
+  }
   ++counters_.contributions;
   counters_.bytes_reduced += bytes;
   if (m.arrived < job->fan_in()) return;
 
   if (k.average != nullptr && !job->has_uplink) {
-    k.average(acc, ResultBytes(job, s, v, k), h.elem_count, m.ranks);
+    k.average(acc, ResultBytes(job, s, v, k), h.elem_count, RanksBehind(m));
   } else if (k.finalize != nullptr) {
     k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
   }

@@ -50,7 +50,7 @@ struct alignas(64) SetMeta {
   uint32_t arrived;           // distinct children that contributed
   uint32_t last_sender;       // the child that completed the round (straggler)
   uint32_t result_burst;      // Engine burst in which a RESULT of this set was last emitted
-  uint32_t ranks;             // ranks behind the contributions counted (AVG divides by it)
+  uint32_t extra_ranks;       // ranks behind the contributions beyond one each (RanksBehind)
   proto::DataType dtype;
   proto::ReduceOp op;
   SetState state;
@@ -60,6 +60,14 @@ struct alignas(64) SetMeta {
   uint8_t uplink_resend;      // kUpstream: the parent said it lacks our data: re-send it
 };
 static_assert(sizeof(SetMeta) == 64);
+
+// The ranks a round's contributions stand for: one each, plus what child
+// aggregators' partial sums declared beyond that (aux > 1). AVG divides by
+// it; an aggregator below the root sends it up. Saturates, so that a bogus
+// count cannot wrap the divisor to 0.
+inline uint32_t RanksBehind(const SetMeta& m) {
+  return m.extra_ranks > UINT32_MAX - m.arrived ? UINT32_MAX : m.arrived + m.extra_ranks;
+}
 
 // What the aggregator saw of one child's timing: the stragglers are named
 // from this, not guessed. Lateness of a contribution = its arrival minus the

@@ -210,7 +210,7 @@ void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t n
   m.result_burst = burst_;  // the queued packet points at this set
   UplinkPacket(job, m, slot, shadow, MsgType::kContribution,
                again ? proto::kFlagRetransmit : 0, out);
-  out->header.aux = m.ranks;  // the ranks this partial sum stands for (FORMAT.md §13)
+  out->header.aux = RanksBehind(m);  // the ranks this partial sum stands for (FORMAT.md §13)
   out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   ++(again ? counters_.uplink_resends : counters_.uplink_sends);

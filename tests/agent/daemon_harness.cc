@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // See daemon_harness.h. Thread-safety: none.
 #include "tests/agent/daemon_harness.h"
+#include "tests/common/read_file.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,12 +22,7 @@
 namespace tributary::agent::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::tributary::testing::ReadFile;
 
 std::string TempPath(const char* tag) {
   const char* dir = std::getenv("TMPDIR");

@@ -7,6 +7,7 @@
 // appended to that file; and that a replaced sink still receives every
 // message, without the prefix.
 #include "common/log.h"
+#include "tests/common/read_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -28,12 +29,7 @@ std::string Host() {
   return host;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::tributary::testing::ReadFile;
 
 struct Captured {
   LogLevel level;

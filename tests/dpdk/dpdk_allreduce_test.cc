@@ -31,6 +31,7 @@
 #include "tests/common/daemon_process.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
+#include "tests/common/read_file.h"
 
 namespace tributary {
 namespace {
@@ -45,12 +46,7 @@ int Fail(int rank, const std::string& what) {
   return 1;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::tributary::testing::ReadFile;
 
 // One tributaryd with a net_tap port, and the kernel side of the tap.
 class DpdkDaemon {

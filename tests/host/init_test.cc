@@ -23,16 +23,12 @@
 #include "common/log.h"
 #include "tributary/communicator.h"
 #include "tributary/log.h"
+#include "tests/common/read_file.h"
 
 namespace tributary {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::tributary::testing::ReadFile;
 
 // Ends the child: 0 when `ok`, else 1 after printing `why` (the parent's
 // EXPECT_EXIT shows it).

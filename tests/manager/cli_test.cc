@@ -35,17 +35,13 @@
 #include <thread>
 
 #include "proto/manager.grpc.pb.h"
+#include "tests/common/read_file.h"
 
 namespace {
 
 namespace v1 = tributary::manager::v1;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::tributary::testing::ReadFile;
 
 // Runs a shell command line; returns its stdout+stderr and exit code.
 std::string RunCommand(const std::string& cmd, int* rc) {

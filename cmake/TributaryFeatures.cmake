@@ -28,6 +28,11 @@ endmacro()
 # Required third-party libraries of the default build.
 find_package(yaml-cpp REQUIRED)
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+# libsodium: packet MACs, sealed job keys and JOIN cookies (proto/auth.h).
+if(NOT PkgConfig_FOUND)
+  message(FATAL_ERROR "pkg-config is required (apt-get install pkg-config)")
+endif()
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 
 if(PkgConfig_FOUND)
   pkg_check_modules(DPDK IMPORTED_TARGET libdpdk)

@@ -6,7 +6,8 @@
 #                      [FROM_TARGETS target...]  also compile these libraries' sources
 #                      [CORPUS dir]              seed corpus (read only)
 #                      [SMOKE_RUNS n]            inputs the ctest smoke runs (default 100000)
-#                      [DEPENDS file...])        extra files that trigger a rebuild
+#                      [DEPENDS file...]         extra files that trigger a rebuild
+#                      [LINK_LIBS flag...])      extra link flags (-lsodium)
 #
 # Why a custom command rather than add_executable: CMake allows one C++
 # compiler per build, and the fuzzing runtime (-fsanitize=fuzzer) is clang's.
@@ -84,7 +85,7 @@ set(TRIBUTARY_FUZZ_ISA_FLAG_REGEX
 mark_as_advanced(TRIBUTARY_FUZZ_ISA_FLAG_REGEX)
 
 function(tributary_add_fuzzer)
-  cmake_parse_arguments(F "" "NAME;CORPUS;SMOKE_RUNS" "SOURCES;FROM_TARGETS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(F "" "NAME;CORPUS;SMOKE_RUNS" "SOURCES;FROM_TARGETS;DEPENDS;LINK_LIBS" ${ARGN})
   if(NOT F_SMOKE_RUNS)
     set(F_SMOKE_RUNS 100000)
   endif()
@@ -166,7 +167,7 @@ function(tributary_add_fuzzer)
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
   add_custom_command(
     OUTPUT ${bin}
-    COMMAND ${TRIBUTARY_CLANGXX} ${common_flags} ${objs} -o ${bin}
+    COMMAND ${TRIBUTARY_CLANGXX} ${common_flags} ${objs} ${F_LINK_LIBS} -o ${bin}
     DEPENDS ${objs}
     COMMENT "Linking libFuzzer target ${F_NAME} with ${TRIBUTARY_CLANGXX}"
     VERBATIM)

@@ -74,6 +74,9 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
     case MsgType::kJoinAck:
       return DecodeJoinBody(payload, payload_len, nullptr) ? DecodeError::kOk
                                                            : DecodeError::kBadBody;
+    case MsgType::kChallenge:
+      return DecodeChallengeBody(payload, payload_len, nullptr) ? DecodeError::kOk
+                                                                : DecodeError::kBadBody;
     case MsgType::kLeave:
       return payload_len == 0 ? DecodeError::kOk : DecodeError::kLengthMismatch;
     case MsgType::kNack: {
@@ -130,6 +133,7 @@ const char* MsgTypeName(MsgType t) {
     case MsgType::kStatus: return "STATUS";
     case MsgType::kStatsRequest: return "STATS_REQUEST";
     case MsgType::kStats: return "STATS";
+    case MsgType::kChallenge: return "CHALLENGE";
   }
   return "unknown";
 }
@@ -238,7 +242,7 @@ DecodeError Decode(const void* data, size_t len, PacketView* out) {
     h.flags = flags;
     h.job_id = LoadBe32(p + kOffJobId);
     h.epoch = LoadBe32(p + kOffEpoch);
-    h.job_key = LoadBe64(p + kOffJobKey);
+    h.mac = LoadBe64(p + kOffMac);
     h.collective_id = LoadBe64(p + kOffCollectiveId);
     h.elem_offset = LoadBe64(p + kOffElemOffset);
     h.slot = LoadBe32(p + kOffSlot);
@@ -251,6 +255,8 @@ DecodeError Decode(const void* data, size_t len, PacketView* out) {
     h.shadow = p[kOffShadow];
     h.aux = LoadBe32(p + kOffAux);
     h.checksum = checksum;
+    out->raw = p;
+    out->header_len = header_len;
     out->payload = payload;
     out->payload_len = payload_len;
     out->extension = header_len > kHeaderSize ? p + kHeaderSize : nullptr;
@@ -267,7 +273,7 @@ void EncodeHeader(const Header& h, void* out) {
   StoreBe16(p + kOffFlags, h.flags);
   StoreBe32(p + kOffJobId, h.job_id);
   StoreBe32(p + kOffEpoch, h.epoch);
-  StoreBe64(p + kOffJobKey, h.job_key);
+  StoreBe64(p + kOffMac, h.mac);  // senders leave it 0 and seal afterwards (auth.h)
   StoreBe64(p + kOffCollectiveId, h.collective_id);
   StoreBe64(p + kOffElemOffset, h.elem_offset);
   StoreBe32(p + kOffSlot, h.slot);
@@ -346,25 +352,49 @@ void EncodeJoinBody(const JoinBody& body, void* out) {
   StoreLe32(p + kJoinOffPayloadBytes, body.payload_bytes);
   StoreLe32(p + kJoinOffFlags, body.join_flags);
   StoreLe64(p + kJoinOffNonce, body.nonce);
-  StoreLe64(p + kJoinOffReserved, body.reserved);
+  StoreLe64(p + kJoinOffCookie, body.cookie);
+  StoreLe64(p + kJoinOffIncarnation, body.incarnation);
 }
 
 bool DecodeJoinBody(const uint8_t* data, size_t len, JoinBody* out) {
   if (data == nullptr || len < kJoinBodySize) return false;
   const uint32_t join_flags = LoadLe32(data + kJoinOffFlags);
-  const uint64_t reserved = LoadLe64(data + kJoinOffReserved);
-  if (join_flags != 0 || reserved != 0) return false;
+  if (join_flags & ~kJoinFlagsDefined) return false;
+  if ((join_flags & kJoinSealedKey) && len < kJoinSealedBodySize) return false;
   if (out != nullptr) {
     out->fan_in = LoadLe32(data + kJoinOffFanIn);
     out->slot_count = LoadLe32(data + kJoinOffSlotCount);
     out->payload_bytes = LoadLe32(data + kJoinOffPayloadBytes);
     out->join_flags = join_flags;
     out->nonce = LoadLe64(data + kJoinOffNonce);
-    out->reserved = reserved;
+    out->cookie = LoadLe64(data + kJoinOffCookie);
+    out->incarnation = LoadLe64(data + kJoinOffIncarnation);
   }
   return true;
 }
 
+const uint8_t* JoinSealedKey(const uint8_t* data, size_t len) {
+  if (data == nullptr || len < kJoinSealedBodySize) return nullptr;
+  if ((LoadLe32(data + kJoinOffFlags) & kJoinSealedKey) == 0) return nullptr;
+  return data + kJoinOffSealedKey;
+}
+
+void EncodeChallengeBody(const ChallengeBody& body, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  StoreLe64(p + kChallengeOffCookie, body.cookie);
+  StoreLe64(p + kChallengeOffNonce, body.nonce);
+  std::memcpy(p + kChallengeOffPublicKey, body.public_key, kPublicKeyBytes);
+}
+
+bool DecodeChallengeBody(const uint8_t* data, size_t len, ChallengeBody* out) {
+  if (data == nullptr || len != kChallengeBodySize) return false;
+  if (out != nullptr) {
+    out->cookie = LoadLe64(data + kChallengeOffCookie);
+    out->nonce = LoadLe64(data + kChallengeOffNonce);
+    std::memcpy(out->public_key, data + kChallengeOffPublicKey, kPublicKeyBytes);
+  }
+  return true;
+}
 
 size_t EncodeStatsBody(const StatsSummary& summary, const StatsEntry* entries, uint8_t* out) {
   StoreLe64(out, summary.rounds);

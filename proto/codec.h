@@ -21,7 +21,7 @@ struct Header {
   uint16_t flags = 0;
   uint32_t job_id = 0;
   uint32_t epoch = 0;
-  uint64_t job_key = 0;
+  uint64_t mac = 0;  // as received; senders leave it 0 and seal the encoded packet (auth.h)
   uint64_t collective_id = 0;
   uint64_t elem_offset = 0;
   uint32_t slot = 0;
@@ -38,6 +38,8 @@ struct Header {
 // and of the header extension words, if any (header_words > 8, §2.3).
 struct PacketView {
   Header header;
+  const uint8_t* raw = nullptr;  // the packet's first byte (what its MAC covers, §10.2)
+  size_t header_len = kHeaderSize;  // header_words * 8
   const uint8_t* payload = nullptr;
   size_t payload_len = 0;
   const uint8_t* extension = nullptr;
@@ -93,7 +95,8 @@ bool IsValidReduceOp(uint8_t raw);
 // *out (if out is not null; null only validates); on an error *out is untouched.
 DecodeError Decode(const void* data, size_t len, PacketView* out);
 
-// Writes the 64-byte header. If flags has kFlagChecksum, the caller must use
+// Writes the 64-byte header, `mac` as given (a sender leaves it 0 and seals
+// the packet with auth.h's SealPacket). If flags has kFlagChecksum, the caller must use
 // EncodeChecksum afterwards (the checksum covers header and payload); without
 // the flag the checksum field is written as 0, which Decode requires.
 void EncodeHeader(const Header& h, void* out /* kHeaderSize bytes */);
@@ -126,11 +129,24 @@ void EncodeChecksum(void* header, const void* payload, size_t payload_len,
 // when the CPU has it (proto/crc32c.h).
 uint32_t Crc32c(uint32_t crc, const void* data, size_t len);
 
-// JOIN body helpers (FORMAT.md §3.1).
+// JOIN body helpers (FORMAT.md §3.1). Encode writes the kJoinBodySize fixed
+// bytes; a sealed key (kJoinSealedKey) follows at kJoinOffSealedKey.
 void EncodeJoinBody(const JoinBody& body, void* out /* kJoinBodySize */);
-// False if len < kJoinBodySize or join_flags/reserved are not zero; bytes
-// after the first kJoinBodySize are ignored. `out` may be null.
+// False if len < kJoinBodySize, join_flags has undefined bits, or
+// kJoinSealedKey is set and len < kJoinSealedBodySize; bytes after the
+// body are ignored. `out` may be null.
 bool DecodeJoinBody(const uint8_t* data, size_t len, JoinBody* out);
+// The sealed key of a JOIN body that has one (kJoinSealedKey), else null.
+const uint8_t* JoinSealedKey(const uint8_t* data, size_t len);
+
+// CHALLENGE body helpers (FORMAT.md §3.8).
+struct ChallengeBody {
+  uint64_t cookie = 0;
+  uint64_t nonce = 0;
+  uint8_t public_key[kPublicKeyBytes] = {};
+};
+void EncodeChallengeBody(const ChallengeBody& body, void* out /* kChallengeBodySize */);
+bool DecodeChallengeBody(const uint8_t* data, size_t len, ChallengeBody* out);
 
 // STATS body helpers (FORMAT.md §3.4). Encode writes the summary and
 // `summary.entries` records into `out` (capacity checked by the caller:

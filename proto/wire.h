@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Constants of the Tributary data-plane wire format, version 1.
+// Constants of the Tributary data-plane wire format, version 2.
 //
 // This is the only header that defines the format's numbers; proto/FORMAT.md
 // is the normative prose they implement (section numbers cited below). It has
@@ -14,8 +14,8 @@ namespace tributary::proto {
 
 // FORMAT.md §2: fixed header.
 inline constexpr uint32_t kMagic = 0x54524942;  // "TRIB" in network byte order
-inline constexpr uint8_t kVersion = 1;
-inline constexpr size_t kHeaderSize = 64;       // v1 header, bytes
+inline constexpr uint8_t kVersion = 2;         // v1 carried the job key in clear (§11)
+inline constexpr size_t kHeaderSize = 64;       // fixed header, bytes
 inline constexpr uint8_t kHeaderWords = kHeaderSize / 8;
 
 // Field offsets inside the header (FORMAT.md §2.1). Multi-byte header fields
@@ -26,7 +26,7 @@ inline constexpr size_t kOffType = 5;           // u8
 inline constexpr size_t kOffFlags = 6;          // u16
 inline constexpr size_t kOffJobId = 8;          // u32
 inline constexpr size_t kOffEpoch = 12;         // u32
-inline constexpr size_t kOffJobKey = 16;        // u64
+inline constexpr size_t kOffMac = 16;           // u64: the packet's MAC (§10.2)
 inline constexpr size_t kOffCollectiveId = 24;  // u64
 inline constexpr size_t kOffElemOffset = 32;    // u64
 inline constexpr size_t kOffSlot = 40;          // u32
@@ -50,17 +50,19 @@ enum class MsgType : uint8_t {
   kNack = 7,            // aggregator -> child: refused, aux = NackCode
   kStatus = 8,          // aggregator -> child: slot pending, payload = missing senders
   kStatsRequest = 9,    // child -> aggregator: send the job's straggler statistics
-  kStats = 10,          // aggregator -> child: per-child lateness (FORMAT.md §3.4)
+  kStats = 10,          // aggregator -> child: per-child lateness (FORMAT.md §3.7)
+  kChallenge = 11,      // aggregator -> child: JOIN again with this cookie (§3.8)
 };
-inline constexpr uint8_t kMaxMsgType = 10;
+inline constexpr uint8_t kMaxMsgType = 11;
 
 // FORMAT.md §2.2: flags. Bits not defined here must be zero in v1.
 inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // sender has sent this before
 inline constexpr uint16_t kFlagChecksum = 1u << 1;    // checksum field holds CRC32C
 inline constexpr uint16_t kFlagLastFragment = 1u << 2; // last fragment of its collective
 inline constexpr uint16_t kFlagHeld = 1u << 3;  // STATUS: the addressee's contribution is held
+inline constexpr uint16_t kFlagPayloadMac = 1u << 4;  // the MAC covers the payload too (§10.2)
 inline constexpr uint16_t kFlagsDefined =
-    kFlagRetransmit | kFlagChecksum | kFlagLastFragment | kFlagHeld;
+    kFlagRetransmit | kFlagChecksum | kFlagLastFragment | kFlagHeld | kFlagPayloadMac;
 
 // FORMAT.md §4: element types. Payload elements are little-endian.
 enum class DataType : uint8_t {
@@ -104,18 +106,40 @@ struct JoinBody {
   uint32_t fan_in;         // number of children of the aggregator for this job
   uint32_t slot_count;     // slots in the job's pool (the window)
   uint32_t payload_bytes;  // maximum payload bytes per packet
-  uint32_t join_flags;     // must be 0 in v1
-  uint64_t nonce;          // echoed in the JOIN_ACK
-  uint64_t reserved;       // must be 0
+  uint32_t join_flags;     // kJoin* bits below; others must be 0
+  uint64_t nonce;          // chosen fresh by the child, echoed in CHALLENGE and JOIN_ACK
+  uint64_t cookie;         // from the aggregator's CHALLENGE; 0 before one arrived
+  uint64_t incarnation;    // grows with every new process of this child (§3.1)
 };
-inline constexpr size_t kJoinBodySize = 32;
+inline constexpr size_t kJoinBodySize = 40;  // JOIN_ACK, and JOIN without a sealed key
 // Offsets inside the JOIN body.
 inline constexpr size_t kJoinOffFanIn = 0;
 inline constexpr size_t kJoinOffSlotCount = 4;
 inline constexpr size_t kJoinOffPayloadBytes = 8;
 inline constexpr size_t kJoinOffFlags = 12;
 inline constexpr size_t kJoinOffNonce = 16;
-inline constexpr size_t kJoinOffReserved = 24;
+inline constexpr size_t kJoinOffCookie = 24;
+inline constexpr size_t kJoinOffIncarnation = 32;
+inline constexpr size_t kJoinOffSealedKey = 40;
+// join_flags: the body carries the job key sealed to the aggregator's public
+// key (open mode, §7.2), and the job's packets MAC the header only (§10.2).
+inline constexpr uint32_t kJoinSealedKey = 1u << 0;
+inline constexpr uint32_t kJoinHeaderMacOnly = 1u << 1;
+inline constexpr uint32_t kJoinFlagsDefined = kJoinSealedKey | kJoinHeaderMacOnly;
+// X25519 sealed box (libsodium crypto_box_seal: 32-byte ephemeral public
+// key + 16-byte tag) around the 8-byte job key.
+inline constexpr size_t kPublicKeyBytes = 32;
+inline constexpr size_t kSealedKeyBytes = 48 + 8;
+inline constexpr size_t kJoinSealedBodySize = kJoinBodySize + kSealedKeyBytes;
+
+// FORMAT.md §3.8: the CHALLENGE body.
+inline constexpr size_t kChallengeOffCookie = 0;     // u64 LE
+inline constexpr size_t kChallengeOffNonce = 8;      // u64 LE: the JOIN's nonce
+inline constexpr size_t kChallengeOffPublicKey = 16; // 32 bytes: the aggregator's X25519 key
+inline constexpr size_t kChallengeBodySize = 16 + kPublicKeyBytes;
+
+// FORMAT.md §10.2: the packet MAC is SipHash-2-4 with 64-bit tags.
+inline constexpr size_t kMacKeyBytes = 16;
 
 // FORMAT.md §3.4: the STATS body: a summary followed by `entries` records,
 // children ordered by how often they completed a round (arrived last).

@@ -16,6 +16,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libyaml-cpp-dev
+  libsodium-dev  # packet MACs, sealed job keys, JOIN cookies (proto/auth.h)
   clang libclang-rt-14-dev
   libgloo-dev openmpi-bin libopenmpi-dev
   iproute2 nftables procps util-linux

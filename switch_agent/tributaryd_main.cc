@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "reduce/reduce_table.h"
 #include "switch_agent/control/config.h"
 #include "switch_agent/control/counters.h"
+#include "switch_agent/control/identity.h"
 #include "switch_agent/control/signals.h"
 #if TRIBUTARY_HAVE_MANAGER
 #include "switch_agent/control/manager_client.h"
@@ -75,7 +77,19 @@ int main(int argc, char** argv) {
   agent::LogConfig(config);
 
   agent::SignalFlags& signals = agent::InstallSignalHandlers();
+  Result<proto::Identity> identity = agent::LoadIdentity(config.identity_file);
+  if (!identity.ok()) {
+    std::fprintf(stderr, "tributaryd: %s\n", identity.status().message().c_str());
+    return kExitUsage;
+  }
   engine::Engine engine(agent::ToEngineLimits(config), EpochSeed());
+  engine.SetIdentity(&identity.value());
+  // Later than any earlier run's: the incarnation of this node's JOINs to
+  // parent aggregators (FORMAT.md §3.1).
+  engine.SetIncarnation(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count()));
   Result<std::unique_ptr<agent::Dataplane>> created =
       agent::CreateDataplane(config.dataplane, agent::ToDataplaneOptions(config), &engine);
   if (!created.ok()) {
@@ -129,9 +143,17 @@ int main(int argc, char** argv) {
 #endif
   // Machine-readable: with --port 0 this is how a supervisor or test learns the port.
   std::printf("tributaryd listening on %s\n", dataplane->LocalAddress().c_str());
+  // Also machine-readable, in the same write: ranks may pin this key
+  // (TRIBUTARY_AGGREGATOR_KEY); `tributary bench` does for its own daemon.
+  std::printf("tributaryd public key %s\n", agent::PublicKeyHex(identity.value()).c_str());
   std::fflush(stdout);
   TRIB_LOG(kInfo, "tributaryd", "serving on %s with dataplane '%s', reduce kernels '%s'",
            dataplane->LocalAddress().c_str(), dataplane->name(), reduce::ActiveVariantName());
+  TRIB_LOG(kInfo, "tributaryd",
+           "public key %s (%s); ranks may pin it with TRIBUTARY_AGGREGATOR_KEY",
+           agent::PublicKeyHex(identity.value()).c_str(),
+           config.identity_file.empty() ? "new for this run: set identity_file to keep it"
+                                        : config.identity_file.c_str());
 
   const uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;

@@ -20,13 +20,18 @@
 // Input frames are reused: one mbuf per (child, slot) whose reference count
 // is raised before each enqueue, so the dataplane's free does not return it;
 // the benchmark rewrites its 64-byte Tributary header (elem_offset, shadow)
-// for each round, as a rank would send it. That store is inside the timed
-// loop (a few ns per packet) and so is draining the TX ring.
+// for each round and seals it with the job's MAC (FORMAT.md §10.2) as a
+// rank would send it. Sealing is a rank's cost, not the daemon's: it is
+// timed apart and taken out of each window (--mac payload, the default,
+// hashes the payload too; --mac header the header only; the daemon then
+// verifies the same). Draining the TX ring stays inside the timed loop.
 //
 // Prints, per payload size and lane: RX packets/s, input payload GB/s
 // (contribution payload bytes aggregated) and ns per RX packet, as the
-// median and the best of 0.25 s windows.
+// median and the best of 0.25 s windows, and the harness's sealing ns per
+// packet (what the same MAC costs a sender).
 // Usage: tributary_dpdk_bench [--seconds S] [--payload BYTES] [--lanes N] [--steer]
+//                             [--mac payload|header]
 // Thread-safety: one thread (EAL lcore) per lane; the harness's only shared
 // state is the steering mode's in-flight counter.
 #include <rte_ethdev.h>
@@ -45,6 +50,7 @@
 #include <vector>
 
 #include "bench/dpdk/ring_port.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/dataplane/dpdk/dpdk_dataplane.h"
 #include "switch_agent/dataplane/dpdk/eal.h"
@@ -70,6 +76,7 @@ constexpr int64_t kMaxInFlight = 128;
 struct Figures {
   double median = 0, best = 0;
   uint64_t frames = 0;
+  double seal_ns = 0;  // the harness's sealing per injected packet
 };
 
 // One lane's part of the timed run: what it injects (if anything), which
@@ -85,6 +92,7 @@ struct LaneWork {
   std::vector<rte_mbuf*> frames;  // reusable, one per (child, slot)
   std::atomic<int64_t>* in_flight = nullptr;  // --steer only
   bool count = true;           // this lane's frames are the figure
+  bool payload_mac = true;     // --mac payload (default) or header
   double seconds = 1;
   Figures out;
 };
@@ -112,8 +120,9 @@ int TimedLoop(void* arg) {
   proto::Header h{};
   h.type = proto::MsgType::kContribution;
   h.job_id = kJobId + w.job_lane;
-  h.job_key = kJobKey;
   h.epoch = w.epoch;
+  h.flags = w.payload_mac ? proto::kFlagPayloadMac : 0;
+  const proto::MacKey key = proto::DeriveMacKey(h.job_id, kJobKey);
   h.collective_id = 1;
   h.elem_count = elems;
   h.dtype = proto::DataType::kFloat32;
@@ -126,12 +135,16 @@ int TimedLoop(void* arg) {
   const auto end = t0 + std::chrono::duration<double>(w.seconds);
   auto window_start = t0;
   uint64_t window_rx = 0;
+  std::chrono::steady_clock::duration window_seal{0};
+  double seal_total_ns = 0;
+  uint64_t sealed = 0;
   auto t = t0;
   while (t < end) {
     for (int iter = 0; iter < 64; ++iter) {
       if (w.inject && (w.in_flight == nullptr || w.in_flight->load() < kMaxInFlight)) {
         rte_mbuf* burst[DpdkLane::kRxBurst];
         unsigned n = 0;
+        const auto seal_start = std::chrono::steady_clock::now();
         for (uint32_t f = 0; f < kFragmentsPerPoll; ++f, ++k) {
           h.slot = static_cast<uint32_t>(k % kSlots);
           h.shadow = static_cast<uint8_t>((k / kSlots) & 1);
@@ -139,11 +152,17 @@ int TimedLoop(void* arg) {
           for (uint32_t c = 0; c < kFanIn; ++c) {
             h.sender = c;
             rte_mbuf* m = w.frames[c * kSlots + h.slot];
-            proto::EncodeHeader(h, rte_pktmbuf_mtod(m, uint8_t*) + agent::dpdk::kFrameOverhead);
+            uint8_t* pkt = rte_pktmbuf_mtod(m, uint8_t*) + agent::dpdk::kFrameOverhead;
+            proto::EncodeHeader(h, pkt);
+            proto::SealPacket(key, pkt, proto::kHeaderSize, pkt + proto::kHeaderSize, w.payload);
             rte_mbuf_refcnt_update(m, 1);  // survives the dataplane's free
             burst[n++] = m;
           }
         }
+        const auto seal_time = std::chrono::steady_clock::now() - seal_start;
+        window_seal += seal_time;
+        seal_total_ns += std::chrono::duration<double, std::nano>(seal_time).count();
+        sealed += n;
         if (w.in_flight != nullptr) w.in_flight->fetch_add(n);
         rte_ring_enqueue_burst(w.port->rx[w.inject_queue], reinterpret_cast<void**>(burst), n,
                                nullptr);
@@ -159,53 +178,51 @@ int TimedLoop(void* arg) {
     t = std::chrono::steady_clock::now();
     const double sec = std::chrono::duration<double>(t - window_start).count();
     if (sec >= 0.25) {
-      mpps.push_back(window_rx / sec / 1e6);
+      // The daemon's time: the window without the harness's sealing.
+      const double daemon_sec = sec - std::chrono::duration<double>(window_seal).count();
+      mpps.push_back(window_rx / daemon_sec / 1e6);
       window_start = t;
       window_rx = 0;
+      window_seal = std::chrono::steady_clock::duration{0};
     }
   }
+  w.out.seal_ns = sealed == 0 ? 0 : seal_total_ns / static_cast<double>(sealed);
   std::sort(mpps.begin(), mpps.end());
   w.out.median = mpps.empty() ? 0 : mpps[mpps.size() / 2];
   w.out.best = mpps.empty() ? 0 : mpps.back();
   return 0;
 }
 
-// JOINs every child of lane `job_lane`'s job through RX queue `queue`;
-// returns the epoch from the JOIN_ACK.
+// JOINs every child of lane `job_lane`'s job through RX queue `queue`, with
+// the CHALLENGE handshake (ring_port.h); returns the epoch of the JOIN_ACKs.
 uint32_t Join(RingPort& port, DpdkDataplane& dp, uint16_t queue, uint16_t job_lane,
-              uint32_t payload) {
+              uint32_t payload, bool payload_mac) {
   proto::JoinBody body{};
   body.fan_in = kFanIn;
   body.slot_count = kSlots;
   body.payload_bytes = payload;
-  uint8_t raw[proto::kJoinBodySize];
-  proto::EncodeJoinBody(body, raw);
+  body.join_flags = payload_mac ? 0 : proto::kJoinHeaderMacOnly;
   uint32_t epoch = 0;
-  bool acked = false;
   for (uint32_t c = 0; c < kFanIn; ++c) {
-    proto::Header h{};
-    h.type = proto::MsgType::kJoin;
-    h.job_id = kJobId + job_lane;
-    h.job_key = kJobKey;
-    h.sender = c;
-    port.Send(queue, c, kFirstPort + job_lane, h, raw, sizeof raw);
-    for (size_t l = 0; l < dp.lane_count(); ++l) dp.lane(l).PollOnce(agent::MonotonicNowNs());
-    port.Drain(job_lane, [&](uint16_t, const proto::PacketView& v) {
-      if (v.header.type == proto::MsgType::kJoinAck) {
-        acked = true;
-        epoch = v.header.epoch;
-      }
-    });
-  }
-  if (!acked) {
-    std::fprintf(stderr, "no JOIN_ACK from lane %u\n", job_lane);
-    std::exit(1);
+    epoch = port.Join(queue, job_lane, c, kFirstPort + job_lane, kJobId + job_lane, body, kJobKey,
+                      [&] {
+                        for (size_t l = 0; l < dp.lane_count(); ++l) {
+                          dp.lane(l).PollOnce(agent::MonotonicNowNs());
+                        }
+                      });
+    if (epoch == 0) {
+      std::fprintf(stderr, "no JOIN_ACK from lane %u for child %u\n", job_lane, c);
+      std::exit(1);
+    }
   }
   return epoch;
 }
 
-void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, bool steer) {
+void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, bool steer,
+             bool payload_mac) {
+  static const proto::Identity identity = proto::GenerateIdentity();
   engine::Engine engine(engine::EngineLimits{}, payload);
+  engine.SetIdentity(&identity);
   agent::DataplaneOptions options;
   options.listen_address = dpdk_harness::kDaemonIp;
   options.dpdk_lanes = lanes;
@@ -221,6 +238,7 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
     w.port = &port;
     w.lane = &dp.lane(k);
     w.payload = payload;
+    w.payload_mac = payload_mac;
     w.seconds = seconds;
     if (steer) {
       // Lane 0 receives lane 1's frames and steers them; lane 1 aggregates.
@@ -237,7 +255,7 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
   }
   for (uint16_t k = 0; k < lanes; ++k) {
     if (!steer || k == 1) {
-      const uint32_t epoch = Join(port, dp, steer ? 0 : k, k, payload);
+      const uint32_t epoch = Join(port, dp, steer ? 0 : k, k, payload, payload_mac);
       for (LaneWork& w : work) {
         if (w.job_lane == k) w.epoch = epoch;
       }
@@ -257,11 +275,12 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
     const Figures& f = work[k].out;
     if (!work[k].count) continue;
     total += f.median;
+    const double seal_ns = steer ? work[0].out.seal_ns : f.seal_ns;
     std::printf("%6u B payload, lane %u%s: median %6.2f Mpps %6.2f GB/s %7.1f ns/pkt | best "
-                "%6.2f Mpps %6.2f GB/s %7.1f ns/pkt\n",
+                "%6.2f Mpps %6.2f GB/s %7.1f ns/pkt | sender seal %6.1f ns/pkt\n",
                 payload, k, steer ? " (frames steered from lane 0)" : "", f.median,
                 f.median * payload / 1e3, 1e3 / f.median, f.best, f.best * payload / 1e3,
-                1e3 / f.best);
+                1e3 / f.best, seal_ns);
   }
   {
     dp.lane(0).Flush();
@@ -293,6 +312,7 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> payloads = {1024, 4096, 8192};
   unsigned lanes = 1;
   bool steer = false;
+  bool payload_mac = true;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--seconds") == 0 && has_value) {
@@ -303,8 +323,14 @@ int main(int argc, char** argv) {
       lanes = static_cast<unsigned>(std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--steer") == 0) {
       steer = true;
+    } else if (std::strcmp(argv[i], "--mac") == 0 && has_value &&
+               (std::strcmp(argv[i + 1], "payload") == 0 ||
+                std::strcmp(argv[i + 1], "header") == 0)) {
+      payload_mac = std::strcmp(argv[++i], "payload") == 0;
     } else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--payload BYTES] [--lanes N] [--steer]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--seconds S] [--payload BYTES] [--lanes N] [--steer] "
+                   "[--mac payload|header]\n",
                    argv[0]);
       return 2;
     }
@@ -324,8 +350,9 @@ int main(int argc, char** argv) {
     return 77;
   }
   std::printf("tributary_dpdk_bench: ring port, fp32 SUM, fan-in %u, %u slots x 2 sets, "
-              "%u lane(s)%s, %.1f s per size; result payloads copied into mbufs\n",
-              kFanIn, kSlots, lanes, steer ? " (software steering)" : "", seconds);
+              "%u lane(s)%s, %.1f s per size; result payloads copied into mbufs; MAC over %s\n",
+              kFanIn, kSlots, lanes, steer ? " (software steering)" : "", seconds,
+              payload_mac ? "header and payload" : "header only");
   for (uint32_t payload : payloads) {
     // A fresh port per size: the dataplane's Cleanup closes it.
     RingPort port;
@@ -333,7 +360,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
       return 1;
     }
-    RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer);
+    RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer, payload_mac);
     port.Destroy();
   }
   agent::dpdk::EalCleanup();

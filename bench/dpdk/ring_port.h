@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/dataplane/dpdk/eal.h"
 #include "switch_agent/dataplane/dpdk/packet.h"
@@ -86,12 +87,20 @@ struct RingPort {
     return m;
   }
 
-  // A Tributary packet (header + body) from `child` to `dst_port`, queued
-  // on RX queue `queue`. False when the pool or the ring is full.
-  bool Send(uint16_t queue, uint32_t child, uint16_t dst_port, const proto::Header& h,
-            const uint8_t* body, size_t body_len) {
+  // A Tributary packet (header + body) from `child` to `dst_port`, sealed
+  // with the job's keys (FORMAT.md §10.2; the body covered unless
+  // header_only), queued on RX queue `queue`. False when the pool or the
+  // ring is full.
+  bool Send(uint16_t queue, uint32_t child, uint16_t dst_port, const proto::Header& in,
+            const uint8_t* body, size_t body_len, uint64_t job_key, bool header_only = false) {
+    proto::Header h = in;
+    if (body_len > 0 && !header_only) h.flags |= proto::kFlagPayloadMac;
     std::vector<uint8_t> pkt(proto::kHeaderSize + body_len);
     const size_t len = proto::Encode(h, body, body_len, pkt.data(), pkt.size());
+    if (len != 0) {
+      proto::SealPacket(proto::DeriveMacKey(h.job_id, job_key), pkt.data(), proto::kHeaderSize,
+                        pkt.data() + proto::kHeaderSize, body_len);
+    }
     rte_mbuf* m = len == 0 ? nullptr : Frame(child, dst_port, pkt.data(), len);
     if (m == nullptr) return false;
     if (rte_ring_enqueue(rx[queue], m) != 0) {
@@ -99,6 +108,50 @@ struct RingPort {
       return false;
     }
     return true;
+  }
+
+  // The JOIN handshake of `child` (FORMAT.md §3.8): JOIN on RX queue
+  // `queue`, poll(), the CHALLENGE read from TX queue `answer_queue` (the
+  // lane that owns `dst_port`), JOIN again with its cookie and the job key
+  // sealed to the daemon's public key, poll(). Returns the JOIN_ACK's epoch,
+  // 0 if the daemon did not answer so; anything else on `answer_queue` is
+  // dropped.
+  template <typename PollFn>
+  uint32_t Join(uint16_t queue, uint16_t answer_queue, uint32_t child, uint16_t dst_port,
+                uint32_t job_id, proto::JoinBody body, uint64_t job_key, PollFn&& poll) {
+    proto::Header h{};
+    h.type = proto::MsgType::kJoin;
+    h.job_id = job_id;
+    h.sender = child;
+    body.nonce = 0x1000 + child;
+    body.cookie = 0;
+    uint8_t raw[proto::kJoinSealedBodySize] = {};
+    proto::EncodeJoinBody(body, raw);
+    if (!Send(queue, child, dst_port, h, raw, proto::kJoinBodySize, job_key)) return 0;
+    poll();
+    proto::ChallengeBody challenge;
+    bool challenged = false;
+    Drain(answer_queue, [&](uint16_t, const proto::PacketView& v) {
+      challenged |= v.header.type == proto::MsgType::kChallenge &&
+                    proto::DecodeChallengeBody(v.payload, v.payload_len, &challenge);
+    });
+    if (!challenged) return 0;
+    body.cookie = challenge.cookie;
+    body.join_flags |= proto::kJoinSealedKey;
+    proto::EncodeJoinBody(body, raw);
+    if (!proto::SealJobKey(challenge.public_key, job_key, raw + proto::kJoinOffSealedKey) ||
+        !Send(queue, child, dst_port, h, raw, sizeof(raw), job_key)) {
+      return 0;
+    }
+    poll();
+    uint32_t epoch = 0;
+    Drain(answer_queue, [&](uint16_t, const proto::PacketView& v) {
+      if (v.header.type == proto::MsgType::kJoinAck &&
+          proto::VerifyPacket(proto::DeriveMacKey(job_id, job_key), v)) {
+        epoch = v.header.epoch;
+      }
+    });
+    return epoch;
   }
 
   // Takes every frame from TX queue `queue`; calls fn(src_port, view) for

@@ -13,10 +13,17 @@
 // the median of the per-pair ratios (each pair ran back to back), which is
 // the figure that stays stable on a busy machine.
 //
+// Every packet carries its MAC (FORMAT.md §10.2), which the engine verifies
+// (that is in the engine figure): over header and payload by default, over
+// the header only with --mac header. The packets are sealed as a sender
+// would, one pool pass at a time, outside the engine's timing; the
+// "seal ns" column is that sender-side cost per packet.
+//
 // Usage: tributary_engine_bench [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S]
-//                               [--payload BYTES]
+//                               [--payload BYTES] [--mac payload|header]
 // Thread-safety: single-threaded program.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
 #include "reduce/reduce_table.h"
@@ -59,6 +67,7 @@ __attribute__((noinline, target_clones("avx2", "default"))) void AddInto(
 struct Setup {
   uint32_t payload_bytes;
   uint32_t slots;
+  bool payload_mac = true;
   uint64_t fragments;  // per repetition
   Buffer inputs;       // [child][slot][elems]
   Buffer accs;         // loop accumulators: [slot][set][elems]
@@ -83,31 +92,39 @@ double RunLoop(Setup& s) {
 class EngineDriver {
  public:
   explicit EngineDriver(Setup& s) : s_(s), engine_(EngineLimits{}, 1) {
+    static const proto::Identity identity = proto::GenerateIdentity();
+    engine_.SetIdentity(&identity);
     proto::JoinBody body{};
     body.fan_in = kFanIn;
     body.slot_count = s.slots;
     body.payload_bytes = s.payload_bytes;
-    uint8_t raw[proto::kJoinBodySize];
+    body.join_flags = proto::kJoinSealedKey | (s.payload_mac ? 0 : proto::kJoinHeaderMacOnly);
+    uint8_t raw[proto::kJoinSealedBodySize];
     proto::EncodeJoinBody(body, raw);
+    proto::SealJobKey(identity.public_key, kKey, raw + proto::kJoinOffSealedKey);
     uint32_t epoch = 0;
     for (uint32_t c = 0; c < kFanIn; ++c) {
+      proto::Header h;
+      h.type = proto::MsgType::kJoin;
+      h.flags = proto::kFlagPayloadMac;
+      h.job_id = 1;
+      h.sender = c;
+      uint8_t pkt[proto::kHeaderSize + sizeof(raw)];
+      proto::Encode(h, raw, sizeof(raw), pkt, sizeof(pkt));
+      proto::SealPacket(key_, pkt, proto::kHeaderSize, pkt + proto::kHeaderSize, sizeof(raw));
       proto::PacketView j;
-      j.header.type = proto::MsgType::kJoin;
-      j.header.job_id = 1;
-      j.header.job_key = 0x1234;
-      j.header.sender = c;
-      j.payload = raw;
-      j.payload_len = sizeof raw;
+      proto::Decode(pkt, sizeof(pkt), &j);
       epoch = engine_.OnPacket(j, 100 + c, 0).header.epoch;
     }
     const size_t elems = s.payload_bytes / 4;
     views_.resize(size_t{kFanIn} * s.slots);
+    headers_.resize(views_.size());
     for (uint32_t c = 0; c < kFanIn; ++c) {
       for (uint32_t slot = 0; slot < s.slots; ++slot) {
         proto::PacketView& v = views_[size_t{c} * s.slots + slot];
         v.header.type = proto::MsgType::kContribution;
+        v.header.flags = s.payload_mac ? proto::kFlagPayloadMac : 0;
         v.header.job_id = 1;
-        v.header.job_key = 0x1234;
         v.header.epoch = epoch;
         v.header.sender = c;
         v.header.slot = slot;
@@ -117,42 +134,77 @@ class EngineDriver {
         v.header.op = proto::ReduceOp::kSum;
         v.payload = reinterpret_cast<const uint8_t*>(s.inputs.get() + (size_t{c} * s.slots + slot) * elems);
         v.payload_len = s.payload_bytes;
+        v.raw = headers_[size_t{c} * s.slots + slot].data();
+        v.header_len = proto::kHeaderSize;
       }
     }
   }
 
+  // Seconds the engine took for one repetition (sealing excluded).
   double Run() {
     const size_t elems = s_.payload_bytes / 4;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t i = 0; i < s_.fragments; ++i, ++next_fragment_) {
-      const uint64_t k = next_fragment_;
-      const uint32_t slot = k % s_.slots;
-      const uint8_t set = (k / s_.slots) & 1;
-      for (uint32_t c = 0; c < kFanIn; ++c) {
-        proto::PacketView& v = views_[size_t{c} * s_.slots + slot];
-        v.header.elem_offset = k * elems;
-        v.header.shadow = set;
-        Action a = engine_.OnPacket(v, 100 + c, k);
-        if (a.kind == ActionKind::kFlushAndRetry) {
-          engine_.EndBurst();
-          a = engine_.OnPacket(v, 100 + c, k);
+    double engine_seconds = 0;
+    uint64_t i = 0;
+    while (i < s_.fragments) {
+      // One pass over the pool (each view once), sealed as senders would.
+      const uint64_t block = std::min<uint64_t>(s_.slots, s_.fragments - i);
+      const auto s0 = std::chrono::steady_clock::now();
+      for (uint64_t b = 0; b < block; ++b) {
+        const uint64_t k = next_fragment_ + b;
+        const uint32_t slot = k % s_.slots;
+        for (uint32_t c = 0; c < kFanIn; ++c) {
+          proto::PacketView& v = views_[size_t{c} * s_.slots + slot];
+          v.header.elem_offset = k * elems;
+          v.header.shadow = (k / s_.slots) & 1;
+          uint8_t* raw = headers_[size_t{c} * s_.slots + slot].data();
+          proto::EncodeHeader(v.header, raw);
+          proto::SealPacket(key_, raw, proto::kHeaderSize, v.payload, v.payload_len);
+          v.header.mac = LoadMac(raw);
         }
-        results_ += a.kind == ActionKind::kResultToAll;
       }
-      // A dataplane flushes its send queue once per receive burst (64
-      // datagrams by default): the engine's burst boundary.
-      if ((i & 15) == 15) engine_.EndBurst();
+      const auto t0 = std::chrono::steady_clock::now();
+      seal_seconds_ += Seconds(s0, t0);
+      sealed_ += block * kFanIn;
+      for (uint64_t b = 0; b < block; ++b, ++i, ++next_fragment_) {
+        const uint64_t k = next_fragment_;
+        const uint32_t slot = k % s_.slots;
+        for (uint32_t c = 0; c < kFanIn; ++c) {
+          const proto::PacketView& v = views_[size_t{c} * s_.slots + slot];
+          Action a = engine_.OnPacket(v, 100 + c, k);
+          if (a.kind == ActionKind::kFlushAndRetry) {
+            engine_.EndBurst();
+            a = engine_.OnPacket(v, 100 + c, k);
+          }
+          results_ += a.kind == ActionKind::kResultToAll;
+        }
+        // A dataplane flushes its send queue once per receive burst (64
+        // datagrams by default): the engine's burst boundary.
+        if ((i & 15) == 15) engine_.EndBurst();
+      }
+      engine_seconds += Seconds(t0, std::chrono::steady_clock::now());
     }
-    return Seconds(t0, std::chrono::steady_clock::now());
+    return engine_seconds;
   }
 
+  double seal_ns_per_packet() const { return sealed_ ? seal_seconds_ * 1e9 / sealed_ : 0; }
   uint64_t results() const { return results_; }
   const EngineCounters& counters() const { return engine_.counters(); }
 
  private:
+  static uint64_t LoadMac(const uint8_t* raw) {
+    uint64_t m = 0;
+    for (int b = 0; b < 8; ++b) m = m << 8 | raw[proto::kOffMac + b];
+    return m;
+  }
+
+  static constexpr uint64_t kKey = 0x1234;
   Setup& s_;
   Engine engine_;
+  const proto::MacKey key_ = proto::DeriveMacKey(1, kKey);
   std::vector<proto::PacketView> views_;
+  std::vector<std::array<uint8_t, proto::kHeaderSize>> headers_;
+  double seal_seconds_ = 0;
+  uint64_t sealed_ = 0;
   uint64_t next_fragment_ = 0;
   uint64_t results_ = 0;
 };
@@ -166,6 +218,7 @@ int Main(int argc, char** argv) {
   int reps = 11;
   uint32_t slots = 64;
   uint32_t only_payload = 0;
+  bool payload_mac = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--reps") == 0) {
       reps = std::max(1, std::atoi(argv[i + 1]));
@@ -177,6 +230,10 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "--payload must be a multiple of 64 in [64, 65024]\n");
         return 2;
       }
+    } else if (std::strcmp(argv[i], "--mac") == 0 &&
+               (std::strcmp(argv[i + 1], "payload") == 0 ||
+                std::strcmp(argv[i + 1], "header") == 0)) {
+      payload_mac = std::strcmp(argv[i + 1], "payload") == 0;
     } else if (std::strcmp(argv[i], "--isa") == 0) {
       if (!reduce::SelectVariant(argv[i + 1])) {
         std::fprintf(stderr, "unknown or unsupported kernel variant '%s'\n", argv[i + 1]);
@@ -184,22 +241,25 @@ int Main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S] [--payload BYTES]\n",
+                   "usage: %s [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S] [--payload BYTES] "
+                   "[--mac payload|header]\n",
                    argv[0]);
       return 2;
     }
   }
   std::printf("tributary_engine_bench: fp32 SUM, fan-in %u, %u slots x 2 sets, kernels=%s, "
-              "median of %d interleaved repetitions\n",
-              kFanIn, slots, reduce::ActiveVariantName(), reps);
-  std::printf("%8s %12s %12s %12s %12s %8s\n", "payload", "engine GB/s", "engine Mpps",
-              "loop GB/s", "loop Mpps", "ratio");
+              "MAC over %s, median of %d interleaved repetitions\n",
+              kFanIn, slots, reduce::ActiveVariantName(),
+              payload_mac ? "header and payload" : "header only", reps);
+  std::printf("%8s %12s %12s %12s %12s %8s %9s\n", "payload", "engine GB/s", "engine Mpps",
+              "loop GB/s", "loop Mpps", "ratio", "seal ns");
   std::vector<uint32_t> payloads{1024u, 4096u, 8192u};
   if (only_payload != 0) payloads = {only_payload};
   for (uint32_t payload : payloads) {
     Setup s;
     s.payload_bytes = payload;
     s.slots = slots;
+    s.payload_mac = payload_mac;
     // About 128 MiB of payload per repetition, whole passes over the pool.
     s.fragments = std::max<uint64_t>(2 * slots, (128ull << 20) / (uint64_t{payload} * kFanIn));
     s.fragments = (s.fragments + 2 * slots - 1) / (2 * slots) * (2 * slots);
@@ -218,8 +278,9 @@ int Main(int argc, char** argv) {
     const double bytes = double(s.fragments) * kFanIn * payload;
     const double pkts = double(s.fragments) * kFanIn;
     const double te = Median(t_engine), tl = Median(t_loop);
-    std::printf("%8u %12.2f %12.2f %12.2f %12.2f %7.0f%%\n", payload, bytes / te / 1e9,
-                pkts / te / 1e6, bytes / tl / 1e9, pkts / tl / 1e6, 100.0 * Median(ratio));
+    std::printf("%8u %12.2f %12.2f %12.2f %12.2f %7.0f%% %9.1f\n", payload, bytes / te / 1e9,
+                pkts / te / 1e6, bytes / tl / 1e9, pkts / tl / 1e6, 100.0 * Median(ratio),
+                driver.seal_ns_per_packet());
     const uint64_t expected = s.fragments * uint64_t(reps + 1);
     if (driver.results() != expected || driver.counters().TotalDrops() != 0) {
       std::fprintf(stderr, "engine did not complete every fragment: %llu of %llu, %llu drops\n",

@@ -4,9 +4,9 @@
 // a test namespace address only (the caller's responsibility, as with every
 // tool here), one of:
 //   garbage    random bytes of random length (decode errors)
-//   wrong-key  well-formed contributions for --job with a guessed key
+//   wrong-key  well-formed contributions for --job with a guessed MAC
 //   unknown    well-formed contributions for random job ids
-//   join       JOINs for --job with a guessed key, each from a new source
+//   join       JOINs for --job with a guessed cookie and MAC, each from a new source
 //              port (tries to fill the daemon's peer table)
 // Prints the number of packets sent. Single-threaded; exits 0 unless it
 // could not open a socket.
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       size_t len = 0;
       proto::Header h;
       h.job_id = mode == "unknown" ? static_cast<uint32_t>(rng()) : job;
-      h.job_key = rng();  // a guess
+      h.mac = rng();  // a guess of the MAC (the key never goes on the wire)
       h.epoch = static_cast<uint32_t>(rng());
       h.slot = static_cast<uint32_t>(rng() % 128);
       h.shadow = static_cast<uint8_t>(rng() & 1);
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       } else if (mode == "join") {
         h.type = proto::MsgType::kJoin;
         uint8_t jb[proto::kJoinBodySize];
-        proto::EncodeJoinBody({4, 32, 65024, 0, rng(), 0}, jb);
+        proto::EncodeJoinBody({4, 32, 65024, 0, rng(), rng(), rng()}, jb);  // a guessed cookie
         len = proto::Encode(h, jb, sizeof(jb), packet.data(), packet.size());
       } else {
         h.type = proto::MsgType::kContribution;

@@ -38,7 +38,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
 [[maybe_unused]] void EveryFieldIsMirrored(const Options& o, const CommStats& s) {
   [[maybe_unused]] const auto& [aggregator, transport, ofi_provider, payload_bytes, window, lanes,
                                 op_timeout_ms, connect_timeout_ms, rto_min_us, rto_initial_us,
-                                rto_max_us, spin_us, socket_buffer_bytes, checksum, faults] = o;
+                                rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
+                                payload_mac, aggregator_key] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -153,6 +154,10 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
     }
     f.ranks.assign(c.fault_ranks, c.fault_ranks + c.fault_rank_count);
   }
+  if (TRIB_HAS_FIELD(p, payload_mac)) o.payload_mac = c.payload_mac != 0;
+  if (TRIB_HAS_FIELD(p, aggregator_key)) {
+    o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
+  }
   const std::pair<double, const char*> probabilities[] = {
       {f.tx_drop, "fault_tx_drop"},           {f.rx_drop, "fault_rx_drop"},
       {f.tx_duplicate, "fault_tx_duplicate"}, {f.rx_duplicate, "fault_rx_duplicate"},
@@ -208,6 +213,8 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(fault_rx_corrupt, f.rx_corrupt);
   TRIB_SET(fault_corrupt_payload_only, f.corrupt_payload_only ? 1 : 0);
   TRIB_SET(fault_corrupt_sticky, f.corrupt_sticky ? 1 : 0);
+  TRIB_SET(payload_mac, o.payload_mac ? 1 : 0);
+  TRIB_SET(aggregator_key, Intern(o.aggregator_key));
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);

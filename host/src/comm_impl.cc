@@ -5,11 +5,15 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "common/check.h"
 #include "common/log.h"
 #include "common/net/host_port.h"
+#include "host/src/control_messages.h"
+#include "host/src/join_handshake.h"
+#include "proto/auth.h"
 #include "host/src/env.h"
 #include "host/src/init.h"
 #include "host/src/transport/fault_transport.h"
@@ -123,7 +127,12 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
     s = impl->Join(transport.value().get(), lo, &epoch);
     if (!s.ok()) return Status(s.code(), where + s.message());
     Lane lane;
-    lane.identity = {config.job_id, config.job_key, epoch, config.rank, k};
+    lane.identity.job_id = config.job_id;
+    lane.identity.job_key = config.job_key;
+    lane.identity.epoch = epoch;
+    lane.identity.rank = config.rank;
+    lane.identity.lane = k;
+    lane.identity.join = impl->JoinRequestFor(lo);
     lane.aggregator = lo.aggregator;
     lane.progress = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
                                                            lane.identity, lo);
@@ -142,21 +151,25 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
   return impl;
 }
 
-Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* epoch) {
-  std::random_device rd;
-  uint64_t nonce = (static_cast<uint64_t>(rd()) << 32) | rd();
-  proto::Header h;
-  h.type = proto::MsgType::kJoin;
-  h.job_id = config_.job_id;
-  h.job_key = config_.job_key;
-  h.sender = config_.rank;
-  proto::JoinBody body{config_.world_size, o.window, o.payload_bytes, 0, nonce, 0};
-  uint8_t packet[proto::kHeaderSize + proto::kJoinBodySize];
-  uint8_t body_bytes[proto::kJoinBodySize];
-  proto::EncodeJoinBody(body, body_bytes);
-  size_t len = proto::Encode(h, body_bytes, sizeof(body_bytes), packet, sizeof(packet));
-  TRIB_CHECK(len == sizeof(packet));
+host::JoinRequest CommImpl::JoinRequestFor(const Options& o) const {
+  host::JoinRequest r;
+  r.job_id = config_.job_id;
+  r.job_key = config_.job_key;
+  r.rank = config_.rank;
+  r.world_size = config_.world_size;
+  r.window = o.window;
+  r.payload_bytes = o.payload_bytes;
+  r.payload_mac = o.payload_mac;
+  r.incarnation = incarnation_;
+  r.aggregator = o.aggregator;
+  r.aggregator_key = o.aggregator_key;
+  return r;
+}
 
+// FORMAT.md §3.1, §3.8 (host/src/join_handshake.h): JOIN, answer the
+// CHALLENGE, until an authentic JOIN_ACK or NACK, resending with backoff.
+Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* epoch) {
+  host::JoinHandshake handshake(JoinRequestFor(o));
   uint64_t start = NowMs();
   uint64_t deadline = start + o.connect_timeout_ms;
   uint64_t retry_ms = 50;
@@ -165,13 +178,13 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
   while (true) {
     uint64_t now = NowMs();
     if (now >= deadline) break;
-    host::TxPacket tx{packet, len, nullptr, 0, nullptr};
+    host::TxPacket tx{handshake.packet(), handshake.packet_len(), nullptr, 0, nullptr};
     transport->Send(&tx, 1);
     ++attempts;
     // What the last attempt heard decides the final message: a managed
     // aggregator answers unknown_job until the placement reaches it, and
     // then a wrong key is met with silence.
-    unknown_job = false;
+    handshake.ClearHeard();
     uint64_t resend_at = std::min(deadline, now + retry_ms);
     retry_ms = std::min<uint64_t>(retry_ms * 2, 1000);
     while ((now = NowMs()) < resend_at) {
@@ -180,42 +193,28 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
       int n = transport->Recv(rx, 16);
       for (int i = 0; i < n; ++i) {
         if (rx[i].kind != host::RxEvent::Kind::kPacket) continue;
-        const proto::PacketView& p = rx[i].packet;
-        if (p.header.job_id != config_.job_id || p.header.job_key != config_.job_key) continue;
-        if (p.header.type == proto::MsgType::kJoinAck) {
-          proto::JoinBody ack;
-          if (!proto::DecodeJoinBody(p.payload, p.payload_len, &ack) || ack.nonce != nonce) {
-            continue;  // an answer to an earlier attempt of another process
-          }
-          *epoch = p.header.epoch;
-          return Status::Ok();
-        }
-        if (p.header.type == proto::MsgType::kNack) {
-          auto code = static_cast<proto::NackCode>(p.header.aux);
-          if (code == proto::NackCode::kUnknownJob) {
-            // A managed aggregator learns its jobs from tributary-manager
-            // within a heartbeat: a rank may be faster. Keep trying.
-            unknown_job = true;
-            continue;
-          }
-          std::string text(reinterpret_cast<const char*>(p.payload), p.payload_len);
-          std::string msg = "aggregator " + o.aggregator + " refused job " +
-                            std::to_string(config_.job_id) + " rank " +
-                            std::to_string(config_.rank) + ": " + proto::NackCodeName(code);
-          if (!text.empty()) msg += " (" + text + ")";
-          if (code == proto::NackCode::kJobConflict) {
-            msg += "; this rank asked for world_size " + std::to_string(config_.world_size) +
-                   ", window " + std::to_string(o.window) + ", payload_bytes " +
-                   std::to_string(o.payload_bytes) + ": all ranks must use the same values";
-            return Status(StatusCode::kMismatch, msg);
-          }
-          if (code == proto::NackCode::kResourceExhausted) {
-            return Status(StatusCode::kResourceExhausted, msg);
-          }
-          return Status(StatusCode::kUnavailable, msg);
+        switch (handshake.OnPacket(rx[i].packet)) {
+          case host::JoinHandshake::Step::kAccepted:
+            *epoch = handshake.epoch();
+            return Status::Ok();
+          case host::JoinHandshake::Step::kRefused:
+            return handshake.refusal();
+          case host::JoinHandshake::Step::kSendAgain:
+            resend_at = NowMs();  // answer the challenge at once
+            break;
+          case host::JoinHandshake::Step::kIgnored:
+            break;
         }
       }
+      unknown_job = handshake.unknown_job();
     }
+  }
+  if (!handshake.impostor().empty()) {
+    return Status(StatusCode::kPermissionDenied,
+                  "aggregator " + o.aggregator + " presented public key " + handshake.impostor() +
+                      ", not the pinned TRIBUTARY_AGGREGATOR_KEY " + o.aggregator_key +
+                      ": refusing to send it the job key (is this the right daemon, or was its "
+                      "identity_file replaced?)");
   }
   if (unknown_job) {
     return Status(StatusCode::kUnavailable,
@@ -226,22 +225,27 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
                       "check that `tributary job create` placed this job and that this rank uses "
                       "the aggregator it was given");
   }
-  return Status(StatusCode::kUnavailable,
-                "no answer from aggregator " + o.aggregator + " within " +
+  std::string msg = "no answer from aggregator " + o.aggregator + " within " +
                     std::to_string(o.connect_timeout_ms) + " ms (" + std::to_string(attempts) +
-                    " JOIN attempts for job " + std::to_string(config_.job_id) +
-                    "): is tributaryd running there, and is the job key right?");
+                    " JOIN attempts for job " + std::to_string(config_.job_id) + ", " +
+                    (handshake.challenged() ? "challenge answered" : "no challenge received") +
+                    "): is tributaryd running there, and is the job key right?";
+  if (!handshake.unauthenticated().empty()) {
+    msg += " The last unauthenticated answer said: " + handshake.unauthenticated();
+  }
+  return Status(StatusCode::kUnavailable, msg);
 }
 
 void CommImpl::Leave(Lane& lane) {
   proto::Header h;
   h.type = proto::MsgType::kLeave;
   h.job_id = lane.identity.job_id;
-  h.job_key = lane.identity.job_key;
   h.epoch = lane.identity.epoch;
   h.sender = lane.identity.rank;
   uint8_t packet[proto::kHeaderSize];
   proto::EncodeHeader(h, packet);
+  proto::SealPacket(proto::DeriveMacKey(h.job_id, lane.identity.job_key), packet, sizeof(packet),
+                    nullptr, 0);
   host::TxPacket tx{packet, sizeof(packet), nullptr, 0, nullptr};
   // Best effort, twice: a lost LEAVE only delays the aggregator's reclaiming
   // of the job until its idle timeout.

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,7 @@ class CommImpl {
 
   explicit CommImpl(const CommConfig& config) : config_(config) {}
   Status Join(host::Transport* transport, const Options& o, uint32_t* epoch);
+  host::JoinRequest JoinRequestFor(const Options& lane_options) const;
   void Leave(Lane& lane);
   std::string LaneTag(size_t k) const;  // "lane k (HOST:PORT): ", for messages
   Result<Request> Submit(std::shared_ptr<host::Registration> send,
@@ -80,6 +82,13 @@ class CommImpl {
                          uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op);
 
   const CommConfig config_;
+  // FORMAT.md §3.1: grows with every new communicator of this rank (wall-
+  // clock ns at creation), so a JOIN of a later process may move the rank's
+  // address and a replayed older JOIN may not.
+  const uint64_t incarnation_ = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
   std::vector<Lane> lanes_;  // fixed after Create
   std::unique_ptr<host::RegistrationTable> registrations_;  // created after the lanes
   std::atomic<uint64_t> collectives_striped_{0};  // caller collectives done (lanes > 1)

@@ -6,6 +6,14 @@
 
 namespace tributary::host {
 
+bool AuthenticFromAggregator(const proto::MacKey& key, bool payload_mac,
+                             const proto::PacketView& p) {
+  const bool covered = (p.header.flags & proto::kFlagPayloadMac) != 0;
+  const bool result = p.header.type == proto::MsgType::kResult;
+  if (p.payload_len > 0 && !covered && !(result && !payload_mac)) return false;
+  return proto::VerifyPacket(key, p);
+}
+
 Status NackToStatus(const proto::PacketView& p, const std::string& aggregator, uint32_t job_id,
                     uint32_t epoch) {
   const proto::Header& h = p.header;

@@ -8,10 +8,17 @@
 #include <string>
 
 #include "host/src/window.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "tributary/communicator.h"
 
 namespace tributary::host {
+
+// True if a packet from the aggregator carries a valid MAC under the job's
+// keys and follows the payload-MAC rule (FORMAT.md §10.2): every payload is
+// covered, except RESULT payloads of a job with payload_mac off.
+bool AuthenticFromAggregator(const proto::MacKey& key, bool payload_mac,
+                             const proto::PacketView& p);
 
 // The Status a NACK aborts the communicator with. kOk for NACKs that are
 // not fatal (bad_checksum: the fragment is simply sent again). `aggregator`

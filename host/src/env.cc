@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "proto/auth.h"
 #include "host/src/launcher_env.h"
 #include "host/src/transport/transport.h"
 #include "host/src/transport/udp/udp_transport.h"
@@ -152,6 +153,19 @@ Status SetChecksum(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &o->checksum);
 }
 
+Status SetPayloadMac(const char* name, const char* value, EnvSettings* e) {
+  return SetBool(name, value, &e->options.payload_mac);
+}
+
+Status SetAggregatorKey(const char* name, const char* value, EnvSettings* e) {
+  uint8_t key[proto::kPublicKeyBytes];
+  if (*value != '\0' && !proto::PublicKeyFromHex(value, key)) {
+    return BadValue(name, value, "64 hex digits (the key tributaryd logs at start), or empty");
+  }
+  e->options.aggregator_key = value;
+  return Status::Ok();
+}
+
 template <bool FaultOptions::*F>
 Status SetFaultBool(const char* name, const char* value, EnvSettings* e) {
   Options* o = &e->options;
@@ -265,6 +279,14 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_CHECKSUM", "bool", SetChecksum,
      [](const Options& o) { return std::string(o.checksum ? "1" : "0"); },
      "Carry an end-to-end CRC32C in every packet."},
+    {"TRIBUTARY_PAYLOAD_MAC", "bool", SetPayloadMac,
+     [](const Options& o) { return std::string(o.payload_mac ? "1" : "0"); },
+     "MAC the payloads of contributions and results, not only headers (every rank of a job "
+     "alike)."},
+    {"TRIBUTARY_AGGREGATOR_KEY", "hex", SetAggregatorKey,
+     [](const Options& o) { return o.aggregator_key.empty() ? std::string("unset") : o.aggregator_key; },
+     "The aggregator's public key (64 hex digits, logged by tributaryd at start): refuse an "
+     "aggregator presenting another. Empty: trust the key presented (WARN)."},
     {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
      [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
      "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
@@ -489,11 +511,14 @@ std::string DescribeOptions(const Options& o) {
   char buf[512];
   snprintf(buf, sizeof(buf),
            "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
-           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] spin_us=%u checksum=%d faults=%s",
+           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] spin_us=%u checksum=%d "
+           "payload_mac=%d aggregator_key=%s faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.spin_us,
-           o.checksum ? 1 : 0, o.faults.enabled() ? "on" : "off");
+           o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
+           o.aggregator_key.empty() ? "trust-on-first-use" : "pinned",
+           o.faults.enabled() ? "on" : "off");
   return buf;
 }
 
@@ -528,6 +553,11 @@ Status Options::Validate() const {
   if (Result<net::HostPort> address = host::ParseAggregatorAddress(aggregator); !address.ok()) {
     return bad("aggregator=" + address.status().message() +
                " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
+  }
+  uint8_t key[proto::kPublicKeyBytes];
+  if (!aggregator_key.empty() && !proto::PublicKeyFromHex(aggregator_key.c_str(), key)) {
+    return bad("aggregator_key=" + aggregator_key +
+               " must be 64 hex digits (the public key tributaryd logs at start) or empty");
   }
   return Status::Ok();
 }

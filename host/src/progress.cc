@@ -270,10 +270,10 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   h.type = probe ? proto::MsgType::kResultRequest : proto::MsgType::kContribution;
   h.flags = (retransmit ? proto::kFlagRetransmit : 0) |
             (options_.checksum ? proto::kFlagChecksum : 0) |
-            (!probe && op.IsLast(slot.next_seq) ? proto::kFlagLastFragment : 0);
+            (!probe && op.IsLast(slot.next_seq) ? proto::kFlagLastFragment : 0) |
+            (!probe && options_.payload_mac ? proto::kFlagPayloadMac : 0);
   h.job_id = id_.job_id;
   h.epoch = id_.epoch;
-  h.job_key = id_.job_key;
   h.collective_id = op.desc.collective_id;
   h.elem_offset = slot.elem_offset;
   h.slot = index;
@@ -306,6 +306,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   } else {
     proto::EncodeHeader(h, header);
   }
+  proto::SealPacket(mac_key_, header, header_len, payload, payload_len);
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   if (probe) {
@@ -359,8 +360,18 @@ void ProgressEngine::HandleEvent(const RxEvent& e, uint64_t now) {
 
 void ProgressEngine::HandlePacket(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
-  if (h.job_id != id_.job_id || h.job_key != id_.job_key) {
+  // Anyone can send a rank packets that claim to come from its aggregator:
+  // only those with the job's MAC are read (FORMAT.md §8.2, §10.2).
+  if (probe_ && HandleProbeAnswer(p, now)) return;
+  if (h.job_id != id_.job_id || !AuthenticFromAggregator(mac_key_, options_.payload_mac, p)) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    if (h.job_id == id_.job_id && h.type == proto::MsgType::kNack &&
+        h.aux == static_cast<uint32_t>(proto::NackCode::kUnknownJob)) {
+      // An aggregator that lost the job (restart) cannot authenticate this,
+      // and anyone could send it: ask the aggregator with a JOIN.
+      unauthenticated_unknown_job_.store(true, std::memory_order_relaxed);
+      MaybeStartProbe(now);
+    }
     return;
   }
   switch (h.type) {
@@ -453,7 +464,88 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   }
 }
 
+namespace {
+constexpr uint64_t kProbeIntervalNs = 1000000000;  // at most one JOIN probe per second
+constexpr uint64_t kProbeTimeoutNs = 1000000000;
+}  // namespace
+
+void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
+  // A copy per queued packet: the handshake re-encodes its own buffer.
+  uint8_t* copy = probe_bytes_[probe_bytes_next_++ % 4];
+  std::memcpy(copy, packet, len);
+  uint8_t* header = QueueTx(copy + proto::kHeaderSize, len - proto::kHeaderSize, proto::kHeaderSize);
+  std::memcpy(header, copy, proto::kHeaderSize);
+}
+
+void ProgressEngine::MaybeStartProbe(uint64_t now) {
+  if (probe_ || aborted_ || id_.join.world_size == 0 || now < next_probe_ns_) return;
+  next_probe_ns_ = now + kProbeIntervalNs;
+  probe_deadline_ns_ = now + kProbeTimeoutNs;
+  probe_ = std::make_unique<JoinHandshake>(id_.join);
+  QueueProbePacket(probe_->packet(), probe_->packet_len());
+}
+
+bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now) {
+  if (now > probe_deadline_ns_) {
+    probe_.reset();  // unanswered: the next "unknown job" may ask again
+    return false;
+  }
+  const proto::MsgType t = p.header.type;
+  if (t != proto::MsgType::kChallenge && t != proto::MsgType::kJoinAck) return false;
+  switch (probe_->OnPacket(p)) {
+    case JoinHandshake::Step::kSendAgain:
+      QueueProbePacket(probe_->packet(), probe_->packet_len());
+      return true;
+    case JoinHandshake::Step::kAccepted: {
+      const uint32_t epoch = probe_->epoch();
+      probe_.reset();
+      if (epoch == id_.epoch) {
+        // The aggregator still holds the job as we know it: the NACK lied.
+        TRIB_LOG(kWarn, "progress",
+                 "job %u rank %u: an \"unknown job\" claiming to come from aggregator %s was "
+                 "false (it still holds the job, epoch %u): ignored",
+                 id_.job_id, id_.rank, options_.aggregator.c_str(), epoch);
+        return true;
+      }
+      // It created the job afresh for our JOIN: ours is gone. Leave the new
+      // one (nobody will use it) and fail with the reason.
+      proto::Header leave;
+      leave.type = proto::MsgType::kLeave;
+      leave.job_id = id_.job_id;
+      leave.epoch = epoch;
+      leave.sender = id_.rank;
+      const Status s(StatusCode::kUnavailable,
+                     "aggregator " + options_.aggregator + " no longer knows job " +
+                         std::to_string(id_.job_id) + " (daemon restarted or job expired: it "
+                         "took a new JOIN as epoch " + std::to_string(epoch) + ", this "
+                         "communicator's is " + std::to_string(id_.epoch) + ")");
+      TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
+               s.message().c_str());
+      Abort(s, nullptr);
+      for (int copy = 0; copy < 2; ++copy) {
+        uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
+        proto::EncodeHeader(leave, header);
+        proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
+      }
+      return true;
+    }
+    case JoinHandshake::Step::kRefused:
+    case JoinHandshake::Step::kIgnored:
+      return false;
+  }
+  return false;
+}
+
 void ProgressEngine::HandleNack(const proto::PacketView& p) {
+  // A NACK names the packet it refuses (FORMAT.md §3.5): one that names no
+  // fragment in flight is a replay or a late answer, and changes nothing.
+  const proto::Header& h = p.header;
+  if (h.slot >= window_.size() || !window_.slot(h.slot).busy ||
+      window_.slot(h.slot).op->desc.collective_id != h.collective_id ||
+      window_.slot(h.slot).elem_offset != h.elem_offset) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   counters_.nacks.fetch_add(1, std::memory_order_relaxed);
   const Status s = NackToStatus(p, options_.aggregator, id_.job_id, id_.epoch);
   if (s.ok()) {
@@ -539,10 +631,11 @@ int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
     proto::Header h;
     h.type = proto::MsgType::kStatsRequest;
     h.job_id = id_.job_id;
-    h.job_key = id_.job_key;
     h.epoch = id_.epoch;
     h.sender = id_.rank;
-    proto::EncodeHeader(h, QueueTx(nullptr, 0, proto::kHeaderSize));
+    uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
+    proto::EncodeHeader(h, header);
+    proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
   }
   return UsUntil(next, now);
 }
@@ -574,7 +667,11 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
   for (auto& op : ops_) {
     if (op->finished) continue;
     if (now >= op->deadline_ns) {
-      const std::string what = DescribeIncomplete(*op, window_, now);
+      std::string what = DescribeIncomplete(*op, window_, now);
+      if (unauthenticated_unknown_job_.load(std::memory_order_relaxed)) {
+        what += "; the aggregator's address answered \"unknown job\" without a valid MAC (a "
+                "restarted daemon that lost the job says this; so could anyone else)";
+      }
       TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, what.c_str());
       Abort(Status(StatusCode::kTimedOut, what), op.get());
       return -1;

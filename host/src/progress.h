@@ -42,9 +42,11 @@
 
 #include "common/rtt_estimator.h"
 #include "host/src/delivery_rate.h"
+#include "host/src/join_handshake.h"
 #include "host/src/operation.h"
 #include "host/src/transport/transport.h"
 #include "host/src/window.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "tributary/communicator.h"
 
@@ -56,6 +58,10 @@ struct JobIdentity {
   uint32_t epoch = 0;
   uint32_t rank = 0;
   uint32_t lane = 0;  // which of the communicator's lanes (its registrations' index)
+  // How this lane JOINed (world size, window, ...): the progress thread
+  // JOINs again the same way to check an unauthenticated "unknown job".
+  // world_size 0: no such check (tests of the engine alone).
+  JoinRequest join;
 };
 
 // Monotonic nanoseconds.
@@ -106,6 +112,13 @@ class ProgressEngine {
   void HandlePlaced(const proto::PlacedResult& r, uint64_t now);
   void CompleteFragment(uint32_t index, size_t bytes, uint64_t now);
   void HandleNack(const proto::PacketView& p);
+  // An unauthenticated "unknown job" starts a JOIN probe (at most one at a
+  // time, one per kProbeIntervalNs): the answer proves the job lost (an
+  // authentic JOIN_ACK with another epoch: abort, UNAVAILABLE) or the NACK
+  // false (our epoch: carry on). True if `p` belonged to the probe.
+  void MaybeStartProbe(uint64_t now);
+  bool HandleProbeAnswer(const proto::PacketView& p, uint64_t now);
+  void QueueProbePacket(const uint8_t* packet, size_t len);
   void HandleStatus(const proto::PacketView& p, uint64_t now);
   void HandleStats(const proto::PacketView& p);
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
@@ -143,6 +156,15 @@ class ProgressEngine {
   DeliveryRate delivery_;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
+  const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
+  // An unauthenticated NACK unknown_job arrived: an aggregator that lost the
+  // job says so without a MAC; named when collectives time out.
+  std::atomic<bool> unauthenticated_unknown_job_{false};
+  std::unique_ptr<JoinHandshake> probe_;  // a JOIN probe in flight
+  uint64_t probe_deadline_ns_ = 0;        // it is given up then
+  uint64_t next_probe_ns_ = 0;            // no new probe before
+  uint8_t probe_bytes_[4][proto::kHeaderSize + proto::kJoinSealedBodySize];  // queued copies
+  uint32_t probe_bytes_next_ = 0;
   int last_events_ = 0;
   std::vector<RxEvent> rx_;
   // Packets waiting for the transport. Each entry owns its header bytes: a

@@ -57,6 +57,9 @@ const Field kFields[] = {
      &Config::socket_buffer_bytes},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
+    {"identity_file", "file with this daemon's X25519 secret key (64 hex digits), created "
+     "(mode 0600) if missing; empty = a new key pair at every start", &Config::identity_file,
+     nullptr},
     {"log_level", "trace|debug|info|warn|error|off", &Config::log_level, nullptr},
     {"stats_interval_s", "print counters every N seconds; 0 = on SIGUSR1 and exit only", nullptr,
      &Config::stats_interval_s},

@@ -61,6 +61,11 @@ struct Config {
   uint64_t socket_buffer_bytes = 16ull << 20;
   // Peer table bound (distinct sender addresses); new peers beyond it are refused.
   uint64_t max_peers = 65536;
+  // The daemon's X25519 key pair (FORMAT.md §7.2): ranks seal their job keys
+  // to its public key. A file holding the secret key as 64 hex digits,
+  // created with mode 0600 if missing, keeps the key (and ranks' pins of it)
+  // across restarts; empty = a new key pair at every start.
+  std::string identity_file;
   // trace|debug|info|warn|error|off.
   std::string log_level = "info";
   // Print counters every N seconds; 0 = only on SIGUSR1 and at exit.

@@ -51,6 +51,7 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   Add(&s, "peer_table_full", d.peer_table_full);
   Add(&s, "bad_peer_token", d.bad_peer_token);
   Add(&s, "transient_replies_limited", d.transient_replies_limited);
+  Add(&s, "join_challenges", d.join_challenges);
   s += "\n  decode_errors:";
   Add(&s, "total", d.TotalDecodeErrors());
   for (int i = 1; i < proto::kNumDecodeErrors; ++i) {

@@ -11,15 +11,24 @@
 // - Unknown sources (kTransientPeer) are answered at most
 //   kTransientRepliesPerSecond times per second (token bucket), so spoofed
 //   traffic cannot use the daemon as an amplifier.
+// - MACs: an Action with the job's keys is sealed (proto/auth.h) before its
+//   checksum; payloads are covered except data payloads of a job that opted
+//   out (FORMAT.md §10.2).
+// - JOIN cookies (FORMAT.md §3.8): a JOIN reaches the engine (and the peer
+//   table) only with a cookie this loop made for its source address; any
+//   other JOIN is answered with a CHALLENGE (rate-limited like every answer
+//   to an unknown source), so spoofed JOINs create no state at all.
 // Thread-safety: none; one per dataplane loop.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <unordered_set>
 
 #include "common/log.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/engine/engine.h"
@@ -34,7 +43,7 @@ class ReplyPolicy {
  public:
   static constexpr double kTransientRepliesPerSecond = 2000;
 
-  ReplyPolicy() { checksum_jobs_.reserve(1024); }
+  ReplyPolicy() : cookie_secret_(proto::GenerateCookieSecret()) { checksum_jobs_.reserve(1024); }
 
   // Call for every decoded packet before the engine sees it.
   void NoteIncoming(const proto::Header& h) {
@@ -53,9 +62,51 @@ class ReplyPolicy {
                               checksum_jobs_.count(h.job_id) != 0)) {
       h.flags |= proto::kFlagChecksum;
     }
+    h.mac = 0;  // an echoed header (NACK, STATUS) must not carry the request's MAC
+    const bool data = h.type == proto::MsgType::kResult || h.type == proto::MsgType::kContribution;
+    if (action.key != nullptr && action.payload_len > 0 && (action.payload_mac || !data)) {
+      h.flags |= proto::kFlagPayloadMac;
+    }
     proto::EncodeHeader(h, out);
+    if (action.key != nullptr) {
+      proto::SealPacket(*action.key, out, proto::kHeaderSize, action.payload, action.payload_len);
+    }
     if (h.flags & proto::kFlagChecksum) proto::EncodeChecksum(out, action.payload, action.payload_len);
   }
+
+  // FORMAT.md §3.8. True if the JOIN carries a valid cookie for `source`
+  // (the backend's address bytes of the packet's source) and may go on to
+  // the peer table and the engine. Otherwise *challenge is the CHALLENGE to
+  // send to `reply_to` (kTransientPeer: the source, rate-limited), valid
+  // until the next call; nothing else about the JOIN is remembered.
+  bool AdmitJoin(const proto::PacketView& join, const void* source, size_t source_len,
+                 const proto::Identity* identity, engine::PeerToken reply_to, uint64_t now_ns,
+                 DataplaneStats* stats, engine::Action* challenge) {
+    proto::JoinBody body{};
+    proto::DecodeJoinBody(join.payload, join.payload_len, &body);  // Decode checked it
+    const proto::Header& h = join.header;
+    if (proto::CookieValid(cookie_secret_, body.cookie, source, source_len, h.job_id, h.sender,
+                           now_ns)) {
+      return true;
+    }
+    ++stats->join_challenges;
+    proto::ChallengeBody c;
+    c.cookie = proto::JoinCookie(cookie_secret_, source, source_len, h.job_id, h.sender,
+                                 now_ns / proto::kCookiePeriodNs);
+    c.nonce = body.nonce;
+    if (identity != nullptr) std::memcpy(c.public_key, identity->public_key, proto::kPublicKeyBytes);
+    proto::EncodeChallengeBody(c, challenge_body_);
+    *challenge = engine::Action{};
+    challenge->kind = engine::ActionKind::kSendToOne;
+    challenge->header.type = proto::MsgType::kChallenge;
+    challenge->header.job_id = h.job_id;
+    challenge->header.sender = h.sender;
+    challenge->payload = challenge_body_;
+    challenge->payload_len = proto::kChallengeBodySize;
+    challenge->peer = reply_to;
+    return false;
+  }
+
 
   // Calls append(peer) for every addressee of the Action.
   template <typename AppendFn>
@@ -122,10 +173,12 @@ class ReplyPolicy {
 
   // The answer to a JOIN from a new address while the peer table is full:
   // NACK kResourceExhausted to the source (kTransientPeer, so rate-limited by
-  // Deliver) whose text names the limit. Valid until the next call.
-  engine::Action RefuseNewPeer(const proto::Header& join, uint32_t max_peers) {
-    engine::Action a;
-    engine::MakeNack(join, kTransientPeer, proto::NackCode::kResourceExhausted, &a);
+  // Deliver) whose text names the limit, sealed when the JOIN proves its
+  // sender holds the job key (Engine::RefuseJoin). Valid until the next call.
+  engine::Action RefuseNewPeer(engine::Engine* engine, const proto::PacketView& join,
+                               uint32_t max_peers) {
+    engine::Action a =
+        engine->RefuseJoin(join, kTransientPeer, proto::NackCode::kResourceExhausted);
     const int n = std::snprintf(refusal_, sizeof(refusal_),
                                 "peer table full: this daemon serves max_peers %u rank addresses",
                                 max_peers);
@@ -146,6 +199,8 @@ class ReplyPolicy {
 
  private:
   std::unordered_set<uint32_t> checksum_jobs_;
+  proto::CookieSecret cookie_secret_;
+  uint8_t challenge_body_[proto::kChallengeBodySize];
   double tokens_ = kTransientRepliesPerSecond;
   char refusal_[proto::kMaxNackTextBytes];
   uint64_t refill_ns_ = 0;

@@ -64,7 +64,7 @@ using proto::NackCode;
 const char* DropReasonName(DropReason r) {
   switch (r) {
     case DropReason::kUnknownJob: return "unknown_job";
-    case DropReason::kBadKey: return "bad_key";
+    case DropReason::kBadMac: return "bad_mac";
     case DropReason::kStaleEpoch: return "stale_epoch";
     case DropReason::kBadSlot: return "bad_slot";
     case DropReason::kBadRange: return "bad_range";
@@ -78,6 +78,7 @@ const char* DropReasonName(DropReason r) {
     case DropReason::kMemoryLimit: return "memory_limit";
     case DropReason::kBadJoin: return "bad_join";
     case DropReason::kUnsupported: return "unsupported";
+    case DropReason::kStaleJoin: return "stale_join";
     case DropReason::kCount: break;
   }
   return "unknown";
@@ -124,6 +125,8 @@ Engine::~Engine() = default;
 // tributary_engine_bench.
 Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns) {
   Action out;
+  authentic_job_ = nullptr;
+  join_key_valid_ = false;
   switch (pkt.header.type) {
     case MsgType::kContribution: HandleContribution(pkt, from, now_ns, &out); break;
     case MsgType::kResultRequest: HandleResultRequest(pkt, from, now_ns, &out); break;
@@ -134,9 +137,14 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
     case MsgType::kResult:
     case MsgType::kJoinAck:
     case MsgType::kNack:
+    case MsgType::kChallenge:
     case MsgType::kStatus: HandleFromParent(pkt, from, now_ns, &out); break;
     default: Drop(DropReason::kUnexpectedType); break;
   }
+  // Answers to an authenticated packet are authenticated (FORMAT.md §10.2);
+  // answers to anything else (NACK unknown_job) go out without a MAC.
+  if (out.key == nullptr && authentic_job_ != nullptr) SealWith(authentic_job_, &out);
+  if (out.key == nullptr && join_key_valid_) out.key = &join_key_;
   // A packet sent back for a flush is counted when it is processed.
   if (out.kind != ActionKind::kFlushAndRetry) ++counters_.packets_in;
   return out;
@@ -148,6 +156,7 @@ void MakeNack(const Header& in, PeerToken to, NackCode code, Action* out) {
   out->kind = ActionKind::kSendToOne;
   out->header = in;  // echo the identity so the sender can match the NACK
   out->header.type = MsgType::kNack;
+  out->header.mac = 0;
   out->header.flags = 0;
   out->header.aux = static_cast<uint32_t>(code);
   out->header.checksum = 0;
@@ -178,16 +187,33 @@ Job* Engine::Lookup(uint32_t job_id) {
   return cached_job_;
 }
 
-Job* Engine::FindAuthenticated(const Header& h, PeerToken from, Action* reject) {
+void Engine::SealWith(const Job* job, Action* out) {
+  out->key = &job->mac_key();
+  out->payload_mac = job->payload_mac();
+}
+
+bool Engine::Authentic(Job* job, const proto::PacketView& pkt) {
+  // A job that MACs its payloads takes no CONTRIBUTION without (a sender
+  // cannot opt out alone); every other payload must be covered.
+  const bool covered = (pkt.header.flags & proto::kFlagPayloadMac) != 0;
+  const bool data = pkt.header.type == MsgType::kContribution || pkt.header.type == MsgType::kResult;
+  const bool rule_ok = pkt.payload_len == 0 || covered || (data && !job->payload_mac());
+  if (!rule_ok || !proto::VerifyPacket(job->mac_key(), pkt)) {
+    Drop(DropReason::kBadMac);
+    return false;
+  }
+  authentic_job_ = job;
+  return true;
+}
+
+Job* Engine::FindAuthenticated(const proto::PacketView& pkt, PeerToken from, Action* reject) {
+  const Header& h = pkt.header;
   Job* job = Lookup(h.job_id);
   if (job == nullptr) {
     Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, reject);
     return nullptr;
   }
-  if (h.job_key != job->job_key()) {
-    Drop(DropReason::kBadKey);
-    return nullptr;
-  }
+  if (!Authentic(job, pkt)) return nullptr;
   if (h.epoch != job->epoch()) {
     Nack(h, from, NackCode::kStaleEpoch, DropReason::kStaleEpoch, reject);
     return nullptr;
@@ -220,7 +246,6 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.type = MsgType::kResult;
   r.job_id = job->job_id();
   r.epoch = job->epoch();
-  r.job_key = job->job_key();
   r.collective_id = m.collective_id;
   r.elem_offset = m.elem_offset;
   r.slot = slot;
@@ -257,7 +282,6 @@ void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow
   r.flags = Job::TestBit(job->seen(slot, shadow), in.sender) ? proto::kFlagHeld : 0;
   r.job_id = job->job_id();
   r.epoch = job->epoch();
-  r.job_key = job->job_key();
   r.collective_id = m.collective_id;
   r.elem_offset = m.elem_offset;
   r.slot = slot;
@@ -280,6 +304,7 @@ void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* 
   Header& r = out->header;
   r = in;
   r.type = MsgType::kStatus;
+  r.mac = 0;
   r.flags = 0;
   r.checksum = 0;
   r.aux = job->fan_in();
@@ -290,8 +315,9 @@ void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* 
 
 // Authenticates a packet that names a slot, notes the job's activity and
 // checks the slot; nullptr (with the rejection in *out) when any check fails.
-Job* Engine::FindSlot(const Header& h, PeerToken from, uint64_t now_ns, Action* out) {
-  Job* job = FindAuthenticated(h, from, out);
+Job* Engine::FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out) {
+  const Header& h = pkt.header;
+  Job* job = FindAuthenticated(pkt, from, out);
   if (job == nullptr) return nullptr;
   job->last_active_ns = now_ns;
   if (h.slot >= job->slot_count() || h.shadow > 1) {
@@ -304,7 +330,7 @@ Job* Engine::FindSlot(const Header& h, PeerToken from, uint64_t now_ns, Action* 
 void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                                 Action* out) {
   const Header& h = pkt.header;
-  Job* job = FindSlot(h, from, now_ns, out);
+  Job* job = FindSlot(pkt, from, now_ns, out);
   if (job == nullptr) return;
   const auto d = static_cast<uint8_t>(h.dtype);
   const auto o = static_cast<uint8_t>(h.op);
@@ -438,7 +464,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
 void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                                  Action* out) {
   const Header& h = pkt.header;
-  Job* job = FindSlot(h, from, now_ns, out);
+  Job* job = FindSlot(pkt, from, now_ns, out);
   if (job == nullptr) return;
   const SetMeta& m = job->meta(h.slot, h.shadow);
   if (!SameRound(h, m)) {
@@ -460,7 +486,7 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
 void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                                 Action* out) {
   const Header& h = pkt.header;
-  Job* job = FindAuthenticated(h, from, out);
+  Job* job = FindAuthenticated(pkt, from, out);
   if (job == nullptr) return;
   job->last_active_ns = now_ns;
   ChildStat top[proto::kMaxStatsEntries];
@@ -476,7 +502,6 @@ void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, ui
   out->header.type = MsgType::kStats;
   out->header.job_id = job->job_id();
   out->header.epoch = job->epoch();
-  out->header.job_key = job->job_key();
   out->header.sender = h.sender;
   out->header.aux = static_cast<uint32_t>(n);
   out->payload = job->stats_scratch();
@@ -492,12 +517,12 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   // after the last child left finds the job reaped, or recycled with a new
   // epoch. That is not an attack and not a drop worth an operator's attention.
   Job* job = Lookup(h.job_id);
-  if (job != nullptr && h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
+  if (job != nullptr && !Authentic(job, pkt)) return;
   if (job == nullptr || h.epoch != job->epoch()) {
     ++counters_.late_leaves;
     return;
   }
-  job = FindAuthenticated(h, from, out);
+  job = FindAuthenticated(pkt, from, out);
   // A leaving rank waits for nothing: refusals are counted, never answered.
   *out = Action{};
   if (job == nullptr) return;
@@ -537,8 +562,27 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
                         Action* out) {
   const Header& h = pkt.header;
   proto::JoinBody body{};
-  if (!proto::DecodeJoinBody(pkt.payload, pkt.payload_len, &body) || body.fan_in == 0 ||
-      body.slot_count == 0 || body.payload_bytes < proto::kMinPayloadBytes ||
+  if (!proto::DecodeJoinBody(pkt.payload, pkt.payload_len, &body)) {
+    return Nack(h, from, NackCode::kUnsupported, DropReason::kBadJoin, out);
+  }
+  // Authenticate first, so that every refusal below is sealed with the key
+  // the rank holds (FORMAT.md §10.2): the job's, or for a job not held here
+  // the key sealed to this aggregator's identity (open mode, §7.2).
+  Job* job = Lookup(h.job_id);
+  uint64_t job_key = 0;
+  if (job != nullptr) {
+    if (!Authentic(job, pkt)) return;
+  } else {
+    if (!limits_.create_jobs_on_join || !OpenSealedKey(pkt, &job_key)) {
+      return Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, out);
+    }
+    join_key_ = proto::DeriveMacKey(h.job_id, job_key);
+    if (!proto::VerifyPacket(join_key_, pkt) || (h.flags & proto::kFlagPayloadMac) == 0) {
+      return Drop(DropReason::kBadMac);
+    }
+    join_key_valid_ = true;
+  }
+  if (body.fan_in == 0 || body.slot_count == 0 || body.payload_bytes < proto::kMinPayloadBytes ||
       body.payload_bytes > proto::kMaxPayloadBytes ||
       body.payload_bytes % proto::kPayloadAlign != 0) {
     return Nack(h, from, NackCode::kUnsupported, DropReason::kBadJoin, out);
@@ -554,9 +598,8 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   }
 
   const JobParams params{body.fan_in, body.slot_count, body.payload_bytes};
-  Job* job = Lookup(h.job_id);
+  const bool payload_mac = (body.join_flags & proto::kJoinHeaderMacOnly) == 0;
   if (job != nullptr) {
-    if (h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
     // Generations: a child that left and joins again belongs to the job's
     // next communicator; its rounds restart at collective 0 and must not
     // meet the sets of the old one. It waits (unanswered; it retries its
@@ -573,15 +616,14 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     }
     const JobParams& have = job->params();
     if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
-        have.payload_bytes != params.payload_bytes) {
+        have.payload_bytes != params.payload_bytes ||
+        (job->mac_rule_set() && job->payload_mac() != payload_mac)) {
       return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
     }
+    if (!FreshJoin(job, h.sender, from, body.incarnation)) return Drop(DropReason::kStaleJoin);
   } else {
-    if (!limits_.create_jobs_on_join) {
-      return Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, out);
-    }
     DropReason refused;
-    bool reserved = ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused);
+    bool reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
     // Jobs that ended (every child left, or idle) still hold their place
     // until the dataplane's next Reap: their last answers may sit in its
     // send queue. Rather than refuse for them, have that queue flushed and,
@@ -596,7 +638,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
       }
       reap_pending_ = false;
       Reap(now_ns);
-      reserved = ReserveJob(h.job_id, h.job_key, params, now_ns, &job, &refused);
+      reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
     }
     if (!reserved) {
       if (refused == DropReason::kJobLimit) {
@@ -610,7 +652,10 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
           static_cast<double>(memory_bytes_) / (1 << 20),
           static_cast<double>(limits_.max_memory_bytes) / (1 << 20));
     }
+    authentic_job_ = job;
   }
+  if (!job->mac_rule_set()) job->SetMacRule(payload_mac);
+  job->incarnation(h.sender) = body.incarnation;
   job->Register(h.sender, from);
   job->last_active_ns = now_ns;
   ++counters_.joins;
@@ -619,13 +664,14 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   ack.fan_in = params.fan_in;
   ack.slot_count = params.slot_count;
   ack.payload_bytes = params.payload_bytes;
+  ack.join_flags = payload_mac ? 0 : proto::kJoinHeaderMacOnly;
   ack.nonce = body.nonce;
+  ack.incarnation = body.incarnation;
   proto::EncodeJoinBody(ack, job->join_ack_body());
   out->kind = ActionKind::kSendToOne;
   out->header.type = MsgType::kJoinAck;
   out->header.job_id = job->job_id();
   out->header.epoch = job->epoch();
-  out->header.job_key = job->job_key();
   out->header.sender = h.sender;
   out->payload = job->join_ack_body();
   out->payload_len = proto::kJoinBodySize;
@@ -633,6 +679,37 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
 }
 
 // Creates a job within the limits (the JOIN path and Provision).
+Action Engine::RefuseJoin(const proto::PacketView& join, PeerToken to, NackCode code) {
+  Action out;
+  MakeNack(join.header, to, code, &out);
+  if (Job* job = Lookup(join.header.job_id)) {
+    if (proto::VerifyPacket(job->mac_key(), join)) SealWith(job, &out);
+    return out;
+  }
+  uint64_t job_key = 0;
+  if (OpenSealedKey(join, &job_key)) {
+    join_key_ = proto::DeriveMacKey(join.header.job_id, job_key);
+    if (proto::VerifyPacket(join_key_, join)) out.key = &join_key_;
+  }
+  return out;
+}
+
+bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) const {
+  const uint8_t* sealed = proto::JoinSealedKey(pkt.payload, pkt.payload_len);
+  return sealed != nullptr && identity_ != nullptr && proto::OpenJobKey(*identity_, sealed, job_key);
+}
+
+// A registered child's address moves only with a JOIN of a newer
+// incarnation (a restarted rank); the same address may repeat its own
+// incarnation (a retried JOIN). A captured JOIN replayed from elsewhere, or
+// an old one replayed after the child moved on, changes nothing.
+bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation) {
+  if (!job->IsRegistered(sender)) return true;
+  const uint64_t have = job->incarnation(sender);
+  if (job->child(sender) == from) return incarnation >= have;
+  return incarnation > have;
+}
+
 bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params,
                         uint64_t now_ns, Job** job, DropReason* refused) {
   if (jobs_.size() >= limits_.max_jobs) {

@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/job.h"
 
@@ -55,7 +56,7 @@ using PeerToken = uint64_t;
 // Why the engine dropped a packet. Stable order: stats print these names.
 enum class DropReason : uint8_t {
   kUnknownJob = 0,     // job id not known (sender is told: NACK kUnknownJob)
-  kBadKey,             // job key wrong: counted, never answered
+  kBadMac,             // MAC wrong (not the job's key, or altered): counted, never answered
   kStaleEpoch,         // epoch not the job's current one
   kBadSlot,            // slot index out of range
   kBadRange,           // element count larger than the job's payload
@@ -69,6 +70,7 @@ enum class DropReason : uint8_t {
   kMemoryLimit,        // job would exceed the engine's memory budget
   kBadJoin,            // JOIN parameters invalid (fan-in 0, payload not aligned ...)
   kUnsupported,        // dtype/op combination not supported
+  kStaleJoin,          // JOIN from a new address with an incarnation not newer (a replay)
   kCount
 };
 inline constexpr size_t kNumDropReasons = static_cast<size_t>(DropReason::kCount);
@@ -127,6 +129,13 @@ enum class ActionKind : uint8_t {
 struct Action {
   ActionKind kind = ActionKind::kNone;
   proto::Header header;            // complete header to encode (checksum computed by the encoder)
+  // The job's MAC keys (valid as long as `payload`): the encoder seals the
+  // packet with them (proto/auth.h). Null for answers to packets that could
+  // not be authenticated (NACK unknown_job), which go out unauthenticated.
+  const proto::MacKey* key = nullptr;
+  // The job MACs the payloads of its CONTRIBUTIONs and RESULTs (FORMAT.md
+  // §10.2; other payloads are always covered).
+  bool payload_mac = true;
   // Points into the job's arena or answer buffers: valid until the next
   // OnPacket() or Reap() call (a later packet may reuse the set or buffer),
   // so the dataplane encodes or copies it before handing over the next one.
@@ -200,7 +209,28 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // The aggregator's key pair, which opens job keys sealed in JOINs (open
+  // mode, FORMAT.md §7.2). Not owned; must outlive the engine. Without one,
+  // only provisioned jobs (whose keys are known) can be joined.
+  void SetIdentity(const proto::Identity* identity) { identity_ = identity; }
+  const proto::Identity* identity() const { return identity_; }
+  // Gives an Action the job's keys and payload-MAC rule (the encoder seals it).
+  static void SealWith(const Job* job, Action* out);
+
+  // A refusal of `join` that the dataplane decides (its peer table is full):
+  // NACK `code` to `to`, sealed when the JOIN proves its sender holds the
+  // job's key (the key of a job held here, or one sealed to this engine's
+  // identity, FORMAT.md §7.2) so that the rank can trust it; unsealed
+  // otherwise. The caller adds the text. Valid until the next call.
+  Action RefuseJoin(const proto::PacketView& join, PeerToken to, proto::NackCode code);
+  uint64_t incarnation() const { return incarnation_; }
+  // The incarnation this node's JOINs to parent aggregators carry (FORMAT.md
+  // §3.1): larger than any earlier run's; the daemon passes its start time in
+  // wall-clock ns. Call before Provision.
+  void SetIncarnation(uint64_t incarnation) { incarnation_ = incarnation; }
+
   // Processes one packet that proto::Decode accepted, received from `from`.
+  // The dataplane has already checked a JOIN's cookie (FORMAT.md §3.8).
   // Never throws, never allocates except when a JOIN creates a job.
   Action OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns);
 
@@ -276,6 +306,11 @@ class Engine {
   void UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out);
   bool ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params, uint64_t now_ns,
                   Job** job, DropReason* refused);
+  // A JOIN for a job this engine does not hold: its key, opened from the
+  // sealed key in the body; false (nothing created) if there is none.
+  bool OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) const;
+  // The incarnation rule of a JOIN from child `sender` (FORMAT.md §3.1).
+  bool FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation);
   void Drop(DropReason reason);
   void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
             Action* out);
@@ -284,8 +319,12 @@ class Engine {
   [[gnu::format(printf, 7, 8)]] void NackWithText(const proto::Header& in, PeerToken to,
                                                   proto::NackCode code, DropReason reason,
                                                   Action* out, const char* format, ...);
-  Job* FindSlot(const proto::Header& h, PeerToken from, uint64_t now_ns, Action* out);
-  Job* FindAuthenticated(const proto::Header& h, PeerToken from, Action* reject);
+  Job* FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
+  Job* FindAuthenticated(const proto::PacketView& pkt, PeerToken from, Action* reject);
+  // The packet's MAC is right for the job and follows its payload-MAC rule;
+  // on success answers to this packet are sealed with the job's keys.
+  bool Authentic(Job* job, const proto::PacketView& pkt);
+
   Job* Lookup(uint32_t job_id);
   // Where the wire-format result of a complete set is (what its RESULTs and
   // partial sums carry): the accumulator for native types and kernels that
@@ -312,6 +351,13 @@ class Engine {
   uint32_t uplink_jobs_ = 0;  // jobs with a parent
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
+  Job* authentic_job_ = nullptr;      // the current packet's job, once its MAC checked
+  // A JOIN for a job not created (refused for limits) whose sealed key and
+  // MAC checked: its refusal is sealed with these keys.
+  proto::MacKey join_key_;
+  bool join_key_valid_ = false;
+  const proto::Identity* identity_ = nullptr;
+  uint64_t incarnation_ = 0;
   const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction
 };
 

@@ -15,7 +15,7 @@ constexpr uint64_t kLine = 64;
 uint64_t RoundUp(uint64_t n) { return (n + kLine - 1) / kLine * kLine; }
 
 struct Layout {
-  uint64_t registered, left, lateness, metas, seen, data, total;
+  uint64_t registered, left, lateness, incarnations, metas, seen, data, total;
 };
 
 Layout ComputeLayout(const JobParams& p) {
@@ -25,7 +25,8 @@ Layout ComputeLayout(const JobParams& p) {
   l.registered = RoundUp(uint64_t{p.fan_in} * sizeof(PeerToken));
   l.left = l.registered + RoundUp(words * 8);
   l.lateness = l.left + RoundUp(words * 8);
-  l.metas = l.lateness + RoundUp(uint64_t{p.fan_in} * sizeof(ChildLateness));
+  l.incarnations = l.lateness + RoundUp(uint64_t{p.fan_in} * sizeof(ChildLateness));
+  l.metas = l.incarnations + RoundUp(uint64_t{p.fan_in} * sizeof(uint64_t));
   l.seen = l.metas + sets * sizeof(SetMeta);
   l.data = l.seen + RoundUp(sets * words * 8);
   l.total = l.data + sets * SetDataStride(p.payload_bytes);
@@ -55,6 +56,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   auto* base = static_cast<uint8_t*>(arena);
   job->job_id_ = job_id;
   job->job_key_ = job_key;
+  job->mac_key_ = proto::DeriveMacKey(job_id, job_key);
   job->epoch_ = epoch;
   job->params_ = p;
   job->words_ = static_cast<uint32_t>((uint64_t{p.fan_in} + 63) / 64);
@@ -66,6 +68,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   job->registered_ = reinterpret_cast<uint64_t*>(base + l.registered);
   job->left_bits_ = reinterpret_cast<uint64_t*>(base + l.left);
   job->lateness_ = reinterpret_cast<ChildLateness*>(base + l.lateness);
+  job->incarnations_ = reinterpret_cast<uint64_t*>(base + l.incarnations);
   job->metas_ = reinterpret_cast<SetMeta*>(base + l.metas);
   job->seen_ = reinterpret_cast<uint64_t*>(base + l.seen);
   job->data_ = base + l.data;
@@ -100,6 +103,8 @@ bool Job::Leave(uint32_t i) {
 void Job::Recycle(uint32_t new_epoch) {
   std::memset(arena_, 0, static_cast<size_t>(bookkeeping_bytes_));
   epoch_ = new_epoch;
+  mac_rule_set_ = false;
+  payload_mac_ = true;
   joined_ = 0;
   left_ = 0;
   finished_ = false;

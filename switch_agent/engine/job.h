@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "common/rtt_estimator.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "proto/wire.h"
 
@@ -92,6 +93,8 @@ struct Uplink {
   uint64_t join_nonce = 0;
   uint64_t next_join_ns = 0;
   uint32_t join_attempts = 0;
+  uint64_t join_cookie = 0;    // from the parent's CHALLENGE (FORMAT.md §3.8)
+  uint64_t incarnation = 0;    // of this node's JOINs: wall-clock ns when provisioned
   uint32_t last_nack = 0;      // the parent's last NACK code (diagnostics)
   // Partial sum sent -> parent's RESULT (first sends only): 50 ms before a
   // sample, within [5 ms, 1 s], at most 5 doublings.
@@ -133,6 +136,16 @@ class Job {
 
   uint32_t job_id() const { return job_id_; }
   uint64_t job_key() const { return job_key_; }
+  const proto::MacKey& mac_key() const { return mac_key_; }
+  // The payload-MAC rule (FORMAT.md §10.2): fixed by the first JOIN.
+  bool payload_mac() const { return payload_mac_; }
+  bool mac_rule_set() const { return mac_rule_set_; }
+  void SetMacRule(bool payload_mac) {
+    payload_mac_ = payload_mac;
+    mac_rule_set_ = true;
+  }
+  // The incarnation child `i` last joined with (FORMAT.md §3.1).
+  uint64_t& incarnation(uint32_t i) { return incarnations_[i]; }
   uint32_t epoch() const { return epoch_; }
   const JobParams& params() const { return params_; }
   uint32_t fan_in() const { return params_.fan_in; }
@@ -209,6 +222,9 @@ class Job {
 
   uint32_t job_id_ = 0;
   uint64_t job_key_ = 0;
+  proto::MacKey mac_key_;
+  bool payload_mac_ = true;
+  bool mac_rule_set_ = false;
   uint32_t epoch_ = 0;
   JobParams params_{};
   uint32_t words_ = 0;
@@ -223,6 +239,7 @@ class Job {
   uint64_t* registered_ = nullptr;
   uint64_t* left_bits_ = nullptr;
   ChildLateness* lateness_ = nullptr;
+  uint64_t* incarnations_ = nullptr;
   SetMeta* metas_ = nullptr;
   uint64_t* seen_ = nullptr;
   uint8_t* data_ = nullptr;

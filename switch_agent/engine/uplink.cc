@@ -80,7 +80,6 @@ void UplinkPacket(Job* job, const SetMeta& m, uint32_t slot, uint32_t shadow, Ms
   r.flags = flags;
   r.job_id = job->job_id();
   r.epoch = job->uplink.parent_epoch;
-  r.job_key = job->job_key();
   r.collective_id = m.collective_id;
   r.elem_offset = m.elem_offset;
   r.slot = slot;
@@ -90,6 +89,7 @@ void UplinkPacket(Job* job, const SetMeta& m, uint32_t slot, uint32_t shadow, Ms
   r.dtype = m.dtype;
   r.op = m.op;
   out->peer = job->uplink.parent;
+  Engine::SealWith(job, out);
 }
 
 }  // namespace
@@ -142,6 +142,7 @@ ProvisionResult Engine::Provision(const JobSpec& spec, uint64_t now_ns) {
     job->uplink.child_index = spec.child_index;
     job->uplink.parent_fan_in = spec.parent_fan_in;
     job->uplink.next_join_ns = now_ns;  // JOIN once a child joined
+    job->uplink.incarnation = incarnation_;
     ++uplink_jobs_;
   }
   return ProvisionResult::kCreated;
@@ -166,16 +167,19 @@ void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
   body.slot_count = job->slot_count();
   body.payload_bytes = job->payload_bytes();
   body.nonce = up.join_nonce;
+  body.cookie = up.join_cookie;
+  body.incarnation = up.incarnation;
+  body.join_flags = job->payload_mac() ? 0 : proto::kJoinHeaderMacOnly;
   proto::EncodeJoinBody(body, job->uplink_join_body());
   *out = Action{};
   out->kind = ActionKind::kSendToOne;
   out->header.type = MsgType::kJoin;
   out->header.job_id = job->job_id();
-  out->header.job_key = job->job_key();
   out->header.sender = up.child_index;
   out->payload = job->uplink_join_body();
   out->payload_len = proto::kJoinBodySize;
   out->peer = up.parent;
+  SealWith(job, out);
   ++counters_.uplink_joins;
 }
 
@@ -186,10 +190,10 @@ void Engine::LeaveAction(Job* job, Action* out) {
   out->kind = ActionKind::kSendToOne;
   out->header.type = MsgType::kLeave;
   out->header.job_id = job->job_id();
-  out->header.job_key = job->job_key();
   out->header.epoch = up.leave_epoch;
   out->header.sender = up.child_index;
   out->peer = up.parent;
+  SealWith(job, out);
 }
 
 void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
@@ -282,15 +286,31 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
   if (job == nullptr || !job->has_uplink || job->withdrawn || from != job->uplink.parent) {
     return Drop(DropReason::kUnexpectedType);
   }
-  if (h.job_key != job->job_key()) return Drop(DropReason::kBadKey);
   Uplink& up = job->uplink;
+  // A CHALLENGE (FORMAT.md §3.8) and a NACK unknown_job come from a parent
+  // that cannot know the job's key yet, so they carry no MAC. Neither can do
+  // harm: the challenge must echo our JOIN's nonce and only makes us JOIN
+  // again with its cookie; unknown_job only makes us JOIN again, which a
+  // parent that holds the job answers with the epoch we already have.
+  if (h.type == MsgType::kChallenge) {
+    proto::ChallengeBody c;
+    if (!proto::DecodeChallengeBody(pkt.payload, pkt.payload_len, &c) || c.nonce != up.join_nonce ||
+        up.parent_epoch != 0) {
+      ++counters_.uplink_drops;
+      return;
+    }
+    up.join_cookie = c.cookie;
+    up.next_join_ns = now_ns;  // at the next poll
+    return;
+  }
+  const bool unknown_job = h.type == MsgType::kNack && h.aux == static_cast<uint32_t>(NackCode::kUnknownJob);
+  if (!unknown_job && !Authentic(job, pkt)) return;
   switch (h.type) {
     case MsgType::kJoinAck: return ParentJoinAck(job, pkt);
     case MsgType::kNack:
       ++counters_.uplink_nacks;
       up.last_nack = h.aux;
-      if (h.aux == static_cast<uint32_t>(NackCode::kStaleEpoch) ||
-          h.aux == static_cast<uint32_t>(NackCode::kUnknownJob)) {
+      if (h.aux == static_cast<uint32_t>(NackCode::kStaleEpoch) || unknown_job) {
         // The parent restarted (or reaped the job): join again, then
         // re-send everything that waits for it.
         if (up.parent_epoch != 0 && (h.epoch == up.parent_epoch || h.epoch == 0)) {

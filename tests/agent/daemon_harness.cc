@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // See daemon_harness.h. Thread-safety: none.
 #include "tests/agent/daemon_harness.h"
+
+#include "proto/auth.h"
 #include "tests/common/read_file.h"
 
 #include <arpa/inet.h>
@@ -11,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -154,7 +157,7 @@ int64_t CounterValue(const std::string& text, const std::string& group, const st
   return std::strtoll(line.c_str() + at + token.size(), nullptr, 10);
 }
 
-Rank::Rank(uint16_t daemon_port) : rx_(65536), tx_(65536) {
+Rank::Rank(uint16_t daemon_port, uint64_t job_key) : key_(job_key), rx_(65536), tx_(65536) {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in local{};
   local.sin_family = AF_INET;
@@ -169,12 +172,84 @@ Rank::~Rank() {
   if (fd_ >= 0) close(fd_);
 }
 
-void Rank::Send(const proto::Header& h, const void* payload, size_t len) {
+void Rank::Send(const proto::Header& in, const void* payload, size_t len) {
+  proto::Header h = in;
+  h.mac = 0;
+  if (len > 0) h.flags |= proto::kFlagPayloadMac;
   const size_t n = proto::Encode(h, payload, len, tx_.data(), tx_.size());
+  proto::SealPacket(proto::DeriveMacKey(h.job_id, key_), tx_.data(), proto::kHeaderSize,
+                    tx_.data() + proto::kHeaderSize, len);
+  if (h.flags & proto::kFlagChecksum) {
+    proto::EncodeChecksum(tx_.data(), tx_.data() + proto::kHeaderSize, len);
+  }
   SendRaw(tx_.data(), n);
 }
 
+bool Rank::Authentic(const proto::PacketView& view) const {
+  return proto::VerifyPacket(proto::DeriveMacKey(view.header.job_id, key_), view);
+}
+
+uint16_t Rank::local_port() const {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+bool Rank::Join(uint32_t job_id, uint32_t sender, proto::JoinBody body, uint32_t* epoch,
+                int timeout_ms) {
+  challenges_ = 0;
+  body.nonce = proto::RandomU64();
+  body.cookie = 0;
+  body.join_flags &= ~proto::kJoinSealedKey;
+  uint8_t raw[proto::kJoinSealedBodySize] = {};
+  size_t raw_len = proto::kJoinBodySize;
+  proto::Header h;
+  h.type = proto::MsgType::kJoin;
+  h.job_id = job_id;
+  h.sender = sender;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    proto::EncodeJoinBody(body, raw);
+    Send(h, raw, raw_len);
+    proto::PacketView v;
+    // Sent again only to answer a CHALLENGE, never on a timer: the daemon
+    // counts every JOIN, and tests count on exact numbers.
+    const auto left = [&] {
+      return static_cast<int>(std::max<int64_t>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                 deadline - std::chrono::steady_clock::now())
+                 .count()));
+    };
+    while (Receive(&v, left())) {
+      if (v.header.job_id != job_id || v.header.sender != sender) continue;
+      if (v.header.type == proto::MsgType::kChallenge) {
+        proto::ChallengeBody c;
+        if (!proto::DecodeChallengeBody(v.payload, v.payload_len, &c) || c.nonce != body.nonce) {
+          continue;
+        }
+        ++challenges_;
+        std::memcpy(public_key_, c.public_key, sizeof(public_key_));
+        body.cookie = c.cookie;
+        body.join_flags |= proto::kJoinSealedKey;
+        if (!proto::SealJobKey(c.public_key, key_, raw + proto::kJoinOffSealedKey)) return false;
+        raw_len = proto::kJoinSealedBodySize;
+        break;  // send again at once, with the cookie
+      }
+      if (v.header.type == proto::MsgType::kJoinAck && Authentic(v)) {
+        proto::JoinBody ack;
+        if (proto::DecodeJoinBody(v.payload, v.payload_len, &ack) && ack.nonce == body.nonce) {
+          *epoch = v.header.epoch;
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 void Rank::SendRaw(const void* data, size_t len) {
+  last_sent_.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + len);
   sendto(fd_, data, len, 0, reinterpret_cast<const sockaddr*>(&daemon_), sizeof(daemon_));
 }
 

@@ -68,23 +68,47 @@ class DaemonProcess {
 // -1 if absent.
 int64_t CounterValue(const std::string& text, const std::string& group, const std::string& name);
 
+// A rank played by hand over a loopback UDP socket: what it sends is sealed
+// with the job key it holds (FORMAT.md §10.2; payloads covered), and Join()
+// runs the JOIN handshake with the daemon's CHALLENGE (§3.8).
 class Rank {
  public:
-  explicit Rank(uint16_t daemon_port);
+  explicit Rank(uint16_t daemon_port, uint64_t job_key = 0);
   ~Rank();
   Rank(const Rank&) = delete;
   Rank& operator=(const Rank&) = delete;
 
+  // The key packets are sealed with from now on (a test may forge).
+  void set_key(uint64_t job_key) { key_ = job_key; }
+  uint64_t key() const { return key_; }
   void Send(const proto::Header& h, const void* payload, size_t len);
   void SendRaw(const void* data, size_t len);
   // Receives one datagram that decodes; returns false on timeout.
   bool Receive(proto::PacketView* view, int timeout_ms);
+  // The packet carries a valid MAC under this rank's key.
+  bool Authentic(const proto::PacketView& view) const;
+  // JOIN as child `sender` of `job_id` with `body` (nonce and cookie are
+  // filled in), answering the CHALLENGE with its cookie and the key sealed
+  // to the daemon's public key. True with the epoch of an authentic
+  // JOIN_ACK; false after `timeout_ms` without one.
+  bool Join(uint32_t job_id, uint32_t sender, proto::JoinBody body, uint32_t* epoch,
+            int timeout_ms = 15000);
+  // What the last Join() learnt: the daemon's CHALLENGEs and public key.
+  int challenges() const { return challenges_; }
+  const uint8_t* daemon_public_key() const { return public_key_; }
+  uint16_t local_port() const;
+  // The bytes of the last datagram sent (what a sniffer would capture).
+  const std::vector<uint8_t>& last_sent() const { return last_sent_; }
 
  private:
   int fd_ = -1;
+  uint64_t key_ = 0;
+  int challenges_ = 0;
+  uint8_t public_key_[proto::kPublicKeyBytes] = {};
   sockaddr_in daemon_{};
   std::vector<uint8_t> rx_;
   std::vector<uint8_t> tx_;
+  std::vector<uint8_t> last_sent_;
 };
 
 }  // namespace tributary::agent::testing

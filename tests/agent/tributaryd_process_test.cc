@@ -28,6 +28,7 @@
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
 #include "tests/agent/daemon_harness.h"
+#include "tests/common/spoof.h"
 #include "tests/common/status_matchers.h"
 
 namespace tributary::agent::testing {
@@ -56,7 +57,7 @@ int32_t ExpectedSum(uint32_t frag, uint32_t e) {
 class JobDriver {
  public:
   JobDriver(uint16_t port, uint16_t flags) : flags_(flags) {
-    for (uint32_t r = 0; r < kFanIn; ++r) ranks_.push_back(std::make_unique<Rank>(port));
+    for (uint32_t r = 0; r < kFanIn; ++r) ranks_.push_back(std::make_unique<Rank>(port, kJobKey));
   }
 
   proto::Header Contribution(uint32_t rank, uint32_t frag) const {
@@ -65,7 +66,6 @@ class JobDriver {
     h.flags = flags_;
     h.job_id = kJobId;
     h.epoch = epoch_;
-    h.job_key = kJobKey;
     h.collective_id = 1;
     h.elem_offset = uint64_t{frag} * kElems;
     h.slot = frag % kSlots;
@@ -85,29 +85,11 @@ class JobDriver {
 
   void JoinAll() {
     for (uint32_t r = 0; r < kFanIn; ++r) {
-      proto::Header h;
-      h.type = proto::MsgType::kJoin;
-      h.job_id = kJobId;
-      h.job_key = kJobKey;
-      h.sender = r;
-      proto::JoinBody body{kFanIn, kSlots, kPayloadBytes, 0, 1000 + r, 0};
-      uint8_t raw[proto::kJoinBodySize];
-      proto::EncodeJoinBody(body, raw);
-      bool acked = false;
-      for (int attempt = 0; attempt < 3 && !acked; ++attempt) {
-        ranks_[r]->Send(h, raw, sizeof(raw));
-        proto::PacketView v;
-        // Long enough that a loaded machine never makes this resend (the
-        // daemon would count the JOIN twice).
-        while (ranks_[r]->Receive(&v, 15000)) {
-          if (v.header.type == proto::MsgType::kJoinAck && v.header.job_id == kJobId) {
-            epoch_ = v.header.epoch;
-            acked = true;
-            break;
-          }
-        }
-      }
-      ASSERT_TRUE(acked) << "no JOIN_ACK for rank " << r;
+      const proto::JoinBody body{kFanIn, kSlots, kPayloadBytes, 0, 0, 0, 1};
+      uint32_t epoch = 0;
+      ASSERT_TRUE(ranks_[r]->Join(kJobId, r, body, &epoch)) << "no JOIN_ACK for rank " << r;
+      EXPECT_EQ(ranks_[r]->challenges(), 1) << "the first JOIN of a source is challenged";
+      epoch_ = epoch;
     }
   }
 
@@ -127,6 +109,7 @@ class JobDriver {
         proto::PacketView v;
         while (got.size() < count && ranks_[r]->Receive(&v, 1000)) {
           if (v.header.type != proto::MsgType::kResult) continue;
+          EXPECT_TRUE(ranks_[r]->Authentic(v)) << "a RESULT without the job's MAC";
           const uint32_t f = static_cast<uint32_t>(v.header.elem_offset / kElems);
           ASSERT_GE(f, first);
           ASSERT_LT(f, first + count);
@@ -230,7 +213,7 @@ TEST_F(TributarydTest, HostileInputIsCountedAndNeverAggregated) {
   job.JoinAll();
   job.RunWindow(0, kSlots);
 
-  Rank attacker(daemon_.port());
+  Rank attacker(daemon_.port(), kJobKey);
   const uint32_t next = kSlots;  // first fragment of the next window
   const auto data = job.Data(0, next);
   std::vector<uint8_t> pkt(proto::kHeaderSize + kPayloadBytes);
@@ -258,7 +241,7 @@ TEST_F(TributarydTest, HostileInputIsCountedAndNeverAggregated) {
   attacker.SendRaw(bad.data(), n);
   ++decode_sent[proto::DecodeErrorName(proto::DecodeError::kBadMagic)];
   bad = pkt;
-  bad[proto::kOffVersion] = 2;
+  bad[proto::kOffVersion] = 1;  // the unauthenticated format
   attacker.SendRaw(bad.data(), n);
   ++decode_sent[proto::DecodeErrorName(proto::DecodeError::kBadVersion)];
   bad = pkt;
@@ -273,8 +256,9 @@ TEST_F(TributarydTest, HostileInputIsCountedAndNeverAggregated) {
     ++drop_sent[engine::DropReasonName(why)];
   };
   proto::Header h = job.Contribution(0, next);
-  h.job_key ^= 1;
-  refuse(attacker, h, kPayloadBytes, DropReason::kBadKey);
+  attacker.set_key(kJobKey ^ 1);  // a guessed key: the MAC is wrong
+  refuse(attacker, h, kPayloadBytes, DropReason::kBadMac);
+  attacker.set_key(kJobKey);
   h = job.Contribution(0, next);
   h.job_id = kJobId + 1000;
   refuse(attacker, h, kPayloadBytes, DropReason::kUnknownJob);
@@ -371,6 +355,91 @@ TEST_F(TributarydTest, PortInUseFailsWithClearMessage) {
             std::string::npos)
       << second.Stderr();
   StopDaemon();
+}
+
+// Proves (issue #12, a sniffer replaying what it captured): rank 0's JOIN,
+// replayed from another port, is challenged (its cookie names rank 0's
+// address) and moves nothing; rank 1's contribution replayed from another
+// port is foreign, and from rank 1's own address (as a spoofer would send
+// it) a duplicate answered with the stored result; the job stays exact.
+TEST_F(TributarydTest, ReplayedJoinsAndContributionsChangeNothing) {
+  StartDaemon();
+  JobDriver job(daemon_.port(), 0);
+  job.JoinAll();
+  const std::vector<uint8_t> join0 = job.rank(0).last_sent();  // with rank 0's cookie
+  job.RunWindow(0, kSlots);
+  const std::vector<uint8_t> contribution1 = job.rank(1).last_sent();  // fragment kSlots - 1
+  Rank attacker(daemon_.port());
+  attacker.SendRaw(join0.data(), join0.size());
+  attacker.SendRaw(contribution1.data(), contribution1.size());
+  job.rank(1).SendRaw(contribution1.data(), contribution1.size());
+  // Rank 1 gets that fragment's result again (the daemon answers a
+  // duplicate of a complete round): wait for it, so the next window sees
+  // only its own results.
+  bool again = false;
+  proto::PacketView v;
+  while (!again && job.rank(1).Receive(&v, 15000)) {
+    again = v.header.type == proto::MsgType::kResult &&
+            v.header.elem_offset == uint64_t{kSlots - 1} * kElems && job.rank(1).Authentic(v);
+  }
+  EXPECT_TRUE(again) << "no answer to the duplicate";
+  job.RunWindow(kSlots, kSlots);
+  job.RunWindow(2 * kSlots, kSlots);
+  const std::string err = StopDaemon();
+  EXPECT_EQ(CounterValue(err, "engine", "joins"), kFanIn) << err;
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "join_challenges"), kFanIn + 1) << err;
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "peers"), kFanIn) << err;
+  EXPECT_EQ(CounterValue(err, "engine_drops", "foreign_source"), 1) << err;
+  EXPECT_EQ(CounterValue(err, "engine", "duplicates"), 1) << err;
+  EXPECT_EQ(CounterValue(err, "engine", "completions"), 3 * kSlots) << err;
+}
+
+// Proves (issue #12): 100 000 JOINs from spoofed source addresses (raw
+// socket, 127.x.y.z sources), with guessed cookies, keys and MACs, create
+// no job, no peer and no engine work: they are answered (rate-limited)
+// with CHALLENGEs to addresses nobody listens on. The job keeps its exact
+// results through it.
+TEST_F(TributarydTest, SpoofedJoinFloodCreatesNoState) {
+  if (geteuid() != 0) GTEST_SKIP() << "spoofing source addresses needs root (CAP_NET_RAW)";
+  tributary::testing::Spoofer spoofer;
+  std::string error;
+  ASSERT_TRUE(spoofer.Open(&error)) << error;
+  StartDaemon();
+  JobDriver job(daemon_.port(), 0);
+  job.JoinAll();
+  job.RunWindow(0, kSlots);
+  std::mt19937_64 rng(7);
+  constexpr int kFlood = 100000;
+  uint8_t body[proto::kJoinSealedBodySize];
+  std::vector<uint8_t> pkt(proto::kHeaderSize + sizeof(body));
+  const uint32_t daemon_ip = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < kFlood; ++i) {
+    proto::JoinBody b{kFanIn, kSlots, kPayloadBytes, proto::kJoinSealedKey, rng(), rng(), rng()};
+    proto::EncodeJoinBody(b, body);
+    for (size_t k = proto::kJoinOffSealedKey; k < sizeof(body); ++k) body[k] = uint8_t(rng());
+    proto::Header h;
+    h.type = proto::MsgType::kJoin;
+    h.flags = proto::kFlagPayloadMac;
+    h.job_id = (i & 1) ? kJobId : static_cast<uint32_t>(rng());
+    h.sender = static_cast<uint32_t>(rng() % kFanIn);
+    h.mac = rng();
+    proto::Encode(h, body, sizeof(body), pkt.data(), pkt.size());
+    // 127.0.0.1 is the daemon and the ranks: never spoofed.
+    const uint32_t src = htonl((127u << 24) | (1u + static_cast<uint32_t>(rng() % 0xfffffe)));
+    spoofer.Send(src, static_cast<uint16_t>(1024 + rng() % 60000), daemon_ip, daemon_.port(),
+                 pkt.data(), pkt.size());
+    if (i % 25000 == 24999) job.RunWindow(kSlots * (1 + i / 25000), kSlots);
+  }
+  job.RunWindow(5 * kSlots, kSlots);
+  const std::string err = StopDaemon();
+  EXPECT_EQ(CounterValue(err, "engine", "jobs_created"), 1) << err;
+  EXPECT_EQ(CounterValue(err, "engine", "joins"), kFanIn) << err;
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "peers"), kFanIn) << err;
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "peer_table_full"), 0) << err;
+  // Those the socket buffer took were challenged; none reached the engine.
+  EXPECT_GT(CounterValue(err, "dataplane.udp", "join_challenges"), kFanIn) << err;
+  EXPECT_EQ(CounterValue(err, "engine_drops", "bad_mac"), 0) << err;
+  EXPECT_EQ(CounterValue(err, "engine", "completions"), 6 * kSlots) << err;
 }
 
 struct BadInvocation {

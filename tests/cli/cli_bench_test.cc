@@ -209,11 +209,12 @@ TEST_F(CliBenchTest, UncheckedRunPrintsNotApplicable) {
   EXPECT_EQ(rows, 2u) << run.output;
 }
 
-// Payload bits flipped on the way to the aggregator with the end-to-end
-// checksum off (loopback carries no UDP checksum either; FORMAT.md §10): the
-// corruption reaches the sums, -c 1 catches it, #wrong counts it and the run
-// exits 1. With TRIBUTARY_CHECKSUM=1 the same faults are detected, resent
-// and the run is exact (exit 0).
+// Payload bits flipped on the way to the aggregator with every end-to-end
+// check off (no CRC, a MAC over headers only; loopback carries no UDP
+// checksum either; FORMAT.md §10): the corruption reaches the sums, -c 1
+// catches it, #wrong counts it and the run exits 1. With TRIBUTARY_CHECKSUM=1,
+// or with the default payload MAC alone, the same kind of faults are
+// detected, resent and the run is exact (exit 0).
 //
 // Why the verdict holds under any schedule: faults follow packet identity
 // (fault_transport.h), so seed 3 picks the same fragments in every run. In
@@ -233,22 +234,27 @@ TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
       RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
              faults +
                  "TRIBUTARY_FAULT_TX_CORRUPT=0.3 TRIBUTARY_FAULT_CORRUPT_STICKY=1 "
-                 "TRIBUTARY_CHECKSUM=0");
+                 "TRIBUTARY_CHECKSUM=0 TRIBUTARY_PAYLOAD_MAC=0");
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("# Out of bounds values : "), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("FAILED"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("wrong elements"), std::string::npos) << bad.output;
   EXPECT_EQ(bad.output.find("# Out of bounds values : 0 OK"), std::string::npos) << bad.output;
 
-  const CommandResult good = RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
-                                    faults + "TRIBUTARY_FAULT_TX_CORRUPT=0.05 TRIBUTARY_CHECKSUM=1");
-  EXPECT_EQ(good.exit_code, 0) << good.output;
-  ExpectTable(good, {1u << 20}, 4, "int32", "sum", 2);
-  // Corrupted copies were refused and sent again (however the run was timed).
-  const size_t at = good.output.find("retransmissions ");
-  ASSERT_NE(at, std::string::npos) << good.output;
-  EXPECT_GT(std::atol(good.output.c_str() + at + std::strlen("retransmissions ")), 0)
-      << good.output;
+  // The CRC, and the payload MAC without it, each refuse corrupted copies,
+  // which are sent again (however the run was timed).
+  for (const char* check : {"TRIBUTARY_CHECKSUM=1 TRIBUTARY_PAYLOAD_MAC=0",
+                            "TRIBUTARY_CHECKSUM=0 TRIBUTARY_PAYLOAD_MAC=1"}) {
+    const CommandResult good =
+        RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
+               faults + "TRIBUTARY_FAULT_TX_CORRUPT=0.05 " + check);
+    EXPECT_EQ(good.exit_code, 0) << check << "\n" << good.output;
+    ExpectTable(good, {1u << 20}, 4, "int32", "sum", 2);
+    const size_t at = good.output.find("retransmissions ");
+    ASSERT_NE(at, std::string::npos) << good.output;
+    EXPECT_GT(std::atol(good.output.c_str() + at + std::strlen("retransmissions ")), 0)
+        << check << "\n" << good.output;
+  }
 }
 
 // --daemon HOST:PORT uses a tributaryd that is already running (and leaves

@@ -8,7 +8,9 @@
 // handed over and answered by lane 1 from lane 1's port; lanes hold separate
 // jobs (the same job id on two ports is two jobs); results are exact; a full
 // steering ring drops and counts, and every dropped or steered frame goes
-// back to its pool (no mbuf leak); the lanes' counters add up in reports.
+// back to its pool (no mbuf leak); the lanes' counters add up in reports; a
+// JOIN is challenged by the lane that owns its port, and every lane opens
+// keys sealed to the daemon's one identity.
 #include <gtest/gtest.h>
 #include <rte_mempool.h>
 #include <unistd.h>
@@ -50,6 +52,7 @@ class LaneTest : public ::testing::Test {
     options.listen_address = dpdk_harness::kDaemonIp;
     options.port = kPort;
     options.dpdk_lanes = 2;
+    engine_.SetIdentity(&identity_);
     dp_ = std::make_unique<DpdkDataplane>(options, &engine_);
     const Status s = dp_->Init();
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -67,20 +70,15 @@ class LaneTest : public ::testing::Test {
     }
   }
 
-  // JOIN of `child` for (job, port) sent on RX queue `queue`.
-  void Join(uint16_t queue, uint16_t port, uint32_t job, uint32_t child, uint32_t fan_in) {
+  // JOIN handshake of `child` for (job, port), its frames sent on RX queue
+  // `queue`, answered on the owning lane's queue; the JOIN_ACK's epoch.
+  uint32_t Join(uint16_t queue, uint16_t port, uint32_t job, uint32_t child, uint32_t fan_in) {
     proto::JoinBody body{};
     body.fan_in = fan_in;
     body.slot_count = 4;
     body.payload_bytes = 1024;
-    uint8_t raw[proto::kJoinBodySize];
-    proto::EncodeJoinBody(body, raw);
-    proto::Header h{};
-    h.type = proto::MsgType::kJoin;
-    h.job_id = job;
-    h.job_key = kKey;
-    h.sender = child;
-    ASSERT_TRUE(port_.Send(queue, child, port, h, raw, sizeof raw));
+    return port_.Join(queue, static_cast<uint16_t>(port - kPort), child, port, job, body, kKey,
+                      [&] { PollBoth(); });
   }
 
   struct Answer {
@@ -104,6 +102,7 @@ class LaneTest : public ::testing::Test {
   static inline std::string eal_error_;
   static inline int counter_ = 0;
   RingPort port_;
+  proto::Identity identity_ = proto::GenerateIdentity();
   engine::Engine engine_{engine::EngineLimits{}, 1};
   std::unique_ptr<DpdkDataplane> dp_;
 };
@@ -111,30 +110,20 @@ class LaneTest : public ::testing::Test {
 TEST_F(LaneTest, SteersToTheOwningLaneAndAggregatesExactly) {
   ASSERT_EQ(dp_->lane_count(), 2u);
   EXPECT_FALSE(dp_->hardware_steering());  // the ring PMD has no flow rules
-  // Job 5 on lane 1 (port 17821), both JOINs arriving on lane 0's queue.
-  Join(0, kPort + 1, 5, 0, 2);
-  Join(0, kPort + 1, 5, 1, 2);
-  dp_->lane(0).PollOnce(agent::MonotonicNowNs());
-  EXPECT_EQ(dp_->lane(0).dpdk_stats().steered_out, 2u);
+  // Job 5 on lane 1 (port 17821), every JOIN frame arriving on lane 0's
+  // queue: lane 0 steers them, lane 1 challenges and acknowledges them from
+  // its own port (nothing comes out of lane 0's queue).
+  const uint32_t epoch = Join(0, kPort + 1, 5, 0, 2);
+  ASSERT_NE(epoch, 0u);
+  ASSERT_EQ(Join(0, kPort + 1, 5, 1, 2), epoch);
+  EXPECT_EQ(dp_->lane(0).dpdk_stats().steered_out, 4u);  // JOIN and JOIN with cookie, twice
+  EXPECT_EQ(dp_->lane(1).dpdk_stats().steered_in, 4u);
   EXPECT_TRUE(Answers(0).empty()) << "lane 0 answered a frame of lane 1's port";
-  dp_->lane(1).PollOnce(agent::MonotonicNowNs());
-  EXPECT_EQ(dp_->lane(1).dpdk_stats().steered_in, 2u);
-  std::vector<Answer> acks = Answers(1);
-  ASSERT_EQ(acks.size(), 2u);
-  for (const Answer& a : acks) {
-    EXPECT_EQ(a.type, proto::MsgType::kJoinAck);
-    EXPECT_EQ(a.from_port, kPort + 1);
-  }
-  const uint32_t epoch = acks[0].epoch;
+  EXPECT_EQ(dp_->lane(1).stats().join_challenges, 2u);
 
   // The same job id on lane 0's port is another job, with another fan-in:
   // no conflict, because the lanes share nothing. Sent on lane 1's queue.
-  Join(1, kPort, 5, 0, 3);
-  PollBoth();
-  std::vector<Answer> other = Answers(0);
-  ASSERT_EQ(other.size(), 1u);
-  EXPECT_EQ(other[0].type, proto::MsgType::kJoinAck);
-  EXPECT_EQ(other[0].from_port, kPort);
+  EXPECT_NE(Join(1, kPort, 5, 0, 3), 0u);
   EXPECT_TRUE(Answers(1).empty());
 
   // One round of lane 1's job: [1,2,3] + [10,20,30], via lane 0's queue.
@@ -144,14 +133,14 @@ TEST_F(LaneTest, SteersToTheOwningLaneAndAggregatesExactly) {
     proto::Header h{};
     h.type = proto::MsgType::kContribution;
     h.job_id = 5;
-    h.job_key = kKey;
     h.epoch = epoch;
     h.collective_id = 1;
     h.sender = child;
     h.elem_count = 3;
     h.dtype = proto::DataType::kInt32;
     h.op = proto::ReduceOp::kSum;
-    ASSERT_TRUE(port_.Send(0, child, kPort + 1, h, reinterpret_cast<const uint8_t*>(v.data()), 12));
+    ASSERT_TRUE(
+        port_.Send(0, child, kPort + 1, h, reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
   }
   PollBoth();
   std::vector<Answer> results = Answers(1);
@@ -168,13 +157,13 @@ TEST_F(LaneTest, SteersToTheOwningLaneAndAggregatesExactly) {
   agent::DataplaneStats stats = dp_->stats();
   engine::EngineSnapshot snap = engine_.Snapshot(3);
   dp_->AddLanes(&stats, &snap);
-  EXPECT_EQ(stats.rx_packets, 5u);  // each frame counted once, by the lane that received it
+  EXPECT_EQ(stats.rx_packets, 8u);  // each frame counted once, by the lane that received it
   EXPECT_EQ(snap.jobs.size(), 2u);  // job 5 on each lane
   EXPECT_EQ(snap.counters.completions, 1u);
   EXPECT_EQ(snap.counters.joins, 3u);
   EXPECT_EQ(engine_.counters().joins, 1u);  // lane 0's engine saw only its own job
   const std::string text = dp_->FormatDpdkStats();
-  EXPECT_NE(text.find("lanes=2 steering=rings steered_out=5 steered_in=5 steer_drops=0"),
+  EXPECT_NE(text.find("lanes=2 steering=rings steered_out=8 steered_in=8 steer_drops=0"),
             std::string::npos) << text;
   EXPECT_NE(text.find("lane_completions=0,1"), std::string::npos) << text;
 }
@@ -187,13 +176,13 @@ TEST_F(LaneTest, FullSteeringRingDropsCountsAndLeaksNothing) {
   proto::Header h{};
   h.type = proto::MsgType::kContribution;
   h.job_id = 999;  // no such job: lane 1's engine drops what gets through
-  h.job_key = kKey;
   h.elem_count = 1;
   h.dtype = proto::DataType::kInt32;
   h.op = proto::ReduceOp::kSum;
   const int32_t one = 1;
   for (int i = 0; i < kFrames; ++i) {
-    ASSERT_TRUE(port_.Send(0, 0, kPort + 1, h, reinterpret_cast<const uint8_t*>(&one), 4)) << i;
+    ASSERT_TRUE(port_.Send(0, 0, kPort + 1, h, reinterpret_cast<const uint8_t*>(&one), 4, kKey))
+        << i;
   }
   for (int i = 0; i < 100; ++i) dp_->lane(0).PollOnce(agent::MonotonicNowNs());
   const auto& s0 = dp_->lane(0).dpdk_stats();

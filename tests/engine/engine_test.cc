@@ -27,21 +27,24 @@ using testing::JoinPacket;
 using testing::JoinPayload;
 using testing::PayloadFloats;
 using testing::StatusSenders;
+using testing::TestEngine;
 
-// Encodes an Action's packet and decodes it again: the engine's answers are
-// valid wire packets.
+// Encodes an Action's packet as a dataplane does (sealed with the Action's
+// keys when it has them) and decodes it again: the engine's answers are
+// valid wire packets, and authenticated ones verify.
 proto::PacketView RoundTrip(const Action& a, std::vector<uint8_t>* buf) {
-  buf->assign(proto::kHeaderSize + a.payload_len, 0);
-  const size_t n = proto::Encode(a.header, a.payload, a.payload_len, buf->data(), buf->size());
-  EXPECT_EQ(n, buf->size());
+  *buf = testing::EncodeAction(a);
   proto::PacketView v;
-  EXPECT_EQ(proto::Decode(buf->data(), n, &v), proto::DecodeError::kOk)
+  EXPECT_EQ(proto::Decode(buf->data(), buf->size(), &v), proto::DecodeError::kOk)
       << proto::MsgTypeName(a.header.type);
+  if (a.key != nullptr) {
+    EXPECT_TRUE(proto::VerifyPacket(*a.key, v));
+  }
   return v;
 }
 
 TEST(EngineJoin, AckCarriesEpochAndEchoesBodyAndNonce) {
-  Engine engine(EngineLimits{}, 0);  // seed 0 must not give epoch 0
+  TestEngine engine(EngineLimits{}, 0);  // seed 0 must not give epoch 0
   const auto body = JoinPayload(2, 8, 1024, 0xfeedbeef);
   const Action a = engine.OnPacket(JoinPacket(9, 77, 1, body), 55, 1);
   ASSERT_EQ(a.kind, ActionKind::kSendToOne);
@@ -49,7 +52,11 @@ TEST(EngineJoin, AckCarriesEpochAndEchoesBodyAndNonce) {
   EXPECT_EQ(a.header.type, MsgType::kJoinAck);
   EXPECT_NE(a.header.epoch, 0u);
   EXPECT_EQ(a.header.job_id, 9u);
-  EXPECT_EQ(a.header.job_key, 77u);
+  ASSERT_NE(a.key, nullptr);  // sealed with job 9's key 77
+  {
+    const proto::MacKey want = proto::DeriveMacKey(9, 77);
+    EXPECT_EQ(0, std::memcmp(a.key->header, want.header, sizeof(want.header)));
+  }
   EXPECT_EQ(a.header.sender, 1u);
   std::vector<uint8_t> buf;
   const proto::PacketView v = RoundTrip(a, &buf);
@@ -76,7 +83,7 @@ TEST(EngineJoin, InvalidConflictingAndOverLimitJoinsAreRefused) {
   EngineLimits limits;
   limits.max_jobs = 2;
   limits.max_memory_bytes = 1 << 20;
-  Engine engine(limits, 3);
+  TestEngine engine(limits, 3);
   auto nack = [&](const proto::PacketView& p, NackCode code, DropReason reason) {
     const uint64_t before = Drops(engine, reason);
     const Action a = engine.OnPacket(p, 1, 1);
@@ -108,7 +115,7 @@ TEST(EngineJoin, InvalidConflictingAndOverLimitJoinsAreRefused) {
   nack(JoinPacket(1, 1, 1, JoinPayload(2, 4, 2048)), NackCode::kJobConflict, DropReason::kJobConflict);
   // Wrong key for an existing job: counted, never answered.
   EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, JoinPayload(2, 4, 1024)), 1, 1).kind, ActionKind::kNone);
-  EXPECT_EQ(Drops(engine, DropReason::kBadKey), 1u);
+  EXPECT_EQ(Drops(engine, DropReason::kBadMac), 1u);
   ASSERT_EQ(engine.OnPacket(JoinPacket(2, 1, 0, JoinPayload(1, 1, 64)), 1, 1).header.type,
             MsgType::kJoinAck);
   nack(JoinPacket(3, 1, 0, JoinPayload(1, 1, 64)), NackCode::kResourceExhausted, DropReason::kJobLimit);
@@ -119,16 +126,17 @@ TEST(EngineJoin, InvalidConflictingAndOverLimitJoinsAreRefused) {
 // under its own reason; NACKed ones carry the right code, the others
 // (bad key, foreign source, stale, unexpected type) get no answer.
 TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
-  Engine engine(EngineLimits{}, 11);
+  TestEngine engine(EngineLimits{}, 11);
   JobFixture job(&engine, 4, 0x5eed, 2, 4, 256);
   const std::vector<float> vals(8, 1.0f);
   const auto* bytes = reinterpret_cast<const uint8_t*>(vals.data());
-  auto send = [&](proto::Header h, PeerToken from, size_t len = 32) {
+  auto send = [&](proto::Header h, PeerToken from, size_t len = 32, uint64_t key = 0x5eed,
+                  bool header_only = false) {
     proto::PacketView p;
     p.header = h;
     p.payload = bytes;
     p.payload_len = len;
-    return engine.OnPacket(p, from, 5);
+    return engine.OnPacket(testing::Sealed(p, key, header_only), from, 5);
   };
   auto good = [&] {
     return job.Header(MsgType::kContribution, 0, 1, 0, 1, 0, DataType::kFloat32, ReduceOp::kSum, 8);
@@ -141,16 +149,20 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
     DropReason reason;
     bool answered;
     NackCode code;
+    uint64_t key;
+    bool header_only;
   };
   std::vector<Case> cases;
   auto add = [&](const char* what, auto mutate, DropReason r, bool answered, NackCode code,
-                 PeerToken from = JobFixture::Peer(0), size_t len = 32) {
+                 PeerToken from = JobFixture::Peer(0), size_t len = 32, uint64_t key = 0x5eed,
+                 bool header_only = false) {
     proto::Header h = good();
     mutate(h);
-    cases.push_back({what, h, from, len, r, answered, code});
+    cases.push_back({what, h, from, len, r, answered, code, key, header_only});
   };
   add("unknown job", [](proto::Header& h) { h.job_id = 99; }, DropReason::kUnknownJob, true, NackCode::kUnknownJob);
-  add("bad key", [](proto::Header& h) { h.job_key ^= 1; }, DropReason::kBadKey, false, NackCode{});
+  add("bad key", [](proto::Header&) {}, DropReason::kBadMac, false, NackCode{}, JobFixture::Peer(0), 32, 0x5eed ^ 1);
+  add("payload not covered by the MAC", [](proto::Header&) {}, DropReason::kBadMac, false, NackCode{}, JobFixture::Peer(0), 32, 0x5eed, true);
   add("stale epoch", [](proto::Header& h) { h.epoch += 1; }, DropReason::kStaleEpoch, true, NackCode::kStaleEpoch);
   add("bad sender", [](proto::Header& h) { h.sender = 2; }, DropReason::kBadSender, true, NackCode::kBadSender);
   add("foreign source", [](proto::Header& h) {}, DropReason::kForeignSource, false, NackCode{}, JobFixture::Peer(1));
@@ -166,7 +178,7 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
   add("unexpected ack", [](proto::Header& h) { h.type = MsgType::kJoinAck; }, DropReason::kUnexpectedType, false, NackCode{});
   for (const Case& c : cases) {
     const uint64_t before = Drops(engine, c.reason);
-    const Action a = send(c.h, c.from, c.len);
+    const Action a = send(c.h, c.from, c.len, c.key, c.header_only);
     EXPECT_EQ(Drops(engine, c.reason), before + 1) << c.what;
     if (c.answered) {
       EXPECT_EQ(a.kind, ActionKind::kSendToOne) << c.what;
@@ -197,7 +209,7 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
 }
 
 TEST(EngineContribution, DuplicatesNeverDoubleCountAndPendingDuplicatesGetStatus) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 3, 2, 64);
   EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1, 2}).kind, ActionKind::kNone);
   // The same contribution again (a retransmission): STATUS naming 1 and 2.
@@ -226,7 +238,7 @@ TEST(EngineContribution, DuplicatesNeverDoubleCountAndPendingDuplicatesGetStatus
 }
 
 TEST(EngineContribution, RetransmissionAfterCompletionGetsStoredResult) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 2, 2, 64);
   job.Send(0, 1, 1, 3, 64, {1.5f});
   const Action done = job.Send(1, 1, 1, 3, 64, {2.0f});
@@ -255,7 +267,7 @@ TEST(EngineContribution, RetransmissionAfterCompletionGetsStoredResult) {
 // duplicate for the old round is still recognized (same round, complete) and
 // answered with the result instead of being aggregated into it.
 TEST(EngineContribution, LateDuplicateAfterOtherSetClearedItsBit) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 2, 1, 64);
   job.Send(0, 0, 0, 1, 0, {1});
   ASSERT_EQ(job.Send(1, 0, 0, 1, 0, {2}).kind, ActionKind::kResultToAll);
@@ -272,7 +284,7 @@ TEST(EngineContribution, LateDuplicateAfterOtherSetClearedItsBit) {
 // newer round (children disagree: NACK mismatch) and drops an older one.
 // One slot, so rounds alternate between set 0 and set 1 as ranks send them.
 TEST(EngineContribution, SetReuseOnlyForNewerRounds) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 2, 1, 64);  // 16 floats per packet: offsets x16
   job.Send(0, 0, 0, 5, 1600, {1});
   ASSERT_EQ(job.Send(1, 0, 0, 5, 1600, {1}).kind, ActionKind::kResultToAll);  // R0 in set 0
@@ -310,7 +322,7 @@ TEST(EngineContribution, SetReuseOnlyForNewerRounds) {
 // Fragments of many slots arrive interleaved in random order from every
 // child; each slot completes exactly once with the right sum.
 TEST(EngineContribution, OutOfOrderArrivalAcrossSlots) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   const uint32_t fan_in = 5, slots = 16;
   JobFixture job(&engine, 1, 2, fan_in, slots, 256);
   struct Msg { uint32_t child, slot; };
@@ -341,7 +353,7 @@ TEST(EngineContribution, OutOfOrderArrivalAcrossSlots) {
 // STATUS lists exactly the missing children, beyond one bitmap word, and at
 // most 256 of them while aux still counts them all.
 TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 100, 1, 64);
   for (uint32_t c = 0; c < 100; ++c) {
     if (c == 5 || c == 64 || c == 99) continue;
@@ -364,7 +376,7 @@ TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
   EXPECT_EQ(job.Request(7, 0, 0, 0, 0).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
 
-  Engine big(EngineLimits{}, 1);
+  TestEngine big(EngineLimits{}, 1);
   JobFixture wide(&big, 2, 3, 300, 1, 64);
   for (uint32_t c = 0; c < 20; ++c) wide.Send(c * 3, 0, 0, 1, 0, {1});
   const Action st2 = wide.Request(0, 0, 0, 1, 0);
@@ -378,12 +390,12 @@ TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
   RoundTrip(st2, &buf);
 }
 
-// A re-JOIN of the same child from a new peer (rank restarted) moves the
-// child: the old peer's packets are now foreign.
+// A re-JOIN of the same child from a new peer with a newer incarnation
+// (rank restarted) moves the child: the old peer's packets are now foreign.
 TEST(EngineJoin, RejoinUpdatesPeerToken) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 2, 1, 64);
-  const auto body = JoinPayload(2, 1, 64);
+  const auto body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/1);
   ASSERT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, body), 4242, 1).header.type, MsgType::kJoinAck);
   EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
   EXPECT_EQ(Drops(engine, DropReason::kForeignSource), 1u);
@@ -392,25 +404,122 @@ TEST(EngineJoin, RejoinUpdatesPeerToken) {
   p.header = job.Header(MsgType::kContribution, 1, 0, 0, 1, 0, DataType::kFloat32, ReduceOp::kSum, 1);
   p.payload = reinterpret_cast<const uint8_t*>(one.data());
   p.payload_len = 4;
-  EXPECT_EQ(engine.OnPacket(p, 4242, 2).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Deliver(p, 4242, 2).kind, ActionKind::kNone);
   EXPECT_EQ(engine.counters().contributions, 1u);
   EXPECT_EQ(engine.Jobs()[0].joined, 2u);
+}
+
+// The attack of issue #12: rank 0's captured JOIN replayed from another
+// address. Its incarnation is not newer, so nothing moves, nothing is
+// answered, and the real rank 0 goes on; an older JOIN after a newer one is
+// refused even from the first address.
+TEST(EngineJoin, ReplayedJoinFromAnotherAddressMovesNothing) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);  // incarnation 0, from Peer(0) and Peer(1)
+  const auto replay = JoinPayload(2, 1, 64);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, replay), 777, 3).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStaleJoin), 1u);
+  // The same JOIN from the registered address is a harmless retry.
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, replay), JobFixture::Peer(0), 3).header.type,
+            MsgType::kJoinAck);
+  EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {2}).kind, ActionKind::kResultToAll);
+  // Rank 1 restarts (incarnation 5) at 888; its old JOIN replayed from its
+  // old address afterwards does not take it back.
+  ASSERT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, JoinPayload(2, 1, 64, 7, 5)), 888, 4).header.type,
+            MsgType::kJoinAck);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, replay), JobFixture::Peer(1), 5).kind,
+            ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStaleJoin), 2u);
+  EXPECT_EQ(Drops(engine, DropReason::kForeignSource), 0u);
+}
+
+// Open mode: a job is created only by a JOIN whose key is sealed to this
+// engine's identity and whose MAC that key makes; anything else creates
+// nothing (FORMAT.md §7.2).
+TEST(EngineJoin, OnlyASealedKeyWithAMatchingMacCreatesAJob) {
+  TestEngine engine(EngineLimits{}, 1);
+  // No sealed key: unknown_job (unauthenticated), nothing created.
+  std::vector<uint8_t> body = JoinPayload(1, 1, 64);
+  proto::PacketView p;
+  p.header.type = MsgType::kJoin;
+  p.header.job_id = 5;
+  p.payload = body.data();
+  p.payload_len = body.size();
+  Action a = engine.OnPacket(testing::Sealed(p, 9), 1, 1);
+  EXPECT_EQ(a.header.aux, static_cast<uint32_t>(NackCode::kUnknownJob));
+  EXPECT_EQ(a.key, nullptr);
+  // Sealed to another aggregator: cannot be opened.
+  const proto::Identity other = proto::GenerateIdentity();
+  std::vector<uint8_t> sealed = JoinPayload(1, 1, 64, 1, 0, proto::kJoinSealedKey);
+  sealed.resize(proto::kJoinSealedBodySize);
+  ASSERT_TRUE(proto::SealJobKey(other.public_key, 9, sealed.data() + proto::kJoinOffSealedKey));
+  p.payload = sealed.data();
+  p.payload_len = sealed.size();
+  a = engine.OnPacket(testing::Sealed(p, 9), 1, 1);
+  EXPECT_EQ(a.header.aux, static_cast<uint32_t>(NackCode::kUnknownJob));
+  // Sealed to us, but the MAC made with another key: dropped unanswered.
+  ASSERT_TRUE(proto::SealJobKey(testing::TestIdentity().public_key, 9,
+                                sealed.data() + proto::kJoinOffSealedKey));
+  a = engine.OnPacket(testing::Sealed(p, 10), 1, 1);
+  EXPECT_EQ(a.kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kBadMac), 1u);
+  EXPECT_TRUE(engine.Jobs().empty());
+  // An engine without an identity creates no job from a JOIN at all.
+  Engine bare(EngineLimits{}, 1);
+  EXPECT_EQ(bare.OnPacket(testing::JoinPacket(5, 9, 0, JoinPayload(1, 1, 64)), 1, 1).header.aux,
+            static_cast<uint32_t>(NackCode::kUnknownJob));
+  // Right key, right MAC: created, and the answer is sealed with the key.
+  a = engine.OnPacket(testing::Sealed(p, 9), 1, 1);
+  ASSERT_EQ(a.header.type, MsgType::kJoinAck);
+  ASSERT_NE(a.key, nullptr);
+  std::vector<uint8_t> buf;
+  RoundTrip(a, &buf);
+}
+
+// A job whose first JOIN opted out of payload MACs takes header-only
+// CONTRIBUTIONs and answers with header-only RESULTs; a JOIN asking for the
+// other rule is a conflict.
+TEST(EngineJoin, HeaderOnlyMacIsTheJobsChoiceForAllItsRanks) {
+  TestEngine engine(EngineLimits{}, 1);
+  const auto body = JoinPayload(2, 1, 64, 1, 0, proto::kJoinHeaderMacOnly);
+  ASSERT_EQ(engine.OnPacket(JoinPacket(3, 4, 0, body), 1, 1).header.type, MsgType::kJoinAck);
+  const Action conflict = engine.OnPacket(JoinPacket(3, 4, 1, JoinPayload(2, 1, 64)), 2, 1);
+  EXPECT_EQ(conflict.header.aux, static_cast<uint32_t>(NackCode::kJobConflict));
+  const Action ack = engine.OnPacket(JoinPacket(3, 4, 1, body), 2, 1);
+  ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+  const float one = 1;
+  proto::PacketView p;
+  p.header.type = MsgType::kContribution;
+  p.header.job_id = 3;
+  p.header.epoch = ack.header.epoch;
+  p.header.collective_id = 1;
+  p.header.elem_count = 1;
+  p.payload = reinterpret_cast<const uint8_t*>(&one);
+  p.payload_len = 4;
+  EXPECT_EQ(engine.OnPacket(testing::Sealed(p, 4, /*header_only=*/true), 1, 2).kind,
+            ActionKind::kNone);
+  p.header.sender = 1;
+  const Action r = engine.OnPacket(testing::Sealed(p, 4, true), 2, 2);
+  ASSERT_EQ(r.kind, ActionKind::kResultToAll);
+  EXPECT_FALSE(r.payload_mac);
+  EXPECT_EQ(engine.counters().contributions, 2u);
 }
 
 TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
   EngineLimits limits;
   limits.job_idle_timeout_ns = 1000;
-  Engine engine(limits, 1);
+  TestEngine engine(limits, 1);
   JobFixture a(&engine, 1, 2, 2, 4, 128);
   JobFixture b(&engine, 2, 3, 1, 4, 128);
   const uint64_t both = engine.memory_bytes();
   ASSERT_GT(both, 0u);
   proto::PacketView leave;
   leave.header = a.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
-  EXPECT_EQ(engine.OnPacket(leave, JobFixture::Peer(0), 10).kind, ActionKind::kNone);
+  EXPECT_EQ(a.Deliver(leave, JobFixture::Peer(0), 10).kind, ActionKind::kNone);
   EXPECT_EQ(engine.Reap(10), 0u);  // child 1 is still there
   leave.header.sender = 1;
-  engine.OnPacket(leave, JobFixture::Peer(1), 10);
+  a.Deliver(leave, JobFixture::Peer(1), 10);
   EXPECT_EQ(engine.counters().leaves, 2u);
   EXPECT_EQ(engine.Reap(10), 1u);  // job 1 finished; job 2 active at t=1, not idle yet
   ASSERT_EQ(engine.Jobs().size(), 1u);
@@ -418,7 +527,7 @@ TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
   EXPECT_LT(engine.memory_bytes(), both);
   // The duplicate LEAVE that arrives after the reap is not a drop.
   const uint64_t drops_before = engine.counters().TotalDrops();
-  EXPECT_EQ(engine.OnPacket(leave, JobFixture::Peer(1), 11).kind, ActionKind::kNone);
+  EXPECT_EQ(a.Deliver(leave, JobFixture::Peer(1), 11).kind, ActionKind::kNone);
   EXPECT_EQ(engine.counters().late_leaves, 1u);
   EXPECT_EQ(engine.counters().TotalDrops(), drops_before);
   // Packets for the reaped job are now for an unknown job.
@@ -440,7 +549,7 @@ TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
 TEST(EngineLifecycle, EndedJobsAreReapedBeforeAJoinIsRefused) {
   EngineLimits limits;
   limits.max_jobs = 1;
-  Engine engine(limits, 1);
+  TestEngine engine(limits, 1);
   JobFixture a(&engine, 1, 2, 1, 4, 128);
   const auto body = JoinPayload(1, 4, 128);
   // Job 1 is alive: job 2 is refused at once.
@@ -449,7 +558,7 @@ TEST(EngineLifecycle, EndedJobsAreReapedBeforeAJoinIsRefused) {
   EXPECT_EQ(refused.header.aux, static_cast<uint32_t>(NackCode::kResourceExhausted));
   proto::PacketView leave;
   leave.header = a.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
-  engine.OnPacket(leave, JobFixture::Peer(0), 10);
+  a.Deliver(leave, JobFixture::Peer(0), 10);
   ASSERT_EQ(engine.Jobs().size(), 1u);  // ended, not reaped
   EXPECT_EQ(engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 11).kind,
             ActionKind::kFlushAndRetry);
@@ -468,7 +577,7 @@ TEST(EngineLifecycle, EndedJobsAreReapedBeforeAJoinIsRefused) {
 // Two jobs with different fan-in and payload sizes share an engine without
 // interfering, even with the same slot/set/round identities.
 TEST(EngineLifecycle, TwoJobsSideBySide) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture small(&engine, 1, 11, 2, 4, 64);
   JobFixture large(&engine, 2, 22, 70, 8, 4096);
   EXPECT_NE(small.epoch(), large.epoch());
@@ -483,7 +592,9 @@ TEST(EngineLifecycle, TwoJobsSideBySide) {
   EXPECT_EQ(PayloadFloats(l), (std::vector<float>{140, 140}));
   EXPECT_EQ(l.peer_count, 70u);
   EXPECT_EQ(l.header.job_id, 2u);
-  EXPECT_EQ(l.header.job_key, 22u);
+  ASSERT_NE(l.key, nullptr);
+  const proto::MacKey want = proto::DeriveMacKey(2, 22);
+  EXPECT_EQ(0, std::memcmp(l.key, &want, sizeof(want)));
   // A key of one job does not open the other.
   proto::Header h = small.Header(MsgType::kContribution, 0, 0, 0, 9, 0, DataType::kFloat32, ReduceOp::kSum, 1);
   h.job_id = 2;
@@ -492,8 +603,8 @@ TEST(EngineLifecycle, TwoJobsSideBySide) {
   p.header = h;
   p.payload = reinterpret_cast<const uint8_t*>(&one);
   p.payload_len = 4;
-  EXPECT_EQ(engine.OnPacket(p, JobFixture::Peer(0), 3).kind, ActionKind::kNone);
-  EXPECT_EQ(Drops(engine, DropReason::kBadKey), 1u);
+  EXPECT_EQ(small.Deliver(p, JobFixture::Peer(0), 3).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kBadMac), 1u);
   const auto jobs = engine.Jobs();
   uint64_t total = 0;
   for (const JobInfo& j : jobs) {
@@ -522,7 +633,7 @@ namespace {
 // round in the same burst must get kFlushAndRetry, and nothing may change
 // until EndBurst(); after it, the same packet is accepted.
 TEST(EngineBurst, NewRoundWaitsForTheFlushOfTheQueuedResult) {
-  Engine engine(EngineLimits{}, 1);
+  TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 1, 1, 64);  // fan-in 1, one slot
   ASSERT_EQ(job.Send(0, 0, 0, 1, 0, {3.0f}).kind, ActionKind::kResultToAll);  // set 0
   engine.EndBurst();
@@ -541,13 +652,14 @@ TEST(EngineBurst, NewRoundWaitsForTheFlushOfTheQueuedResult) {
   p.payload = reinterpret_cast<const uint8_t*>(&next);
   p.payload_len = 4;
   const uint64_t in = engine.counters().packets_in;
-  Action a = engine.OnPacket(p, job.Peer(0), 5);
+  const proto::PacketView sealed = testing::Sealed(p, job.key());
+  Action a = engine.OnPacket(sealed, job.Peer(0), 5);
   EXPECT_EQ(a.kind, ActionKind::kFlushAndRetry);
   EXPECT_EQ(engine.counters().flush_retries, 1u);
   EXPECT_EQ(engine.counters().packets_in, in);  // counted when processed
   EXPECT_EQ(*reinterpret_cast<const float*>(r.payload), 3.0f);
   engine.EndBurst();
-  a = engine.OnPacket(p, job.Peer(0), 5);
+  a = engine.OnPacket(sealed, job.Peer(0), 5);
   ASSERT_EQ(a.kind, ActionKind::kResultToAll);
   EXPECT_EQ(*reinterpret_cast<const float*>(a.payload), 5.0f);
   EXPECT_EQ(engine.counters().packets_in, in + 1);

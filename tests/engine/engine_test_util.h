@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
 
@@ -23,28 +24,106 @@ T Load(const uint8_t* p) {
   return v;
 }
 
+// The key pair test engines open sealed job keys with (FORMAT.md §7.2).
+inline const proto::Identity& TestIdentity() {
+  static const proto::Identity id = proto::GenerateIdentity();
+  return id;
+}
+
+// An Engine as tributaryd sets one up: with an identity, so that JOINs with
+// a sealed key create jobs.
+class TestEngine : public Engine {
+ public:
+  TestEngine(const EngineLimits& limits, uint32_t epoch_seed) : Engine(limits, epoch_seed) {
+    SetIdentity(&TestIdentity());
+  }
+};
+
+// What a dataplane hands the engine for the packet `p` describes, sent by
+// a holder of `job_key`: encoded, payload covered by the MAC (unless
+// header_only), sealed. The header is not validated (tests send invalid
+// ones on purpose). The bytes stay valid for the next 255 calls.
+inline proto::PacketView Sealed(const proto::PacketView& p, uint64_t job_key,
+                                bool header_only = false) {
+  static std::vector<uint8_t> pool[256];
+  static size_t next = 0;
+  std::vector<uint8_t>& buf = pool[next++ % 256];
+  buf.assign(proto::kHeaderSize + p.payload_len, 0);
+  proto::PacketView v = p;
+  if (p.payload_len > 0 && !header_only) v.header.flags |= proto::kFlagPayloadMac;
+  proto::EncodeHeader(v.header, buf.data());
+  if (p.payload_len > 0) std::memcpy(buf.data() + proto::kHeaderSize, p.payload, p.payload_len);
+  uint8_t* payload = buf.data() + proto::kHeaderSize;
+  proto::SealPacket(proto::DeriveMacKey(v.header.job_id, job_key), buf.data(), proto::kHeaderSize,
+                    payload, p.payload_len);
+  if (v.header.flags & proto::kFlagChecksum) {
+    proto::EncodeChecksum(buf.data(), payload, p.payload_len);
+  }
+  proto::PacketView back;
+  // Decode fills mac/checksum; a header invalid on purpose keeps the rest.
+  if (proto::Decode(buf.data(), buf.size(), &back) == proto::DecodeError::kOk) return back;
+  v.raw = buf.data();
+  v.header_len = proto::kHeaderSize;
+  v.payload = p.payload_len > 0 ? payload : nullptr;
+  for (int i = 0; i < 8; ++i) v.header.mac = v.header.mac << 8 | buf[proto::kOffMac + i];
+  return v;
+}
+
+// An Action's packet as a dataplane encodes it (switch_agent/dataplane/
+// reply_policy.h): payload covered unless a data payload of a job that
+// opted out, sealed with the Action's keys when it has them.
+inline std::vector<uint8_t> EncodeAction(const Action& a) {
+  std::vector<uint8_t> bytes(proto::kHeaderSize + a.payload_len);
+  proto::Header h = a.header;
+  h.mac = 0;
+  const bool data = h.type == proto::MsgType::kResult || h.type == proto::MsgType::kContribution;
+  if (a.key != nullptr && a.payload_len > 0 && (a.payload_mac || !data)) {
+    h.flags |= proto::kFlagPayloadMac;
+  }
+  EXPECT_EQ(proto::Encode(h, a.payload, a.payload_len, bytes.data(), bytes.size()), bytes.size());
+  if (a.key != nullptr) {
+    proto::SealPacket(*a.key, bytes.data(), proto::kHeaderSize, bytes.data() + proto::kHeaderSize,
+                      a.payload_len);
+  }
+  return bytes;
+}
+
 inline std::vector<uint8_t> JoinPayload(uint32_t fan_in, uint32_t slots, uint32_t payload_bytes,
-                                        uint64_t nonce = 0x1234) {
+                                        uint64_t nonce = 0x1234, uint64_t incarnation = 0,
+                                        uint32_t join_flags = 0) {
   proto::JoinBody body{};
   body.fan_in = fan_in;
   body.slot_count = slots;
   body.payload_bytes = payload_bytes;
   body.nonce = nonce;
+  body.incarnation = incarnation;
+  body.join_flags = join_flags;
   std::vector<uint8_t> out(proto::kJoinBodySize);
   proto::EncodeJoinBody(body, out.data());
   return out;
 }
 
+// A JOIN as a rank sends it after the CHALLENGE: the job key sealed to the
+// test identity (when the body has room for it) and the packet MAC'd.
 inline proto::PacketView JoinPacket(uint32_t job_id, uint64_t key, uint32_t sender,
                                     const std::vector<uint8_t>& body) {
+  std::vector<uint8_t> sealed_body = body;
+  if (sealed_body.size() == proto::kJoinBodySize) {
+    sealed_body.resize(proto::kJoinSealedBodySize);
+    uint32_t flags;
+    std::memcpy(&flags, sealed_body.data() + proto::kJoinOffFlags, 4);
+    flags |= proto::kJoinSealedKey;
+    std::memcpy(sealed_body.data() + proto::kJoinOffFlags, &flags, 4);
+    EXPECT_TRUE(proto::SealJobKey(TestIdentity().public_key, key,
+                                  sealed_body.data() + proto::kJoinOffSealedKey));
+  }
   proto::PacketView p;
   p.header.type = proto::MsgType::kJoin;
   p.header.job_id = job_id;
-  p.header.job_key = key;
   p.header.sender = sender;
-  p.payload = body.data();
-  p.payload_len = body.size();
-  return p;
+  p.payload = sealed_body.data();
+  p.payload_len = sealed_body.size();
+  return Sealed(p, key);
 }
 
 // One job with `fan_in` children, child i joined from peer token 1000 + i.
@@ -74,7 +153,6 @@ class JobFixture {
     proto::Header h;
     h.type = type;
     h.job_id = job_id_;
-    h.job_key = key_;
     h.epoch = epoch_;
     h.sender = sender;
     h.slot = slot;
@@ -96,12 +174,18 @@ class JobFixture {
                       dtype, op, static_cast<uint32_t>(len / proto::DataTypeSize(dtype)));
     p.payload = bytes;
     p.payload_len = len;
-    // Behave like a dataplane: a packet sent back for a flush is retried
-    // after EndBurst() (flush_retries counts how often that happened).
-    Action a = engine_->OnPacket(p, Peer(sender), now);
+    return Deliver(p, Peer(sender), now);
+  }
+
+  // Seals `p` with this job's key and hands it to the engine like a
+  // dataplane: a packet sent back for a flush is retried after EndBurst()
+  // (flush_retries counts how often that happened).
+  Action Deliver(const proto::PacketView& p, PeerToken from, uint64_t now) {
+    const proto::PacketView sealed = Sealed(p, key_);
+    Action a = engine_->OnPacket(sealed, from, now);
     if (a.kind == ActionKind::kFlushAndRetry) {
       engine_->EndBurst();
-      a = engine_->OnPacket(p, Peer(sender), now);
+      a = engine_->OnPacket(sealed, from, now);
     }
     return a;
   }
@@ -119,7 +203,7 @@ class JobFixture {
     proto::PacketView p;
     p.header = Header(proto::MsgType::kResultRequest, sender, slot, shadow, collective, offset,
                       proto::DataType::kFloat32, proto::ReduceOp::kSum, 0);
-    return engine_->OnPacket(p, Peer(sender), 3);
+    return engine_->OnPacket(Sealed(p, key_), Peer(sender), 3);
   }
 
  private:

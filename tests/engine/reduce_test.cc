@@ -188,7 +188,7 @@ class ReduceAllTypes : public ::testing::TestWithParam<Param> {
 
 TEST_P(ReduceAllTypes, MatchesReferenceInArrivalOrder) {
   const auto [isa, dt, op, fan_in] = GetParam();
-  Engine engine(EngineLimits{}, 7);
+  testing::TestEngine engine(EngineLimits{}, 7);
   ASSERT_STREQ(reduce::ActiveVariantName(), isa.c_str());
   const uint32_t payload_bytes = 512;
   JobFixture job(&engine, 1, 0xabc, fan_in, 4, payload_bytes);

@@ -433,7 +433,7 @@ class EngineReference : public OnKernelVariant<VariantTypeOp> {};
 TEST_P(EngineReference, ShuffledDuplicatedRetransmittedRoundsMatchReference) {
   const DataType dt = std::get<1>(GetParam());
   const ReduceOp op = std::get<2>(GetParam());
-  Engine engine(EngineLimits{}, 21);
+  testing::TestEngine engine(EngineLimits{}, 21);
   ASSERT_STREQ(reduce::ActiveVariantName(), std::get<0>(GetParam()).c_str());
   JobFixture job(&engine, 1, 0xfeed, kFanIn, kSlots, kPayloadBytes);
   std::mt19937 rng(1000 + 10 * static_cast<uint32_t>(dt) + static_cast<uint32_t>(op));
@@ -585,7 +585,7 @@ TEST_P(EngineProdSpecials, InfTimesZeroIsNanAndNanPropagatesInEveryOrder) {
     inputs.push_back(EncodeExact(dt, values));
   }
 
-  Engine engine(EngineLimits{}, 31);
+  testing::TestEngine engine(EngineLimits{}, 31);
   JobFixture job(&engine, 2, 0xbeef, kFanIn, kSlots, kPayloadBytes);
   std::array<uint32_t, kFanIn> order{0, 1, 2, 3};
   uint32_t round = 0;
@@ -662,7 +662,7 @@ class EngineRoundMismatch : public ::testing::TestWithParam<TypeOp> {};
 // complete the round with the reference result.
 TEST_P(EngineRoundMismatch, OtherOpOrDtypeIsRefusedAndTheRoundStaysCorrect) {
   const auto [dt, op] = GetParam();
-  Engine engine(EngineLimits{}, 41);
+  testing::TestEngine engine(EngineLimits{}, 41);
   JobFixture job(&engine, 3, 0xcafe, kFanIn, kSlots, kPayloadBytes);
   std::mt19937 rng(2000 + 10 * static_cast<uint32_t>(dt) + static_cast<uint32_t>(op));
   std::vector<Payload> inputs;

@@ -57,7 +57,7 @@ class Tree {
   }
 
   void Restart(uint32_t seed = 7) {
-    root_ = std::make_unique<Engine>(EngineLimits{}, seed);
+    root_ = std::make_unique<testing::TestEngine>(EngineLimits{}, seed);
     JobSpec spec;
     spec.job_id = kJob;
     spec.job_key = kKey;
@@ -65,7 +65,7 @@ class Tree {
     EXPECT_EQ(root_->Provision(spec, now_), ProvisionResult::kCreated);
   }
   void MakeLeaf(int i) {
-    leaf_[i] = std::make_unique<Engine>(EngineLimits{}, 100 + i);
+    leaf_[i] = std::make_unique<testing::TestEngine>(EngineLimits{}, 100 + i);
     JobSpec spec;
     spec.job_id = kJob;
     spec.job_key = kKey;
@@ -91,9 +91,7 @@ class Tree {
   void Emit(int from_engine, const Action& a) {
     if (a.kind == ActionKind::kNone) return;
     ASSERT_NE(a.kind, ActionKind::kFlushAndRetry);
-    std::vector<uint8_t> bytes(proto::kHeaderSize + a.payload_len);
-    ASSERT_EQ(proto::Encode(a.header, a.payload, a.payload_len, bytes.data(), bytes.size()),
-              bytes.size());
+    const std::vector<uint8_t> bytes = testing::EncodeAction(a);
     auto send = [&](PeerToken to) {
       Wire w{};
       w.bytes = bytes;
@@ -158,7 +156,6 @@ class Tree {
     proto::PacketView p;
     p.header.type = MsgType::kContribution;
     p.header.job_id = kJob;
-    p.header.job_key = kKey;
     p.header.epoch = epoch_[i];
     p.header.sender = r;
     p.header.slot = slot;
@@ -169,10 +166,11 @@ class Tree {
     p.header.elem_count = static_cast<uint32_t>(len / proto::DataTypeSize(dtype));
     p.payload = bytes;
     p.payload_len = len;
-    Action a = leaf_[i]->OnPacket(p, kRankToken + r, now_);
+    const proto::PacketView sealed = testing::Sealed(p, kKey);
+    Action a = leaf_[i]->OnPacket(sealed, kRankToken + r, now_);
     if (a.kind == ActionKind::kFlushAndRetry) {
       leaf_[i]->EndBurst();
-      a = leaf_[i]->OnPacket(p, kRankToken + r, now_);
+      a = leaf_[i]->OnPacket(sealed, kRankToken + r, now_);
     }
     last_to_rank_ = a;
     Emit(i, a);
@@ -192,10 +190,10 @@ class Tree {
       proto::PacketView p;
       p.header.type = MsgType::kLeave;
       p.header.job_id = kJob;
-      p.header.job_key = kKey;
       p.header.epoch = epoch_[i];
       p.header.sender = r;
-      for (int copy = 0; copy < 2; ++copy) leaf_[i]->OnPacket(p, kRankToken + r, now_);
+      const proto::PacketView sealed = testing::Sealed(p, kKey);
+      for (int copy = 0; copy < 2; ++copy) leaf_[i]->OnPacket(sealed, kRankToken + r, now_);
     }
   }
   // The ranks of leaf `i` join again (a new communicator of the same job).
@@ -351,7 +349,7 @@ TEST(EngineTree, ProvisioningRulesAndLifetime) {
   EngineLimits limits;
   limits.max_jobs = 2;
   limits.job_idle_timeout_ns = 10;
-  Engine e(limits, 1);
+  testing::TestEngine e(limits, 1);
   JobSpec spec;
   spec.job_id = 5;
   spec.job_key = 9;
@@ -399,7 +397,7 @@ TEST(EngineTree, ProvisioningRulesAndLifetime) {
 TEST(EngineTree, ManagedEngineCreatesNoJobOnJoin) {
   EngineLimits limits;
   limits.create_jobs_on_join = false;
-  Engine e(limits, 1);
+  testing::TestEngine e(limits, 1);
   const Action a = e.OnPacket(JoinPacket(5, 9, 0, JoinPayload(2, 8, 1024)), 77, 1);
   EXPECT_EQ(a.header.type, MsgType::kNack);
   EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kUnknownJob));
@@ -423,7 +421,6 @@ TEST(EngineTree, ParentMessagesFromAnyoneElseAreRefused) {
   proto::PacketView p;
   p.header.type = MsgType::kResult;
   p.header.job_id = kJob;
-  p.header.job_key = kKey;
   p.header.collective_id = 0;
   p.header.dtype = DataType::kInt32;
   p.header.op = ReduceOp::kSum;
@@ -431,13 +428,14 @@ TEST(EngineTree, ParentMessagesFromAnyoneElseAreRefused) {
   p.payload = reinterpret_cast<const uint8_t*>(forged.data());
   p.payload_len = kPayload;
   const uint64_t unexpected = t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kUnexpectedType)];
-  EXPECT_EQ(t.leaf(0).OnPacket(p, kRankToken, t.now()).kind, ActionKind::kNone);
+  EXPECT_EQ(t.leaf(0).OnPacket(testing::Sealed(p, kKey), kRankToken, t.now()).kind,
+            ActionKind::kNone);
   EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kUnexpectedType)],
             unexpected + 1);
-  // From the parent's address with the wrong key: dropped as bad key.
-  p.header.job_key = kKey + 1;
-  EXPECT_EQ(t.leaf(0).OnPacket(p, kParentToken, t.now()).kind, ActionKind::kNone);
-  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadKey)], 1u);
+  // From the parent's address (spoofed) without the key: dropped, bad MAC.
+  EXPECT_EQ(t.leaf(0).OnPacket(testing::Sealed(p, kKey + 1), kParentToken, t.now()).kind,
+            ActionKind::kNone);
+  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadMac)], 1u);
   // The real round still completes exactly.
   for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 0));
   t.Pump();

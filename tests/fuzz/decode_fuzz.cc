@@ -31,7 +31,7 @@ using tributary::proto::PacketView;
 // changes, and for v1-sized headers the byte comparison covers it.
 bool SameHeaderButChecksum(const Header& a, const Header& b) {
   return a.type == b.type && a.flags == b.flags && a.job_id == b.job_id && a.epoch == b.epoch &&
-         a.job_key == b.job_key && a.collective_id == b.collective_id &&
+         a.mac == b.mac && a.collective_id == b.collective_id &&
          a.elem_offset == b.elem_offset && a.slot == b.slot && a.elem_count == b.elem_count &&
          a.sender == b.sender && a.dtype == b.dtype && a.op == b.op && a.shadow == b.shadow &&
          a.aux == b.aux;

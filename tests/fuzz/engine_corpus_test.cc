@@ -69,7 +69,7 @@ TEST(EngineCorpus, SeedsRunCleanAndReachDeepStates) {
   EXPECT_GT(sum.jobs_destroyed, 0u);
   EXPECT_GT(sum.leaves, 0u);
   for (DropReason r : {DropReason::kJobLimit, DropReason::kMemoryLimit, DropReason::kStale,
-                       DropReason::kBadKey, DropReason::kStaleEpoch, DropReason::kForeignSource,
+                       DropReason::kBadMac, DropReason::kStaleEpoch, DropReason::kForeignSource,
                        DropReason::kBadSlot, DropReason::kBadRange, DropReason::kBadJoin}) {
     EXPECT_GT(Drops(sum, r), 0u) << tributary::engine::DropReasonName(r);
   }

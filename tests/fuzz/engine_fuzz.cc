@@ -8,8 +8,10 @@
 // job from its JOIN_ACKs, so most packets it builds pass authentication and
 // reach the shadow-set state machine; flag bits in each opcode's fields break
 // one thing on purpose (key, epoch, peer, slot, count, dtype). Every packet
-// goes through proto::Encode and proto::Decode first, as on the wire; RAW
-// feeds arbitrary bytes to the decoder and what passes to the engine.
+// goes through proto::Encode, is sealed with the job's MAC key (the wrong
+// one when the key is broken on purpose) and proto::Decode first, as on the
+// wire; JOINs carry the job key sealed to the engine's identity. RAW feeds
+// arbitrary bytes to the decoder and what passes to the engine.
 //
 // Checked after every OnPacket()/Reap(), from outside the engine:
 //  1. counters never decrease; packets_in counts every packet; every packet
@@ -21,7 +23,8 @@
 //     pointers), at most kMaxPayloadBytes; an answer goes back to the sender;
 //     a kResultToAll names every child of a live job (peer_count == fan_in);
 //  4. every Action encodes to a packet that proto::Decode accepts (the
-//     dataplane sends exactly that).
+//     dataplane sends exactly that); a RESULT is always sealed with the
+//     job's keys, and its MAC verifies.
 // Seeds: tests/fuzz/corpus/engine (written by make_engine_corpus, which uses
 // the opcode encoding of engine_fuzz_ops.h). Single-threaded.
 #include <cstddef>
@@ -32,6 +35,7 @@
 #include <memory>
 #include <vector>
 
+#include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
 #include "tests/fuzz/engine_fuzz_ops.h"
@@ -87,7 +91,7 @@ struct JobState {
 
 class Driver {
  public:
-  Driver() : engine_(Limits(), 7) {}
+  Driver() : engine_(Limits(), 7) { engine_.SetIdentity(&Keys().identity); }
 
   void Run(Reader* in) {
     while (!in->empty()) {
@@ -116,11 +120,29 @@ class Driver {
     return l;
   }
 
-  proto::Header Base(proto::MsgType type, uint32_t sel, uint32_t child, uint8_t flags) const {
+  // The aggregator identity and each job's key sealed to it: made once per
+  // process (X25519 costs ~0.1 ms; the engine only cares that it opens).
+  struct StaticKeys {
+    proto::Identity identity = proto::GenerateIdentity();
+    uint8_t sealed[ops::kJobIds][proto::kSealedKeyBytes];
+    StaticKeys() {
+      for (uint32_t s = 0; s < ops::kJobIds; ++s) {
+        proto::SealJobKey(identity.public_key, ops::JobKey(s), sealed[s]);
+      }
+    }
+  };
+  static const StaticKeys& Keys() {
+    static const StaticKeys keys;
+    return keys;
+  }
+
+  // The header of a packet of job `sel`; the key the next Send() seals it
+  // with is the job's, or a wrong one with kBreakKey.
+  proto::Header Base(proto::MsgType type, uint32_t sel, uint32_t child, uint8_t flags) {
     proto::Header h;
     h.type = type;
     h.job_id = ops::JobId(sel);
-    h.job_key = ops::JobKey(sel) ^ ((flags & ops::kBreakKey) ? 1 : 0);
+    send_key_ = ops::JobKey(sel) ^ ((flags & ops::kBreakKey) ? 1 : 0);
     h.epoch = jobs_[sel].epoch + ((flags & ops::kBreakEpoch) ? 1 : 0);
     h.sender = child;
     if (flags & ops::kChecksum) h.flags |= proto::kFlagChecksum;
@@ -155,9 +177,11 @@ class Driver {
   }
 
   void SendJoin(uint32_t sel, uint32_t child, const ops::JoinParams& p, uint8_t flags) {
-    proto::JoinBody body{p.fan_in, p.slot_count, p.payload_bytes, 0, 0x1234 + child, 0};
-    uint8_t raw[proto::kJoinBodySize];
+    proto::JoinBody body{p.fan_in, p.slot_count, p.payload_bytes, proto::kJoinSealedKey,
+                         0x1234 + child, 0, 0};
+    uint8_t raw[proto::kJoinSealedBodySize];
     proto::EncodeJoinBody(body, raw);
+    std::memcpy(raw + proto::kJoinOffSealedKey, Keys().sealed[sel], proto::kSealedKeyBytes);
     proto::Header h = Base(proto::MsgType::kJoin, sel, child, flags);
     Send(h, raw, sizeof(raw), Peer(child, flags));
   }
@@ -274,9 +298,15 @@ class Driver {
 
   // Encodes like a sender and decodes like the dataplane; packets the
   // decoder refuses never reach the engine.
-  void Send(const proto::Header& h, const uint8_t* payload, size_t len, engine::PeerToken from) {
+  void Send(proto::Header h, const uint8_t* payload, size_t len, engine::PeerToken from) {
+    if (len > 0) h.flags |= proto::kFlagPayloadMac;
     const size_t n = proto::Encode(h, payload, len, wire_, sizeof(wire_));
     if (n == 0) return;
+    proto::SealPacket(proto::DeriveMacKey(h.job_id, send_key_), wire_, proto::kHeaderSize,
+                      wire_ + proto::kHeaderSize, len);
+    if (h.flags & proto::kFlagChecksum) {
+      proto::EncodeChecksum(wire_, wire_ + proto::kHeaderSize, len);
+    }
     proto::PacketView view;
     if (proto::Decode(wire_, n, &view) != proto::DecodeError::kOk) return;
     Deliver(view, from);
@@ -366,9 +396,18 @@ class Driver {
       for (uint32_t i = 0; i < a.peer_count; ++i) has_sender |= a.peers[i] == from;
       FUZZ_CHECK(has_sender);
     }
-    const size_t n = proto::Encode(a.header, a.payload, a.payload_len, out_, sizeof(out_));
+    proto::Header h = a.header;
+    FUZZ_CHECK(h.mac == 0);  // answers never echo a request's MAC
+    if (a.key != nullptr && a.payload_len > 0) h.flags |= proto::kFlagPayloadMac;
+    const size_t n = proto::Encode(h, a.payload, a.payload_len, out_, sizeof(out_));
     FUZZ_CHECK(n == proto::kHeaderSize + a.payload_len);
-    FUZZ_CHECK(proto::Decode(out_, n, nullptr) == proto::DecodeError::kOk);
+    if (a.key != nullptr) {
+      proto::SealPacket(*a.key, out_, proto::kHeaderSize, out_ + proto::kHeaderSize, a.payload_len);
+    }
+    proto::PacketView back;
+    FUZZ_CHECK(proto::Decode(out_, n, &back) == proto::DecodeError::kOk);
+    if (h.type == proto::MsgType::kResult) FUZZ_CHECK(a.key != nullptr);
+    if (a.key != nullptr) FUZZ_CHECK(proto::VerifyPacket(*a.key, back));
   }
 
   void CheckMemory() {
@@ -405,6 +444,7 @@ class Driver {
 
  private:
   engine::Engine engine_;
+  uint64_t send_key_ = 0;  // set by Base(), used by Send()
   JobState jobs_[ops::kJobIds];
   uint64_t now_ns_ = 1;
   volatile uint8_t sink_ = 0;

@@ -28,7 +28,6 @@ std::vector<uint8_t> Packet(proto::MsgType type, uint16_t flags) {
   h.flags = flags;
   h.job_id = 17;
   h.epoch = 3;
-  h.job_key = 0x5eed5eed5eed5eedull;
   h.collective_id = 2;
   h.elem_offset = 256;
   h.slot = 1;
@@ -46,7 +45,7 @@ std::vector<uint8_t> Packet(proto::MsgType type, uint16_t flags) {
     case proto::MsgType::kJoin:
     case proto::MsgType::kJoinAck:
       payload.resize(proto::kJoinBodySize);
-      proto::EncodeJoinBody({4, 64, 1024, 0, 0x1234, 0}, payload.data());
+      proto::EncodeJoinBody({4, 64, 1024, 0, 0x1234, 0, 0}, payload.data());
       break;
     case proto::MsgType::kNack:
       h.aux = static_cast<uint32_t>(proto::NackCode::kStaleEpoch);
@@ -60,6 +59,14 @@ std::vector<uint8_t> Packet(proto::MsgType type, uint16_t flags) {
       const proto::StatsEntry e[2] = {{3, 0, 7, 123456, 9}, {0, 0, 2, 1000, 9}};
       payload.resize(proto::kStatsSummarySize + 2 * proto::kStatsEntrySize);
       proto::EncodeStatsBody({9, 4, 2}, e, payload.data());
+      break;
+    }
+    case proto::MsgType::kChallenge: {
+      proto::ChallengeBody c;
+      c.cookie = 0x600d;
+      c.nonce = 0x1234;
+      payload.resize(proto::kChallengeBodySize);
+      proto::EncodeChallengeBody(c, payload.data());
       break;
     }
     case proto::MsgType::kLeave:

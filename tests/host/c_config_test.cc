@@ -58,6 +58,8 @@ trib_config_t DistinctConfig() {
   c.fault_seed = 77;
   c.fault_ranks = kRanks;
   c.fault_rank_count = 2;
+  c.payload_mac = 0;  // the default is 1: 0 is distinct
+  c.aggregator_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   return c;
 }
 
@@ -100,6 +102,8 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_TRUE(f.corrupt_sticky);
   EXPECT_EQ(f.seed, 77u);
   EXPECT_EQ(f.ranks, (std::vector<uint32_t>{3, 5}));
+  EXPECT_FALSE(o.payload_mac);
+  EXPECT_EQ(o.aggregator_key, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;
@@ -111,6 +115,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_STREQ(back.aggregator, want.aggregator);
   EXPECT_STREQ(back.transport, want.transport);
   EXPECT_STREQ(back.ofi_provider, want.ofi_provider);
+  EXPECT_STREQ(back.aggregator_key, want.aggregator_key);
   ASSERT_EQ(back.fault_rank_count, 2u);
   EXPECT_EQ(back.fault_ranks[0], 3u);
   EXPECT_EQ(back.fault_ranks[1], 5u);
@@ -119,6 +124,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   back.transport = want.transport;
   back.ofi_provider = want.ofi_provider;
   back.fault_ranks = want.fault_ranks;
+  back.aggregator_key = want.aggregator_key;
   EXPECT_EQ(memcmp(&back, &want, sizeof(back)), 0);
 }
 

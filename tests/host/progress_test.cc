@@ -13,7 +13,10 @@
 // STATUS says the aggregator lacks it; a STATUS "held" stops resends and its
 // missing ranks appear in the timeout message; fatal NACKs abort with the
 // right code and bad_checksum does not; malformed, foreign and duplicate
-// packets are counted and change nothing; a result the transport placed in
+// packets are counted and change nothing; every packet sent carries the
+// job's MAC, and packets without a valid one (forged, wrong key, payload not
+// covered) or NACKs naming no fragment in flight (replays) are counted and
+// change nothing; a result the transport placed in
 // memory completes a fragment without a copy; placement extensions go only
 // to transports that place results, with the registration's key; the
 // straggler report request is resent until answered; Stop() aborts what is
@@ -30,6 +33,7 @@
 
 #include "host/src/progress.h"
 #include "host/src/registration.h"
+#include "proto/auth.h"
 #include "proto/codec.h"
 
 namespace tributary::host {
@@ -62,6 +66,11 @@ class FakeTransport final : public Transport {
       }
       proto::PacketView v;
       EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+      EXPECT_TRUE(proto::VerifyPacket(proto::DeriveMacKey(kJob, kKey), v))
+          << proto::MsgTypeName(v.header.type);
+      if (v.payload_len > 0) {
+        EXPECT_TRUE(v.header.flags & proto::kFlagPayloadMac);
+      }
       Sent s;
       s.header = v.header;
       s.payload.assign(v.payload, v.payload + v.payload_len);
@@ -135,7 +144,18 @@ class ProgressTest : public ::testing::Test {
     auto t = std::make_unique<FakeTransport>();
     t->places = places;
     fake_ = t.get();
-    JobIdentity id{kJob, kKey, kEpoch, 3, 0};
+    JobIdentity id;
+    id.job_id = kJob;
+    id.job_key = kKey;
+    id.epoch = kEpoch;
+    id.rank = 3;
+    id.join.job_id = kJob;
+    id.join.job_key = kKey;
+    id.join.rank = 3;
+    id.join.world_size = 4;
+    id.join.window = window;
+    id.join.payload_bytes = 64;
+    id.join.aggregator = "test:1";
     engine_ = std::make_unique<ProgressEngine>(std::move(t), id, options_,
                                                [this] { return now_.load(); });
     table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
@@ -170,7 +190,8 @@ class ProgressTest : public ::testing::Test {
 
   // The aggregator's answer to a sent contribution: its addressing, and
   // the payload doubled (what a 2-rank sum of equal inputs would be).
-  void Answer(const Sent& c, proto::MsgType type = proto::MsgType::kResult) {
+  void Answer(const Sent& c, proto::MsgType type = proto::MsgType::kResult, uint64_t key = kKey,
+              bool header_only = false) {
     proto::Header h = c.header;
     h.type = type;
     h.flags = 0;
@@ -185,13 +206,21 @@ class ProgressTest : public ::testing::Test {
         std::memcpy(&payload[i], &v, 4);
       }
     }
-    Deliver(h, payload);
+    Deliver(h, payload, key, header_only);
   }
-  void Deliver(const proto::Header& h, const std::vector<uint8_t>& payload) {
+  // Encodes and seals like the aggregator: payload covered by the MAC
+  // (unless header_only), made with `key` (the job's unless a test forges).
+  void Deliver(const proto::Header& in, const std::vector<uint8_t>& payload, uint64_t key = kKey,
+               bool header_only = false) {
+    proto::Header h = in;
+    h.mac = 0;
+    if (!payload.empty() && !header_only) h.flags |= proto::kFlagPayloadMac;
     FakeTransport::Item item;
     item.bytes.resize(proto::kHeaderSize + payload.size());
     ASSERT_GT(proto::Encode(h, payload.data(), payload.size(), item.bytes.data(), item.bytes.size()),
               0u);
+    proto::SealPacket(proto::DeriveMacKey(h.job_id, key), item.bytes.data(), proto::kHeaderSize,
+                      item.bytes.data() + proto::kHeaderSize, payload.size());
     fake_->inbox.push_back(std::move(item));
   }
   void SendStatus(const Sent& c, bool held, std::vector<uint32_t> missing) {
@@ -203,12 +232,12 @@ class ProgressTest : public ::testing::Test {
     std::memcpy(body.data(), missing.data(), body.size());
     Deliver(h, body);
   }
-  void Nack(const Sent& c, proto::NackCode code) {
+  void Nack(const Sent& c, proto::NackCode code, uint64_t key = kKey) {
     proto::Header h = c.header;
     h.type = proto::MsgType::kNack;
     h.flags = 0;
     h.aux = static_cast<uint32_t>(code);
-    Deliver(h, {});
+    Deliver(h, {}, key);
   }
   // What the engine sent since the last Take, ordered by slot.
   std::vector<Sent> Take() {
@@ -242,7 +271,6 @@ TEST_F(ProgressTest, WindowSendsOneFragmentPerSlotAndAdvancesOnResults) {
     const proto::Header& h = first[i].header;
     EXPECT_EQ(h.type, proto::MsgType::kContribution);
     EXPECT_EQ(h.job_id, kJob);
-    EXPECT_EQ(h.job_key, kKey);
     EXPECT_EQ(h.epoch, kEpoch);
     EXPECT_EQ(h.sender, 3u);
     EXPECT_EQ(h.collective_id, 1u);
@@ -429,23 +457,144 @@ TEST_F(ProgressTest, FatalNacksAbortWithTheirCodeAndBadChecksumDoesNot) {
   EXPECT_NE(s.message().find("daemon restarted"), std::string::npos) << s.message();
 }
 
+// A NACK unknown_job without a valid MAC (what a restarted daemon that lost
+// the job sends, and what anyone could send) aborts nothing: it starts a
+// JOIN probe. Unanswered, it only explains a timeout later.
+TEST_F(ProgressTest, UnauthenticatedUnknownJobStartsAProbeAndExplainsATimeout) {
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  Nack(c[0], proto::NackCode::kUnknownJob, kKey ^ 1);
+  engine_->Poll();
+  std::vector<Sent> probe = Take();
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].header.type, proto::MsgType::kJoin);
+  tributary::Status s;
+  EXPECT_FALSE(Done(req, &s));
+  EXPECT_TRUE(engine_->Health().ok());
+  for (int i = 0; i < 40 && !Done(req, &s); ++i) {
+    now_ += 50 * kMs;
+    engine_->Poll();
+  }
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kTimedOut) << s.ToString();
+  EXPECT_NE(s.message().find("unknown job\" without a valid MAC"), std::string::npos)
+      << s.message();
+}
+
+// The probe answered (CHALLENGE, then the JOIN again with the cookie and
+// the key sealed to the challenge's public key, then an authentic
+// JOIN_ACK): with our epoch the NACK was false and the collective goes on;
+// with another epoch the job was lost: UNAVAILABLE naming the restart, and
+// the fresh job is left.
+class ProbeTest : public ProgressTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // Answers the JOIN probe in `sent`; returns the JOIN sent after the CHALLENGE.
+  Sent AnswerProbe(const Sent& join, uint32_t epoch) {
+    proto::JoinBody body;
+    EXPECT_TRUE(proto::DecodeJoinBody(join.payload.data(), join.payload.size(), &body));
+    EXPECT_EQ(body.fan_in, 4u);
+    EXPECT_EQ(body.cookie, 0u);
+    proto::Header ch;
+    ch.type = proto::MsgType::kChallenge;
+    ch.job_id = kJob;
+    ch.sender = 3;
+    proto::ChallengeBody cb;
+    cb.cookie = 0xc00c1e;
+    cb.nonce = body.nonce;
+    std::memcpy(cb.public_key, identity_.public_key, proto::kPublicKeyBytes);
+    std::vector<uint8_t> raw(proto::kChallengeBodySize);
+    proto::EncodeChallengeBody(cb, raw.data());
+    FakeTransport::Item item;
+    item.bytes.resize(proto::kHeaderSize + raw.size());
+    proto::Encode(ch, raw.data(), raw.size(), item.bytes.data(), item.bytes.size());
+    fake_->inbox.push_back(std::move(item));  // a CHALLENGE carries no MAC
+    engine_->Poll();
+    std::vector<Sent> again = Take();
+    EXPECT_EQ(again.size(), 1u);
+    if (again.empty()) return {};
+    proto::JoinBody body2;
+    EXPECT_TRUE(proto::DecodeJoinBody(again[0].payload.data(), again[0].payload.size(), &body2));
+    EXPECT_EQ(body2.cookie, 0xc00c1eu);
+    const uint8_t* sealed = proto::JoinSealedKey(again[0].payload.data(), again[0].payload.size());
+    uint64_t key = 0;
+    EXPECT_TRUE(sealed != nullptr && proto::OpenJobKey(identity_, sealed, &key));
+    EXPECT_EQ(key, kKey);
+    proto::Header ack;
+    ack.type = proto::MsgType::kJoinAck;
+    ack.job_id = kJob;
+    ack.sender = 3;
+    ack.epoch = epoch;
+    proto::JoinBody ab = body2;
+    ab.join_flags = 0;  // a JOIN_ACK echoes the body without the sealed key
+    ab.cookie = 0;
+    std::vector<uint8_t> ack_body(proto::kJoinBodySize);
+    proto::EncodeJoinBody(ab, ack_body.data());
+    Deliver(ack, ack_body);
+    return again[0];
+  }
+  proto::Identity identity_ = proto::GenerateIdentity();
+};
+
+TEST_P(ProbeTest, AnAnsweredProbeDecides) {
+  const bool lost = GetParam();
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  Nack(c[0], proto::NackCode::kUnknownJob, kKey ^ 1);
+  engine_->Poll();
+  std::vector<Sent> probe = Take();
+  ASSERT_EQ(probe.size(), 1u);
+  AnswerProbe(probe[0], lost ? kEpoch + 7 : kEpoch);
+  engine_->Poll();
+  tributary::Status s;
+  if (!lost) {
+    EXPECT_TRUE(engine_->Health().ok());
+    EXPECT_FALSE(Done(req, &s));
+    Answer(c[0]);
+    engine_->Poll();
+    ASSERT_TRUE(Done(req, &s));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return;
+  }
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("daemon restarted"), std::string::npos) << s.message();
+  std::vector<Sent> leaves = Take();
+  ASSERT_EQ(leaves.size(), 2u);  // LEAVE of the fresh job, twice
+  for (const Sent& l : leaves) {
+    EXPECT_EQ(l.header.type, proto::MsgType::kLeave);
+    EXPECT_EQ(l.header.epoch, kEpoch + 7);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FalseOrLost, ProbeTest, ::testing::Bool());
+
 TEST_F(ProgressTest, ForeignMalformedAndDuplicatePacketsAreCountedAndIgnored) {
   auto req = Submit(16);
   engine_->Poll();
   std::vector<Sent> c = Take();
-  Sent wrong_key = c[0];
-  wrong_key.header.job_key ^= 1;
-  Answer(wrong_key);
+  Answer(c[0], proto::MsgType::kResult, kKey ^ 1);  // forged: not the job's key
+  Answer(c[0], proto::MsgType::kResult, kKey, /*header_only=*/true);  // payload not covered
   Sent stale_epoch = c[0];
   stale_epoch.header.epoch += 1;
   Answer(stale_epoch);
   FakeTransport::Item junk;
   junk.bytes.assign(10, 0x42);
   fake_->inbox.push_back(junk);
+  // Spoofed NACKs: without the key, and (authentic, replayed) for a
+  // collective not in flight. Neither aborts.
+  Nack(c[0], proto::NackCode::kBadRange, kKey ^ 1);
+  Sent other = c[0];
+  other.header.collective_id = 99;
+  Nack(other, proto::NackCode::kBadRange);
   engine_->Poll();
   tributary::Status s;
   EXPECT_FALSE(Done(req, &s));
-  EXPECT_EQ(engine_->Stats().packets_rejected, 3u);
+  EXPECT_TRUE(engine_->Health().ok());
+  EXPECT_EQ(engine_->Stats().packets_rejected, 6u);
+  EXPECT_EQ(engine_->Stats().nacks_received, 0u);
+  for (float v : recv_) EXPECT_EQ(v, -1.0f) << "a rejected result was written";
   Answer(c[0]);
   Answer(c[0]);
   engine_->Poll();

@@ -24,7 +24,6 @@ Header BaseHeader(MsgType type) {
   h.type = type;
   h.job_id = 42;
   h.epoch = 7;
-  h.job_key = 0x1122334455667788ull;
   h.collective_id = 9;
   h.elem_offset = 4096;
   h.slot = 3;
@@ -57,7 +56,16 @@ Bytes ValidPacket(MsgType type, uint16_t flags = 0) {
     case MsgType::kJoin:
     case MsgType::kJoinAck: {
       payload.resize(kJoinBodySize);
-      EncodeJoinBody({4, 128, 1024, 0, 0xABCDEF0123456789ull, 0}, payload.data());
+      EncodeJoinBody({4, 128, 1024, 0, 0xABCDEF0123456789ull, 0x77, 5}, payload.data());
+      break;
+    }
+    case MsgType::kChallenge: {
+      ChallengeBody c;
+      c.cookie = 0x1111;
+      c.nonce = 0xABCDEF0123456789ull;
+      for (size_t i = 0; i < kPublicKeyBytes; ++i) c.public_key[i] = uint8_t(i);
+      payload.resize(kChallengeBodySize);
+      EncodeChallengeBody(c, payload.data());
       break;
     }
     case MsgType::kNack: {
@@ -87,7 +95,7 @@ Bytes ValidPacket(MsgType type, uint16_t flags = 0) {
 const MsgType kAllTypes[] = {MsgType::kJoin,   MsgType::kJoinAck,       MsgType::kLeave,
                              MsgType::kContribution, MsgType::kResult, MsgType::kResultRequest,
                              MsgType::kNack,   MsgType::kStatus, MsgType::kStatsRequest,
-                             MsgType::kStats};
+                             MsgType::kStats,  MsgType::kChallenge};
 
 DecodeError DecodeBytes(const Bytes& b, PacketView* view = nullptr) {
   return Decode(b.data(), b.size(), view);
@@ -107,7 +115,7 @@ TEST(Codec, RoundTripEveryType) {
       EXPECT_EQ(h.flags, flags);
       EXPECT_EQ(h.job_id, 42u);
       EXPECT_EQ(h.epoch, 7u);
-      EXPECT_EQ(h.job_key, 0x1122334455667788ull);
+      EXPECT_EQ(h.mac, 0u);  // unsealed (auth.h seals)
       EXPECT_EQ(h.collective_id, 9u);
       EXPECT_EQ(h.elem_offset, 4096u);
       EXPECT_EQ(h.slot, 3u);
@@ -134,7 +142,7 @@ TEST(Codec, KnownHeaderBytes) {
   h.flags = kFlagRetransmit | kFlagLastFragment;
   h.job_id = 7;
   h.epoch = 0xDEADBEEF;
-  h.job_key = 0x0123456789ABCDEFull;
+  h.mac = 0x0123456789ABCDEFull;
   h.collective_id = 0x42;
   h.elem_offset = 0x100000000ull;
   h.slot = 3;
@@ -146,10 +154,10 @@ TEST(Codec, KnownHeaderBytes) {
   h.aux = 0xCAFEF00D;
   const uint8_t expected[kHeaderSize] = {
       0x54, 0x52, 0x49, 0x42,                          // magic "TRIB"
-      0x01, 0x04, 0x00, 0x05,                          // version, type, flags
+      0x02, 0x04, 0x00, 0x05,                          // version, type, flags
       0x00, 0x00, 0x00, 0x07,                          // job_id
       0xDE, 0xAD, 0xBE, 0xEF,                          // epoch
-      0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF,  // job_key
+      0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF,  // mac
       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x42,  // collective_id
       0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,  // elem_offset
       0x00, 0x00, 0x00, 0x03,                          // slot
@@ -168,11 +176,14 @@ TEST(Codec, KnownHeaderBytes) {
 
 // Pins the JOIN body layout (little-endian, FORMAT.md §3.1) and its checks.
 TEST(Codec, JoinBodyBytesAndValidation) {
-  const JoinBody body{3, 0x100, 1024, 0, 0x0102030405060708ull, 0};
+  const JoinBody body{3, 0x100, 1024, 0, 0x0102030405060708ull, 0x1112131415161718ull, 0x21};
   uint8_t out[kJoinBodySize];
   EncodeJoinBody(body, out);
-  const uint8_t expected[kJoinBodySize] = {3, 0, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0,
-                                           8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  const uint8_t expected[kJoinBodySize] = {
+      3, 0, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0,                    // fan_in .. join_flags
+      8, 7, 6, 5, 4, 3, 2, 1,                                            // nonce
+      0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,                    // cookie
+      0x21, 0, 0, 0, 0, 0, 0, 0};                                        // incarnation
   EXPECT_EQ(0, std::memcmp(out, expected, kJoinBodySize));
   JoinBody back{};
   ASSERT_TRUE(DecodeJoinBody(out, kJoinBodySize, &back));
@@ -180,14 +191,44 @@ TEST(Codec, JoinBodyBytesAndValidation) {
   EXPECT_EQ(back.slot_count, 0x100u);
   EXPECT_EQ(back.payload_bytes, 1024u);
   EXPECT_EQ(back.nonce, 0x0102030405060708ull);
+  EXPECT_EQ(back.cookie, 0x1112131415161718ull);
+  EXPECT_EQ(back.incarnation, 0x21u);
+  EXPECT_EQ(JoinSealedKey(out, kJoinBodySize), nullptr);
   EXPECT_FALSE(DecodeJoinBody(out, kJoinBodySize - 1, &back));
-  uint8_t bad[kJoinBodySize];
+  uint8_t bad[kJoinSealedBodySize] = {};
   std::memcpy(bad, out, kJoinBodySize);
-  bad[12] = 1;  // join_flags
+  bad[12] = 4;  // an undefined join flag
   EXPECT_FALSE(DecodeJoinBody(bad, kJoinBodySize, &back));
-  std::memcpy(bad, out, kJoinBodySize);
-  bad[31] = 1;  // reserved
-  EXPECT_FALSE(DecodeJoinBody(bad, kJoinBodySize, &back));
+  bad[12] = static_cast<uint8_t>(kJoinSealedKey);  // says a sealed key follows ...
+  EXPECT_FALSE(DecodeJoinBody(bad, kJoinBodySize, &back));  // ... but the body ends
+  ASSERT_TRUE(DecodeJoinBody(bad, kJoinSealedBodySize, &back));
+  EXPECT_EQ(JoinSealedKey(bad, kJoinSealedBodySize), bad + kJoinOffSealedKey);
+  bad[12] = static_cast<uint8_t>(kJoinHeaderMacOnly);
+  EXPECT_TRUE(DecodeJoinBody(bad, kJoinBodySize, &back));
+  EXPECT_EQ(back.join_flags, kJoinHeaderMacOnly);
+}
+
+// Pins the CHALLENGE body (FORMAT.md §3.8): exactly 48 bytes.
+TEST(Codec, ChallengeBodyBytesAndValidation) {
+  ChallengeBody c;
+  c.cookie = 0x0102030405060708ull;
+  c.nonce = 0x1112131415161718ull;
+  for (size_t i = 0; i < kPublicKeyBytes; ++i) c.public_key[i] = uint8_t(0xA0 + i);
+  uint8_t out[kChallengeBodySize];
+  EncodeChallengeBody(c, out);
+  EXPECT_EQ(out[0], 0x08);
+  EXPECT_EQ(out[8], 0x18);
+  EXPECT_EQ(out[16], 0xA0);
+  EXPECT_EQ(out[47], 0xA0 + 31);
+  ChallengeBody back;
+  ASSERT_TRUE(DecodeChallengeBody(out, sizeof(out), &back));
+  EXPECT_EQ(back.cookie, c.cookie);
+  EXPECT_EQ(back.nonce, c.nonce);
+  EXPECT_EQ(0, std::memcmp(back.public_key, c.public_key, kPublicKeyBytes));
+  EXPECT_FALSE(DecodeChallengeBody(out, sizeof(out) - 1, &back));
+  Header h = BaseHeader(MsgType::kChallenge);
+  EXPECT_EQ(DecodeBytes(EncodeToVector(h, Bytes(out, out + 47))), DecodeError::kBadBody);
+  EXPECT_EQ(DecodeBytes(EncodeToVector(h, Bytes(49))), DecodeError::kBadBody);
 }
 
 // ---- One test per DecodeError, each breaking exactly the rule named. ----
@@ -205,7 +246,8 @@ TEST(DecodeErrors, BadMagic) {
 }
 
 TEST(DecodeErrors, BadVersion) {
-  for (uint8_t v : {0, 2, 255}) {
+  // 1: the format before authentication (job key in clear) is refused.
+  for (uint8_t v : {0, 1, 3, 255}) {
     Bytes b = ValidPacket(MsgType::kLeave);
     b[kOffVersion] = v;
     EXPECT_EQ(DecodeBytes(b), DecodeError::kBadVersion) << int(v);
@@ -364,7 +406,7 @@ TEST(DecodeErrors, FirstBrokenRuleWins) {
   EXPECT_EQ(DecodeBytes(b), DecodeError::kBadDtype);
   b[kOffFlags] = 0x80;
   EXPECT_EQ(DecodeBytes(b), DecodeError::kBadFlags);
-  b[kOffVersion] = 2;
+  b[kOffVersion] = 1;
   EXPECT_EQ(DecodeBytes(b), DecodeError::kBadVersion);
 }
 

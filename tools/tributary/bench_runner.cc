@@ -167,6 +167,7 @@ class BenchRun {
     job.config = &config_;
     job.sizes = sizes_;
     job.aggregator = outcome_.daemon_address;
+    if (outcome_.own_daemon) job.aggregator_key = daemon_.public_key();
     job.job_id = job_id_;
     job.job_key = job_key_;
     states_.assign(sizes_.size(), SizeState{});

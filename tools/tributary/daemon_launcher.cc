@@ -21,6 +21,7 @@ namespace tributary::cli {
 namespace {
 
 constexpr char kListeningPrefix[] = "tributaryd listening on ";
+constexpr char kPublicKeyPrefix[] = "tributaryd public key ";
 
 bool IsExecutable(const std::string& path) {
   struct stat st;
@@ -135,6 +136,13 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
       size_t end = log.find_first_of(" \r\n", begin);
       if (end != std::string::npos) {
         address_ = log.substr(begin, end - begin);
+        // Printed in the same write as the listening line.
+        const size_t key_at = log.find(kPublicKeyPrefix);
+        if (key_at != std::string::npos) {
+          const size_t key_begin = key_at + std::strlen(kPublicKeyPrefix);
+          const size_t key_end = log.find_first_of(" \r\n", key_begin);
+          if (key_end != std::string::npos) public_key_ = log.substr(key_begin, key_end - key_begin);
+        }
         return Status::Ok();
       }
     }

@@ -48,6 +48,9 @@ class DaemonProcess {
   bool HasExited(std::string* how);
 
   const std::string& address() const { return address_; }
+  // Its public key (64 hex digits) from the "tributaryd public key" line;
+  // empty if it printed none (a daemon from before authentication).
+  const std::string& public_key() const { return public_key_; }
   pid_t pid() const { return pid_; }
   const std::string& log_path() const { return log_path_; }
   // The last `lines` lines of the daemon's output.
@@ -59,6 +62,7 @@ class DaemonProcess {
   bool keep_log_ = false;
   int exit_status_ = 0;
   std::string address_;
+  std::string public_key_;
   std::string log_path_;
 };
 

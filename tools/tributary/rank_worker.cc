@@ -68,6 +68,8 @@ class Rank {
     comm_config.world_size = config_.ranks;
     comm_config.options = options.value();
     comm_config.options.aggregator = job_.aggregator;
+    // The daemon this run started told us its key: pin it.
+    if (!job_.aggregator_key.empty()) comm_config.options.aggregator_key = job_.aggregator_key;
     if (config_.payload_bytes > 0) comm_config.options.payload_bytes = config_.payload_bytes;
     if (config_.window > 0) comm_config.options.window = config_.window;
     if (config_.op_timeout_ms > 0) comm_config.options.op_timeout_ms = config_.op_timeout_ms;

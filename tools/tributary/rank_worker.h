@@ -24,6 +24,7 @@ struct RankJob {
   const BenchConfig* config = nullptr;
   std::vector<uint64_t> sizes;  // bytes, from BenchConfig::Sizes()
   std::string aggregator;       // "host:port"
+  std::string aggregator_key;   // its public key (hex) when this run started it; else empty
   uint32_t job_id = 0;
   uint64_t job_key = 0;
   uint32_t rank = 0;

@@ -130,6 +130,21 @@ struct TRIB_API Options {
 
   FaultOptions faults;
 
+  // Authentication (docs/RELIABILITY.md, "Security"). Every packet carries a
+  // MAC made with a key derived from the job key, which never goes on the
+  // wire. payload_mac: the MAC covers the payloads of contributions and
+  // results too, so nobody on the path can alter data undetected; off, only
+  // headers are covered, which saves ~0.5 ns per payload byte at each end
+  // (docs/PERFORMANCE.md). Every rank of a job must use the same value.
+  bool payload_mac = true;
+  // The aggregator's public key, 64 hex digits (tributaryd logs it when it
+  // starts; identity_file keeps it across restarts). The job key is sealed
+  // to it when the aggregator does not know the job yet. Set, an aggregator
+  // presenting another key is refused; empty, the key it presents is
+  // trusted (and logged at WARN), which an attacker on the path at that
+  // moment could exploit.
+  std::string aggregator_key;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

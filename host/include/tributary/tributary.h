@@ -150,6 +150,11 @@ typedef struct trib_config {
   /* Ranks that inject faults; count 0 = every rank. */
   const uint32_t* fault_ranks;
   size_t fault_rank_count;
+  /* Authentication (tributary::Options): MAC payloads too (1, default) or
+   * headers only (0); the aggregator's public key to insist on, 64 hex
+   * digits, or NULL/"" to trust the key it presents. */
+  int payload_mac;
+  const char* aggregator_key;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

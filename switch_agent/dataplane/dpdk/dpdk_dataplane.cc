@@ -134,6 +134,8 @@ Status DpdkDataplane::InitLanes() {
     if (i > 0) {
       own_engines_.push_back(std::make_unique<engine::Engine>(engine_->limits(), RandomSeed()));
       e = own_engines_.back().get();
+      e->SetIdentity(engine_->identity());
+      e->SetIncarnation(engine_->incarnation());
     }
     lanes_.push_back(std::make_unique<DpdkLane>(s, e));
   }

@@ -162,6 +162,19 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
   current_source_.mac = info.src_mac;
   current_source_.ip_be = info.src_ip_be;
   current_source_.port_be = info.src_port_be;
+  if (view.header.type == proto::MsgType::kJoin) {
+    // FORMAT.md §3.8: the source address must prove it receives first.
+    uint8_t source[6];
+    std::memcpy(source, &info.src_ip_be, 4);
+    std::memcpy(source + 4, &info.src_port_be, 2);
+    engine::Action challenge;
+    if (!replies_.AdmitJoin(view, source, sizeof(source), engine_->identity(), kTransientPeer,
+                            now_ns, &stats_, &challenge)) {
+      Queue(challenge, false);
+      Done(m);
+      return;
+    }
+  }
   engine::PeerToken token;
   bool inserted = false;
   if (!peers_.Find(current_source_, now_ns, &token)) {
@@ -171,7 +184,7 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
           TRIB_LOG(kWarn, kLog, "lane %u: peer table full (%u peers): refusing %s (raise max_peers)",
                    setup_.index, peers_.capacity(), FormatIpv4(info.src_ip_be).c_str());
         }
-        Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()),
+        Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
               (view.header.flags & proto::kFlagChecksum) != 0);
         Done(m);
         return;

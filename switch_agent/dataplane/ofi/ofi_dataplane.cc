@@ -279,6 +279,17 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       continue;
     }
     const proto::Header& h = view.header;
+    if (h.type == proto::MsgType::kJoin) {
+      // FORMAT.md §3.8: the connection id stands for the source address.
+      const uint64_t conn_id = e[i].data;
+      engine::Action challenge;
+      if (!replies_.AdmitJoin(view, &conn_id, sizeof(conn_id), engine_->identity(), token,
+                              now_ns, &stats_, &challenge)) {
+        Queue(challenge, false);
+        PostRecv(index);
+        continue;
+      }
+    }
     proto::Placement where;
     if (proto::DecodePlacement(view, &where)) {
       // §12.3: where this rank wants the round's result written.

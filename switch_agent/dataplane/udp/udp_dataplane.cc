@@ -275,6 +275,20 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
     // Only a JOIN may create a peer entry; any other packet from an unknown
     // source is processed with the transient token (answers, such as NACK
     // kUnknownJob after a restart, go straight back to its source).
+    if (view.header.type == proto::MsgType::kJoin) {
+      // FORMAT.md §3.8: the source address must prove it receives first.
+      const sockaddr_in& a = rx_addr_[i];
+      uint8_t source[6];
+      std::memcpy(source, &a.sin_addr.s_addr, 4);
+      std::memcpy(source + 4, &a.sin_port, 2);
+      engine::Action challenge;
+      if (!replies_.AdmitJoin(view, source, sizeof(source), engine_->identity(), kTransientPeer,
+                              now_ns, &stats_, &challenge)) {
+        current_source_ = &rx_addr_[i];
+        Queue(challenge, false);
+        continue;
+      }
+    }
     engine::PeerToken token;
     bool inserted = false;
     if (!peers_.Find(rx_addr_[i], now_ns, &token)) {
@@ -285,7 +299,7 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
                      peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
           }
           current_source_ = &rx_addr_[i];
-          Queue(replies_.RefuseNewPeer(view.header, peers_.capacity()),
+          Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
                 (view.header.flags & proto::kFlagChecksum) != 0);
           continue;
         }

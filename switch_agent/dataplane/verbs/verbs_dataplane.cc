@@ -214,6 +214,18 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
     return;
   }
   current_source_ = UdPeerTable::Entry{source, nullptr, now_ns, true};
+  if (view.header.type == proto::MsgType::kJoin) {
+    // FORMAT.md §3.8: the source (GID and queue pair) must prove it receives.
+    uint8_t id[sizeof(source.gid) + 4];
+    std::memcpy(id, &source.gid, sizeof(source.gid));
+    std::memcpy(id + sizeof(source.gid), &source.qpn, 4);
+    engine::Action challenge;
+    if (!replies_.AdmitJoin(view, id, sizeof(id), engine_->identity(), kTransientPeer, now_ns,
+                            &stats_, &challenge)) {
+      Queue(challenge, false);  // rate-limited; a transient address handle
+      return;
+    }
+  }
   engine::PeerToken token = kTransientPeer;
   bool inserted = false;
   if (!peers_.Find(source, now_ns, &token)) {

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+// Packet authentication with libsodium (see auth.h, FORMAT.md §7.2, §10.2).
+#include "proto/auth.h"
+
+#include <sodium.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tributary::proto {
+namespace {
+
+// sodium_init() is thread-safe and idempotent; every entry point that may
+// run first calls it (a static initialises once).
+void EnsureSodium() {
+  static const int ok = sodium_init();
+  if (ok < 0) std::abort();  // no usable random source: nothing can be secure
+}
+
+inline void StoreLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline void StoreLe64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint64_t LoadLe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+constexpr char kMacContext[16] = {'t', 'r', 'i', 'b', 'u', 't', 'a', 'r',
+                                  'y', '/', 'm', 'a', 'c', '/', 'v', '2'};
+// The largest header: header_words is a u8.
+constexpr size_t kMaxHeaderBytes = 255 * 8;
+
+}  // namespace
+
+MacKey DeriveMacKey(uint32_t job_id, uint64_t job_key) {
+  EnsureSodium();
+  // BLAKE2b-256 of (context, job id, job key); the halves are the keys.
+  uint8_t in[sizeof(kMacContext) + 4 + 8];
+  std::memcpy(in, kMacContext, sizeof(kMacContext));
+  StoreLe32(in + sizeof(kMacContext), job_id);
+  StoreLe64(in + sizeof(kMacContext) + 4, job_key);
+  uint8_t out[2 * kMacKeyBytes];
+  crypto_generichash_blake2b(out, sizeof(out), in, sizeof(in), nullptr, 0);
+  MacKey key;
+  std::memcpy(key.header, out, kMacKeyBytes);
+  std::memcpy(key.payload, out + kMacKeyBytes, kMacKeyBytes);
+  sodium_memzero(in, sizeof(in));
+  sodium_memzero(out, sizeof(out));
+  return key;
+}
+
+uint64_t PacketMac(const MacKey& key, const uint8_t* header, size_t header_len,
+                   const uint8_t* payload, size_t payload_len) {
+  static_assert(crypto_shorthash_siphash24_BYTES == 8 && crypto_shorthash_siphash24_KEYBYTES == kMacKeyBytes);
+  if (header_len > kMaxHeaderBytes) header_len = kMaxHeaderBytes;
+  alignas(64) uint8_t buf[kMaxHeaderBytes + 8];
+  std::memcpy(buf, header, header_len);
+  std::memset(buf + kOffMac, 0, 8);
+  std::memset(buf + kOffChecksum, 0, 4);
+  size_t len = header_len;
+  const uint16_t flags = uint16_t(header[kOffFlags] << 8 | header[kOffFlags + 1]);
+  if (flags & kFlagPayloadMac) {
+    crypto_shorthash_siphash24(buf + len, payload, payload_len, key.payload);
+    len += 8;
+  }
+  uint8_t tag[8];
+  crypto_shorthash_siphash24(tag, buf, len, key.header);
+  return LoadLe64(tag);
+}
+
+void SealPacket(const MacKey& key, uint8_t* header, size_t header_len, const uint8_t* payload,
+                size_t payload_len) {
+  const uint64_t tag = PacketMac(key, header, header_len, payload, payload_len);
+  for (int i = 0; i < 8; ++i) header[kOffMac + i] = uint8_t(tag >> (56 - 8 * i));  // big-endian
+}
+
+bool VerifyPacket(const MacKey& key, const PacketView& p) {
+  if (p.raw == nullptr) return false;
+  const uint64_t want = PacketMac(key, p.raw, p.header_len, p.payload, p.payload_len);
+  uint8_t a[8], b[8];
+  StoreLe64(a, want);
+  StoreLe64(b, p.header.mac);
+  return sodium_memcmp(a, b, 8) == 0;
+}
+
+Identity GenerateIdentity() {
+  EnsureSodium();
+  Identity id;
+  crypto_box_keypair(id.public_key, id.secret_key);
+  return id;
+}
+
+void IdentityFromSecret(const uint8_t secret_key[kPublicKeyBytes], Identity* out) {
+  EnsureSodium();
+  std::memcpy(out->secret_key, secret_key, kPublicKeyBytes);
+  crypto_scalarmult_base(out->public_key, out->secret_key);
+}
+
+bool SealJobKey(const uint8_t public_key[kPublicKeyBytes], uint64_t job_key,
+                uint8_t out[kSealedKeyBytes]) {
+  static_assert(crypto_box_SEALBYTES + 8 == kSealedKeyBytes);
+  EnsureSodium();
+  uint8_t plain[8];
+  StoreLe64(plain, job_key);
+  const bool ok = crypto_box_seal(out, plain, sizeof(plain), public_key) == 0;
+  sodium_memzero(plain, sizeof(plain));
+  return ok;
+}
+
+bool OpenJobKey(const Identity& id, const uint8_t sealed[kSealedKeyBytes], uint64_t* job_key) {
+  EnsureSodium();
+  uint8_t plain[8];
+  if (crypto_box_seal_open(plain, sealed, kSealedKeyBytes, id.public_key, id.secret_key) != 0) {
+    return false;
+  }
+  *job_key = LoadLe64(plain);
+  sodium_memzero(plain, sizeof(plain));
+  return true;
+}
+
+CookieSecret GenerateCookieSecret() {
+  CookieSecret s;
+  RandomBytes(s.key, sizeof(s.key));
+  return s;
+}
+
+uint64_t JoinCookie(const CookieSecret& secret, const void* source, size_t source_len,
+                    uint32_t job_id, uint32_t sender, uint64_t period) {
+  uint8_t buf[64 + 16];
+  if (source_len > 64) source_len = 64;
+  std::memcpy(buf, source, source_len);
+  StoreLe32(buf + source_len, job_id);
+  StoreLe32(buf + source_len + 4, sender);
+  StoreLe64(buf + source_len + 8, period);
+  uint8_t tag[8];
+  crypto_shorthash_siphash24(tag, buf, source_len + 16, secret.key);
+  const uint64_t cookie = LoadLe64(tag);
+  return cookie == 0 ? 1 : cookie;
+}
+
+bool CookieValid(const CookieSecret& secret, uint64_t cookie, const void* source,
+                 size_t source_len, uint32_t job_id, uint32_t sender, uint64_t now_ns) {
+  if (cookie == 0) return false;
+  const uint64_t period = now_ns / kCookiePeriodNs;
+  // Both are computed so that the time taken does not depend on which matched.
+  uint8_t got[8], now_c[8], prev_c[8];
+  StoreLe64(got, cookie);
+  StoreLe64(now_c, JoinCookie(secret, source, source_len, job_id, sender, period));
+  StoreLe64(prev_c, JoinCookie(secret, source, source_len, job_id, sender, period - 1));
+  const bool a = sodium_memcmp(got, now_c, 8) == 0;
+  const bool b = sodium_memcmp(got, prev_c, 8) == 0;
+  return a | b;
+}
+
+void RandomBytes(void* out, size_t len) {
+  EnsureSodium();
+  randombytes_buf(out, len);
+}
+
+uint64_t RandomU64() {
+  uint64_t v;
+  RandomBytes(&v, sizeof(v));
+  return v;
+}
+
+void PublicKeyToHex(const uint8_t key[kPublicKeyBytes], char out[2 * kPublicKeyBytes + 1]) {
+  sodium_bin2hex(out, 2 * kPublicKeyBytes + 1, key, kPublicKeyBytes);
+}
+
+bool PublicKeyFromHex(const char* hex, uint8_t out[kPublicKeyBytes]) {
+  if (hex == nullptr || std::strlen(hex) != 2 * kPublicKeyBytes) return false;
+  size_t bin_len = 0;
+  return sodium_hex2bin(out, kPublicKeyBytes, hex, 2 * kPublicKeyBytes, nullptr, &bin_len,
+                        nullptr) == 0 &&
+         bin_len == kPublicKeyBytes;
+}
+
+}  // namespace tributary::proto

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon's X25519 key pair (proto/auth.h, FORMAT.md §7.2): ranks seal
+// their job keys to its public key. Loaded from `identity_file` (64 hex
+// digits of the secret key), created there with mode 0600 if the file does
+// not exist, or made fresh for this run when no file is configured.
+// Thread-safety: call once in main().
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "proto/auth.h"
+
+namespace tributary::agent {
+
+// A missing file is created; an unreadable, malformed or group/world-
+// readable one is an error naming the file and the fix.
+Result<proto::Identity> LoadIdentity(const std::string& path);
+
+// The public key as 64 hex digits (logs, `tributaryd --print-public-key`).
+std::string PublicKeyHex(const proto::Identity& identity);
+
+}  // namespace tributary::agent

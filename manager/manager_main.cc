@@ -6,14 +6,15 @@
 // (in-flight RPCs finish, the state is already on disk). Prints
 // "tributary-manager listening on HOST:PORT" on stdout once serving, so a
 // supervisor or a test using --listen 127.0.0.1:0 learns the port.
-// Exit codes: 0 clean stop, 1 could not start (state file, port), 2 bad
-// flags or topology.
+// Exit codes: 0 clean stop or --help/--version, 1 could not start (state
+// file, port), 2 bad flags or topology.
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <string>
 
 #include "common/log.h"
 #include "common/net/host_port.h"
@@ -27,9 +28,14 @@ void OnSignal(int sig) { g_signal.store(sig); }
 
 }  // namespace
 
+#ifndef TRIBUTARY_VERSION
+#define TRIBUTARY_VERSION "unknown"
+#endif
+
 int main(int argc, char** argv) {
   using namespace tributary;
   CLI::App app{"tributary-manager: places Tributary jobs on aggregation daemons"};
+  app.set_version_flag("--version", std::string("tributary-manager ") + TRIBUTARY_VERSION);
   manager::ServerOptions options;
   options.state_file = "/var/lib/tributary/manager.state";
   std::string topology_path;
@@ -54,7 +60,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every flag error exits 2 (CLI11's own
+    // codes, 106 for a missing --topology and so on, are not the contract).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   base::LogLevel level;
   if (!base::ParseLogLevel(log_level.c_str(), &level)) {

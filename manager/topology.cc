@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // See topology.h. The YAML reader is strict: an unknown key is an error (a
 // typo such as "uplink:" would otherwise silently drop a link and change
-// every placement). yaml-cpp reports problems by exception; they are caught
-// here and returned as a Status naming the file, line and key.
+// every placement), and so is a key given twice in one mapping
+// (common/yaml/yaml_input.h). yaml-cpp reports problems by exception; they
+// are caught here and returned as a Status naming the file, line and key.
 #include "manager/topology.h"
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
+
+#include "common/yaml/yaml_input.h"
 
 namespace tributary::manager {
 namespace {
@@ -199,6 +200,9 @@ Status ParseTopology(const std::string& yaml_text, const std::string& source, To
   try {
     const YAML::Node root = YAML::Load(yaml_text);
     if (!root || root.IsNull()) return InvalidArgument(source + ": empty topology");
+    if (Status s = yaml::CheckUniqueKeys(root); !s.ok()) {
+      return InvalidArgument(source + ": " + s.message());
+    }
     Status s = CheckKeys(root, {"name", "switches", "dpus", "hosts"}, source);
     if (!s.ok()) return s;
     if (root["name"]) out->set_name(root["name"].as<std::string>());
@@ -215,11 +219,9 @@ Status ParseTopology(const std::string& yaml_text, const std::string& source, To
 }
 
 Status LoadTopologyFile(const std::string& path, Topology* out) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument("cannot read topology file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseTopology(text.str(), path, out);
+  Result<std::string> text = yaml::ReadYamlFile("topology file", path);
+  if (!text.ok()) return text.status();
+  return ParseTopology(text.value(), path, out);
 }
 
 }  // namespace tributary::manager

@@ -8,14 +8,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "common/log.h"
 #include "common/net/host_port.h"
+#include "common/yaml/yaml_input.h"
 #include "proto/wire.h"
 
 #ifndef TRIBUTARY_VERSION
@@ -225,6 +223,9 @@ Status ApplyYamlText(const std::string& text, const std::string& origin, Config*
     return InvalidArgument(origin + ": YAML syntax error: " + e.what());
   }
   if (root.IsNull()) return Status::Ok();  // an empty file changes nothing
+  if (Status s = yaml::CheckUniqueKeys(root); !s.ok()) {
+    return InvalidArgument(origin + " " + s.message());
+  }
   if (!root.IsMap()) {
     return InvalidArgument(origin + ": expected a mapping of 'key: value' lines at the top level");
   }
@@ -253,14 +254,10 @@ Status ApplyYamlText(const std::string& text, const std::string& origin, Config*
 }
 
 Status ApplyYamlFile(const std::string& path, Config* config) {
-  std::ifstream in(path);
-  if (!in) {
-    return InvalidArgument("cannot read config file '" + path + "': " + strerror(errno));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  Result<std::string> text = yaml::ReadYamlFile("config file", path);
+  if (!text.ok()) return text.status();
   config->config_file = path;
-  return ApplyYamlText(text.str(), "config file " + path, config);
+  return ApplyYamlText(text.value(), "config file " + path, config);
 }
 
 Status ValidateConfig(const Config& c) {

@@ -5,7 +5,8 @@
 // (the key with '-' for '_'), its default and its help text. Values come
 // from, in increasing precedence: the defaults below, a YAML file
 // (--config FILE) and command-line flags. Both sources go through the same
-// strict parsers, unknown YAML keys are errors that name the key, and
+// strict parsers, unknown and repeated YAML keys are errors that name the
+// key and its line, a --config path that is a directory is refused, and
 // ValidateConfig checks every value before the data plane starts, reporting
 // all problems at once, each naming where the value came from.
 //

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests of tributaryd's configuration (switch_agent/control/config.h).
 //
-// They prove the precedence defaults < YAML file < flags, that unknown YAML
-// keys and bad values are rejected with messages naming the key and the
-// source, and that --print-config output reads back to the same settings.
+// They prove the precedence defaults < YAML file < flags, that unknown and
+// repeated YAML keys, a --config directory and bad values are rejected with
+// messages naming the key and the source, and that --print-config output
+// reads back to the same settings.
 #include "switch_agent/control/config.h"
 
 #include <unistd.h>
@@ -75,6 +76,61 @@ TEST(ConfigTest, UnknownYamlKeyIsRejected) {
   ASSERT_EQ(r.status, ParseStatus::kError);
   EXPECT_NE(r.text.find("unknown key 'max_jbos'"), std::string::npos) << r.text;
   EXPECT_NE(r.text.find("line 2"), std::string::npos) << r.text;
+}
+
+// Proves: a key given twice is an error naming the key and both lines (yaml-cpp
+// keeps both entries and a lookup sees the first, so one value would be
+// silently dropped), at the top level and inside a `jobs:` entry.
+TEST(ConfigTest, DuplicateYamlKeyIsRejected) {
+  TempYaml yaml("port: 18000\nmax_jobs: 3\nport: 18001\n");
+  Config c;
+  const ParseResult r = Parse({"--config", yaml.path()}, &c);
+  ASSERT_EQ(r.status, ParseStatus::kError);
+  EXPECT_NE(r.text.find(yaml.path() + " line 3: duplicate key 'port' (first at line 1)"),
+            std::string::npos)
+      << r.text;
+  const Status s = ApplyYamlText(
+      "jobs:\n"
+      "  - {id: 7, key: 1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n"
+      "  - id: 8\n"
+      "    key: 2\n"
+      "    fan_in: 2\n"
+      "    slot_count: 64\n"
+      "    fan_in: 4\n"
+      "    payload_bytes: 64\n",
+      "test", &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("test line 7: duplicate key 'fan_in' (first at line 5)"),
+            std::string::npos)
+      << s.ToString();
+  // The same key in different mappings is not a duplicate.
+  const Status fine = ApplyYamlText(
+      "jobs:\n"
+      "  - {id: 7, key: 1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n"
+      "  - {id: 8, key: 1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n",
+      "test", &c);
+  EXPECT_TRUE(fine.ok()) << fine.ToString();
+}
+
+// Proves: --config naming a directory fails with a message saying so (an
+// ifstream opens a directory and reads nothing, which passed as an empty
+// file: the daemon ran with defaults).
+TEST(ConfigTest, ConfigDirectoryIsRejected) {
+  char dir[] = "/tmp/tributaryd_config_test_dir_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Config c;
+  const ParseResult r = Parse({"--config", dir}, &c);
+  rmdir(dir);
+  ASSERT_EQ(r.status, ParseStatus::kError);
+  EXPECT_NE(r.text.find(std::string("cannot read config file '") + dir + "': is a directory"),
+            std::string::npos)
+      << r.text;
+  const ParseResult missing = Parse({"--config", "/nonexistent/tributaryd.yaml"}, &c);
+  ASSERT_EQ(missing.status, ParseStatus::kError);
+  EXPECT_NE(missing.text.find("cannot read config file '/nonexistent/tributaryd.yaml': No such "
+                              "file or directory"),
+            std::string::npos)
+      << missing.text;
 }
 
 // Proves: malformed YAML and non-scalar values are rejected.

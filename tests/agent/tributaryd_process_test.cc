@@ -463,10 +463,12 @@ TEST_F(TributarydTest, BadInvocationsFailWithMessage) {
       {{"--advertise-address", "10.0.0.1"}, "advertise_address: '10.0.0.1': missing ':PORT'"},
       {{"--dataplane", "carrier-pigeon"}, "available: udp"},
       {{"--config", "/nonexistent/tributaryd.yaml"}, "/nonexistent/tributaryd.yaml"},
+      // A directory is not an empty file: the daemon must not run with defaults.
+      {{"--config", "/"}, "cannot read config file '/': is a directory"},
   };
   for (const BadInvocation& c : cases) {
     DaemonProcess p;
-    EXPECT_NE(p.RunToExit(c.args, 30000), 0) << c.args[0];
+    EXPECT_EQ(p.RunToExit(c.args, 30000), 2) << c.args[0];
     EXPECT_NE(p.Stderr().find(c.message), std::string::npos)
         << c.args[0] << " stderr: " << p.Stderr();
     EXPECT_EQ(p.Stdout().find("listening"), std::string::npos) << "must fail before serving";

@@ -7,7 +7,8 @@
 // the state when the job ends under it, and the job ends on its own once
 // nobody heartbeats it; SIGTERM stops the manager cleanly (exit 0); and an
 // address with a port outside 1..65535 is refused by the CLI's --manager,
-// by the manager's --listen and by its daemon registration, never wrapped.
+// by the manager's --listen and by its daemon registration, never wrapped;
+// and the manager's own flags: --version, --help, exit 2 on flag errors.
 // Daemons are registered by the test through gRPC and never heartbeat.
 //
 // Schedules: the manager runs on the real clock, so the test never asserts
@@ -162,6 +163,32 @@ class ManagerCliTest : public ::testing::Test {
   int rc_ = 0;
   std::unique_ptr<v1::Manager::Stub> stub_;
 };
+
+// tributary-manager's own command line, no manager running: --version and
+// --help exit 0; every flag error exits 2 as documented (CLI11's codes, 106
+// for a missing --topology, 109 for an unknown flag, leaked through before).
+TEST(ManagerUsageTest, VersionHelpAndFlagErrors) {
+  const char* bin = getenv("TRIBUTARY_MANAGER_BIN");
+  ASSERT_NE(bin, nullptr) << "TRIBUTARY_MANAGER_BIN must be set (ctest does)";
+  int rc = -1;
+  std::string out = RunCommand(std::string(bin) + " --version", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, std::string("tributary-manager ") + TRIBUTARY_VERSION + "\n");
+  out = RunCommand(std::string(bin) + " --help", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("--version"), std::string::npos) << out;
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "--topology is required"},
+      {"--topology t.yaml --no-such-flag", "--no-such-flag"},
+      {"--topology t.yaml --daemon-timeout-ms 1", "--daemon-timeout-ms"},
+      {"--topology", "--topology"},
+  };
+  for (const auto& [args, message] : bad) {
+    out = RunCommand(std::string(bin) + " " + args, &rc);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+    EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
+  }
+}
 
 TEST_F(ManagerCliTest, AddressesOutOfRangeAreRefused) {
   int rc = 0;

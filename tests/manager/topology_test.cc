@@ -92,5 +92,31 @@ TEST(TopologyTest, OtherMistakesNamed) {
   EXPECT_NE(s.message().find("test.yaml"), std::string::npos) << s.message();
 }
 
+// A key given twice would keep only the first value (yaml-cpp keeps both
+// entries, a lookup sees the first): a second `uplinks:` line would silently
+// drop links, and a second `hosts:` section would drop hosts.
+TEST(TopologyTest, DuplicateKeyNamedWithItsLine) {
+  Status s = Parse(
+      "switches:\n"
+      "  - name: leaf0\n"
+      "    level: 0\n"
+      "    uplinks: [spine0]\n"
+      "    uplinks: [spine1]\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "test.yaml: line 5: duplicate key 'uplinks' (first at line 4)");
+  s = Parse("hosts: []\nswitches: []\nhosts: []\n");
+  EXPECT_EQ(s.message(), "test.yaml: line 3: duplicate key 'hosts' (first at line 1)");
+}
+
+// A directory given as the topology file is refused as such (it used to read
+// as an empty file).
+TEST(TopologyTest, DirectoryIsNotATopologyFile) {
+  Topology t;
+  const Status s = LoadTopologyFile(TRIBUTARY_TOPOLOGIES_DIR, &t);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), std::string("cannot read topology file '") + TRIBUTARY_TOPOLOGIES_DIR +
+                             "': is a directory, not a YAML file");
+}
+
 }  // namespace
 }  // namespace tributary::manager

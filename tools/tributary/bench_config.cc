@@ -2,9 +2,12 @@
 // Validation and parsing of BenchConfig. Single-threaded (runs before fork).
 #include "tools/tributary/bench_config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -107,7 +110,32 @@ Status BenchConfig::Finalize() {
                      " (expected HOST:PORT of a running tributaryd)");
     }
   }
-  return Status::Ok();
+  return CheckMemory(PhysicalMemoryBytes());
+}
+
+Status BenchConfig::CheckMemory(uint64_t physical_bytes) const {
+  const uint64_t buffers = 2ull * ranks;  // send + receive per rank
+  // buffers * max_bytes > physical_bytes, without overflowing the product.
+  if (physical_bytes == 0 || buffers == 0 || max_bytes <= physical_bytes / buffers) {
+    return Status::Ok();
+  }
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                " (%llu bytes) does not fit in memory: %u rank(s) each hold a send and a "
+                "receive buffer of that size, %.1f GiB in all, and this machine has %.1f GiB "
+                "of physical memory; lower -e or --ranks",
+                static_cast<unsigned long long>(max_bytes), ranks,
+                static_cast<double>(buffers) * static_cast<double>(max_bytes) / kGiB,
+                static_cast<double>(physical_bytes) / kGiB);
+  return InvalidArgument("-e/--maxbytes " + max_bytes_text + text);
+}
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }
 
 std::vector<uint64_t> BenchConfig::Sizes() const {

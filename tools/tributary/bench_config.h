@@ -61,10 +61,21 @@ struct BenchConfig {
   uint64_t max_bytes = 64ull << 20;
 
   // Validates and derives the parsed fields; the message names the flag.
+  // Includes CheckMemory(PhysicalMemoryBytes()).
   Status Finalize();
+  // Refuses an -e that cannot be resident: every rank runs on this machine
+  // and holds a send and a receive buffer of the largest size
+  // (rank_worker.cc), so 2 x ranks x max_bytes must fit in
+  // `physical_bytes` (0 = unknown: not checked). Without it a size the
+  // kernel overcommits is only found out when the ranks touch their pages
+  // (the OOM killer, or swap). Needs max_bytes and ranks parsed.
+  Status CheckMemory(uint64_t physical_bytes) const;
   // The message sizes in bytes, each a whole number of elements.
   std::vector<uint64_t> Sizes() const;
 };
+
+// Physical memory of this machine in bytes (sysconf), 0 when unknown.
+uint64_t PhysicalMemoryBytes();
 
 // Parses "4096", "4K", "64M", "1G" (binary multiples, as nccl-tests).
 bool ParseByteSize(const std::string& text, uint64_t* out);

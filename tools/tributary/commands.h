@@ -7,12 +7,15 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace tributary::cli {
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code);    // bench_command.cc
 void RegisterDemoCommand(CLI::App& app, int* exit_code);     // demo_command.cc
 void RegisterVersionCommand(CLI::App& app, int* exit_code);  // version_command.cc
+// "tributary X (libtributary Y)": `tributary version` and `tributary --version`.
+std::string VersionLine();                                   // version_command.cc
 
 #ifdef TRIBUTARY_HAVE_MANAGER
 // Control-plane commands (manager_commands.cc), built only with gRPC.

@@ -46,7 +46,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
   [[maybe_unused]] const auto& [collectives_completed, fragments_sent, retransmissions, probes,
                                 losses_detected, results_received, duplicate_results,
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
-                                srtt_us, rto_us, stats_transport] = s;
+                                srtt_us, rto_us, stats_transport, send_errors] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -244,6 +244,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, transport)) {
     snprintf(out->transport, sizeof(out->transport), "%s", s.transport.c_str());
   }
+  if (TRIB_HAS_FIELD(p, send_errors)) out->send_errors = s.send_errors;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

@@ -277,6 +277,7 @@ CommStats CommImpl::Stats() const {
     total.nacks_received += s.nacks_received;
     total.bytes_sent += s.bytes_sent;
     total.bytes_received += s.bytes_received;
+    total.send_errors += s.send_errors;
     total.srtt_us = std::max(total.srtt_us, s.srtt_us);
     total.rto_us = std::max(total.rto_us, s.rto_us);
   }

@@ -140,6 +140,7 @@ CommStats ProgressEngine::Stats() const {
   // this thread would race with it.
   s.bytes_sent = counters_.bytes_sent.load(std::memory_order_relaxed);
   s.bytes_received = counters_.bytes_received.load(std::memory_order_relaxed);
+  s.send_errors = counters_.send_errors.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -147,6 +148,7 @@ void ProgressEngine::PublishTransportStats() {
   const TransportStats ts = transport_->stats();
   counters_.bytes_sent.store(ts.bytes_sent, std::memory_order_relaxed);
   counters_.bytes_received.store(ts.bytes_received, std::memory_order_relaxed);
+  counters_.send_errors.store(ts.send_errors, std::memory_order_relaxed);
 }
 
 bool ProgressEngine::SubmissionsPending() {

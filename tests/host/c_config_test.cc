@@ -270,6 +270,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.srtt_us = 12;
   st.rto_us = 13;
   st.transport = "a-transport-name-longer-than-the-thirty-two-byte-field";
+  st.send_errors = 14;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -288,6 +289,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.srtt_us, 12u);
   EXPECT_EQ(out.rto_us, 13u);
   EXPECT_EQ(strlen(out.transport), sizeof(out.transport) - 1);  // truncated, terminated
+  EXPECT_EQ(out.send_errors, 14u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

@@ -283,6 +283,7 @@ class BenchRun {
         retransmissions_ += done.retransmissions;
         probes_ += done.probes;
         losses_detected_ += done.losses_detected;
+        send_errors_ += done.send_errors;
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
         fragments_sent_ += done.fragments_sent;
@@ -339,6 +340,10 @@ class BenchRun {
     std::printf("# probes %llu, losses detected %llu, srtt %u us, rto %u us (max over ranks)\n",
                 static_cast<unsigned long long>(probes_),
                 static_cast<unsigned long long>(losses_detected_), max_srtt_us_, max_rto_us_);
+    // Packets the ranks' kernels refused to send (EPERM from a firewall's
+    // drop on the output path): lost before the wire, recovered like losses.
+    std::printf("# send errors %llu (all ranks; packets the OS refused to send, counted as lost)\n",
+                static_cast<unsigned long long>(send_errors_));
     std::fflush(stdout);
   }
 
@@ -383,6 +388,7 @@ class BenchRun {
   uint64_t retransmissions_ = 0;
   uint64_t probes_ = 0;
   uint64_t losses_detected_ = 0;
+  uint64_t send_errors_ = 0;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;
   uint64_t rejected_ = 0;

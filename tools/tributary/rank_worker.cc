@@ -53,6 +53,7 @@ class Rank {
     done.rto_us = stats.rto_us;
     done.probes = stats.probes;
     done.losses_detected = stats.losses_detected;
+    done.send_errors = stats.send_errors;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

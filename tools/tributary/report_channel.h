@@ -53,6 +53,7 @@ struct DoneReport {
   uint32_t rto_us;
   uint64_t probes;
   uint64_t losses_detected;
+  uint64_t send_errors;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

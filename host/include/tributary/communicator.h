@@ -112,6 +112,8 @@ struct CommStats {
   uint32_t srtt_us = 0;              // smoothed round-trip time
   uint32_t rto_us = 0;               // current retransmission timeout
   std::string transport;             // the transport in use, e.g. "udp"
+  uint64_t send_errors = 0;          // packets the OS refused to send (EPERM from a
+                                     // firewall ...): lost, recovered by retransmission
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

@@ -219,6 +219,8 @@ typedef struct trib_stats {
   uint32_t srtt_us;           /* smoothed round-trip time */
   uint32_t rto_us;            /* current retransmission timeout */
   char transport[32];         /* "udp", ...; NUL-terminated */
+  uint64_t send_errors;       /* packets the OS refused to send (EPERM from a firewall ...):
+                                 lost, recovered by retransmission */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -34,6 +34,14 @@ std::string FormatAddress(const sockaddr_in& a) {
   return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
+// True when the socket has room to send (poll's POLLOUT: less than half of
+// SO_SNDBUF in use). A send that failed for want of room (EAGAIN) leaves the
+// buffer at least full, so right after one this is false.
+bool Writable(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
+}
+
 uint8_t* AlignedAlloc(size_t bytes) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   return static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
@@ -357,6 +365,15 @@ void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t 
   mh.msg_iovlen = payload_len > 0 ? 2 : 1;
 }
 
+void UdpDataplane::CountRefused(int err, size_t slot) {
+  if (PowerOfTwo(++stats_.tx_errors)) {
+    TRIB_LOG(kWarn, kLog, "sendmmsg to %s: %s (%llu refused so far; peers will retransmit)",
+             FormatAddress(tx_addr_[slot]).c_str(),
+             err != 0 ? strerror(err) : "refused inside a batch, errno not reported",
+             static_cast<unsigned long long>(stats_.tx_errors));
+  }
+}
+
 void UdpDataplane::Flush() {
   if (tx_count_ == 0) return;
   size_t sent = 0;
@@ -370,6 +387,13 @@ void UdpDataplane::Flush() {
       stats_.tx_packets += n;
       sent += n;
       retries = 0;
+      // sendmmsg stops at the first datagram the kernel refuses and drops
+      // its errno. Sending it again would ask the firewall again (a
+      // `numgen random` drop would then pass: a refusal neither lost nor
+      // counted). A socket with room was not full, so the datagram was
+      // refused: it is lost like one dropped on a wire, and counted. A full
+      // socket sends it again below (EAGAIN: wait for room).
+      if (sent < tx_count_ && Writable(fd_)) CountRefused(0, sent++);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -390,13 +414,8 @@ void UdpDataplane::Flush() {
       break;
     }
     // Any other error concerns the first datagram only (EPERM from a
-    // firewall, EHOSTUNREACH ...): skip it and send the rest.
-    const int err = errno;
-    if (PowerOfTwo(++stats_.tx_errors)) {
-      TRIB_LOG(kWarn, kLog, "sendmmsg to %s: %s",
-               FormatAddress(tx_addr_[sent]).c_str(), strerror(err));
-    }
-    ++sent;
+    // firewall, EHOSTUNREACH ...): it is lost; skip it and send the rest.
+    CountRefused(errno, sent++);
     retries = 0;
   }
   ++stats_.tx_batches;

@@ -12,7 +12,10 @@
 // fills), then the engine reaps: that order keeps every queued payload
 // pointer valid until the kernel has copied it. Transmit back-pressure
 // (EAGAIN/ENOBUFS) is retried a bounded number of times and then counted as
-// drops: the protocol's retransmissions recover them.
+// drops: the protocol's retransmissions recover them. A datagram the kernel
+// refuses (EPERM from a firewall's drop on the output path, an unreachable
+// route) is lost like one dropped on a wire: counted in tx_errors, never
+// sent again here.
 //
 // Checksums: a packet the engine answers carries kFlagChecksum (and a CRC32C)
 // when the engine set the flag, when the packet that triggered it had it, or,
@@ -76,6 +79,9 @@ class UdpDataplane final : public Dataplane {
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
               const sockaddr_in& to);
   void Flush();
+  // Counts datagram `slot` of the batch as refused by the kernel (err: its
+  // errno, 0 when sendmmsg did not report it) and logs the 1st, 2nd, 4th ...
+  void CountRefused(int err, size_t slot);
   // Trees: applies pending provisioning, runs the engine's uplink timers.
   void ServiceProvisioning(uint64_t now_ns);
   void PollUplinks(uint64_t now_ns);

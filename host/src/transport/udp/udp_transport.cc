@@ -49,6 +49,18 @@ int GetBuffer(int fd, int opt) {
   return v;
 }
 
+// True when the socket has room to send (poll's POLLOUT: less than half of
+// SO_SNDBUF in use). A send that failed for want of room (EAGAIN) leaves the
+// buffer at least full, so right after one this is false.
+bool Writable(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
+}
+
+// True on the 1st, 2nd, 4th ... call: a recurring condition logged without
+// flooding the application's log.
+bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
 }  // namespace
 
 Result<std::unique_ptr<Transport>> UdpTransport::Create(const Options& options) {
@@ -115,9 +127,10 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) break;
-      // ECONNREFUSED (ICMP port unreachable) and the like: the packet is lost;
-      // count it and let retransmission or the operation timeout decide.
-      stats_.send_errors++;
+      // EPERM (a firewall's drop on the output path), EHOSTUNREACH and the
+      // like: the packet is lost, as on a wire. Count it and let the
+      // retransmission timer or the operation timeout decide.
+      CountRefused(errno);
       sent_total++;
       continue;
     }
@@ -126,9 +139,28 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
       stats_.bytes_sent += msgs[i].msg_len;
     }
     sent_total += rc;
-    if (rc < batch) break;
+    if (rc < batch) {
+      // sendmmsg stops at the first datagram the kernel refuses and drops
+      // its errno. Sending that datagram again would ask the firewall again
+      // (a `numgen random` drop would then pass, and a refusal would be
+      // neither lost nor counted), so tell the two causes apart: a socket
+      // with room was not full, and the datagram was refused; it is lost.
+      // A full socket keeps the rest for the next pass.
+      if (!Writable(fd_)) break;
+      CountRefused(0);
+      sent_total++;
+    }
   }
   return sent_total;
+}
+
+void UdpTransport::CountRefused(int err) {
+  if (PowerOfTwo(++stats_.send_errors)) {
+    TRIB_LOG(kWarn, "udp", "the kernel refused to send %llu packet(s) so far (last: %s); "
+             "counted as lost, retransmission recovers them",
+             static_cast<unsigned long long>(stats_.send_errors),
+             err != 0 ? strerror(err) : "refused inside a batch, errno not reported");
+  }
 }
 
 int UdpTransport::Recv(RxEvent* out, int max) {

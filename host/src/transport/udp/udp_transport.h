@@ -4,7 +4,10 @@
 // Sends with sendmmsg (one iovec pair per packet, no payload copy) and
 // receives with recvmmsg into a ring of 64 KiB buffers, decoding each
 // datagram into an RxEvent. Datagrams whose source is not the aggregator are
-// dropped and counted. Wait() polls the
+// dropped and counted. A datagram the kernel refuses to send (EPERM from a
+// firewall's drop on the output path, an unreachable route) is lost like one
+// dropped on a wire: counted in send_errors and never sent again here, so
+// the progress engine's retransmission timer recovers it. Wait() polls the
 // socket and an eventfd that Wake() signals. Thread-safety: as Transport.
 #pragma once
 
@@ -31,6 +34,9 @@ class UdpTransport final : public Transport {
 
  private:
   UdpTransport() = default;
+  // Counts a packet the kernel refused to send (err: its errno, 0 when
+  // sendmmsg did not report it) and logs the 1st, 2nd, 4th ... one.
+  void CountRefused(int err);
 
   static constexpr int kBatch = 64;
   static constexpr size_t kRecvBufBytes = 65536;

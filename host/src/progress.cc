@@ -471,6 +471,19 @@ constexpr uint64_t kProbeIntervalNs = 1000000000;  // at most one JOIN probe per
 constexpr uint64_t kProbeTimeoutNs = 1000000000;
 }  // namespace
 
+void ProgressEngine::QueueLeave(uint32_t epoch) {
+  proto::Header leave;
+  leave.type = proto::MsgType::kLeave;
+  leave.job_id = id_.job_id;
+  leave.epoch = epoch;
+  leave.sender = id_.rank;
+  for (int copy = 0; copy < 2; ++copy) {
+    uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
+    proto::EncodeHeader(leave, header);
+    proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
+  }
+}
+
 void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
   // A copy per queued packet: the handshake re-encodes its own buffer.
   uint8_t* copy = probe_bytes_[probe_bytes_next_++ % 4];
@@ -510,12 +523,7 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
         return true;
       }
       // It created the job afresh for our JOIN: ours is gone. Leave the new
-      // one (nobody will use it) and fail with the reason.
-      proto::Header leave;
-      leave.type = proto::MsgType::kLeave;
-      leave.job_id = id_.job_id;
-      leave.epoch = epoch;
-      leave.sender = id_.rank;
+      // one too (nobody will use it) and fail with the reason.
       const Status s(StatusCode::kUnavailable,
                      "aggregator " + options_.aggregator + " no longer knows job " +
                          std::to_string(id_.job_id) + " (daemon restarted or job expired: it "
@@ -524,11 +532,7 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
       TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
                s.message().c_str());
       Abort(s, nullptr);
-      for (int copy = 0; copy < 2; ++copy) {
-        uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
-        proto::EncodeHeader(leave, header);
-        proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
-      }
+      QueueLeave(epoch);
       return true;
     }
     case JoinHandshake::Step::kRefused:
@@ -722,6 +726,7 @@ void ProgressEngine::PopFinished() {
 }
 
 void ProgressEngine::Abort(Status reason, Operation* culprit) {
+  const bool first = !aborted_;
   if (!aborted_) {
     aborted_ = true;
     std::lock_guard<std::mutex> lock(mu_);
@@ -729,6 +734,11 @@ void ProgressEngine::Abort(Status reason, Operation* culprit) {
   }
   window_.Clear();
   tx_.clear();
+  // The job cannot go on for this rank: tell the aggregator now (twice,
+  // unanswered), so that once every rank left it frees the job's slots at
+  // once, even if this process never gets to destroy its communicator. A
+  // communicator being destroyed sends its own LEAVEs.
+  if (first && id_.epoch != 0 && reason.code() != StatusCode::kAborted) QueueLeave(id_.epoch);
   // The op that caused the failure (or the oldest one) gets the reason
   // itself; the others are aborted because of it.
   if (culprit == nullptr) {

@@ -119,6 +119,8 @@ class ProgressEngine {
   void MaybeStartProbe(uint64_t now);
   bool HandleProbeAnswer(const proto::PacketView& p, uint64_t now);
   void QueueProbePacket(const uint8_t* packet, size_t len);
+  // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed.
+  void QueueLeave(uint32_t epoch);
   void HandleStatus(const proto::PacketView& p, uint64_t now);
   void HandleStats(const proto::PacketView& p);
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline

@@ -50,6 +50,8 @@ const Field kFields[] = {
      nullptr, &Config::max_slots_per_job},
     {"job_idle_timeout_s", "seconds without a packet before a job is reaped", nullptr,
      &Config::job_idle_timeout_s},
+    {"job_join_timeout_s", "seconds without a packet before a job not every rank joined is "
+     "reaped", nullptr, &Config::job_join_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
     {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
      &Config::socket_buffer_bytes},
@@ -293,6 +295,7 @@ Status ValidateConfig(const Config& c) {
   range("max_memory_mb", c.max_memory_mb, 1, 1ull << 24);
   range("max_slots_per_job", c.max_slots_per_job, 1, proto::kMaxSlotCount);
   range("job_idle_timeout_s", c.job_idle_timeout_s, 1, 7 * 86400);
+  range("job_join_timeout_s", c.job_join_timeout_s, 1, 7 * 86400);
   range("batch_size", c.batch_size, 1, 1024);
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
   range("max_peers", c.max_peers, 1, 1u << 22);
@@ -436,6 +439,7 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   l.max_memory_bytes = c.max_memory_mb << 20;
   l.max_slots = static_cast<uint32_t>(c.max_slots_per_job);
   l.job_idle_timeout_ns = c.job_idle_timeout_s * 1000000000ull;
+  l.job_join_timeout_ns = c.job_join_timeout_s * 1000000000ull;
   l.create_jobs_on_join = c.manager.empty();
   return l;
 }

@@ -55,6 +55,10 @@ struct Config {
   uint64_t max_slots_per_job = 65536;
   // A job with no packet for this long is reaped (ranks that died).
   uint64_t job_idle_timeout_s = 300;
+  // A job that not every rank joined, with no packet for this long, is
+  // reaped sooner: ranks still joining resend their JOIN at least every
+  // second, so it was abandoned (or squatted by a flood of first JOINs).
+  uint64_t job_join_timeout_s = 30;
   // Datagrams per recvmmsg burst: larger amortises syscalls, smaller cuts latency.
   uint64_t batch_size = 64;
   // SO_RCVBUF/SO_SNDBUF request, bytes; 0 keeps the OS default. Large buffers

@@ -111,6 +111,9 @@ struct EngineLimits {
   uint32_t max_fan_in = proto::kMaxFanIn;
   uint32_t max_slots = proto::kMaxSlotCount;
   uint64_t job_idle_timeout_ns = 300ull * 1000000000;  // no packet for this long: job reaped
+  // ... and sooner while not every child has joined (children that are
+  // joining resend their JOIN at least every second).
+  uint64_t job_join_timeout_ns = 30ull * 1000000000;
   // A JOIN for an unknown job creates it (standalone daemons). A daemon run
   // by tributary-manager serves only the jobs placed on it (Provision): a
   // rank that races ahead of the placement is told unknown_job and retries,

@@ -506,6 +506,24 @@ TEST(EngineJoin, HeaderOnlyMacIsTheJobsChoiceForAllItsRanks) {
   EXPECT_EQ(engine.counters().contributions, 2u);
 }
 
+// A job not every child joined is reaped after job_join_timeout_ns without
+// a packet (abandoned at creation, or opened by a flood of first JOINs),
+// long before the idle timeout; a complete job only after the idle timeout.
+TEST(EngineLifecycle, IncompleteJobsAreReapedSooner) {
+  EngineLimits limits;
+  limits.job_idle_timeout_ns = 1000000;
+  limits.job_join_timeout_ns = 1000;
+  TestEngine engine(limits, 1);
+  JobFixture complete(&engine, 1, 2, 2, 1, 64);                            // both joined at t=1
+  ASSERT_EQ(engine.OnPacket(JoinPacket(2, 3, 0, JoinPayload(3, 1, 64)), 9, 1).header.type,
+            MsgType::kJoinAck);                                            // 1 of 3 joined
+  EXPECT_EQ(engine.Reap(1000), 0u);
+  EXPECT_EQ(engine.Reap(1002), 1u);
+  ASSERT_EQ(engine.Jobs().size(), 1u);
+  EXPECT_EQ(engine.Jobs()[0].job_id, 1u);
+  EXPECT_EQ(engine.Reap(1000002), 1u);
+}
+
 TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
   EngineLimits limits;
   limits.job_idle_timeout_ns = 1000;

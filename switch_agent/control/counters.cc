@@ -52,6 +52,7 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   Add(&s, "bad_peer_token", d.bad_peer_token);
   Add(&s, "transient_replies_limited", d.transient_replies_limited);
   Add(&s, "join_challenges", d.join_challenges);
+  Add(&s, "host_job_limit", d.host_job_limit);
   s += "\n  decode_errors:";
   Add(&s, "total", d.TotalDecodeErrors());
   for (int i = 1; i < proto::kNumDecodeErrors; ++i) {

@@ -66,6 +66,7 @@ struct DataplaneStats {
   uint64_t bad_peer_token = 0;   // actions naming a token the table does not know (bug)
   uint64_t transient_replies_limited = 0;  // answers to unknown sources dropped by the rate limit
   uint64_t join_challenges = 0;  // JOINs without a valid cookie, answered CHALLENGE (FORMAT.md §3.8)
+  uint64_t host_job_limit = 0;   // JOINs refused: their host created too many jobs lately
   uint64_t decode_errors[proto::kNumDecodeErrors] = {};  // by proto::DecodeError
   uint64_t TotalDecodeErrors() const;
   DataplaneStats& operator+=(const DataplaneStats& other);  // every counter added

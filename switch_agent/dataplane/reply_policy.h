@@ -18,6 +18,12 @@
 //   table) only with a cookie this loop made for its source address; any
 //   other JOIN is answered with a CHALLENGE (rate-limited like every answer
 //   to an unknown source), so spoofed JOINs create no state at all.
+// - Job creations per host: a JOIN that would create a job (the engine
+//   does not hold it) spends a token of its source host's bucket
+//   (kJobsPerHostPerMinute, refilled continuously); with none left it is
+//   refused with NACK resource_exhausted, so one tenant cannot take every
+//   job slot of the daemon at once. At most kMaxHostBuckets hosts are
+//   tracked; past that the table starts over.
 // Thread-safety: none; one per dataplane loop.
 #pragma once
 
@@ -25,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/log.h"
@@ -42,6 +49,8 @@ inline constexpr engine::PeerToken kTransientPeer = ~engine::PeerToken{0};
 class ReplyPolicy {
  public:
   static constexpr double kTransientRepliesPerSecond = 2000;
+  static constexpr double kJobsPerHostPerMinute = 120;
+  static constexpr size_t kMaxHostBuckets = 65536;
 
   ReplyPolicy() : cookie_secret_(proto::GenerateCookieSecret()) { checksum_jobs_.reserve(1024); }
 
@@ -79,16 +88,30 @@ class ReplyPolicy {
   // the peer table and the engine. Otherwise *challenge is the CHALLENGE to
   // send to `reply_to` (kTransientPeer: the source, rate-limited), valid
   // until the next call; nothing else about the JOIN is remembered.
+  // The first `host_len` bytes of `source` name its host (an IPv4
+  // address, a GID): the job-creation budget is per host. A JOIN over the
+  // budget gets the refusal in *challenge instead.
   bool AdmitJoin(const proto::PacketView& join, const void* source, size_t source_len,
-                 const proto::Identity* identity, engine::PeerToken reply_to, uint64_t now_ns,
-                 DataplaneStats* stats, engine::Action* challenge) {
+                 size_t host_len, engine::Engine* engine, engine::PeerToken reply_to,
+                 uint64_t now_ns, DataplaneStats* stats, engine::Action* challenge) {
     proto::JoinBody body{};
     proto::DecodeJoinBody(join.payload, join.payload_len, &body);  // Decode checked it
     const proto::Header& h = join.header;
     if (proto::CookieValid(cookie_secret_, body.cookie, source, source_len, h.job_id, h.sender,
                            now_ns)) {
-      return true;
+      if (engine->HoldsJob(h.job_id) || SpendJobCreation(source, host_len, now_ns)) return true;
+      ++stats->host_job_limit;
+      *challenge = engine->RefuseJoin(join, reply_to, proto::NackCode::kResourceExhausted);
+      const int n = std::snprintf(refusal_, sizeof(refusal_),
+                                  "this host created %.0f jobs in the last minute on this daemon "
+                                  "(the limit); retry later",
+                                  kJobsPerHostPerMinute);
+      challenge->payload = reinterpret_cast<const uint8_t*>(refusal_);
+      challenge->payload_len =
+          n > 0 ? std::min(static_cast<size_t>(n), sizeof(refusal_) - 1) : 0;
+      return false;
     }
+    const proto::Identity* identity = engine->identity();
     ++stats->join_challenges;
     proto::ChallengeBody c;
     c.cookie = proto::JoinCookie(cookie_secret_, source, source_len, h.job_id, h.sender,
@@ -187,6 +210,26 @@ class ReplyPolicy {
     return a;
   }
 
+  // Takes one job creation from the host's bucket; false if it is empty.
+  bool SpendJobCreation(const void* source, size_t host_len, uint64_t now_ns) {
+    // Keyed hash: a host cannot aim at another's bucket.
+    const uint64_t host = proto::JoinCookie(cookie_secret_, source, host_len, 0, 0, 0);
+    if (host_buckets_.size() >= kMaxHostBuckets && host_buckets_.count(host) == 0) {
+      host_buckets_.clear();
+    }
+    auto [it, fresh] = host_buckets_.try_emplace(host, HostBucket{kJobsPerHostPerMinute, now_ns});
+    HostBucket& b = it->second;
+    if (!fresh) {
+      b.tokens = std::min(kJobsPerHostPerMinute,
+                          b.tokens + static_cast<double>(now_ns - b.refill_ns) * 1e-9 / 60.0 *
+                                         kJobsPerHostPerMinute);
+      b.refill_ns = now_ns;
+    }
+    if (b.tokens < 1.0) return false;
+    b.tokens -= 1.0;
+    return true;
+  }
+
   // True if an answer to an unknown source may go out now.
   bool AllowTransientReply(uint64_t now_ns) {
     tokens_ += static_cast<double>(now_ns - refill_ns_) * 1e-9 * kTransientRepliesPerSecond;
@@ -198,7 +241,12 @@ class ReplyPolicy {
   }
 
  private:
+  struct HostBucket {
+    double tokens;
+    uint64_t refill_ns;
+  };
   std::unordered_set<uint32_t> checksum_jobs_;
+  std::unordered_map<uint64_t, HostBucket> host_buckets_;
   proto::CookieSecret cookie_secret_;
   uint8_t challenge_body_[proto::kChallengeBodySize];
   double tokens_ = kTransientRepliesPerSecond;

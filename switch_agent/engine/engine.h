@@ -267,6 +267,7 @@ class Engine {
 
   const EngineCounters& counters() const { return counters_; }
   std::vector<JobInfo> Jobs() const;
+  bool HoldsJob(uint32_t job_id) const { return jobs_.count(job_id) != 0; }
   // Adds the token of every registered child of every job to `out` (peer
   // tables keep these and may forget the rest).
   template <typename Set>

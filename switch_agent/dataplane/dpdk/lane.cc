@@ -168,8 +168,8 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
     std::memcpy(source, &info.src_ip_be, 4);
     std::memcpy(source + 4, &info.src_port_be, 2);
     engine::Action challenge;
-    if (!replies_.AdmitJoin(view, source, sizeof(source), engine_->identity(), kTransientPeer,
-                            now_ns, &stats_, &challenge)) {
+    if (!replies_.AdmitJoin(view, source, sizeof(source), 4, engine_, kTransientPeer, now_ns,
+                            &stats_, &challenge)) {
       Queue(challenge, false);
       Done(m);
       return;

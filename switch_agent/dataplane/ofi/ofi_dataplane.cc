@@ -283,7 +283,7 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       // FORMAT.md §3.8: the connection id stands for the source address.
       const uint64_t conn_id = e[i].data;
       engine::Action challenge;
-      if (!replies_.AdmitJoin(view, &conn_id, sizeof(conn_id), engine_->identity(), token,
+      if (!replies_.AdmitJoin(view, &conn_id, sizeof(conn_id), sizeof(conn_id), engine_, token,
                               now_ns, &stats_, &challenge)) {
         Queue(challenge, false);
         PostRecv(index);

@@ -290,8 +290,8 @@ void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
       std::memcpy(source, &a.sin_addr.s_addr, 4);
       std::memcpy(source + 4, &a.sin_port, 2);
       engine::Action challenge;
-      if (!replies_.AdmitJoin(view, source, sizeof(source), engine_->identity(), kTransientPeer,
-                              now_ns, &stats_, &challenge)) {
+      if (!replies_.AdmitJoin(view, source, sizeof(source), 4, engine_, kTransientPeer, now_ns,
+                              &stats_, &challenge)) {
         current_source_ = &rx_addr_[i];
         Queue(challenge, false);
         continue;

@@ -220,8 +220,8 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
     std::memcpy(id, &source.gid, sizeof(source.gid));
     std::memcpy(id + sizeof(source.gid), &source.qpn, 4);
     engine::Action challenge;
-    if (!replies_.AdmitJoin(view, id, sizeof(id), engine_->identity(), kTransientPeer, now_ns,
-                            &stats_, &challenge)) {
+    if (!replies_.AdmitJoin(view, id, sizeof(id), sizeof(source.gid), engine_, kTransientPeer,
+                            now_ns, &stats_, &challenge)) {
       Queue(challenge, false);  // rate-limited; a transient address handle
       return;
     }

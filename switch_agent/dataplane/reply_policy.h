@@ -18,12 +18,15 @@
 //   table) only with a cookie this loop made for its source address; any
 //   other JOIN is answered with a CHALLENGE (rate-limited like every answer
 //   to an unknown source), so spoofed JOINs create no state at all.
-// - Job creations per host: a JOIN that would create a job (the engine
-//   does not hold it) spends a token of its source host's bucket
-//   (kJobsPerHostPerMinute, refilled continuously); with none left it is
-//   refused with NACK resource_exhausted, so one tenant cannot take every
-//   job slot of the daemon at once. At most kMaxHostBuckets hosts are
-//   tracked; past that the table starts over.
+// - Job creations per host: a JOIN that creates a job spends a token of
+//   its source host's bucket (kJobsPerHostPerMinute, refilled
+//   continuously); while the bucket is empty, a JOIN that would create one
+//   (for a job the engine does not hold, on a daemon that creates jobs on
+//   JOIN) is refused with NACK resource_exhausted, so one tenant cannot
+//   take every job slot of the daemon at once. JOINs that create nothing
+//   (retries of a JOIN a manager's placement has not reached yet) cost
+//   nothing. At most kMaxHostBuckets hosts are tracked; past that the table
+//   starts over.
 // Thread-safety: none; one per dataplane loop.
 #pragma once
 
@@ -51,6 +54,10 @@ class ReplyPolicy {
   static constexpr double kTransientRepliesPerSecond = 2000;
   static constexpr double kJobsPerHostPerMinute = 120;
   static constexpr size_t kMaxHostBuckets = 65536;
+  struct HostBucket {
+    double tokens;
+    uint64_t refill_ns;
+  };
 
   ReplyPolicy() : cookie_secret_(proto::GenerateCookieSecret()) { checksum_jobs_.reserve(1024); }
 
@@ -99,7 +106,13 @@ class ReplyPolicy {
     const proto::Header& h = join.header;
     if (proto::CookieValid(cookie_secret_, body.cookie, source, source_len, h.job_id, h.sender,
                            now_ns)) {
-      if (engine->HoldsJob(h.job_id) || SpendJobCreation(source, host_len, now_ns)) return true;
+      admitted_host_ = proto::JoinCookie(cookie_secret_, source, host_len, 0, 0, 0);
+      admitted_ = true;
+      if (engine->HoldsJob(h.job_id) || !engine->limits().create_jobs_on_join ||
+          HostMayCreate(admitted_host_, now_ns)) {
+        return true;
+      }
+      admitted_ = false;
       ++stats->host_job_limit;
       *challenge = engine->RefuseJoin(join, reply_to, proto::NackCode::kResourceExhausted);
       const int n = std::snprintf(refusal_, sizeof(refusal_),
@@ -151,6 +164,7 @@ class ReplyPolicy {
   engine::Action Process(engine::Engine* engine, const proto::PacketView& view,
                          engine::PeerToken from, uint64_t now_ns, FlushFn&& flush, bool* joined) {
     const uint64_t joins_before = engine->counters().joins;
+    const uint64_t created_before = engine->counters().jobs_created;
     NoteIncoming(view.header);
     engine::Action action = engine->OnPacket(view, from, now_ns);
     if (action.kind == engine::ActionKind::kFlushAndRetry) {
@@ -159,6 +173,13 @@ class ReplyPolicy {
       action = engine->OnPacket(view, from, now_ns);
     }
     *joined = engine->counters().joins != joins_before;
+    // The JOIN AdmitJoin let through created a job: its host pays for it.
+    if (admitted_ && view.header.type == proto::MsgType::kJoin &&
+        engine->counters().jobs_created != created_before) {
+      HostBucket& b = Bucket(admitted_host_, now_ns);
+      b.tokens = std::max(0.0, b.tokens - 1.0);
+    }
+    admitted_ = false;
     return action;
   }
 
@@ -210,25 +231,23 @@ class ReplyPolicy {
     return a;
   }
 
-  // Takes one job creation from the host's bucket; false if it is empty.
-  bool SpendJobCreation(const void* source, size_t host_len, uint64_t now_ns) {
-    // Keyed hash: a host cannot aim at another's bucket.
-    const uint64_t host = proto::JoinCookie(cookie_secret_, source, host_len, 0, 0, 0);
+  // The host's bucket (keyed hash of its address: a host cannot aim at
+  // another's), refilled to `now_ns`.
+  HostBucket& Bucket(uint64_t host, uint64_t now_ns) {
     if (host_buckets_.size() >= kMaxHostBuckets && host_buckets_.count(host) == 0) {
       host_buckets_.clear();
     }
     auto [it, fresh] = host_buckets_.try_emplace(host, HostBucket{kJobsPerHostPerMinute, now_ns});
     HostBucket& b = it->second;
-    if (!fresh) {
+    if (!fresh && now_ns > b.refill_ns) {
       b.tokens = std::min(kJobsPerHostPerMinute,
                           b.tokens + static_cast<double>(now_ns - b.refill_ns) * 1e-9 / 60.0 *
                                          kJobsPerHostPerMinute);
       b.refill_ns = now_ns;
     }
-    if (b.tokens < 1.0) return false;
-    b.tokens -= 1.0;
-    return true;
+    return b;
   }
+  bool HostMayCreate(uint64_t host, uint64_t now_ns) { return Bucket(host, now_ns).tokens >= 1.0; }
 
   // True if an answer to an unknown source may go out now.
   bool AllowTransientReply(uint64_t now_ns) {
@@ -241,12 +260,10 @@ class ReplyPolicy {
   }
 
  private:
-  struct HostBucket {
-    double tokens;
-    uint64_t refill_ns;
-  };
   std::unordered_set<uint32_t> checksum_jobs_;
   std::unordered_map<uint64_t, HostBucket> host_buckets_;
+  uint64_t admitted_host_ = 0;  // host of the JOIN AdmitJoin last let through
+  bool admitted_ = false;       // ... for the Process() call that follows
   proto::CookieSecret cookie_secret_;
   uint8_t challenge_body_[proto::kChallengeBodySize];
   double tokens_ = kTransientRepliesPerSecond;

@@ -4,7 +4,7 @@
 // job and sender, every other one is answered with a CHALLENGE that echoes
 // its nonce and carries the daemon's public key, and a host that keeps
 // creating jobs is refused past kJobsPerHostPerMinute until its bucket
-// refills; JOINs for jobs the engine holds are never charged.
+// refills; JOINs that create nothing are never charged.
 #include "switch_agent/dataplane/reply_policy.h"
 
 #include <gtest/gtest.h>
@@ -26,17 +26,30 @@ struct Join {
   proto::PacketView view;
 };
 
-Join MakeJoin(uint32_t job_id, uint32_t sender, uint64_t cookie, uint64_t nonce = 77) {
+// A JOIN; with `seal_to`, as a rank sends it after the CHALLENGE: the job
+// key (job id + 1) sealed to that identity and the packet MAC'd, so that it
+// creates the job.
+Join MakeJoin(uint32_t job_id, uint32_t sender, uint64_t cookie, uint64_t nonce = 77,
+              const proto::Identity* seal_to = nullptr) {
   Join j;
-  proto::JoinBody body{2, 4, 1024, 0, nonce, cookie, 1};
-  uint8_t raw[proto::kJoinBodySize];
+  const uint64_t key = job_id + 1;
+  proto::JoinBody body{2, 4, 1024, seal_to ? proto::kJoinSealedKey : 0u, nonce, cookie, 1};
+  uint8_t raw[proto::kJoinSealedBodySize];
   proto::EncodeJoinBody(body, raw);
+  size_t len = proto::kJoinBodySize;
+  if (seal_to != nullptr) {
+    EXPECT_TRUE(proto::SealJobKey(seal_to->public_key, key, raw + proto::kJoinOffSealedKey));
+    len = proto::kJoinSealedBodySize;
+  }
   proto::Header h;
   h.type = proto::MsgType::kJoin;
+  h.flags = proto::kFlagPayloadMac;
   h.job_id = job_id;
   h.sender = sender;
-  j.bytes.resize(proto::kHeaderSize + sizeof(raw));
-  proto::Encode(h, raw, sizeof(raw), j.bytes.data(), j.bytes.size());
+  j.bytes.resize(proto::kHeaderSize + len);
+  proto::Encode(h, raw, len, j.bytes.data(), j.bytes.size());
+  proto::SealPacket(proto::DeriveMacKey(job_id, key), j.bytes.data(), proto::kHeaderSize,
+                    j.bytes.data() + proto::kHeaderSize, len);
   EXPECT_EQ(proto::Decode(j.bytes.data(), j.bytes.size(), &j.view), proto::DecodeError::kOk);
   return j;
 }
@@ -53,6 +66,18 @@ class ReplyPolicyTest : public ::testing::Test {
   bool Admit(const Join& j, const Source& s, uint64_t now, engine::Action* answer) {
     return policy_.AdmitJoin(j.view, s.bytes, sizeof(s.bytes), 4, &engine_, kTransientPeer, now,
                              &stats_, answer);
+  }
+  // The whole handshake of a JOIN that creates `job` (if the host may):
+  // true if admitted; *created if the engine then created the job.
+  bool CreateJob(uint32_t job, const Source& s, uint64_t now, engine::Action* answer,
+                 bool* created) {
+    const Join j = MakeJoin(job, 0, CookieFor(job, 0, s, now), 77, &identity_);
+    if (!Admit(j, s, now, answer)) return false;
+    const uint64_t before = engine_.counters().jobs_created;
+    bool joined = false;
+    policy_.Process(&engine_, j.view, 100, now, [] {}, &joined);
+    *created = engine_.counters().jobs_created == before + 1;
+    return true;
   }
   uint64_t CookieFor(uint32_t job, uint32_t sender, const Source& s, uint64_t now) {
     engine::Action a;
@@ -104,34 +129,38 @@ TEST_F(ReplyPolicyTest, HostsThatKeepCreatingJobsAreRefusedUntilTheirBucketRefil
   const uint64_t t = 100 * kSecond;
   const int budget = static_cast<int>(ReplyPolicy::kJobsPerHostPerMinute);
   engine::Action answer;
-  // Host 1 creates `budget` jobs from many ports: admitted.
+  bool created = false;
+  // JOINs that create nothing (unknown job, no sealed key, as while a
+  // manager's placement is on its way) cost nothing, however many.
+  const Source s1(1, 9999);
+  for (int i = 0; i < 2 * budget; ++i) {
+    const Join j = MakeJoin(5555, 0, CookieFor(5555, 0, s1, t));
+    ASSERT_TRUE(Admit(j, s1, t, &answer)) << i;
+    bool joined = false;
+    policy_.Process(&engine_, j.view, 100, t, [] {}, &joined);
+  }
+  // Host 1 creates `budget` jobs from many ports: admitted, each created.
   for (int i = 0; i < budget; ++i) {
     const Source s(1, static_cast<uint16_t>(5000 + i));
-    const uint32_t job = 1000 + i;
-    ASSERT_TRUE(Admit(MakeJoin(job, 0, CookieFor(job, 0, s, t)), s, t, &answer)) << i;
+    ASSERT_TRUE(CreateJob(1000 + i, s, t, &answer, &created)) << i;
+    ASSERT_TRUE(created) << i;
   }
   // One more new job: refused, named.
-  const Source s1(1, 9999);
-  const uint64_t cookie = CookieFor(7777, 0, s1, t);
-  ASSERT_FALSE(Admit(MakeJoin(7777, 0, cookie), s1, t, &answer));
+  ASSERT_FALSE(CreateJob(7777, s1, t, &answer, &created));
   EXPECT_EQ(stats_.host_job_limit, 1u);
   EXPECT_EQ(answer.header.type, proto::MsgType::kNack);
   EXPECT_EQ(answer.header.aux, static_cast<uint32_t>(proto::NackCode::kResourceExhausted));
+  EXPECT_NE(answer.key, nullptr);  // the JOIN proved the key: the refusal is sealed
   const std::string text(reinterpret_cast<const char*>(answer.payload), answer.payload_len);
   EXPECT_NE(text.find("jobs in the last minute"), std::string::npos) << text;
   // A JOIN for a job the engine holds is not a creation: admitted.
-  engine::JobSpec spec;
-  spec.job_id = 4242;
-  spec.job_key = 1;
-  spec.params = {2, 4, 1024};
-  ASSERT_EQ(engine_.Provision(spec, t), engine::ProvisionResult::kCreated);
-  EXPECT_TRUE(Admit(MakeJoin(4242, 0, CookieFor(4242, 0, s1, t)), s1, t, &answer));
+  EXPECT_TRUE(Admit(MakeJoin(1000, 1, CookieFor(1000, 1, s1, t)), s1, t, &answer));
   // Another host has its own budget.
-  const Source s2(2, 5000);
-  EXPECT_TRUE(Admit(MakeJoin(8888, 0, CookieFor(8888, 0, s2, t)), s2, t, &answer));
+  EXPECT_TRUE(CreateJob(8888, Source(2, 5000), t, &answer, &created));
+  EXPECT_TRUE(created);
   // Half a minute later host 1 has half its budget back.
-  const uint64_t later = t + 30 * kSecond;
-  EXPECT_TRUE(Admit(MakeJoin(7777, 0, CookieFor(7777, 0, s1, later)), s1, later, &answer));
+  EXPECT_TRUE(CreateJob(7777, s1, t + 30 * kSecond, &answer, &created));
+  EXPECT_TRUE(created);
 }
 
 }  // namespace

@@ -57,11 +57,6 @@ if [[ ! -x $TRIB || ! -x $DAEMON ]]; then
   echo "run_loss: build tributary and tributaryd in $BUILD first" >&2
   exit 2
 fi
-if [[ $(id -u) -ne 0 ]] || ! command -v nft > /dev/null || ! command -v ip > /dev/null; then
-  echo "run_loss: needs root, ip and nft; skipping" >&2
-  exit 77
-fi
-
 # Size in bytes from 1K / 16M / 1G / 123.
 bytes() {
   local v=${1^^}
@@ -72,49 +67,10 @@ bytes() {
 }
 MIN_B=$(bytes "$MIN"); MAX_B=$(bytes "$MAX"); SPLIT_B=$(bytes "$SPLIT")
 
-NS="trib-loss-$$"
-TABLE=trib_loss_bench
-WORK=$(mktemp -d /tmp/trib-run-loss.XXXXXX)
-DAEMON_PID=""
-BENCH_PID=""
-ns_made=0
-cleanup() {
-  local rc=$? pid
-  trap - EXIT INT TERM
-  [[ -n $BENCH_PID ]] && kill -TERM "$BENCH_PID" 2> /dev/null && wait "$BENCH_PID" 2> /dev/null
-  [[ -n $DAEMON_PID ]] && kill -TERM "$DAEMON_PID" 2> /dev/null && wait "$DAEMON_PID" 2> /dev/null
-  if ((ns_made)); then
-    ip netns exec "$NS" nft delete table inet "$TABLE" 2> /dev/null
-    # Whatever is left in the namespace was started by this script (the
-    # bench's rank processes): nothing else can enter a namespace we made.
-    for pid in $(ip netns pids "$NS" 2> /dev/null); do kill -KILL "$pid" 2> /dev/null; done
-    ip netns del "$NS" 2> /dev/null
-  fi
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-ip netns add "$NS" || { echo "run_loss: ip netns add failed" >&2; exit 77; }
-ns_made=1
-ip -n "$NS" link set lo up || exit 1
-nsx() { ip netns exec "$NS" "$@"; }
-
-# Not through nsx (a function: "&" would fork a shell around it): $! must be
-# tributaryd itself, which `ip netns exec` becomes, so signals reach it.
-ip netns exec "$NS" "$DAEMON" --listen-address 127.0.0.1 --port 0 > "$WORK/daemon.out" 2> "$WORK/daemon.err" &
-DAEMON_PID=$!
-ADDR=""
-for ((i = 0; i < 100; ++i)); do
-  ADDR=$(sed -n 's/^tributaryd listening on //p' "$WORK/daemon.out" 2> /dev/null | head -1)
-  [[ -n $ADDR ]] && break
-  kill -0 "$DAEMON_PID" 2> /dev/null || break
-  sleep 0.1
-done
-[[ -n $ADDR ]] || { echo "run_loss: tributaryd did not start:" >&2; cat "$WORK"/daemon.* >&2; exit 2; }
-PORT=${ADDR##*:}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/loopback_ns.sh"
+lns_init run_loss trib_loss_bench
+lns_start_daemon "$DAEMON"
 
 # Replaces the loss rules: LOSS% of the UDP packets to and from the daemon's
 # port, on HOOK; loss 0 removes them.
@@ -131,39 +87,22 @@ table inet $TABLE {
 }
 EOF
 }
-# Packets the rule COMMENT dropped so far (0 without rules).
-drops() {
-  nsx nft list table inet "$TABLE" 2> /dev/null |
-    awk -v c="\"$1\"" '$0 ~ c { for (f = 1; f < NF; ++f) if ($f == "packets") print $(f + 1) }' |
-    awk '{ s += $1 } END { print s + 0 }'
-}
-# The daemon's tx_errors (sends refused by the kernel), from a SIGUSR1 report.
-daemon_tx_errors() {
-  local before i
-  before=$(grep -c 'tx_errors' "$WORK/daemon.err")
-  kill -USR1 "$DAEMON_PID"
-  for ((i = 0; i < 50; ++i)); do
-    (($(grep -c 'tx_errors' "$WORK/daemon.err") > before)) && break
-    sleep 0.1
-  done
-  grep -o 'tx_errors=[0-9]*' "$WORK/daemon.err" | tail -1 | cut -d= -f2
-}
 
 # One bench over sizes LO..HI; appends "hook loss size time_us" per size to
 # $WORK/sizes and the run's counters to $WORK/counters.
 run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   local round=$1 hook=$2 loss=$3 part=$4 lo=$5 hi=$6 n=$7 w=$8 log rc t0 t1 tx0 tx1 to0 from0
   log="$WORK/bench-$round-$hook-$loss-$part.log"
-  to0=$(drops to_daemon); from0=$(drops from_daemon); tx0=$(daemon_tx_errors)
+  to0=$(lns_drops to_daemon); from0=$(lns_drops from_daemon); tx0=$(lns_tx_errors)
   t0=$(date +%s.%N)
   ip netns exec "$NS" timeout "$TIMEOUT_S" "$TRIB" bench --daemon "$ADDR" --ranks "$RANKS" -b "$lo" -e "$hi" \
     -n "$n" -w "$w" -c 1 --timeout-ms $((TIMEOUT_S * 1000)) > "$log" 2>&1 &
-  BENCH_PID=$!
-  wait "$BENCH_PID"
+  LNS_PIDS=($!)
+  wait "${LNS_PIDS[0]}"
   rc=$?
-  BENCH_PID=""
+  LNS_PIDS=()
   t1=$(date +%s.%N)
-  tx1=$(daemon_tx_errors)
+  tx1=$(lns_tx_errors)
   if ((rc != 0)); then
     echo "run_loss: bench failed (exit $rc) at $hook $loss% sizes $lo..$hi:" >&2
     tail -8 "$log" >&2
@@ -171,8 +110,8 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   fi
   awk -v h="$hook" -v k="$loss" '/^ +[0-9]/ && NF == 8 { print h, k, $1, $5 }' "$log" >> "$WORK/sizes"
   # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds
-  awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(drops to_daemon) - to0))" \
-      -v from="$(($(drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
+  awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(lns_drops to_daemon) - to0))" \
+      -v from="$(($(lns_drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
     /^# fragments sent/ { gsub(/,/, ""); f = $4; re = $6 }
     /^# probes/ { gsub(/,/, ""); pr = $3; lo = $6; sr = $8; rt = $11 }
     /^# send errors/ { gsub(/,/, ""); se = $4 }

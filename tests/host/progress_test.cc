@@ -240,6 +240,16 @@ class ProgressTest : public ::testing::Test {
     h.aux = static_cast<uint32_t>(code);
     Deliver(h, {}, key);
   }
+  // An unauthenticated NACK unknown_job for `c` (as a restarted daemon, or
+  // anyone, sends it): what the engine sent in answer, which must be its
+  // JOIN probe alone.
+  std::vector<Sent> UnknownJobProbe(const Sent& c) {
+    Nack(c, proto::NackCode::kUnknownJob, kKey ^ 1);
+    engine_->Poll();
+    std::vector<Sent> probe = Take();
+    for (const Sent& p : probe) EXPECT_EQ(p.header.type, proto::MsgType::kJoin);
+    return probe;
+  }
   // What the engine sent since the last Take, ordered by slot.
   std::vector<Sent> Take() {
     std::vector<Sent> out;
@@ -471,11 +481,7 @@ TEST_F(ProgressTest, UnauthenticatedUnknownJobStartsAProbeAndExplainsATimeout) {
   auto req = Submit(16);
   engine_->Poll();
   std::vector<Sent> c = Take();
-  Nack(c[0], proto::NackCode::kUnknownJob, kKey ^ 1);
-  engine_->Poll();
-  std::vector<Sent> probe = Take();
-  ASSERT_EQ(probe.size(), 1u);
-  EXPECT_EQ(probe[0].header.type, proto::MsgType::kJoin);
+  ASSERT_EQ(UnknownJobProbe(c[0]).size(), 1u);
   tributary::Status s;
   EXPECT_FALSE(Done(req, &s));
   EXPECT_TRUE(engine_->Health().ok());
@@ -548,9 +554,7 @@ TEST_P(ProbeTest, AnAnsweredProbeDecides) {
   auto req = Submit(16);
   engine_->Poll();
   std::vector<Sent> c = Take();
-  Nack(c[0], proto::NackCode::kUnknownJob, kKey ^ 1);
-  engine_->Poll();
-  std::vector<Sent> probe = Take();
+  std::vector<Sent> probe = UnknownJobProbe(c[0]);
   ASSERT_EQ(probe.size(), 1u);
   AnswerProbe(probe[0], lost ? kEpoch + 7 : kEpoch);
   engine_->Poll();

@@ -11,9 +11,30 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace tributary::base {
+
+// The minimum of the last N values. A completion time that includes waiting
+// for others (other ranks' losses and lateness, at an aggregator) is not a
+// round trip; the minimum of recent ones is, as long as one of them did not
+// wait. Feeding it to RttEstimator keeps the timeout near the true round
+// trip under loss (issue #12); it still rises once N in a row were slow.
+template <size_t N>
+class RecentMinimum {
+ public:
+  uint64_t Add(uint64_t v) {
+    values_[next_++ % N] = v;
+    if (count_ < N) ++count_;
+    return *std::min_element(values_.begin(), values_.begin() + count_);
+  }
+
+ private:
+  std::array<uint64_t, N> values_{};
+  size_t next_ = 0;
+  size_t count_ = 0;
+};
 
 class RttEstimator {
  public:

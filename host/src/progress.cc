@@ -457,7 +457,10 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   Slot& slot = window_.slot(index);
   Operation* op = slot.op;
   counters_.results.fetch_add(1, std::memory_order_relaxed);
-  if (slot.retries == 0) Sample(now - slot.first_sent_ns);  // Karn: unambiguous samples only
+  // Karn: unambiguous samples only. A result's latency includes the wait
+  // for the other ranks (their losses, their lateness): only the minimum of
+  // the recent ones says how long the path and the aggregator take.
+  if (slot.retries == 0) SampleResultLatency(now - slot.first_sent_ns);
   delivery_.Note(bytes, now);
   window_.Release(index);
   if (++op->done_frags == op->nfrags) {
@@ -581,6 +584,11 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
       slot.elem_offset != h.elem_offset) {
     return;
   }
+  // A STATUS answers our own probe only: a pure round trip (unless several
+  // probes were out, and it is unclear which one it answers).
+  if (slot.probe_pending && slot.unanswered_probes == 0 && slot.probe_sent_ns != 0) {
+    Sample(now - slot.probe_sent_ns);
+  }
   slot.probe_pending = false;
   slot.unanswered_probes = 0;
   RecordMissing(p, &slot);
@@ -661,6 +669,10 @@ void ProgressEngine::HandleStats(const proto::PacketView& p) {
   for (auto& w : waiters) w->Finish(report);
 }
 
+void ProgressEngine::SampleResultLatency(uint64_t latency_ns) {
+  Sample(recent_latency_.Add(latency_ns));
+}
+
 void ProgressEngine::Sample(uint64_t rtt_ns) {
   rtt_.Sample(rtt_ns);
   counters_.srtt_us.store(static_cast<uint32_t>(rtt_.srtt_ns() / 1000), std::memory_order_relaxed);
@@ -698,6 +710,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       const bool resend = !slot.held && slot.unanswered_probes >= 2;
       if (resend) slot.unanswered_probes = 0;
       slot.probe_pending = !resend;
+      if (!resend) slot.probe_sent_ns = now;
       SendFragment(i, now, true, /*probe=*/!resend);
     }
     next = std::min(next, slot.deadline_ns);

@@ -30,6 +30,7 @@
 // on the progress thread (or the test's thread when no thread is started).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -131,6 +132,10 @@ class ProgressEngine {
   void PopFinished();
   void Abort(Status reason, Operation* culprit);
   void Sample(uint64_t rtt_ns);
+  // A result's latency (first send to RESULT): the RTT estimator gets the
+  // minimum of the last 8, so that waiting for other ranks' recovery does
+  // not inflate the timeout (issue #12).
+  void SampleResultLatency(uint64_t latency_ns);
   uint64_t DeadlineAfter(uint32_t retries, uint64_t now) const;
   uint8_t* QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len);
   bool SubmissionsPending();
@@ -155,6 +160,7 @@ class ProgressEngine {
   std::deque<std::unique_ptr<Operation>> ops_;  // by first_seq
   FragmentWindow window_;
   base::RttEstimator rtt_;
+  base::RecentMinimum<8> recent_latency_;
   DeliveryRate delivery_;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)

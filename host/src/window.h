@@ -30,6 +30,7 @@ struct Slot {
   uint32_t retries = 0;            // timer expiries (backoff exponent)
   bool held = false;               // STATUS said the aggregator has our data
   bool probe_pending = false;      // a RESULT_REQUEST is unanswered
+  uint64_t probe_sent_ns = 0;      // when the last one was sent
   uint32_t unanswered_probes = 0;  // consecutive probes with no answer
   uint32_t missing_count = 0;      // from the aggregator's last STATUS
   std::vector<uint32_t> missing;   // first few missing senders

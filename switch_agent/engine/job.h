@@ -99,6 +99,9 @@ struct Uplink {
   // Partial sum sent -> parent's RESULT (first sends only): 50 ms before a
   // sample, within [5 ms, 1 s], at most 5 doublings.
   base::RttEstimator rtt{{50'000'000, 5'000'000, 1'000'000'000, 5}};
+  // Send-to-RESULT times include the parent's wait for its other children:
+  // the estimator gets the minimum of the recent ones (rtt_estimator.h).
+  base::RecentMinimum<8> recent;
   uint32_t waiting = 0;        // sets in kUpstream
   uint32_t leaves_to_send = 0; // LEAVEs owed to the parent (sent twice, unanswered)
   uint32_t leave_epoch = 0;    // the parent epoch they name

@@ -383,7 +383,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   std::memcpy(dst, pkt.payload, bytes);
   if (m.upstream_sends == 1 && m.uplink_attempts == 0 && m.complete_ns != 0 &&
       now_ns > m.complete_ns) {
-    up.rtt.Sample(now_ns - m.complete_ns);  // Karn: rounds without timer expiry only
+    up.rtt.Sample(up.recent.Add(now_ns - m.complete_ns));  // Karn: no timer expiry only
   }
   m.state = SetState::kComplete;
   m.complete_ns = now_ns;

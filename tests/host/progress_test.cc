@@ -271,6 +271,7 @@ class ProgressTest : public ::testing::Test {
   std::unique_ptr<RegistrationTable> table_;
   std::vector<float> send_, recv_;
   std::shared_ptr<Registration> send_reg_, recv_reg_;
+  uint64_t collective_ = 0;
 };
 
 TEST_F(ProgressTest, WindowSendsOneFragmentPerSlotAndAdvancesOnResults) {
@@ -347,10 +348,14 @@ TEST_F(ProgressTest, TimeoutAdaptsToTheRoundTripAndKarnSkipsRetransmittedFragmen
   ASSERT_EQ(next.size(), 1u);
   // Slot 0's new fragment times out 6 ms after it was sent, not before.
   now_ += 5 * kMs;
-  Answer(c[1]);  // another 7 ms sample for slot 1: SRTT 2.625, RTTVAR 2 -> RTO 10.625 ms
+  // Slot 1's result after 7 ms: a wait for other ranks, not a slower path.
+  // The estimator gets the minimum of the recent latencies, 2 ms again:
+  // SRTT 2 ms, RTTVAR 0.75 ms, RTO 5 ms (RFC 6298 alone would say 10.6).
+  Answer(c[1]);
   engine_->Poll();
   EXPECT_EQ(engine_->Stats().probes, 0u);
-  EXPECT_EQ(engine_->Stats().srtt_us, 2625u);
+  EXPECT_EQ(engine_->Stats().srtt_us, 2000u);
+  EXPECT_EQ(engine_->Stats().rto_us, 5000u);
   // Slots 2 and 3 were sent at t0 with the initial 10 ms timeout: they probe.
   now_ += 4 * kMs;  // t0 + 11 ms
   engine_->Poll();
@@ -361,6 +366,50 @@ TEST_F(ProgressTest, TimeoutAdaptsToTheRoundTripAndKarnSkipsRetransmittedFragmen
   now_ += 50 * kMs;
   engine_->Poll();
   EXPECT_EQ(engine_->Stats().srtt_us, srtt) << "a sample from a fragment whose timer expired";
+}
+
+// Result latencies that include waits for other ranks do not inflate the
+// timeout (issue #12): it follows the minimum of the last 8, so it grows
+// only once 8 results in a row were slow (a slower path), and a STATUS
+// answering a single probe is a pure round-trip sample.
+TEST_F(ProgressTest, TimeoutFollowsTheFastestRecentResultAndProbeRoundTrips) {
+  Make(1);
+  auto one = [&](uint64_t latency_ms) {
+    auto req = Submit(16, ++collective_);
+    engine_->Poll();
+    std::vector<Sent> c = Take();
+    EXPECT_EQ(c.size(), 1u);
+    now_ += latency_ms * kMs;
+    Answer(c[0]);
+    engine_->Poll();
+    tributary::Status st;
+    EXPECT_TRUE(Done(req, &st));
+  };
+  one(2);
+  EXPECT_EQ(engine_->Stats().srtt_us, 2000u);
+  for (int i = 0; i < 7; ++i) one(40);  // waits: the minimum is still 2 ms
+  EXPECT_EQ(engine_->Stats().srtt_us, 2000u);
+  EXPECT_LT(engine_->Stats().rto_us, 8000u);
+  one(40);  // the 2 ms sample left the window: the path is slower now
+  EXPECT_EQ(engine_->Stats().srtt_us, 2000u + (40000u - 2000u) / 8);
+  // A probe answered by a STATUS (held) 1 ms later: a 1 ms sample.
+  const uint32_t srtt = engine_->Stats().srtt_us;
+  auto req = Submit(16, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  now_ += 200 * kMs;  // the timer expires: a probe
+  engine_->Poll();
+  std::vector<Sent> probe = Take();
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].header.type, proto::MsgType::kResultRequest);
+  now_ += 1 * kMs;
+  SendStatus(probe[0], /*held=*/true, {0});
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().srtt_us, (7 * srtt + 1000u) / 8);
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  EXPECT_TRUE(Done(req, &st));
 }
 
 TEST_F(ProgressTest, ProbesTwiceThenResendsTheData) {

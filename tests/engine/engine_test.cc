@@ -128,7 +128,7 @@ TEST(EngineJoin, InvalidConflictingAndOverLimitJoinsAreRefused) {
 TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
   TestEngine engine(EngineLimits{}, 11);
   JobFixture job(&engine, 4, 0x5eed, 2, 4, 256);
-  const std::vector<float> vals(8, 1.0f);
+  const std::vector<float> vals(65, 1.0f);  // up to the 260 bytes of "bad range"
   const auto* bytes = reinterpret_cast<const uint8_t*>(vals.data());
   auto send = [&](proto::Header h, PeerToken from, size_t len = 32, uint64_t key = 0x5eed,
                   bool header_only = false) {

@@ -278,6 +278,7 @@ CommStats CommImpl::Stats() const {
     total.bytes_sent += s.bytes_sent;
     total.bytes_received += s.bytes_received;
     total.send_errors += s.send_errors;
+    total.early_recoveries += s.early_recoveries;
     total.srtt_us = std::max(total.srtt_us, s.srtt_us);
     total.rto_us = std::max(total.rto_us, s.rto_us);
   }

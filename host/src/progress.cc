@@ -128,6 +128,7 @@ CommStats ProgressEngine::Stats() const {
   s.retransmissions = counters_.retransmissions.load(std::memory_order_relaxed);
   s.probes = counters_.probes.load(std::memory_order_relaxed);
   s.losses_detected = counters_.lost_detected.load(std::memory_order_relaxed);
+  s.early_recoveries = counters_.early_recoveries.load(std::memory_order_relaxed);
   s.results_received = counters_.results.load(std::memory_order_relaxed);
   s.duplicate_results = counters_.duplicate_results.load(std::memory_order_relaxed);
   s.packets_rejected = counters_.rejected.load(std::memory_order_relaxed);
@@ -261,6 +262,7 @@ void ProgressEngine::FillWindow(uint64_t now) {
   uint32_t index;
   while (window_.NextToSend(ops_, &index)) {
     window_.slot(index).first_sent_ns = now;
+    delivery_.Resume(now);
     SendFragment(index, now, false, false);
   }
 }
@@ -311,6 +313,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   proto::SealPacket(mac_key_, header, header_len, payload, payload_len);
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
+  slot.last_sent_ns = now;
   if (probe) {
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
   } else if (retransmit) {
@@ -321,7 +324,9 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
 }
 
 uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) const {
-  const double queued = static_cast<double>(window_.busy()) * options_.payload_bytes;
+  // The fragments in flight ahead of this one.
+  const double queued =
+      static_cast<double>(window_.busy() > 0 ? window_.busy() - 1 : 0) * options_.payload_bytes;
   return now + rtt_.RtoNs(retries) +
          delivery_.QueueingNs(queued, uint64_t{options_.rto_max_us} * 1000);
 }
@@ -460,9 +465,11 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // Karn: unambiguous samples only. A result's latency includes the wait
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
-  if (slot.retries == 0) SampleResultLatency(now - slot.first_sent_ns);
+  if (slot.retries == 0 && slot.early_probes == 0) SampleResultLatency(now - slot.first_sent_ns);
+  newest_answered_send_ns_ = std::max(newest_answered_send_ns_, slot.last_sent_ns);
   delivery_.Note(bytes, now);
   window_.Release(index);
+  if (window_.busy() == 0) delivery_.Pause(now);
   if (++op->done_frags == op->nfrags) {
     FinishOp(op, Status::Ok());
     PopFinished();
@@ -679,6 +686,26 @@ void ProgressEngine::Sample(uint64_t rtt_ns) {
   counters_.rto_us.store(static_cast<uint32_t>(rtt_.RtoNs() / 1000), std::memory_order_relaxed);
 }
 
+void ProgressEngine::Recover(uint32_t i, uint64_t now) {
+  // Probe first (header only): most timeouts on a busy cluster are waits
+  // for a slower rank or packets still queued in a rate-limited link, not
+  // losses, and the aggregator's STATUS tells which. Resend the data only
+  // when two probes in a row went unanswered (the aggregator saying "not
+  // held" triggers a resend at once instead), or when the fragment is
+  // hardly bigger than the probe: the duplicate is answered as the probe
+  // would be (a RESULT, or a STATUS when others are missing), a round trip
+  // sooner when the data was lost.
+  Slot& slot = window_.slot(i);
+  if (slot.probe_pending) slot.unanswered_probes++;
+  const size_t bytes = static_cast<size_t>(slot.elem_count) * slot.op->elem_size;
+  const bool resend =
+      !slot.held && (slot.unanswered_probes >= 2 || (!reliable_ && bytes <= options_.resend_max_bytes));
+  if (resend) slot.unanswered_probes = 0;
+  slot.probe_pending = !resend;
+  if (!resend) slot.probe_sent_ns = now;
+  SendFragment(i, now, true, /*probe=*/!resend);
+}
+
 int64_t ProgressEngine::CheckTimers(uint64_t now) {
   if (aborted_) return -1;
   uint64_t next = UINT64_MAX;
@@ -696,22 +723,22 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     }
     next = std::min(next, op->deadline_ns);
   }
+  // Overdue by send time: a result answered a packet sent more than
+  // srtt/4 after this slot's last send (unreliable transports only).
+  const uint64_t overdue_before =
+      reliable_ || newest_answered_send_ns_ < rtt_.srtt_ns() / 4
+          ? 0
+          : newest_answered_send_ns_ - rtt_.srtt_ns() / 4;
   for (uint32_t i = 0; i < window_.size(); ++i) {
     Slot& slot = window_.slot(i);
     if (!slot.busy) continue;
     if (now >= slot.deadline_ns) {
-      // Probe first (header only): most timeouts on a busy cluster are
-      // waits for a slower rank or packets still queued in a rate-limited
-      // link, not losses, and the aggregator's STATUS tells which. Resend
-      // the data only when two probes in a row went unanswered (the
-      // aggregator saying "not held" triggers a resend at once instead).
       slot.retries++;
-      if (slot.probe_pending) slot.unanswered_probes++;
-      const bool resend = !slot.held && slot.unanswered_probes >= 2;
-      if (resend) slot.unanswered_probes = 0;
-      slot.probe_pending = !resend;
-      if (!resend) slot.probe_sent_ns = now;
-      SendFragment(i, now, true, /*probe=*/!resend);
+      Recover(i, now);
+    } else if (slot.last_sent_ns < overdue_before) {
+      slot.early_probes++;
+      counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
+      Recover(i, now);
     }
     next = std::min(next, slot.deadline_ns);
   }

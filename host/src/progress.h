@@ -11,10 +11,15 @@
 // timeout (common/rtt_estimator.h: SRTT + 4 RTTVAR over fragments sent once,
 // doubled per expiry, clamped to [rto_min, rto_max]) plus the time the bytes
 // queued ahead of it take at the measured delivery rate (delivery_rate.h).
-// On expiry the engine probes first (header-only RESULT_REQUEST): most
+// A fragment is also overdue before its timer once the result of a fragment
+// sent more than srtt/4 after it has arrived (RACK-style, RFC 8985): on a
+// lossy path that finds most losses within a round trip, not a timeout.
+// An overdue fragment is probed first (header-only RESULT_REQUEST): most
 // timeouts on a busy cluster are waits for a slower rank, and the
 // aggregator's STATUS says whether it holds our data; the data is resent at
-// once when it does not, or after two unanswered probes. A collective not
+// once when it does not, after two unanswered probes, or at once when the
+// fragment is small (Options::resend_max_bytes, 2 KiB): a probe would save
+// nothing. A collective not
 // complete after op_timeout_ms fails with kTimedOut and a message naming
 // each fragment that never completed and, where the aggregator said so, the
 // ranks it waits for (diagnostics.h). A fatal NACK (control_messages.h) or a
@@ -137,6 +142,11 @@ class ProgressEngine {
   // not inflate the timeout (issue #12).
   void SampleResultLatency(uint64_t latency_ns);
   uint64_t DeadlineAfter(uint32_t retries, uint64_t now) const;
+  // Slot i's fragment is overdue (its timer expired, or results of
+  // fragments sent after it arrived first): probe, or resend the data when
+  // the aggregator said it lacks it, two probes went unanswered or the
+  // fragment is small (Options::resend_max_bytes).
+  void Recover(uint32_t i, uint64_t now);
   uint8_t* QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len);
   bool SubmissionsPending();
 
@@ -162,6 +172,10 @@ class ProgressEngine {
   base::RttEstimator rtt_;
   base::RecentMinimum<8> recent_latency_;
   DeliveryRate delivery_;
+  // When the newest packet whose answer (a RESULT) arrived was sent: a busy
+  // slot whose last send is older than that by more than a quarter of the
+  // srtt is overdue (loss detection by send time, as RACK, RFC 8985).
+  uint64_t newest_answered_send_ns_ = 0;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
@@ -192,7 +206,8 @@ class ProgressEngine {
   // Counters read by Stats() from other threads.
   struct Counters {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
-        duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0};
+        duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
+        early_recoveries{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };

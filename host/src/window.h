@@ -26,8 +26,10 @@ struct Slot {
   uint64_t elem_offset = 0;
   uint32_t elem_count = 0;
   uint64_t first_sent_ns = 0;
+  uint64_t last_sent_ns = 0;       // the last send of the data or a probe
   uint64_t deadline_ns = 0;
   uint32_t retries = 0;            // timer expiries (backoff exponent)
+  uint32_t early_probes = 0;       // probes sent because later fragments completed first
   bool held = false;               // STATUS said the aggregator has our data
   bool probe_pending = false;      // a RESULT_REQUEST is unanswered
   uint64_t probe_sent_ns = 0;      // when the last one was sent

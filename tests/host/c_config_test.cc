@@ -60,6 +60,7 @@ trib_config_t DistinctConfig() {
   c.fault_rank_count = 2;
   c.payload_mac = 0;  // the default is 1: 0 is distinct
   c.aggregator_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  c.resend_max_bytes = 4321;
   return c;
 }
 
@@ -104,6 +105,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_EQ(f.ranks, (std::vector<uint32_t>{3, 5}));
   EXPECT_FALSE(o.payload_mac);
   EXPECT_EQ(o.aggregator_key, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(o.resend_max_bytes, 4321u);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;
@@ -271,6 +273,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.rto_us = 13;
   st.transport = "a-transport-name-longer-than-the-thirty-two-byte-field";
   st.send_errors = 14;
+  st.early_recoveries = 15;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -290,6 +293,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.rto_us, 13u);
   EXPECT_EQ(strlen(out.transport), sizeof(out.transport) - 1);  // truncated, terminated
   EXPECT_EQ(out.send_errors, 14u);
+  EXPECT_EQ(out.early_recoveries, 15u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

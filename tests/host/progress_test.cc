@@ -140,6 +140,7 @@ class ProgressTest : public ::testing::Test {
     options_.payload_bytes = 64;  // 16 floats per fragment
     options_.rto_initial_us = 10000;
     options_.rto_min_us = 1000;
+    options_.resend_max_bytes = resend_max_bytes_;  // 0: probe first at every size
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = 1000;
     auto t = std::make_unique<FakeTransport>();
@@ -161,6 +162,7 @@ class ProgressTest : public ::testing::Test {
                                                [this] { return now_.load(); });
     table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
   }
+  uint32_t resend_max_bytes_ = 0;  // Make() passes it on (a test sets it)
   void TearDown() override {
     engine_->Stop();
     table_->Clear();
@@ -433,6 +435,135 @@ TEST_F(ProgressTest, ProbesTwiceThenResendsTheData) {
   EXPECT_EQ(c[0].payload.size(), 64u);
   EXPECT_EQ(engine_->Stats().probes, 2u);
   EXPECT_EQ(engine_->Stats().retransmissions, 1u);
+}
+
+// The delivery rate that turns queued bytes into waiting time counts only
+// time with fragments in flight, and takes the fastest recent window: idle
+// gaps and windows stalled on a loss do not make the path look slower (the
+// allowance reached the 200 ms cap under 10% loss before, issue #12).
+TEST(DeliveryRateTest, IdleTimeAndStalledWindowsDoNotSlowTheRate) {
+  DeliveryRate r;
+  EXPECT_EQ(r.QueueingNs(1000, 50 * kMs), 0u);  // nothing measured yet
+  r.Resume(0);
+  r.Note(1000, 1 * kMs);
+  r.Note(1000, 2 * kMs);  // 2000 bytes in 2 ms: 1 byte/us
+  EXPECT_EQ(r.QueueingNs(1000, 50 * kMs), 1 * kMs);
+  r.Pause(2 * kMs);
+  r.Resume(100 * kMs);     // 98 ms with nothing in flight: not counted
+  r.Note(1000, 104 * kMs);  // 1000 bytes in 4 busy ms: a window stalled on a loss
+  EXPECT_EQ(r.QueueingNs(1000, 50 * kMs), 1 * kMs) << "the fastest recent window counts";
+  EXPECT_EQ(r.QueueingNs(1e9, 50 * kMs), 50 * kMs) << "capped";
+  for (int i = 0; i < 8; ++i) {  // a slower path for 8 windows in a row: it is slower
+    r.Note(500, (106 + 2 * i) * kMs);
+  }
+  EXPECT_EQ(r.QueueingNs(1000, 50 * kMs), 4 * kMs);
+  // One window with a gap: 2 busy ms, 2000 bytes (not 2000 bytes in 51 ms).
+  DeliveryRate gap;
+  gap.Resume(0);
+  gap.Note(1000, 1 * kMs);
+  gap.Pause(1 * kMs);
+  gap.Resume(50 * kMs);
+  gap.Note(1000, 51 * kMs);
+  EXPECT_EQ(gap.QueueingNs(1000, 50 * kMs), 1 * kMs);
+}
+
+// A fragment no bigger than resend_max_bytes is resent when its timer
+// expires: a probe would cost a round trip and save nothing.
+TEST_F(ProgressTest, SmallFragmentsAreResentInsteadOfProbed) {
+  resend_max_bytes_ = 64;  // one 64-byte fragment
+  Make(4);
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  now_ += 200 * kMs;
+  engine_->Poll();
+  std::vector<Sent> a = Take();
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].header.type, proto::MsgType::kContribution);
+  EXPECT_TRUE(a[0].header.flags & proto::kFlagRetransmit);
+  EXPECT_EQ(a[0].payload, c[0].payload);
+  EXPECT_EQ(engine_->Stats().probes, 0u);
+  EXPECT_EQ(engine_->Stats().retransmissions, 1u);
+  // Held (others are missing): never resent, probed.
+  SendStatus(c[0], /*held=*/true, {1});
+  engine_->Poll();
+  now_ += 200 * kMs;
+  engine_->Poll();
+  std::vector<Sent> b = Take();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].header.type, proto::MsgType::kResultRequest);
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  EXPECT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// Loss detection by send time (FORMAT.md §9.4): once the result of a
+// fragment sent more than srtt/4 after another has arrived, the older one
+// is overdue and recovered before its timer, once per send; a later
+// fragment answered sooner within srtt/4 is reordering, not loss.
+TEST_F(ProgressTest, LaterResultsFirstStartRecoveryBeforeTheTimer) {
+  Make(4);
+  // A 2 ms round trip: SRTT 2 ms (a reordering window of 0.5 ms), RTO 6 ms.
+  auto first = Submit(16, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  now_ += 2 * kMs;
+  Answer(c[0]);
+  engine_->Poll();
+  ASSERT_EQ(engine_->Stats().srtt_us, 2000u);
+  // a at t, b at t + 0.4 ms (within the window), d at t + 1 ms.
+  auto a_req = Submit(16, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> a = Take();
+  now_ += 400000;
+  auto b_req = Submit(16, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> b = Take();
+  now_ += 600000;
+  auto d_req = Submit(16, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> d = Take();
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(d.size(), 1u);
+  // b's result first: a was sent only 0.4 ms before b, no recovery.
+  now_ += 1 * kMs;
+  Answer(b[0]);
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+  // d's result: a was sent 1 ms before d, more than srtt/4: overdue,
+  // probed at once (4 ms before its timer would fire).
+  Answer(d[0]);
+  engine_->Poll();
+  std::vector<Sent> probe = Take();
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(probe[0].header.slot, a[0].header.slot);
+  EXPECT_EQ(probe[0].header.collective_id, a[0].header.collective_id);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+  // Once per send: more polls and no new answer send nothing.
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  // The aggregator lacks a's data: resent at once, then its result.
+  SendStatus(probe[0], /*held=*/false, {3});
+  engine_->Poll();
+  std::vector<Sent> resent = Take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
+  Answer(resent[0]);
+  engine_->Poll();
+  tributary::Status st;
+  for (auto* r : {&first, &a_req, &b_req, &d_req}) {
+    ASSERT_TRUE(Done(*r, &st));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  EXPECT_EQ(engine_->Stats().retransmissions, 1u);
+  EXPECT_EQ(engine_->Stats().probes, 1u);
 }
 
 TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank) {

@@ -284,6 +284,7 @@ class BenchRun {
         probes_ += done.probes;
         losses_detected_ += done.losses_detected;
         send_errors_ += done.send_errors;
+        early_recoveries_ += done.early_recoveries;
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
         fragments_sent_ += done.fragments_sent;
@@ -344,6 +345,10 @@ class BenchRun {
     // drop on the output path): lost before the wire, recovered like losses.
     std::printf("# send errors %llu (all ranks; packets the OS refused to send, counted as lost)\n",
                 static_cast<unsigned long long>(send_errors_));
+    // Probes or resends started because results of later fragments came
+    // first: losses found without waiting for a timer.
+    std::printf("# early recoveries %llu (all ranks; before the timer, by later results)\n",
+                static_cast<unsigned long long>(early_recoveries_));
     std::fflush(stdout);
   }
 
@@ -389,6 +394,7 @@ class BenchRun {
   uint64_t probes_ = 0;
   uint64_t losses_detected_ = 0;
   uint64_t send_errors_ = 0;
+  uint64_t early_recoveries_ = 0;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;
   uint64_t rejected_ = 0;

@@ -54,6 +54,7 @@ class Rank {
     done.probes = stats.probes;
     done.losses_detected = stats.losses_detected;
     done.send_errors = stats.send_errors;
+    done.early_recoveries = stats.early_recoveries;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

@@ -54,6 +54,7 @@ struct DoneReport {
   uint64_t probes;
   uint64_t losses_detected;
   uint64_t send_errors;
+  uint64_t early_recoveries;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

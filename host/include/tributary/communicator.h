@@ -101,7 +101,7 @@ struct CommStats {
   uint64_t collectives_completed = 0;
   uint64_t fragments_sent = 0;       // first transmissions
   uint64_t retransmissions = 0;      // contributions sent again (data lost or unanswered)
-  uint64_t probes = 0;               // header-only RESULT_REQUESTs after a timeout
+  uint64_t probes = 0;               // header-only RESULT_REQUESTs (timeout or early recovery)
   uint64_t losses_detected = 0;      // STATUS said the aggregator lacked our data
   uint64_t results_received = 0;
   uint64_t duplicate_results = 0;    // results for fragments already done
@@ -114,6 +114,8 @@ struct CommStats {
   std::string transport;             // the transport in use, e.g. "udp"
   uint64_t send_errors = 0;          // packets the OS refused to send (EPERM from a
                                      // firewall ...): lost, recovered by retransmission
+  uint64_t early_recoveries = 0;     // probes or resends before the timer: results of
+                                     // fragments sent later arrived first (FORMAT.md §9.4)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

@@ -115,6 +115,12 @@ struct TRIB_API Options {
   uint32_t rto_min_us = 200;
   uint32_t rto_initial_us = 5000;
   uint32_t rto_max_us = 200000;
+  // An overdue fragment (timer expired, or results of later fragments came
+  // first) of at most this many bytes is resent at once; bigger ones are
+  // probed first (a header-only RESULT_REQUEST: the aggregator says whether
+  // it lacks the data). Resending a small fragment saves the probe's round
+  // trip when the data was lost. 0: always probe first.
+  uint32_t resend_max_bytes = 2048;
 
   // Progress thread: spin this long polling before it sleeps in the kernel.
   // Spinning lowers latency and burns a core; 0 sleeps at once.

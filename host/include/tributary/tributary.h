@@ -155,6 +155,9 @@ typedef struct trib_config {
    * digits, or NULL/"" to trust the key it presents. */
   int payload_mac;
   const char* aggregator_key;
+  /* An overdue fragment of at most this many bytes is resent at once, not
+   * probed first (tributary::Options::resend_max_bytes); 0 = always probe. */
+  uint32_t resend_max_bytes;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -208,7 +211,7 @@ typedef struct trib_stats {
   uint64_t collectives_completed;
   uint64_t fragments_sent;    /* first transmissions */
   uint64_t retransmissions;   /* contributions sent again */
-  uint64_t probes;            /* header-only RESULT_REQUESTs after a timeout */
+  uint64_t probes;            /* header-only RESULT_REQUESTs (timeout or early recovery) */
   uint64_t losses_detected;   /* STATUS said the aggregator lacked our data */
   uint64_t results_received;
   uint64_t duplicate_results;
@@ -221,6 +224,8 @@ typedef struct trib_stats {
   char transport[32];         /* "udp", ...; NUL-terminated */
   uint64_t send_errors;       /* packets the OS refused to send (EPERM from a firewall ...):
                                  lost, recovered by retransmission */
+  uint64_t early_recoveries;  /* probes or resends before the timer: results of fragments
+                                 sent later arrived first */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

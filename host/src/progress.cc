@@ -19,6 +19,13 @@ constexpr int kRecvBatch = 64;
 // Probe interval floor on reliable transports (Transport::reliable()).
 constexpr uint64_t kReliableProbeNs = 1000000000;
 constexpr uint64_t kStatsResendNs = 50000000;
+// The resend rate is checked every kLossPeriodFragments first sends; a WARN
+// when it is >= kLossWarnPercent for kLossWarnPeriods periods in a row, at
+// most one per kLossWarnIntervalNs.
+constexpr uint32_t kLossPeriodFragments = 1024;
+constexpr uint32_t kLossWarnPercent = 5;
+constexpr uint32_t kLossWarnPeriods = 3;
+constexpr uint64_t kLossWarnIntervalNs = 60000000000;
 
 base::RttEstimator::Limits RttLimits(const Options& o, bool reliable) {
   base::RttEstimator::Limits l;
@@ -318,9 +325,33 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
   } else if (retransmit) {
     counters_.retransmissions.fetch_add(1, std::memory_order_relaxed);
+    ++period_resent_;
   } else {
     counters_.fragments.fetch_add(1, std::memory_order_relaxed);
+    if (++period_sent_ == kLossPeriodFragments) CheckResendRate(now);
   }
+}
+
+void ProgressEngine::CheckResendRate(uint64_t now) {
+  const uint32_t sent = period_sent_, resent = period_resent_;
+  period_sent_ = 0;
+  period_resent_ = 0;
+  if (resent * 100 < sent * kLossWarnPercent) {
+    lossy_periods_ = 0;
+    return;
+  }
+  if (++lossy_periods_ < kLossWarnPeriods) return;
+  lossy_periods_ = 0;
+  if (last_loss_warn_ns_ != 0 && now - last_loss_warn_ns_ < kLossWarnIntervalNs) return;
+  last_loss_warn_ns_ = now;
+  TRIB_LOG(kWarn, "progress",
+           "job %u rank %u: %u of the last %u fragments had to be sent again (%.0f%%, %u periods "
+           "in a row): packets to or from aggregator %s are being lost (a lossy link, full "
+           "socket buffers, or a window of %u x %u bytes deeper than the path's queues: try a "
+           "smaller TRIBUTARY_WINDOW); srtt %llu us. See docs/RELIABILITY.md",
+           id_.job_id, id_.rank, resent, sent, 100.0 * resent / sent, kLossWarnPeriods,
+           options_.aggregator.c_str(), window_.size(), options_.payload_bytes,
+           static_cast<unsigned long long>(rtt_.srtt_ns() / 1000));
 }
 
 uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) const {
@@ -466,7 +497,14 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
   if (slot.retries == 0 && slot.early_probes == 0) SampleResultLatency(now - slot.first_sent_ns);
-  newest_answered_send_ns_ = std::max(newest_answered_send_ns_, slot.last_sent_ns);
+  // RACK (RFC 8985): the newest packet answered, by send time then seq,
+  // and its round trip.
+  if (slot.last_sent_ns > rack_.xmit_ns ||
+      (slot.last_sent_ns == rack_.xmit_ns && slot.next_seq > rack_.seq)) {
+    rack_.xmit_ns = slot.last_sent_ns;
+    rack_.seq = slot.next_seq;
+    rack_.rtt_ns = now - slot.last_sent_ns;
+  }
   delivery_.Note(bytes, now);
   window_.Release(index);
   if (window_.busy() == 0) delivery_.Pause(now);
@@ -686,7 +724,7 @@ void ProgressEngine::Sample(uint64_t rtt_ns) {
   counters_.rto_us.store(static_cast<uint32_t>(rtt_.RtoNs() / 1000), std::memory_order_relaxed);
 }
 
-void ProgressEngine::Recover(uint32_t i, uint64_t now) {
+void ProgressEngine::Recover(uint32_t i, uint64_t now, bool timer) {
   // Probe first (header only): most timeouts on a busy cluster are waits
   // for a slower rank or packets still queued in a rate-limited link, not
   // losses, and the aggregator's STATUS tells which. Resend the data only
@@ -695,8 +733,10 @@ void ProgressEngine::Recover(uint32_t i, uint64_t now) {
   // hardly bigger than the probe: the duplicate is answered as the probe
   // would be (a RESULT, or a STATUS when others are missing), a round trip
   // sooner when the data was lost.
+  // Only a whole timeout makes a probe unanswered: an early recovery may
+  // come while the last probe's answer is still on its way.
   Slot& slot = window_.slot(i);
-  if (slot.probe_pending) slot.unanswered_probes++;
+  if (timer && slot.probe_pending) slot.unanswered_probes++;
   const size_t bytes = static_cast<size_t>(slot.elem_count) * slot.op->elem_size;
   const bool resend =
       !slot.held && (slot.unanswered_probes >= 2 || (!reliable_ && bytes <= options_.resend_max_bytes));
@@ -723,22 +763,30 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     }
     next = std::min(next, op->deadline_ns);
   }
-  // Overdue by send time: a result answered a packet sent more than
-  // srtt/4 after this slot's last send (unreliable transports only).
-  const uint64_t overdue_before =
-      reliable_ || newest_answered_send_ns_ < rtt_.srtt_ns() / 4
-          ? 0
-          : newest_answered_send_ns_ - rtt_.srtt_ns() / 4;
+  // Overdue by send time (RACK, RFC 8985): sent before the newest packet
+  // answered, and not answered within that packet's round trip plus a
+  // reordering window of srtt/2 (unreliable transports only). Ranks'
+  // contributions arrive skewed, so results return out of send order
+  // without any loss; a quarter of the srtt was too tight for that on a
+  // loaded machine (45% of fragments probed for nothing).
+  const uint64_t reorder_ns = rtt_.srtt_ns() / 2;
   for (uint32_t i = 0; i < window_.size(); ++i) {
     Slot& slot = window_.slot(i);
     if (!slot.busy) continue;
+    const bool sent_before_newest =
+        !reliable_ && rack_.rtt_ns != 0 &&
+        (slot.last_sent_ns < rack_.xmit_ns ||
+         (slot.last_sent_ns == rack_.xmit_ns && slot.next_seq < rack_.seq));
+    const uint64_t overdue_at = slot.last_sent_ns + rack_.rtt_ns + reorder_ns;
     if (now >= slot.deadline_ns) {
       slot.retries++;
-      Recover(i, now);
-    } else if (slot.last_sent_ns < overdue_before) {
+      Recover(i, now, /*timer=*/true);
+    } else if (sent_before_newest && now >= overdue_at) {
       slot.early_probes++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
-      Recover(i, now);
+      Recover(i, now, /*timer=*/false);
+    } else if (sent_before_newest) {
+      next = std::min(next, overdue_at);
     }
     next = std::min(next, slot.deadline_ns);
   }

@@ -11,9 +11,10 @@
 // timeout (common/rtt_estimator.h: SRTT + 4 RTTVAR over fragments sent once,
 // doubled per expiry, clamped to [rto_min, rto_max]) plus the time the bytes
 // queued ahead of it take at the measured delivery rate (delivery_rate.h).
-// A fragment is also overdue before its timer once the result of a fragment
-// sent more than srtt/4 after it has arrived (RACK-style, RFC 8985): on a
-// lossy path that finds most losses within a round trip, not a timeout.
+// A fragment is also overdue before its timer once a fragment sent after it
+// (later, or in the same burst with a higher seq) was answered and this one
+// was not within that answer's round trip plus srtt/2 (RACK, RFC 8985): on
+// a lossy path that finds most losses within a round trip, not a timeout.
 // An overdue fragment is probed first (header-only RESULT_REQUEST): most
 // timeouts on a busy cluster are waits for a slower rank, and the
 // aggregator's STATUS says whether it holds our data; the data is resent at
@@ -146,7 +147,10 @@ class ProgressEngine {
   // fragments sent after it arrived first): probe, or resend the data when
   // the aggregator said it lacks it, two probes went unanswered or the
   // fragment is small (Options::resend_max_bytes).
-  void Recover(uint32_t i, uint64_t now);
+  void Recover(uint32_t i, uint64_t now, bool timer);
+  // Every kLossPeriodFragments first sends: WARN when the share sent again
+  // stayed high (issue #12: a job losing half its fragments said nothing).
+  void CheckResendRate(uint64_t now);
   uint8_t* QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len);
   bool SubmissionsPending();
 
@@ -171,11 +175,20 @@ class ProgressEngine {
   FragmentWindow window_;
   base::RttEstimator rtt_;
   base::RecentMinimum<8> recent_latency_;
+  uint32_t period_sent_ = 0;    // first sends in this resend-rate period
+  uint32_t period_resent_ = 0;  // data resent in it
+  uint32_t lossy_periods_ = 0;  // periods in a row with a high resend rate
+  uint64_t last_loss_warn_ns_ = 0;
   DeliveryRate delivery_;
-  // When the newest packet whose answer (a RESULT) arrived was sent: a busy
-  // slot whose last send is older than that by more than a quarter of the
-  // srtt is overdue (loss detection by send time, as RACK, RFC 8985).
-  uint64_t newest_answered_send_ns_ = 0;
+  // The newest packet (by send time, then fragment seq) a RESULT answered,
+  // and its round trip: a busy slot sent before it and unanswered for that
+  // round trip plus srtt/2 is overdue (loss detection by send time, RACK,
+  // RFC 8985).
+  struct {
+    uint64_t xmit_ns = 0;
+    uint64_t seq = 0;
+    uint64_t rtt_ns = 0;  // 0: nothing answered yet
+  } rack_;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2

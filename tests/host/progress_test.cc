@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
 #include "host/src/progress.h"
 #include "host/src/registration.h"
 #include "proto/auth.h"
@@ -500,10 +501,11 @@ TEST_F(ProgressTest, SmallFragmentsAreResentInsteadOfProbed) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
-// Loss detection by send time (FORMAT.md §9.4): once the result of a
-// fragment sent more than srtt/4 after another has arrived, the older one
-// is overdue and recovered before its timer, once per send; a later
-// fragment answered sooner within srtt/4 is reordering, not loss.
+// Loss detection by send time (FORMAT.md §9.4, RACK): once a fragment sent
+// after another was answered, the older one is overdue when that answer's
+// round trip plus srtt/2 has passed since its own send, and is recovered
+// before its timer, once per send; within that it is reordering, not loss.
+// Fragments sent in one burst are ordered by seq.
 TEST_F(ProgressTest, LaterResultsFirstStartRecoveryBeforeTheTimer) {
   Make(4);
   // A 2 ms round trip: SRTT 2 ms (a reordering window of 0.5 ms), RTO 6 ms.
@@ -530,14 +532,15 @@ TEST_F(ProgressTest, LaterResultsFirstStartRecoveryBeforeTheTimer) {
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(b.size(), 1u);
   ASSERT_EQ(d.size(), 1u);
-  // b's result first: a was sent only 0.4 ms before b, no recovery.
+  // b's result first, 1.6 ms after b was sent: a, sent 2 ms ago, is within
+  // 1.6 ms + srtt/2 (1.95 / 2) of its send: no recovery yet.
   now_ += 1 * kMs;
   Answer(b[0]);
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
-  // d's result: a was sent 1 ms before d, more than srtt/4: overdue,
-  // probed at once (4 ms before its timer would fire).
+  // d's result, 1 ms after d was sent: a is 2 ms old, past 1 ms + srtt/2:
+  // overdue, probed at once (4 ms before its timer would fire).
   Answer(d[0]);
   engine_->Poll();
   std::vector<Sent> probe = Take();
@@ -564,6 +567,81 @@ TEST_F(ProgressTest, LaterResultsFirstStartRecoveryBeforeTheTimer) {
   }
   EXPECT_EQ(engine_->Stats().retransmissions, 1u);
   EXPECT_EQ(engine_->Stats().probes, 1u);
+}
+
+// A rank that keeps resending says so (issue #12: a job lost half its
+// fragments to retransmission without a word): one WARN once 3 periods of
+// 1024 first sends in a row had >= 5% resent, none at 2%.
+TEST_F(ProgressTest, WarnsOnceWhenTheResendRateStaysHigh) {
+  struct Capture {
+    static void Sink(base::LogLevel level, const char*, const char* message, void* user) {
+      if (level == base::LogLevel::kWarn) static_cast<std::vector<std::string>*>(user)->push_back(message);
+    }
+  };
+  std::vector<std::string> warns;
+  base::SetLogSink(&Capture::Sink, &warns);
+  resend_max_bytes_ = 64;  // a timer resends the data at once
+  Make(4);
+  // `ops` one-fragment all-reduces; every `every`-th is resent once.
+  auto run = [&](int ops, int every) {
+    for (int i = 1; i <= ops; ++i) {
+      auto req = Submit(16, ++collective_);
+      engine_->Poll();
+      std::vector<Sent> c = Take();
+      ASSERT_EQ(c.size(), 1u);
+      if (i % every == 0) {
+        now_ += 300 * kMs;
+        engine_->Poll();
+        ASSERT_EQ(Take().size(), 1u);
+      }
+      now_ += 1 * kMs;
+      Answer(c[0]);
+      engine_->Poll();
+      tributary::Status st;
+      ASSERT_TRUE(Done(req, &st));
+    }
+  };
+  run(3 * 1024, 50);  // 2%
+  EXPECT_TRUE(warns.empty());
+  run(3 * 1024, 10);  // 10%
+  base::SetLogSink(nullptr, nullptr);
+  ASSERT_EQ(warns.size(), 1u);
+  EXPECT_NE(warns[0].find("had to be sent again (10%, 3 periods in a row)"), std::string::npos)
+      << warns[0];
+  EXPECT_NE(warns[0].find("TRIBUTARY_WINDOW"), std::string::npos) << warns[0];
+}
+
+TEST_F(ProgressTest, InOneBurstTheHigherSeqAnsweredFirstMakesTheLowerOverdue) {
+  Make(4);
+  auto first = Submit(16, ++collective_);  // a 2 ms round trip: srtt 2 ms
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  now_ += 2 * kMs;
+  Answer(c[0]);
+  engine_->Poll();
+  auto req = Submit(16 * 3, ++collective_);  // three fragments, one burst
+  engine_->Poll();
+  std::vector<Sent> burst = Take();
+  ASSERT_EQ(burst.size(), 3u);
+  now_ += 1 * kMs;
+  Answer(burst[2]);  // the last one first, after 1 ms
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty()) << "within the round trip plus srtt/2";
+  now_ += 1500000;  // 2.5 ms after the burst: past 1 ms + srtt/2
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[0].header.slot, burst[0].header.slot);
+  EXPECT_EQ(probes[1].header.slot, burst[1].header.slot);
+  for (const Sent& p : probes) EXPECT_EQ(p.header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 2u);
+  Answer(burst[0]);
+  Answer(burst[1]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(Done(first, &st));
 }
 
 TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank) {

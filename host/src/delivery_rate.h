@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Delivery rate of results: bytes per nanosecond of time with fragments in
-// flight, measured over windows of at least 2 ms of such time, and the
-// fastest of the last 8 windows is the estimate. It turns the bytes queued
+// flight, measured over windows of at least a round trip (and 2 ms) of such
+// time, and the fastest of the last 8 windows is the estimate. It turns the bytes queued
 // ahead of a packet into time, so the timers of a full window on a slow or
 // rate-limited link do not fire on packets that are merely waiting in a
 // queue.
@@ -11,7 +11,12 @@
 // stall on a lost packet say nothing about how fast the path drains a
 // queue. An average over them made the rate look 100x slower than the link
 // under 10% loss, the queueing allowance grew to the 200 ms cap, and every
-// lost packet waited that long for its timer. Value type, not synchronized.
+// lost packet waited that long for its timer. Why a round trip: results
+// come back in bursts (a busy aggregator, a descheduled rank), and a window
+// shorter than a round trip can hold one burst and nothing else; the
+// fastest of such windows was 10x the real rate on a slowed machine, the
+// allowance too short, and every full window timed out while queued.
+// Value type, not synchronized.
 #pragma once
 
 #include <algorithm>
@@ -36,11 +41,12 @@ class DeliveryRate {
     busy_ = false;
     busy_ns_ += now_ns - busy_since_ns_;
   }
-  // A result of `bytes` arrived (the window is busy: Resume() came first).
-  void Note(size_t bytes, uint64_t now_ns) {
+  // A result of `bytes` arrived (the window is busy: Resume() came first);
+  // `round_trip_ns`: the current round-trip estimate (0: none yet).
+  void Note(size_t bytes, uint64_t now_ns, uint64_t round_trip_ns = 0) {
     window_bytes_ += bytes;
     const uint64_t elapsed = busy_ns_ + (busy_ ? now_ns - busy_since_ns_ : 0);
-    if (elapsed < kMinWindowNs) return;
+    if (elapsed < std::max(kMinWindowNs, round_trip_ns)) return;
     rates_[next_++ % rates_.size()] =
         static_cast<double>(window_bytes_) / static_cast<double>(elapsed);
     bytes_per_ns_ = *std::max_element(rates_.begin(), rates_.end());

@@ -23,6 +23,11 @@ constexpr uint64_t kStatsResendNs = 50000000;
 // when it is >= kLossWarnPercent for kLossWarnPeriods periods in a row, at
 // most one per kLossWarnIntervalNs.
 constexpr uint32_t kLossPeriodFragments = 1024;
+// RACK's reordering window is srtt/2 times a scale in [1, kMaxReorderScale]:
+// +1 (at most once per srtt) per early probe answered "held", -1 after
+// kReorderDecayResults results without one.
+constexpr uint32_t kMaxReorderScale = 8;
+constexpr uint32_t kReorderDecayResults = 256;
 constexpr uint32_t kLossWarnPercent = 5;
 constexpr uint32_t kLossWarnPeriods = 3;
 constexpr uint64_t kLossWarnIntervalNs = 60000000000;
@@ -321,6 +326,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
+  slot.early_probe_out = false;
   if (probe) {
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
   } else if (retransmit) {
@@ -330,6 +336,15 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     counters_.fragments.fetch_add(1, std::memory_order_relaxed);
     if (++period_sent_ == kLossPeriodFragments) CheckResendRate(now);
   }
+}
+
+void ProgressEngine::WidenReorderWindow(uint64_t now) {
+  results_since_widened_ = 0;
+  // At most once per round trip: one burst of out-of-order results makes
+  // many slots probe at once, and that is one piece of evidence.
+  if (now - last_widened_ns_ < rtt_.srtt_ns()) return;
+  last_widened_ns_ = now;
+  reorder_scale_ = std::min(reorder_scale_ + 1, kMaxReorderScale);
 }
 
 void ProgressEngine::CheckResendRate(uint64_t now) {
@@ -497,6 +512,12 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
   if (slot.retries == 0 && slot.early_probes == 0) SampleResultLatency(now - slot.first_sent_ns);
+  // The reordering window narrows again after kReorderDecayResults results
+  // without a spurious early probe.
+  if (reorder_scale_ > 1 && ++results_since_widened_ >= kReorderDecayResults) {
+    --reorder_scale_;
+    results_since_widened_ = 0;
+  }
   // RACK (RFC 8985): the newest packet answered, by send time then seq,
   // and its round trip.
   if (slot.last_sent_ns > rack_.xmit_ns ||
@@ -505,7 +526,7 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
     rack_.seq = slot.next_seq;
     rack_.rtt_ns = now - slot.last_sent_ns;
   }
-  delivery_.Note(bytes, now);
+  delivery_.Note(bytes, now, rtt_.srtt_ns());
   window_.Release(index);
   if (window_.busy() == 0) delivery_.Pause(now);
   if (++op->done_frags == op->nfrags) {
@@ -639,6 +660,12 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   RecordMissing(p, &slot);
   if (h.flags & proto::kFlagHeld) {
     slot.held = true;
+    // An early probe answered "held": the aggregator had our data and
+    // waits for other ranks, so the result was not lost, only later than
+    // a later fragment's. Results return that far out of order here: the
+    // reordering window widens (RFC 8985 §6.2 does so on DSACKs).
+    if (slot.early_probe_out) WidenReorderWindow(now);
+    slot.early_probe_out = false;
     return;
   }
   slot.held = false;
@@ -765,11 +792,12 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
   }
   // Overdue by send time (RACK, RFC 8985): sent before the newest packet
   // answered, and not answered within that packet's round trip plus a
-  // reordering window of srtt/2 (unreliable transports only). Ranks'
+  // reordering window of srtt/2 (unreliable transports only), widened
+  // while early probes turn out spurious (WidenReorderWindow). Ranks'
   // contributions arrive skewed, so results return out of send order
   // without any loss; a quarter of the srtt was too tight for that on a
   // loaded machine (45% of fragments probed for nothing).
-  const uint64_t reorder_ns = rtt_.srtt_ns() / 2;
+  const uint64_t reorder_ns = rtt_.srtt_ns() / 2 * reorder_scale_;
   for (uint32_t i = 0; i < window_.size(); ++i) {
     Slot& slot = window_.slot(i);
     if (!slot.busy) continue;
@@ -785,6 +813,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       slot.early_probes++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
       Recover(i, now, /*timer=*/false);
+      slot.early_probe_out = slot.probe_pending;
     } else if (sent_before_newest) {
       next = std::min(next, overdue_at);
     }

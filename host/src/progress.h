@@ -151,6 +151,8 @@ class ProgressEngine {
   // Every kLossPeriodFragments first sends: WARN when the share sent again
   // stayed high (issue #12: a job losing half its fragments said nothing).
   void CheckResendRate(uint64_t now);
+  // An early probe was answered "held" (spurious): widen RACK's window.
+  void WidenReorderWindow(uint64_t now);
   uint8_t* QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len);
   bool SubmissionsPending();
 
@@ -189,6 +191,9 @@ class ProgressEngine {
     uint64_t seq = 0;
     uint64_t rtt_ns = 0;  // 0: nothing answered yet
   } rack_;
+  uint32_t reorder_scale_ = 1;  // the reordering window is srtt/2 times this
+  uint32_t results_since_widened_ = 0;
+  uint64_t last_widened_ns_ = 0;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2

@@ -40,6 +40,7 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
       std::min<uint64_t>(owner->elems_per_frag, owner->desc.count - s.elem_offset));
   s.retries = 0;
   s.early_probes = 0;
+  s.early_probe_out = false;
   s.held = false;
   s.probe_pending = false;
   s.unanswered_probes = 0;

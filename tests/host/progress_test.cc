@@ -466,6 +466,15 @@ TEST(DeliveryRateTest, IdleTimeAndStalledWindowsDoNotSlowTheRate) {
   gap.Resume(50 * kMs);
   gap.Note(1000, 51 * kMs);
   EXPECT_EQ(gap.QueueingNs(1000, 50 * kMs), 1 * kMs);
+  // A window spans at least a round trip: a burst of results inside a
+  // shorter one does not count as the path's rate.
+  DeliveryRate burst;
+  burst.Resume(0);
+  burst.Note(1000, 10 * kMs, 10 * kMs);    // 1000 bytes in 10 ms: 0.1 byte/us
+  burst.Note(10000, 12 * kMs, 10 * kMs);   // a burst 2 ms later: not a window yet
+  EXPECT_EQ(burst.QueueingNs(1000, 50 * kMs), 10 * kMs);
+  burst.Note(0, 20 * kMs, 10 * kMs);       // 10000 bytes in 10 ms: 1 byte/us
+  EXPECT_EQ(burst.QueueingNs(1000, 50 * kMs), 1 * kMs);
 }
 
 // A fragment no bigger than resend_max_bytes is resent when its timer
@@ -609,6 +618,66 @@ TEST_F(ProgressTest, WarnsOnceWhenTheResendRateStaysHigh) {
   EXPECT_NE(warns[0].find("had to be sent again (10%, 3 periods in a row)"), std::string::npos)
       << warns[0];
   EXPECT_NE(warns[0].find("TRIBUTARY_WINDOW"), std::string::npos) << warns[0];
+}
+
+// An early probe answered "held" was spurious (the aggregator had the data
+// and waits for other ranks): the reordering window widens, so the same
+// reordering no longer sets off probes; real losses still do, later.
+TEST_F(ProgressTest, SpuriousEarlyProbesWidenTheReorderingWindow) {
+  Make(4);
+  auto first = Submit(16, ++collective_);  // a 2 ms round trip: srtt 2 ms
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  now_ += 2 * kMs;
+  Answer(c[0]);
+  engine_->Poll();
+  // A burst of two; the second answered after 1 ms (srtt 1.875 ms).
+  auto one = Submit(16 * 2, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> burst = Take();
+  ASSERT_EQ(burst.size(), 2u);
+  now_ += 1 * kMs;
+  Answer(burst[1]);
+  engine_->Poll();
+  now_ += 1500000;  // past 1 ms + srtt/2: slot 0 is probed early
+  engine_->Poll();
+  std::vector<Sent> probe = Take();
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+  now_ += 1 * kMs;
+  SendStatus(probe[0], /*held=*/true, {1});  // spurious: the window doubles
+  engine_->Poll();
+  Answer(burst[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(one, &st));
+  // The same pattern again (srtt 1.59 ms after the 1 ms samples): at
+  // 1 ms + srtt/2 (1.8 ms) nothing, at 1 ms + srtt (2.6 ms) the probe.
+  auto two = Submit(16 * 2, ++collective_);
+  engine_->Poll();
+  burst = Take();
+  ASSERT_EQ(burst.size(), 2u);
+  // Slots 3 and 0 now: put the first fragment (lower seq) first.
+  std::sort(burst.begin(), burst.end(), [](const Sent& a, const Sent& b) {
+    return a.header.elem_offset < b.header.elem_offset;
+  });
+  now_ += 1 * kMs;
+  Answer(burst[1]);
+  engine_->Poll();
+  now_ += 1200000;  // 2.2 ms after the burst
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty()) << "the widened window still holds";
+  EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+  now_ += 500000;  // 2.7 ms
+  engine_->Poll();
+  probe = Take();
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 2u);
+  Answer(burst[0]);
+  engine_->Poll();
+  ASSERT_TRUE(Done(two, &st));
+  ASSERT_TRUE(Done(first, &st));
 }
 
 TEST_F(ProgressTest, InOneBurstTheHigherSeqAnsweredFirstMakesTheLowerOverdue) {

@@ -2,13 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 # Throughput of a running job while hostile traffic hits the same tributaryd:
 # no flood vs garbage, wrong-key contributions for the job's id, random job
-# ids, JOINs from fresh source ports, and "tenant": another, legitimate job
+# ids, JOINs from fresh source ports, "tenant": another, legitimate job
 # on the same daemon streaming 64 MiB all-reduces through its own slots as
-# fast as it can (tenancy: one job's load must not starve another). Interleaved
-# rounds (none, garbage, wrong-key, unknown, join, tenant, ...), median algbw per mode and its ratio to no
-# flood; every run checks its results (-c 1) and the daemon's counters
-# (drops by reason, peers) are printed at the end. Loopback only.
-# Usage: bench/run_flood.sh [BUILD_DIR]   Environment: ROUNDS (3), SIZE (16M), RANKS (4)
+# fast as it can (tenancy: one job's load must not starve another), and
+# "greedy": the same with a misbehaving job's settings, a 1024-fragment
+# window of 64-byte payloads (issue #12). Interleaved rounds (none, garbage,
+# wrong-key, unknown, join, tenant, greedy, ...), median algbw per mode and
+# its ratio to no flood; every run checks its results (-c 1) and the
+# daemon's counters (drops by reason, peers) are printed at the end.
+# Loopback only.
+# Usage: bench/run_flood.sh [BUILD_DIR]   Environment: ROUNDS (3), SIZE (16M), RANKS (4),
+#   MODES ("none garbage wrong-key unknown join tenant greedy": a subset, "none" first)
 set -u -o pipefail
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -31,7 +35,8 @@ for _ in $(seq 100); do grep -q "listening on" "$work/daemon.out" && break; slee
 addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
 [[ -n "$addr" ]] || { echo "run_flood: daemon did not start" >&2; exit 2; }
 
-modes=(none garbage wrong-key unknown join tenant)
+read -r -a modes <<< "${MODES:-none garbage wrong-key unknown join tenant greedy}"
+[[ ${modes[0]} == none ]] || { echo "run_flood: MODES must start with none (the reference)" >&2; exit 2; }
 declare -A results
 for round in $(seq "$ROUNDS"); do
   for mode in "${modes[@]}"; do
@@ -45,11 +50,14 @@ for round in $(seq "$ROUNDS"); do
       -n 40 -w 5 -c 1 > "$work/bench.out" 2>&1 &
     bench_pid=$!
     flood_pid=""
-    if [[ "$mode" == tenant ]]; then
+    if [[ "$mode" == tenant || "$mode" == greedy ]]; then
       # The other job: its own id and key, as many ranks, 64 MiB rounds until
       # it is stopped (SIGTERM: the bench stops its ranks and leaves).
+      # greedy: 1024 fragments in flight per rank, 64 bytes each.
+      greedy=()
+      [[ "$mode" == greedy ]] && greedy=(--window 1024 --payload 64)
       "$TRIB" bench --daemon "$addr" --job-id $((job ^ 1)) --ranks "$RANKS" -b 64M -e 64M \
-        -n 100000 -w 0 -c 0 > "$work/tenant.out" 2>&1 &
+        "${greedy[@]}" -n 100000 -w 0 -c 0 > "$work/tenant.out" 2>&1 &
       flood_pid=$!
     elif [[ "$mode" != none ]]; then
       sleep 0.3
@@ -60,8 +68,9 @@ for round in $(seq "$ROUNDS"); do
     rc=$?
     [[ -n "$flood_pid" ]] && kill "$flood_pid" 2> /dev/null && wait "$flood_pid" 2> /dev/null
     out=$(cat "$work/bench.out")
-    algbw=$(awk '/^ +[0-9]/ {print $7}' <<< "$out" | tail -1)
-    wrong=$(awk '/^ +[0-9]/ {print $10}' <<< "$out" | tail -1)
+    # Columns: size count type redop time algbw busbw #wrong.
+    algbw=$(awk '/^ +[0-9]/ && NF == 8 {print $6}' <<< "$out" | tail -1)
+    wrong=$(awk '/^ +[0-9]/ && NF == 8 {print $8}' <<< "$out" | tail -1)
     if [[ $rc -ne 0 ]]; then echo "round $round $mode: bench failed (rc $rc)"; echo "$out" | tail -5; fi
     echo "# round $round: $mode algbw=$algbw wrong=$wrong"
     results[$mode]+="$algbw "

@@ -24,7 +24,7 @@ constexpr uint64_t kStatsResendNs = 50000000;
 // most one per kLossWarnIntervalNs.
 constexpr uint32_t kLossPeriodFragments = 1024;
 // RACK's reordering window is srtt/2 times a scale in [1, kMaxReorderScale]:
-// +1 (at most once per srtt) per early probe answered "held", -1 after
+// +1 (at most once per srtt) per early recovery answered "held", -1 after
 // kReorderDecayResults results without one.
 constexpr uint32_t kMaxReorderScale = 8;
 constexpr uint32_t kReorderDecayResults = 256;
@@ -326,7 +326,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
-  slot.early_probe_out = false;
+  slot.early_out = false;
+  if (retransmit && !probe) slot.data_resent = true;
   if (probe) {
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
   } else if (retransmit) {
@@ -511,7 +512,10 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // Karn: unambiguous samples only. A result's latency includes the wait
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
-  if (slot.retries == 0 && slot.early_probes == 0) SampleResultLatency(now - slot.first_sent_ns);
+  // Karn: no sample once the data went out twice (which copy does the
+  // result answer?) or a timer expired. Without any sample RACK stays off,
+  // so a rank whose every fragment is recovered early still gets one.
+  if (slot.retries == 0 && !slot.data_resent) SampleResultLatency(now - slot.first_sent_ns);
   // The reordering window narrows again after kReorderDecayResults results
   // without a spurious early probe.
   if (reorder_scale_ > 1 && ++results_since_widened_ >= kReorderDecayResults) {
@@ -519,12 +523,19 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
     results_since_widened_ = 0;
   }
   // RACK (RFC 8985): the newest packet answered, by send time then seq,
-  // and its round trip.
-  if (slot.last_sent_ns > rack_.xmit_ns ||
-      (slot.last_sent_ns == rack_.xmit_ns && slot.next_seq > rack_.seq)) {
-    rack_.xmit_ns = slot.last_sent_ns;
+  // and its round trip. Only a fragment whose data went out once says
+  // when the answered packet was sent (probes do not change the data, so
+  // that is its first send). A resent one may be answered by the result of
+  // its first copy a moment after the resend, and that tiny "round trip"
+  // would make every older fragment overdue at once: measured with a
+  // 1024-deep window of 64-byte fragments, 4.5 spurious resends per
+  // fragment; with RFC 8985's own test (a resend counts when its answer
+  // took at least the minimum RTT, here the srtt) still 1.2.
+  if (!slot.data_resent && (slot.first_sent_ns > rack_.xmit_ns ||
+                            (slot.first_sent_ns == rack_.xmit_ns && slot.next_seq > rack_.seq))) {
+    rack_.xmit_ns = slot.first_sent_ns;
     rack_.seq = slot.next_seq;
-    rack_.rtt_ns = now - slot.last_sent_ns;
+    rack_.rtt_ns = now - slot.first_sent_ns;
   }
   delivery_.Note(bytes, now, rtt_.srtt_ns());
   window_.Release(index);
@@ -660,12 +671,12 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   RecordMissing(p, &slot);
   if (h.flags & proto::kFlagHeld) {
     slot.held = true;
-    // An early probe answered "held": the aggregator had our data and
-    // waits for other ranks, so the result was not lost, only later than
-    // a later fragment's. Results return that far out of order here: the
+    // An early probe or resend answered "held": the aggregator had our
+    // data and waits for other ranks, so the result was not lost, only
+    // later than a later fragment's. Results return that far out of order here: the
     // reordering window widens (RFC 8985 §6.2 does so on DSACKs).
-    if (slot.early_probe_out) WidenReorderWindow(now);
-    slot.early_probe_out = false;
+    if (slot.early_out) WidenReorderWindow(now);
+    slot.early_out = false;
     return;
   }
   slot.held = false;
@@ -802,7 +813,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     Slot& slot = window_.slot(i);
     if (!slot.busy) continue;
     const bool sent_before_newest =
-        !reliable_ && rack_.rtt_ns != 0 &&
+        !reliable_ && rack_.rtt_ns != 0 && rtt_.have_sample() &&
         (slot.last_sent_ns < rack_.xmit_ns ||
          (slot.last_sent_ns == rack_.xmit_ns && slot.next_seq < rack_.seq));
     const uint64_t overdue_at = slot.last_sent_ns + rack_.rtt_ns + reorder_ns;
@@ -810,10 +821,10 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       slot.retries++;
       Recover(i, now, /*timer=*/true);
     } else if (sent_before_newest && now >= overdue_at) {
-      slot.early_probes++;
+      slot.early_recoveries++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
       Recover(i, now, /*timer=*/false);
-      slot.early_probe_out = slot.probe_pending;
+      slot.early_out = true;
     } else if (sent_before_newest) {
       next = std::min(next, overdue_at);
     }

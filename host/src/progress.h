@@ -151,7 +151,7 @@ class ProgressEngine {
   // Every kLossPeriodFragments first sends: WARN when the share sent again
   // stayed high (issue #12: a job losing half its fragments said nothing).
   void CheckResendRate(uint64_t now);
-  // An early probe was answered "held" (spurious): widen RACK's window.
+  // An early recovery was answered "held" (spurious): widen RACK's window.
   void WidenReorderWindow(uint64_t now);
   uint8_t* QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len);
   bool SubmissionsPending();

@@ -39,8 +39,9 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
   s.elem_count = static_cast<uint32_t>(
       std::min<uint64_t>(owner->elems_per_frag, owner->desc.count - s.elem_offset));
   s.retries = 0;
-  s.early_probes = 0;
-  s.early_probe_out = false;
+  s.early_recoveries = 0;
+  s.early_out = false;
+  s.data_resent = false;
   s.held = false;
   s.probe_pending = false;
   s.unanswered_probes = 0;

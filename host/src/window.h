@@ -29,8 +29,9 @@ struct Slot {
   uint64_t last_sent_ns = 0;       // the last send of the data or a probe
   uint64_t deadline_ns = 0;
   uint32_t retries = 0;            // timer expiries (backoff exponent)
-  uint32_t early_probes = 0;       // probes sent because later fragments completed first
-  bool early_probe_out = false;    // the last send was such a probe (unanswered yet)
+  uint32_t early_recoveries = 0;   // probes or resends because later fragments completed first
+  bool early_out = false;          // the last send was one of them (unanswered yet)
+  bool data_resent = false;        // the contribution went out more than once
   bool held = false;               // STATUS said the aggregator has our data
   bool probe_pending = false;      // a RESULT_REQUEST is unanswered
   uint64_t probe_sent_ns = 0;      // when the last one was sent

@@ -680,6 +680,67 @@ TEST_F(ProgressTest, SpuriousEarlyProbesWidenTheReorderingWindow) {
   ASSERT_TRUE(Done(first, &st));
 }
 
+// Without a round-trip sample there is no reordering window: RACK stays
+// off (a rank whose fragments were all recovered early would otherwise
+// never get a sample, and resend everything with a window of 0).
+TEST_F(ProgressTest, NoEarlyRecoveryBeforeTheFirstRoundTripSample) {
+  Make(4);
+  auto req = Submit(16 * 2, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> burst = Take();
+  ASSERT_EQ(burst.size(), 2u);
+  now_ += 11 * kMs;  // the initial 10 ms timeout: both probed, no sample
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 2u);
+  now_ += 1 * kMs;
+  Answer(burst[1]);  // answered after a timer: Karn, no sample
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().srtt_us, 0u);
+  now_ += 5 * kMs;  // far past the answer's round trip, before the next timer
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+  Answer(burst[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+}
+
+// A resent fragment's result may answer its first copy, a moment after the
+// resend: it says nothing about when the packet it answers was sent, so it
+// makes no other fragment overdue (else one early resend sets off the next:
+// an avalanche with deep windows of small fragments).
+TEST_F(ProgressTest, AResentFragmentsResultMakesNothingOverdue) {
+  resend_max_bytes_ = 64;  // timers resend the data
+  Make(4);
+  auto first = Submit(16, ++collective_);  // srtt 2 ms
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  now_ += 2 * kMs;
+  Answer(c[0]);
+  engine_->Poll();
+  auto req = Submit(16 * 2, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> burst = Take();
+  ASSERT_EQ(burst.size(), 2u);
+  now_ += 20 * kMs;  // both timers: both resent (one burst)
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 2u);
+  now_ += 100000;
+  Answer(burst[1]);  // the first copy's result, 0.1 ms after the resend
+  engine_->Poll();
+  now_ += 3 * kMs;  // past 0.1 ms + srtt/2, before the doubled timer
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+  Answer(burst[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  ASSERT_TRUE(Done(first, &st));
+}
+
 TEST_F(ProgressTest, InOneBurstTheHigherSeqAnsweredFirstMakesTheLowerOverdue) {
   Make(4);
   auto first = Submit(16, ++collective_);  // a 2 ms round trip: srtt 2 ms

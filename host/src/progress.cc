@@ -19,18 +19,6 @@ constexpr int kRecvBatch = 64;
 // Probe interval floor on reliable transports (Transport::reliable()).
 constexpr uint64_t kReliableProbeNs = 1000000000;
 constexpr uint64_t kStatsResendNs = 50000000;
-// The resend rate is checked every kLossPeriodFragments first sends; a WARN
-// when it is >= kLossWarnPercent for kLossWarnPeriods periods in a row, at
-// most one per kLossWarnIntervalNs.
-constexpr uint32_t kLossPeriodFragments = 1024;
-// RACK's reordering window is srtt/2 times a scale in [1, kMaxReorderScale]:
-// +1 (at most once per srtt) per early recovery answered "held", -1 after
-// kReorderDecayResults results without one.
-constexpr uint32_t kMaxReorderScale = 8;
-constexpr uint32_t kReorderDecayResults = 256;
-constexpr uint32_t kLossWarnPercent = 5;
-constexpr uint32_t kLossWarnPeriods = 3;
-constexpr uint64_t kLossWarnIntervalNs = 60000000000;
 
 base::RttEstimator::Limits RttLimits(const Options& o, bool reliable) {
   base::RttEstimator::Limits l;
@@ -332,40 +320,22 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
   } else if (retransmit) {
     counters_.retransmissions.fetch_add(1, std::memory_order_relaxed);
-    ++period_resent_;
+    resend_rate_.OnResend();
   } else {
     counters_.fragments.fetch_add(1, std::memory_order_relaxed);
-    if (++period_sent_ == kLossPeriodFragments) CheckResendRate(now);
+    ResendRateMonitor::Report report;
+    if (resend_rate_.OnFirstSend(now, &report)) WarnResendRate(report);
   }
 }
 
-void ProgressEngine::WidenReorderWindow(uint64_t now) {
-  results_since_widened_ = 0;
-  // At most once per round trip: one burst of out-of-order results makes
-  // many slots probe at once, and that is one piece of evidence.
-  if (now - last_widened_ns_ < rtt_.srtt_ns()) return;
-  last_widened_ns_ = now;
-  reorder_scale_ = std::min(reorder_scale_ + 1, kMaxReorderScale);
-}
-
-void ProgressEngine::CheckResendRate(uint64_t now) {
-  const uint32_t sent = period_sent_, resent = period_resent_;
-  period_sent_ = 0;
-  period_resent_ = 0;
-  if (resent * 100 < sent * kLossWarnPercent) {
-    lossy_periods_ = 0;
-    return;
-  }
-  if (++lossy_periods_ < kLossWarnPeriods) return;
-  lossy_periods_ = 0;
-  if (last_loss_warn_ns_ != 0 && now - last_loss_warn_ns_ < kLossWarnIntervalNs) return;
-  last_loss_warn_ns_ = now;
+void ProgressEngine::WarnResendRate(const ResendRateMonitor::Report& r) {
   TRIB_LOG(kWarn, "progress",
            "job %u rank %u: %u of the last %u fragments had to be sent again (%.0f%%, %u periods "
            "in a row): packets to or from aggregator %s are being lost (a lossy link, full "
            "socket buffers, or a window of %u x %u bytes deeper than the path's queues: try a "
            "smaller TRIBUTARY_WINDOW); srtt %llu us. See docs/RELIABILITY.md",
-           id_.job_id, id_.rank, resent, sent, 100.0 * resent / sent, kLossWarnPeriods,
+           id_.job_id, id_.rank, r.resent, r.sent, 100.0 * r.resent / r.sent,
+           ResendRateMonitor::kWarnPeriods,
            options_.aggregator.c_str(), window_.size(), options_.payload_bytes,
            static_cast<unsigned long long>(rtt_.srtt_ns() / 1000));
 }
@@ -516,27 +486,13 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // result answer?) or a timer expired. Without any sample RACK stays off,
   // so a rank whose every fragment is recovered early still gets one.
   if (slot.retries == 0 && !slot.data_resent) SampleResultLatency(now - slot.first_sent_ns);
-  // The reordering window narrows again after kReorderDecayResults results
-  // without a spurious early probe.
-  if (reorder_scale_ > 1 && ++results_since_widened_ >= kReorderDecayResults) {
-    --reorder_scale_;
-    results_since_widened_ = 0;
-  }
-  // RACK (RFC 8985): the newest packet answered, by send time then seq,
-  // and its round trip. Only a fragment whose data went out once says
-  // when the answered packet was sent (probes do not change the data, so
-  // that is its first send). A resent one may be answered by the result of
-  // its first copy a moment after the resend, and that tiny "round trip"
-  // would make every older fragment overdue at once: measured with a
-  // 1024-deep window of 64-byte fragments, 4.5 spurious resends per
-  // fragment; with RFC 8985's own test (a resend counts when its answer
-  // took at least the minimum RTT, here the srtt) still 1.2.
-  if (!slot.data_resent && (slot.first_sent_ns > rack_.xmit_ns ||
-                            (slot.first_sent_ns == rack_.xmit_ns && slot.next_seq > rack_.seq))) {
-    rack_.xmit_ns = slot.first_sent_ns;
-    rack_.seq = slot.next_seq;
-    rack_.rtt_ns = now - slot.first_sent_ns;
-  }
+  rack_.OnResult();
+  // RACK learns only from fragments whose data went out once (probes do
+  // not change the data, so the answered send is the first): with RFC
+  // 8985's own test for resent ones (answered after at least the minimum
+  // RTT, here the srtt) a 1024-deep window of 64-byte fragments still
+  // resent 1.2 fragments per fragment without any loss (loss_detection.h).
+  if (!slot.data_resent) rack_.OnAnswered(slot.first_sent_ns, slot.next_seq, now);
   delivery_.Note(bytes, now, rtt_.srtt_ns());
   window_.Release(index);
   if (window_.busy() == 0) delivery_.Pause(now);
@@ -544,82 +500,6 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
     FinishOp(op, Status::Ok());
     PopFinished();
   }
-}
-
-namespace {
-constexpr uint64_t kProbeIntervalNs = 1000000000;  // at most one JOIN probe per second
-constexpr uint64_t kProbeTimeoutNs = 1000000000;
-}  // namespace
-
-void ProgressEngine::QueueLeave(uint32_t epoch) {
-  proto::Header leave;
-  leave.type = proto::MsgType::kLeave;
-  leave.job_id = id_.job_id;
-  leave.epoch = epoch;
-  leave.sender = id_.rank;
-  for (int copy = 0; copy < 2; ++copy) {
-    uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
-    proto::EncodeHeader(leave, header);
-    proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
-  }
-}
-
-void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
-  // A copy per queued packet: the handshake re-encodes its own buffer.
-  uint8_t* copy = probe_bytes_[probe_bytes_next_++ % 4];
-  std::memcpy(copy, packet, len);
-  uint8_t* header = QueueTx(copy + proto::kHeaderSize, len - proto::kHeaderSize, proto::kHeaderSize);
-  std::memcpy(header, copy, proto::kHeaderSize);
-}
-
-void ProgressEngine::MaybeStartProbe(uint64_t now) {
-  if (probe_ || aborted_ || id_.join.world_size == 0 || now < next_probe_ns_) return;
-  next_probe_ns_ = now + kProbeIntervalNs;
-  probe_deadline_ns_ = now + kProbeTimeoutNs;
-  probe_ = std::make_unique<JoinHandshake>(id_.join);
-  QueueProbePacket(probe_->packet(), probe_->packet_len());
-}
-
-bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now) {
-  if (now > probe_deadline_ns_) {
-    probe_.reset();  // unanswered: the next "unknown job" may ask again
-    return false;
-  }
-  const proto::MsgType t = p.header.type;
-  if (t != proto::MsgType::kChallenge && t != proto::MsgType::kJoinAck) return false;
-  switch (probe_->OnPacket(p)) {
-    case JoinHandshake::Step::kSendAgain:
-      QueueProbePacket(probe_->packet(), probe_->packet_len());
-      return true;
-    case JoinHandshake::Step::kAccepted: {
-      const uint32_t epoch = probe_->epoch();
-      probe_.reset();
-      if (epoch == id_.epoch) {
-        // The aggregator still holds the job as we know it: the NACK lied.
-        TRIB_LOG(kWarn, "progress",
-                 "job %u rank %u: an \"unknown job\" claiming to come from aggregator %s was "
-                 "false (it still holds the job, epoch %u): ignored",
-                 id_.job_id, id_.rank, options_.aggregator.c_str(), epoch);
-        return true;
-      }
-      // It created the job afresh for our JOIN: ours is gone. Leave the new
-      // one too (nobody will use it) and fail with the reason.
-      const Status s(StatusCode::kUnavailable,
-                     "aggregator " + options_.aggregator + " no longer knows job " +
-                         std::to_string(id_.job_id) + " (daemon restarted or job expired: it "
-                         "took a new JOIN as epoch " + std::to_string(epoch) + ", this "
-                         "communicator's is " + std::to_string(id_.epoch) + ")");
-      TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
-               s.message().c_str());
-      Abort(s, nullptr);
-      QueueLeave(epoch);
-      return true;
-    }
-    case JoinHandshake::Step::kRefused:
-    case JoinHandshake::Step::kIgnored:
-      return false;
-  }
-  return false;
 }
 
 void ProgressEngine::HandleNack(const proto::PacketView& p) {
@@ -675,7 +555,7 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     // data and waits for other ranks, so the result was not lost, only
     // later than a later fragment's. Results return that far out of order here: the
     // reordering window widens (RFC 8985 §6.2 does so on DSACKs).
-    if (slot.early_out) WidenReorderWindow(now);
+    if (slot.early_out) rack_.OnSpurious(now, rtt_.srtt_ns());
     slot.early_out = false;
     return;
   }
@@ -801,22 +681,15 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     }
     next = std::min(next, op->deadline_ns);
   }
-  // Overdue by send time (RACK, RFC 8985): sent before the newest packet
-  // answered, and not answered within that packet's round trip plus a
-  // reordering window of srtt/2 (unreliable transports only), widened
-  // while early probes turn out spurious (WidenReorderWindow). Ranks'
-  // contributions arrive skewed, so results return out of send order
-  // without any loss; a quarter of the srtt was too tight for that on a
-  // loaded machine (45% of fragments probed for nothing).
-  const uint64_t reorder_ns = rtt_.srtt_ns() / 2 * reorder_scale_;
+  // Overdue by send time (loss_detection.h; unreliable transports only,
+  // and not before the first round-trip sample: the reordering window is a
+  // share of the srtt).
   for (uint32_t i = 0; i < window_.size(); ++i) {
     Slot& slot = window_.slot(i);
     if (!slot.busy) continue;
-    const bool sent_before_newest =
-        !reliable_ && rack_.rtt_ns != 0 && rtt_.have_sample() &&
-        (slot.last_sent_ns < rack_.xmit_ns ||
-         (slot.last_sent_ns == rack_.xmit_ns && slot.next_seq < rack_.seq));
-    const uint64_t overdue_at = slot.last_sent_ns + rack_.rtt_ns + reorder_ns;
+    const bool sent_before_newest = !reliable_ && rtt_.have_sample() &&
+                                    rack_.SentBeforeNewest(slot.last_sent_ns, slot.next_seq);
+    const uint64_t overdue_at = rack_.OverdueAt(slot.last_sent_ns, rtt_.srtt_ns());
     if (now >= slot.deadline_ns) {
       slot.retries++;
       Recover(i, now, /*timer=*/true);

@@ -50,6 +50,7 @@
 #include "common/rtt_estimator.h"
 #include "host/src/delivery_rate.h"
 #include "host/src/join_handshake.h"
+#include "host/src/loss_detection.h"
 #include "host/src/operation.h"
 #include "host/src/transport/transport.h"
 #include "host/src/window.h"
@@ -148,11 +149,9 @@ class ProgressEngine {
   // the aggregator said it lacks it, two probes went unanswered or the
   // fragment is small (Options::resend_max_bytes).
   void Recover(uint32_t i, uint64_t now, bool timer);
-  // Every kLossPeriodFragments first sends: WARN when the share sent again
-  // stayed high (issue #12: a job losing half its fragments said nothing).
-  void CheckResendRate(uint64_t now);
-  // An early recovery was answered "held" (spurious): widen RACK's window.
-  void WidenReorderWindow(uint64_t now);
+  // ResendRateMonitor said so: one WARN naming the way out (issue #12: a
+  // job lost half its fragments to retransmission without a word).
+  void WarnResendRate(const ResendRateMonitor::Report& report);
   uint8_t* QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len);
   bool SubmissionsPending();
 
@@ -177,23 +176,9 @@ class ProgressEngine {
   FragmentWindow window_;
   base::RttEstimator rtt_;
   base::RecentMinimum<8> recent_latency_;
-  uint32_t period_sent_ = 0;    // first sends in this resend-rate period
-  uint32_t period_resent_ = 0;  // data resent in it
-  uint32_t lossy_periods_ = 0;  // periods in a row with a high resend rate
-  uint64_t last_loss_warn_ns_ = 0;
   DeliveryRate delivery_;
-  // The newest packet (by send time, then fragment seq) a RESULT answered,
-  // and its round trip: a busy slot sent before it and unanswered for that
-  // round trip plus srtt/2 is overdue (loss detection by send time, RACK,
-  // RFC 8985).
-  struct {
-    uint64_t xmit_ns = 0;
-    uint64_t seq = 0;
-    uint64_t rtt_ns = 0;  // 0: nothing answered yet
-  } rack_;
-  uint32_t reorder_scale_ = 1;  // the reordering window is srtt/2 times this
-  uint32_t results_since_widened_ = 0;
-  uint64_t last_widened_ns_ = 0;
+  SendTimeLossDetector rack_;  // loss_detection.h (RACK, RFC 8985)
+  ResendRateMonitor resend_rate_;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// The progress engine's check of an "unknown job" (progress.h): a JOIN
+// probe through the JoinHandshake state machine, whose authentic answer
+// proves the job lost (another epoch: abort, and LEAVE the job the probe
+// created) or the claim false (our epoch: carry on); and the sealed LEAVEs
+// it sends. Apart from progress.cc because it is connection control, not
+// the data path or its loss recovery.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "host/src/progress.h"
+
+namespace tributary::host {
+
+namespace {
+constexpr uint64_t kProbeIntervalNs = 1000000000;  // at most one JOIN probe per second
+constexpr uint64_t kProbeTimeoutNs = 1000000000;
+}  // namespace
+
+void ProgressEngine::QueueLeave(uint32_t epoch) {
+  proto::Header leave;
+  leave.type = proto::MsgType::kLeave;
+  leave.job_id = id_.job_id;
+  leave.epoch = epoch;
+  leave.sender = id_.rank;
+  for (int copy = 0; copy < 2; ++copy) {
+    uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
+    proto::EncodeHeader(leave, header);
+    proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
+  }
+}
+
+void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
+  // A copy per queued packet: the handshake re-encodes its own buffer.
+  uint8_t* copy = probe_bytes_[probe_bytes_next_++ % 4];
+  std::memcpy(copy, packet, len);
+  uint8_t* header = QueueTx(copy + proto::kHeaderSize, len - proto::kHeaderSize, proto::kHeaderSize);
+  std::memcpy(header, copy, proto::kHeaderSize);
+}
+
+void ProgressEngine::MaybeStartProbe(uint64_t now) {
+  if (probe_ || aborted_ || id_.join.world_size == 0 || now < next_probe_ns_) return;
+  next_probe_ns_ = now + kProbeIntervalNs;
+  probe_deadline_ns_ = now + kProbeTimeoutNs;
+  probe_ = std::make_unique<JoinHandshake>(id_.join);
+  QueueProbePacket(probe_->packet(), probe_->packet_len());
+}
+
+bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now) {
+  if (now > probe_deadline_ns_) {
+    probe_.reset();  // unanswered: the next "unknown job" may ask again
+    return false;
+  }
+  const proto::MsgType t = p.header.type;
+  if (t != proto::MsgType::kChallenge && t != proto::MsgType::kJoinAck) return false;
+  switch (probe_->OnPacket(p)) {
+    case JoinHandshake::Step::kSendAgain:
+      QueueProbePacket(probe_->packet(), probe_->packet_len());
+      return true;
+    case JoinHandshake::Step::kAccepted: {
+      const uint32_t epoch = probe_->epoch();
+      probe_.reset();
+      if (epoch == id_.epoch) {
+        // The aggregator still holds the job as we know it: the NACK lied.
+        TRIB_LOG(kWarn, "progress",
+                 "job %u rank %u: an \"unknown job\" claiming to come from aggregator %s was "
+                 "false (it still holds the job, epoch %u): ignored",
+                 id_.job_id, id_.rank, options_.aggregator.c_str(), epoch);
+        return true;
+      }
+      // It created the job afresh for our JOIN: ours is gone. Leave the new
+      // one too (nobody will use it) and fail with the reason.
+      const Status s(StatusCode::kUnavailable,
+                     "aggregator " + options_.aggregator + " no longer knows job " +
+                         std::to_string(id_.job_id) + " (daemon restarted or job expired: it "
+                         "took a new JOIN as epoch " + std::to_string(epoch) + ", this "
+                         "communicator's is " + std::to_string(id_.epoch) + ")");
+      TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
+               s.message().c_str());
+      Abort(s, nullptr);
+      QueueLeave(epoch);
+      return true;
+    }
+    case JoinHandshake::Step::kRefused:
+    case JoinHandshake::Step::kIgnored:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace tributary::host

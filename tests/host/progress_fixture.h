@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fixture of the progress-engine tests (progress_test.cc,
+// recovery_test.cc): a fake transport (what the engine sends is recorded
+// decoded; what it receives is built by the test) and a fake clock, no
+// thread, no sockets, no sleeps. Every verdict follows from the sequence of
+// Poll() calls and clock values the test chooses.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "host/src/progress.h"
+#include "host/src/registration.h"
+#include "proto/auth.h"
+#include "proto/codec.h"
+
+namespace tributary::host {
+
+inline constexpr uint32_t kJob = 77;
+inline constexpr uint64_t kKey = 0xabcdef;
+inline constexpr uint32_t kEpoch = 5;
+inline constexpr uint64_t kMs = 1000000;
+
+struct Sent {
+  proto::Header header;
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> extension;
+  const TransportMemory* payload_memory = nullptr;
+};
+
+class FakeTransport final : public Transport {
+ public:
+  const char* name() const override { return "fake"; }
+  bool places_results() const override { return places; }
+  int Send(const TxPacket* p, int n) override {
+    const int take = std::min(n, accept);
+    for (int i = 0; i < take; ++i) {
+      std::vector<uint8_t> bytes(static_cast<const uint8_t*>(p[i].header),
+                                 static_cast<const uint8_t*>(p[i].header) + p[i].header_len);
+      if (p[i].payload_len) {
+        bytes.insert(bytes.end(), static_cast<const uint8_t*>(p[i].payload),
+                     static_cast<const uint8_t*>(p[i].payload) + p[i].payload_len);
+      }
+      proto::PacketView v;
+      EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+      EXPECT_TRUE(proto::VerifyPacket(proto::DeriveMacKey(kJob, kKey), v))
+          << proto::MsgTypeName(v.header.type);
+      if (v.payload_len > 0) {
+        EXPECT_TRUE(v.header.flags & proto::kFlagPayloadMac);
+      }
+      Sent s;
+      s.header = v.header;
+      s.payload.assign(v.payload, v.payload + v.payload_len);
+      s.extension.assign(v.extension, v.extension + v.extension_len);
+      s.payload_memory = p[i].payload_memory;
+      sent.push_back(std::move(s));
+    }
+    return take;
+  }
+  int Recv(RxEvent* out, int max) override {
+    current.clear();
+    int n = 0;
+    while (n < max && !inbox.empty()) {
+      current.push_back(std::move(inbox.front()));
+      inbox.pop_front();
+      Item& item = current.back();
+      if (item.placed) {
+        out[n] = RxEvent{};
+        out[n].kind = RxEvent::Kind::kResultPlaced;
+        out[n].placed = item.result;
+      } else {
+        DecodeEvent(item.bytes.data(), item.bytes.size(), &out[n]);
+      }
+      ++n;
+    }
+    return n;
+  }
+  void Wait(int64_t) override {}
+  void Wake() override {}
+  TransportStats stats() const override { return {}; }
+  // A transport that places results hands out a key for every registration.
+  Result<TransportMemory> RegisterMemory(const MemoryDesc& m) override {
+    TransportMemory t;
+    if (places) {
+      t.handle = this;
+      t.remote_key = 0x1234;
+      t.base = reinterpret_cast<uintptr_t>(m.data);
+      t.virtual_addressing = false;
+    }
+    return t;
+  }
+
+  struct Item {
+    std::vector<uint8_t> bytes;
+    bool placed = false;
+    proto::PlacedResult result;
+  };
+  std::vector<Sent> sent;
+  std::deque<Item> inbox;
+  std::deque<Item> current;
+  int accept = 1 << 30;  // packets Send takes per call
+  bool places = false;
+};
+
+class ProgressTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(4); }
+  void Make(uint32_t window, bool places = false) {
+    if (engine_) engine_->Stop();
+    if (table_) table_->Clear();
+    table_.reset();
+    engine_.reset();
+    options_ = Options{};
+    options_.aggregator = "test:1";
+    options_.window = window;
+    options_.payload_bytes = 64;  // 16 floats per fragment
+    options_.rto_initial_us = 10000;
+    options_.rto_min_us = 1000;
+    options_.resend_max_bytes = resend_max_bytes_;  // 0: probe first at every size
+    options_.rto_max_us = 200000;
+    options_.op_timeout_ms = 1000;
+    auto t = std::make_unique<FakeTransport>();
+    t->places = places;
+    fake_ = t.get();
+    JobIdentity id;
+    id.job_id = kJob;
+    id.job_key = kKey;
+    id.epoch = kEpoch;
+    id.rank = 3;
+    id.join.job_id = kJob;
+    id.join.job_key = kKey;
+    id.join.rank = 3;
+    id.join.world_size = 4;
+    id.join.window = window;
+    id.join.payload_bytes = 64;
+    id.join.aggregator = "test:1";
+    engine_ = std::make_unique<ProgressEngine>(std::move(t), id, options_,
+                                               [this] { return now_.load(); });
+    table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
+  }
+  uint32_t resend_max_bytes_ = 0;  // Make() passes it on (a test sets it)
+  void TearDown() override {
+    engine_->Stop();
+    table_->Clear();
+  }
+
+  // Submits an all-reduce of `n` floats of send_ into recv_; returns its request.
+  std::shared_ptr<internal::RequestState> Submit(size_t n, uint64_t collective = 1) {
+    send_.resize(n);
+    recv_.assign(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) send_[i] = static_cast<float>(i);
+    MemoryDesc sm{send_.data(), n * 4}, rm{recv_.data(), n * 4};
+    send_reg_ = table_->Register(sm).value();
+    recv_reg_ = table_->Register(rm).value();
+    OpDesc d;
+    d.request = std::make_shared<internal::RequestState>();
+    d.send = reinterpret_cast<const uint8_t*>(send_.data());
+    d.recv = reinterpret_cast<uint8_t*>(recv_.data());
+    d.send_registration = send_reg_;
+    d.recv_registration = recv_reg_;
+    d.count = n;
+    d.dtype = DataType::kFloat32;
+    d.op = ReduceOp::kSum;
+    d.collective_id = collective;
+    auto request = d.request;
+    engine_->Submit(std::move(d));
+    return request;
+  }
+
+  // The aggregator's answer to a sent contribution: its addressing, and
+  // the payload doubled (what a 2-rank sum of equal inputs would be).
+  void Answer(const Sent& c, proto::MsgType type = proto::MsgType::kResult, uint64_t key = kKey,
+              bool header_only = false) {
+    proto::Header h = c.header;
+    h.type = type;
+    h.flags = 0;
+    h.sender = 0;
+    std::vector<uint8_t> payload;
+    if (type == proto::MsgType::kResult) {
+      payload = c.payload;
+      for (size_t i = 0; i + 4 <= payload.size(); i += 4) {
+        float v;
+        std::memcpy(&v, &payload[i], 4);
+        v *= 2;
+        std::memcpy(&payload[i], &v, 4);
+      }
+    }
+    Deliver(h, payload, key, header_only);
+  }
+  // Encodes and seals like the aggregator: payload covered by the MAC
+  // (unless header_only), made with `key` (the job's unless a test forges).
+  void Deliver(const proto::Header& in, const std::vector<uint8_t>& payload, uint64_t key = kKey,
+               bool header_only = false) {
+    proto::Header h = in;
+    h.mac = 0;
+    if (!payload.empty() && !header_only) h.flags |= proto::kFlagPayloadMac;
+    FakeTransport::Item item;
+    item.bytes.resize(proto::kHeaderSize + payload.size());
+    ASSERT_GT(proto::Encode(h, payload.data(), payload.size(), item.bytes.data(), item.bytes.size()),
+              0u);
+    proto::SealPacket(proto::DeriveMacKey(h.job_id, key), item.bytes.data(), proto::kHeaderSize,
+                      item.bytes.data() + proto::kHeaderSize, payload.size());
+    fake_->inbox.push_back(std::move(item));
+  }
+  void SendStatus(const Sent& c, bool held, std::vector<uint32_t> missing) {
+    proto::Header h = c.header;
+    h.type = proto::MsgType::kStatus;
+    h.flags = held ? proto::kFlagHeld : 0;
+    h.aux = static_cast<uint32_t>(missing.size());
+    std::vector<uint8_t> body(missing.size() * 4);
+    std::memcpy(body.data(), missing.data(), body.size());
+    Deliver(h, body);
+  }
+  void Nack(const Sent& c, proto::NackCode code, uint64_t key = kKey) {
+    proto::Header h = c.header;
+    h.type = proto::MsgType::kNack;
+    h.flags = 0;
+    h.aux = static_cast<uint32_t>(code);
+    Deliver(h, {}, key);
+  }
+  // An unauthenticated NACK unknown_job for `c` (as a restarted daemon, or
+  // anyone, sends it): what the engine sent in answer, which must be its
+  // JOIN probe alone.
+  std::vector<Sent> UnknownJobProbe(const Sent& c) {
+    Nack(c, proto::NackCode::kUnknownJob, kKey ^ 1);
+    engine_->Poll();
+    std::vector<Sent> probe = Take();
+    for (const Sent& p : probe) EXPECT_EQ(p.header.type, proto::MsgType::kJoin);
+    return probe;
+  }
+  // What the engine sent since the last Take, ordered by slot.
+  std::vector<Sent> Take() {
+    std::vector<Sent> out;
+    out.swap(fake_->sent);
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Sent& a, const Sent& b) { return a.header.slot < b.header.slot; });
+    return out;
+  }
+  // One single-fragment all-reduce answered `rtt_ns` after it was sent: the
+  // estimator's first sample (srtt = rtt_ns) for the loss-detection tests.
+  void MeasureRoundTrip(uint64_t rtt_ns) {
+    auto req = Submit(16, ++collective_);
+    engine_->Poll();
+    std::vector<Sent> c = Take();
+    ASSERT_EQ(c.size(), 1u);
+    now_ += rtt_ns;
+    Answer(c[0]);
+    engine_->Poll();
+    tributary::Status st;
+    ASSERT_TRUE(Done(req, &st));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  // Nothing was sent and no recovery started early; then `last`, the one
+  // fragment of `req` still unanswered, is answered and `req` completes.
+  void ExpectNoRecoveryThenComplete(const Sent& last,
+                                    const std::shared_ptr<internal::RequestState>& req) {
+    EXPECT_TRUE(Take().empty());
+    EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+    Answer(last);
+    engine_->Poll();
+    tributary::Status st;
+    ASSERT_TRUE(Done(req, &st));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  static bool Done(const std::shared_ptr<internal::RequestState>& r, tributary::Status* s) {
+    std::lock_guard<std::mutex> lock(r->mu);
+    if (r->done) *s = r->status;
+    return r->done;
+  }
+
+  Options options_;
+  std::atomic<uint64_t> now_{1000 * kMs};  // read by a caller thread in one test
+  FakeTransport* fake_ = nullptr;
+  std::unique_ptr<ProgressEngine> engine_;
+  std::unique_ptr<RegistrationTable> table_;
+  std::vector<float> send_, recv_;
+  std::shared_ptr<Registration> send_reg_, recv_reg_;
+  uint64_t collective_ = 0;
+};
+
+}  // namespace tributary::host

@@ -39,7 +39,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
   [[maybe_unused]] const auto& [aggregator, transport, ofi_provider, payload_bytes, window, lanes,
                                 op_timeout_ms, connect_timeout_ms, rto_min_us, rto_initial_us,
                                 rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
-                                payload_mac, aggregator_key, resend_max_bytes] = o;
+                                payload_mac, aggregator_key, resend_max_bytes,
+                                congestion_target_us] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -47,7 +48,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 losses_detected, results_received, duplicate_results,
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
                                 srtt_us, rto_us, stats_transport, send_errors,
-                                early_recoveries] = s;
+                                early_recoveries, window_decreases, window_limit] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -123,6 +124,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   TRIB_COPY(rto_initial_us, o.rto_initial_us);
   TRIB_COPY(rto_max_us, o.rto_max_us);
   TRIB_COPY(resend_max_bytes, o.resend_max_bytes);
+  TRIB_COPY(congestion_target_us, o.congestion_target_us);
   TRIB_COPY(spin_us, o.spin_us);
   TRIB_COPY(socket_buffer_bytes, o.socket_buffer_bytes);
   if (TRIB_HAS_FIELD(p, checksum)) o.checksum = c.checksum != 0;
@@ -200,6 +202,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(rto_initial_us, o.rto_initial_us);
   TRIB_SET(rto_max_us, o.rto_max_us);
   TRIB_SET(resend_max_bytes, o.resend_max_bytes);
+  TRIB_SET(congestion_target_us, o.congestion_target_us);
   TRIB_SET(spin_us, o.spin_us);
   TRIB_SET(socket_buffer_bytes, o.socket_buffer_bytes);
   TRIB_SET(checksum, o.checksum ? 1 : 0);
@@ -249,6 +252,8 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   }
   if (TRIB_HAS_FIELD(p, send_errors)) out->send_errors = s.send_errors;
   if (TRIB_HAS_FIELD(p, early_recoveries)) out->early_recoveries = s.early_recoveries;
+  if (TRIB_HAS_FIELD(p, window_decreases)) out->window_decreases = s.window_decreases;
+  if (TRIB_HAS_FIELD(p, window_limit)) out->window_limit = s.window_limit;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

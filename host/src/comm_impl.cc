@@ -279,6 +279,8 @@ CommStats CommImpl::Stats() const {
     total.bytes_received += s.bytes_received;
     total.send_errors += s.send_errors;
     total.early_recoveries += s.early_recoveries;
+    total.window_decreases += s.window_decreases;
+    total.window_limit = std::min(total.window_limit, s.window_limit);
     total.srtt_us = std::max(total.srtt_us, s.srtt_us);
     total.rto_us = std::max(total.rto_us, s.rto_us);
   }

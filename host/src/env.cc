@@ -274,6 +274,11 @@ const EnvVar kEnvTable[] = {
      U32Default<&Options::resend_max_bytes>,
      "An overdue fragment of at most this many bytes is resent at once; bigger ones are probed "
      "first (header-only). 0: always probe first."},
+    {"TRIBUTARY_CONGESTION_TARGET_US", "u32",
+     SetU32<&Options::congestion_target_us, 0, 10000000>,
+     U32Default<&Options::congestion_target_us>,
+     "Queueing a rank tolerates before it keeps fewer fragments in flight than its window "
+     "(congestion control); 0: off."},
     {"TRIBUTARY_SPIN_US", "u32", SetU32<&Options::spin_us, 0, 1000000>,
      U32Default<&Options::spin_us>,
      "Progress thread busy-polls this long before sleeping: lower latency, burns a core."},
@@ -512,14 +517,15 @@ Options ResolveForTransport(const Options& in, const std::string& transport) {
 }
 
 std::string DescribeOptions(const Options& o) {
-  char buf[512];
+  char buf[640];
   snprintf(buf, sizeof(buf),
            "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
-           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u spin_us=%u checksum=%d "
+           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u congestion_target_us=%u spin_us=%u checksum=%d "
            "payload_mac=%d aggregator_key=%s faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
+           o.congestion_target_us,
            o.spin_us,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
            o.aggregator_key.empty() ? "trust-on-first-use" : "pinned",

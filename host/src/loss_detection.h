@@ -13,6 +13,11 @@
 // resend, and that tiny "round trip" would make every older fragment
 // overdue at once (an avalanche of resends, issue #12).
 //
+// SpuriousScale: the learning part of that window, also applied to the
+// retransmission timer (a timer's recovery proves spurious when the
+// aggregator answers "held", or when the result comes back sooner after
+// the resend than a round trip could: the first copy's).
+//
 // ResendRateMonitor: every kPeriodFragments first sends, the share resent;
 // a report when it stayed >= kWarnPercent for kWarnPeriods periods in a
 // row, at most one per kWarnIntervalNs.
@@ -25,10 +30,42 @@
 
 namespace tributary::host {
 
+// A multiplier in [1, kMax] of a recovery's waiting time that learns from
+// its own mistakes: +1 (at most once per srtt: one burst of late results
+// makes many fragments recover at once, and that is one piece of evidence)
+// when a recovery proves spurious, -1 after kDecayResults results without
+// one.
+class SpuriousScale {
+ public:
+  static constexpr uint32_t kMax = 8;
+  static constexpr uint32_t kDecayResults = 256;
+
+  void OnResult() {
+    if (scale_ > 1 && ++results_since_widened_ >= kDecayResults) {
+      --scale_;
+      results_since_widened_ = 0;
+    }
+  }
+  void OnSpurious(uint64_t now_ns, uint64_t srtt_ns) {
+    results_since_widened_ = 0;
+    if (widened_once_ && now_ns - last_widened_ns_ < srtt_ns) return;
+    widened_once_ = true;
+    last_widened_ns_ = now_ns;
+    scale_ = std::min(scale_ + 1, kMax);
+  }
+  uint32_t scale() const { return scale_; }
+
+ private:
+  uint32_t scale_ = 1;
+  uint32_t results_since_widened_ = 0;
+  bool widened_once_ = false;
+  uint64_t last_widened_ns_ = 0;
+};
+
 class SendTimeLossDetector {
  public:
-  static constexpr uint32_t kMaxScale = 8;
-  static constexpr uint32_t kDecayResults = 256;
+  static constexpr uint32_t kMaxScale = SpuriousScale::kMax;
+  static constexpr uint32_t kDecayResults = SpuriousScale::kDecayResults;
 
   // A result answered the fragment `seq`, whose only data copy was sent at
   // `sent_ns`.
@@ -41,21 +78,9 @@ class SendTimeLossDetector {
   }
   // Any result: the reordering window narrows after kDecayResults of them
   // without a spurious early recovery.
-  void OnResult() {
-    if (scale_ > 1 && ++results_since_widened_ >= kDecayResults) {
-      --scale_;
-      results_since_widened_ = 0;
-    }
-  }
+  void OnResult() { scale_.OnResult(); }
   // An early recovery was answered "held": the result was late, not lost.
-  void OnSpurious(uint64_t now_ns, uint64_t srtt_ns) {
-    results_since_widened_ = 0;
-    // At most once per round trip: one burst of out-of-order results makes
-    // many slots recover at once, and that is one piece of evidence.
-    if (now_ns - last_widened_ns_ < srtt_ns) return;
-    last_widened_ns_ = now_ns;
-    scale_ = std::min(scale_ + 1, kMaxScale);
-  }
+  void OnSpurious(uint64_t now_ns, uint64_t srtt_ns) { scale_.OnSpurious(now_ns, srtt_ns); }
 
   // Fragment `seq`, last sent at `sent_ns`, was sent before the newest
   // answered one. False until something was answered.
@@ -64,17 +89,15 @@ class SendTimeLossDetector {
   }
   // When such a fragment is overdue.
   uint64_t OverdueAt(uint64_t sent_ns, uint64_t srtt_ns) const {
-    return sent_ns + rtt_ns_ + srtt_ns / 2 * scale_;
+    return sent_ns + rtt_ns_ + srtt_ns / 2 * scale_.scale();
   }
-  uint32_t scale() const { return scale_; }
+  uint32_t scale() const { return scale_.scale(); }
 
  private:
   uint64_t xmit_ns_ = 0;
   uint64_t seq_ = 0;
   uint64_t rtt_ns_ = 0;  // 0: nothing answered yet
-  uint32_t scale_ = 1;
-  uint32_t results_since_widened_ = 0;
-  uint64_t last_widened_ns_ = 0;
+  SpuriousScale scale_;
 };
 
 class ResendRateMonitor {

@@ -78,10 +78,12 @@ ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobId
       places_results_(transport_->places_results()),
       window_(options.window),
       rtt_(RttLimits(options, reliable_)),
+      cwnd_(options.window, uint64_t{options.congestion_target_us} * 1000),
       rx_(kRecvBatch) {
   tx_.reserve(options.window * 2 + 16);
   tx_view_.reserve(options.window * 2 + 16);
   counters_.rto_us = static_cast<uint32_t>(rtt_.RtoNs() / 1000);
+  counters_.cwnd = cwnd_.limit();
 }
 
 ProgressEngine::~ProgressEngine() { Stop(); }
@@ -135,6 +137,8 @@ CommStats ProgressEngine::Stats() const {
   s.nacks_received = counters_.nacks.load(std::memory_order_relaxed);
   s.srtt_us = counters_.srtt_us.load(std::memory_order_relaxed);
   s.rto_us = counters_.rto_us.load(std::memory_order_relaxed);
+  s.window_limit = counters_.cwnd.load(std::memory_order_relaxed);
+  s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
   // publishes them here (PublishTransportStats); reading the transport from
@@ -259,8 +263,19 @@ void ProgressEngine::DrainSubmissions(uint64_t now) {
 }
 
 void ProgressEngine::FillWindow(uint64_t now) {
+  // The congestion limit (congestion.h): below it anything ready goes;
+  // at it, only fragments below the lowest unfinished one + the limit, so
+  // that ranks with different limits never wait for each other in a circle
+  // (window.h, LowestUnfinished).
+  const uint32_t limit = cwnd_.limit();
+  uint64_t admit_below = 0;  // computed when first needed
+  const auto admit = [&](uint64_t seq) {
+    if (window_.busy() < limit) return true;
+    if (admit_below == 0) admit_below = window_.LowestUnfinished() + limit;
+    return seq < admit_below;
+  };
   uint32_t index;
-  while (window_.NextToSend(ops_, &index)) {
+  while (window_.NextToSend(ops_, admit, &index)) {
     window_.slot(index).first_sent_ns = now;
     delivery_.Resume(now);
     SendFragment(index, now, false, false);
@@ -315,6 +330,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
   slot.early_out = false;
+  slot.timer_out = false;
   if (retransmit && !probe) slot.data_resent = true;
   if (probe) {
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
@@ -344,8 +360,11 @@ uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) const {
   // The fragments in flight ahead of this one.
   const double queued =
       static_cast<double>(window_.busy() > 0 ? window_.busy() - 1 : 0) * options_.payload_bytes;
-  return now + rtt_.RtoNs(retries) +
-         delivery_.QueueingNs(queued, uint64_t{options_.rto_max_us} * 1000);
+  // Spurious timeouts (a loaded machine's scheduling, queues deeper than
+  // the allowance) stretch the timer (SpuriousScale, loss_detection.h).
+  const uint64_t rto_max_ns = uint64_t{options_.rto_max_us} * 1000;
+  const uint64_t rto = std::min(rtt_.RtoNs(retries) * rto_scale_.scale(), rto_max_ns);
+  return now + rto + delivery_.QueueingNs(queued, rto_max_ns);
 }
 
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len) {
@@ -485,8 +504,18 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // Karn: no sample once the data went out twice (which copy does the
   // result answer?) or a timer expired. Without any sample RACK stays off,
   // so a rank whose every fragment is recovered early still gets one.
-  if (slot.retries == 0 && !slot.data_resent) SampleResultLatency(now - slot.first_sent_ns);
+  if (slot.retries == 0 && !slot.data_resent) {
+    const uint64_t latency = now - slot.first_sent_ns;
+    SampleResultLatency(latency);
+    ObserveQueue(latency, now);
+  }
   rack_.OnResult();
+  rto_scale_.OnResult();
+  // A timer resent the data and the result came back sooner than a round
+  // trip after it: it answers the first copy, which was only late.
+  if (slot.timer_out && slot.data_resent && now - slot.last_sent_ns < rtt_.srtt_ns() / 2) {
+    rto_scale_.OnSpurious(now, rtt_.srtt_ns());
+  }
   // RACK learns only from fragments whose data went out once (probes do
   // not change the data, so the answered send is the first): with RFC
   // 8985's own test for resent ones (answered after at least the minimum
@@ -556,7 +585,9 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     // later than a later fragment's. Results return that far out of order here: the
     // reordering window widens (RFC 8985 §6.2 does so on DSACKs).
     if (slot.early_out) rack_.OnSpurious(now, rtt_.srtt_ns());
+    if (slot.timer_out) rto_scale_.OnSpurious(now, rtt_.srtt_ns());
     slot.early_out = false;
+    slot.timer_out = false;
     return;
   }
   slot.held = false;
@@ -636,6 +667,30 @@ void ProgressEngine::SampleResultLatency(uint64_t latency_ns) {
   Sample(recent_latency_.Add(latency_ns));
 }
 
+void ProgressEngine::ObserveQueue(uint64_t latency_ns, uint64_t now) {
+  // The smallest target: 8 fragments at the delivery rate.
+  const double rate = delivery_.bytes_per_ns();
+  const uint64_t floor_ns =
+      rate > 0 ? static_cast<uint64_t>(8.0 * options_.payload_bytes / rate) : 0;
+  const uint32_t before = cwnd_.limit();
+  cwnd_.OnLatency(latency_ns, now, rtt_.srtt_ns(), floor_ns);
+  const uint32_t after = cwnd_.limit();
+  counters_.cwnd_decreases.store(cwnd_.decreases(), std::memory_order_relaxed);
+  if (after == before) return;
+  counters_.cwnd.store(after, std::memory_order_relaxed);
+  if (after < before && !cwnd_logged_) {
+    // Once per communicator: a job whose window is deeper than its path
+    // learns it here, not from a slow job.
+    cwnd_logged_ = true;
+    TRIB_LOG(kInfo, "progress",
+             "job %u rank %u: results wait %.2f ms in queues (base round trip %.2f ms, target "
+             "%.2f ms): fewer fragments in flight, %u of the window's %u (docs/RELIABILITY.md, "
+             "Congestion)",
+             id_.job_id, id_.rank, cwnd_.queue_ns() / 1e6, cwnd_.base_ns() / 1e6,
+             cwnd_.target_ns() / 1e6, after, window_.size());
+  }
+}
+
 void ProgressEngine::Sample(uint64_t rtt_ns) {
   rtt_.Sample(rtt_ns);
   counters_.srtt_us.store(static_cast<uint32_t>(rtt_.srtt_ns() / 1000), std::memory_order_relaxed);
@@ -693,6 +748,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     if (now >= slot.deadline_ns) {
       slot.retries++;
       Recover(i, now, /*timer=*/true);
+      slot.timer_out = true;
     } else if (sent_before_newest && now >= overdue_at) {
       slot.early_recoveries++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);

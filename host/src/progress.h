@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "common/rtt_estimator.h"
+#include "host/src/congestion.h"
 #include "host/src/delivery_rate.h"
 #include "host/src/join_handshake.h"
 #include "host/src/loss_detection.h"
@@ -143,6 +144,8 @@ class ProgressEngine {
   // minimum of the last 8, so that waiting for other ranks' recovery does
   // not inflate the timeout (issue #12).
   void SampleResultLatency(uint64_t latency_ns);
+  // The same latency, for congestion control (congestion.h).
+  void ObserveQueue(uint64_t latency_ns, uint64_t now);
   uint64_t DeadlineAfter(uint32_t retries, uint64_t now) const;
   // Slot i's fragment is overdue (its timer expired, or results of
   // fragments sent after it arrived first): probe, or resend the data when
@@ -178,7 +181,10 @@ class ProgressEngine {
   base::RecentMinimum<8> recent_latency_;
   DeliveryRate delivery_;
   SendTimeLossDetector rack_;  // loss_detection.h (RACK, RFC 8985)
+  SpuriousScale rto_scale_;    // the timer's, loss_detection.h
   ResendRateMonitor resend_rate_;
+  CongestionWindow cwnd_;
+  bool cwnd_logged_ = false;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
@@ -210,8 +216,8 @@ class ProgressEngine {
   struct Counters {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
-        early_recoveries{0};
-    std::atomic<uint32_t> srtt_us{0}, rto_us{0};
+        early_recoveries{0}, cwnd_decreases{0};
+    std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };
   Counters counters_;

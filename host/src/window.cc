@@ -23,9 +23,21 @@ uint64_t FragmentWindow::Append(uint64_t nfrags) {
   return first;
 }
 
+void FragmentWindow::PushReady(uint32_t i) {
+  ready_.push_back(i);
+  std::push_heap(ready_.begin(), ready_.end(),
+                 [this](uint32_t a, uint32_t b) { return LowerSeqLater(a, b); });
+}
+
 void FragmentWindow::WakeIdle() {
-  for (uint32_t i : idle_) ready_.push_back(i);
+  for (uint32_t i : idle_) PushReady(i);
   idle_.clear();
+}
+
+uint64_t FragmentWindow::LowestUnfinished() const {
+  uint64_t lowest = UINT64_MAX;
+  for (const Slot& s : slots_) lowest = std::min(lowest, s.next_seq);
+  return lowest;
 }
 
 void FragmentWindow::Claim(uint32_t i, Operation* owner) {
@@ -41,6 +53,7 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
   s.retries = 0;
   s.early_recoveries = 0;
   s.early_out = false;
+  s.timer_out = false;
   s.data_resent = false;
   s.held = false;
   s.probe_pending = false;
@@ -55,7 +68,7 @@ void FragmentWindow::Release(uint32_t i) {
   --busy_;
   s.op = nullptr;
   s.next_seq += size();
-  ready_.push_back(i);
+  PushReady(i);
 }
 
 void FragmentWindow::Clear() {

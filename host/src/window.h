@@ -12,6 +12,7 @@
 // Not synchronized: the progress thread owns it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct Slot {
   uint32_t retries = 0;            // timer expiries (backoff exponent)
   uint32_t early_recoveries = 0;   // probes or resends because later fragments completed first
   bool early_out = false;          // the last send was one of them (unanswered yet)
+  bool timer_out = false;          // the last send was a timer's recovery (unanswered yet)
   bool data_resent = false;        // the contribution went out more than once
   bool held = false;               // STATUS said the aggregator has our data
   bool probe_pending = false;      // a RESULT_REQUEST is unanswered
@@ -55,11 +57,21 @@ class FragmentWindow {
   uint64_t Append(uint64_t nfrags);
   // Idle slots whose next fragment may now exist become ready.
   void WakeIdle();
-  // The next ready slot with a fragment to carry, marked busy with `op`'s
-  // fragment; false when none. Slots whose next fragment does not exist yet
-  // go idle. `ops` are the unfinished operations, ordered by first_seq.
-  template <typename Ops>
-  bool NextToSend(const Ops& ops, uint32_t* index);
+  // The ready slot with the lowest next fragment, marked busy with its
+  // owner's fragment, if admit(seq) allows it; false when none is ready or
+  // admit refused it (it stays ready). Slots whose next fragment does not
+  // exist yet go idle. `ops` are the unfinished operations, ordered by
+  // first_seq. Lowest first: under a congestion limit every rank sends the
+  // job's fragments in the same order (see LowestUnfinished).
+  template <typename Ops, typename Admit>
+  bool NextToSend(const Ops& ops, Admit&& admit, uint32_t* index);
+  // The lowest fragment not completed yet (in flight or not sent): every
+  // fragment below it is done. A rank that may always send fragments below
+  // LowestUnfinished() + n (n >= 1), whatever else it holds in flight,
+  // never deadlocks a job whose ranks limit what they have in flight
+  // differently: the job's lowest unfinished fragment is sendable at every
+  // rank that has not sent it. O(slots).
+  uint64_t LowestUnfinished() const;
   // Slot i's fragment completed: it moves to its next fragment.
   void Release(uint32_t i);
   // Every slot stops carrying anything (abort).
@@ -69,16 +81,23 @@ class FragmentWindow {
   void Claim(uint32_t i, Operation* owner);
 
   std::vector<Slot> slots_;
-  std::vector<uint32_t> ready_;  // slots free to carry their next fragment
+  // Slots free to carry their next fragment: a min-heap on next_seq.
+  bool LowerSeqLater(uint32_t a, uint32_t b) const { return slots_[a].next_seq > slots_[b].next_seq; }
+  void PushReady(uint32_t i);
+
+  std::vector<uint32_t> ready_;
   std::vector<uint32_t> idle_;   // free slots whose next fragment is not submitted yet
   uint64_t seq_end_ = 0;         // one past the last numbered fragment
   size_t busy_ = 0;
 };
 
-template <typename Ops>
-bool FragmentWindow::NextToSend(const Ops& ops, uint32_t* index) {
+template <typename Ops, typename Admit>
+bool FragmentWindow::NextToSend(const Ops& ops, Admit&& admit, uint32_t* index) {
+  const auto later = [this](uint32_t a, uint32_t b) { return LowerSeqLater(a, b); };
   while (!ready_.empty()) {
-    const uint32_t i = ready_.back();
+    const uint32_t i = ready_.front();
+    if (slots_[i].next_seq < seq_end_ && !admit(slots_[i].next_seq)) return false;
+    std::pop_heap(ready_.begin(), ready_.end(), later);
     ready_.pop_back();
     if (slots_[i].next_seq >= seq_end_) {
       idle_.push_back(i);

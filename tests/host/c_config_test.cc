@@ -61,6 +61,7 @@ trib_config_t DistinctConfig() {
   c.payload_mac = 0;  // the default is 1: 0 is distinct
   c.aggregator_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   c.resend_max_bytes = 4321;
+  c.congestion_target_us = 2345;
   return c;
 }
 
@@ -106,6 +107,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_FALSE(o.payload_mac);
   EXPECT_EQ(o.aggregator_key, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
   EXPECT_EQ(o.resend_max_bytes, 4321u);
+  EXPECT_EQ(o.congestion_target_us, 2345u);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;
@@ -274,6 +276,8 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.transport = "a-transport-name-longer-than-the-thirty-two-byte-field";
   st.send_errors = 14;
   st.early_recoveries = 15;
+  st.window_decreases = 16;
+  st.window_limit = 17;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -294,6 +298,8 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(strlen(out.transport), sizeof(out.transport) - 1);  // truncated, terminated
   EXPECT_EQ(out.send_errors, 14u);
   EXPECT_EQ(out.early_recoveries, 15u);
+  EXPECT_EQ(out.window_decreases, 16u);
+  EXPECT_EQ(out.window_limit, 17u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

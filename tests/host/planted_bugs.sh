@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Mutation check of the progress engine's unit tests (issue #11): plants one
-# bug at a time into the engine, rebuilds and runs host_progress_test and
-# host_recovery_test, and
-# prints whether the tests caught it; each file is restored afterwards. Not
-# part of CI (it rebuilds eight times); run it after changing the engine or
+# bug at a time into the engine, rebuilds and runs host_progress_test,
+# host_recovery_test and host_congestion_test, and prints whether the tests
+# caught it; each file is restored afterwards. Not part of CI (it rebuilds
+# once per plant); run it after changing the engine or
 # its tests. Usage: tests/host/planted_bugs.sh [BUILD_DIR] (default build/).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -17,9 +17,10 @@ import sys
 p='$file'; s=open(p).read(); a=sys.argv[1]; b=sys.argv[2]
 assert a in s, a
 open(p,'w').write(s.replace(a,b,1))" "$3" "$4"
-  if cmake --build "$build" --target host_progress_test host_recovery_test \
+  if cmake --build "$build" --target host_progress_test host_recovery_test host_congestion_test \
       > /tmp/plant-build.$$.log 2>&1; then
-    if { "$build"/tests/host/host_progress_test && "$build"/tests/host/host_recovery_test; } \
+    if { "$build"/tests/host/host_progress_test && "$build"/tests/host/host_recovery_test &&
+         "$build"/tests/host/host_congestion_test; } \
       > /tmp/plant-$name.$$.log 2>&1; then
       echo "$name: NOT caught"
     else
@@ -31,7 +32,7 @@ open(p,'w').write(s.replace(a,b,1))" "$3" "$4"
   cp /tmp/plant.bak.$$ "$file"
 }
 run shadow host/src/window.h 'return static_cast<uint8_t>((seq / size()) & 1);' 'return 0;'
-run karn host/src/progress.cc 'if (slot.retries == 0 && !slot.data_resent) SampleResultLatency(' 'if (true) SampleResultLatency('
+run karn host/src/progress.cc 'if (slot.retries == 0 && !slot.data_resent) {' 'if (true) {'
 run one_probe host/src/progress.cc '!slot.held && (slot.unanswered_probes >= 2 ||' '!slot.held && (slot.unanswered_probes >= 1 ||'
 run rack_off host/src/progress.cc '    } else if (sent_before_newest && now >= overdue_at) {' '    } else if (false) {'
 run rack_from_resends host/src/progress.cc '  if (!slot.data_resent) rack_.OnAnswered(slot.first_sent_ns' '  rack_.OnAnswered(slot.last_sent_ns'
@@ -49,4 +50,8 @@ run no_epoch_check host/src/progress.cc '      if (h.epoch != id_.epoch) {
         return;
       }
       HandleResult(p, now);' '      HandleResult(p, now);'
-cmake --build "$build" --target host_progress_test host_recovery_test > /dev/null 2>&1
+run cc_ignored host/src/progress.cc '  const uint32_t limit = cwnd_.limit();' '  const uint32_t limit = window_.size();'
+run cc_no_lowest_rule host/src/progress.cc '    return seq < admit_below;' '    return false;'
+run cc_highest_first host/src/window.h 'return slots_[a].next_seq > slots_[b].next_seq;' 'return slots_[a].next_seq < slots_[b].next_seq;'
+run timer_no_widen host/src/progress.cc '  if (slot.timer_out && slot.data_resent && now - slot.last_sent_ns < rtt_.srtt_ns() / 2) {' '  if (false) {'
+cmake --build "$build" --target host_progress_test host_recovery_test host_congestion_test > /dev/null 2>&1

@@ -40,6 +40,7 @@ class FakeTransport final : public Transport {
  public:
   const char* name() const override { return "fake"; }
   bool places_results() const override { return places; }
+  bool reliable() const override { return reliable_transport; }
   int Send(const TxPacket* p, int n) override {
     const int take = std::min(n, accept);
     for (int i = 0; i < take; ++i) {
@@ -108,6 +109,7 @@ class FakeTransport final : public Transport {
   std::deque<Item> current;
   int accept = 1 << 30;  // packets Send takes per call
   bool places = false;
+  bool reliable_transport = false;  // timers >= 1 s, no early recovery
 };
 
 class ProgressTest : public ::testing::Test {
@@ -125,10 +127,12 @@ class ProgressTest : public ::testing::Test {
     options_.rto_initial_us = 10000;
     options_.rto_min_us = 1000;
     options_.resend_max_bytes = resend_max_bytes_;  // 0: probe first at every size
+    options_.congestion_target_us = congestion_target_us_;  // 0: the whole window
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = 1000;
     auto t = std::make_unique<FakeTransport>();
     t->places = places;
+    t->reliable_transport = reliable_;
     fake_ = t.get();
     JobIdentity id;
     id.job_id = kJob;
@@ -146,7 +150,9 @@ class ProgressTest : public ::testing::Test {
                                                [this] { return now_.load(); });
     table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
   }
-  uint32_t resend_max_bytes_ = 0;  // Make() passes it on (a test sets it)
+  uint32_t resend_max_bytes_ = 0;      // Make() passes these on (a test sets them)
+  uint32_t congestion_target_us_ = 0;
+  bool reliable_ = false;
   void TearDown() override {
     engine_->Stop();
     table_->Clear();

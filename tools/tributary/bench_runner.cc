@@ -285,6 +285,8 @@ class BenchRun {
         losses_detected_ += done.losses_detected;
         send_errors_ += done.send_errors;
         early_recoveries_ += done.early_recoveries;
+        window_decreases_ += done.window_decreases;
+        min_window_limit_ = std::min(min_window_limit_, done.window_limit);
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
         fragments_sent_ += done.fragments_sent;
@@ -349,6 +351,11 @@ class BenchRun {
     // first: losses found without waiting for a timer.
     std::printf("# early recoveries %llu (all ranks; before the timer, by later results)\n",
                 static_cast<unsigned long long>(early_recoveries_));
+    // Congestion control: how often queues beyond the target made a rank
+    // keep fewer fragments in flight, and where the smallest limit ended.
+    std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks)\n",
+                static_cast<unsigned long long>(window_decreases_),
+                min_window_limit_ == UINT32_MAX ? 0 : min_window_limit_);
     std::fflush(stdout);
   }
 
@@ -395,6 +402,8 @@ class BenchRun {
   uint64_t losses_detected_ = 0;
   uint64_t send_errors_ = 0;
   uint64_t early_recoveries_ = 0;
+  uint64_t window_decreases_ = 0;
+  uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;
   uint64_t rejected_ = 0;

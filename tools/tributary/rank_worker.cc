@@ -55,6 +55,8 @@ class Rank {
     done.losses_detected = stats.losses_detected;
     done.send_errors = stats.send_errors;
     done.early_recoveries = stats.early_recoveries;
+    done.window_decreases = stats.window_decreases;
+    done.window_limit = stats.window_limit;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

@@ -55,6 +55,8 @@ struct DoneReport {
   uint64_t losses_detected;
   uint64_t send_errors;
   uint64_t early_recoveries;
+  uint64_t window_decreases;
+  uint32_t window_limit;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

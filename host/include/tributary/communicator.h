@@ -116,6 +116,10 @@ struct CommStats {
                                      // firewall ...): lost, recovered by retransmission
   uint64_t early_recoveries = 0;     // probes or resends before the timer: results of
                                      // fragments sent later arrived first (FORMAT.md §9.4)
+  uint64_t window_decreases = 0;     // congestion control shrank the fragments in flight:
+                                     // results waited in queues beyond the target
+  uint32_t window_limit = 0;         // fragments in flight congestion control allows now
+                                     // (the smallest over lanes; = window when not limiting)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

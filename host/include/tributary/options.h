@@ -121,6 +121,13 @@ struct TRIB_API Options {
   // it lacks the data). Resending a small fragment saves the probe's round
   // trip when the data was lost. 0: always probe first.
   uint32_t resend_max_bytes = 2048;
+  // Congestion control (docs/RELIABILITY.md, "Congestion"): when results
+  // of a whole epoch waited longer than this in queues (beyond the base
+  // round trip), the rank keeps fewer fragments in flight than the window;
+  // it grows back while they do not. The target in use is at least the
+  // base round trip and 8 fragments' time at the delivery rate. 0: off,
+  // always the whole window.
+  uint32_t congestion_target_us = 1000;
 
   // Progress thread: spin this long polling before it sleeps in the kernel.
   // Spinning lowers latency and burns a core; 0 sleeps at once.

@@ -158,6 +158,9 @@ typedef struct trib_config {
   /* An overdue fragment of at most this many bytes is resent at once, not
    * probed first (tributary::Options::resend_max_bytes); 0 = always probe. */
   uint32_t resend_max_bytes;
+  /* Congestion control's queueing target in microseconds
+   * (tributary::Options::congestion_target_us); 0 = off. */
+  uint32_t congestion_target_us;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -226,6 +229,8 @@ typedef struct trib_stats {
                                  lost, recovered by retransmission */
   uint64_t early_recoveries;  /* probes or resends before the timer: results of fragments
                                  sent later arrived first */
+  uint64_t window_decreases;  /* congestion control shrank the fragments in flight */
+  uint32_t window_limit;      /* fragments in flight congestion control allows now */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

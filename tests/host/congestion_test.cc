@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: Apache-2.0
+// Congestion control (host/src/congestion.h) alone and in the progress
+// engine: the limit follows the standing queue, and a rank at its limit
+// still sends the job's lowest unfinished fragment, so ranks with different
+// limits never wait for each other in a circle.
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "host/src/congestion.h"
+#include "host/src/loss_detection.h"
+#include "host/src/window.h"
+#include "tests/host/progress_fixture.h"
+
+namespace tributary::host {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+
+// One epoch (kMinEpochNs after the last) whose smallest latency is `latency`.
+uint64_t Epoch(CongestionWindow* c, uint64_t now, uint64_t latency, uint64_t floor_ns = 0) {
+  now += CongestionWindow::kMinEpochNs;
+  c->OnLatency(latency, now, 0, floor_ns);
+  return now;
+}
+
+TEST(CongestionWindowTest, ShrinksInProportionToTheStandingQueueAndGrowsBack) {
+  CongestionWindow c(64, 1 * kMs);
+  uint64_t now = 1000 * kMs;
+  c.OnLatency(100 * kUs, now, 0, 0);  // the base round trip; the first epoch starts
+  now = Epoch(&c, now, 3100 * kUs);   // that epoch's minimum is the 100 us
+  EXPECT_EQ(c.limit(), 64u);
+  EXPECT_EQ(c.decreases(), 0u);
+  // 3 ms of standing queue against a 1 ms target: excess 2/3, a third off.
+  now = Epoch(&c, now, 3100 * kUs);
+  EXPECT_EQ(c.queue_ns(), 3 * kMs);
+  EXPECT_EQ(c.target_ns(), 1 * kMs);
+  EXPECT_EQ(c.limit(), 42u);  // 64 * (1 - 0.5 * 2/3)
+  EXPECT_TRUE(c.limiting());
+  // A burst is not a standing queue: one fast result in the epoch is enough.
+  now += kMs;
+  c.OnLatency(9 * kMs, now, 0, 0);
+  now = Epoch(&c, now, 200 * kUs);
+  EXPECT_EQ(c.limit(), 44u);  // grew by 64 / 32
+  // A deep queue halves at most, and never below kMinFragments.
+  for (int i = 0; i < 10; ++i) now = Epoch(&c, now, 500 * kMs);
+  EXPECT_EQ(c.limit(), CongestionWindow::kMinFragments);
+  EXPECT_EQ(c.decreases(), 11u);
+  // Queue gone: +2 per epoch up to the window, not beyond.
+  now = Epoch(&c, now, 100 * kUs);
+  EXPECT_EQ(c.limit(), 6u);
+  for (int i = 0; i < 40; ++i) now = Epoch(&c, now, 100 * kUs);
+  EXPECT_EQ(c.limit(), 64u);
+  EXPECT_FALSE(c.limiting());
+}
+
+TEST(CongestionWindowTest, AnEpochLastsAtLeastTwoMillisecondsAndOneRoundTrip) {
+  CongestionWindow c(64, 1 * kMs);
+  uint64_t now = 1000 * kMs;
+  c.OnLatency(100 * kUs, now, 0, 0);
+  c.OnLatency(5 * kMs, now + CongestionWindow::kMinEpochNs - 1, 0, 0);
+  EXPECT_EQ(c.decreases(), 0u);
+  // srtt 4 ms: 3 ms after the start is still the same epoch.
+  c.OnLatency(5 * kMs, now + 3 * kMs, 4 * kMs, 0);
+  EXPECT_EQ(c.decreases(), 0u);
+  c.OnLatency(5 * kMs, now + 4 * kMs, 4 * kMs, 0);
+  EXPECT_EQ(c.decreases(), 0u);  // the epoch's minimum was the 100 us result
+  c.OnLatency(5 * kMs, now + 8 * kMs, 4 * kMs, 0);
+  EXPECT_EQ(c.decreases(), 1u);
+}
+
+TEST(CongestionWindowTest, TheTargetIsAtLeastTheBaseRoundTripAndEightFragments) {
+  // A long path: base 5 ms; 3 ms of queue is within a target of one base.
+  CongestionWindow far(64, 1 * kMs);
+  uint64_t now = 1000 * kMs;
+  far.OnLatency(5 * kMs, now, 0, 0);
+  now = Epoch(&far, now, 8 * kMs);
+  EXPECT_EQ(far.target_ns(), 5 * kMs);
+  EXPECT_EQ(far.limit(), 64u);
+  // A slow link: 8 fragments take 4 ms at the delivery rate.
+  CongestionWindow slow(64, 1 * kMs);
+  slow.OnLatency(100 * kUs, now, 0, 0);
+  now = Epoch(&slow, now, 3100 * kUs, 4 * kMs);
+  EXPECT_EQ(slow.target_ns(), 4 * kMs);
+  EXPECT_EQ(slow.limit(), 64u);
+  EXPECT_EQ(slow.decreases(), 0u);
+}
+
+TEST(CongestionWindowTest, TheBaseRoundTripIsForgottenAfterTenSeconds) {
+  CongestionWindow c(64, 1 * kMs);
+  uint64_t now = 1000 * kMs;
+  c.OnLatency(100 * kUs, now, 0, 0);
+  // The path got longer (a new route): 5 ms, with no queue behind it.
+  // Within 10 s that reads as queue, after it as the new base.
+  while (now < 1000 * kMs + 2 * CongestionWindow::kBaseHalfNs + 4 * kMs) {
+    now = Epoch(&c, now, 5 * kMs);
+  }
+  EXPECT_EQ(c.base_ns(), 5 * kMs);
+  EXPECT_EQ(c.limit(), 64u);  // grown back, the queue is 0
+  EXPECT_GT(c.decreases(), 0u);
+}
+
+TEST(CongestionWindowTest, TargetZeroTurnsItOff) {
+  CongestionWindow c(64, 0);
+  uint64_t now = 1000 * kMs;
+  c.OnLatency(100 * kUs, now, 0, 0);
+  for (int i = 0; i < 10; ++i) now = Epoch(&c, now, 500 * kMs);
+  EXPECT_EQ(c.limit(), 64u);
+  EXPECT_EQ(c.decreases(), 0u);
+}
+
+TEST(SpuriousScaleTest, WidensOncePerRoundTripAndNarrowsAfterQuietResults) {
+  SpuriousScale s;
+  EXPECT_EQ(s.scale(), 1u);
+  s.OnSpurious(10 * kMs, 1 * kMs);
+  s.OnSpurious(10 * kMs + 500 * kUs, 1 * kMs);  // the same burst
+  EXPECT_EQ(s.scale(), 2u);
+  for (int i = 0; i < 20; ++i) s.OnSpurious(20 * kMs + i * 2 * kMs, 1 * kMs);
+  EXPECT_EQ(s.scale(), SpuriousScale::kMax);
+  for (uint32_t i = 0; i < SpuriousScale::kDecayResults - 1; ++i) s.OnResult();
+  EXPECT_EQ(s.scale(), SpuriousScale::kMax);
+  s.OnResult();
+  EXPECT_EQ(s.scale(), SpuriousScale::kMax - 1);
+}
+
+struct FakeOp {
+  uint64_t first, n;
+  bool Owns(uint64_t seq) const { return seq >= first && seq < first + n; }
+};
+
+TEST(FragmentWindowTest, SendsTheLowestReadyFragmentFirstAndStopsWhereAdmitRefuses) {
+  FragmentWindow w(8);
+  Operation op;
+  op.first_seq = w.Append(40);
+  op.nfrags = 40;
+  op.elems_per_frag = 16;
+  op.desc.count = 40 * 16;
+  std::vector<std::unique_ptr<Operation>> ops;
+  ops.push_back(std::make_unique<Operation>(op));
+  w.WakeIdle();
+  const auto all = [](uint64_t) { return true; };
+  std::vector<uint64_t> order;
+  uint32_t i;
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_TRUE(w.NextToSend(ops, all, &i));
+    order.push_back(w.slot(i).next_seq);
+  }
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1, 2}));
+  // Admit refuses 3: nothing goes, and 3 is still the next.
+  EXPECT_FALSE(w.NextToSend(ops, [](uint64_t seq) { return seq < 3; }, &i));
+  ASSERT_TRUE(w.NextToSend(ops, all, &i));
+  EXPECT_EQ(w.slot(i).next_seq, 3u);
+  EXPECT_EQ(w.LowestUnfinished(), 0u);
+  w.Release(0);  // 0 done: slot 0 carries 8 next
+  w.Release(1);
+  EXPECT_EQ(w.LowestUnfinished(), 2u);
+  std::vector<uint64_t> rest;
+  while (w.NextToSend(ops, all, &i)) rest.push_back(w.slot(i).next_seq);
+  EXPECT_EQ(rest, (std::vector<uint64_t>{4, 5, 6, 7, 8, 9}));
+}
+
+class CongestionEngineTest : public ProgressTest {
+ protected:
+  void SetUp() override {
+    congestion_target_us_ = 1000;
+    reliable_ = true;  // no timers or early recoveries in the way: latencies are the test's
+    Make(8);
+  }
+  // The contribution of fragment `seq` among `sent` (what the engine sent).
+  static const Sent* Find(const std::vector<Sent>& sent, uint64_t elem_offset) {
+    for (const Sent& s : sent) {
+      if (s.header.type == proto::MsgType::kContribution && s.header.elem_offset == elem_offset) {
+        return &s;
+      }
+    }
+    return nullptr;
+  }
+  void AnswerAt(const Sent& s, uint64_t at) {
+    now_ = at;
+    Answer(s);
+    engine_->Poll();
+  }
+};
+
+TEST_F(CongestionEngineTest, QueueingBeyondTheTargetKeepsFewerFragmentsInFlight) {
+  Make(64);
+  auto req = Submit(16 * 40000);  // 40000 fragments through 64 slots
+  engine_->Poll();
+  std::deque<Sent> flight;
+  const auto collect = [&] {
+    for (Sent& s : Take()) flight.push_back(std::move(s));
+  };
+  collect();
+  ASSERT_EQ(flight.size(), 64u);
+  // A FIFO queue that serves one fragment per 100 us: a result waits 100 us
+  // for every fragment ahead of it, 6.4 ms behind a full window.
+  const auto serve = [&](int steps, uint64_t step_ns, size_t per_step) {
+    size_t most = 0;
+    for (int i = 0; i < steps && !flight.empty(); ++i) {
+      now_ += step_ns;
+      for (size_t k = 0; k < per_step && !flight.empty(); ++k) {
+        Answer(flight.front());
+        flight.pop_front();
+      }
+      engine_->Poll();
+      collect();
+      most = std::max(most, flight.size());
+    }
+    return most;
+  };
+  serve(1500, 100 * kUs, 1);
+  const CommStats st = engine_->Stats();
+  EXPECT_GT(st.window_decreases, 0u);
+  EXPECT_LT(st.window_limit, 24u);
+  // Settled: about 1 ms of queue (the target), a handful of fragments in
+  // flight instead of 64.
+  const size_t most = serve(500, 100 * kUs, 1);
+  EXPECT_LE(most, 24u);
+  EXPECT_GE(most, CongestionWindow::kMinFragments);
+  // The queue is gone (everything in flight is answered within 100 us): the
+  // limit grows back to the window.
+  serve(600, 100 * kUs, 64);
+  EXPECT_EQ(engine_->Stats().window_limit, 64u);
+  (void)req;
+}
+
+TEST_F(CongestionEngineTest, ARankAtItsLimitStillSendsTheLowestUnfinishedFragment) {
+  auto req = Submit(16 * 64);  // 64 fragments, 8 slots
+  engine_->Poll();
+  std::vector<Sent> first = Take();  // 0..7
+  ASSERT_EQ(first.size(), 8u);
+  const uint64_t t0 = now_;
+  // Fragment 0 waits (another rank lost its part, say); slots 1..7 move
+  // on three rounds: 25..31 are in flight beside 0.
+  std::vector<Sent> flight(first.begin() + 1, first.end());
+  for (int round = 0; round < 3; ++round) {
+    now_ = t0 + (round + 1) * 100 * kUs;
+    for (const Sent& s : flight) Answer(s);
+    engine_->Poll();
+    flight = Take();
+    ASSERT_EQ(flight.size(), 7u) << round;
+  }
+  EXPECT_EQ(flight.front().header.elem_offset, 25u * 16);
+  // Two results that waited 5 and 50 ms: the limit falls to 4 while 7 of the
+  // 8 are in flight, and nothing new goes out.
+  AnswerAt(flight[0], t0 + 5300 * kUs);  // ends the first epoch (its minimum 100 us)
+  std::vector<Sent> none = Take();
+  EXPECT_EQ(none.size(), 1u);  // 33: the limit is still the window
+  AnswerAt(flight[1], t0 + 50 * kMs);  // 50 ms of queue: the limit halves
+  EXPECT_EQ(engine_->Stats().window_limit, CongestionWindow::kMinFragments);
+  EXPECT_TRUE(Take().empty());
+  // Fragment 0's result: 8 is now the lowest unfinished fragment. The rank
+  // holds 6 in flight, above its limit of 4, and still sends 8 (ranks at
+  // different limits would otherwise each wait for fragments the other
+  // will not send) -- and nothing else.
+  AnswerAt(first[0], t0 + 50100 * kUs);
+  std::vector<Sent> next = Take();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].header.elem_offset, 8u * 16);
+  (void)req;
+}
+
+// The timer learns from spurious timeouts (a loaded machine's scheduling, a
+// queue deeper than the allowance): a resend whose result comes back sooner
+// than half a round trip after it answers the first copy, which was only
+// late; the next fragments' timers are twice as long.
+TEST_F(ProgressTest, ASpuriousTimeoutStretchesTheTimer) {
+  resend_max_bytes_ = 64;  // 64-byte fragments are resent, not probed
+  Make(4);
+  MeasureRoundTrip(2 * kMs);  // srtt 2 ms, RTO 2 + 4 * 1 = 6 ms
+  const uint64_t rto = uint64_t{engine_->Stats().rto_us} * 1000;
+  ASSERT_EQ(rto, 6 * kMs);
+  auto req = Submit(16, 10);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  now_ += rto + kMs;
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 1u);  // resent by the timer
+  now_ += 100 * 1000;             // 0.1 ms later: the first copy's result
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  // The next fragment waits two RTOs before its timer resends it.
+  auto req2 = Submit(16, 11);
+  engine_->Poll();
+  std::vector<Sent> d = Take();
+  ASSERT_EQ(d.size(), 1u);
+  now_ += rto + kMs;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += rto;
+  engine_->Poll();
+  EXPECT_EQ(Take().size(), 1u);
+  Answer(d[0]);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req2, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// A timer's resend answered a round trip later was a real loss: the timer
+// stays as it was.
+TEST_F(ProgressTest, ATimeoutThatFoundALossLeavesTheTimerAlone) {
+  resend_max_bytes_ = 64;
+  Make(4);
+  MeasureRoundTrip(2 * kMs);
+  const uint64_t rto = uint64_t{engine_->Stats().rto_us} * 1000;
+  auto req = Submit(16, 10);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  now_ += rto + kMs;
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 1u);
+  now_ += 2 * kMs;  // the resend's round trip
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  auto req2 = Submit(16, 11);
+  engine_->Poll();
+  std::vector<Sent> d = Take();
+  ASSERT_EQ(d.size(), 1u);
+  now_ += rto + kMs;
+  engine_->Poll();
+  EXPECT_EQ(Take().size(), 1u);
+  Answer(d[0]);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req2, &st));
+}
+
+}  // namespace
+}  // namespace tributary::host

@@ -13,10 +13,11 @@
 // resend, and that tiny "round trip" would make every older fragment
 // overdue at once (an avalanche of resends, issue #12).
 //
-// SpuriousScale: the learning part of that window, also applied to the
-// retransmission timer (a timer's recovery proves spurious when the
-// aggregator answers "held", or when the result comes back sooner after
-// the resend than a round trip could: the first copy's).
+// SpuriousScale: the learning part of that window. (Applied to the
+// retransmission timer as well, it doubled the time of large all-reduces
+// under 10% loss: with several ranks most timer recoveries are answered
+// "held" because another rank's part was lost, which is no evidence that
+// the timer is too short. docs/RELIABILITY.md, "Congestion".)
 //
 // ResendRateMonitor: every kPeriodFragments first sends, the share resent;
 // a report when it stayed >= kWarnPercent for kWarnPeriods periods in a

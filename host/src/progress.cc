@@ -330,7 +330,6 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
   slot.early_out = false;
-  slot.timer_out = false;
   if (retransmit && !probe) slot.data_resent = true;
   if (probe) {
     counters_.probes.fetch_add(1, std::memory_order_relaxed);
@@ -360,11 +359,8 @@ uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) const {
   // The fragments in flight ahead of this one.
   const double queued =
       static_cast<double>(window_.busy() > 0 ? window_.busy() - 1 : 0) * options_.payload_bytes;
-  // Spurious timeouts (a loaded machine's scheduling, queues deeper than
-  // the allowance) stretch the timer (SpuriousScale, loss_detection.h).
-  const uint64_t rto_max_ns = uint64_t{options_.rto_max_us} * 1000;
-  const uint64_t rto = std::min(rtt_.RtoNs(retries) * rto_scale_.scale(), rto_max_ns);
-  return now + rto + delivery_.QueueingNs(queued, rto_max_ns);
+  return now + rtt_.RtoNs(retries) +
+         delivery_.QueueingNs(queued, uint64_t{options_.rto_max_us} * 1000);
 }
 
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len) {
@@ -510,12 +506,6 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
     ObserveQueue(latency, now);
   }
   rack_.OnResult();
-  rto_scale_.OnResult();
-  // A timer resent the data and the result came back sooner than a round
-  // trip after it: it answers the first copy, which was only late.
-  if (slot.timer_out && slot.data_resent && now - slot.last_sent_ns < rtt_.srtt_ns() / 2) {
-    rto_scale_.OnSpurious(now, rtt_.srtt_ns());
-  }
   // RACK learns only from fragments whose data went out once (probes do
   // not change the data, so the answered send is the first): with RFC
   // 8985's own test for resent ones (answered after at least the minimum
@@ -585,9 +575,7 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     // later than a later fragment's. Results return that far out of order here: the
     // reordering window widens (RFC 8985 §6.2 does so on DSACKs).
     if (slot.early_out) rack_.OnSpurious(now, rtt_.srtt_ns());
-    if (slot.timer_out) rto_scale_.OnSpurious(now, rtt_.srtt_ns());
     slot.early_out = false;
-    slot.timer_out = false;
     return;
   }
   slot.held = false;
@@ -748,7 +736,6 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     if (now >= slot.deadline_ns) {
       slot.retries++;
       Recover(i, now, /*timer=*/true);
-      slot.timer_out = true;
     } else if (sent_before_newest && now >= overdue_at) {
       slot.early_recoveries++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);

@@ -181,7 +181,6 @@ class ProgressEngine {
   base::RecentMinimum<8> recent_latency_;
   DeliveryRate delivery_;
   SendTimeLossDetector rack_;  // loss_detection.h (RACK, RFC 8985)
-  SpuriousScale rto_scale_;    // the timer's, loss_detection.h
   ResendRateMonitor resend_rate_;
   CongestionWindow cwnd_;
   bool cwnd_logged_ = false;

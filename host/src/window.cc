@@ -53,7 +53,6 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
   s.retries = 0;
   s.early_recoveries = 0;
   s.early_out = false;
-  s.timer_out = false;
   s.data_resent = false;
   s.held = false;
   s.probe_pending = false;

@@ -32,7 +32,6 @@ struct Slot {
   uint32_t retries = 0;            // timer expiries (backoff exponent)
   uint32_t early_recoveries = 0;   // probes or resends because later fragments completed first
   bool early_out = false;          // the last send was one of them (unanswered yet)
-  bool timer_out = false;          // the last send was a timer's recovery (unanswered yet)
   bool data_resent = false;        // the contribution went out more than once
   bool held = false;               // STATUS said the aggregator has our data
   bool probe_pending = false;      // a RESULT_REQUEST is unanswered

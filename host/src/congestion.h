@@ -38,6 +38,8 @@ class CongestionWindow {
   static constexpr uint64_t kMinEpochNs = 2000000;
   static constexpr uint64_t kBaseHalfNs = 5000000000;  // base = min over 5..10 s
   static constexpr uint32_t kMinFragments = 4;
+  static constexpr uint32_t kMaxTimerScale = 8;
+  static constexpr uint64_t kTimerDecayNs = 1000000000;
 
   // `window`: the configured window (the most in flight); `target_ns` 0:
   // no congestion control, the limit stays the window.
@@ -82,6 +84,33 @@ class CongestionWindow {
     epoch_min_ns_ = UINT64_MAX;
   }
 
+  // Timers expired for many fragments at once (at least half of those in
+  // flight): not random loss but a stall (a descheduled process on a busy
+  // host) or a queue deeper than the timers allow. At most once per epoch
+  // (kMinEpochNs and `epoch_ns`): the timers get one step longer (up to
+  // kMaxTimerScale times the RTO; one step shorter per kTimerDecayNs without
+  // another), and with congestion control on the limit halves and a new
+  // epoch starts.
+  void OnMassTimeout(uint64_t now_ns, uint64_t epoch_ns) {
+    if (cut_once_ && now_ns - last_cut_ns_ < std::max(kMinEpochNs, epoch_ns)) return;
+    DecayTimerScale(now_ns);
+    cut_once_ = true;
+    last_cut_ns_ = now_ns;
+    timer_scale_ = std::min(timer_scale_ + 1, kMaxTimerScale);
+    if (target_ns_ == 0) return;
+    limit_ = std::max(static_cast<double>(min_), limit_ / 2);
+    ++decreases_;
+    epoch_started_ = true;
+    epoch_start_ns_ = now_ns;
+    epoch_min_ns_ = UINT64_MAX;
+  }
+
+  // The multiplier of the retransmission timeout after mass timeouts.
+  uint32_t timer_scale(uint64_t now_ns) {
+    DecayTimerScale(now_ns);
+    return timer_scale_;
+  }
+
   // Fragments the rank may have in flight now.
   uint32_t limit() const { return static_cast<uint32_t>(limit_); }
   bool limiting() const { return limit() < max_; }
@@ -106,6 +135,17 @@ class CongestionWindow {
   uint64_t queue_ns_ = 0;
   uint64_t target_used_ns_ = 0;
   uint64_t decreases_ = 0;
+  void DecayTimerScale(uint64_t now_ns) {
+    if (timer_scale_ > 1 && now_ns - last_cut_ns_ >= kTimerDecayNs) {
+      const uint64_t steps = (now_ns - last_cut_ns_) / kTimerDecayNs;
+      timer_scale_ = steps >= timer_scale_ - 1 ? 1 : timer_scale_ - static_cast<uint32_t>(steps);
+      last_cut_ns_ += steps * kTimerDecayNs;
+    }
+  }
+
+  bool cut_once_ = false;
+  uint64_t last_cut_ns_ = 0;
+  uint32_t timer_scale_ = 1;
 };
 
 }  // namespace tributary::host

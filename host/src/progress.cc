@@ -355,12 +355,15 @@ void ProgressEngine::WarnResendRate(const ResendRateMonitor::Report& r) {
            static_cast<unsigned long long>(rtt_.srtt_ns() / 1000));
 }
 
-uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) const {
+uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) {
   // The fragments in flight ahead of this one.
   const double queued =
       static_cast<double>(window_.busy() > 0 ? window_.busy() - 1 : 0) * options_.payload_bytes;
-  return now + rtt_.RtoNs(retries) +
-         delivery_.QueueingNs(queued, uint64_t{options_.rto_max_us} * 1000);
+  // Longer after mass timeouts (congestion.h): the host stalls longer than
+  // the round trip says.
+  const uint64_t rto_max_ns = uint64_t{options_.rto_max_us} * 1000;
+  const uint64_t rto = std::min(rtt_.RtoNs(retries) * cwnd_.timer_scale(now), rto_max_ns);
+  return now + rto + delivery_.QueueingNs(queued, rto_max_ns);
 }
 
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len) {
@@ -727,6 +730,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
   // Overdue by send time (loss_detection.h; unreliable transports only,
   // and not before the first round-trip sample: the reordering window is a
   // share of the srtt).
+  expired_.clear();
   for (uint32_t i = 0; i < window_.size(); ++i) {
     Slot& slot = window_.slot(i);
     if (!slot.busy) continue;
@@ -734,8 +738,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
                                     rack_.SentBeforeNewest(slot.last_sent_ns, slot.next_seq);
     const uint64_t overdue_at = rack_.OverdueAt(slot.last_sent_ns, rtt_.srtt_ns());
     if (now >= slot.deadline_ns) {
-      slot.retries++;
-      Recover(i, now, /*timer=*/true);
+      expired_.push_back(i);
     } else if (sent_before_newest && now >= overdue_at) {
       slot.early_recoveries++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
@@ -743,6 +746,32 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       slot.early_out = true;
     } else if (sent_before_newest) {
       next = std::min(next, overdue_at);
+    }
+    next = std::min(next, slot.deadline_ns);
+  }
+  // Timers. When at least half of what is in flight expired at once (and
+  // 8 or more), the path stalled or queues outgrew the timers: resending
+  // all of it would double the queue and make the next timers expire too
+  // (a 1024-deep window of 64-byte fragments resent 10-30% of them so).
+  // The limit halves (congestion.h), the lowest fragments up to it are
+  // recovered, and the others wait one more backed-off timeout.
+  size_t budget = expired_.size();
+  if (!reliable_ && expired_.size() >= std::max<size_t>(kMassTimeoutMin, window_.busy() / 2)) {
+    cwnd_.OnMassTimeout(now, rtt_.srtt_ns());
+    counters_.cwnd.store(cwnd_.limit(), std::memory_order_relaxed);
+    counters_.cwnd_decreases.store(cwnd_.decreases(), std::memory_order_relaxed);
+    budget = std::min<size_t>(budget, cwnd_.limit());
+    std::sort(expired_.begin(), expired_.end(), [this](uint32_t a, uint32_t b) {
+      return window_.slot(a).next_seq < window_.slot(b).next_seq;
+    });
+  }
+  for (size_t k = 0; k < expired_.size(); ++k) {
+    Slot& slot = window_.slot(expired_[k]);
+    if (k < budget) {
+      slot.retries++;
+      Recover(expired_[k], now, /*timer=*/true);
+    } else {
+      slot.deadline_ns = DeadlineAfter(slot.retries + 1, now);
     }
     next = std::min(next, slot.deadline_ns);
   }

@@ -146,7 +146,7 @@ class ProgressEngine {
   void SampleResultLatency(uint64_t latency_ns);
   // The same latency, for congestion control (congestion.h).
   void ObserveQueue(uint64_t latency_ns, uint64_t now);
-  uint64_t DeadlineAfter(uint32_t retries, uint64_t now) const;
+  uint64_t DeadlineAfter(uint32_t retries, uint64_t now);
   // Slot i's fragment is overdue (its timer expired, or results of
   // fragments sent after it arrived first): probe, or resend the data when
   // the aggregator said it lacks it, two probes went unanswered or the
@@ -183,6 +183,8 @@ class ProgressEngine {
   SendTimeLossDetector rack_;  // loss_detection.h (RACK, RFC 8985)
   ResendRateMonitor resend_rate_;
   CongestionWindow cwnd_;
+  static constexpr size_t kMassTimeoutMin = 8;
+  std::vector<uint32_t> expired_;  // CheckTimers' scratch
   bool cwnd_logged_ = false;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <set>
 
 #include "host/src/congestion.h"
 #include "host/src/loss_detection.h"
@@ -258,6 +259,107 @@ TEST_F(CongestionEngineTest, ARankAtItsLimitStillSendsTheLowestUnfinishedFragmen
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].header.elem_offset, 8u * 16);
   (void)req;
+}
+
+// Timers that expire for half of what is in flight at once are a stall
+// (a descheduled process) or a queue deeper than the timers, not random
+// loss: resending everything would double the queue. The limit halves, the
+// lowest fragments up to it are resent, the others wait another timeout,
+// and the timers of later fragments are twice as long.
+TEST_F(ProgressTest, AMassTimeoutResendsOnlyUpToTheHalvedLimitAndStretchesTheTimer) {
+  resend_max_bytes_ = 64;  // 64-byte fragments are resent, not probed
+  congestion_target_us_ = 1000;
+  Make(16);
+  MeasureRoundTrip(2 * kMs);  // srtt 2 ms, RTO 6 ms
+  const uint64_t rto = uint64_t{engine_->Stats().rto_us} * 1000;
+  ASSERT_EQ(rto, 6 * kMs);
+  auto req = Submit(16 * 16, 10);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 16u);
+  // A stall: every timer expires (the last ones' include the queueing
+  // allowance, 2 ms per fragment ahead at the measured rate).
+  now_ += rto + 40 * kMs;
+  engine_->Poll();
+  std::vector<Sent> r = Take();
+  ASSERT_EQ(r.size(), 8u);
+  std::set<uint64_t> offsets;
+  for (const Sent& s : r) offsets.insert(s.header.elem_offset / 16);
+  EXPECT_EQ(offsets, (std::set<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(engine_->Stats().window_limit, 8u);
+  EXPECT_EQ(engine_->Stats().window_decreases, 1u);
+  // The results arrive: everything completes, the other 8 never resent.
+  for (const Sent& s : c) Answer(s);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().retransmissions, 8u);
+  // A later fragment's timer is 2 RTOs (the RTO itself has grown: the
+  // fragments that were not resent measured the stall).
+  const uint64_t rto2 = uint64_t{engine_->Stats().rto_us} * 1000;
+  ASSERT_LT(2 * rto2, uint64_t{options_.rto_max_us} * 1000) << rto2;  // not at the cap
+  auto req2 = Submit(16, 11);
+  engine_->Poll();
+  std::vector<Sent> d = Take();
+  ASSERT_EQ(d.size(), 1u);
+  now_ += 2 * rto2 - kMs;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += 2 * kMs;
+  engine_->Poll();
+  EXPECT_EQ(Take().size(), 1u);
+  Answer(d[0]);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req2, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// A few timers at once (random loss) change nothing.
+TEST_F(ProgressTest, AFewTimeoutsAtOnceAreLossNotAStall) {
+  resend_max_bytes_ = 64;
+  congestion_target_us_ = 1000;
+  Make(16);
+  MeasureRoundTrip(2 * kMs);
+  const uint64_t rto = uint64_t{engine_->Stats().rto_us} * 1000;
+  auto req = Submit(16 * 16, 10);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 16u);
+  // 9 of the 16 answered in time; 7 expire (less than half, and under 8).
+  now_ += kMs;
+  for (size_t k = 0; k < 9; ++k) Answer(c[k]);
+  engine_->Poll();
+  Take();
+  now_ += rto + kMs;
+  engine_->Poll();
+  std::vector<Sent> r = Take();
+  size_t resent = 0;
+  for (const Sent& s : r) resent += (s.header.flags & proto::kFlagRetransmit) ? 1 : 0;
+  EXPECT_EQ(resent, 7u);
+  EXPECT_EQ(engine_->Stats().window_decreases, 0u);
+  EXPECT_EQ(engine_->Stats().window_limit, 16u);
+  (void)req;
+}
+
+TEST(CongestionWindowTest, MassTimeoutsHalveTheLimitAndStretchTheTimerOncePerEpoch) {
+  CongestionWindow c(64, 1 * kMs);
+  uint64_t now = 1000 * kMs;
+  c.OnMassTimeout(now, 0);
+  c.OnMassTimeout(now + kMs, 0);  // the same stall
+  EXPECT_EQ(c.limit(), 32u);
+  EXPECT_EQ(c.timer_scale(now + kMs), 2u);
+  c.OnMassTimeout(now + 3 * kMs, 0);
+  EXPECT_EQ(c.limit(), 16u);
+  EXPECT_EQ(c.timer_scale(now + 3 * kMs), 3u);
+  // A second without one: a step back per second.
+  EXPECT_EQ(c.timer_scale(now + 3 * kMs + 1000 * kMs), 2u);
+  EXPECT_EQ(c.timer_scale(now + 3 * kMs + 5000 * kMs), 1u);
+  // Off (target 0): the timer still stretches, the limit stays.
+  CongestionWindow off(64, 0);
+  off.OnMassTimeout(now, 0);
+  EXPECT_EQ(off.limit(), 64u);
+  EXPECT_EQ(off.timer_scale(now), 2u);
 }
 
 }  // namespace

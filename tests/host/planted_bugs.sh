@@ -53,4 +53,6 @@ run no_epoch_check host/src/progress.cc '      if (h.epoch != id_.epoch) {
 run cc_ignored host/src/progress.cc '  const uint32_t limit = cwnd_.limit();' '  const uint32_t limit = window_.size();'
 run cc_no_lowest_rule host/src/progress.cc '    return seq < admit_below;' '    return false;'
 run cc_highest_first host/src/window.h 'return slots_[a].next_seq > slots_[b].next_seq;' 'return slots_[a].next_seq < slots_[b].next_seq;'
+run mass_timeout_resends_all host/src/progress.cc '    budget = std::min<size_t>(budget, cwnd_.limit());' ''
+run timer_not_stretched host/src/progress.cc 'rtt_.RtoNs(retries) * cwnd_.timer_scale(now)' 'rtt_.RtoNs(retries)'
 cmake --build "$build" --target host_progress_test host_recovery_test host_congestion_test > /dev/null 2>&1

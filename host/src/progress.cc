@@ -138,6 +138,7 @@ CommStats ProgressEngine::Stats() const {
   s.srtt_us = counters_.srtt_us.load(std::memory_order_relaxed);
   s.rto_us = counters_.rto_us.load(std::memory_order_relaxed);
   s.window_limit = counters_.cwnd.load(std::memory_order_relaxed);
+  s.tail_probes = counters_.tail_probes.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -338,6 +339,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     resend_rate_.OnResend();
   } else {
     counters_.fragments.fetch_add(1, std::memory_order_relaxed);
+    last_progress_ns_ = now;
+    tail_probe_sent_ = false;
     ResendRateMonitor::Report report;
     if (resend_rate_.OnFirstSend(now, &report)) WarnResendRate(report);
   }
@@ -497,6 +500,8 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   Slot& slot = window_.slot(index);
   Operation* op = slot.op;
   counters_.results.fetch_add(1, std::memory_order_relaxed);
+  last_progress_ns_ = now;
+  tail_probe_sent_ = false;
   // Karn: unambiguous samples only. A result's latency includes the wait
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
@@ -748,6 +753,37 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       next = std::min(next, overdue_at);
     }
     next = std::min(next, slot.deadline_ns);
+  }
+  // Tail loss probe (RFC 8985 §7): nothing was answered or sent for two
+  // round trips while fragments are in flight. The last fragments of a
+  // collective have nothing sent after them whose result could reveal their
+  // loss, and a collective of one fragment per rank has only its timer
+  // (which carries 4 RTTVAR and the queueing allowance). One recovery of
+  // the most recently sent fragment per quiet period: its answer (a
+  // RESULT, which lets send-time detection find the older losses, or a
+  // STATUS) says more than the timer would, sooner.
+  if (!reliable_ && rtt_.have_sample() && window_.busy() > 0 && !tail_probe_sent_) {
+    const uint64_t tail_at = last_progress_ns_ + 2 * rtt_.srtt_ns();
+    if (now >= tail_at) {
+      uint32_t newest = window_.size();
+      for (uint32_t i = 0; i < window_.size(); ++i) {
+        const Slot& s = window_.slot(i);
+        if (!s.busy || now >= s.deadline_ns) continue;  // its timer acts below
+        if (newest == window_.size() || s.last_sent_ns > window_.slot(newest).last_sent_ns ||
+            (s.last_sent_ns == window_.slot(newest).last_sent_ns &&
+             s.next_seq > window_.slot(newest).next_seq)) {
+          newest = i;
+        }
+      }
+      tail_probe_sent_ = true;
+      if (newest < window_.size() && !window_.slot(newest).held) {
+        counters_.tail_probes.fetch_add(1, std::memory_order_relaxed);
+        Recover(newest, now, /*timer=*/false);
+        next = std::min(next, window_.slot(newest).deadline_ns);
+      }
+    } else {
+      next = std::min(next, tail_at);
+    }
   }
   // Timers. When at least half of what is in flight expired at once (and
   // 8 or more), the path stalled or queues outgrew the timers: resending

@@ -278,6 +278,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.early_recoveries = 15;
   st.window_decreases = 16;
   st.window_limit = 17;
+  st.tail_probes = 18;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -300,6 +301,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.early_recoveries, 15u);
   EXPECT_EQ(out.window_decreases, 16u);
   EXPECT_EQ(out.window_limit, 17u);
+  EXPECT_EQ(out.tail_probes, 18u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

@@ -303,12 +303,23 @@ TEST_F(ProgressTest, AMassTimeoutResendsOnlyUpToTheHalvedLimitAndStretchesTheTim
   engine_->Poll();
   std::vector<Sent> d = Take();
   ASSERT_EQ(d.size(), 1u);
+  // Two round trips without a result: the tail loss probe resends it (it
+  // is small), the aggregator holds it; the timer, restarted by that
+  // resend, is twice the RTO.
+  now_ += 2 * uint64_t{engine_->Stats().srtt_us} * 1000 + 1000;
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 1u);
+  EXPECT_EQ(engine_->Stats().tail_probes, 1u);
+  SendStatus(d[0], /*held=*/true, {1});
+  engine_->Poll();
   now_ += 2 * rto2 - kMs;
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   now_ += 2 * kMs;
   engine_->Poll();
-  EXPECT_EQ(Take().size(), 1u);
+  std::vector<Sent> p = Take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].header.type, proto::MsgType::kResultRequest);  // held: probed
   Answer(d[0]);
   engine_->Poll();
   ASSERT_TRUE(Done(req2, &st));
@@ -336,10 +347,69 @@ TEST_F(ProgressTest, AFewTimeoutsAtOnceAreLossNotAStall) {
   std::vector<Sent> r = Take();
   size_t resent = 0;
   for (const Sent& s : r) resent += (s.header.flags & proto::kFlagRetransmit) ? 1 : 0;
-  EXPECT_EQ(resent, 7u);
+  EXPECT_GE(resent, 7u);  // the 7 timers (and maybe a tail probe)
   EXPECT_EQ(engine_->Stats().window_decreases, 0u);
   EXPECT_EQ(engine_->Stats().window_limit, 16u);
   (void)req;
+}
+
+// Tail loss probe: a collective of one fragment whose packet was lost has
+// no later result to reveal it. After two round trips without any result
+// the newest fragment is recovered (resent: it is small), before the
+// timer, once per quiet period.
+TEST_F(ProgressTest, TwoRoundTripsWithoutAResultRecoverTheNewestFragmentBeforeTheTimer) {
+  resend_max_bytes_ = 64;
+  Make(4);
+  MeasureRoundTrip(2 * kMs);  // srtt 2 ms, RTO 6 ms
+  auto req = Submit(16, 10);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  now_ += 4 * kMs - 1000;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += 2000;  // 4 ms: two round trips
+  engine_->Poll();
+  std::vector<Sent> r = Take();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].header.type, proto::MsgType::kContribution);
+  EXPECT_TRUE(r[0].header.flags & proto::kFlagRetransmit);
+  EXPECT_EQ(engine_->Stats().tail_probes, 1u);
+  // Once per quiet period: nothing more until the timer (6 ms after the resend).
+  now_ += 5 * kMs;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(engine_->Stats().tail_probes, 1u);
+}
+
+// A bigger fragment is probed; "not held" resends it at once.
+TEST_F(ProgressTest, ATailProbeOfABigFragmentAsksFirst) {
+  Make(4);  // resend_max_bytes 0: always probe first
+  MeasureRoundTrip(2 * kMs);
+  auto req = Submit(16, 10);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  now_ += 4 * kMs + 1000;
+  engine_->Poll();
+  std::vector<Sent> r = Take();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].header.type, proto::MsgType::kResultRequest);
+  now_ += 2 * kMs;
+  SendStatus(c[0], /*held=*/false, {3});
+  engine_->Poll();
+  std::vector<Sent> d = Take();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].header.type, proto::MsgType::kContribution);
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
 }
 
 TEST(CongestionWindowTest, MassTimeoutsHalveTheLimitAndStretchTheTimerOncePerEpoch) {

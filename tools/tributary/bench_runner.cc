@@ -286,6 +286,7 @@ class BenchRun {
         send_errors_ += done.send_errors;
         early_recoveries_ += done.early_recoveries;
         window_decreases_ += done.window_decreases;
+        tail_probes_ += done.tail_probes;
         min_window_limit_ = std::min(min_window_limit_, done.window_limit);
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
@@ -349,8 +350,10 @@ class BenchRun {
                 static_cast<unsigned long long>(send_errors_));
     // Probes or resends started because results of later fragments came
     // first: losses found without waiting for a timer.
-    std::printf("# early recoveries %llu (all ranks; before the timer, by later results)\n",
-                static_cast<unsigned long long>(early_recoveries_));
+    std::printf("# early recoveries %llu (all ranks; before the timer, by later results), "
+                "tail probes %llu\n",
+                static_cast<unsigned long long>(early_recoveries_),
+                static_cast<unsigned long long>(tail_probes_));
     // Congestion control: how often queues beyond the target made a rank
     // keep fewer fragments in flight, and where the smallest limit ended.
     std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks)\n",
@@ -403,6 +406,7 @@ class BenchRun {
   uint64_t send_errors_ = 0;
   uint64_t early_recoveries_ = 0;
   uint64_t window_decreases_ = 0;
+  uint64_t tail_probes_ = 0;
   uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;

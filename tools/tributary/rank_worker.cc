@@ -57,6 +57,7 @@ class Rank {
     done.early_recoveries = stats.early_recoveries;
     done.window_decreases = stats.window_decreases;
     done.window_limit = stats.window_limit;
+    done.tail_probes = stats.tail_probes;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

@@ -57,6 +57,7 @@ struct DoneReport {
   uint64_t early_recoveries;
   uint64_t window_decreases;
   uint32_t window_limit;
+  uint64_t tail_probes;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

@@ -120,6 +120,8 @@ struct CommStats {
                                      // results waited in queues beyond the target
   uint32_t window_limit = 0;         // fragments in flight congestion control allows now
                                      // (the smallest over lanes; = window when not limiting)
+  uint64_t tail_probes = 0;          // probes or resends of the newest fragment after two
+                                     // round trips without any result (FORMAT.md §9.4)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

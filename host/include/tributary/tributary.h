@@ -231,6 +231,8 @@ typedef struct trib_stats {
                                  sent later arrived first */
   uint64_t window_decreases;  /* congestion control shrank the fragments in flight */
   uint32_t window_limit;      /* fragments in flight congestion control allows now */
+  uint64_t tail_probes;       /* probes or resends of the newest fragment after two round
+                                 trips without any result */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -743,8 +743,10 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
                                     rack_.SentBeforeNewest(slot.last_sent_ns, slot.next_seq);
     const uint64_t overdue_at = rack_.OverdueAt(slot.last_sent_ns, rtt_.srtt_ns());
     if (now >= slot.deadline_ns) {
-      expired_.push_back(i);
-    } else if (sent_before_newest && now >= overdue_at) {
+      expired_.push_back(i);  // handled below, with a new deadline
+      continue;
+    }
+    if (sent_before_newest && now >= overdue_at) {
       slot.early_recoveries++;
       counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
       Recover(i, now, /*timer=*/false);

@@ -15,6 +15,12 @@
 // (later, or in the same burst with a higher seq) was answered and this one
 // was not within that answer's round trip plus srtt/2 (RACK, RFC 8985): on
 // a lossy path that finds most losses within a round trip, not a timeout.
+// After two srtt without any result or send, the newest fragment is
+// recovered once (a tail loss probe). Congestion control (congestion.h)
+// keeps fewer fragments than the window in flight while results wait in
+// queues, and a mass timeout (half of what is in flight at once) is taken
+// for a stall: the limit halves, only the lowest fragments up to it are
+// recovered, and later timers are longer.
 // An overdue fragment is probed first (header-only RESULT_REQUEST): most
 // timeouts on a busy cluster are waits for a slower rank, and the
 // aggregator's STATUS says whether it holds our data; the data is resent at

@@ -8,7 +8,7 @@
 // the time the fragment waited in queues (socket buffers, a busy
 // aggregator, a rate-limited link) plus any wait for other ranks. The
 // smallest latency of an epoch (at least kMinEpochNs and one srtt) minus
-// the base round trip (the smallest latency of the last 10 s) is the
+// the base round trip (the smallest latency of the last 5-10 s) is the
 // standing queue: a queue every fragment of the epoch waited in, not a
 // burst (CoDel's observation). When it exceeds the target the limit shrinks
 // in proportion to the excess (to at least half) once per epoch; otherwise
@@ -87,15 +87,20 @@ class CongestionWindow {
   // Timers expired for many fragments at once (at least half of those in
   // flight): not random loss but a stall (a descheduled process on a busy
   // host) or a queue deeper than the timers allow. At most once per epoch
-  // (kMinEpochNs and `epoch_ns`): the timers get one step longer (up to
-  // kMaxTimerScale times the RTO; one step shorter per kTimerDecayNs without
-  // another), and with congestion control on the limit halves and a new
-  // epoch starts.
+  // (kMinEpochNs and `epoch_ns`) and once until the next result (a rank
+  // waiting for a late peer sees its timers expire again and again, each
+  // backoff step a "mass timeout": that is one piece of evidence): the
+  // timers get one step longer (up to kMaxTimerScale times the RTO; one
+  // step shorter per kTimerDecayNs without another), and with congestion
+  // control on the limit halves and a new epoch starts.
   void OnMassTimeout(uint64_t now_ns, uint64_t epoch_ns) {
+    if (cut_since_result_) return;
     if (cut_once_ && now_ns - last_cut_ns_ < std::max(kMinEpochNs, epoch_ns)) return;
     DecayTimerScale(now_ns);
     cut_once_ = true;
+    cut_since_result_ = true;
     last_cut_ns_ = now_ns;
+    decay_from_ns_ = now_ns;
     timer_scale_ = std::min(timer_scale_ + 1, kMaxTimerScale);
     if (target_ns_ == 0) return;
     limit_ = std::max(static_cast<double>(min_), limit_ / 2);
@@ -104,6 +109,9 @@ class CongestionWindow {
     epoch_start_ns_ = now_ns;
     epoch_min_ns_ = UINT64_MAX;
   }
+
+  // Any result: the next mass timeout is new evidence.
+  void OnResult() { cut_since_result_ = false; }
 
   // The multiplier of the retransmission timeout after mass timeouts.
   uint32_t timer_scale(uint64_t now_ns) {
@@ -136,13 +144,15 @@ class CongestionWindow {
   uint64_t target_used_ns_ = 0;
   uint64_t decreases_ = 0;
   void DecayTimerScale(uint64_t now_ns) {
-    if (timer_scale_ > 1 && now_ns - last_cut_ns_ >= kTimerDecayNs) {
-      const uint64_t steps = (now_ns - last_cut_ns_) / kTimerDecayNs;
+    if (timer_scale_ > 1 && now_ns - decay_from_ns_ >= kTimerDecayNs) {
+      const uint64_t steps = (now_ns - decay_from_ns_) / kTimerDecayNs;
       timer_scale_ = steps >= timer_scale_ - 1 ? 1 : timer_scale_ - static_cast<uint32_t>(steps);
-      last_cut_ns_ += steps * kTimerDecayNs;
+      decay_from_ns_ += steps * kTimerDecayNs;
     }
   }
 
+  bool cut_since_result_ = false;
+  uint64_t decay_from_ns_ = 0;
   bool cut_once_ = false;
   uint64_t last_cut_ns_ = 0;
   uint32_t timer_scale_ = 1;

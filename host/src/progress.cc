@@ -364,8 +364,12 @@ uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) {
       static_cast<double>(window_.busy() > 0 ? window_.busy() - 1 : 0) * options_.payload_bytes;
   // Longer after mass timeouts (congestion.h): the host stalls longer than
   // the round trip says.
+  // Never below the estimator's own value: a reliable transport's timers
+  // are at least 1 s, above rto_max (RttLimits).
   const uint64_t rto_max_ns = uint64_t{options_.rto_max_us} * 1000;
-  const uint64_t rto = std::min(rtt_.RtoNs(retries) * cwnd_.timer_scale(now), rto_max_ns);
+  const uint64_t base = rtt_.RtoNs(retries);
+  const uint32_t scale = cwnd_.timer_scale(now);
+  const uint64_t rto = scale > 1 ? std::max(base, std::min(base * scale, rto_max_ns)) : base;
   return now + rto + delivery_.QueueingNs(queued, rto_max_ns);
 }
 
@@ -506,7 +510,8 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
   // Karn: no sample once the data went out twice (which copy does the
-  // result answer?) or a timer expired. Without any sample RACK stays off,
+  // result answer?) or a timer expired (also one deferred by a mass
+  // timeout). Without any sample RACK stays off,
   // so a rank whose every fragment is recovered early still gets one.
   if (slot.retries == 0 && !slot.data_resent) {
     const uint64_t latency = now - slot.first_sent_ns;
@@ -514,6 +519,7 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
     ObserveQueue(latency, now);
   }
   rack_.OnResult();
+  cwnd_.OnResult();
   // RACK learns only from fragments whose data went out once (probes do
   // not change the data, so the answered send is the first): with RFC
   // 8985's own test for resent ones (answered after at least the minimum
@@ -767,18 +773,21 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
   if (!reliable_ && rtt_.have_sample() && window_.busy() > 0 && !tail_probe_sent_) {
     const uint64_t tail_at = last_progress_ns_ + 2 * rtt_.srtt_ns();
     if (now >= tail_at) {
+      // The newest by first send (and seq), among those nothing else is
+      // recovering: not expired (the timers act below), not known to be
+      // held, not just recovered early.
       uint32_t newest = window_.size();
       for (uint32_t i = 0; i < window_.size(); ++i) {
         const Slot& s = window_.slot(i);
-        if (!s.busy || now >= s.deadline_ns) continue;  // its timer acts below
-        if (newest == window_.size() || s.last_sent_ns > window_.slot(newest).last_sent_ns ||
-            (s.last_sent_ns == window_.slot(newest).last_sent_ns &&
+        if (!s.busy || now >= s.deadline_ns || s.held || s.early_out) continue;
+        if (newest == window_.size() || s.first_sent_ns > window_.slot(newest).first_sent_ns ||
+            (s.first_sent_ns == window_.slot(newest).first_sent_ns &&
              s.next_seq > window_.slot(newest).next_seq)) {
           newest = i;
         }
       }
       tail_probe_sent_ = true;
-      if (newest < window_.size() && !window_.slot(newest).held) {
+      if (newest < window_.size()) {
         counters_.tail_probes.fetch_add(1, std::memory_order_relaxed);
         Recover(newest, now, /*timer=*/false);
         next = std::min(next, window_.slot(newest).deadline_ns);
@@ -809,7 +818,10 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       slot.retries++;
       Recover(expired_[k], now, /*timer=*/true);
     } else {
-      slot.deadline_ns = DeadlineAfter(slot.retries + 1, now);
+      // Not resent: it waits one more (backed-off) timeout. Its timer did
+      // expire, so its result is no round-trip sample (Karn).
+      slot.retries++;
+      slot.deadline_ns = DeadlineAfter(slot.retries, now);
     }
     next = std::min(next, slot.deadline_ns);
   }

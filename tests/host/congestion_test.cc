@@ -124,11 +124,6 @@ TEST(SpuriousScaleTest, WidensOncePerRoundTripAndNarrowsAfterQuietResults) {
   EXPECT_EQ(s.scale(), SpuriousScale::kMax - 1);
 }
 
-struct FakeOp {
-  uint64_t first, n;
-  bool Owns(uint64_t seq) const { return seq >= first && seq < first + n; }
-};
-
 TEST(FragmentWindowTest, SendsTheLowestReadyFragmentFirstAndStopsWhereAdmitRefuses) {
   FragmentWindow w(8);
   Operation op;
@@ -412,6 +407,60 @@ TEST_F(ProgressTest, ATailProbeOfABigFragmentAsksFirst) {
   ASSERT_TRUE(Done(req, &st));
 }
 
+// Nine timers at once among 32 in flight: at least 8, but not half of
+// what is in flight, so it is loss, not a stall: all nine are recovered and
+// the limit stays.
+TEST_F(ProgressTest, TimeoutsOfLessThanHalfOfTheWindowAreNoStall) {
+  resend_max_bytes_ = 64;
+  congestion_target_us_ = 1000;
+  Make(32);
+  MeasureRoundTrip(2 * kMs);  // srtt 2 ms, RTO 6 ms, delivery 64 bytes per 2 ms
+  auto req = Submit(16 * 32, 10);
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 32u);
+  // Fragment k's timer: RTO + the k-1 fragments ahead of it at the measured
+  // rate (2 ms each). At 23 ms the first nine have expired.
+  now_ += 6 * kMs + 8 * 2 * kMs + 1000;
+  engine_->Poll();
+  std::vector<Sent> r = Take();
+  EXPECT_EQ(r.size(), 10u);  // nine timers and the tail probe of the newest
+  EXPECT_EQ(engine_->Stats().tail_probes, 1u);
+  EXPECT_EQ(engine_->Stats().window_decreases, 0u);
+  EXPECT_EQ(engine_->Stats().window_limit, 32u);
+  (void)req;
+}
+
+// A reliable transport's timer only probes, every 1 s (above rto_max_us:
+// RttLimits); the congestion code's timer scaling never shortens it.
+TEST_F(ProgressTest, AReliableTransportsTimerStaysAtOneSecondOrMore) {
+  reliable_ = true;
+  op_timeout_ms_ = 10000;
+  Make(4);
+  auto req = Submit(16, 1);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  now_ += 999 * kMs;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += 2 * kMs;
+  engine_->Poll();
+  std::vector<Sent> p = Take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].header.type, proto::MsgType::kResultRequest);
+  now_ += 990 * kMs;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += 20 * kMs;
+  engine_->Poll();
+  EXPECT_EQ(Take().size(), 1u);
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
 TEST(CongestionWindowTest, MassTimeoutsHalveTheLimitAndStretchTheTimerOncePerEpoch) {
   CongestionWindow c(64, 1 * kMs);
   uint64_t now = 1000 * kMs;
@@ -419,6 +468,11 @@ TEST(CongestionWindowTest, MassTimeoutsHalveTheLimitAndStretchTheTimerOncePerEpo
   c.OnMassTimeout(now + kMs, 0);  // the same stall
   EXPECT_EQ(c.limit(), 32u);
   EXPECT_EQ(c.timer_scale(now + kMs), 2u);
+  // Later, but no result in between: the same wait (a late peer makes every
+  // backoff step expire at once).
+  c.OnMassTimeout(now + 3 * kMs, 0);
+  EXPECT_EQ(c.limit(), 32u);
+  c.OnResult();
   c.OnMassTimeout(now + 3 * kMs, 0);
   EXPECT_EQ(c.limit(), 16u);
   EXPECT_EQ(c.timer_scale(now + 3 * kMs), 3u);

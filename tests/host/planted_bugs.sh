@@ -55,4 +55,8 @@ run cc_no_lowest_rule host/src/progress.cc '    return seq < admit_below;' '    
 run cc_highest_first host/src/window.h 'return slots_[a].next_seq > slots_[b].next_seq;' 'return slots_[a].next_seq < slots_[b].next_seq;'
 run mass_timeout_resends_all host/src/progress.cc '    budget = std::min<size_t>(budget, cwnd_.limit());' ''
 run timer_not_stretched host/src/progress.cc 'rtt_.RtoNs(retries) * cwnd_.timer_scale(now)' 'rtt_.RtoNs(retries)'
+run reliable_timer_capped host/src/progress.cc 'const uint64_t rto = scale > 1 ? std::max(base, std::min(base * scale, rto_max_ns)) : base;' 'const uint64_t rto = std::min(base * scale, rto_max_ns);'
+run stall_at_an_eighth host/src/progress.cc 'std::max<size_t>(kMassTimeoutMin, window_.busy() / 2)' 'std::max<size_t>(kMassTimeoutMin, window_.busy() / 8)'
+run stall_cut_per_backoff host/src/congestion.h '    if (cut_since_result_) return;' ''
+run no_tail_probe host/src/progress.cc 'if (!reliable_ && rtt_.have_sample() && window_.busy() > 0 && !tail_probe_sent_) {' 'if (false) {'
 cmake --build "$build" --target host_progress_test host_recovery_test host_congestion_test > /dev/null 2>&1

@@ -129,7 +129,7 @@ class ProgressTest : public ::testing::Test {
     options_.resend_max_bytes = resend_max_bytes_;  // 0: probe first at every size
     options_.congestion_target_us = congestion_target_us_;  // 0: the whole window
     options_.rto_max_us = 200000;
-    options_.op_timeout_ms = 1000;
+    options_.op_timeout_ms = op_timeout_ms_;
     auto t = std::make_unique<FakeTransport>();
     t->places = places;
     t->reliable_transport = reliable_;
@@ -153,6 +153,7 @@ class ProgressTest : public ::testing::Test {
   uint32_t resend_max_bytes_ = 0;      // Make() passes these on (a test sets them)
   uint32_t congestion_target_us_ = 0;
   bool reliable_ = false;
+  uint32_t op_timeout_ms_ = 1000;
   void TearDown() override {
     engine_->Stop();
     table_->Clear();

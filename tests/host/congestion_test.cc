@@ -461,6 +461,39 @@ TEST_F(ProgressTest, AReliableTransportsTimerStaysAtOneSecondOrMore) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
+// The queueing allowance of a timer comes from the delivery rate over time
+// with fragments in flight only: the idle time between collectives does
+// not make the rate look slower (delivery_rate.h, Pause). With 100 ms of
+// idle counted, the 15th fragment of a burst would wait 6.4 ms per fragment
+// ahead of it (90 ms) before its timer, not 0.13 ms.
+TEST_F(ProgressTest, IdleTimeBetweenCollectivesDoesNotStretchTheTimers) {
+  Make(16);
+  const auto burst = [&](uint64_t collective, uint64_t answer_after) {
+    auto req = Submit(16 * 16, collective);
+    engine_->Poll();
+    std::vector<Sent> c = Take();
+    EXPECT_EQ(c.size(), 16u);
+    now_ += answer_after;
+    for (const Sent& s : c) Answer(s);
+    engine_->Poll();
+    tributary::Status st;
+    EXPECT_TRUE(Done(req, &st));
+  };
+  burst(1, 1 * kMs);    // 1 ms busy: no rate window closed yet (2 ms)
+  now_ += 100 * kMs;    // idle
+  burst(2, 1 * kMs);    // the window closes: 2 KiB in 2 ms of busy time
+  now_ += 100 * kMs;
+  auto req = Submit(16 * 16, 3);
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 16u);
+  const uint64_t rto = uint64_t{engine_->Stats().rto_us} * 1000;
+  // Fragment k's allowance: (k-1) x 64 bytes at 1 byte/us = 64 us each.
+  now_ += rto + 2 * kMs;
+  engine_->Poll();
+  EXPECT_GE(Take().size(), 15u);  // every timer (and maybe a tail probe)
+  (void)req;
+}
+
 TEST(CongestionWindowTest, MassTimeoutsHalveTheLimitAndStretchTheTimerOncePerEpoch) {
   CongestionWindow c(64, 1 * kMs);
   uint64_t now = 1000 * kMs;

@@ -307,14 +307,7 @@ TEST_F(ProgressTest, AMassTimeoutResendsOnlyUpToTheHalvedLimitAndStretchesTheTim
   EXPECT_EQ(engine_->Stats().tail_probes, 1u);
   SendStatus(d[0], /*held=*/true, {1});
   engine_->Poll();
-  now_ += 2 * rto2 - kMs;
-  engine_->Poll();
-  EXPECT_TRUE(Take().empty());
-  now_ += 2 * kMs;
-  engine_->Poll();
-  std::vector<Sent> p = Take();
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].header.type, proto::MsgType::kResultRequest);  // held: probed
+  ExpectOneProbeAfter(2 * rto2 - kMs, 2 * kMs);  // held: probed
   Answer(d[0]);
   engine_->Poll();
   ASSERT_TRUE(Done(req2, &st));
@@ -440,20 +433,8 @@ TEST_F(ProgressTest, AReliableTransportsTimerStaysAtOneSecondOrMore) {
   engine_->Poll();
   std::vector<Sent> c = Take();
   ASSERT_EQ(c.size(), 1u);
-  now_ += 999 * kMs;
-  engine_->Poll();
-  EXPECT_TRUE(Take().empty());
-  now_ += 2 * kMs;
-  engine_->Poll();
-  std::vector<Sent> p = Take();
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].header.type, proto::MsgType::kResultRequest);
-  now_ += 990 * kMs;
-  engine_->Poll();
-  EXPECT_TRUE(Take().empty());
-  now_ += 20 * kMs;
-  engine_->Poll();
-  EXPECT_EQ(Take().size(), 1u);
+  ExpectOneProbeAfter(999 * kMs, 2 * kMs);
+  ExpectOneProbeAfter(990 * kMs, 20 * kMs);
   Answer(c[0]);
   engine_->Poll();
   tributary::Status st;

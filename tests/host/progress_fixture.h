@@ -277,6 +277,18 @@ class ProgressTest : public ::testing::Test {
     ASSERT_TRUE(Done(req, &st));
     EXPECT_TRUE(st.ok()) << st.ToString();
   }
+  // Nothing is sent for `quiet_ns` from now; `late_ns` after that, exactly
+  // one header-only probe (RESULT_REQUEST).
+  void ExpectOneProbeAfter(uint64_t quiet_ns, uint64_t late_ns) {
+    now_ += quiet_ns;
+    engine_->Poll();
+    EXPECT_TRUE(Take().empty());
+    now_ += late_ns;
+    engine_->Poll();
+    std::vector<Sent> p = Take();
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].header.type, proto::MsgType::kResultRequest);
+  }
   static bool Done(const std::shared_ptr<internal::RequestState>& r, tributary::Status* s) {
     std::lock_guard<std::mutex> lock(r->mu);
     if (r->done) *s = r->status;

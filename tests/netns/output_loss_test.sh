@@ -12,7 +12,11 @@
 # to the ranks' LEAVEs, sent after the bench reads its counters): every
 # refused packet was counted once and never sent again in its place, also
 # when the refusal fell inside a sendmmsg batch, where the kernel reports no
-# errno. Each level checks that packets really were refused both ways.
+# errno. The 10% level checks that packets really were refused both ways
+# (hundreds of packets each way: none refused has a chance near 1e-20); at
+# 1% a run of a few hundred packets may see no refusal in a direction (about
+# 1 run in 100 did on main), so there the counts are checked only for
+# agreement.
 #
 # Runs in a network namespace of its own (loopback only), removed on exit
 # with the nftables table and every process started here. Needs root, ip
@@ -65,7 +69,9 @@ EOF
   fi
   echo "     loss $loss%: nftables refused $to packets to the daemon, $from from it;" \
     "ranks counted ${sent_errors:-none}, the daemon $tx"
-  ((to > 0 && from > 0)) || fail "loss $loss%: a direction refused nothing; the rules do not work"
+  if ((loss >= 10)); then
+    ((to > 0 && from > 0)) || fail "loss $loss%: a direction refused nothing; the rules do not work"
+  fi
   ((tx == from)) || fail "loss $loss%: the daemon counted $tx refused sends, nftables refused $from"
   if [[ -z $sent_errors ]]; then
     fail "loss $loss%: the bench printed no '# send errors' line"

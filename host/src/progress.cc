@@ -10,7 +10,6 @@
 #include "common/check.h"
 #include "common/log.h"
 #include "host/src/control_messages.h"
-#include "host/src/diagnostics.h"
 
 namespace tributary::host {
 namespace {
@@ -35,12 +34,12 @@ base::RttEstimator::Limits RttLimits(const Options& o, bool reliable) {
   return l;
 }
 
+}  // namespace
+
 int64_t UsUntil(uint64_t when, uint64_t now) {
   if (when == UINT64_MAX) return -1;
   return when > now ? static_cast<int64_t>((when - now) / 1000) : 0;
 }
-
-}  // namespace
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -346,33 +345,6 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   }
 }
 
-void ProgressEngine::WarnResendRate(const ResendRateMonitor::Report& r) {
-  TRIB_LOG(kWarn, "progress",
-           "job %u rank %u: %u of the last %u fragments had to be sent again (%.0f%%, %u periods "
-           "in a row): packets to or from aggregator %s are being lost (a lossy link, full "
-           "socket buffers, or a window of %u x %u bytes deeper than the path's queues: try a "
-           "smaller TRIBUTARY_WINDOW); srtt %llu us. See docs/RELIABILITY.md",
-           id_.job_id, id_.rank, r.resent, r.sent, 100.0 * r.resent / r.sent,
-           ResendRateMonitor::kWarnPeriods,
-           options_.aggregator.c_str(), window_.size(), options_.payload_bytes,
-           static_cast<unsigned long long>(rtt_.srtt_ns() / 1000));
-}
-
-uint64_t ProgressEngine::DeadlineAfter(uint32_t retries, uint64_t now) {
-  // The fragments in flight ahead of this one.
-  const double queued =
-      static_cast<double>(window_.busy() > 0 ? window_.busy() - 1 : 0) * options_.payload_bytes;
-  // Longer after mass timeouts (congestion.h): the host stalls longer than
-  // the round trip says.
-  // Never below the estimator's own value: a reliable transport's timers
-  // are at least 1 s, above rto_max (RttLimits).
-  const uint64_t rto_max_ns = uint64_t{options_.rto_max_us} * 1000;
-  const uint64_t base = rtt_.RtoNs(retries);
-  const uint32_t scale = cwnd_.timer_scale(now);
-  const uint64_t rto = scale > 1 ? std::max(base, std::min(base * scale, rto_max_ns)) : base;
-  return now + rto + delivery_.QueueingNs(queued, rto_max_ns);
-}
-
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len) {
   tx_.push_back(TxEntry{{}, header_len, payload, payload_len, nullptr, nullptr});
   return tx_.back().header;
@@ -663,169 +635,6 @@ void ProgressEngine::HandleStats(const proto::PacketView& p) {
     waiters.swap(stats_waiters_);
   }
   for (auto& w : waiters) w->Finish(report);
-}
-
-void ProgressEngine::SampleResultLatency(uint64_t latency_ns) {
-  Sample(recent_latency_.Add(latency_ns));
-}
-
-void ProgressEngine::ObserveQueue(uint64_t latency_ns, uint64_t now) {
-  // The smallest target: 8 fragments at the delivery rate.
-  const double rate = delivery_.bytes_per_ns();
-  const uint64_t floor_ns =
-      rate > 0 ? static_cast<uint64_t>(8.0 * options_.payload_bytes / rate) : 0;
-  const uint32_t before = cwnd_.limit();
-  cwnd_.OnLatency(latency_ns, now, rtt_.srtt_ns(), floor_ns);
-  const uint32_t after = cwnd_.limit();
-  counters_.cwnd_decreases.store(cwnd_.decreases(), std::memory_order_relaxed);
-  if (after == before) return;
-  counters_.cwnd.store(after, std::memory_order_relaxed);
-  if (after < before && !cwnd_logged_) {
-    // Once per communicator: a job whose window is deeper than its path
-    // learns it here, not from a slow job.
-    cwnd_logged_ = true;
-    TRIB_LOG(kInfo, "progress",
-             "job %u rank %u: results wait %.2f ms in queues (base round trip %.2f ms, target "
-             "%.2f ms): fewer fragments in flight, %u of the window's %u (docs/RELIABILITY.md, "
-             "Congestion)",
-             id_.job_id, id_.rank, cwnd_.queue_ns() / 1e6, cwnd_.base_ns() / 1e6,
-             cwnd_.target_ns() / 1e6, after, window_.size());
-  }
-}
-
-void ProgressEngine::Sample(uint64_t rtt_ns) {
-  rtt_.Sample(rtt_ns);
-  counters_.srtt_us.store(static_cast<uint32_t>(rtt_.srtt_ns() / 1000), std::memory_order_relaxed);
-  counters_.rto_us.store(static_cast<uint32_t>(rtt_.RtoNs() / 1000), std::memory_order_relaxed);
-}
-
-void ProgressEngine::Recover(uint32_t i, uint64_t now, bool timer) {
-  // Probe first (header only): most timeouts on a busy cluster are waits
-  // for a slower rank or packets still queued in a rate-limited link, not
-  // losses, and the aggregator's STATUS tells which. Resend the data only
-  // when two probes in a row went unanswered (the aggregator saying "not
-  // held" triggers a resend at once instead), or when the fragment is
-  // hardly bigger than the probe: the duplicate is answered as the probe
-  // would be (a RESULT, or a STATUS when others are missing), a round trip
-  // sooner when the data was lost.
-  // Only a whole timeout makes a probe unanswered: an early recovery may
-  // come while the last probe's answer is still on its way.
-  Slot& slot = window_.slot(i);
-  if (timer && slot.probe_pending) slot.unanswered_probes++;
-  const size_t bytes = static_cast<size_t>(slot.elem_count) * slot.op->elem_size;
-  const bool resend =
-      !slot.held && (slot.unanswered_probes >= 2 || (!reliable_ && bytes <= options_.resend_max_bytes));
-  if (resend) slot.unanswered_probes = 0;
-  slot.probe_pending = !resend;
-  if (!resend) slot.probe_sent_ns = now;
-  SendFragment(i, now, true, /*probe=*/!resend);
-}
-
-int64_t ProgressEngine::CheckTimers(uint64_t now) {
-  if (aborted_) return -1;
-  uint64_t next = UINT64_MAX;
-  for (auto& op : ops_) {
-    if (op->finished) continue;
-    if (now >= op->deadline_ns) {
-      std::string what = DescribeIncomplete(*op, window_, now);
-      if (unauthenticated_unknown_job_.load(std::memory_order_relaxed)) {
-        what += "; the aggregator's address answered \"unknown job\" without a valid MAC (a "
-                "restarted daemon that lost the job says this; so could anyone else)";
-      }
-      TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, what.c_str());
-      Abort(Status(StatusCode::kTimedOut, what), op.get());
-      return -1;
-    }
-    next = std::min(next, op->deadline_ns);
-  }
-  // Overdue by send time (loss_detection.h; unreliable transports only,
-  // and not before the first round-trip sample: the reordering window is a
-  // share of the srtt).
-  expired_.clear();
-  for (uint32_t i = 0; i < window_.size(); ++i) {
-    Slot& slot = window_.slot(i);
-    if (!slot.busy) continue;
-    const bool sent_before_newest = !reliable_ && rtt_.have_sample() &&
-                                    rack_.SentBeforeNewest(slot.last_sent_ns, slot.next_seq);
-    const uint64_t overdue_at = rack_.OverdueAt(slot.last_sent_ns, rtt_.srtt_ns());
-    if (now >= slot.deadline_ns) {
-      expired_.push_back(i);  // handled below, with a new deadline
-      continue;
-    }
-    if (sent_before_newest && now >= overdue_at) {
-      slot.early_recoveries++;
-      counters_.early_recoveries.fetch_add(1, std::memory_order_relaxed);
-      Recover(i, now, /*timer=*/false);
-      slot.early_out = true;
-    } else if (sent_before_newest) {
-      next = std::min(next, overdue_at);
-    }
-    next = std::min(next, slot.deadline_ns);
-  }
-  // Tail loss probe (RFC 8985 §7): nothing was answered or sent for two
-  // round trips while fragments are in flight. The last fragments of a
-  // collective have nothing sent after them whose result could reveal their
-  // loss, and a collective of one fragment per rank has only its timer
-  // (which carries 4 RTTVAR and the queueing allowance). One recovery of
-  // the most recently sent fragment per quiet period: its answer (a
-  // RESULT, which lets send-time detection find the older losses, or a
-  // STATUS) says more than the timer would, sooner.
-  if (!reliable_ && rtt_.have_sample() && window_.busy() > 0 && !tail_probe_sent_) {
-    const uint64_t tail_at = last_progress_ns_ + 2 * rtt_.srtt_ns();
-    if (now >= tail_at) {
-      // The newest by first send (and seq), among those nothing else is
-      // recovering: not expired (the timers act below), not known to be
-      // held, not just recovered early.
-      uint32_t newest = window_.size();
-      for (uint32_t i = 0; i < window_.size(); ++i) {
-        const Slot& s = window_.slot(i);
-        if (!s.busy || now >= s.deadline_ns || s.held || s.early_out) continue;
-        if (newest == window_.size() || s.first_sent_ns > window_.slot(newest).first_sent_ns ||
-            (s.first_sent_ns == window_.slot(newest).first_sent_ns &&
-             s.next_seq > window_.slot(newest).next_seq)) {
-          newest = i;
-        }
-      }
-      tail_probe_sent_ = true;
-      if (newest < window_.size()) {
-        counters_.tail_probes.fetch_add(1, std::memory_order_relaxed);
-        Recover(newest, now, /*timer=*/false);
-        next = std::min(next, window_.slot(newest).deadline_ns);
-      }
-    } else {
-      next = std::min(next, tail_at);
-    }
-  }
-  // Timers. When at least half of what is in flight expired at once (and
-  // 8 or more), the path stalled or queues outgrew the timers: resending
-  // all of it would double the queue and make the next timers expire too
-  // (a 1024-deep window of 64-byte fragments resent 10-30% of them so).
-  // The limit halves (congestion.h), the lowest fragments up to it are
-  // recovered, and the others wait one more backed-off timeout.
-  size_t budget = expired_.size();
-  if (!reliable_ && expired_.size() >= std::max<size_t>(kMassTimeoutMin, window_.busy() / 2)) {
-    cwnd_.OnMassTimeout(now, rtt_.srtt_ns());
-    counters_.cwnd.store(cwnd_.limit(), std::memory_order_relaxed);
-    counters_.cwnd_decreases.store(cwnd_.decreases(), std::memory_order_relaxed);
-    budget = std::min<size_t>(budget, cwnd_.limit());
-    std::sort(expired_.begin(), expired_.end(), [this](uint32_t a, uint32_t b) {
-      return window_.slot(a).next_seq < window_.slot(b).next_seq;
-    });
-  }
-  for (size_t k = 0; k < expired_.size(); ++k) {
-    Slot& slot = window_.slot(expired_[k]);
-    if (k < budget) {
-      slot.retries++;
-      Recover(expired_[k], now, /*timer=*/true);
-    } else {
-      // Not resent: it waits one more (backed-off) timeout. Its timer did
-      // expire, so its result is no round-trip sample (Karn).
-      slot.retries++;
-      slot.deadline_ns = DeadlineAfter(slot.retries, now);
-    }
-    next = std::min(next, slot.deadline_ns);
-  }
-  return UsUntil(next, now);
 }
 
 void ProgressEngine::FinishOp(Operation* op, Status status) {

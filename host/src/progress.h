@@ -82,6 +82,9 @@ struct JobIdentity {
 // Monotonic nanoseconds.
 using ClockFn = std::function<uint64_t()>;
 uint64_t MonotonicNs();
+// Microseconds from `now` until `when` (ns), 0 if past, -1 for UINT64_MAX
+// (no deadline): the wait Poll() returns.
+int64_t UsUntil(uint64_t when, uint64_t now);
 
 class ProgressEngine {
  public:

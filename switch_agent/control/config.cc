@@ -53,6 +53,9 @@ const Field kFields[] = {
     {"job_join_timeout_s", "seconds without a packet before a job not every rank joined is "
      "reaped", nullptr, &Config::job_join_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
+    {"fair_queue_packets", "udp: packets (64 KiB each) queued between receive and processing "
+     "and served to jobs round-robin; 0 = arrival order (0, batch_size-65536)", nullptr,
+     &Config::fair_queue_packets},
     {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
      &Config::socket_buffer_bytes},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
@@ -297,6 +300,9 @@ Status ValidateConfig(const Config& c) {
   range("job_idle_timeout_s", c.job_idle_timeout_s, 1, 7 * 86400);
   range("job_join_timeout_s", c.job_join_timeout_s, 1, 7 * 86400);
   range("batch_size", c.batch_size, 1, 1024);
+  if (c.fair_queue_packets != 0) {
+    range("fair_queue_packets", c.fair_queue_packets, c.batch_size, 65536);
+  }
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
   range("max_peers", c.max_peers, 1, 1u << 22);
   base::LogLevel level;
@@ -425,6 +431,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.listen_address = c.listen_address;
   o.port = static_cast<uint16_t>(c.port);
   o.batch_size = static_cast<uint32_t>(c.batch_size);
+  o.fair_queue_packets = static_cast<uint32_t>(c.fair_queue_packets);
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;

@@ -61,6 +61,10 @@ struct Config {
   uint64_t job_join_timeout_s = 30;
   // Datagrams per recvmmsg burst: larger amortises syscalls, smaller cuts latency.
   uint64_t batch_size = 64;
+  // udp: packets held between receive and processing, served to the jobs
+  // by deficit round robin; under overload the job holding the most loses
+  // its oldest (fair_queue.h). 64 KiB each; 0 = arrival order.
+  uint64_t fair_queue_packets = 256;
   // SO_RCVBUF/SO_SNDBUF request, bytes; 0 keeps the OS default. Large buffers
   // absorb a fan-in's synchronized bursts.
   uint64_t socket_buffer_bytes = 16ull << 20;

@@ -41,6 +41,7 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   Add(&s, "rx_bytes", d.rx_bytes);
   Add(&s, "rx_batches", d.rx_batches);
   Add(&s, "rx_truncated", d.rx_truncated);
+  Add(&s, "rx_shed", d.rx_shed);
   Add(&s, "tx_packets", d.tx_packets);
   Add(&s, "tx_bytes", d.tx_bytes);
   Add(&s, "tx_batches", d.tx_batches);

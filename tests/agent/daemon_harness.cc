@@ -71,6 +71,10 @@ pid_t DaemonProcess::Spawn(const std::vector<std::string>& args) {
   argv.push_back(const_cast<char*>(path.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // Emptied here, not in the child: a Start right after an earlier run must
+  // not read that run's listening line before the child has truncated it.
+  truncate(out_path_.c_str(), 0);
+  truncate(err_path_.c_str(), 0);
   const pid_t pid = fork();
   if (pid == 0) {
     const int out = open(out_path_.c_str(), O_WRONLY | O_TRUNC);

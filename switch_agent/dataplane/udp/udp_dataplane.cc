@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <unordered_set>
 
 #include "common/check.h"
@@ -121,31 +122,38 @@ Status UdpDataplane::Init() {
   SizeBuffer(SO_SNDBUF, SO_SNDBUFFORCE, "SO_SNDBUF", &sndbuf_bytes_);
 
   // Every buffer the loop touches is allocated here, none per packet.
+  // fair_queue_packets 0: a pool of one burst and one queue, arrival order.
   const size_t batch = options_.batch_size;
-  rx_buffers_ = AlignedAlloc(batch * kRxBufferBytes);
+  const bool fair = options_.fair_queue_packets > 0;
+  const uint32_t pool = fair ? std::max<uint32_t>(options_.fair_queue_packets, options_.batch_size)
+                             : options_.batch_size;
+  std::random_device seed;
+  queue_ = std::make_unique<FairQueue>(pool, fair ? kFairQueueBuckets : 1,
+                                       (uint64_t{seed()} << 32) | seed());
+  rx_buffers_ = AlignedAlloc(pool * kRxBufferBytes);
   tx_headers_ = AlignedAlloc(kTxCapacity * proto::kHeaderSize);
   tx_small_ = AlignedAlloc(kTxCapacity * kTxSmallPayload);
   if (rx_buffers_ == nullptr || tx_headers_ == nullptr || tx_small_ == nullptr) {
-    Status status =
-        ResourceExhausted("cannot allocate packet buffers for batch size " + std::to_string(batch));
+    Status status = ResourceExhausted("cannot allocate packet buffers for " +
+                                      std::to_string(pool) + " packets of 64 KiB");
     Cleanup();
     return status;
   }
-  rx_msgs_.assign(batch, mmsghdr{});
-  rx_iov_.assign(batch, iovec{});
-  rx_addr_.assign(batch, sockaddr_in{});
-  for (size_t i = 0; i < batch; ++i) {
+  rx_iov_.assign(pool, iovec{});
+  rx_addr_.assign(pool, sockaddr_in{});
+  rx_views_.assign(pool, proto::PacketView{});
+  for (size_t i = 0; i < pool; ++i) {
     rx_iov_[i].iov_base = rx_buffers_ + i * kRxBufferBytes;
     rx_iov_[i].iov_len = kRxBufferBytes;
-    rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
-    rx_msgs_[i].msg_hdr.msg_iovlen = 1;
-    rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];
   }
+  rx_msgs_.assign(batch, mmsghdr{});
+  burst_ids_.assign(batch, 0);
   tx_msgs_.assign(kTxCapacity, mmsghdr{});
   tx_iov_.assign(2 * kTxCapacity, iovec{});
   tx_addr_.assign(kTxCapacity, sockaddr_in{});
-  TRIB_LOG(kInfo, kLog, "bound %s, batch %zu, peer table %u", FormatAddress(bound_).c_str(),
-           batch, peers_.capacity());
+  TRIB_LOG(kInfo, kLog, "bound %s, batch %zu, peer table %u, %s of %u packets",
+           FormatAddress(bound_).c_str(), batch, peers_.capacity(),
+           fair ? "fair queue" : "arrival-order pool", pool);
   return Status::Ok();
 }
 
@@ -164,13 +172,12 @@ void UdpDataplane::Cleanup() {
 
 void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   TRIB_CHECK(fd_ >= 0);
-  const unsigned batch = options_.batch_size;
   while (!stop.load(std::memory_order_relaxed)) {
     pollfd pfd{fd_, POLLIN, 0};
-    const int ready = poll(&pfd, 1, PollTimeoutMs());
+    const int ready = poll(&pfd, 1, queue_->empty() ? PollTimeoutMs() : 0);
     uint64_t now = MonotonicNowNs();
     ServiceProvisioning(now);
-    if (ready <= 0) {  // timeout, or EINTR from a signal: tick so the flag is seen
+    if (ready <= 0 && queue_->empty()) {  // timeout, or EINTR: tick so the flag is seen
       PollUplinks(now);
       Flush();
       engine_->Reap(now);
@@ -178,30 +185,22 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
       if (tick) tick(now);
       continue;
     }
-    for (int burst = 0; burst < kMaxBurstsPerWake; ++burst) {
-      for (unsigned i = 0; i < batch; ++i) rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      const int n = recvmmsg(fd_, rx_msgs_.data(), batch, MSG_DONTWAIT, nullptr);
-      if (n <= 0) {
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-            PowerOfTwo(++rx_errors_)) {
-          TRIB_LOG(kWarn, kLog, "recvmmsg: %s (%llu times)", strerror(errno),
-                   static_cast<unsigned long long>(rx_errors_));
-        }
-        break;
-      }
+    for (int pass = 0; pass < kMaxBurstsPerWake; ++pass) {
+      const bool more = Receive();
+      if (queue_->empty()) break;
       ++stats_.rx_batches;
-      // Stamped after the receive, so no packet of the burst arrived later
+      // Stamped after the receive, so no packet of the batch arrived later
       // than its time: arrival order and lateness (straggler statistics)
       // never run backwards, however long the loop was descheduled.
       now = MonotonicNowNs();
-      ProcessBurst(n, now);
+      ProcessQueued(now);
       PollUplinks(now);
       Flush();
       // After the flush: Reap invalidates the payload pointers just sent.
       engine_->Reap(now);
       MaybeSweepPeers(now);
       if (tick) tick(now);
-      if (static_cast<unsigned>(n) < batch || stop.load(std::memory_order_relaxed)) break;
+      if ((!more && queue_->empty()) || stop.load(std::memory_order_relaxed)) break;
     }
   }
   Flush();
@@ -265,69 +264,127 @@ void UdpDataplane::MaybeSweepPeers(uint64_t now_ns) {
   if (peers_.Sweep(referenced, now_ns, kIdleNs) > 0) stats_.peers = peers_.size();
 }
 
-void UdpDataplane::ProcessBurst(int count, uint64_t now_ns) {
-  for (int i = 0; i < count; ++i) {
-    const mmsghdr& m = rx_msgs_[i];
-    ++stats_.rx_packets;
-    stats_.rx_bytes += m.msg_len;
-    if (m.msg_hdr.msg_flags & MSG_TRUNC) {
-      ++stats_.rx_truncated;
-      continue;
+bool UdpDataplane::Receive() {
+  const uint32_t batch = options_.batch_size;
+  // At most a pool's worth per call: then the engine gets a batch.
+  for (uint32_t read = 0; read < queue_->capacity(); read += batch) {
+    // Room for a whole burst, made by the job holding the most when others
+    // wait too; a lone job's backlog stays in the kernel's queue.
+    while (queue_->free_count() < batch) {
+      uint32_t job = 0;
+      if (!queue_->ShedLongest(&job)) break;
+      if (PowerOfTwo(++stats_.rx_shed)) {
+        TRIB_LOG(kWarn, kLog,
+                 "daemon overloaded: dropped a packet of job %u, the job holding the most of the "
+                 "receive pool (%llu so far; that job's ranks will slow down and resend)",
+                 job, static_cast<unsigned long long>(stats_.rx_shed));
+      }
     }
-    proto::PacketView view;
-    const proto::DecodeError err = proto::Decode(rx_iov_[i].iov_base, m.msg_len, &view);
-    if (err != proto::DecodeError::kOk) {
-      ++stats_.decode_errors[static_cast<int>(err)];
-      continue;  // never answered: we cannot trust anything in it
+    const uint32_t want = std::min(batch, queue_->free_count());
+    if (want == 0) return true;  // the pool is one job's backlog: process it first
+    for (uint32_t i = 0; i < want; ++i) {
+      uint32_t id = 0;
+      TRIB_CHECK(queue_->Take(&id));
+      burst_ids_[i] = id;
+      msghdr& h = rx_msgs_[i].msg_hdr;
+      h = msghdr{};
+      h.msg_iov = &rx_iov_[id];
+      h.msg_iovlen = 1;
+      h.msg_name = &rx_addr_[id];
+      h.msg_namelen = sizeof(sockaddr_in);
     }
-    // Only a JOIN may create a peer entry; any other packet from an unknown
-    // source is processed with the transient token (answers, such as NACK
-    // kUnknownJob after a restart, go straight back to its source).
-    if (view.header.type == proto::MsgType::kJoin) {
-      // FORMAT.md §3.8: the source address must prove it receives first.
-      const sockaddr_in& a = rx_addr_[i];
-      uint8_t source[6];
-      std::memcpy(source, &a.sin_addr.s_addr, 4);
-      std::memcpy(source + 4, &a.sin_port, 2);
-      engine::Action challenge;
-      if (!replies_.AdmitJoin(view, source, sizeof(source), 4, engine_, kTransientPeer, now_ns,
-                              &stats_, &challenge)) {
-        current_source_ = &rx_addr_[i];
-        Queue(challenge, false);
+    const int n = recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
+    const uint32_t got = n > 0 ? static_cast<uint32_t>(n) : 0;
+    for (uint32_t i = got; i < want; ++i) queue_->Release(burst_ids_[i]);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+        PowerOfTwo(++rx_errors_)) {
+      TRIB_LOG(kWarn, kLog, "recvmmsg: %s (%llu times)", strerror(errno),
+               static_cast<unsigned long long>(rx_errors_));
+    }
+    for (uint32_t i = 0; i < got; ++i) {
+      const uint32_t id = burst_ids_[i];
+      const mmsghdr& m = rx_msgs_[i];
+      ++stats_.rx_packets;
+      stats_.rx_bytes += m.msg_len;
+      if (m.msg_hdr.msg_flags & MSG_TRUNC) {
+        ++stats_.rx_truncated;
+        queue_->Release(id);
         continue;
       }
-    }
-    engine::PeerToken token;
-    bool inserted = false;
-    if (!peers_.Find(rx_addr_[i], now_ns, &token)) {
-      if (view.header.type == proto::MsgType::kJoin) {
-        if (!peers_.Insert(rx_addr_[i], now_ns, &token)) {
-          if (PowerOfTwo(++stats_.peer_table_full)) {
-            TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
-                     peers_.capacity(), FormatAddress(rx_addr_[i]).c_str());
-          }
-          current_source_ = &rx_addr_[i];
-          Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
-                (view.header.flags & proto::kFlagChecksum) != 0);
-          continue;
-        }
-        inserted = true;
-      } else {
-        token = kTransientPeer;
+      proto::PacketView& view = rx_views_[id];
+      const proto::DecodeError err = proto::Decode(rx_iov_[id].iov_base, m.msg_len, &view);
+      if (err != proto::DecodeError::kOk) {
+        ++stats_.decode_errors[static_cast<int>(err)];
+        queue_->Release(id);  // never answered: we cannot trust anything in it
+        continue;
       }
+      const uint32_t job = view.header.job_id;
+      queue_->Push(id, job, m.msg_len, engine_->HoldsJob(job));
     }
-    current_source_ = &rx_addr_[i];
-    bool joined = false;
-    const engine::Action action =
-        replies_.Process(engine_, view, token, now_ns, [&] { Flush(); }, &joined);
-    Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
-    if (inserted && !joined) {
-      // The engine refused the JOIN (wrong key, conflict, limits): forget
-      // the address; the answer, if any, is already queued by address.
-      peers_.Remove(token);
-    }
-    stats_.peers = peers_.size();
+    if (got < want) return false;  // drained
   }
+  return true;
+}
+
+void UdpDataplane::ProcessQueued(uint64_t now_ns) {
+  uint32_t id = 0;
+  for (uint32_t i = 0; i < options_.batch_size && queue_->Pop(&id); ++i) {
+    ProcessPacket(id, now_ns);
+    // The buffer is reused only by a later Receive, after the Flush that
+    // sends anything pointing into it.
+    queue_->Release(id);
+  }
+}
+
+void UdpDataplane::ProcessPacket(uint32_t id, uint64_t now_ns) {
+  const proto::PacketView& view = rx_views_[id];
+  const sockaddr_in& from = rx_addr_[id];
+  // Only a JOIN may create a peer entry; any other packet from an unknown
+  // source is processed with the transient token (answers, such as NACK
+  // kUnknownJob after a restart, go straight back to its source).
+  if (view.header.type == proto::MsgType::kJoin) {
+    // FORMAT.md §3.8: the source address must prove it receives first.
+    uint8_t source[6];
+    std::memcpy(source, &from.sin_addr.s_addr, 4);
+    std::memcpy(source + 4, &from.sin_port, 2);
+    engine::Action challenge;
+    if (!replies_.AdmitJoin(view, source, sizeof(source), 4, engine_, kTransientPeer, now_ns,
+                            &stats_, &challenge)) {
+      current_source_ = &from;
+      Queue(challenge, false);
+      return;
+    }
+  }
+  engine::PeerToken token;
+  bool inserted = false;
+  if (!peers_.Find(from, now_ns, &token)) {
+    if (view.header.type == proto::MsgType::kJoin) {
+      if (!peers_.Insert(from, now_ns, &token)) {
+        if (PowerOfTwo(++stats_.peer_table_full)) {
+          TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing %s (raise max_peers)",
+                   peers_.capacity(), FormatAddress(from).c_str());
+        }
+        current_source_ = &from;
+        Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
+              (view.header.flags & proto::kFlagChecksum) != 0);
+        return;
+      }
+      inserted = true;
+    } else {
+      token = kTransientPeer;
+    }
+  }
+  current_source_ = &from;
+  bool joined = false;
+  const engine::Action action =
+      replies_.Process(engine_, view, token, now_ns, [&] { Flush(); }, &joined);
+  Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
+  if (inserted && !joined) {
+    // The engine refused the JOIN (wrong key, conflict, limits): forget
+    // the address; the answer, if any, is already queued by address.
+    peers_.Remove(token);
+  }
+  stats_.peers = peers_.size();
 }
 
 void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {

@@ -3,9 +3,17 @@
 //
 // One non-blocking IPv4 UDP socket. The loop polls it with a timeout (so the
 // stop flag is seen and Engine::Reap runs even when no traffic arrives),
-// then drains it in bursts of `batch_size` datagrams with recvmmsg into
-// 64-byte-aligned 64 KiB buffers. Each datagram is decoded in place; the
-// Action the engine returns is queued in a sendmmsg batch whose entries are
+// then drains it in bursts of `batch_size` datagrams with recvmmsg into a
+// pool of `fair_queue_packets` 64-byte-aligned 64 KiB buffers. Each datagram
+// is decoded in place and queued by job in a FairQueue (fair_queue.h); the
+// engine is fed `batch_size` packets at a time by deficit round robin over
+// the jobs, and when the pool is full while two or more jobs wait, the job
+// holding the most loses its oldest packet (counted in rx_shed): a job that
+// floods the daemon pays for it, not its neighbours. The loop reads up to
+// the pool's size before each processing batch, so a backlog is decided by
+// this queue rather than by the kernel's receive queue, whose drops would
+// fall on every job alike. The Action the engine returns is queued in a
+// sendmmsg batch whose entries are
 // {encoded 64-byte header, payload pointer}: a result fanned out to N peers
 // is N iovec pairs pointing at the one result in the engine's arena, never a
 // payload copy. The batch is flushed at the end of each burst (and when it
@@ -31,11 +39,13 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/fair_queue.h"
 #include "switch_agent/dataplane/reply_policy.h"
 #include "switch_agent/dataplane/udp/peer_table.h"
 
@@ -53,6 +63,9 @@ class UdpDataplane final : public Dataplane {
   static constexpr size_t kTxSmallPayload = 1024;
   // EAGAIN/ENOBUFS retries of one flush before the rest is counted as dropped.
   static constexpr int kMaxSendRetries = 8;
+  // Buckets of the fair queue (stochastic fairness: two jobs share one
+  // with probability 1/1023).
+  static constexpr uint32_t kFairQueueBuckets = 1024;
   // Bursts drained per wake-up before the loop ticks anyway.
   static constexpr int kMaxBurstsPerWake = 16;
 
@@ -73,7 +86,12 @@ class UdpDataplane final : public Dataplane {
 
  private:
   bool SizeBuffer(int option, int force_option, const char* name, int* effective);
-  void ProcessBurst(int count, uint64_t now_ns);
+  // Reads what the socket holds into the pool (up to its size, shedding
+  // for fairness); false once the socket is drained.
+  bool Receive();
+  // Feeds up to batch_size queued packets to the engine.
+  void ProcessQueued(uint64_t now_ns);
+  void ProcessPacket(uint32_t id, uint64_t now_ns);
   void Queue(const engine::Action& action, bool incoming_checksum);
   // Appends one datagram; `header` is the encoded header to copy.
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
@@ -101,11 +119,15 @@ class UdpDataplane final : public Dataplane {
   void MaybeSweepPeers(uint64_t now_ns);
   DataplaneStats stats_;
 
-  // Receive side: batch_size entries each.
-  uint8_t* rx_buffers_ = nullptr;  // 64-byte aligned, batch_size * kRxBufferBytes
-  std::vector<mmsghdr> rx_msgs_;
+  // Receive side. The pool: one entry per packet id of queue_.
+  std::unique_ptr<FairQueue> queue_;
+  uint8_t* rx_buffers_ = nullptr;  // 64-byte aligned, pool size * kRxBufferBytes
   std::vector<iovec> rx_iov_;
   std::vector<sockaddr_in> rx_addr_;
+  std::vector<proto::PacketView> rx_views_;
+  // One receive burst: batch_size entries, entry i filling pool id burst_ids_[i].
+  std::vector<mmsghdr> rx_msgs_;
+  std::vector<uint32_t> burst_ids_;
 
   // Transmit side: kTxCapacity entries each.
   uint8_t* tx_headers_ = nullptr;  // kTxCapacity * kHeaderSize, 64-byte aligned

@@ -261,6 +261,7 @@ DecodeError Decode(const void* data, size_t len, PacketView* out) {
     out->payload_len = payload_len;
     out->extension = header_len > kHeaderSize ? p + kHeaderSize : nullptr;
     out->extension_len = header_len - kHeaderSize;
+    out->ce = false;
   }
   return DecodeError::kOk;
 }

@@ -44,6 +44,10 @@ struct PacketView {
   size_t payload_len = 0;
   const uint8_t* extension = nullptr;
   size_t extension_len = 0;
+  // Not on the wire: the IP header's ECN field read CE (congestion
+  // experienced) on arrival. Decode clears it; a receiving transport that
+  // reads the TOS byte sets it (common/net/ecn.h).
+  bool ce = false;
 };
 
 // FORMAT.md §12.3: where a child wants a round's result written.

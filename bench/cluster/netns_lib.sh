@@ -36,6 +36,9 @@
 #   netns_set_loss PERMILLE     drop PERMILLE/1000 of packets (0 removes)
 #   netns_loss_drops [to|from]  packets dropped by the loss rules so far: to the
 #                               daemon, from the daemon, or (default) all
+#   netns_set_ce PERMILLE       mark PERMILLE/1000 of the UDP packets to and from
+#                               the daemon ECN CE, as a congested switch would
+#                               (0 removes); netns_ce_marks [to|from] counts them
 #   netns_host_exec I CMD...    run CMD in host I's namespace
 #   netns_switch_exec CMD...    run CMD in the switch namespace
 #   netns_start_daemon TRIBUTARYD LOG [ARGS...]  tributaryd on br0, sets
@@ -224,6 +227,45 @@ netns_loss_drops() {
     if [[ $which != to ]]; then
       for ((i = 0; i < NETNS_NHOSTS; ++i)); do
         netns_host_exec "$i" nft list table inet trib_loss 2> /dev/null
+      done
+    fi
+  } | awk '/counter packets/ { for (f = 1; f < NF; ++f) if ($f == "packets") s += $(f + 1) }
+           END { print s + 0 }'
+}
+
+# ECN: nftables sets Congestion Experienced on a random PERMILLE/1000 of
+# the UDP packets arriving at the daemon (switch namespace, input hook) and
+# at the hosts from the daemon (hosts' input hooks); the IP checksum is
+# fixed up by nftables. Replaces earlier marking rules; 0 removes them.
+netns_set_ce() {
+  local k=$1 i
+  ip netns exec "$NETNS_SWITCH" nft delete table inet trib_ce 2> /dev/null
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    netns_host_exec "$i" nft delete table inet trib_ce 2> /dev/null
+  done
+  ((k > 0)) || return 0
+  ip netns exec "$NETNS_SWITCH" nft -f - << EOF || return 1
+table inet trib_ce {
+  chain to_daemon { type filter hook input priority 0; iifname "br0" meta l4proto udp numgen random mod 1000 < $k counter ip ecn set ce; }
+}
+EOF
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    netns_host_exec "$i" nft -f - << EOF || return 1
+table inet trib_ce {
+  chain from_daemon { type filter hook input priority 0; ip saddr $NETNS_DAEMON_ADDR meta l4proto udp numgen random mod 1000 < $k counter ip ecn set ce; }
+}
+EOF
+  done
+}
+
+# Packets the CE rules marked: "to" the daemon, "from" it, or all.
+netns_ce_marks() {
+  local which=${1:-all} i
+  {
+    [[ $which != from ]] && ip netns exec "$NETNS_SWITCH" nft list table inet trib_ce 2> /dev/null
+    if [[ $which != to ]]; then
+      for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+        netns_host_exec "$i" nft list table inet trib_ce 2> /dev/null
       done
     fi
   } | awk '/counter packets/ { for (f = 1; f < NF; ++f) if ($f == "packets") s += $(f + 1) }

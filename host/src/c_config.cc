@@ -49,7 +49,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
                                 srtt_us, rto_us, stats_transport, send_errors,
                                 early_recoveries, window_decreases, window_limit,
-                                tail_probes] = s;
+                                tail_probes, ecn_marks] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -256,6 +256,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, window_decreases)) out->window_decreases = s.window_decreases;
   if (TRIB_HAS_FIELD(p, window_limit)) out->window_limit = s.window_limit;
   if (TRIB_HAS_FIELD(p, tail_probes)) out->tail_probes = s.tail_probes;
+  if (TRIB_HAS_FIELD(p, ecn_marks)) out->ecn_marks = s.ecn_marks;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

@@ -25,6 +25,11 @@
 // The target is max(target option, base round trip, 8 fragments at the
 // delivery rate): a queue of a few fragments keeps a rate-limited link busy,
 // and a path whose round trip is long needs a deeper one.
+//
+// ECN (RFC 3168): where a queue on the path marks packets CE instead of
+// dropping them, results report the marks (FORMAT.md §3.3) and the epoch's
+// cut is at least half the fraction of marked results (DCTCP's rule), so a
+// marking switch is obeyed before its queue shows in the latency.
 // Value type, not synchronized: the progress thread owns it.
 #pragma once
 
@@ -71,17 +76,37 @@ class CongestionWindow {
     const uint64_t base = base_ns();
     queue_ns_ = epoch_min_ns_ - base;
     target_used_ns_ = std::max({target_ns_, base, floor_ns});
+    // Proportional to the excess, at most halving: a queue twice the
+    // target cuts a quarter, a deep one half.
+    double cut = 0;
     if (queue_ns_ > target_used_ns_) {
-      // Proportional to the excess, at most halving: a queue twice the
-      // target cuts a quarter, a deep one half.
-      const double excess = static_cast<double>(queue_ns_ - target_used_ns_) / queue_ns_;
-      limit_ = std::max(static_cast<double>(min_), limit_ * (1.0 - 0.5 * excess));
+      cut = 0.5 * static_cast<double>(queue_ns_ - target_used_ns_) / queue_ns_;
+    }
+    // ECN: a queue on the path said so itself. Half the fraction of marked
+    // results (DCTCP's rule: every result marked halves the limit).
+    if (epoch_marked_ > 0) {
+      cut = std::max(cut, 0.5 * static_cast<double>(epoch_marked_) /
+                              static_cast<double>(std::max(epoch_results_, epoch_marked_)));
+      ++ecn_decreases_;
+    }
+    if (cut > 0) {
+      limit_ = std::max(static_cast<double>(min_), limit_ * (1.0 - cut));
       ++decreases_;
     } else {
       limit_ = std::min(static_cast<double>(max_), limit_ + increase_);
     }
     epoch_start_ns_ = now_ns;
     epoch_min_ns_ = UINT64_MAX;
+    epoch_results_ = epoch_marked_ = 0;
+  }
+
+  // Every RESULT: `marked` when it reported ECN congestion marks (CE on the
+  // RESULT, or contributions of its round marked on the way: FORMAT.md
+  // §3.3). Counted per epoch; OnLatency's epoch decision uses the fraction.
+  void OnResultMarks(bool marked) {
+    if (target_ns_ == 0) return;
+    ++epoch_results_;
+    if (marked) ++epoch_marked_;
   }
 
   // Timers expired for many fragments at once (at least half of those in
@@ -108,6 +133,7 @@ class CongestionWindow {
     epoch_started_ = true;
     epoch_start_ns_ = now_ns;
     epoch_min_ns_ = UINT64_MAX;
+    epoch_results_ = epoch_marked_ = 0;
   }
 
   // Any result: the next mass timeout is new evidence.
@@ -127,6 +153,8 @@ class CongestionWindow {
   uint64_t queue_ns() const { return queue_ns_; }
   uint64_t target_ns() const { return target_used_ns_; }
   uint64_t decreases() const { return decreases_; }
+  // Epochs whose decrease ECN marks caused or deepened.
+  uint64_t ecn_decreases() const { return ecn_decreases_; }
 
  private:
   const uint32_t max_;
@@ -143,6 +171,9 @@ class CongestionWindow {
   uint64_t queue_ns_ = 0;
   uint64_t target_used_ns_ = 0;
   uint64_t decreases_ = 0;
+  uint64_t ecn_decreases_ = 0;
+  uint64_t epoch_results_ = 0;
+  uint64_t epoch_marked_ = 0;
   void DecayTimerScale(uint64_t now_ns) {
     if (timer_scale_ > 1 && now_ns - decay_from_ns_ >= kTimerDecayNs) {
       const uint64_t steps = (now_ns - decay_from_ns_) / kTimerDecayNs;

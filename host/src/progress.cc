@@ -138,6 +138,7 @@ CommStats ProgressEngine::Stats() const {
   s.rto_us = counters_.rto_us.load(std::memory_order_relaxed);
   s.window_limit = counters_.cwnd.load(std::memory_order_relaxed);
   s.tail_probes = counters_.tail_probes.load(std::memory_order_relaxed);
+  s.ecn_marks = counters_.ecn_marks.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -445,6 +446,11 @@ void ProgressEngine::HandleResult(const proto::PacketView& p, uint64_t now) {
     return;
   }
   std::memcpy(op.desc.recv + slot.elem_offset * op.elem_size, p.payload, bytes);
+  // ECN: CE on the RESULT (the way back is congested) or, in `aux`, the
+  // contributions of its round that arrived marked (FORMAT.md §3.3).
+  const bool marked = p.ce || h.aux > 0;
+  if (marked) counters_.ecn_marks.fetch_add(1, std::memory_order_relaxed);
+  cwnd_.OnResultMarks(marked);
   CompleteFragment(h.slot, bytes, now);
 }
 

@@ -197,6 +197,7 @@ class ProgressEngine {
   uint64_t last_progress_ns_ = 0;  // the last result or first send (tail loss probe)
   bool tail_probe_sent_ = false;   // one per quiet period
   bool cwnd_logged_ = false;
+  bool ecn_logged_ = false;
   bool aborted_ = false;
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
@@ -228,7 +229,7 @@ class ProgressEngine {
   struct Counters {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
-        early_recoveries{0}, cwnd_decreases{0}, tail_probes{0};
+        early_recoveries{0}, cwnd_decreases{0}, tail_probes{0}, ecn_marks{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };

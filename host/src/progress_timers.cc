@@ -57,7 +57,14 @@ void ProgressEngine::ObserveQueue(uint64_t latency_ns, uint64_t now) {
   counters_.cwnd_decreases.store(cwnd_.decreases(), std::memory_order_relaxed);
   if (after == before) return;
   counters_.cwnd.store(after, std::memory_order_relaxed);
-  if (after < before && !cwnd_logged_) {
+  if (after < before && !ecn_logged_ && cwnd_.ecn_decreases() > 0) {
+    ecn_logged_ = true;
+    TRIB_LOG(kInfo, "progress",
+             "job %u rank %u: the path marks congestion (ECN CE): fewer fragments in flight, %u "
+             "of the window's %u (docs/RELIABILITY.md, Congestion)",
+             id_.job_id, id_.rank, after, window_.size());
+  }
+  if (after < before && !cwnd_logged_ && cwnd_.queue_ns() > cwnd_.target_ns()) {
     // Once per communicator: a job whose window is deeper than its path
     // learns it here, not from a slow job.
     cwnd_logged_ = true;

@@ -62,6 +62,7 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   s += "\n  engine:";
   Add(&s, "packets_in", e.packets_in);
   Add(&s, "contributions", e.contributions);
+  Add(&s, "ce_marked", e.ce_marked);
   Add(&s, "duplicates", e.duplicates);
   Add(&s, "retransmit_answers", e.retransmit_answers);
   Add(&s, "completions", e.completions);

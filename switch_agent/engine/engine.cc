@@ -254,6 +254,7 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.dtype = m.dtype;
   r.op = m.op;
   r.shadow = static_cast<uint8_t>(shadow);
+  r.aux = m.ce_marks;  // FORMAT.md §3.3: contributions of the round marked CE
   out->payload = ResultBytes(job, slot, shadow, k);
   out->payload_len = size_t{m.elem_count} * k.wire_size;
   out->peers = job->children();
@@ -411,6 +412,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.op = h.op;
     m.arrived = 0;
     m.extra_ranks = 0;
+    m.ce_marks = 0;
     m.state = SetState::kPending;
     m.first_arrival_ns = now_ns;
     job->ClearSeen(s, v);
@@ -424,6 +426,10 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   late.lateness_sum_ns += now_ns - m.first_arrival_ns;
   ++late.contributions;
   ++m.arrived;
+  if (pkt.ce) {  // ECN: the path to us is congested; the RESULT tells the ranks
+    if (m.ce_marks < 255) ++m.ce_marks;
+    ++counters_.ce_marked;
+  }
   // A rank's contribution stands for itself (aux 0); a child aggregator's
   // partial sum for the ranks below it (aux), counted by RanksBehind. The
   // common case, a rank, costs one predictable branch per packet.

@@ -79,6 +79,7 @@ const char* DropReasonName(DropReason r);
 struct EngineCounters {
   uint64_t packets_in = 0;        // packets handed to OnPacket
   uint64_t contributions = 0;     // contributions aggregated (first copies)
+  uint64_t ce_marked = 0;         // of those, arrived marked CE (ECN), echoed in RESULT aux
   uint64_t duplicates = 0;        // duplicate contributions (not aggregated)
   uint64_t retransmit_answers = 0;// duplicates for complete sets answered with the result
   uint64_t completions = 0;       // slot rounds completed

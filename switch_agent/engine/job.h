@@ -59,6 +59,7 @@ struct alignas(64) SetMeta {
   uint8_t uplink_attempts;    // kUpstream: timer expiries (probes and re-sends), for backoff
   uint8_t uplink_probes;      // kUpstream: probes the parent has not answered yet
   uint8_t uplink_resend;      // kUpstream: the parent said it lacks our data: re-send it
+  uint8_t ce_marks;           // contributions that arrived marked CE (ECN), saturating
 };
 static_assert(sizeof(SetMeta) == 64);
 

@@ -385,6 +385,10 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
       now_ns > m.complete_ns) {
     up.rtt.Sample(up.recent.Add(now_ns - m.complete_ns));  // Karn: no timer expiry only
   }
+  // Marks seen above this node (the parent's count, FORMAT.md §3.3, and a
+  // CE on the RESULT itself) add to those of this node's children.
+  const uint32_t above = std::min<uint32_t>(h.aux, 255) + (pkt.ce ? 1 : 0);
+  m.ce_marks = static_cast<uint8_t>(std::min<uint32_t>(m.ce_marks + above, 255));
   m.state = SetState::kComplete;
   m.complete_ns = now_ns;
   --up.waiting;

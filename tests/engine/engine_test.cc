@@ -263,6 +263,49 @@ TEST(EngineContribution, RetransmissionAfterCompletionGetsStoredResult) {
   EXPECT_EQ(engine.counters().completions, 1u);
 }
 
+// Proves (ECN, FORMAT.md §3.3): a RESULT's aux counts the contributions of
+// its round that arrived marked CE, a retransmitted answer carries the same
+// count, a duplicate adds nothing, and the next round of the set starts
+// from zero.
+TEST(EngineContribution, ResultCountsTheRoundsCongestionMarks) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 3, 2, 64);
+  const std::vector<float> one = {1.0f};
+  auto send = [&](uint32_t sender, uint64_t collective, bool ce) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kContribution, sender, 0, 0, collective, 0,
+                          proto::DataType::kFloat32, proto::ReduceOp::kSum, 1);
+    p.payload = reinterpret_cast<const uint8_t*>(one.data());
+    p.payload_len = 4;
+    p.ce = ce;
+    return job.Deliver(p, JobFixture::Peer(sender), 2);
+  };
+  EXPECT_EQ(send(0, 1, true).kind, ActionKind::kNone) << "pending: nothing yet";
+  send(0, 1, true);  // a marked duplicate is not a second mark
+  send(1, 1, false);
+  const Action done = send(2, 1, true);
+  ASSERT_EQ(done.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(done.header.aux, 2u);
+  EXPECT_EQ(engine.counters().ce_marked, 2u);
+  const Action again = job.Request(1, 0, 0, 1, 0);
+  ASSERT_EQ(again.header.type, MsgType::kResult);
+  EXPECT_EQ(again.header.aux, 2u);
+  // The next round of set (slot 0, shadow 0): no marks.
+  for (uint32_t s = 0; s < 3; ++s) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kContribution, s, 0, 1, 1, 16, proto::DataType::kFloat32,
+                          proto::ReduceOp::kSum, 1);  // the other shadow set in between
+    p.payload = reinterpret_cast<const uint8_t*>(one.data());
+    p.payload_len = 4;
+    job.Deliver(p, JobFixture::Peer(s), 2);
+  }
+  Action next;
+  for (uint32_t s = 0; s < 3; ++s) next = send(s, 2, false);
+  ASSERT_EQ(next.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(next.header.aux, 0u);
+  EXPECT_EQ(engine.counters().ce_marked, 2u);
+}
+
 // The sender's bit is cleared in the other set when it moves on; a late
 // duplicate for the old round is still recognized (same round, complete) and
 // answered with the result instead of being aggregated into it.

@@ -61,7 +61,10 @@ inline proto::PacketView Sealed(const proto::PacketView& p, uint64_t job_key,
   }
   proto::PacketView back;
   // Decode fills mac/checksum; a header invalid on purpose keeps the rest.
-  if (proto::Decode(buf.data(), buf.size(), &back) == proto::DecodeError::kOk) return back;
+  if (proto::Decode(buf.data(), buf.size(), &back) == proto::DecodeError::kOk) {
+    back.ce = p.ce;  // the arrival's ECN mark is not in the bytes
+    return back;
+  }
   v.raw = buf.data();
   v.header_len = proto::kHeaderSize;
   v.payload = p.payload_len > 0 ? payload : nullptr;

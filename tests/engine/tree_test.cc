@@ -112,8 +112,10 @@ class Tree {
     for (uint32_t i = 0; i < a.peer_count; ++i) send(a.peers[i]);
   }
 
-  // Delivers packets until none is left; `drop` may discard any of them.
-  void Pump(const std::function<bool(const Wire&, const proto::Header&)>& drop = nullptr) {
+  // Delivers packets until none is left; `drop` may discard any of them,
+  // `mark` have any arrive marked CE (ECN).
+  using Filter = std::function<bool(const Wire&, const proto::Header&)>;
+  void Pump(const Filter& drop = nullptr, const Filter& mark = nullptr) {
     while (!wire_.empty()) {
       Wire w = std::move(wire_.front());
       wire_.pop_front();
@@ -126,6 +128,7 @@ class Tree {
         continue;
       }
       Engine& e = w.to_engine == 2 ? *root_ : *leaf_[w.to_engine];
+      v.ce = mark && mark(w, v.header);
       Action a = e.OnPacket(v, w.from, now_);
       if (a.kind == ActionKind::kFlushAndRetry) {
         e.EndBurst();
@@ -166,6 +169,7 @@ class Tree {
     p.header.elem_count = static_cast<uint32_t>(len / proto::DataTypeSize(dtype));
     p.payload = bytes;
     p.payload_len = len;
+    p.ce = contribute_ce_;
     const proto::PacketView sealed = testing::Sealed(p, kKey);
     Action a = leaf_[i]->OnPacket(sealed, kRankToken + r, now_);
     if (a.kind == ActionKind::kFlushAndRetry) {
@@ -183,6 +187,8 @@ class Tree {
     std::vector<uint8_t> payload;
   };
   std::vector<RankPacket>& rank_rx() { return rank_rx_; }
+  // Ranks' contributions arrive marked CE (ECN) while set.
+  void set_contribute_ce(bool ce) { contribute_ce_ = ce; }
   uint32_t epoch(int i) const { return epoch_[i]; }
   // Both ranks of leaf `i` leave (each LEAVE sent twice, as ranks do).
   void LeaveAll(int i) {
@@ -212,6 +218,7 @@ class Tree {
   uint32_t epoch_[2] = {};
   uint64_t now_ = 1000;
   std::deque<Wire> wire_;
+  bool contribute_ce_ = false;
   std::vector<RankPacket> rank_rx_;
   Action last_to_rank_;
 };
@@ -266,6 +273,36 @@ TEST(EngineTree, TwoLevelsExactOnEveryRankThroughBothShadowSets) {
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
   EXPECT_EQ(t.root().counters().completions, 3u * kSlots);
   EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
+}
+
+// Proves (ECN, FORMAT.md §3.3): congestion marks reach every rank below
+// the aggregator that saw them. A leaf's RESULT counts its own children's
+// marked contributions plus the parent's count plus a CE on the parent's
+// RESULT; the other leaf's ranks hear only the marks above them.
+TEST(EngineTree, CongestionMarksAddUpDownTheTree) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  auto mark = [](const Wire& w, const proto::Header& h) {
+    if (h.type == MsgType::kContribution && w.to_engine == 2 && w.from == kLeafToken + 1) {
+      return true;  // leaf 1's partial sum -> root
+    }
+    return h.type == MsgType::kResult && w.to_engine == 0;  // root -> leaf 0
+  };
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      t.set_contribute_ce(i == 0 && r == 1);  // rank 1 -> leaf 0
+      t.Contribute(i, r, 0, 0, 0, Values(i, r, 0));
+    }
+  }
+  t.set_contribute_ce(false);
+  t.Pump(nullptr, mark);
+  ASSERT_EQ(t.rank_rx().size(), 4u);
+  for (const auto& p : t.rank_rx()) {
+    EXPECT_EQ(p.header.type, MsgType::kResult);
+    EXPECT_EQ(p.header.aux, p.leaf == 0 ? 3u : 1u) << "leaf " << p.leaf << " rank " << p.rank;
+  }
+  ExpectResults(&t, 0);
 }
 
 TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {

@@ -279,6 +279,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.window_decreases = 16;
   st.window_limit = 17;
   st.tail_probes = 18;
+  st.ecn_marks = 19;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -302,6 +303,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.window_decreases, 16u);
   EXPECT_EQ(out.window_limit, 17u);
   EXPECT_EQ(out.tail_probes, 18u);
+  EXPECT_EQ(out.ecn_marks, 19u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

@@ -176,6 +176,19 @@ class CongestionEngineTest : public ProgressTest {
     Answer(s);
     engine_->Poll();
   }
+  // Answers everything in flight every 100 us (no queue builds: every
+  // latency is 100 us), `steps` times; returns the most in flight seen.
+  size_t ServeAll(std::deque<Sent>* flight, int steps) {
+    size_t most = 0;
+    for (int i = 0; i < steps; ++i) {
+      now_ += 100 * kUs;
+      for (; !flight->empty(); flight->pop_front()) Answer(flight->front());
+      engine_->Poll();
+      for (Sent& s : Take()) flight->push_back(std::move(s));
+      most = std::max(most, flight->size());
+    }
+    return most;
+  }
 };
 
 TEST_F(CongestionEngineTest, QueueingBeyondTheTargetKeepsFewerFragmentsInFlight) {
@@ -218,6 +231,64 @@ TEST_F(CongestionEngineTest, QueueingBeyondTheTargetKeepsFewerFragmentsInFlight)
   serve(600, 100 * kUs, 64);
   EXPECT_EQ(engine_->Stats().window_limit, 64u);
   (void)req;
+}
+
+// Proves (ECN, issue #12): results that report congestion marks (the
+// aggregator's count in `aux`) shrink the limit although no queue shows in
+// the latency, every marked result and no other is counted in ecn_marks,
+// and the limit grows back to the window once the marks stop.
+TEST_F(CongestionEngineTest, EcnMarksKeepFewerFragmentsInFlightWithoutAQueue) {
+  Make(64);
+  auto req = Submit(16 * 400000);
+  engine_->Poll();
+  std::deque<Sent> flight;
+  for (Sent& s : Take()) flight.push_back(std::move(s));
+  ASSERT_EQ(flight.size(), 64u);
+  ServeAll(&flight, 40);  // unmarked: the whole window
+  EXPECT_EQ(engine_->Stats().window_decreases, 0u);
+  EXPECT_EQ(engine_->Stats().window_limit, 64u);
+  result_aux_ = 1;  // every round had one contribution marked CE
+  const uint64_t before = engine_->Stats().results_received;
+  ServeAll(&flight, 200);  // 10 epochs of 2 ms
+  CommStats st = engine_->Stats();
+  EXPECT_GT(st.window_decreases, 0u);
+  EXPECT_EQ(st.window_limit, CongestionWindow::kMinFragments);
+  EXPECT_EQ(st.ecn_marks, st.results_received - before);
+  EXPECT_LE(ServeAll(&flight, 5), size_t{CongestionWindow::kMinFragments});
+  result_aux_ = 0;
+  const uint64_t marks = engine_->Stats().ecn_marks;
+  ServeAll(&flight, 800);  // +2 per epoch from 4 to 64
+  st = engine_->Stats();
+  EXPECT_EQ(st.ecn_marks, marks) << "unmarked results counted as marked";
+  EXPECT_EQ(st.window_limit, 64u);
+  (void)req;
+}
+
+// Proves: a CE mark on the RESULT itself (the way back is congested)
+// counts like the aggregator's count; with congestion control off
+// (target 0) marks are counted and the window stays whole.
+TEST_F(CongestionEngineTest, ACongestionMarkOnTheResultCounts) {
+  for (uint32_t target : {1000u, 0u}) {
+    SCOPED_TRACE(target);
+    congestion_target_us_ = target;
+    Make(64);
+    auto req = Submit(16 * 400000);
+    engine_->Poll();
+    std::deque<Sent> flight;
+    for (Sent& s : Take()) flight.push_back(std::move(s));
+    result_ce_ = true;
+    ServeAll(&flight, 200);
+    const CommStats st = engine_->Stats();
+    EXPECT_GT(st.ecn_marks, 0u);
+    if (target != 0) {
+      EXPECT_GT(st.window_decreases, 0u);
+      EXPECT_EQ(st.window_limit, CongestionWindow::kMinFragments);
+    } else {
+      EXPECT_EQ(st.window_decreases, 0u);
+      EXPECT_EQ(st.window_limit, 64u);
+    }
+    (void)req;
+  }
 }
 
 TEST_F(CongestionEngineTest, ARankAtItsLimitStillSendsTheLowestUnfinishedFragment) {

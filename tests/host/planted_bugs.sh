@@ -65,4 +65,7 @@ run reliable_timer_capped host/src/progress_timers.cc 'const uint64_t rto = scal
 run stall_at_an_eighth host/src/progress_timers.cc 'std::max<size_t>(kMassTimeoutMin, window_.busy() / 2)' 'std::max<size_t>(kMassTimeoutMin, window_.busy() / 8)'
 run stall_cut_per_backoff host/src/congestion.h '    if (cut_since_result_) return;' ''
 run no_tail_probe host/src/progress_timers.cc 'if (!reliable_ && rtt_.have_sample() && window_.busy() > 0 && !tail_probe_sent_) {' 'if (false) {'
+run ecn_aux_ignored host/src/progress.cc 'const bool marked = p.ce || h.aux > 0;' 'const bool marked = p.ce;'
+run ecn_ce_ignored host/src/progress.cc 'const bool marked = p.ce || h.aux > 0;' 'const bool marked = h.aux > 0;'
+run ecn_no_cut host/src/congestion.h '    if (epoch_marked_ > 0) {' '    if (false) {'
 cmake --build "$build" --target host_progress_test host_recovery_test host_congestion_test > /dev/null 2>&1

@@ -79,6 +79,7 @@ class FakeTransport final : public Transport {
         out[n].placed = item.result;
       } else {
         DecodeEvent(item.bytes.data(), item.bytes.size(), &out[n]);
+        out[n].packet.ce = item.ce;
       }
       ++n;
     }
@@ -102,6 +103,7 @@ class FakeTransport final : public Transport {
   struct Item {
     std::vector<uint8_t> bytes;
     bool placed = false;
+    bool ce = false;  // arrives marked CE (ECN)
     proto::PlacedResult result;
   };
   std::vector<Sent> sent;
@@ -153,6 +155,11 @@ class ProgressTest : public ::testing::Test {
   uint32_t resend_max_bytes_ = 0;      // Make() passes these on (a test sets them)
   uint32_t congestion_target_us_ = 0;
   bool reliable_ = false;
+  // What Answer puts on RESULTs: `aux` (the aggregator's count of the
+  // round's contributions marked CE, FORMAT.md §3.3) and a CE mark on the
+  // RESULT itself.
+  uint32_t result_aux_ = 0;
+  bool result_ce_ = false;
   uint32_t op_timeout_ms_ = 1000;
   void TearDown() override {
     engine_->Stop();
@@ -192,6 +199,7 @@ class ProgressTest : public ::testing::Test {
     h.sender = 0;
     std::vector<uint8_t> payload;
     if (type == proto::MsgType::kResult) {
+      h.aux = result_aux_;
       payload = c.payload;
       for (size_t i = 0; i + 4 <= payload.size(); i += 4) {
         float v;
@@ -201,6 +209,7 @@ class ProgressTest : public ::testing::Test {
       }
     }
     Deliver(h, payload, key, header_only);
+    if (type == proto::MsgType::kResult) fake_->inbox.back().ce = result_ce_;
   }
   // Encodes and seals like the aggregator: payload covered by the MAC
   // (unless header_only), made with `key` (the job's unless a test forges).

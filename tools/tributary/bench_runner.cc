@@ -287,6 +287,7 @@ class BenchRun {
         early_recoveries_ += done.early_recoveries;
         window_decreases_ += done.window_decreases;
         tail_probes_ += done.tail_probes;
+        ecn_marks_ += done.ecn_marks;
         min_window_limit_ = std::min(min_window_limit_, done.window_limit);
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
@@ -356,9 +357,11 @@ class BenchRun {
                 static_cast<unsigned long long>(tail_probes_));
     // Congestion control: how often queues beyond the target made a rank
     // keep fewer fragments in flight, and where the smallest limit ended.
-    std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks)\n",
+    std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks), "
+                "ECN-marked results %llu\n",
                 static_cast<unsigned long long>(window_decreases_),
-                min_window_limit_ == UINT32_MAX ? 0 : min_window_limit_);
+                min_window_limit_ == UINT32_MAX ? 0 : min_window_limit_,
+                static_cast<unsigned long long>(ecn_marks_));
     std::fflush(stdout);
   }
 
@@ -407,6 +410,7 @@ class BenchRun {
   uint64_t early_recoveries_ = 0;
   uint64_t window_decreases_ = 0;
   uint64_t tail_probes_ = 0;
+  uint64_t ecn_marks_ = 0;
   uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;

@@ -58,6 +58,7 @@ class Rank {
     done.window_decreases = stats.window_decreases;
     done.window_limit = stats.window_limit;
     done.tail_probes = stats.tail_probes;
+    done.ecn_marks = stats.ecn_marks;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

@@ -58,6 +58,7 @@ struct DoneReport {
   uint64_t window_decreases;
   uint32_t window_limit;
   uint64_t tail_probes;
+  uint64_t ecn_marks;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

@@ -122,6 +122,9 @@ struct CommStats {
                                      // (the smallest over lanes; = window when not limiting)
   uint64_t tail_probes = 0;          // probes or resends of the newest fragment after two
                                      // round trips without any result (FORMAT.md §9.4)
+  uint64_t ecn_marks = 0;            // results that reported ECN congestion marks: CE on
+                                     // the RESULT, or contributions of its round marked CE
+                                     // on their way to the aggregator (FORMAT.md §3.3)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

@@ -233,6 +233,8 @@ typedef struct trib_stats {
   uint32_t window_limit;      /* fragments in flight congestion control allows now */
   uint64_t tail_probes;       /* probes or resends of the newest fragment after two round
                                  trips without any result */
+  uint64_t ecn_marks;         /* results that reported ECN congestion marks (CE on the
+                                 RESULT, or contributions marked on the way in) */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -201,6 +201,7 @@ FaultTransport::RxItem FaultTransport::ItemOf(const RxEvent& e) {
     item.result = e.placed;
   } else {
     item.bytes.assign(e.raw, e.raw + e.raw_len);
+    item.ce = e.packet.ce;
   }
   return item;
 }
@@ -282,6 +283,7 @@ int FaultTransport::Recv(RxEvent* out, int max) {
       out[i].placed = item.result;
     } else {
       DecodeEvent(item.bytes.data(), item.bytes.size(), &out[i]);
+      out[i].packet.ce = item.ce;
     }
   }
   return static_cast<int>(rx_out_.size());

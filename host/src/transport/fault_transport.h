@@ -85,6 +85,7 @@ class FaultTransport final : public Transport {
   struct RxItem {
     Bytes bytes;
     bool placed = false;          // a result the NIC placed: no bytes
+    bool ce = false;              // arrived marked CE (ECN): kept across the faults
     proto::PlacedResult result;
   };
   struct HeldRx {

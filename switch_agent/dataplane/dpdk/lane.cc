@@ -154,6 +154,7 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
   }
   proto::PacketView view;
   const proto::DecodeError err = proto::Decode(frame + info.payload_offset, info.payload_len, &view);
+  view.ce = info.ce;
   if (err != proto::DecodeError::kOk) {
     ++stats_.decode_errors[static_cast<int>(err)];
     Done(m);

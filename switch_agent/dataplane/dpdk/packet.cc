@@ -103,6 +103,7 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
   info->payload_offset = kEthHeaderBytes + ihl + kUdpHeaderBytes;
   info->payload_len = udp_len - kUdpHeaderBytes;
   info->lane = lane;
+  info->ce = (ip[1] & 0x03) == 0x03;
   return FrameVerdict::kUdp;
 }
 
@@ -114,7 +115,7 @@ void BuildUdpHeaders(const MacAddress& src_mac, const MacAddress& dst_mac, uint3
   Store16(out + 12, kEtherTypeIpv4);
   uint8_t* ip = out + kEthHeaderBytes;
   ip[0] = 0x45;  // version 4, IHL 5
-  ip[1] = 0;     // DSCP/ECN
+  ip[1] = 0x02;  // DSCP 0, ECN ECT(0): a marking switch may set CE (common/net/ecn.h)
   Store16(ip + 2, static_cast<uint16_t>(kIpv4HeaderBytes + kUdpHeaderBytes + payload_len));
   Store16(ip + 4, ip_id);
   Store16(ip + 6, 0x4000);  // DF: we never fragment

@@ -57,6 +57,7 @@ struct UdpFrameInfo {
   size_t payload_offset;
   size_t payload_len;
   uint16_t lane;  // destination port - our first port (0 with one port)
+  bool ce;        // the IPv4 ECN field reads CE (congestion experienced)
 };
 
 // Classifies `frame` (len bytes). `our_ip_be`/`our_port_be`: our address in

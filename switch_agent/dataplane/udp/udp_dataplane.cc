@@ -17,6 +17,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/net/ecn.h"
 #include "common/net/host_port.h"
 #include "switch_agent/dataplane/provisioner.h"
 
@@ -120,6 +121,11 @@ Status UdpDataplane::Init() {
   getsockname(fd_, reinterpret_cast<sockaddr*>(&bound_), &len);
   SizeBuffer(SO_RCVBUF, SO_RCVBUFFORCE, "SO_RCVBUF", &rcvbuf_bytes_);
   SizeBuffer(SO_SNDBUF, SO_SNDBUFFORCE, "SO_SNDBUF", &sndbuf_bytes_);
+  // Results go out ECN-capable, and contributions marked CE on the way in
+  // are counted in their round's RESULT (FORMAT.md §3.3).
+  if (const int err = net::EnableEcn(fd_); err != 0) {
+    TRIB_LOG(kWarn, kLog, "ECN: %s; congestion marks will not be seen", strerror(err));
+  }
 
   // Every buffer the loop touches is allocated here, none per packet.
   // fair_queue_packets 0: a pool of one burst and one queue, arrival order.
@@ -142,6 +148,7 @@ Status UdpDataplane::Init() {
   rx_iov_.assign(pool, iovec{});
   rx_addr_.assign(pool, sockaddr_in{});
   rx_views_.assign(pool, proto::PacketView{});
+  rx_control_.assign(pool * net::kEcnControlBytes, 0);
   for (size_t i = 0; i < pool; ++i) {
     rx_iov_[i].iov_base = rx_buffers_ + i * kRxBufferBytes;
     rx_iov_[i].iov_len = kRxBufferBytes;
@@ -292,6 +299,8 @@ bool UdpDataplane::Receive() {
       h.msg_iovlen = 1;
       h.msg_name = &rx_addr_[id];
       h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_control = &rx_control_[id * net::kEcnControlBytes];
+      h.msg_controllen = net::kEcnControlBytes;
     }
     const int n = recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
     const uint32_t got = n > 0 ? static_cast<uint32_t>(n) : 0;
@@ -318,6 +327,7 @@ bool UdpDataplane::Receive() {
         queue_->Release(id);  // never answered: we cannot trust anything in it
         continue;
       }
+      view.ce = net::CongestionExperienced(m.msg_hdr);
       const uint32_t job = view.header.job_id;
       queue_->Push(id, job, m.msg_len, engine_->HoldsJob(job));
     }

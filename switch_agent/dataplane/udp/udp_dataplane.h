@@ -125,6 +125,7 @@ class UdpDataplane final : public Dataplane {
   std::vector<iovec> rx_iov_;
   std::vector<sockaddr_in> rx_addr_;
   std::vector<proto::PacketView> rx_views_;
+  std::vector<uint8_t> rx_control_;  // per id: the TOS control message (ECN)
   // One receive burst: batch_size entries, entry i filling pool id burst_ids_[i].
   std::vector<mmsghdr> rx_msgs_;
   std::vector<uint32_t> burst_ids_;

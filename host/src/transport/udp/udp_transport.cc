@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/net/ecn.h"
 #include "common/net/host_port.h"
 
 namespace tributary::host {
@@ -82,6 +83,12 @@ Result<std::unique_ptr<Transport>> UdpTransport::Create(const Options& options) 
   if (bind(t->fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     return Status(StatusCode::kUnavailable, std::string("cannot bind UDP socket: ") +
                                                 strerror(errno));
+  }
+  // Contributions go out ECN-capable; a RESULT that arrives marked CE is a
+  // congestion signal (docs/RELIABILITY.md "Congestion").
+  if (const int err = net::EnableEcn(t->fd_); err != 0) {
+    TRIB_LOG(kInfo, "udp", "ECN unavailable (%s): congestion marks will not be seen",
+             strerror(err));
   }
   t->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (t->wake_fd_ < 0) {
@@ -168,6 +175,7 @@ int UdpTransport::Recv(RxEvent* out, int max) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
+  alignas(cmsghdr) uint8_t control[kBatch][net::kEcnControlBytes];
   for (int i = 0; i < max; ++i) {
     iov[i] = {recv_area_ + i * kRecvBufBytes, kRecvBufBytes};
     msghdr& h = msgs[i].msg_hdr;
@@ -176,6 +184,8 @@ int UdpTransport::Recv(RxEvent* out, int max) {
     h.msg_namelen = sizeof(from[i]);
     h.msg_iov = &iov[i];
     h.msg_iovlen = 1;
+    h.msg_control = control[i];
+    h.msg_controllen = sizeof(control[i]);
   }
   int rc;
   do {
@@ -192,6 +202,7 @@ int UdpTransport::Recv(RxEvent* out, int max) {
     stats_.packets_received++;
     stats_.bytes_received += msgs[i].msg_len;
     DecodeEvent(recv_area_ + i * kRecvBufBytes, msgs[i].msg_len, &out[n]);
+    out[n].packet.ce = net::CongestionExperienced(msgs[i].msg_hdr);
     ++n;
   }
   return n;

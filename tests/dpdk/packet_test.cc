@@ -64,6 +64,22 @@ TEST(DpdkPacket, BuiltFrameParsesBack) {
   }
 }
 
+// Proves (ECN): frames we build are ECN-capable (ECT(0)), which the parser
+// does not read as a mark; a switch's CE mark (checksum fixed up, as a
+// switch does) is reported in info.ce.
+TEST(DpdkPacket, EcnCongestionMarkIsReported) {
+  Fixture fx;
+  auto f = fx.Frame(64);
+  EXPECT_EQ(f[kEthHeaderBytes + 1] & 0x03, 0x02) << "ECT(0)";
+  UdpFrameInfo info;
+  ASSERT_EQ(fx.Parse(f, &info), FrameVerdict::kUdp);
+  EXPECT_FALSE(info.ce);
+  f[kEthHeaderBytes + 1] |= 0x03;  // CE
+  FixIpChecksum(&f);
+  ASSERT_EQ(fx.Parse(f, &info), FrameVerdict::kUdp);
+  EXPECT_TRUE(info.ce);
+}
+
 // Lanes: ports our_port .. our_port + count - 1 are ours, and the parser says
 // which lane; a port outside the range (also below it) is not for us.
 TEST(DpdkPacket, PortRangeNamesTheLane) {

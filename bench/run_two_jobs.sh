@@ -10,7 +10,8 @@
 # stopped on exit.
 # Usage: bench/run_two_jobs.sh [BUILD_DIR]   Environment: ROUNDS (3), SIZE (16M), RANKS (4),
 #   ITERS (30), EXTRA (more `tributary bench` flags for the second job, e.g. "--window 1024
-#   --payload 64" for a misbehaving one)
+#   --payload 64" for a misbehaving one), DAEMON_ARGS (more tributaryd flags, e.g.
+#   "--fair-queue-packets 0" for arrival order)
 set -u -o pipefail
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -28,8 +29,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-"$DAEMON" --listen-address 127.0.0.1 --port 0 > "$work/daemon.out" 2> "$work/daemon.err" &
+# shellcheck disable=SC2086  # DAEMON_ARGS: words on purpose
+"$DAEMON" --listen-address 127.0.0.1 --port 0 ${DAEMON_ARGS:-} > "$work/daemon.out" \
+  2> "$work/daemon.err" &
 pids+=($!)
+daemon_pid=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/daemon.out" && break; sleep 0.05; done
 addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
 [[ -n "$addr" ]] || { echo "run_two_jobs: daemon did not start" >&2; exit 2; }
@@ -71,3 +75,5 @@ echo "|---|---:|"
 echo "| first | $(median < "$work/shares_a") |"
 echo "| second | $(median < "$work/shares_b") |"
 echo "solo time per all-reduce: $(median < "$work/solos") us"
+kill -USR1 "$daemon_pid" 2> /dev/null && sleep 0.3
+echo "daemon: $(grep -o "rx_shed=[0-9]*" "$work/daemon.err" | tail -1) (packets dropped by the fair queue)"

@@ -56,6 +56,9 @@ const Field kFields[] = {
     {"fair_queue_packets", "udp: packets (64 KiB each) queued between receive and processing "
      "and served to jobs round-robin; 0 = arrival order (0, batch_size-65536)", nullptr,
      &Config::fair_queue_packets},
+    {"shed_after_ms", "udp: the fair queue drops packets only while those it reads waited this "
+     "long in the socket; 0 = whenever its pool is full (0-60000)", nullptr,
+     &Config::shed_after_ms},
     {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
      &Config::socket_buffer_bytes},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
@@ -300,6 +303,7 @@ Status ValidateConfig(const Config& c) {
   range("job_idle_timeout_s", c.job_idle_timeout_s, 1, 7 * 86400);
   range("job_join_timeout_s", c.job_join_timeout_s, 1, 7 * 86400);
   range("batch_size", c.batch_size, 1, 1024);
+  range("shed_after_ms", c.shed_after_ms, 0, 60000);
   if (c.fair_queue_packets != 0) {
     range("fair_queue_packets", c.fair_queue_packets, c.batch_size, 65536);
   }
@@ -432,6 +436,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.port = static_cast<uint16_t>(c.port);
   o.batch_size = static_cast<uint32_t>(c.batch_size);
   o.fair_queue_packets = static_cast<uint32_t>(c.fair_queue_packets);
+  o.shed_after_ms = static_cast<uint32_t>(c.shed_after_ms);
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;

@@ -65,6 +65,10 @@ struct Config {
   // by deficit round robin; under overload the job holding the most loses
   // its oldest (fair_queue.h). 64 KiB each; 0 = arrival order.
   uint64_t fair_queue_packets = 256;
+  // udp: the fair queue drops only while the packets it reads have waited
+  // this long in the socket (the daemon is really behind, not absorbing a
+  // burst). 0 = whenever the pool is full (measured best: RELIABILITY.md).
+  uint64_t shed_after_ms = 0;
   // SO_RCVBUF/SO_SNDBUF request, bytes; 0 keeps the OS default. Large buffers
   // absorb a fan-in's synchronized bursts.
   uint64_t socket_buffer_bytes = 16ull << 20;

@@ -42,6 +42,7 @@ struct DataplaneOptions {
   uint16_t port = proto::kDefaultPort;        // 0 = let the kernel pick (tests)
   uint32_t batch_size = 64;                   // packets per receive burst
   uint32_t fair_queue_packets = 256;          // udp: pool shared fairly by jobs; 0 = arrival order
+  uint32_t shed_after_ms = 0;                 // udp: shed only when reads are this far behind
   uint64_t socket_buffer_bytes = 16u << 20;   // SO_RCVBUF/SO_SNDBUF request; 0 = OS default
   uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
   int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
@@ -54,7 +55,7 @@ struct DataplaneOptions {
 struct DataplaneStats {
   uint64_t rx_packets = 0;       // datagrams received (valid or not)
   uint64_t rx_bytes = 0;
-  uint64_t rx_batches = 0;       // non-empty receive bursts
+  uint64_t rx_batches = 0;       // non-empty receive bursts (udp: batches fed to the engine)
   uint64_t rx_truncated = 0;     // datagrams larger than the receive buffer
   uint64_t rx_shed = 0;          // datagrams dropped by the fair queue for another job's sake
   uint64_t tx_packets = 0;       // datagrams handed to the kernel

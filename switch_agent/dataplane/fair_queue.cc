@@ -66,6 +66,7 @@ void FairQueue::Push(uint32_t id, uint32_t job_id, uint32_t bytes, bool known_jo
   }
   bucket.tail = id;
   bucket.cost += cost_[id];
+  ++bucket.packets;
   if (!bucket.active) Activate(b);
 }
 
@@ -75,6 +76,7 @@ uint32_t FairQueue::PopHead(uint32_t b) {
   bucket.head = next_[id];
   if (bucket.head == kNone) bucket.tail = kNone;
   bucket.cost -= cost_[id];
+  --bucket.packets;
   return id;
 }
 
@@ -126,10 +128,10 @@ bool FairQueue::ShedLongest(uint32_t* job_id) {
   uint64_t most = 0;
   uint32_t holding = 0;
   for (uint32_t b = active_head_; b != kNone; b = buckets_[b].next_active) {
-    if (buckets_[b].cost == 0) continue;
+    if (buckets_[b].packets == 0) continue;
     ++holding;
-    if (buckets_[b].cost > most) {
-      most = buckets_[b].cost;
+    if (buckets_[b].packets > most) {
+      most = buckets_[b].packets;
       longest = b;
     }
   }

@@ -19,10 +19,11 @@
 //   two backlogged jobs each get about half of the daemon's time, whatever
 //   their packet sizes.
 // - When the pool is full and more packets wait, the oldest packet of the
-//   bucket holding the most cost is dropped (longest queue drop, head first
-//   as fq_codel does): the job that sends beyond its share loses its own
-//   packets and its congestion control sees the loss; a job within its share
-//   loses none.
+//   bucket holding the most buffers is dropped (longest queue drop, head
+//   first as fq_codel does; buffers, not cost, because every packet takes a
+//   64 KiB buffer whatever its size): the job that sends beyond its share
+//   loses its own packets and its congestion control sees the loss; a job
+//   within its share loses none.
 //
 // Packets of one bucket leave in arrival order. A queue that is not over
 // capacity drops nothing, so a daemon that keeps up behaves exactly as a
@@ -41,10 +42,11 @@ namespace tributary::agent {
 class FairQueue {
  public:
   // Per-packet cost in bytes-equivalent: the work a packet costs the daemon
-  // beyond its bytes (kernel UDP: two system calls' share, the header MAC,
-  // the job and peer lookups; about 1 us, or what the payload MAC hashes in
-  // 2 KiB at ~0.6 ns per byte, docs/PERFORMANCE.md section 1).
-  static constexpr uint32_t kPacketCost = 2048;
+  // beyond its bytes. An estimate for kernel UDP: receiving the datagram,
+  // the header MAC and lookups, and sending its RESULT to each rank, about
+  // 3 us, what the payload MAC and the reduction (~0.7 ns per byte,
+  // docs/PERFORMANCE.md section 1) spend on 4 KiB.
+  static constexpr uint32_t kPacketCost = 4096;
   // DRR quantum: at least the largest packet, so every visit sends one.
   static constexpr uint32_t kQuantum = 65536 + kPacketCost;
 
@@ -69,7 +71,7 @@ class FairQueue {
   // The next packet to process, by deficit round robin; false when empty.
   // The id stays taken until Release.
   bool Pop(uint32_t* id);
-  // Drops the oldest packet of the bucket holding the most cost and frees
+  // Drops the oldest packet of the bucket holding the most packets and frees
   // its id. Only for another bucket's sake: false (nothing dropped) unless
   // two or more buckets hold packets; a lone job's backlog waits in the
   // kernel's queue as it did without this class. *job_id (if not null) is
@@ -78,8 +80,9 @@ class FairQueue {
 
   // The bucket of a known job, 1..buckets-1 (0 with a single bucket).
   uint32_t BucketOf(uint32_t job_id) const;
-  // Cost queued in the bucket of `job_id` (tests, diagnostics).
+  // Cost and packets queued in the bucket of `job_id` (tests, diagnostics).
   uint64_t QueuedCost(uint32_t job_id) const { return buckets_[BucketOf(job_id)].cost; }
+  uint32_t QueuedPackets(uint32_t job_id) const { return buckets_[BucketOf(job_id)].packets; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -88,6 +91,7 @@ class FairQueue {
     uint32_t tail = kNone;         // newest packet id
     uint32_t next_active = kNone;  // round-robin ring of non-empty buckets
     uint64_t cost = 0;             // sum of the queued packets' costs
+    uint32_t packets = 0;          // packets queued (buffers held)
     uint64_t deficit = 0;
     bool active = false;           // in the ring
     bool has_turn = false;         // at the ring's front and given its quantum

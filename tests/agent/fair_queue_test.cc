@@ -107,7 +107,7 @@ TEST(FairQueueTest, AnIdleJobWaitsAtMostOneTurn) {
   const auto [flood, light] = TwoJobs(q);
   for (int i = 0; i < 4000; ++i) Add(q, flood, 64);
   const uint32_t mine = Add(q, light, 65000);
-  // One turn of the flood is a quantum of 2112-byte charges: 32 packets.
+  // One turn of the flood is a quantum of (64 + kPacketCost)-byte charges.
   const uint32_t per_turn = FairQueue::kQuantum / (64 + FairQueue::kPacketCost) + 1;
   uint32_t pops = 0;
   for (;;) {
@@ -147,6 +147,22 @@ TEST(FairQueueTest, ShedDropsTheOldestOfTheLongest) {
   EXPECT_EQ(out_modest, modest_ids);
   // The 10 greedy packets left are the newest, in order.
   EXPECT_EQ(out_greedy, std::vector<uint32_t>(greedy_ids.begin() + 30, greedy_ids.end()));
+}
+
+// Proves: "the most" is counted in buffers, not bytes: every packet takes a
+// 64 KiB buffer, so a job queueing many small packets is shed before one
+// queueing a few large ones.
+TEST(FairQueueTest, ShedCountsBuffersNotBytes) {
+  FairQueue q(64, 64, kSeed);
+  const auto [small, large] = TwoJobs(q);
+  for (int i = 0; i < 3; ++i) Add(q, large, 65000);
+  for (int i = 0; i < 10; ++i) Add(q, small, 64);
+  EXPECT_GT(q.QueuedCost(large), q.QueuedCost(small));
+  uint32_t job = 0;
+  ASSERT_TRUE(q.ShedLongest(&job));
+  EXPECT_EQ(job, small);
+  EXPECT_EQ(q.QueuedPackets(small), 9u);
+  EXPECT_EQ(q.QueuedPackets(large), 3u);
 }
 
 // Proves: a lone job's backlog is never shed (there is nobody to make room

@@ -179,7 +179,7 @@ class TributarydTest : public ::testing::Test {
   // `pool` as fair_queue_packets and batches of 8, serves another window;
   // checks that every packet of the backlog is accounted for (processed or
   // shed) and the job stayed exact, and returns stderr after exit.
-  std::string FrozenFlood(const char* pool);
+  std::string FrozenFlood(const char* pool, const char* shed_after_ms = "5");
   DaemonProcess daemon_;
 };
 
@@ -468,10 +468,11 @@ bool WaitStopped(pid_t pid) {
 }
 
 // A backlog queued while the daemon is frozen (SIGSTOP): 8 large forged
-// contributions for the running job, 8 small packets of another flow (an
+// contributions for the running job, 4 small packets of another flow (an
 // unknown job id: its own queue), 32 more forged ones for the job. The
-// socket holds all 48 before the loop reads one, so the daemon meets a
-// backlog of two flows, the same one on every run.
+// socket holds all 44 before the loop reads one, so the daemon meets a
+// backlog of two flows, the same one on every run, and one that has waited
+// long enough to shed.
 void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment) {
   Rank attacker(daemon.port(), kJobKey ^ 1);  // a guessed key: every MAC is wrong
   daemon.Signal(SIGSTOP);
@@ -485,22 +486,26 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment) 
   };
   for (int i = 0; i < 8; ++i) forged();
   const auto small = job.Data(0, fragment);
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 4; ++i) {
     proto::Header h = job.Contribution(0, fragment);
     h.job_id = kJobId + 1000;
     attacker.Send(h, small.data(), kPayloadBytes);
   }
   for (int i = 0; i < 32; ++i) forged();
+  // Every packet then waits at least 50 ms in the socket, beyond the 5 ms
+  // (shed_after_ms) after which the loop counts as behind and may shed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   daemon.Signal(SIGCONT);
 }
 
-std::string TributarydTest::FrozenFlood(const char* pool) {
-  StartDaemon({"--batch-size", "8", "--fair-queue-packets", pool});
+std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after_ms) {
+  StartDaemon({"--batch-size", "8", "--fair-queue-packets", pool, "--shed-after-ms",
+               shed_after_ms});
   JobDriver job(daemon_.port(), 0);
   job.JoinAll();
   job.RunWindow(0, kSlots);
   FloodWhileFrozen(daemon_, job, kSlots);
-  EXPECT_TRUE(ReportUntilCounted("engine_drops", "unknown_job", 8)) << daemon_.Stderr();
+  EXPECT_TRUE(ReportUntilCounted("engine_drops", "unknown_job", 4)) << daemon_.Stderr();
   job.RunWindow(kSlots, kSlots);
   const std::string err = StopDaemon();
   const long shed = CounterValue(err, "dataplane.udp", "rx_shed");
@@ -511,8 +516,8 @@ std::string TributarydTest::FrozenFlood(const char* pool) {
 
 // Proves (issue #12, the daemon's per-job fairness): with a pool of 16
 // packets served 8 at a time, a backlog of two flows costs the flow that
-// holds the most (the job's 8 KiB forgeries) and never the other: all 8 of
-// its packets reach the engine (counted as unknown_job), some forgeries are
+// holds the most buffers (the job's forgeries) and never the other: all 4
+// of its packets reach the engine (counted as unknown_job), some forgeries are
 // shed (rx_shed, with a WARN naming the job) and the rest reach the engine
 // (bad_mac), none lost uncounted. The job's results stay exact.
 TEST_F(TributarydTest, AFloodingFlowLosesOnlyItsOwnPackets) {
@@ -522,9 +527,15 @@ TEST_F(TributarydTest, AFloodingFlowLosesOnlyItsOwnPackets) {
 }
 
 // Proves: with fair_queue_packets 0 the same backlog is served in arrival
-// order and nothing is shed.
+// order and nothing is shed; with the pool but a backlog younger than
+// shed_after_ms (10 s here), nothing is shed either: the daemon is not
+// behind, and what the socket holds waits there.
 TEST_F(TributarydTest, WithoutTheFairQueueNothingIsShed) {
   const std::string err = FrozenFlood("0");
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_shed"), 0) << err;
+}
+TEST_F(TributarydTest, AYoungBacklogIsNotShed) {
+  const std::string err = FrozenFlood("16", "10000");
   EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_shed"), 0) << err;
 }
 

@@ -126,6 +126,15 @@ Status UdpDataplane::Init() {
   if (const int err = net::EnableEcn(fd_); err != 0) {
     TRIB_LOG(kWarn, kLog, "ECN: %s; congestion marks will not be seen", strerror(err));
   }
+  // Arrival stamps: how far behind the loop reads (the fair queue sheds
+  // only then).
+  shed_after_ns_ = uint64_t{options_.shed_after_ms} * 1000000;
+  const int on = 1;
+  if (shed_after_ns_ > 0 && setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) != 0) {
+    TRIB_LOG(kWarn, kLog, "SO_TIMESTAMPNS: %s; the fair queue will shed whenever it is full",
+             strerror(errno));
+    shed_after_ns_ = 0;
+  }
 
   // Every buffer the loop touches is allocated here, none per packet.
   // fair_queue_packets 0: a pool of one burst and one queue, arrival order.
@@ -148,7 +157,7 @@ Status UdpDataplane::Init() {
   rx_iov_.assign(pool, iovec{});
   rx_addr_.assign(pool, sockaddr_in{});
   rx_views_.assign(pool, proto::PacketView{});
-  rx_control_.assign(pool * net::kEcnControlBytes, 0);
+  rx_control_.assign(pool * kControlBytes, 0);
   for (size_t i = 0; i < pool; ++i) {
     rx_iov_[i].iov_base = rx_buffers_ + i * kRxBufferBytes;
     rx_iov_[i].iov_len = kRxBufferBytes;
@@ -276,8 +285,9 @@ bool UdpDataplane::Receive() {
   // At most a pool's worth per call: then the engine gets a batch.
   for (uint32_t read = 0; read < queue_->capacity(); read += batch) {
     // Room for a whole burst, made by the job holding the most when others
-    // wait too; a lone job's backlog stays in the kernel's queue.
-    while (queue_->free_count() < batch) {
+    // wait too and the loop is really behind (packets waited shed_after_ms
+    // in the kernel); otherwise the backlog stays in the kernel's queue.
+    while (queue_->free_count() < batch && behind_ns_ >= shed_after_ns_) {
       uint32_t job = 0;
       if (!queue_->ShedLongest(&job)) break;
       if (PowerOfTwo(++stats_.rx_shed)) {
@@ -299,8 +309,8 @@ bool UdpDataplane::Receive() {
       h.msg_iovlen = 1;
       h.msg_name = &rx_addr_[id];
       h.msg_namelen = sizeof(sockaddr_in);
-      h.msg_control = &rx_control_[id * net::kEcnControlBytes];
-      h.msg_controllen = net::kEcnControlBytes;
+      h.msg_control = &rx_control_[id * kControlBytes];
+      h.msg_controllen = kControlBytes;
     }
     const int n = recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
     const uint32_t got = n > 0 ? static_cast<uint32_t>(n) : 0;
@@ -310,6 +320,7 @@ bool UdpDataplane::Receive() {
       TRIB_LOG(kWarn, kLog, "recvmmsg: %s (%llu times)", strerror(errno),
                static_cast<unsigned long long>(rx_errors_));
     }
+    if (got > 0) behind_ns_ = WaitedInKernel(rx_msgs_[got - 1].msg_hdr);
     for (uint32_t i = 0; i < got; ++i) {
       const uint32_t id = burst_ids_[i];
       const mmsghdr& m = rx_msgs_[i];
@@ -334,6 +345,25 @@ bool UdpDataplane::Receive() {
     if (got < want) return false;  // drained
   }
   return true;
+}
+
+// How long the datagram received with `msg` waited in the socket's queue:
+// the time now minus the kernel's arrival stamp (SO_TIMESTAMPNS, the
+// realtime clock); 0 without a stamp.
+uint64_t UdpDataplane::WaitedInKernel(const msghdr& msg) {
+  if (msg.msg_flags & MSG_CTRUNC) return 0;
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&msg), const_cast<cmsghdr*>(c))) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
+    timespec arrived{};
+    std::memcpy(&arrived, CMSG_DATA(c), sizeof(arrived));
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t waited = (int64_t{now.tv_sec} - arrived.tv_sec) * 1000000000 +
+                           (int64_t{now.tv_nsec} - arrived.tv_nsec);
+    return waited > 0 ? static_cast<uint64_t>(waited) : 0;
+  }
+  return 0;
 }
 
 void UdpDataplane::ProcessQueued(uint64_t now_ns) {

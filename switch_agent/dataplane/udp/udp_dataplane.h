@@ -7,12 +7,15 @@
 // pool of `fair_queue_packets` 64-byte-aligned 64 KiB buffers. Each datagram
 // is decoded in place and queued by job in a FairQueue (fair_queue.h); the
 // engine is fed `batch_size` packets at a time by deficit round robin over
-// the jobs, and when the pool is full while two or more jobs wait, the job
-// holding the most loses its oldest packet (counted in rx_shed): a job that
-// floods the daemon pays for it, not its neighbours. The loop reads up to
-// the pool's size before each processing batch, so a backlog is decided by
-// this queue rather than by the kernel's receive queue, whose drops would
-// fall on every job alike. The Action the engine returns is queued in a
+// the jobs. When the pool is full while two or more jobs wait and the loop
+// is behind (the datagrams it reads waited shed_after_ms in the socket, by
+// the kernel's SO_TIMESTAMPNS stamps), the job holding the most buffers
+// loses its oldest packet (counted in rx_shed): a job that floods the daemon
+// pays for it, not its neighbours. The loop reads up to the pool's size
+// before each processing batch, so such a backlog is decided by this queue
+// rather than by the kernel's receive queue, whose drops would fall on
+// every job alike; a younger backlog waits in the socket, where the jobs'
+// congestion control sees it and settles it without loss. The Action the engine returns is queued in a
 // sendmmsg batch whose entries are
 // {encoded 64-byte header, payload pointer}: a result fanned out to N peers
 // is N iovec pairs pointing at the one result in the engine's arena, never a
@@ -37,6 +40,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +48,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/net/ecn.h"
 #include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/dataplane/fair_queue.h"
 #include "switch_agent/dataplane/reply_policy.h"
@@ -66,6 +71,8 @@ class UdpDataplane final : public Dataplane {
   // Buckets of the fair queue (stochastic fairness: two jobs share one
   // with probability 1/1023).
   static constexpr uint32_t kFairQueueBuckets = 1024;
+  // Control messages per received datagram: TOS (ECN) and the arrival stamp.
+  static constexpr size_t kControlBytes = net::kEcnControlBytes + CMSG_SPACE(sizeof(timespec));
   // Bursts drained per wake-up before the loop ticks anyway.
   static constexpr int kMaxBurstsPerWake = 16;
 
@@ -89,6 +96,7 @@ class UdpDataplane final : public Dataplane {
   // Reads what the socket holds into the pool (up to its size, shedding
   // for fairness); false once the socket is drained.
   bool Receive();
+  static uint64_t WaitedInKernel(const msghdr& msg);
   // Feeds up to batch_size queued packets to the engine.
   void ProcessQueued(uint64_t now_ns);
   void ProcessPacket(uint32_t id, uint64_t now_ns);
@@ -125,7 +133,12 @@ class UdpDataplane final : public Dataplane {
   std::vector<iovec> rx_iov_;
   std::vector<sockaddr_in> rx_addr_;
   std::vector<proto::PacketView> rx_views_;
-  std::vector<uint8_t> rx_control_;  // per id: the TOS control message (ECN)
+  std::vector<uint8_t> rx_control_;  // per id: kControlBytes of control messages
+  uint64_t behind_ns_ = 0;           // the newest datagram read waited this long in the kernel
+  // The fair queue sheds only while behind_ns_ is at least this (option
+  // shed_after_ms): the loop is really behind (a job ignoring congestion),
+  // not absorbing a burst that congestion control will settle.
+  uint64_t shed_after_ns_ = 0;
   // One receive burst: batch_size entries, entry i filling pool id burst_ids_[i].
   std::vector<mmsghdr> rx_msgs_;
   std::vector<uint32_t> burst_ids_;

@@ -45,6 +45,8 @@
 #                               NETNS_DAEMON_PID and NETNS_DAEMON (addr:port)
 #   netns_cluster_destroy       kill what runs inside, delete everything
 #   netns_trap_cleanup [FN]     destroy (after FN) on EXIT, INT and TERM
+#   netns_test_init NAME DAEMON CLI  test scripts: check binaries and root,
+#                               make WORK, install the teardown trap
 #
 # Not thread-safe in any sense: one cluster per shell process.
 
@@ -217,21 +219,7 @@ EOF
 
 # Sum of the packets the loss rules dropped: "to" the daemon (switch input
 # and host-to-host forwarding), "from" the daemon (hosts' input), or all.
-netns_loss_drops() {
-  local which=${1:-all} i
-  {
-    if [[ $which != from ]]; then
-      ip netns exec "$NETNS_SWITCH" nft list table inet trib_loss 2> /dev/null
-      ip netns exec "$NETNS_SWITCH" nft list table bridge trib_loss 2> /dev/null
-    fi
-    if [[ $which != to ]]; then
-      for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-        netns_host_exec "$i" nft list table inet trib_loss 2> /dev/null
-      done
-    fi
-  } | awk '/counter packets/ { for (f = 1; f < NF; ++f) if ($f == "packets") s += $(f + 1) }
-           END { print s + 0 }'
-}
+netns_loss_drops() { netns__rule_packets "${1:-all}" trib_loss "inet trib_loss" "bridge trib_loss"; }
 
 # ECN: nftables sets Congestion Experienced on a random PERMILLE/1000 of
 # the UDP packets arriving at the daemon (switch namespace, input hook) and
@@ -259,17 +247,41 @@ EOF
 }
 
 # Packets the CE rules marked: "to" the daemon, "from" it, or all.
-netns_ce_marks() {
-  local which=${1:-all} i
+netns_ce_marks() { netns__rule_packets "${1:-all}" trib_ce "inet trib_ce"; }
+
+# Packets counted by the rules of the switch's tables (SWITCH_TABLES: "family
+# name" each) for "to", of the hosts' inet table HOST_TABLE for "from", or all.
+netns__rule_packets() {  # to|from|all HOST_TABLE SWITCH_TABLES...
+  local which=$1 host_table=$2 i t
+  shift 2
   {
-    [[ $which != from ]] && ip netns exec "$NETNS_SWITCH" nft list table inet trib_ce 2> /dev/null
+    if [[ $which != from ]]; then
+      # shellcheck disable=SC2086  # "family name": two words
+      for t in "$@"; do ip netns exec "$NETNS_SWITCH" nft list table $t 2> /dev/null; done
+    fi
     if [[ $which != to ]]; then
       for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-        netns_host_exec "$i" nft list table inet trib_ce 2> /dev/null
+        netns_host_exec "$i" nft list table inet "$host_table" 2> /dev/null
       done
     fi
   } | awk '/counter packets/ { for (f = 1; f < NF; ++f) if ($f == "packets") s += $(f + 1) }
            END { print s + 0 }'
+}
+
+# For test scripts: checks the daemon and CLI binaries (exit 2, naming the
+# variables), root and `ip netns` (exit 77: ctest's SKIP), makes WORK (kept
+# with KEEP_LOGS=1) and installs the teardown trap. NAME prefixes messages.
+netns_test_init() {  # NAME DAEMON_BIN CLI_BIN
+  if [[ ! -x "$2" || ! -x "$3" ]]; then
+    echo "$1: set TRIBUTARYD and TRIBUTARY_CLI (or pass them as arguments)" >&2
+    exit 2
+  fi
+  netns_check || exit $?
+  WORK=$(mktemp -d "/tmp/trib-$1.XXXXXX")
+  netns_trap_cleanup netns__cleanup_work
+}
+netns__cleanup_work() {
+  if [[ ${KEEP_LOGS:-0} == 1 ]]; then echo "logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
 
 # tributaryd on br0 with a free port; waits for its "listening" line.

@@ -25,17 +25,7 @@ CLI_BIN=${2:-${TRIBUTARY_CLI:-}}
 RANKS=${RANKS:-2}
 MARKS=${MARKS:-200}
 
-if [[ ! -x "$DAEMON_BIN" || ! -x "$CLI_BIN" ]]; then
-  echo "ecn_test: set TRIBUTARYD and TRIBUTARY_CLI (or pass them as arguments)" >&2
-  exit 2
-fi
-netns_check || exit $?
-
-WORK=$(mktemp -d /tmp/trib-netns-ecn.XXXXXX)
-cleanup_work() {
-  if [[ ${KEEP_LOGS:-0} == 1 ]]; then echo "logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
-}
-netns_trap_cleanup cleanup_work
+netns_test_init ecn_test "$DAEMON_BIN" "$CLI_BIN"
 
 netns_cluster_create 1 "" 9000 || { echo "ecn_test: cannot build the cluster" >&2; exit 1; }
 netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" || exit 1

@@ -32,17 +32,7 @@ RANKS=${RANKS:-4}
 MAX_SIZE=${MAX_SIZE:-4M}
 LOSSES=${LOSSES:-"1 10 100"}
 
-if [[ ! -x "$DAEMON_BIN" || ! -x "$CLI_BIN" ]]; then
-  echo "loss_test: set TRIBUTARYD and TRIBUTARY_CLI (or pass them as arguments)" >&2
-  exit 2
-fi
-netns_check || exit $?
-
-WORK=$(mktemp -d /tmp/trib-netns-loss.XXXXXX)
-cleanup_work() {
-  if [[ ${KEEP_LOGS:-0} == 1 ]]; then echo "logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
-}
-netns_trap_cleanup cleanup_work
+netns_test_init loss_test "$DAEMON_BIN" "$CLI_BIN"
 
 netns_cluster_create 1 "" 9000 || { echo "loss_test: cannot build the cluster" >&2; exit 1; }
 netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" || exit 1

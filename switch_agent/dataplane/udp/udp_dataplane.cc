@@ -203,13 +203,16 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
     }
     for (int pass = 0; pass < kMaxBurstsPerWake; ++pass) {
       const bool more = Receive();
-      if (queue_->empty()) break;
-      ++stats_.rx_batches;
       // Stamped after the receive, so no packet of the batch arrived later
       // than its time: arrival order and lateness (straggler statistics)
       // never run backwards, however long the loop was descheduled.
       now = MonotonicNowNs();
-      ProcessQueued(now);
+      if (!queue_->empty()) {
+        ++stats_.rx_batches;
+        ProcessQueued(now);
+      }
+      // Every pass, also one that read only undecodable datagrams: a
+      // flood of garbage must not stop reaping, uplink timers or the tick.
       PollUplinks(now);
       Flush();
       // After the flush: Reap invalidates the payload pointers just sent.

@@ -85,9 +85,10 @@ class CongestionWindow {
     // ECN: a queue on the path said so itself. Half the fraction of marked
     // results (DCTCP's rule: every result marked halves the limit).
     if (epoch_marked_ > 0) {
-      cut = std::max(cut, 0.5 * static_cast<double>(epoch_marked_) /
-                              static_cast<double>(std::max(epoch_results_, epoch_marked_)));
-      ++ecn_decreases_;
+      const double ecn_cut = 0.5 * static_cast<double>(epoch_marked_) /
+                             static_cast<double>(std::max(epoch_results_, epoch_marked_));
+      if (ecn_cut > cut && limit_ > min_) ++ecn_decreases_;  // the marks decided
+      cut = std::max(cut, ecn_cut);
     }
     if (cut > 0) {
       limit_ = std::max(static_cast<double>(min_), limit_ * (1.0 - cut));
@@ -153,7 +154,7 @@ class CongestionWindow {
   uint64_t queue_ns() const { return queue_ns_; }
   uint64_t target_ns() const { return target_used_ns_; }
   uint64_t decreases() const { return decreases_; }
-  // Epochs whose decrease ECN marks caused or deepened.
+  // Epochs whose decrease the ECN marks decided (deeper than the queue's).
   uint64_t ecn_decreases() const { return ecn_decreases_; }
 
  private:

@@ -54,7 +54,7 @@ const Field kFields[] = {
      "reaped", nullptr, &Config::job_join_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
     {"fair_queue_packets", "udp: packets (64 KiB each) queued between receive and processing "
-     "and served to jobs round-robin; 0 = arrival order (0, batch_size-65536)", nullptr,
+     "and served to jobs round-robin; 0 = arrival order (0, 2*batch_size-65536)", nullptr,
      &Config::fair_queue_packets},
     {"shed_after_ms", "udp: the fair queue drops packets only while those it reads waited this "
      "long in the socket; 0 = whenever its pool is full (0-60000)", nullptr,
@@ -305,7 +305,7 @@ Status ValidateConfig(const Config& c) {
   range("batch_size", c.batch_size, 1, 1024);
   range("shed_after_ms", c.shed_after_ms, 0, 60000);
   if (c.fair_queue_packets != 0) {
-    range("fair_queue_packets", c.fair_queue_packets, c.batch_size, 65536);
+    range("fair_queue_packets", c.fair_queue_packets, 2 * c.batch_size, 65536);
   }
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
   range("max_peers", c.max_peers, 1, 1u << 22);

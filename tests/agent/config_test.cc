@@ -161,6 +161,8 @@ TEST(ConfigTest, BadValuesAreRejected) {
       {{"--max-memory-mb", "0"}, "max_memory_mb"},
       {{"--job-idle-timeout-s", "0"}, "job_idle_timeout_s"},
       {{"--batch-size", "1025"}, "batch_size"},
+      {{"--fair-queue-packets", "127"}, "fair_queue_packets: 127 is out of range [128, 65536]"},
+      {{"--shed-after-ms", "60001"}, "shed_after_ms"},
       {{"--socket-buffer-bytes", "100"}, "socket_buffer_bytes"},
       {{"--max-peers", "0"}, "max_peers"},
       {{"--log-level", "verbose"}, "log_level"},

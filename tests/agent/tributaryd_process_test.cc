@@ -179,7 +179,7 @@ class TributarydTest : public ::testing::Test {
   // `pool` as fair_queue_packets and batches of 8, serves another window;
   // checks that every packet of the backlog is accounted for (processed or
   // shed) and the job stayed exact, and returns stderr after exit.
-  std::string FrozenFlood(const char* pool, const char* shed_after_ms = "5");
+  std::string FrozenFlood(const char* pool, const char* shed_after_ms = "5", int more = 32);
   DaemonProcess daemon_;
 };
 
@@ -469,11 +469,11 @@ bool WaitStopped(pid_t pid) {
 
 // A backlog queued while the daemon is frozen (SIGSTOP): 8 large forged
 // contributions for the running job, 4 small packets of another flow (an
-// unknown job id: its own queue), 32 more forged ones for the job. The
-// socket holds all 44 before the loop reads one, so the daemon meets a
+// unknown job id: its own queue), `more` forged ones for the job. The
+// socket holds them all before the loop reads one, so the daemon meets a
 // backlog of two flows, the same one on every run, and one that has waited
 // long enough to shed.
-void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment) {
+void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, int more) {
   Rank attacker(daemon.port(), kJobKey ^ 1);  // a guessed key: every MAC is wrong
   daemon.Signal(SIGSTOP);
   EXPECT_TRUE(WaitStopped(daemon.pid()));
@@ -491,25 +491,25 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment) 
     h.job_id = kJobId + 1000;
     attacker.Send(h, small.data(), kPayloadBytes);
   }
-  for (int i = 0; i < 32; ++i) forged();
+  for (int i = 0; i < more; ++i) forged();
   // Every packet then waits at least 50 ms in the socket, beyond the 5 ms
   // (shed_after_ms) after which the loop counts as behind and may shed.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   daemon.Signal(SIGCONT);
 }
 
-std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after_ms) {
+std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after_ms, int more) {
   StartDaemon({"--batch-size", "8", "--fair-queue-packets", pool, "--shed-after-ms",
                shed_after_ms});
   JobDriver job(daemon_.port(), 0);
   job.JoinAll();
   job.RunWindow(0, kSlots);
-  FloodWhileFrozen(daemon_, job, kSlots);
+  FloodWhileFrozen(daemon_, job, kSlots, more);
   EXPECT_TRUE(ReportUntilCounted("engine_drops", "unknown_job", 4)) << daemon_.Stderr();
   job.RunWindow(kSlots, kSlots);
   const std::string err = StopDaemon();
   const long shed = CounterValue(err, "dataplane.udp", "rx_shed");
-  EXPECT_EQ(CounterValue(err, "engine_drops", "bad_mac") + shed, 40) << err;
+  EXPECT_EQ(CounterValue(err, "engine_drops", "bad_mac") + shed, 8 + more) << err;
   EXPECT_EQ(CounterValue(err, "engine", "completions"), 2 * kSlots) << err;
   return err;
 }
@@ -536,6 +536,15 @@ TEST_F(TributarydTest, WithoutTheFairQueueNothingIsShed) {
 }
 TEST_F(TributarydTest, AYoungBacklogIsNotShed) {
   const std::string err = FrozenFlood("16", "10000");
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_shed"), 0) << err;
+}
+
+// Proves: a backlog of 24 (8 forged, 4 of the other flow, 12 forged) that
+// the pool of 16 and a batch of 8 drain without waiting loses nothing: the
+// pass that finds the pool full after the socket's last datagrams has
+// nobody to make room for and sheds nothing.
+TEST_F(TributarydTest, ABacklogThePoolDrainsIsNotShed) {
+  const std::string err = FrozenFlood("16", "0", 12);
   EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_shed"), 0) << err;
 }
 

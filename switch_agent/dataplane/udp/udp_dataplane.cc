@@ -140,8 +140,11 @@ Status UdpDataplane::Init() {
   // fair_queue_packets 0: a pool of one burst and one queue, arrival order.
   const size_t batch = options_.batch_size;
   const bool fair = options_.fair_queue_packets > 0;
-  const uint32_t pool = fair ? std::max<uint32_t>(options_.fair_queue_packets, options_.batch_size)
-                             : options_.batch_size;
+  // At least two bursts: with one, every pass would start with a free
+  // burst and nothing could ever be shed.
+  const uint32_t pool =
+      fair ? std::max<uint32_t>(options_.fair_queue_packets, 2 * options_.batch_size)
+           : options_.batch_size;
   std::random_device seed;
   queue_ = std::make_unique<FairQueue>(pool, fair ? kFairQueueBuckets : 1,
                                        (uint64_t{seed()} << 32) | seed());
@@ -288,9 +291,11 @@ bool UdpDataplane::Receive() {
   // At most a pool's worth per call: then the engine gets a batch.
   for (uint32_t read = 0; read < queue_->capacity(); read += batch) {
     // Room for a whole burst, made by the job holding the most when others
-    // wait too and the loop is really behind (packets waited shed_after_ms
-    // in the kernel); otherwise the backlog stays in the kernel's queue.
-    while (queue_->free_count() < batch && behind_ns_ >= shed_after_ns_) {
+    // wait too, the loop is really behind (packets waited shed_after_ms in
+    // the kernel) and a datagram is waiting to be read (never for an empty
+    // socket); otherwise the backlog stays in the kernel's queue.
+    const bool shed = queue_->free_count() < batch && behind_ns_ >= shed_after_ns_ && Pending();
+    while (shed && queue_->free_count() < batch) {
       uint32_t job = 0;
       if (!queue_->ShedLongest(&job)) break;
       if (PowerOfTwo(++stats_.rx_shed)) {
@@ -348,6 +353,12 @@ bool UdpDataplane::Receive() {
     if (got < want) return false;  // drained
   }
   return true;
+}
+
+// True when the socket holds a datagram (poll without waiting).
+bool UdpDataplane::Pending() const {
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
 // How long the datagram received with `msg` waited in the socket's queue:

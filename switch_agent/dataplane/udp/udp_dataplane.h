@@ -97,6 +97,7 @@ class UdpDataplane final : public Dataplane {
   // for fairness); false once the socket is drained.
   bool Receive();
   static uint64_t WaitedInKernel(const msghdr& msg);
+  bool Pending() const;
   // Feeds up to batch_size queued packets to the engine.
   void ProcessQueued(uint64_t now_ns);
   void ProcessPacket(uint32_t id, uint64_t now_ns);

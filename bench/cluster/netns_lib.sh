@@ -193,27 +193,32 @@ netns_add_control_network() {
 
 # Replaces the loss rules; PERMILLE = 0 removes them.
 netns_set_loss() {
-  local k=$1 i
-  ip netns exec "$NETNS_SWITCH" nft delete table inet trib_loss 2> /dev/null
-  ip netns exec "$NETNS_SWITCH" nft delete table bridge trib_loss 2> /dev/null
-  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-    netns_host_exec "$i" nft delete table inet trib_loss 2> /dev/null
-  done
-  ((k > 0)) || return 0
-  ip netns exec "$NETNS_SWITCH" nft -f - << EOF || return 1
-table inet trib_loss {
-  chain to_daemon { type filter hook input priority 0; iifname "br0" numgen random mod 1000 < $k counter drop; }
+  local k=$1
+  ((k > 0)) || { netns__replace_rules trib_loss; return 0; }
+  netns__replace_rules trib_loss "table inet trib_loss {
+  chain to_daemon { type filter hook input priority 0; iifname \"br0\" numgen random mod 1000 < $k counter drop; }
 }
 table bridge trib_loss {
-  chain host_to_host { type filter hook forward priority 0; iifname "h*" ether type ip numgen random mod 1000 < $k counter drop; }
-}
-EOF
-  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-    netns_host_exec "$i" nft -f - << EOF || return 1
-table inet trib_loss {
+  chain host_to_host { type filter hook forward priority 0; iifname \"h*\" ether type ip numgen random mod 1000 < $k counter drop; }
+}" "table inet trib_loss {
   chain from_daemon { type filter hook input priority 0; ip saddr $NETNS_DAEMON_ADDR numgen random mod 1000 < $k counter drop; }
+}"
 }
-EOF
+
+# Deletes the tables called NAME (inet and bridge) in the switch and the
+# hosts, then loads SWITCH_RULES into the switch and HOST_RULES into every
+# host (nft syntax; none when omitted).
+netns__replace_rules() {  # NAME [SWITCH_RULES HOST_RULES]
+  local name=$1 i
+  ip netns exec "$NETNS_SWITCH" nft delete table inet "$name" 2> /dev/null
+  ip netns exec "$NETNS_SWITCH" nft delete table bridge "$name" 2> /dev/null
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    netns_host_exec "$i" nft delete table inet "$name" 2> /dev/null
+  done
+  (($# > 1)) || return 0
+  ip netns exec "$NETNS_SWITCH" nft -f - <<< "$2" || return 1
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    netns_host_exec "$i" nft -f - <<< "$3" || return 1
   done
 }
 
@@ -226,24 +231,13 @@ netns_loss_drops() { netns__rule_packets "${1:-all}" trib_loss "inet trib_loss" 
 # at the hosts from the daemon (hosts' input hooks); the IP checksum is
 # fixed up by nftables. Replaces earlier marking rules; 0 removes them.
 netns_set_ce() {
-  local k=$1 i
-  ip netns exec "$NETNS_SWITCH" nft delete table inet trib_ce 2> /dev/null
-  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-    netns_host_exec "$i" nft delete table inet trib_ce 2> /dev/null
-  done
-  ((k > 0)) || return 0
-  ip netns exec "$NETNS_SWITCH" nft -f - << EOF || return 1
-table inet trib_ce {
-  chain to_daemon { type filter hook input priority 0; iifname "br0" meta l4proto udp numgen random mod 1000 < $k counter ip ecn set ce; }
-}
-EOF
-  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
-    netns_host_exec "$i" nft -f - << EOF || return 1
-table inet trib_ce {
+  local k=$1
+  ((k > 0)) || { netns__replace_rules trib_ce; return 0; }
+  netns__replace_rules trib_ce "table inet trib_ce {
+  chain to_daemon { type filter hook input priority 0; iifname \"br0\" meta l4proto udp numgen random mod 1000 < $k counter ip ecn set ce; }
+}" "table inet trib_ce {
   chain from_daemon { type filter hook input priority 0; ip saddr $NETNS_DAEMON_ADDR meta l4proto udp numgen random mod 1000 < $k counter ip ecn set ce; }
-}
-EOF
-  done
+}"
 }
 
 # Packets the CE rules marked: "to" the daemon, "from" it, or all.

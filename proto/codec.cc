@@ -68,7 +68,9 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
     }
     case MsgType::kResultRequest: {
       if (DecodeError e = CheckReductionFields(p); e != DecodeError::kOk) return e;
-      return payload_len == 0 ? DecodeError::kOk : DecodeError::kLengthMismatch;
+      if (payload_len != 0) return DecodeError::kLengthMismatch;
+      // aux: how many of the requester's fragments to report on (§3.4).
+      return LoadBe32(p + kOffAux) <= kMaxStatusWindow ? DecodeError::kOk : DecodeError::kBadBody;
     }
     case MsgType::kJoin:
     case MsgType::kJoinAck:
@@ -85,6 +87,13 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
       return payload_len <= kMaxNackTextBytes ? DecodeError::kOk : DecodeError::kBadBody;
     }
     case MsgType::kStatus: {
+      if (LoadBe16(p + kOffFlags) & kFlagWindow) {
+        // A window's held and complete bitmaps of aux bits each (§3.6).
+        const uint32_t fragments = LoadBe32(p + kOffAux);
+        if (fragments == 0 || fragments > kMaxStatusWindow) return DecodeError::kBadBody;
+        return payload_len == 2 * WindowBitmapBytes(fragments) ? DecodeError::kOk
+                                                               : DecodeError::kBadBody;
+      }
       if (payload_len % 4 != 0 || payload_len > 4 * kMaxStatusSenders) return DecodeError::kBadBody;
       // aux counts all missing senders; the payload lists at most 256 of them.
       if (LoadBe32(p + kOffAux) < payload_len / 4) return DecodeError::kBadBody;

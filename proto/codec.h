@@ -116,6 +116,15 @@ void EncodeHeaderWithPlacement(const Header& h, const Placement& placement,
                                void* out /* kMaxHeaderSize bytes */);
 // The placement extension of a decoded CONTRIBUTION; false if it has none.
 bool DecodePlacement(const PacketView& p, Placement* out);
+// FORMAT.md §3.6: a windowed STATUS carries two bitmaps of `fragments`
+// bits each, held then complete; bit j (byte j / 8, bit j % 8) stands for
+// the requester's j-th fragment from the one the header names.
+constexpr size_t WindowBitmapBytes(uint32_t fragments) {
+  return 4 * ((size_t{fragments} + 31) / 32);
+}
+inline void SetWindowBit(uint8_t* bitmap, uint32_t j) { bitmap[j / 8] |= uint8_t(1u << (j % 8)); }
+inline bool WindowBit(const uint8_t* bitmap, uint32_t j) { return (bitmap[j / 8] >> (j % 8)) & 1; }
+
 // CQ data of a placed result and back (§12.3).
 uint64_t PackPlacedResult(uint32_t slot, uint8_t shadow, uint64_t collective_id);
 PlacedResult UnpackPlacedResult(uint64_t cq_data, size_t bytes);

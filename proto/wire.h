@@ -61,8 +61,9 @@ inline constexpr uint16_t kFlagChecksum = 1u << 1;    // checksum field holds CR
 inline constexpr uint16_t kFlagLastFragment = 1u << 2; // last fragment of its collective
 inline constexpr uint16_t kFlagHeld = 1u << 3;  // STATUS: the addressee's contribution is held
 inline constexpr uint16_t kFlagPayloadMac = 1u << 4;  // the MAC covers the payload too (§10.2)
-inline constexpr uint16_t kFlagsDefined =
-    kFlagRetransmit | kFlagChecksum | kFlagLastFragment | kFlagHeld | kFlagPayloadMac;
+inline constexpr uint16_t kFlagWindow = 1u << 5;  // STATUS: the payload is a window's bitmaps (§3.6)
+inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment |
+                                          kFlagHeld | kFlagPayloadMac | kFlagWindow;
 
 // FORMAT.md §4: element types. Payload elements are little-endian.
 enum class DataType : uint8_t {
@@ -170,6 +171,9 @@ inline constexpr size_t kMaxNackTextBytes = 256;
 // elem_offset + elem_count never exceeds this (2^48 elements per collective).
 inline constexpr uint64_t kMaxCollectiveElems = uint64_t{1} << 48;
 inline constexpr size_t kMaxStatusSenders = 256;
+// Fragments one RESULT_REQUEST may ask about (its `aux`) and a windowed
+// STATUS may answer for (§3.4, §3.6): two bitmaps of 512 bytes.
+inline constexpr uint32_t kMaxStatusWindow = 4096;
 
 // FORMAT.md §12.3: the result-placement extension of a CONTRIBUTION
 // (header_words = 10: where the child wants the round's result written).

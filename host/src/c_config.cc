@@ -40,7 +40,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 op_timeout_ms, connect_timeout_ms, rto_min_us, rto_initial_us,
                                 rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
                                 payload_mac, aggregator_key, resend_max_bytes,
-                                congestion_target_us] = o;
+                                congestion_target_us, window_poll] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -49,7 +49,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
                                 srtt_us, rto_us, stats_transport, send_errors,
                                 early_recoveries, window_decreases, window_limit,
-                                tail_probes, ecn_marks] = s;
+                                tail_probes, ecn_marks, window_polls] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -160,6 +160,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
     f.ranks.assign(c.fault_ranks, c.fault_ranks + c.fault_rank_count);
   }
   if (TRIB_HAS_FIELD(p, payload_mac)) o.payload_mac = c.payload_mac != 0;
+  if (TRIB_HAS_FIELD(p, window_poll)) o.window_poll = c.window_poll != 0;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -221,6 +222,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(fault_corrupt_payload_only, f.corrupt_payload_only ? 1 : 0);
   TRIB_SET(fault_corrupt_sticky, f.corrupt_sticky ? 1 : 0);
   TRIB_SET(payload_mac, o.payload_mac ? 1 : 0);
+  TRIB_SET(window_poll, o.window_poll ? 1 : 0);
   TRIB_SET(aggregator_key, Intern(o.aggregator_key));
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
@@ -257,6 +259,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, window_limit)) out->window_limit = s.window_limit;
   if (TRIB_HAS_FIELD(p, tail_probes)) out->tail_probes = s.tail_probes;
   if (TRIB_HAS_FIELD(p, ecn_marks)) out->ecn_marks = s.ecn_marks;
+  if (TRIB_HAS_FIELD(p, window_polls)) out->window_polls = s.window_polls;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

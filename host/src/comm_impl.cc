@@ -282,6 +282,7 @@ CommStats CommImpl::Stats() const {
     total.window_decreases += s.window_decreases;
     total.tail_probes += s.tail_probes;
     total.ecn_marks += s.ecn_marks;
+    total.window_polls += s.window_polls;
     total.window_limit = std::min(total.window_limit, s.window_limit);
     total.srtt_us = std::max(total.srtt_us, s.srtt_us);
     total.rto_us = std::max(total.rto_us, s.rto_us);

@@ -157,6 +157,10 @@ Status SetPayloadMac(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &e->options.payload_mac);
 }
 
+Status SetWindowPoll(const char* name, const char* value, EnvSettings* e) {
+  return SetBool(name, value, &e->options.window_poll);
+}
+
 Status SetAggregatorKey(const char* name, const char* value, EnvSettings* e) {
   uint8_t key[proto::kPublicKeyBytes];
   if (*value != '\0' && !proto::PublicKeyFromHex(value, key)) {
@@ -279,6 +283,10 @@ const EnvVar kEnvTable[] = {
      U32Default<&Options::congestion_target_us>,
      "Queueing a rank tolerates before it keeps fewer fragments in flight than its window "
      "(congestion control); 0: off."},
+    {"TRIBUTARY_WINDOW_POLL", "bool", SetWindowPoll,
+     [](const Options& o) { return std::string(o.window_poll ? "1" : "0"); },
+     "After a loss, poll the aggregator for the state of the whole window (one bitmap answer "
+     "finds every loss of a burst); 0: timers and send-time detection alone."},
     {"TRIBUTARY_SPIN_US", "u32", SetU32<&Options::spin_us, 0, 1000000>,
      U32Default<&Options::spin_us>,
      "Progress thread busy-polls this long before sleeping: lower latency, burns a core."},
@@ -520,12 +528,13 @@ std::string DescribeOptions(const Options& o) {
   char buf[640];
   snprintf(buf, sizeof(buf),
            "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
-           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u congestion_target_us=%u spin_us=%u checksum=%d "
+           "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u "
+           "congestion_target_us=%u window_poll=%d spin_us=%u checksum=%d "
            "payload_mac=%d aggregator_key=%s faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
-           o.congestion_target_us,
+           o.congestion_target_us, o.window_poll ? 1 : 0,
            o.spin_us,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
            o.aggregator_key.empty() ? "trust-on-first-use" : "pinned",

@@ -139,6 +139,7 @@ CommStats ProgressEngine::Stats() const {
   s.window_limit = counters_.cwnd.load(std::memory_order_relaxed);
   s.tail_probes = counters_.tail_probes.load(std::memory_order_relaxed);
   s.ecn_marks = counters_.ecn_marks.load(std::memory_order_relaxed);
+  s.window_polls = counters_.window_polls.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -283,7 +284,8 @@ void ProgressEngine::FillWindow(uint64_t now) {
   }
 }
 
-void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe) {
+void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe,
+                                  uint32_t probe_window) {
   Slot& slot = window_.slot(index);
   const Operation& op = *slot.op;
   proto::Header h;
@@ -302,6 +304,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   h.dtype = static_cast<proto::DataType>(op.desc.dtype);
   h.op = static_cast<proto::ReduceOp>(op.desc.op);
   h.shadow = window_.ShadowOf(slot.next_seq);
+  h.aux = probe ? probe_window : 0;
   const size_t offset_bytes = slot.elem_offset * op.elem_size;
   const uint8_t* payload = probe ? nullptr : op.desc.send + offset_bytes;
   const size_t payload_len = probe ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
@@ -330,6 +333,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
+  (probe ? slot.probe_order : slot.data_order) = ++tx_order_;
   slot.early_out = false;
   if (retransmit && !probe) slot.data_resent = true;
   if (probe) {
@@ -484,6 +488,7 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   counters_.results.fetch_add(1, std::memory_order_relaxed);
   last_progress_ns_ = now;
   tail_probe_sent_ = false;
+  poll_backoff_ = 0;  // rounds complete: a RESULT of ours may have been lost among them
   // Karn: unambiguous samples only. A result's latency includes the wait
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.
@@ -505,6 +510,15 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // resent 1.2 fragments per fragment without any loss (loss_detection.h).
   if (!slot.data_resent) rack_.OnAnswered(slot.first_sent_ns, slot.next_seq, now);
   delivery_.Note(bytes, now, rtt_.srtt_ns());
+  // Results out of order: the fragment before this one is still waiting.
+  // Its round may wait for another rank, or its RESULT was lost; a probe
+  // of it may have been answered "held" long ago, and its backed-off timer
+  // is far away. Polls find out (O(1): only the fragment just before).
+  const uint64_t seq = slot.next_seq;
+  if (seq > 0) {
+    const Slot& before = window_.slot(static_cast<uint32_t>((seq - 1) % window_.size()));
+    if (before.busy && before.next_seq == seq - 1) polls_left_ = kPollsWhenArmed;
+  }
   window_.Release(index);
   if (window_.busy() == 0) delivery_.Pause(now);
   if (++op->done_frags == op->nfrags) {
@@ -543,13 +557,22 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
 // STATUS answers a probe (RESULT_REQUEST) or a duplicate contribution while
 // the round is pending. If the aggregator holds our data we only wait (and
 // later probe again, header only); if it does not, the data was lost and is
-// resent at once instead of after another timeout.
+// resent at once instead of after another timeout. "Not held" is only ever
+// the answer to a probe: one that no probe sent after our latest copy of
+// the data can have asked for (a late answer, a replay) changes nothing.
 void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
   if (h.slot >= window_.size() || h.epoch != id_.epoch) return;
   Slot& slot = window_.slot(h.slot);
   if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
       slot.elem_offset != h.elem_offset) {
+    return;
+  }
+  // A windowed STATUS may make us resend a whole window: it is read only as
+  // the answer to a probe still outstanding (FORMAT.md §8.3).
+  const bool windowed = (h.flags & proto::kFlagWindow) != 0;
+  if (windowed && !slot.probe_pending) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   // A STATUS answers our own probe only: a pure round trip (unless several
@@ -559,8 +582,29 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   }
   slot.probe_pending = false;
   slot.unanswered_probes = 0;
-  RecordMissing(p, &slot);
-  if (h.flags & proto::kFlagHeld) {
+  uint32_t acted = 0;
+  if (windowed) {
+    acted = ApplyStatusWindow(p, slot.next_seq, slot.probe_order, now);
+  } else {
+    RecordMissing(p, &slot);
+  }
+  const bool held = (h.flags & proto::kFlagHeld) != 0;
+  const bool resend = !held && slot.probe_order > slot.data_order;
+  if (h.slot == poll_slot_ && slot.next_seq == poll_seq_) {
+    // The window poll's answer: the next one may go at once if this one
+    // found something to do, else after a growing pause (MaybePollWindow).
+    poll_slot_ = kNoPoll;
+    poll_answered_ns_ = now;
+    poll_rtt_ns_ = now - poll_sent_ns_;
+    if (acted > 0 || resend) {
+      poll_backoff_ = 0;
+    } else {
+      poll_backoff_ = std::min(poll_backoff_ + 1, kMaxPollBackoff);
+      if (polls_left_ > 0) --polls_left_;
+    }
+  }
+  if (acted > 0 || resend) polls_left_ = kPollsWhenArmed;
+  if (held) {
     slot.held = true;
     // An early probe or resend answered "held": the aggregator had our
     // data and waits for other ranks, so the result was not lost, only
@@ -571,8 +615,45 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     return;
   }
   slot.held = false;
+  if (!resend) return;
   counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
   SendFragment(h.slot, now, true, false);
+}
+
+// Fragment base_seq + j lives in slot (base_seq + j) mod W; a bit about a
+// fragment the slot no longer carries is stale. Data sent after the probe
+// may still be on its way and is left alone; what the aggregator lacks of
+// the data sent before it was lost (a datagram path keeps order: one that
+// reorders costs a needless resend, which idempotence absorbs) and goes
+// again at once. Held and complete with no RESULT here: that RESULT left
+// before this STATUS and was lost; a single probe asks for it.
+uint32_t ProgressEngine::ApplyStatusWindow(const proto::PacketView& p, uint64_t base_seq,
+                                           uint64_t probe_order, uint64_t now) {
+  uint32_t acted = 0;
+  const uint32_t w = std::min(p.header.aux, window_.size());
+  const uint8_t* held = p.payload;
+  const uint8_t* complete = p.payload + proto::WindowBitmapBytes(p.header.aux);
+  for (uint32_t j = 1; j < w; ++j) {
+    const uint64_t seq = base_seq + j;
+    const auto i = static_cast<uint32_t>(seq % window_.size());
+    Slot& s = window_.slot(i);
+    if (!s.busy || s.next_seq != seq || s.data_order > probe_order) continue;
+    if (!proto::WindowBit(held, j)) {
+      s.held = false;
+      counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
+      SendFragment(i, now, true, false);
+      ++acted;
+      continue;
+    }
+    s.held = true;
+    if (proto::WindowBit(complete, j) && !(s.probe_pending && s.probe_order > probe_order)) {
+      s.probe_pending = true;
+      s.probe_sent_ns = now;
+      SendFragment(i, now, true, true);
+      ++acted;
+    }
+  }
+  return acted;
 }
 
 Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_ms) {

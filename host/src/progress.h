@@ -26,12 +26,16 @@
 // aggregator's STATUS says whether it holds our data; the data is resent at
 // once when it does not, after two unanswered probes, or at once when the
 // fragment is small (Options::resend_max_bytes, 2 KiB): a probe would save
-// nothing. A collective not
-// complete after op_timeout_ms fails with kTimedOut and a message naming
-// each fragment that never completed and, where the aggregator said so, the
-// ranks it waits for (diagnostics.h). A fatal NACK (control_messages.h) or a
-// timeout aborts the communicator: the ranks' fragment streams can no
-// longer be trusted to line up.
+// nothing. A probe asks about every fragment sent after it too, and the
+// aggregator's bitmap answer (FORMAT.md §3.6) says which of them it lacks
+// (resent at once) and which rounds completed without our RESULT arriving
+// (asked for at once). After a loss the engine keeps polling the whole
+// window that way until answers find nothing (the window poll). A
+// collective not complete after op_timeout_ms fails with kTimedOut and a
+// message naming each fragment that never completed and, where the
+// aggregator said so, the ranks it waits for (diagnostics.h). A fatal NACK
+// (control_messages.h) or a timeout aborts the communicator: the ranks'
+// fragment streams can no longer be trusted to line up.
 //
 // Time comes from an injected clock and the loop is Poll() (one pass that
 // never blocks) plus Transport::Wait, so tests drive the engine with a fake
@@ -123,7 +127,22 @@ class ProgressEngine {
   void Shutdown();
   void DrainSubmissions(uint64_t now);
   void FillWindow(uint64_t now);
-  void SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe);
+  // A probe (RESULT_REQUEST) asks about `probe_window` fragments from this
+  // one (its aux, FORMAT.md §3.4); 0 about this one alone.
+  void SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe,
+                    uint32_t probe_window = 0);
+  // How many fragments a probe of slot i's asks about: up to the newest in
+  // flight (0 on a reliable transport, which loses nothing).
+  uint32_t ProbeWindow(uint32_t i) const;
+  // Fragments from slot i's to the newest in flight, at most the window
+  // and kMaxStatusWindow.
+  uint32_t WindowFrom(uint32_t i) const;
+  // The window poll (Options::window_poll, FORMAT.md §9.4): after a loss,
+  // one windowed probe from the lowest fragment in flight at a time, behind
+  // each pass that sent data, else paced by its round trip and spaced out
+  // while answers find nothing; its STATUS finds every loss among them
+  // (ApplyStatusWindow). Returns when it is next due (UINT64_MAX: never).
+  uint64_t MaybePollWindow(uint64_t now);
   void HandleEvent(const RxEvent& e, uint64_t now);
   void HandlePacket(const proto::PacketView& p, uint64_t now);
   void HandleResult(const proto::PacketView& p, uint64_t now);
@@ -140,6 +159,11 @@ class ProgressEngine {
   // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed.
   void QueueLeave(uint32_t epoch);
   void HandleStatus(const proto::PacketView& p, uint64_t now);
+  // The rest of a windowed STATUS (FORMAT.md §3.6): the fragments after
+  // `base_seq` whose data went out before the probe (`probe_order`).
+  // Returns the fragments it resent or asked the RESULT of.
+  uint32_t ApplyStatusWindow(const proto::PacketView& p, uint64_t base_seq,
+                             uint64_t probe_order, uint64_t now);
   void HandleStats(const proto::PacketView& p);
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
   int64_t CheckTimers(uint64_t now);          // microseconds until the next deadline
@@ -194,8 +218,23 @@ class ProgressEngine {
   CongestionWindow cwnd_;
   static constexpr size_t kMassTimeoutMin = 8;
   std::vector<uint32_t> expired_;  // CheckTimers' scratch
+  uint64_t tx_order_ = 0;          // sends so far: the order of each (Slot::data_order)
   uint64_t last_progress_ns_ = 0;  // the last result or first send (tail loss probe)
   bool tail_probe_sent_ = false;   // one per quiet period
+  static constexpr uint32_t kNoPoll = UINT32_MAX;
+  uint32_t poll_slot_ = kNoPoll;   // the window poll outstanding: its base slot
+  uint64_t poll_seq_ = 0;          // and fragment
+  uint64_t poll_sent_ns_ = 0;
+  uint64_t poll_order_ = 0;        // its place among our sends (Slot::data_order)
+  uint64_t poll_answered_ns_ = 0;  // the last poll's answer came then
+  uint64_t poll_rtt_ns_ = 0;       // after this round trip
+  static constexpr uint32_t kMaxPollBackoff = 6;
+  uint32_t poll_backoff_ = 0;      // answers in a row that changed nothing
+  // Polls go out only once armed, by an answer that found a loss or by a
+  // RESULT overtaking the fragment before it, until this many answers in a
+  // row find nothing to do: without loss nothing polls.
+  static constexpr uint32_t kPollsWhenArmed = 8;
+  uint32_t polls_left_ = 0;
   bool cwnd_logged_ = false;
   bool ecn_logged_ = false;
   bool aborted_ = false;
@@ -229,7 +268,7 @@ class ProgressEngine {
   struct Counters {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
-        early_recoveries{0}, cwnd_decreases{0}, tail_probes{0}, ecn_marks{0};
+        early_recoveries{0}, cwnd_decreases{0}, tail_probes{0}, ecn_marks{0}, window_polls{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };

@@ -102,7 +102,72 @@ void ProgressEngine::Recover(uint32_t i, uint64_t now, bool timer) {
   if (resend) slot.unanswered_probes = 0;
   slot.probe_pending = !resend;
   if (!resend) slot.probe_sent_ns = now;
-  SendFragment(i, now, true, /*probe=*/!resend);
+  SendFragment(i, now, true, /*probe=*/!resend, resend ? 0 : ProbeWindow(i));
+}
+
+uint32_t ProgressEngine::ProbeWindow(uint32_t i) const {
+  // After two timeouts the fragment more likely waits for another rank than
+  // for a loss: a plain probe, whose STATUS names the ranks missing (the
+  // timeout message quotes them).
+  if (reliable_ || window_.slot(i).retries >= 2) return 0;
+  return WindowFrom(i);
+}
+
+uint64_t ProgressEngine::MaybePollWindow(uint64_t now) {
+  if (poll_slot_ != kNoPoll) {
+    // Answered (the STATUS or a RESULT cleared it), moved on, or taken for
+    // lost after twice the last poll's round trip (at least srtt, at most
+    // the RTO).
+    const Slot& p = window_.slot(poll_slot_);
+    const uint64_t lost_at =
+        poll_sent_ns_ + std::min(rtt_.RtoNs(), std::max(2 * poll_rtt_ns_, rtt_.srtt_ns()));
+    if (p.busy && p.next_seq == poll_seq_ && p.probe_pending && now < lost_at) return lost_at;
+    poll_slot_ = kNoPoll;
+  }
+  // Due at once when data went out since the last poll: the poll follows
+  // it, and (one datagram path keeps order) its answer comes once the
+  // aggregator has seen that data. Otherwise everything in flight is known
+  // held: one round trip after the last answer (time for the rounds to
+  // complete, or not). Answers that changed nothing (fragments held while
+  // other ranks recover) space the polls out: 1, 3, 7, ... round trips.
+  // No loss seen lately (or polls off): RACK and the timers suffice.
+  if (!options_.window_poll || polls_left_ == 0) return UINT64_MAX;
+  uint32_t base = kNoPoll;
+  uint32_t busy = 0;
+  bool unpolled = false;
+  for (uint32_t i = 0; i < window_.size(); ++i) {
+    const Slot& s = window_.slot(i);
+    if (!s.busy) continue;
+    ++busy;
+    if (base == kNoPoll || s.next_seq < window_.slot(base).next_seq) base = i;
+    if (s.data_order > poll_order_) unpolled = true;
+  }
+  if (busy < 2) unpolled = false;
+  const uint64_t rounds = (uint64_t{1} << poll_backoff_) - (unpolled ? 1 : 0);
+  const uint64_t due = poll_answered_ns_ + poll_rtt_ns_ * rounds;
+  if (now < due) return due;
+  Slot& s = window_.slot(base);
+  s.probe_pending = true;
+  s.probe_sent_ns = now;
+  poll_slot_ = base;
+  poll_seq_ = s.next_seq;
+  poll_sent_ns_ = now;
+  counters_.window_polls.fetch_add(1, std::memory_order_relaxed);
+  SendFragment(base, now, true, /*probe=*/true, WindowFrom(base));
+  poll_order_ = s.probe_order;
+  return now + std::min(rtt_.RtoNs(), std::max(2 * poll_rtt_ns_, rtt_.srtt_ns()));
+}
+
+uint32_t ProgressEngine::WindowFrom(uint32_t i) const {
+  const uint64_t base = window_.slot(i).next_seq;
+  uint64_t top = base;
+  for (uint32_t k = 0; k < window_.size(); ++k) {
+    const Slot& s = window_.slot(k);
+    if (s.busy && s.next_seq > top) top = s.next_seq;
+  }
+  const uint64_t w =
+      std::min<uint64_t>({top - base + 1, window_.size(), proto::kMaxStatusWindow});
+  return w > 1 ? static_cast<uint32_t>(w) : 0;
 }
 
 int64_t ProgressEngine::CheckTimers(uint64_t now) {
@@ -208,6 +273,10 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       slot.deadline_ns = DeadlineAfter(slot.retries, now);
     }
     next = std::min(next, slot.deadline_ns);
+  }
+  // Last: a poll follows every packet of this pass.
+  if (!reliable_ && rtt_.have_sample() && window_.busy() > 0) {
+    next = std::min(next, MaybePollWindow(now));
   }
   return UsUntil(next, now);
 }

@@ -56,6 +56,9 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
   s.data_resent = false;
   s.held = false;
   s.probe_pending = false;
+  s.probe_sent_ns = 0;
+  s.data_order = 0;
+  s.probe_order = 0;
   s.unanswered_probes = 0;
   s.missing_count = 0;
   s.missing.clear();

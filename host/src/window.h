@@ -28,6 +28,11 @@ struct Slot {
   uint32_t elem_count = 0;
   uint64_t first_sent_ns = 0;
   uint64_t last_sent_ns = 0;       // the last send of the data or a probe
+  // The order of the last send of the data and of the last probe among
+  // everything this rank sent (ProgressEngine's tx_order_): a STATUS
+  // answering a probe speaks for the data sent before it.
+  uint64_t data_order = 0;
+  uint64_t probe_order = 0;
   uint64_t deadline_ns = 0;
   uint32_t retries = 0;            // timer expiries (backoff exponent)
   uint32_t early_recoveries = 0;   // probes or resends because later fragments completed first

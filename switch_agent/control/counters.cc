@@ -65,6 +65,7 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   Add(&s, "ce_marked", e.ce_marked);
   Add(&s, "duplicates", e.duplicates);
   Add(&s, "retransmit_answers", e.retransmit_answers);
+  Add(&s, "window_statuses", e.window_statuses);
   Add(&s, "completions", e.completions);
   Add(&s, "bytes_reduced", e.bytes_reduced);
   Add(&s, "joins", e.joins);

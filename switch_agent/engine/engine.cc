@@ -40,9 +40,10 @@
 // Thread-safety: none; one Engine per thread.
 #include "switch_agent/engine/engine.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-
+#include <cstring>
 #include <utility>
 
 #include "common/add_counters.h"
@@ -314,6 +315,50 @@ void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* 
   out->peer = to;
 }
 
+// A STATUS over the requester's fragments k .. k+W-1, k the one the request
+// names (W = its aux, at most the slot count): fragment k+j lives in slot
+// (slot + j) mod S, in the other shadow set once that wraps. The set holds
+// it when its round is not older than k's: the requester has fragment k
+// unfinished, so no set of the window can have moved beyond its k+j round,
+// and an older round (or none) means k+j has not arrived. Held: the
+// requester's bit is set there; complete: also the round's RESULT went out.
+// O(W), bounded by kMaxStatusWindow; authenticated requests only.
+void Engine::WindowStatus(Job* job, const Header& in, PeerToken to, Action* out) {
+  const uint32_t slots = job->slot_count();
+  const uint32_t w = std::min({in.aux, slots, proto::kMaxStatusWindow});
+  const size_t bytes = proto::WindowBitmapBytes(w);
+  uint8_t* held = job->status_scratch();
+  uint8_t* complete = held + bytes;
+  std::memset(held, 0, 2 * bytes);
+  for (uint32_t j = 0; j < w; ++j) {
+    uint32_t s = in.slot + j;
+    uint32_t v = in.shadow;
+    if (s >= slots) {
+      s -= slots;
+      v ^= 1;
+    }
+    const SetMeta& m = job->meta(s, v);
+    if (m.state == SetState::kUnused || IsNewer(in, m) ||
+        !Job::TestBit(job->seen(s, v), in.sender)) {
+      continue;
+    }
+    proto::SetWindowBit(held, j);
+    if (m.state == SetState::kComplete) proto::SetWindowBit(complete, j);
+  }
+  ++counters_.window_statuses;
+  out->kind = ActionKind::kSendToOne;
+  Header& r = out->header;
+  r = in;
+  r.type = MsgType::kStatus;
+  r.mac = 0;
+  r.checksum = 0;
+  r.flags = proto::kFlagWindow | (proto::WindowBit(held, 0) ? proto::kFlagHeld : 0);
+  r.aux = w;
+  out->payload = held;
+  out->payload_len = 2 * bytes;
+  out->peer = to;
+}
+
 // Authenticates a packet that names a slot, notes the job's activity and
 // checks the slot; nullptr (with the rejection in *out) when any check fails.
 Job* Engine::FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out) {
@@ -477,12 +522,14 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     // Older than the set's round: a stale request, ignore it. Otherwise the
     // round has not started here: tell the requester to resend its data.
     if (m.state != SetState::kUnused && !IsNewer(h, m)) return Drop(DropReason::kStale);
+    if (h.aux > 1) return WindowStatus(job, h, from, out);
     return StatusNotStarted(job, h, from, out);
   }
   if (m.state == SetState::kComplete) {
     ++counters_.retransmit_answers;
     return ResultTo(job, h.slot, h.shadow, from, out);
   }
+  if (h.aux > 1) return WindowStatus(job, h, from, out);
   StatusTo(job, h, h.slot, h.shadow, from, out);
 }
 

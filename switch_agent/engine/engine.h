@@ -82,6 +82,7 @@ struct EngineCounters {
   uint64_t ce_marked = 0;         // of those, arrived marked CE (ECN), echoed in RESULT aux
   uint64_t duplicates = 0;        // duplicate contributions (not aggregated)
   uint64_t retransmit_answers = 0;// duplicates for complete sets answered with the result
+  uint64_t window_statuses = 0;   // STATUS answers over a window of fragments (FORMAT.md §3.6)
   uint64_t completions = 0;       // slot rounds completed
   uint64_t bytes_reduced = 0;     // payload bytes aggregated
   uint64_t jobs_created = 0;
@@ -293,6 +294,10 @@ class Engine {
   void HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
   void HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
   void StatusNotStarted(Job* job, const proto::Header& in, PeerToken to, Action* out);
+  // The answer to a RESULT_REQUEST with aux > 1: which of the requester's
+  // fragments from the one it names the job holds, and which of them are
+  // complete (FORMAT.md §3.6).
+  void WindowStatus(Job* job, const proto::Header& in, PeerToken to, Action* out);
   void HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                           Action* out);
   void HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,

@@ -247,7 +247,9 @@ class Job {
   SetMeta* metas_ = nullptr;
   uint64_t* seen_ = nullptr;
   uint8_t* data_ = nullptr;
+  // A STATUS's list of missing senders, or a windowed STATUS's bitmaps.
   alignas(64) uint8_t status_scratch_[4 * proto::kMaxStatusSenders];
+  static_assert(sizeof(status_scratch_) >= 2 * proto::WindowBitmapBytes(proto::kMaxStatusWindow));
   uint8_t join_ack_body_[proto::kJoinBodySize];
   uint8_t uplink_join_body_[proto::kJoinBodySize];
   uint8_t stats_scratch_[proto::kStatsSummarySize +

@@ -62,6 +62,7 @@ trib_config_t DistinctConfig() {
   c.aggregator_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   c.resend_max_bytes = 4321;
   c.congestion_target_us = 2345;
+  c.window_poll = 0;  // the default is 1
   return c;
 }
 
@@ -108,6 +109,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_EQ(o.aggregator_key, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
   EXPECT_EQ(o.resend_max_bytes, 4321u);
   EXPECT_EQ(o.congestion_target_us, 2345u);
+  EXPECT_FALSE(o.window_poll);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;
@@ -280,6 +282,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.window_limit = 17;
   st.tail_probes = 18;
   st.ecn_marks = 19;
+  st.window_polls = 20;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -304,6 +307,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.window_limit, 17u);
   EXPECT_EQ(out.tail_probes, 18u);
   EXPECT_EQ(out.ecn_marks, 19u);
+  EXPECT_EQ(out.window_polls, 20u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

@@ -73,6 +73,7 @@ TEST(EnvTest, EveryVariableIsApplied) {
                   {"TRIBUTARY_RTO_MAX_US", "9000"},
                   {"TRIBUTARY_RESEND_MAX_BYTES", "0"},
                   {"TRIBUTARY_CONGESTION_TARGET_US", "0"},
+                  {"TRIBUTARY_WINDOW_POLL", "0"},
                   {"TRIBUTARY_SPIN_US", "5"},
                   {"TRIBUTARY_SOCKET_BUFFER_BYTES", "1048576"},
                   {"TRIBUTARY_CHECKSUM", "yes"},
@@ -99,6 +100,7 @@ TEST(EnvTest, EveryVariableIsApplied) {
   EXPECT_EQ(v.rto_max_us, 9000u);
   EXPECT_EQ(v.resend_max_bytes, 0u);
   EXPECT_EQ(v.congestion_target_us, 0u);
+  EXPECT_FALSE(v.window_poll);
   EXPECT_EQ(v.spin_us, 5u);
   EXPECT_EQ(v.socket_buffer_bytes, 1048576u);
   EXPECT_TRUE(v.checksum);

@@ -68,4 +68,12 @@ run no_tail_probe host/src/progress_timers.cc 'if (!reliable_ && rtt_.have_sampl
 run ecn_aux_ignored host/src/progress.cc 'const bool marked = p.ce || h.aux > 0;' 'const bool marked = p.ce;'
 run ecn_ce_ignored host/src/progress.cc 'const bool marked = p.ce || h.aux > 0;' 'const bool marked = h.aux > 0;'
 run ecn_no_cut host/src/congestion.h '    if (epoch_marked_ > 0) {' '    if (false) {'
+run window_acts_on_later_data host/src/progress.cc 's.data_order > probe_order) continue;' 's.data_order > probe_order + 100) continue;'
+run window_replay_accepted host/src/progress.cc '  if (windowed && !slot.probe_pending) {' '  if (false) {'
+run stale_not_held_resends host/src/progress.cc 'const bool resend = !held && slot.probe_order > slot.data_order;' 'const bool resend = !held;'
+run window_no_result_ask host/src/progress.cc '    if (proto::WindowBit(complete, j) &&' '    if (false &&'
+run poll_never_stops host/src/progress.cc '      if (polls_left_ > 0) --polls_left_;' ''
+run poll_no_backoff host/src/progress.cc '      poll_backoff_ = std::min(poll_backoff_ + 1, kMaxPollBackoff);' '      poll_backoff_ = 0;'
+run poll_not_armed_by_order host/src/progress.cc 'if (before.busy && before.next_seq == seq - 1) polls_left_' 'if (false) polls_left_'
+run poll_before_loss host/src/progress_timers.cc '!options_.window_poll || polls_left_ == 0' '!options_.window_poll'
 cmake --build "$build" --target host_progress_test host_recovery_test host_congestion_test > /dev/null 2>&1

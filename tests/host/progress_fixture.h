@@ -130,6 +130,7 @@ class ProgressTest : public ::testing::Test {
     options_.rto_min_us = 1000;
     options_.resend_max_bytes = resend_max_bytes_;  // 0: probe first at every size
     options_.congestion_target_us = congestion_target_us_;  // 0: the whole window
+    options_.window_poll = window_poll_;
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = op_timeout_ms_;
     auto t = std::make_unique<FakeTransport>();
@@ -154,6 +155,9 @@ class ProgressTest : public ::testing::Test {
   }
   uint32_t resend_max_bytes_ = 0;      // Make() passes these on (a test sets them)
   uint32_t congestion_target_us_ = 0;
+  // Off unless a test of the window poll sets it: the other tests count
+  // every packet the engine sends, and a poll adds one after each loss.
+  bool window_poll_ = false;
   bool reliable_ = false;
   // What Answer puts on RESULTs: `aux` (the aggregator's count of the
   // round's contributions marked CE, FORMAT.md §3.3) and a CE mark on the
@@ -233,6 +237,20 @@ class ProgressTest : public ::testing::Test {
     h.aux = static_cast<uint32_t>(missing.size());
     std::vector<uint8_t> body(missing.size() * 4);
     std::memcpy(body.data(), missing.data(), body.size());
+    Deliver(h, body);
+  }
+  // The windowed STATUS answering `probe` (FORMAT.md §3.6): bit j of
+  // `held` / `complete` for the probe's j-th fragment.
+  void SendWindowStatus(const Sent& probe, const std::vector<uint32_t>& held,
+                        const std::vector<uint32_t>& complete) {
+    proto::Header h = probe.header;
+    h.type = proto::MsgType::kStatus;
+    h.flags = proto::kFlagWindow;
+    const size_t bytes = proto::WindowBitmapBytes(h.aux);
+    std::vector<uint8_t> body(2 * bytes);
+    for (uint32_t j : held) proto::SetWindowBit(body.data(), j);
+    for (uint32_t j : complete) proto::SetWindowBit(body.data() + bytes, j);
+    if (proto::WindowBit(body.data(), 0)) h.flags |= proto::kFlagHeld;
     Deliver(h, body);
   }
   void Nack(const Sent& c, proto::NackCode code, uint64_t key = kKey) {

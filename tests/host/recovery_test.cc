@@ -477,17 +477,35 @@ TEST_F(ProgressTest, InOneBurstTheHigherSeqAnsweredFirstMakesTheLowerOverdue) {
 }
 
 TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank) {
-  auto req = Submit(16 * 2);
+  MeasureRoundTrip(1 * kMs);  // the tail loss probe has fired and waits for progress
+  auto req = Submit(16 * 2, ++collective_);
   engine_->Poll();
   std::vector<Sent> c = Take();
   ASSERT_EQ(c.size(), 2u);
+  // "Not held" only ever answers a probe: unasked (a late or replayed
+  // answer) it resends nothing (FORMAT.md §8.3).
+  SendStatus(c[0], /*held=*/false, {0, 3});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  // The timers probe both; the older probe asks about both fragments.
+  now_ += 50 * kMs;
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(probes[0].header.aux, 2u);
+  EXPECT_EQ(probes[1].header.aux, 0u);
   SendStatus(c[0], /*held=*/false, {0, 3});
   engine_->Poll();
   std::vector<Sent> resent = Take();
   ASSERT_EQ(resent.size(), 1u);
   EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
-  EXPECT_EQ(resent[0].header.slot, 0u);
+  EXPECT_EQ(resent[0].header.slot, c[0].header.slot);
   EXPECT_EQ(engine_->Stats().losses_detected, 1u);
+  // The same answer again: it predates the copy just sent.
+  SendStatus(c[0], /*held=*/false, {0, 3});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
   // Held: never resent, only probed, and the timeout names the rank.
   SendStatus(c[1], /*held=*/true, {2});
   SendStatus(c[0], /*held=*/true, {2});
@@ -509,6 +527,263 @@ TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank)
       << s.message();
   EXPECT_NE(s.message().find("2 of 2 fragments never completed"), std::string::npos);
   EXPECT_EQ(engine_->Health().code(), StatusCode::kTimedOut);
+}
+
+// A windowed STATUS (FORMAT.md §3.6) answers for every fragment the probe
+// asked about: what the aggregator lacks of the data sent before the probe
+// goes again at once; data sent after it is left alone (it may be on its
+// way), so are answers that predate a copy, and a windowed STATUS with no
+// probe outstanding is rejected (a replay could make us resend a window).
+TEST_F(ProgressTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTheProbe) {
+  Make(5);
+  MeasureRoundTrip(1 * kMs);  // fragment 0; fragments 1..4 below use slots 1..4
+  auto req = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 4u);
+  now_ += 50 * kMs;
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(probes[i].header.type, proto::MsgType::kResultRequest);
+    EXPECT_EQ(probes[i].header.aux, i < 3 ? 4 - i : 0u) << i;  // up to the newest in flight
+  }
+  // Slot 3's own answer: not held; its data goes again, after the probes.
+  now_ += 1 * kMs;
+  SendStatus(c[2], /*held=*/false, {});
+  engine_->Poll();
+  std::vector<Sent> resent = Take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.slot, 3u);
+  // Slot 1's windowed answer: the aggregator holds none of the four.
+  now_ += 1 * kMs;
+  SendWindowStatus(probes[0], {}, {});
+  engine_->Poll();
+  resent = Take();
+  ASSERT_EQ(resent.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(resent[k].header.type, proto::MsgType::kContribution);
+    EXPECT_EQ(resent[k].header.slot, k < 2 ? k + 1 : 4u);
+    EXPECT_TRUE(resent[k].header.flags & proto::kFlagRetransmit);
+  }
+  EXPECT_EQ(engine_->Stats().losses_detected, 4u);
+  // Slot 2's own answer to its probe predates the copy just sent.
+  SendStatus(c[1], /*held=*/false, {});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  // Slot 1's answer replayed: no probe of slot 1 is outstanding.
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  SendWindowStatus(probes[0], {}, {});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
+  for (const Sent& s : c) Answer(s);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(recv_[0], 0.0f);
+  EXPECT_EQ(recv_[63], 126.0f);
+}
+
+// Held fragments only wait; held and complete with no RESULT here means the
+// RESULT was lost: one plain probe asks for it, and its answer completes it.
+TEST_F(ProgressTest, WindowedStatusAsksForResultsThatWereLost) {
+  Make(5);
+  MeasureRoundTrip(1 * kMs);
+  auto req = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 4u);
+  now_ += 50 * kMs;
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 4u);
+  // Slot 3's own probe is answered "held" (a fragment whose own probe is
+  // still out waits for that answer instead).
+  now_ += 1 * kMs;
+  SendStatus(c[2], /*held=*/true, {0});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  SendWindowStatus(probes[0], {0, 1, 2, 3}, {2});
+  engine_->Poll();
+  std::vector<Sent> asked = Take();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(asked[0].header.slot, 3u);
+  EXPECT_EQ(asked[0].header.aux, 0u);
+  EXPECT_EQ(engine_->Stats().losses_detected, 0u);
+  // Slot 2's probe answered alike: slot 3 was asked after that probe.
+  SendWindowStatus(probes[1], {0, 1, 2}, {1});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  for (const Sent& s : c) Answer(s);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// The window poll (Options::window_poll): nothing polls before a loss;
+// an answer that finds one starts it: a windowed probe from the lowest
+// fragment in flight follows the resend in the same pass, each poll waits
+// for the last one's answer, one that finds nothing makes the next wait
+// longer, one that finds a lost RESULT asks for it, and after eight
+// answers in a row that find nothing the polls stop.
+TEST_F(ProgressTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
+  window_poll_ = true;
+  Make(5);
+  MeasureRoundTrip(1 * kMs);  // fragment 0; fragments 1..4 below use slots 1..4
+  auto req = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 4u);
+  now_ += 50 * kMs;  // the timers probe all four
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 4u);
+  EXPECT_EQ(engine_->Stats().window_polls, 0u);
+  // Slot 1's answer: fragment 2 was lost. Its data goes again, and a poll
+  // from fragment 1 over all four right behind it.
+  now_ += 1 * kMs;
+  SendWindowStatus(probes[0], {0, 2, 3}, {});
+  engine_->Poll();
+  std::vector<Sent> sent = fake_->sent;  // in the order sent
+  Take();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].header.type, proto::MsgType::kContribution);
+  EXPECT_EQ(sent[0].header.slot, 2u);
+  EXPECT_EQ(sent[1].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(sent[1].header.slot, 1u);
+  EXPECT_EQ(sent[1].header.aux, 4u);
+  EXPECT_EQ(engine_->Stats().window_polls, 1u);
+  // Nothing more while it is unanswered.
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  // Answered after 1 ms: all held. The next poll waits two of its round
+  // trips (answers that find nothing space the polls out).
+  now_ += 1 * kMs;
+  SendWindowStatus(sent[1], {0, 1, 2, 3}, {});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += 1 * kMs + kMs / 2;
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  now_ += kMs / 2;
+  engine_->Poll();
+  std::vector<Sent> poll = Take();
+  ASSERT_EQ(poll.size(), 1u);
+  EXPECT_EQ(poll[0].header.aux, 4u);
+  EXPECT_EQ(engine_->Stats().window_polls, 2u);
+  // Fragment 3's round completed but its RESULT never came: asked for.
+  now_ += 1 * kMs;
+  SendWindowStatus(poll[0], {0, 1, 2, 3}, {2});
+  engine_->Poll();
+  std::vector<Sent> asked = Take();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(asked[0].header.slot, 3u);
+  EXPECT_EQ(asked[0].header.aux, 0u);
+  Answer(c[2]);  // the RESULT of fragment 3
+  engine_->Poll();
+  Take();
+  // Eight answers in a row that find nothing: then the polls stop, and
+  // only the fragments' own timers probe.
+  uint64_t polls = engine_->Stats().window_polls;
+  int answered = 0;
+  for (int step = 0; step < 4000 && answered < 8; ++step) {
+    engine_->Poll();
+    std::vector<Sent> out = Take();
+    const uint64_t n = engine_->Stats().window_polls;
+    if (n == polls) {
+      now_ += kMs / 4;
+      continue;
+    }
+    ASSERT_EQ(n, polls + 1);
+    polls = n;
+    // The poll: the last RESULT_REQUEST from slot 1, the lowest in flight
+    // (the fragments' own timers may probe too). All held.
+    const Sent* p = nullptr;
+    for (const Sent& o : out) {
+      if (o.header.slot == 1 && o.header.type == proto::MsgType::kResultRequest) p = &o;
+    }
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(p->header.aux, 4u);
+    std::vector<uint32_t> all = {0, 1, 2, 3};
+    now_ += 1 * kMs;
+    SendWindowStatus(*p, all, {});
+    ++answered;
+  }
+  ASSERT_EQ(answered, 8);
+  for (int step = 0; step < 400; ++step) {
+    now_ += 1 * kMs;
+    engine_->Poll();
+    Take();
+  }
+  EXPECT_EQ(engine_->Stats().window_polls, polls);
+  for (const Sent& s : c) Answer(s);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// Without window_poll nothing polls, whatever is lost.
+TEST_F(ProgressTest, WithoutWindowPollNothingPolls) {
+  Make(5);
+  MeasureRoundTrip(1 * kMs);
+  auto req = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  now_ += 50 * kMs;
+  engine_->Poll();
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 4u);
+  now_ += 1 * kMs;
+  SendWindowStatus(probes[0], {0, 2, 3}, {});
+  engine_->Poll();
+  std::vector<Sent> sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].header.type, proto::MsgType::kContribution);
+  EXPECT_EQ(engine_->Stats().window_polls, 0u);
+  for (const Sent& s : c) Answer(s);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+}
+
+// A RESULT that overtakes the fragment just before it arms the poll too:
+// that fragment's round may wait for another rank, or its RESULT was lost
+// (and a probe answered "held" long ago may have backed its timer off far).
+// Results in order arm nothing.
+TEST_F(ProgressTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
+  window_poll_ = true;
+  Make(5);
+  MeasureRoundTrip(1 * kMs);  // fragment 0; fragments 1..4 below use slots 1..4
+  auto req = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 4u);
+  now_ += kMs / 2;
+  Answer(c[0]);  // fragment 1: in order
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().window_polls, 0u);
+  Answer(c[2]);  // fragment 3, while fragment 2 waits
+  engine_->Poll();
+  std::vector<Sent> poll = Take();
+  ASSERT_EQ(poll.size(), 1u);
+  EXPECT_EQ(poll[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(poll[0].header.slot, 2u);  // the lowest in flight
+  EXPECT_EQ(poll[0].header.aux, 3u);   // fragments 2..4
+  EXPECT_EQ(engine_->Stats().window_polls, 1u);
+  Answer(c[1]);
+  Answer(c[3]);
+  engine_->Poll();
+  tributary::Status st;
+  ASSERT_TRUE(Done(req, &st));
+  EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
 }  // namespace

@@ -397,6 +397,46 @@ TEST(DecodeErrors, BadBody) {
   EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(8))), DecodeError::kBadBody);
 }
 
+// FORMAT.md §3.4, §3.6: a RESULT_REQUEST asks about at most
+// kMaxStatusWindow fragments; a windowed STATUS carries exactly two bitmaps
+// of `aux` bits, each rounded up to whole u32 words.
+TEST(DecodeErrors, StatusWindowSizes) {
+  Header request = BaseHeader(MsgType::kResultRequest);
+  for (uint32_t w : {0u, 1u, 64u, kMaxStatusWindow}) {
+    request.aux = w;
+    EXPECT_EQ(DecodeBytes(EncodeToVector(request, {})), DecodeError::kOk) << w;
+  }
+  request.aux = kMaxStatusWindow + 1;
+  EXPECT_EQ(DecodeBytes(EncodeToVector(request, {})), DecodeError::kBadBody);
+
+  Header status = BaseHeader(MsgType::kStatus);
+  status.flags = kFlagWindow;
+  EXPECT_EQ(WindowBitmapBytes(1), 4u);
+  EXPECT_EQ(WindowBitmapBytes(32), 4u);
+  EXPECT_EQ(WindowBitmapBytes(33), 8u);
+  EXPECT_EQ(2 * WindowBitmapBytes(kMaxStatusWindow), 4 * kMaxStatusSenders);
+  for (uint32_t w : {1u, 31u, 32u, 33u, 1000u, kMaxStatusWindow}) {
+    status.aux = w;
+    const size_t len = 2 * WindowBitmapBytes(w);
+    EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(len))), DecodeError::kOk) << w;
+    EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(len + 4))), DecodeError::kBadBody) << w;
+    EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(len - 4))), DecodeError::kBadBody) << w;
+  }
+  status.aux = 0;
+  EXPECT_EQ(DecodeBytes(EncodeToVector(status, {})), DecodeError::kBadBody);
+  status.aux = kMaxStatusWindow + 1;
+  EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(2 * WindowBitmapBytes(kMaxStatusWindow) + 8))),
+            DecodeError::kBadBody);
+  // Bit j is bit j % 8 of byte j / 8 (the u32 words are little-endian).
+  Bytes bits(8, 0);
+  SetWindowBit(bits.data(), 0);
+  SetWindowBit(bits.data(), 9);
+  SetWindowBit(bits.data(), 63);
+  EXPECT_EQ(bits, (Bytes{0x01, 0x02, 0, 0, 0, 0, 0, 0x80}));
+  EXPECT_TRUE(WindowBit(bits.data(), 9));
+  EXPECT_FALSE(WindowBit(bits.data(), 8));
+}
+
 // Rules apply in FORMAT.md §8 order: a packet breaking several gets the first.
 TEST(DecodeErrors, FirstBrokenRuleWins) {
   Bytes b = ValidPacket(MsgType::kContribution, kFlagChecksum);

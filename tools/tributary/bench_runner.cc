@@ -288,6 +288,7 @@ class BenchRun {
         window_decreases_ += done.window_decreases;
         tail_probes_ += done.tail_probes;
         ecn_marks_ += done.ecn_marks;
+        window_polls_ += done.window_polls;
         min_window_limit_ = std::min(min_window_limit_, done.window_limit);
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
@@ -355,6 +356,10 @@ class BenchRun {
                 "tail probes %llu\n",
                 static_cast<unsigned long long>(early_recoveries_),
                 static_cast<unsigned long long>(tail_probes_));
+    // After a loss: header-only requests for the state of every fragment
+    // in flight (FORMAT.md §3.6), counted among the probes above.
+    std::printf("# window polls %llu (all ranks; after a loss, the state of the whole window)\n",
+                static_cast<unsigned long long>(window_polls_));
     // Congestion control: how often queues beyond the target made a rank
     // keep fewer fragments in flight, and where the smallest limit ended.
     std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks), "
@@ -411,6 +416,7 @@ class BenchRun {
   uint64_t window_decreases_ = 0;
   uint64_t tail_probes_ = 0;
   uint64_t ecn_marks_ = 0;
+  uint64_t window_polls_ = 0;
   uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;

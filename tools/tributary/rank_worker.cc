@@ -59,6 +59,7 @@ class Rank {
     done.window_limit = stats.window_limit;
     done.tail_probes = stats.tail_probes;
     done.ecn_marks = stats.ecn_marks;
+    done.window_polls = stats.window_polls;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

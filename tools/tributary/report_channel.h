@@ -59,6 +59,7 @@ struct DoneReport {
   uint32_t window_limit;
   uint64_t tail_probes;
   uint64_t ecn_marks;
+  uint64_t window_polls;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

@@ -125,6 +125,8 @@ struct CommStats {
   uint64_t ecn_marks = 0;            // results that reported ECN congestion marks: CE on
                                      // the RESULT, or contributions of its round marked CE
                                      // on their way to the aggregator (FORMAT.md §3.3)
+  uint64_t window_polls = 0;         // of the probes, polls of the whole window's state after
+                                     // a loss (Options::window_poll, FORMAT.md §3.6)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

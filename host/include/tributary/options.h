@@ -128,6 +128,14 @@ struct TRIB_API Options {
   // base round trip and 8 fragments' time at the delivery rate. 0: off,
   // always the whole window.
   uint32_t congestion_target_us = 1000;
+  // After a loss, poll the aggregator for the state of every fragment in
+  // flight (a RESULT_REQUEST over the window, answered by a bitmap,
+  // FORMAT.md §3.6) behind each burst and while fragments wait, until
+  // several answers in a row find nothing lost: every loss of a burst is
+  // found in about one round trip. Assumes the path keeps one rank's
+  // packets in order (a reordering path costs needless resends); false
+  // leaves recovery to the timers and send-time detection alone.
+  bool window_poll = true;
 
   // Progress thread: spin this long polling before it sleeps in the kernel.
   // Spinning lowers latency and burns a core; 0 sleeps at once.

@@ -161,6 +161,9 @@ typedef struct trib_config {
   /* Congestion control's queueing target in microseconds
    * (tributary::Options::congestion_target_us); 0 = off. */
   uint32_t congestion_target_us;
+  /* Poll the aggregator for the window's state after a loss
+   * (tributary::Options::window_poll); 1 = on (default), 0 = off. */
+  int window_poll;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -235,6 +238,8 @@ typedef struct trib_stats {
                                  trips without any result */
   uint64_t ecn_marks;         /* results that reported ECN congestion marks (CE on the
                                  RESULT, or contributions marked on the way in) */
+  uint64_t window_polls;      /* of the probes, polls of the whole window's state after a
+                                 loss */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -19,19 +19,22 @@
 # Settings are interleaved per round (0%, then every hook x loss), so machine
 # noise hits all alike. Sizes below --split run with --iters timed iterations
 # (after --warmup), sizes from --split up with --large-iters (after one
-# warm-up): at 10% loss a 16 MiB all-reduce takes seconds. Printed: the
+# warm-up): at 10% loss a 16 MiB all-reduce takes seconds. A small
+# all-reduce takes 0.1-0.3 ms and one slow recovery among 10 of them
+# decides their mean: hence 100 (after 10, which also absorb the
+# communicator's start: JOINs lost under loss). Printed: the
 # median busbw per size without loss, its ratio under each setting (the
 # ratio of median times: busbw = S/t * 2(n-1)/n for both), and per setting
 # the recovery counters of the median run of the large sizes.
 #
 # Usage: bench/run_loss.sh [--build DIR] [--ranks N] [--min 1K] [--max 16M]
-#          [--split 1M] [--iters 10] [--warmup 2] [--large-iters 3]
+#          [--split 1M] [--iters 100] [--warmup 10] [--large-iters 3]
 #          [--losses "1 5 10"] [--hooks "input output"] [--rounds 3]
 #          [--timeout-s 900] [--out FILE.md]
 # Needs root, `ip netns` and nft (exits 77 otherwise).
 set -u -o pipefail
 
-BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=10; WARMUP=2; LARGE_ITERS=3
+BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=100; WARMUP=10; LARGE_ITERS=3
 LOSSES="1 5 10"; HOOKS="input output"; ROUNDS=3; TIMEOUT_S=900; OUT=""
 ARGS_TEXT="$*"
 while (($#)); do

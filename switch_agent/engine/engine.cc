@@ -302,16 +302,22 @@ void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow
 // arrived, or the set still holds the previous round): everyone is missing,
 // the requester included. No list: aux = fan-in says it all.
 void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* out) {
+  EchoStatus(in, to, 0, job->fan_in(), nullptr, 0, out);
+}
+
+// A STATUS with the request's addressing fields (`in`, FORMAT.md §3.5).
+void Engine::EchoStatus(const Header& in, PeerToken to, uint16_t flags, uint32_t aux,
+                        const uint8_t* payload, size_t payload_len, Action* out) {
   out->kind = ActionKind::kSendToOne;
   Header& r = out->header;
   r = in;
   r.type = MsgType::kStatus;
   r.mac = 0;
-  r.flags = 0;
   r.checksum = 0;
-  r.aux = job->fan_in();
-  out->payload = nullptr;
-  out->payload_len = 0;
+  r.flags = flags;
+  r.aux = aux;
+  out->payload = payload;
+  out->payload_len = payload_len;
   out->peer = to;
 }
 
@@ -346,17 +352,9 @@ void Engine::WindowStatus(Job* job, const Header& in, PeerToken to, Action* out)
     if (m.state == SetState::kComplete) proto::SetWindowBit(complete, j);
   }
   ++counters_.window_statuses;
-  out->kind = ActionKind::kSendToOne;
-  Header& r = out->header;
-  r = in;
-  r.type = MsgType::kStatus;
-  r.mac = 0;
-  r.checksum = 0;
-  r.flags = proto::kFlagWindow | (proto::WindowBit(held, 0) ? proto::kFlagHeld : 0);
-  r.aux = w;
-  out->payload = held;
-  out->payload_len = 2 * bytes;
-  out->peer = to;
+  const uint16_t flags =
+      proto::kFlagWindow | (proto::WindowBit(held, 0) ? proto::kFlagHeld : uint16_t{0});
+  EchoStatus(in, to, flags, w, held, 2 * bytes, out);
 }
 
 // Authenticates a packet that names a slot, notes the job's activity and

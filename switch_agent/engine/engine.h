@@ -294,6 +294,8 @@ class Engine {
   void HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
   void HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out);
   void StatusNotStarted(Job* job, const proto::Header& in, PeerToken to, Action* out);
+  void EchoStatus(const proto::Header& in, PeerToken to, uint16_t flags, uint32_t aux,
+                  const uint8_t* payload, size_t payload_len, Action* out);
   // The answer to a RESULT_REQUEST with aux > 1: which of the requester's
   // fragments from the one it names the job holds, and which of them are
   // complete (FORMAT.md §3.6).

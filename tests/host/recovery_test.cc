@@ -529,21 +529,55 @@ TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank)
   EXPECT_EQ(engine_->Health().code(), StatusCode::kTimedOut);
 }
 
+// Window 5, srtt 1 ms (fragment 0); fragments 1..4 of one all-reduce go
+// out in slots 1..4. The tests of windowed STATUS and the poll start here.
+class WindowTest : public ProgressTest {
+ protected:
+  void Start(bool poll) {
+    window_poll_ = poll;
+    Make(5);
+    MeasureRoundTrip(1 * kMs);
+    req_ = Submit(16 * 4, ++collective_);
+    engine_->Poll();
+    c_ = Take();
+    ASSERT_EQ(c_.size(), 4u);
+  }
+  // Their timers expire: four probes, by slot.
+  std::vector<Sent> ProbeAll() {
+    now_ += 50 * kMs;
+    engine_->Poll();
+    std::vector<Sent> probes = Take();
+    EXPECT_EQ(probes.size(), 4u);
+    return probes;
+  }
+  // What was sent is one plain RESULT_REQUEST, for `slot`'s fragment.
+  void ExpectResultAskedOf(uint32_t slot) {
+    std::vector<Sent> asked = Take();
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
+    EXPECT_EQ(asked[0].header.slot, slot);
+    EXPECT_EQ(asked[0].header.aux, 0u);
+  }
+  // Every fragment answered: the all-reduce completes.
+  void Finish() {
+    for (const Sent& s : c_) Answer(s);
+    engine_->Poll();
+    tributary::Status st;
+    ASSERT_TRUE(Done(req_, &st));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  std::shared_ptr<internal::RequestState> req_;
+  std::vector<Sent> c_;
+};
+
 // A windowed STATUS (FORMAT.md §3.6) answers for every fragment the probe
 // asked about: what the aggregator lacks of the data sent before the probe
 // goes again at once; data sent after it is left alone (it may be on its
 // way), so are answers that predate a copy, and a windowed STATUS with no
 // probe outstanding is rejected (a replay could make us resend a window).
-TEST_F(ProgressTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTheProbe) {
-  Make(5);
-  MeasureRoundTrip(1 * kMs);  // fragment 0; fragments 1..4 below use slots 1..4
-  auto req = Submit(16 * 4, ++collective_);
-  engine_->Poll();
-  std::vector<Sent> c = Take();
-  ASSERT_EQ(c.size(), 4u);
-  now_ += 50 * kMs;
-  engine_->Poll();
-  std::vector<Sent> probes = Take();
+TEST_F(WindowTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTheProbe) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
   for (uint32_t i = 0; i < 4; ++i) {
     EXPECT_EQ(probes[i].header.type, proto::MsgType::kResultRequest);
@@ -551,7 +585,7 @@ TEST_F(ProgressTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBefore
   }
   // Slot 3's own answer: not held; its data goes again, after the probes.
   now_ += 1 * kMs;
-  SendStatus(c[2], /*held=*/false, {});
+  SendStatus(c_[2], /*held=*/false, {});
   engine_->Poll();
   std::vector<Sent> resent = Take();
   ASSERT_EQ(resent.size(), 1u);
@@ -569,7 +603,7 @@ TEST_F(ProgressTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBefore
   }
   EXPECT_EQ(engine_->Stats().losses_detected, 4u);
   // Slot 2's own answer to its probe predates the copy just sent.
-  SendStatus(c[1], /*held=*/false, {});
+  SendStatus(c_[1], /*held=*/false, {});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   // Slot 1's answer replayed: no probe of slot 1 is outstanding.
@@ -578,51 +612,32 @@ TEST_F(ProgressTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBefore
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
-  for (const Sent& s : c) Answer(s);
-  engine_->Poll();
-  tributary::Status st;
-  ASSERT_TRUE(Done(req, &st));
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  Finish();
   EXPECT_EQ(recv_[0], 0.0f);
   EXPECT_EQ(recv_[63], 126.0f);
 }
 
 // Held fragments only wait; held and complete with no RESULT here means the
 // RESULT was lost: one plain probe asks for it, and its answer completes it.
-TEST_F(ProgressTest, WindowedStatusAsksForResultsThatWereLost) {
-  Make(5);
-  MeasureRoundTrip(1 * kMs);
-  auto req = Submit(16 * 4, ++collective_);
-  engine_->Poll();
-  std::vector<Sent> c = Take();
-  ASSERT_EQ(c.size(), 4u);
-  now_ += 50 * kMs;
-  engine_->Poll();
-  std::vector<Sent> probes = Take();
+TEST_F(WindowTest, WindowedStatusAsksForResultsThatWereLost) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
   // Slot 3's own probe is answered "held" (a fragment whose own probe is
   // still out waits for that answer instead).
   now_ += 1 * kMs;
-  SendStatus(c[2], /*held=*/true, {0});
+  SendStatus(c_[2], /*held=*/true, {0});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   SendWindowStatus(probes[0], {0, 1, 2, 3}, {2});
   engine_->Poll();
-  std::vector<Sent> asked = Take();
-  ASSERT_EQ(asked.size(), 1u);
-  EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
-  EXPECT_EQ(asked[0].header.slot, 3u);
-  EXPECT_EQ(asked[0].header.aux, 0u);
+  ASSERT_NO_FATAL_FAILURE(ExpectResultAskedOf(3));
   EXPECT_EQ(engine_->Stats().losses_detected, 0u);
   // Slot 2's probe answered alike: slot 3 was asked after that probe.
   SendWindowStatus(probes[1], {0, 1, 2}, {1});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
-  for (const Sent& s : c) Answer(s);
-  engine_->Poll();
-  tributary::Status st;
-  ASSERT_TRUE(Done(req, &st));
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  Finish();
 }
 
 // The window poll (Options::window_poll): nothing polls before a loss;
@@ -631,17 +646,9 @@ TEST_F(ProgressTest, WindowedStatusAsksForResultsThatWereLost) {
 // for the last one's answer, one that finds nothing makes the next wait
 // longer, one that finds a lost RESULT asks for it, and after eight
 // answers in a row that find nothing the polls stop.
-TEST_F(ProgressTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
-  window_poll_ = true;
-  Make(5);
-  MeasureRoundTrip(1 * kMs);  // fragment 0; fragments 1..4 below use slots 1..4
-  auto req = Submit(16 * 4, ++collective_);
-  engine_->Poll();
-  std::vector<Sent> c = Take();
-  ASSERT_EQ(c.size(), 4u);
-  now_ += 50 * kMs;  // the timers probe all four
-  engine_->Poll();
-  std::vector<Sent> probes = Take();
+TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
   EXPECT_EQ(engine_->Stats().window_polls, 0u);
   // Slot 1's answer: fragment 2 was lost. Its data goes again, and a poll
@@ -680,12 +687,8 @@ TEST_F(ProgressTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
   now_ += 1 * kMs;
   SendWindowStatus(poll[0], {0, 1, 2, 3}, {2});
   engine_->Poll();
-  std::vector<Sent> asked = Take();
-  ASSERT_EQ(asked.size(), 1u);
-  EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
-  EXPECT_EQ(asked[0].header.slot, 3u);
-  EXPECT_EQ(asked[0].header.aux, 0u);
-  Answer(c[2]);  // the RESULT of fragment 3
+  ASSERT_NO_FATAL_FAILURE(ExpectResultAskedOf(3));
+  Answer(c_[2]);  // the RESULT of fragment 3
   engine_->Poll();
   Take();
   // Eight answers in a row that find nothing: then the polls stop, and
@@ -722,23 +725,13 @@ TEST_F(ProgressTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
     Take();
   }
   EXPECT_EQ(engine_->Stats().window_polls, polls);
-  for (const Sent& s : c) Answer(s);
-  engine_->Poll();
-  tributary::Status st;
-  ASSERT_TRUE(Done(req, &st));
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  Finish();
 }
 
 // Without window_poll nothing polls, whatever is lost.
-TEST_F(ProgressTest, WithoutWindowPollNothingPolls) {
-  Make(5);
-  MeasureRoundTrip(1 * kMs);
-  auto req = Submit(16 * 4, ++collective_);
-  engine_->Poll();
-  std::vector<Sent> c = Take();
-  now_ += 50 * kMs;
-  engine_->Poll();
-  std::vector<Sent> probes = Take();
+TEST_F(WindowTest, WithoutWindowPollNothingPolls) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
   now_ += 1 * kMs;
   SendWindowStatus(probes[0], {0, 2, 3}, {});
@@ -747,30 +740,21 @@ TEST_F(ProgressTest, WithoutWindowPollNothingPolls) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].header.type, proto::MsgType::kContribution);
   EXPECT_EQ(engine_->Stats().window_polls, 0u);
-  for (const Sent& s : c) Answer(s);
-  engine_->Poll();
-  tributary::Status st;
-  ASSERT_TRUE(Done(req, &st));
+  Finish();
 }
 
 // A RESULT that overtakes the fragment just before it arms the poll too:
 // that fragment's round may wait for another rank, or its RESULT was lost
 // (and a probe answered "held" long ago may have backed its timer off far).
 // Results in order arm nothing.
-TEST_F(ProgressTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
-  window_poll_ = true;
-  Make(5);
-  MeasureRoundTrip(1 * kMs);  // fragment 0; fragments 1..4 below use slots 1..4
-  auto req = Submit(16 * 4, ++collective_);
-  engine_->Poll();
-  std::vector<Sent> c = Take();
-  ASSERT_EQ(c.size(), 4u);
+TEST_F(WindowTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
   now_ += kMs / 2;
-  Answer(c[0]);  // fragment 1: in order
+  Answer(c_[0]);  // fragment 1: in order
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   EXPECT_EQ(engine_->Stats().window_polls, 0u);
-  Answer(c[2]);  // fragment 3, while fragment 2 waits
+  Answer(c_[2]);  // fragment 3, while fragment 2 waits
   engine_->Poll();
   std::vector<Sent> poll = Take();
   ASSERT_EQ(poll.size(), 1u);
@@ -778,12 +762,7 @@ TEST_F(ProgressTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
   EXPECT_EQ(poll[0].header.slot, 2u);  // the lowest in flight
   EXPECT_EQ(poll[0].header.aux, 3u);   // fragments 2..4
   EXPECT_EQ(engine_->Stats().window_polls, 1u);
-  Answer(c[1]);
-  Answer(c[3]);
-  engine_->Poll();
-  tributary::Status st;
-  ASSERT_TRUE(Done(req, &st));
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  Finish();  // answers c_[0] and c_[2] again: counted as duplicates
 }
 
 }  // namespace

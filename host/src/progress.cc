@@ -333,7 +333,13 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
-  (probe ? slot.probe_order : slot.data_order) = ++tx_order_;
+  const uint64_t order = ++tx_order_;
+  if (probe) {
+    slot.probe_order = order;
+    if (slot.probes_out++ == 0) slot.first_probe_order = order;
+  } else {
+    slot.data_order = order;
+  }
   slot.early_out = false;
   if (retransmit && !probe) slot.data_resent = true;
   if (probe) {
@@ -558,8 +564,10 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
 // the round is pending. If the aggregator holds our data we only wait (and
 // later probe again, header only); if it does not, the data was lost and is
 // resent at once instead of after another timeout. "Not held" is only ever
-// the answer to a probe: one that no probe sent after our latest copy of
-// the data can have asked for (a late answer, a replay) changes nothing.
+// the answer to a probe, and it is taken for the answer to the oldest probe
+// still out (several may be): unless that probe went out after our latest
+// copy of the data, the answer may predate that copy (a late answer, a
+// replay) and changes nothing.
 void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
   if (h.slot >= window_.size() || h.epoch != id_.epoch) return;
@@ -571,25 +579,29 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   // A windowed STATUS may make us resend a whole window: it is read only as
   // the answer to a probe still outstanding (FORMAT.md §8.3).
   const bool windowed = (h.flags & proto::kFlagWindow) != 0;
-  if (windowed && !slot.probe_pending) {
+  if (windowed && slot.probes_out == 0) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   // A STATUS answers our own probe only: a pure round trip (unless several
   // probes were out, and it is unclear which one it answers).
-  if (slot.probe_pending && slot.unanswered_probes == 0 && slot.probe_sent_ns != 0) {
+  if (slot.probe_pending && slot.probes_out == 1 && slot.unanswered_probes == 0 &&
+      slot.probe_sent_ns != 0) {
     Sample(now - slot.probe_sent_ns);
   }
+  const uint64_t answered = slot.first_probe_order;  // 0: no probe out
   slot.probe_pending = false;
   slot.unanswered_probes = 0;
+  slot.probes_out = 0;
+  slot.first_probe_order = 0;
   uint32_t acted = 0;
   if (windowed) {
-    acted = ApplyStatusWindow(p, slot.next_seq, slot.probe_order, now);
+    acted = ApplyStatusWindow(p, slot.next_seq, answered, now);
   } else {
     RecordMissing(p, &slot);
   }
   const bool held = (h.flags & proto::kFlagHeld) != 0;
-  const bool resend = !held && slot.probe_order > slot.data_order;
+  const bool resend = !held && answered > slot.data_order;
   if (h.slot == poll_slot_ && slot.next_seq == poll_seq_) {
     // The window poll's answer: the next one may go at once if this one
     // found something to do, else after a growing pause (MaybePollWindow).

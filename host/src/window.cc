@@ -59,6 +59,8 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
   s.probe_sent_ns = 0;
   s.data_order = 0;
   s.probe_order = 0;
+  s.first_probe_order = 0;
+  s.probes_out = 0;
   s.unanswered_probes = 0;
   s.missing_count = 0;
   s.missing.clear();

@@ -33,6 +33,11 @@ struct Slot {
   // answering a probe speaks for the data sent before it.
   uint64_t data_order = 0;
   uint64_t probe_order = 0;
+  // The oldest probe not answered yet (0: none) and how many are out. An
+  // answer is taken for the oldest one's: what it says of data sent
+  // between two probes may predate that data.
+  uint64_t first_probe_order = 0;
+  uint32_t probes_out = 0;
   uint64_t deadline_ns = 0;
   uint32_t retries = 0;            // timer expiries (backoff exponent)
   uint32_t early_recoveries = 0;   // probes or resends because later fragments completed first

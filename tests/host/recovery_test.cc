@@ -765,5 +765,41 @@ TEST_F(WindowTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
   Finish();  // answers c_[0] and c_[2] again: counted as duplicates
 }
 
+// With two probes of a fragment out, an answer is taken for the older one:
+// what it says of data sent between the two may predate that data. (Taken
+// for the newer, slot 2's second copy below would go out a third time:
+// the clean ranks of OnlyTheListedRankIsLossy reported losses so.)
+TEST_F(WindowTest, AnAnswerIsTakenForTheOldestProbeOut) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  std::vector<Sent> probes = ProbeAll();  // slot 1's asks about fragments 1..4
+  ASSERT_EQ(probes.size(), 4u);
+  // Slot 2's own answer: not held. Its data goes again, after slot 1's probe.
+  now_ += 1 * kMs;
+  SendStatus(c_[1], /*held=*/false, {});
+  engine_->Poll();
+  std::vector<Sent> resent = Take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.slot, 2u);
+  // Slot 1's timer expires again: a second probe, the first still out.
+  bool second = false;
+  for (int step = 0; step < 500 && !second; ++step) {
+    now_ += 1 * kMs;
+    engine_->Poll();
+    for (const Sent& s : Take()) {
+      if (s.header.slot == 1 && s.header.type == proto::MsgType::kResultRequest) second = true;
+      EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
+    }
+  }
+  ASSERT_TRUE(second);
+  // The answer to the first: fragment 2 not held. It predates the copy.
+  SendWindowStatus(probes[0], {0, 2, 3}, {});
+  engine_->Poll();
+  for (const Sent& s : Take()) {
+    EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
+  }
+  EXPECT_EQ(engine_->Stats().losses_detected, 1u);
+  Finish();
+}
+
 }  // namespace
 }  // namespace tributary::host

@@ -236,7 +236,7 @@ class ProgressTest : public ::testing::Test {
     h.flags = held ? proto::kFlagHeld : 0;
     h.aux = static_cast<uint32_t>(missing.size());
     std::vector<uint8_t> body(missing.size() * 4);
-    std::memcpy(body.data(), missing.data(), body.size());
+    if (!body.empty()) std::memcpy(body.data(), missing.data(), body.size());
     Deliver(h, body);
   }
   // The windowed STATUS answering `probe` (FORMAT.md §3.6): bit j of

@@ -271,92 +271,6 @@ void Engine::ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Ac
   out->peer_count = 0;
 }
 
-// A STATUS for a pending set: aux = number of missing children, payload =
-// the first kMaxStatusSenders of them (u32 LE), so ranks can name them.
-void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
-                      Action* out) {
-  const SetMeta& m = job->meta(slot, shadow);
-  const size_t listed =
-      job->ListMissing(slot, shadow, job->status_scratch(), proto::kMaxStatusSenders);
-  out->kind = ActionKind::kSendToOne;
-  Header& r = out->header;
-  r.type = MsgType::kStatus;
-  r.flags = Job::TestBit(job->seen(slot, shadow), in.sender) ? proto::kFlagHeld : 0;
-  r.job_id = job->job_id();
-  r.epoch = job->epoch();
-  r.collective_id = m.collective_id;
-  r.elem_offset = m.elem_offset;
-  r.slot = slot;
-  r.elem_count = m.elem_count;
-  r.sender = in.sender;
-  r.dtype = m.dtype;
-  r.op = m.op;
-  r.shadow = static_cast<uint8_t>(shadow);
-  r.aux = job->fan_in() - m.arrived;
-  out->payload = job->status_scratch();
-  out->payload_len = 4 * listed;
-  out->peer = to;
-}
-
-// A STATUS for a round the set does not hold (nobody's contribution to it has
-// arrived, or the set still holds the previous round): everyone is missing,
-// the requester included. No list: aux = fan-in says it all.
-void Engine::StatusNotStarted(Job* job, const Header& in, PeerToken to, Action* out) {
-  EchoStatus(in, to, 0, job->fan_in(), nullptr, 0, out);
-}
-
-// A STATUS with the request's addressing fields (`in`, FORMAT.md §3.5).
-void Engine::EchoStatus(const Header& in, PeerToken to, uint16_t flags, uint32_t aux,
-                        const uint8_t* payload, size_t payload_len, Action* out) {
-  out->kind = ActionKind::kSendToOne;
-  Header& r = out->header;
-  r = in;
-  r.type = MsgType::kStatus;
-  r.mac = 0;
-  r.checksum = 0;
-  r.flags = flags;
-  r.aux = aux;
-  out->payload = payload;
-  out->payload_len = payload_len;
-  out->peer = to;
-}
-
-// A STATUS over the requester's fragments k .. k+W-1, k the one the request
-// names (W = its aux, at most the slot count): fragment k+j lives in slot
-// (slot + j) mod S, in the other shadow set once that wraps. The set holds
-// it when its round is not older than k's: the requester has fragment k
-// unfinished, so no set of the window can have moved beyond its k+j round,
-// and an older round (or none) means k+j has not arrived. Held: the
-// requester's bit is set there; complete: also the round's RESULT went out.
-// O(W), bounded by kMaxStatusWindow; authenticated requests only.
-void Engine::WindowStatus(Job* job, const Header& in, PeerToken to, Action* out) {
-  const uint32_t slots = job->slot_count();
-  const uint32_t w = std::min({in.aux, slots, proto::kMaxStatusWindow});
-  const size_t bytes = proto::WindowBitmapBytes(w);
-  uint8_t* held = job->status_scratch();
-  uint8_t* complete = held + bytes;
-  std::memset(held, 0, 2 * bytes);
-  for (uint32_t j = 0; j < w; ++j) {
-    uint32_t s = in.slot + j;
-    uint32_t v = in.shadow;
-    if (s >= slots) {
-      s -= slots;
-      v ^= 1;
-    }
-    const SetMeta& m = job->meta(s, v);
-    if (m.state == SetState::kUnused || IsNewer(in, m) ||
-        !Job::TestBit(job->seen(s, v), in.sender)) {
-      continue;
-    }
-    proto::SetWindowBit(held, j);
-    if (m.state == SetState::kComplete) proto::SetWindowBit(complete, j);
-  }
-  ++counters_.window_statuses;
-  const uint16_t flags =
-      proto::kFlagWindow | (proto::WindowBit(held, 0) ? proto::kFlagHeld : uint16_t{0});
-  EchoStatus(in, to, flags, w, held, 2 * bytes, out);
-}
-
 // Authenticates a packet that names a slot, notes the job's activity and
 // checks the slot; nullptr (with the rejection in *out) when any check fails.
 Job* Engine::FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out) {
@@ -508,27 +422,6 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   m.state = SetState::kComplete;
   ResultAction(job, s, v, out);
-}
-
-void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
-                                 Action* out) {
-  const Header& h = pkt.header;
-  Job* job = FindSlot(pkt, from, now_ns, out);
-  if (job == nullptr) return;
-  const SetMeta& m = job->meta(h.slot, h.shadow);
-  if (!SameRound(h, m)) {
-    // Older than the set's round: a stale request, ignore it. Otherwise the
-    // round has not started here: tell the requester to resend its data.
-    if (m.state != SetState::kUnused && !IsNewer(h, m)) return Drop(DropReason::kStale);
-    if (h.aux > 1) return WindowStatus(job, h, from, out);
-    return StatusNotStarted(job, h, from, out);
-  }
-  if (m.state == SetState::kComplete) {
-    ++counters_.retransmit_answers;
-    return ResultTo(job, h.slot, h.shadow, from, out);
-  }
-  if (h.aux > 1) return WindowStatus(job, h, from, out);
-  StatusTo(job, h, h.slot, h.shadow, from, out);
 }
 
 // STATS: the job's straggler statistics, for a rank that asks (the host

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// Proves the engine's STATUS answers (FORMAT.md §3.4, §3.6): the list of
+// missing senders of a pending round, a round not started, a stale
+// request, and the windowed STATUS: held and complete bitmaps across the
+// shadow-set wrap, older rounds not counted, W cut to the slot count, and
+// the plain form for aux 0 and 1.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/engine/engine_test_util.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::DataType;
+using proto::MsgType;
+using proto::ReduceOp;
+using testing::Drops;
+using testing::JobFixture;
+using testing::StatusSenders;
+using testing::TestEngine;
+
+// A RESULT_REQUEST with aux = W asks about the requester's fragments k ..
+// k+W-1 (FORMAT.md §3.6): fragment k+j is in slot (slot + j) mod S, in the
+// other shadow set past the wrap. Held when the set holds that fragment's
+// round (not an older one) with the requester's bit; complete when its
+// RESULT went out. W is cut to the slot count.
+TEST(EngineStatus, WindowBitmapsSayWhichFragmentsAreHeldAndComplete) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/2, /*slots=*/4, 64);  // 16 floats a fragment
+  const std::vector<float> v(16, 1.0f);
+  // Slot 1, shadow 1 holds an older round (collective 0) the requester
+  // contributed to: that is not fragment 5's round.
+  job.Send(0, 1, 1, 0, 0, v);
+  job.Send(1, 1, 1, 0, 0, v);
+  // Collective 1, fragment k at offset 16k: k = 2 (slot 2) from rank 0 only,
+  // k = 3 (slot 3) from rank 1 only, k = 4 (slot 0, shadow 1) from both.
+  job.Send(0, 2, 0, 1, 32, v);
+  job.Send(1, 3, 0, 1, 48, v);
+  job.Send(0, 0, 1, 1, 64, v);
+  ASSERT_EQ(job.Send(1, 0, 1, 1, 64, v).header.type, MsgType::kResult);
+
+  proto::PacketView p;
+  p.header = job.Header(MsgType::kResultRequest, 0, 2, 0, 1, 32, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 16);
+  p.header.aux = 100;  // more than the 4 slots
+  const Action a = job.Deliver(p, JobFixture::Peer(0), 3);
+  ASSERT_EQ(a.header.type, MsgType::kStatus);
+  EXPECT_EQ(a.header.flags, proto::kFlagWindow | proto::kFlagHeld);  // k = 2 is held
+  EXPECT_EQ(a.header.aux, 4u);
+  EXPECT_EQ(a.header.collective_id, 1u);
+  EXPECT_EQ(a.header.elem_offset, 32u);
+  ASSERT_EQ(a.payload_len, 2 * proto::WindowBitmapBytes(4));
+  const uint8_t* held = a.payload;
+  const uint8_t* complete = a.payload + proto::WindowBitmapBytes(4);
+  const bool want_held[4] = {true, false, true, false};  // k = 2, 3, 4, 5
+  const bool want_complete[4] = {false, false, true, false};
+  for (uint32_t j = 0; j < 4; ++j) {
+    EXPECT_EQ(proto::WindowBit(held, j), want_held[j]) << j;
+    EXPECT_EQ(proto::WindowBit(complete, j), want_complete[j]) << j;
+  }
+  EXPECT_EQ(engine.counters().window_statuses, 1u);
+  // The encoded answer decodes (bitmap sizes of FORMAT.md §3.6).
+  const std::vector<uint8_t> bytes = testing::EncodeAction(a);
+  EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), nullptr), proto::DecodeError::kOk);
+
+  // Rank 1 asks from k = 3, whose round it is held in: it lacks k = 5 only.
+  p.header = job.Header(MsgType::kResultRequest, 1, 3, 0, 1, 48, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 16);
+  p.header.aux = 3;
+  const Action b = job.Deliver(p, JobFixture::Peer(1), 3);
+  ASSERT_EQ(b.header.aux, 3u);
+  EXPECT_TRUE(proto::WindowBit(b.payload, 0));
+  EXPECT_TRUE(proto::WindowBit(b.payload, 1));
+  EXPECT_FALSE(proto::WindowBit(b.payload, 2));
+  EXPECT_TRUE(proto::WindowBit(b.payload + 4, 1));  // k = 4 complete
+
+  // A round nobody started (k = 6, slot 2 shadow 1): not held, nor is k = 7.
+  p.header = job.Header(MsgType::kResultRequest, 0, 2, 1, 1, 96, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 16);
+  p.header.aux = 2;
+  const Action c = job.Deliver(p, JobFixture::Peer(0), 3);
+  ASSERT_EQ(c.header.type, MsgType::kStatus);
+  EXPECT_EQ(c.header.flags, proto::kFlagWindow);
+  EXPECT_EQ(c.payload[0], 0);
+  // The base round complete: its RESULT answers, windowed or not.
+  p.header = job.Header(MsgType::kResultRequest, 0, 0, 1, 1, 64, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 16);
+  p.header.aux = 4;
+  EXPECT_EQ(job.Deliver(p, JobFixture::Peer(0), 3).header.type, MsgType::kResult);
+  // aux 0 or 1: the plain STATUS of §3.6.
+  p.header = job.Header(MsgType::kResultRequest, 0, 2, 0, 1, 32, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 16);
+  p.header.aux = 1;
+  const Action d = job.Deliver(p, JobFixture::Peer(0), 3);
+  EXPECT_EQ(d.header.flags, proto::kFlagHeld);
+  EXPECT_EQ(StatusSenders(d), std::vector<uint32_t>{1});
+  EXPECT_EQ(engine.counters().window_statuses, 3u);
+}
+
+// STATUS lists exactly the missing children, beyond one bitmap word, and at
+// most 256 of them while aux still counts them all.
+TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 100, 1, 64);
+  for (uint32_t c = 0; c < 100; ++c) {
+    if (c == 5 || c == 64 || c == 99) continue;
+    job.Send(c, 0, 0, 1, 0, {1});
+  }
+  const Action st = job.Request(7, 0, 0, 1, 0);
+  ASSERT_EQ(st.header.type, MsgType::kStatus);
+  EXPECT_EQ(st.header.aux, 3u);
+  EXPECT_EQ(StatusSenders(st), (std::vector<uint32_t>{5, 64, 99}));
+  // A request for a newer round the set does not hold yet: everyone is
+  // missing, the requester included (STATUS, aux = fan-in, not held).
+  const Action fresh = job.Request(7, 0, 0, 2, 0);
+  ASSERT_EQ(fresh.header.type, MsgType::kStatus);
+  EXPECT_EQ(fresh.header.aux, 100u);
+  EXPECT_EQ(fresh.header.flags & proto::kFlagHeld, 0);
+  EXPECT_EQ(fresh.payload_len, 0u);
+  // The requester of the pending round is held.
+  EXPECT_NE(job.Request(7, 0, 0, 1, 0).header.flags & proto::kFlagHeld, 0);
+  // A request for an older round than the set holds is stale.
+  EXPECT_EQ(job.Request(7, 0, 0, 0, 0).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
+
+  TestEngine big(EngineLimits{}, 1);
+  JobFixture wide(&big, 2, 3, 300, 1, 64);
+  for (uint32_t c = 0; c < 20; ++c) wide.Send(c * 3, 0, 0, 1, 0, {1});
+  const Action st2 = wide.Request(0, 0, 0, 1, 0);
+  EXPECT_EQ(st2.header.aux, 280u);
+  const auto listed = StatusSenders(st2);
+  ASSERT_EQ(listed.size(), proto::kMaxStatusSenders);
+  EXPECT_EQ(listed[0], 1u);
+  EXPECT_EQ(listed[1], 2u);
+  EXPECT_EQ(listed[2], 4u);
+  const std::vector<uint8_t> wire = testing::EncodeAction(st2);  // a valid packet
+  EXPECT_EQ(proto::Decode(wire.data(), wire.size(), nullptr), proto::DecodeError::kOk);
+}
+
+}  // namespace
+}  // namespace tributary::engine

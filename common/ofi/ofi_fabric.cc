@@ -17,10 +17,10 @@ namespace {
 constexpr const char* kLog = "ofi";
 constexpr const char* kFallback = "tcp;ofi_rxm";
 
-fi_info* Hints(const char* provider, int threading) {
+fi_info* Hints(const char* provider, int threading, uint64_t caps) {
   fi_info* h = Lib().dupinfo(nullptr);  // fi_allocinfo()
   h->ep_attr->type = FI_EP_RDM;
-  h->caps = FI_MSG | FI_RMA;
+  h->caps = caps;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
   // Basic registration modes only. FI_MR_LOCAL is not requested: sends come
   // straight from application memory that is registered for remote write
@@ -32,9 +32,12 @@ fi_info* Hints(const char* provider, int threading) {
 }
 
 Result<fi_info*> GetInfo(const std::string& provider, const ProviderQuery& q) {
-  fi_info* hints = Hints(provider.c_str(), q.threading);
+  fi_info* hints = Hints(provider.c_str(), q.threading, q.caps);
   std::string node, service;
-  if (provider == "shm") {
+  const bool any_address = q.host.empty() && q.port == 0;
+  if (any_address) {
+    // node and service stay empty: the provider's own local addresses
+  } else if (provider == "shm") {
     // The daemon listens as "tributary-<port>"; shm publishes its first
     // endpoint under that name with ":<domain>:<endpoint>" appended.
     node = q.source ? ShmName(q.port) : ShmName(q.port) + ":0:0";
@@ -43,8 +46,9 @@ Result<fi_info*> GetInfo(const std::string& provider, const ProviderQuery& q) {
     service = std::to_string(q.port);
   }
   fi_info* info = nullptr;
-  int rc = Lib().getinfo(kFiVersion, node.c_str(), service.empty() ? nullptr : service.c_str(),
-                         q.source ? FI_SOURCE : 0, hints, &info);
+  int rc = Lib().getinfo(kFiVersion, node.empty() ? nullptr : node.c_str(),
+                         service.empty() ? nullptr : service.c_str(),
+                         q.source && !any_address ? FI_SOURCE : 0, hints, &info);
   Lib().freeinfo(hints);
   if (rc != 0 || info == nullptr) {
     return Status(StatusCode::kUnavailable, "fi_getinfo(" + provider + ", " + node +
@@ -75,7 +79,7 @@ std::string ShmName(uint16_t port) { return "tributary-" + std::to_string(port);
 std::string OfferedProviders() {
   auto loaded = LoadLibfabric();
   if (!loaded.ok()) return "none (" + loaded.status().message() + ")";
-  fi_info* hints = Hints(nullptr, FI_THREAD_DOMAIN);
+  fi_info* hints = Hints(nullptr, FI_THREAD_DOMAIN, FI_MSG | FI_RMA);
   fi_info* list = nullptr;
   int rc = Lib().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
   Lib().freeinfo(hints);

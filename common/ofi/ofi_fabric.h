@@ -43,10 +43,15 @@ std::string ShmName(uint16_t port);
 
 struct ProviderQuery {
   std::string wanted = "auto";  // or a provider name
-  std::string host;             // talk to host:port, or with `source` listen there
+  std::string host;             // talk to host:port, or with `source` listen there;
+                                // "" with port 0: any local address (one entry each)
   uint16_t port = 0;
   bool source = false;
   int threading = FI_THREAD_DOMAIN;  // or FI_THREAD_SAFE
+  // What the endpoint must offer: the aggregator binding sends messages
+  // and receives results by RMA; the NCCL plugin's point-to-point
+  // transport sends tagged messages to chosen peers.
+  uint64_t caps = FI_MSG | FI_RMA;
   std::string setting;  // how users name a provider, quoted in the WARN and errors
 };
 

@@ -249,6 +249,16 @@ const EnvVar kEnvTable[] = {
      "libfabric provider for transport ofi (and tributaryd --dataplane ofi): auto (verbs;ofi_rxm, "
      "efa, else tcp;ofi_rxm with a warning), or a name such as tcp;ofi_rxm, shm, verbs;ofi_rxm, "
      "efa. A provider fi_getinfo does not offer fails creation and lists those it does."},
+    {"TRIBUTARY_NCCL_IFACES", "string",
+     [](const char* name, const char* value, EnvSettings* e) {
+       if (*value == '\0') return BadValue(name, value, "all or NIC names such as mlx5_0,mlx5_1");
+       e->nccl_ifaces = strcmp(value, "all") == 0 ? "" : value;
+       return Status::Ok();
+     },
+     [](const Options&) { return std::string("all"); },
+     "NCCL plugin: the NICs (libfabric domain names, comma-separated, e.g. mlx5_0,mlx5_1 or "
+     "eth0) its point-to-point transport offers NCCL; all = every NIC of the provider, loopback "
+     "only when there is nothing else."},
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
      SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
@@ -312,7 +322,7 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_DEBUG_SUBSYS", "list", SetDebugSubsys,
      [](const Options&) { return std::string("all"); },
      "Subsystems whose trace/debug/info lines are printed, comma-separated, as "
-     "NCCL_DEBUG_SUBSYS: comm, env, fault, launch, ofi, progress, transport, udp, verbs or all; a "
+     "NCCL_DEBUG_SUBSYS: comm, env, fault, launch, nccl, ofi, progress, transport, udp, verbs or all; a "
      "leading ^ negates the list (^progress,fault: all but those). WARN and ERROR lines always "
      "print."},
     {"TRIBUTARY_DEBUG_FILE", "path", SetDebugFile,
@@ -411,8 +421,8 @@ std::vector<EnvVarInfo> EnvTable() {
 }
 
 const std::vector<std::string>& LogSubsystems() {
-  static const std::vector<std::string> names = {"comm", "env", "fault", "launch", "ofi",
-                                                 "progress", "transport", "udp", "verbs"};
+  static const std::vector<std::string> names = {"comm", "env", "fault", "launch", "nccl",
+                                                 "ofi", "progress", "transport", "udp", "verbs"};
   return names;
 }
 

@@ -40,6 +40,9 @@ struct LogSettings {
 struct EnvSettings {
   Options options;
   LogSettings log;
+  // TRIBUTARY_NCCL_IFACES: the NICs the NCCL plugin offers ("" = all, the
+  // value "all" or unset); read by the plugin only (host/nccl/p2p.h).
+  std::string nccl_ifaces;
   // One sentence per TRIBUTARY_* variable that is set but unknown, naming
   // the closest known one; InitProcess logs each once as a WARN.
   std::vector<std::string> unknown_variables;

@@ -236,6 +236,23 @@ TEST(EnvTest, RtoBoundsMustBeOrdered) {
   EXPECT_NE(o.status().message().find("rto"), std::string::npos);
 }
 
+// The NCCL plugin's NIC list: names kept as given, "all" (the default)
+// meaning every NIC, an empty value refused.
+TEST(EnvTest, NcclIfacesTakesNamesOrAll) {
+  auto e = ParseAll({});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e.value().nccl_ifaces, "");
+  e = ParseAll({{"TRIBUTARY_NCCL_IFACES", "mlx5_0,mlx5_1"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e.value().nccl_ifaces, "mlx5_0,mlx5_1");
+  e = ParseAll({{"TRIBUTARY_NCCL_IFACES", "all"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e.value().nccl_ifaces, "");
+  e = ParseAll({{"TRIBUTARY_NCCL_IFACES", ""}});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("TRIBUTARY_NCCL_IFACES"), std::string::npos);
+}
+
 TEST(EnvTest, TableListsEveryVariableWithDefaultAndHelp) {
   auto table = EnvTable();
   EXPECT_GE(table.size(), 19u);

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+// The exported tables: ncclNetPlugin_v8 .. v12 and ncclCollNetPlugin_v11,
+// v12, each a thin adapter from its version's argument lists onto the one
+// implementation (p2p.h, collnet.h). NCCL takes the newest table it knows:
+// 2.30 the v12 ones, 2.28 the v11 ones.
+//
+// CollNet stops at v11 for now: its iallgather and ireducescatter are left
+// null, which NCCL's tuner reads as "CollNet cannot do these" for the
+// tables it uses natively (v11 in NCCL 2.28, v12 in 2.30); NCCL's adapters
+// for older CollNet tables wrap those two pointers without looking, so the
+// v8..v10 CollNet tables come with the real all-gather and reduce-scatter.
+//
+// Device offload (getDeviceMr, irecvConsumed) and virtual NICs
+// (makeVDevice) are not offered: null, as NCCL allows.
+//
+// Thread-safety: the tables are immutable; the functions are those of
+// p2p.h and collnet.h.
+#include <cstring>
+#include <type_traits>
+
+#include "common/log.h"
+#include "host/nccl/collnet.h"
+#include "host/nccl/nccl_abi.h"
+#include "host/nccl/p2p.h"
+#include "host/nccl/plugin_log.h"
+
+namespace tributary::nccl {
+namespace {
+
+constexpr size_t kMaxTransferBytes = 1ull << 30;  // per isend/irecv and per collective call
+int g_context;  // what v11+ init hands NCCL as its context: the plugin's state is per process
+
+// Fills any version's properties from the NIC; fields a version lacks are skipped.
+template <typename Props>
+NcclResult FillProperties(const NicInfo& nic, const char* name, Props* p) {
+  memset(p, 0, sizeof(*p));
+  p->name = const_cast<char*>(name);
+  p->pci_path = nic.pci_path.empty() ? nullptr : const_cast<char*>(nic.pci_path.c_str());
+  p->guid = nic.guid;
+  p->ptr_support = kPtrHost;
+  p->reg_is_global = 0;
+  p->speed = nic.speed_mbps;
+  p->port = 1;
+  p->latency = 0;
+  p->max_comms = 65536;
+  p->max_recvs = kMaxGroupedRecvs;
+  p->net_device_type = kNetDeviceHost;
+  p->net_device_version = 0;
+  if constexpr (!std::is_same_v<Props, PropertiesV8>) {
+    p->force_flush = 0;
+    p->vprops.ndevs = 1;
+    p->max_p2p_bytes = kMaxTransferBytes;
+    p->max_coll_bytes = kMaxTransferBytes;
+  }
+  if constexpr (std::is_same_v<Props, PropertiesV11> || std::is_same_v<Props, PropertiesV12>) {
+    p->max_multi_request_size = 1;
+  }
+  if constexpr (std::is_same_v<Props, PropertiesV12>) {
+    p->rail_id = -1;
+    p->plane_id = -1;
+  }
+  return kSuccess;
+}
+
+template <typename Props>
+NcclResult NetProperties(int dev, Props* props) {
+  const NicInfo* nic = nullptr;
+  NcclResult r = NetNic(dev, &nic);
+  if (r != kSuccess) return r;
+  r = FillProperties(*nic, nic->name.c_str(), props);
+  if constexpr (!std::is_same_v<Props, PropertiesV8>) props->vprops.devs[0] = dev;
+  return r;
+}
+
+// The CollNet device is the aggregator reached through the first NIC.
+template <typename Props>
+NcclResult CollProperties(int dev, Props* props) {
+  if (dev != 0) return kInvalidArgument;
+  const NicInfo* nic = nullptr;
+  int ndev = 0;
+  NetDevices(&ndev);
+  static const NicInfo kNone{"tributary", "", 1, 10000, ""};
+  if (ndev == 0 || NetNic(0, &nic) != kSuccess) nic = &kNone;
+  return FillProperties(*nic, "tributary", props);
+}
+
+// Says, once, when the plugin carries NCCL's traffic but CollNet is off.
+void WarnIfCollNetOff() {
+  static bool warned = false;
+  const char* enable = getenv("NCCL_COLLNET_ENABLE");
+  if (warned || (enable != nullptr && strcmp(enable, "1") == 0)) return;
+  warned = true;
+  TRIB_LOG(kWarn, "nccl",
+           "CollNet NOT IN USE: NCCL_COLLNET_ENABLE is not 1, so NCCL runs its own algorithms "
+           "over this plugin's point-to-point transport and nothing is reduced in the network. "
+           "Set NCCL_COLLNET_ENABLE=1 to all-reduce on the Tributary aggregator.");
+}
+
+NcclResult NetStart(DebugLogger logger, const char* which) {
+  NcclResult r = Start(logger, which);
+  if (r != kSuccess) return r;
+  r = NetInit();
+  if (r == kSuccess) WarnIfCollNetOff();
+  return r;
+}
+
+NcclResult NetFinalize(void*) {
+  const char* enable = getenv("NCCL_COLLNET_ENABLE");
+  if (enable != nullptr && strcmp(enable, "1") == 0 && !CollEverConnected()) {
+    TRIB_LOG(kWarn, "nccl",
+             "CollNet NOT USED: NCCL_COLLNET_ENABLE=1 but NCCL never connected a CollNet "
+             "communicator (one node only, fewer nodes than NCCL_COLLNET_NODE_THRESHOLD, or "
+             "CollNet setup failed: see the warnings above); all-reduces ran on NCCL's own "
+             "algorithms.");
+  }
+  return kSuccess;
+}
+
+NcclResult CollStart(DebugLogger logger, const char* which) {
+  NcclResult r = Start(logger, which);
+  return r == kSuccess ? CollInit() : r;
+}
+
+// The parts whose argument lists changed between versions.
+NcclResult ListenV8(int dev, void* handle, void** listen) { return NetListen(dev, handle, listen); }
+NcclResult ListenV11(void*, int dev, void* handle, void** listen) {
+  return NetListen(dev, handle, listen);
+}
+NcclResult ConnectV8(int dev, void* handle, void** send, NetDeviceHandle**) {
+  return NetConnect(dev, handle, send);
+}
+NcclResult ConnectV10(int dev, NetCommConfig*, void* handle, void** send, NetDeviceHandle**) {
+  return NetConnect(dev, handle, send);
+}
+NcclResult ConnectV11(void*, int dev, void* handle, void** send, NetDeviceHandle**) {
+  return NetConnect(dev, handle, send);
+}
+NcclResult Accept(void* listen, void** recv, NetDeviceHandle**) { return NetAccept(listen, recv); }
+NcclResult RegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int, void** mh) {
+  return NetRegMr(comm, data, size, type, mh);  // refuses anything but host memory
+}
+NcclResult IsendV8(void* send, void* data, int size, int tag, void*, void** request) {
+  if (size < 0) return kInvalidArgument;
+  return NetIsend(send, data, static_cast<size_t>(size), tag, request);
+}
+NcclResult IsendV9(void* send, void* data, size_t size, int tag, void*, void** request) {
+  return NetIsend(send, data, size, tag, request);
+}
+NcclResult IsendV10(void* send, void* data, size_t size, int tag, void*, void*, void** request) {
+  return NetIsend(send, data, size, tag, request);
+}
+NcclResult IrecvV8(void* recv, int n, void** data, int* sizes, int* tags, void**, void** request) {
+  size_t wide[kMaxGroupedRecvs];
+  for (int i = 0; i < n && i < kMaxGroupedRecvs; ++i) wide[i] = static_cast<size_t>(sizes[i]);
+  return NetIrecv(recv, n, data, wide, tags, request);
+}
+NcclResult IrecvV9(void* recv, int n, void** data, size_t* sizes, int* tags, void**, void** request) {
+  return NetIrecv(recv, n, data, sizes, tags, request);
+}
+NcclResult IrecvV10(void* recv, int n, void** data, size_t* sizes, int* tags, void**, void**,
+                void** request) {
+  return NetIrecv(recv, n, data, sizes, tags, request);
+}
+NcclResult Iflush(void* recv, int, void**, int*, void**, void** request) {
+  return NetIflush(recv, request);
+}
+NcclResult SetNetAttr(void*, NetAttr*) { return kSuccess; }  // hints only
+
+// The pointers every version shares, and the five whose argument lists
+// differ. What is not set stays null: getDeviceMr, irecvConsumed,
+// makeVDevice.
+template <typename Net, typename Props>
+Net NetTable(decltype(Net::init) init, decltype(Net::listen) listen,
+             decltype(Net::connect) connect, decltype(Net::isend) isend,
+             decltype(Net::irecv) irecv) {
+  Net t{};
+  t.name = "Tributary";
+  t.init = init;
+  t.devices = NetDevices;
+  t.get_properties = NetProperties<Props>;
+  t.listen = listen;
+  t.connect = connect;
+  t.accept = Accept;
+  t.reg_mr = NetRegMr;
+  t.reg_mr_dma_buf = RegMrDmaBuf;
+  t.dereg_mr = NetDeregMr;
+  t.isend = isend;
+  t.irecv = irecv;
+  t.iflush = Iflush;
+  t.test = NetTest;
+  t.close_send = NetCloseSend;
+  t.close_recv = NetCloseRecv;
+  t.close_listen = NetCloseListen;
+  return t;
+}
+
+NetV8 MakeNetV8() {
+  return NetTable<NetV8, PropertiesV8>([](DebugLogger l) { return NetStart(l, "ncclNet v8"); },
+                                       ListenV8, ConnectV8, IsendV8, IrecvV8);
+}
+
+NetV9 MakeNetV9() {
+  return NetTable<NetV9, PropertiesV9>([](DebugLogger l) { return NetStart(l, "ncclNet v9"); },
+                                       ListenV8, ConnectV8, IsendV9, IrecvV9);
+}
+
+NetV10 MakeNetV10() {
+  return NetTable<NetV10, PropertiesV9>(
+      [](DebugLogger l, ProfilerCallback) { return NetStart(l, "ncclNet v10"); }, ListenV8,
+      ConnectV10, IsendV10, IrecvV10);
+}
+
+template <typename Net, typename Props, int kVersion>
+Net MakeNetV11Like() {
+  Net t = NetTable<Net, Props>(
+      [](void** ctx, uint64_t, NetCommConfig*, DebugLogger l, ProfilerCallback) {
+        *ctx = &g_context;
+        return NetStart(l, kVersion == 12 ? "ncclNet v12" : "ncclNet v11");
+      },
+      ListenV11, ConnectV11, IsendV10, IrecvV10);
+  t.finalize = NetFinalize;
+  t.set_net_attr = SetNetAttr;
+  return t;
+}
+
+template <typename Coll, typename Props, int kVersion>
+Coll MakeCollNetV11Like() {
+  Coll t{};
+  t.name = "Tributary";
+  t.init = [](void** ctx, uint64_t, DebugLogger l) {
+    *ctx = &g_context;
+    return CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
+  };
+  t.devices = CollDevices;
+  t.get_properties = CollProperties<Props>;
+  t.listen = [](void*, int dev, void* handle, void** listen) {
+    return CollListen(dev, handle, listen);
+  };
+  t.connect = CollConnect;
+  t.reduce_support = CollReduceSupport;
+  t.reg_mr = CollRegMr;
+  t.reg_mr_dma_buf = CollRegMrDmaBuf;
+  t.dereg_mr = CollDeregMr;
+  t.iallreduce = [](void* comm, void* send, void* recv, size_t count, NcclDataType dtype, NcclRedOp op,
+                    void*, void*, void** request) {
+    return CollIallreduce(comm, send, recv, count, dtype, op, request);
+  };
+  // iallgather, ireducescatter and makeVDevice stay null (see the top).
+  t.iflush = [](void* comm, void*, int, void*, void** request) {
+    return CollIflush(comm, request);
+  };
+  t.test = CollTest;
+  t.close_coll = CollClose;
+  t.close_listen = CollCloseListen;
+  t.finalize = [](void*) { return kSuccess; };
+  return t;
+}
+
+}  // namespace
+}  // namespace tributary::nccl
+
+// The symbols NCCL looks up. Writable data, as NCCL declares them.
+#define TRIB_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
+namespace nccl = tributary::nccl;
+TRIB_PLUGIN_EXPORT nccl::NetV12 ncclNetPlugin_v12 =
+    nccl::MakeNetV11Like<nccl::NetV12, nccl::PropertiesV12, 12>();
+TRIB_PLUGIN_EXPORT nccl::NetV11 ncclNetPlugin_v11 =
+    nccl::MakeNetV11Like<nccl::NetV11, nccl::PropertiesV11, 11>();
+TRIB_PLUGIN_EXPORT nccl::NetV10 ncclNetPlugin_v10 = nccl::MakeNetV10();
+TRIB_PLUGIN_EXPORT nccl::NetV9 ncclNetPlugin_v9 = nccl::MakeNetV9();
+TRIB_PLUGIN_EXPORT nccl::NetV8 ncclNetPlugin_v8 = nccl::MakeNetV8();
+TRIB_PLUGIN_EXPORT nccl::CollNetV12 ncclCollNetPlugin_v12 =
+    nccl::MakeCollNetV11Like<nccl::CollNetV12, nccl::PropertiesV12, 12>();
+TRIB_PLUGIN_EXPORT nccl::CollNetV11 ncclCollNetPlugin_v11 =
+    nccl::MakeCollNetV11Like<nccl::CollNetV11, nccl::PropertiesV11, 11>();

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: Apache-2.0
+// ncclCollNet over a Tributary Communicator; see collnet.h.
+//
+// Thread-safety: see collnet.h.
+#include "host/nccl/collnet.h"
+
+#include <sys/random.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "tributary/communicator.h"
+#include "tributary/types.h"
+
+namespace tributary::nccl {
+namespace {
+
+constexpr const char* kLog = "nccl";
+constexpr uint32_t kCollHandleMagic = 0x31435254;  // "TRC1"
+
+// What listen() writes into NCCL's handle. NCCL carries handles over its
+// bootstrap network, the same trust as its own connection setup.
+struct CollHandle {
+  uint32_t magic;
+  uint32_t job_id;
+  uint64_t job_key;
+};
+static_assert(sizeof(CollHandle) <= kHandleMaxBytes);
+
+struct CollComm {
+  std::unique_ptr<Communicator> comm;
+};
+
+struct CollMemory {
+  Buffer buffer;
+};
+
+struct CollRequest {
+  tributary::Request request;  // invalid: complete at once (flush)
+  size_t bytes = 0;
+};
+
+std::atomic<bool> g_connected{false};
+
+NcclResult Warn(NcclResult code, const char* what, const std::string& why) {
+  TRIB_LOG(kWarn, kLog, "CollNet %s: %s", what, why.c_str());
+  return code;
+}
+
+bool ToDataType(NcclDataType t, tributary::DataType* out) {
+  switch (t) {
+    case kNcclInt8: *out = tributary::DataType::kInt8; return true;
+    case kNcclUint8: *out = tributary::DataType::kUint8; return true;
+    case kNcclInt32: *out = tributary::DataType::kInt32; return true;
+    case kNcclUint32: *out = tributary::DataType::kUint32; return true;
+    case kNcclInt64: *out = tributary::DataType::kInt64; return true;
+    case kNcclUint64: *out = tributary::DataType::kUint64; return true;
+    case kNcclFloat16: *out = tributary::DataType::kFloat16; return true;
+    case kNcclFloat32: *out = tributary::DataType::kFloat32; return true;
+    case kNcclFloat64: *out = tributary::DataType::kFloat64; return true;
+    case kNcclBfloat16: *out = tributary::DataType::kBfloat16; return true;
+    case kNcclFloat8e4m3: *out = tributary::DataType::kFloat8E4m3; return true;
+    case kNcclFloat8e5m2: *out = tributary::DataType::kFloat8E5m2; return true;
+    default: return false;
+  }
+}
+
+// Avg is not offered: NCCL never asks for it (it sends sum and scales), and
+// the aggregator's avg divides by the job's ranks, which are nodes here,
+// not NCCL's ranks.
+bool ToReduceOp(NcclRedOp op, tributary::ReduceOp* out) {
+  switch (op) {
+    case kNcclSum: *out = tributary::ReduceOp::kSum; return true;
+    case kNcclProd: *out = tributary::ReduceOp::kProd; return true;
+    case kNcclMax: *out = tributary::ReduceOp::kMax; return true;
+    case kNcclMin: *out = tributary::ReduceOp::kMin; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool CollEverConnected() { return g_connected.load(); }
+
+NcclResult CollInit() {
+  auto options = Options::FromEnvironment();
+  if (!options.ok()) return Warn(kInvalidArgument, "init", options.status().message());
+  TRIB_LOG(kInfo, kLog, "CollNet on aggregator %s (TRIBUTARY_AGGREGATOR%s), transport %s",
+           options.value().aggregator.c_str(), getenv("TRIBUTARY_AGGREGATOR") ? "" : " unset: default",
+           options.value().transport.c_str());
+  return kSuccess;
+}
+
+NcclResult CollDevices(int* ndev) {
+  *ndev = 1;  // one aggregator per job, reached over whatever the transport picks
+  return kSuccess;
+}
+
+NcclResult CollListen(int, void* handle, void** listen_comm) {
+  CollHandle h{};
+  h.magic = kCollHandleMagic;
+  while (h.job_id == 0 || h.job_key == 0) {
+    if (getrandom(&h.job_id, sizeof(h.job_id), 0) != sizeof(h.job_id) ||
+        getrandom(&h.job_key, sizeof(h.job_key), 0) != sizeof(h.job_key)) {
+      return Warn(kSystemError, "listen", std::string("getrandom: ") + strerror(errno));
+    }
+  }
+  memcpy(handle, &h, sizeof(h));
+  *listen_comm = new CollHandle(h);
+  return kSuccess;
+}
+
+NcclResult CollConnect(void* handles[], int nranks, int rank, void*, void** coll_comm) {
+  *coll_comm = nullptr;
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return Warn(kInvalidArgument, "connect", "rank " + std::to_string(rank) + " of " +
+                                                 std::to_string(nranks));
+  }
+  CollHandle h;
+  memcpy(&h, handles[0], sizeof(h));
+  if (h.magic != kCollHandleMagic) {
+    return Warn(kInvalidArgument, "connect", "rank 0's handle is not a Tributary CollNet handle");
+  }
+  auto options = Options::FromEnvironment();
+  if (!options.ok()) return Warn(kInvalidArgument, "connect", options.status().message());
+  tributary::CommConfig config;
+  config.job_id = h.job_id;
+  config.job_key = h.job_key;
+  config.rank = static_cast<uint32_t>(rank);
+  config.world_size = static_cast<uint32_t>(nranks);
+  config.options = options.value();
+  auto comm = Communicator::Create(config);
+  if (!comm.ok()) {
+    TRIB_LOG(kWarn, kLog,
+             "CollNet NOT IN USE: rank %d of %d could not join the aggregator at %s: %s. NCCL "
+             "falls back to its own algorithms; nothing is reduced in the network.",
+             rank, nranks, config.options.aggregator.c_str(), comm.status().ToString().c_str());
+    return kSystemError;
+  }
+  g_connected = true;
+  TRIB_LOG(kInfo, kLog, "CollNet rank %d of %d joined job %u at aggregator %s over %s", rank,
+           nranks, h.job_id, config.options.aggregator.c_str(),
+           comm.value()->options().transport.c_str());
+  *coll_comm = new CollComm{std::move(comm).value()};
+  return kSuccess;
+}
+
+NcclResult CollReduceSupport(NcclDataType dtype, NcclRedOp op, int* supported) {
+  tributary::DataType t;
+  tributary::ReduceOp o;
+  *supported = ToDataType(dtype, &t) && ToReduceOp(op, &o) ? 1 : 0;
+  return kSuccess;
+}
+
+namespace {
+
+NcclResult Register(void* coll_comm, const MemoryDesc& memory, void** mhandle) {
+  *mhandle = nullptr;
+  auto* c = static_cast<CollComm*>(coll_comm);
+  auto buffer = c->comm->Register(memory);
+  if (!buffer.ok()) return Warn(kInvalidUsage, "regMr", buffer.status().ToString());
+  *mhandle = new CollMemory{buffer.value()};
+  return kSuccess;
+}
+
+}  // namespace
+
+NcclResult CollRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle) {
+  MemoryDesc m;
+  m.data = data;
+  m.bytes = size;
+  m.kind = type == kPtrCuda ? MemoryKind::kCudaDevice : MemoryKind::kHost;
+  return Register(coll_comm, m, mhandle);
+}
+
+NcclResult CollRegMrDmaBuf(void* coll_comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                       void** mhandle) {
+  if (type != kPtrCuda || fd < 0) return CollRegMr(coll_comm, data, size, type, mhandle);
+  MemoryDesc m;
+  m.data = data;
+  m.bytes = size;
+  m.kind = MemoryKind::kDmabuf;
+  m.dmabuf_fd = fd;
+  m.dmabuf_offset = offset;
+  return Register(coll_comm, m, mhandle);
+}
+
+NcclResult CollDeregMr(void* coll_comm, void* mhandle) {
+  std::unique_ptr<CollMemory> m(static_cast<CollMemory*>(mhandle));
+  Status s = static_cast<CollComm*>(coll_comm)->comm->Deregister(m->buffer);
+  if (!s.ok()) return Warn(kInvalidUsage, "deregMr", s.ToString());
+  return kSuccess;
+}
+
+NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, size_t count,
+                      NcclDataType dtype, NcclRedOp op, void** request) {
+  *request = nullptr;
+  tributary::DataType t;
+  tributary::ReduceOp o;
+  if (!ToDataType(dtype, &t) || !ToReduceOp(op, &o)) {
+    return Warn(kInvalidArgument, "iallreduce",
+                "unsupported type " + std::to_string(dtype) + " / op " + std::to_string(op));
+  }
+  auto r = static_cast<CollComm*>(coll_comm)->comm->AllReduce(send_data, recv_data, count, t, o);
+  if (!r.ok()) return Warn(kSystemError, "iallreduce", r.status().ToString());
+  *request = new CollRequest{r.value(), count * DataTypeSize(t)};
+  return kSuccess;
+}
+
+NcclResult CollIflush(void*, void** request) {
+  *request = new CollRequest{};  // host memory: nothing to flush
+  return kSuccess;
+}
+
+NcclResult CollTest(void* request, int* done, int* size) {
+  auto* r = static_cast<CollRequest*>(request);
+  Status status;
+  *done = 0;
+  if (r->request.valid() && !r->request.Test(&status)) return kSuccess;
+  std::unique_ptr<CollRequest> owned(r);
+  if (!status.ok()) return Warn(kSystemError, "all-reduce failed", status.ToString());
+  *done = 1;
+  if (size != nullptr) *size = static_cast<int>(owned->bytes);
+  return kSuccess;
+}
+
+NcclResult CollClose(void* coll_comm) {
+  delete static_cast<CollComm*>(coll_comm);  // leaves the job
+  return kSuccess;
+}
+
+NcclResult CollCloseListen(void* listen_comm) {
+  delete static_cast<CollHandle*>(listen_comm);
+  return kSuccess;
+}
+
+}  // namespace tributary::nccl

@@ -1,0 +1,569 @@
+// SPDX-License-Identifier: Apache-2.0
+// ncclNet over libfabric tagged messages; see p2p.h for the protocol.
+//
+// Every posted operation carries an Op whose fi_context2 comes first, so a
+// completion's op_context leads back to its Request. A Request is one
+// isend, or the n receives of one grouped irecv; test() frees it once all
+// its operations completed. A listen comm whose hello receive is still
+// posted when NCCL closes it is cancelled and parked, since libfabric may
+// still write its context; parked comms live as long as their device.
+//
+// Thread-safety: the device's mutex guards its endpoint, its queues and all
+// comms and requests on it (p2p.h).
+#include "host/nccl/p2p.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_tagged.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "common/log.h"
+#include "common/ofi/ofi_api.h"
+#include "common/ofi/ofi_fabric.h"
+#include "common/ofi/rdm_endpoint.h"
+#include "host/src/env.h"
+
+namespace tributary::nccl {
+namespace {
+
+constexpr const char* kLog = "nccl";
+constexpr uint64_t kHelloTag = 1ull << 63;
+constexpr uint32_t kHandleMagic = 0x314e5254;  // "TRN1"
+constexpr size_t kMaxAddressBytes = 96;
+constexpr size_t kCqEntries = 1024;
+constexpr uint32_t kMaxSendId = 0x7fffffff;  // send ids stay clear of the hello bit
+
+// What listen() writes into NCCL's handle; connect() reads it.
+struct ListenHandle {
+  uint32_t magic;
+  uint32_t listen_id;
+  uint16_t address_bytes;
+  uint8_t address[kMaxAddressBytes];
+};
+static_assert(sizeof(ListenHandle) <= kHandleMaxBytes);
+
+// The hello a sender sends to a listen id.
+struct Hello {
+  uint32_t magic;
+  uint32_t send_id;
+  uint16_t address_bytes;
+  uint8_t address[kMaxAddressBytes];
+};
+
+class Device;
+struct Request;
+
+struct Op {
+  fi_context2 context;  // first: a completion's op_context is this Op
+  Request* request = nullptr;
+};
+
+struct Request {
+  Device* device = nullptr;
+  int n = 0;
+  int completed = 0;
+  std::string error;  // set by the first failed operation
+  size_t sizes[kMaxGroupedRecvs] = {};
+  Op ops[kMaxGroupedRecvs];
+};
+
+struct SendComm {
+  Device* device;
+  fi_addr_t peer;
+  uint32_t send_id;
+  Hello hello;  // sent by connect; must live until its completion
+  Request hello_request;
+};
+
+struct RecvComm {
+  Device* device;
+  fi_addr_t peer;
+  uint32_t send_id;
+};
+
+struct ListenComm {
+  Device* device;
+  uint32_t listen_id;
+  Hello hello;  // the receive buffer of the hello
+  Request request;
+};
+
+struct MemoryHandle {
+  void* data;
+  size_t size;
+};
+
+uint64_t DataTag(uint32_t send_id, int tag) {
+  return (static_cast<uint64_t>(send_id) << 32) | static_cast<uint32_t>(tag);
+}
+
+std::string ReadLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// realpath of the PCI device behind a network interface or an RDMA device.
+std::string PciPath(const std::string& name) {
+  for (const char* dir : {"/sys/class/net/", "/sys/class/infiniband/"}) {
+    char resolved[PATH_MAX];
+    std::string link = std::string(dir) + name + "/device";
+    if (realpath(link.c_str(), resolved) != nullptr) return resolved;
+  }
+  return "";
+}
+
+NicInfo DescribeNic(const fi_info* info, const std::string& provider) {
+  NicInfo nic;
+  nic.name = info->domain_attr->name != nullptr ? info->domain_attr->name : "?";
+  nic.provider = provider;
+  nic.pci_path = PciPath(nic.name);
+  if (info->nic != nullptr && info->nic->link_attr != nullptr && info->nic->link_attr->speed > 0) {
+    nic.speed_mbps = static_cast<int>(info->nic->link_attr->speed / 1000000);
+  }
+  if (nic.speed_mbps <= 0) nic.speed_mbps = atoi(ReadLine("/sys/class/net/" + nic.name + "/speed").c_str());
+  if (nic.speed_mbps <= 0) nic.speed_mbps = 10000;  // virtual interfaces report none
+  // One NIC, one guid: NCCL merges devices that share it.
+  nic.guid = std::hash<std::string>{}(nic.pci_path.empty() ? nic.name : nic.pci_path);
+  return nic;
+}
+
+class Device : public ofi::RdmEndpoint {
+ public:
+  Device(fi_info* info, NicInfo nic) : template_(info), nic_(std::move(nic)) {}
+  ~Device() {
+    CloseRdm();
+    if (template_ != nullptr) ofi::Lib().freeinfo(template_);
+  }
+
+  const NicInfo& nic() const { return nic_; }
+  std::mutex& mu() { return mu_; }
+
+  // Opens the endpoint on first use. Caller holds mu().
+  Status EnsureOpen() {
+    if (ep_ != nullptr) return Status::Ok();
+    Status s = OpenRdm(ofi::Lib().dupinfo(template_), kCqEntries, kCqEntries);
+    if (!s.ok()) return s;
+    address_.resize(kMaxAddressBytes);
+    size_t len = address_.size();
+    int rc = fi_getname(&ep_->fid, address_.data(), &len);
+    if (rc != 0) {
+      return Status(StatusCode::kUnavailable, "fi_getname: " + ofi::FiError(rc) +
+                                                  (rc == -FI_ETOOSMALL ? " (address too long)" : ""));
+    }
+    address_.resize(len);
+    TRIB_LOG(kInfo, kLog, "device %s (%s) open", nic_.name.c_str(), nic_.provider.c_str());
+    return Status::Ok();
+  }
+
+  const std::vector<uint8_t>& address() const { return address_; }
+  uint32_t NextId() { return next_id_ = next_id_ % kMaxSendId + 1; }
+
+  tributary::Result<fi_addr_t> Peer(const uint8_t* address, size_t bytes) {
+    std::string key(reinterpret_cast<const char*>(address), bytes);
+    auto it = peers_.find(key);
+    if (it != peers_.end()) return it->second;
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    int rc = fi_av_insert(av_, address, 1, &addr, 0, nullptr);
+    if (rc != 1) return Status(StatusCode::kUnavailable, "fi_av_insert: " + ofi::FiError(rc));
+    peers_.emplace(key, addr);
+    return addr;
+  }
+
+  // Posts one tagged send or receive for op `i` of `request`; -FI_EAGAIN
+  // means the queue is full (the caller reaps and tries again).
+  ssize_t PostSend(Request* request, int i, const void* data, size_t size, fi_addr_t peer,
+                   uint64_t tag) {
+    request->ops[i].request = request;
+    return fi_tsend(ep_, data, size, nullptr, peer, tag, &request->ops[i].context);
+  }
+  ssize_t PostRecv(Request* request, int i, void* data, size_t size, fi_addr_t peer, uint64_t tag) {
+    request->ops[i].request = request;
+    return fi_trecv(ep_, data, size, nullptr, peer, tag, 0, &request->ops[i].context);
+  }
+
+  void Cancel(Request* request, int i) { fi_cancel(&ep_->fid, &request->ops[i].context); }
+
+  // Reaps both completion queues. Caller holds mu().
+  void Progress() {
+    if (ep_ == nullptr) return;
+    for (fid_cq* cq : {tx_cq_, rx_cq_}) {
+      for (int round = 0; round < 64; ++round) {
+        fi_cq_data_entry entries[16];
+        ssize_t n = fi_cq_read(cq, entries, 16);
+        if (n > 0) {
+          for (ssize_t k = 0; k < n; ++k) Completed(entries[k].op_context, entries[k].len, "");
+          continue;
+        }
+        if (n == -FI_EAVAIL) {
+          fi_cq_err_entry err{};
+          if (fi_cq_readerr(cq, &err, 0) != 1) break;
+          std::string why = err.err == FI_ETRUNC
+                                ? "message larger than the receive buffer (" +
+                                      std::to_string(err.olen) + " bytes too many)"
+                                : ofi::FiError(err.err);
+          Completed(err.op_context, err.len, why.empty() ? "failed" : why);
+          continue;
+        }
+        break;  // -FI_EAGAIN: empty; other errors show up on the operations
+      }
+    }
+  }
+
+  void Park(std::unique_ptr<ListenComm> listen) { parked_.push_back(std::move(listen)); }
+
+ private:
+  static void Completed(void* context, size_t len, const std::string& error) {
+    if (context == nullptr) return;
+    Op* op = static_cast<Op*>(context);
+    Request* r = op->request;
+    r->sizes[op - r->ops] = len;
+    if (!error.empty() && r->error.empty()) r->error = error;
+    ++r->completed;
+  }
+
+  fi_info* template_;
+  NicInfo nic_;
+  std::mutex mu_;
+  std::vector<uint8_t> address_;
+  uint32_t next_id_ = 0;
+  std::map<std::string, fi_addr_t> peers_;
+  std::vector<std::unique_ptr<ListenComm>> parked_;
+};
+
+// The devices, found once. Deliberately never destroyed: NCCL may call
+// into the plugin from its proxy threads while the process exits.
+struct Devices {
+  std::vector<Device*> list;
+  Status status;
+};
+
+std::vector<std::string> SplitNames(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Devices* FindDevices() {
+  auto* found = new Devices;
+  const auto& env = host::ProcessEnvironment();
+  if (!env.ok()) {
+    found->status = env.status();
+    return found;
+  }
+  const std::string& ifaces = env.value().nccl_ifaces;
+  ofi::ProviderQuery query;
+  query.wanted = env.value().options.ofi_provider;
+  query.caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+  query.setting = "TRIBUTARY_OFI_PROVIDER";
+  fi_info* list = nullptr;
+  auto selected = ofi::SelectProvider(query, [&](const std::string&, fi_info* info) {
+    list = info;
+    return Status::Ok();
+  });
+  if (!selected.ok()) {
+    found->status = selected.status();
+    return found;
+  }
+  const std::vector<std::string> wanted = SplitNames(ifaces);
+  std::vector<std::pair<fi_info*, NicInfo>> nics;
+  for (fi_info* i = list; i != nullptr; i = i->next) {
+    NicInfo nic = DescribeNic(i, selected.value().provider);
+    bool seen = false;
+    for (const auto& n : nics) seen = seen || n.second.name == nic.name;
+    bool allowed = wanted.empty() ||
+                   std::find(wanted.begin(), wanted.end(), nic.name) != wanted.end();
+    if (!seen && allowed) nics.emplace_back(i, std::move(nic));
+  }
+  // Loopback only when it is all there is, or asked for by name.
+  if (wanted.empty() && nics.size() > 1) {
+    std::erase_if(nics, [](const auto& n) { return n.second.name == "lo"; });
+  }
+  for (auto& [info, nic] : nics) {
+    fi_info* one = ofi::Lib().dupinfo(info);
+    one->next = nullptr;
+    TRIB_LOG(kInfo, kLog, "NIC %zu: %s provider %s speed %d Mbit/s pci %s", found->list.size(),
+             nic.name.c_str(), nic.provider.c_str(), nic.speed_mbps,
+             nic.pci_path.empty() ? "(virtual)" : nic.pci_path.c_str());
+    found->list.push_back(new Device(one, std::move(nic)));
+  }
+  ofi::Lib().freeinfo(list);
+  if (found->list.empty()) {
+    found->status = Status(StatusCode::kUnavailable,
+                           "no NIC of provider " + selected.value().provider +
+                               (wanted.empty() ? "" : " among TRIBUTARY_NCCL_IFACES=" + ifaces));
+  }
+  return found;
+}
+
+const Devices& AllDevices() {
+  static const Devices* devices = FindDevices();
+  return *devices;
+}
+
+NcclResult Fail(NcclResult code, const char* what, const std::string& why) {
+  TRIB_LOG(kWarn, kLog, "%s: %s", what, why.c_str());
+  return code;
+}
+
+Device* DeviceAt(int dev) {
+  const Devices& d = AllDevices();
+  if (dev < 0 || static_cast<size_t>(dev) >= d.list.size()) return nullptr;
+  return d.list[static_cast<size_t>(dev)];
+}
+
+}  // namespace
+
+NcclResult NetInit() {
+  const Devices& d = AllDevices();
+  if (!d.status.ok()) return Fail(kSystemError, "point-to-point transport unusable", d.status.message());
+  return kSuccess;
+}
+
+NcclResult NetDevices(int* ndev) {
+  const Devices& d = AllDevices();
+  *ndev = static_cast<int>(d.list.size());
+  return kSuccess;
+}
+
+NcclResult NetNic(int dev, const NicInfo** nic) {
+  Device* d = DeviceAt(dev);
+  if (d == nullptr) return Fail(kInvalidArgument, "getProperties", "no device " + std::to_string(dev));
+  *nic = &d->nic();
+  return kSuccess;
+}
+
+NcclResult NetListen(int dev, void* handle, void** listen_comm) {
+  *listen_comm = nullptr;
+  Device* d = DeviceAt(dev);
+  if (d == nullptr) return Fail(kInvalidArgument, "listen", "no device " + std::to_string(dev));
+  std::lock_guard<std::mutex> lock(d->mu());
+  Status s = d->EnsureOpen();
+  if (!s.ok()) return Fail(kSystemError, "listen", s.message());
+  if (d->address().size() > kMaxAddressBytes) {
+    return Fail(kInternalError, "listen", "endpoint address longer than a handle holds");
+  }
+  auto listen = std::make_unique<ListenComm>();
+  listen->device = d;
+  listen->listen_id = d->NextId();
+  listen->request.device = d;
+  listen->request.n = 1;
+  ssize_t rc;
+  while ((rc = d->PostRecv(&listen->request, 0, &listen->hello, sizeof(Hello), FI_ADDR_UNSPEC,
+                           kHelloTag | listen->listen_id)) == -FI_EAGAIN) {
+    d->Progress();
+  }
+  if (rc != 0) return Fail(kSystemError, "listen", "fi_trecv: " + ofi::FiError(static_cast<int>(rc)));
+  ListenHandle h{};
+  h.magic = kHandleMagic;
+  h.listen_id = listen->listen_id;
+  h.address_bytes = static_cast<uint16_t>(d->address().size());
+  memcpy(h.address, d->address().data(), d->address().size());
+  memcpy(handle, &h, sizeof(h));
+  *listen_comm = listen.release();
+  return kSuccess;
+}
+
+NcclResult NetConnect(int dev, const void* handle, void** send_comm) {
+  *send_comm = nullptr;
+  Device* d = DeviceAt(dev);
+  if (d == nullptr) return Fail(kInvalidArgument, "connect", "no device " + std::to_string(dev));
+  ListenHandle h;
+  memcpy(&h, handle, sizeof(h));
+  if (h.magic != kHandleMagic || h.address_bytes > kMaxAddressBytes) {
+    return Fail(kInvalidArgument, "connect", "the handle is not a Tributary listen handle");
+  }
+  std::lock_guard<std::mutex> lock(d->mu());
+  Status s = d->EnsureOpen();
+  if (!s.ok()) return Fail(kSystemError, "connect", s.message());
+  auto peer = d->Peer(h.address, h.address_bytes);
+  if (!peer.ok()) return Fail(kSystemError, "connect", peer.status().message());
+  auto comm = std::make_unique<SendComm>();
+  comm->device = d;
+  comm->peer = peer.value();
+  comm->send_id = d->NextId();
+  comm->hello = Hello{};
+  comm->hello.magic = kHandleMagic;
+  comm->hello.send_id = comm->send_id;
+  comm->hello.address_bytes = static_cast<uint16_t>(d->address().size());
+  memcpy(comm->hello.address, d->address().data(), d->address().size());
+  comm->hello_request.device = d;
+  comm->hello_request.n = 1;
+  ssize_t rc = d->PostSend(&comm->hello_request, 0, &comm->hello, sizeof(Hello), comm->peer,
+                           kHelloTag | h.listen_id);
+  if (rc == -FI_EAGAIN) {
+    d->Progress();
+    return kSuccess;  // NCCL calls again
+  }
+  if (rc != 0) return Fail(kSystemError, "connect", "fi_tsend: " + ofi::FiError(static_cast<int>(rc)));
+  *send_comm = comm.release();
+  return kSuccess;
+}
+
+NcclResult NetAccept(void* listen_comm, void** recv_comm) {
+  *recv_comm = nullptr;
+  auto* listen = static_cast<ListenComm*>(listen_comm);
+  Device* d = listen->device;
+  std::lock_guard<std::mutex> lock(d->mu());
+  d->Progress();
+  Request& r = listen->request;
+  if (r.completed == 0) return kSuccess;  // no hello yet: NCCL calls again
+  if (!r.error.empty()) return Fail(kSystemError, "accept", r.error);
+  const Hello& hello = listen->hello;
+  if (r.sizes[0] != sizeof(Hello) || hello.magic != kHandleMagic ||
+      hello.address_bytes > kMaxAddressBytes || hello.send_id == 0 || hello.send_id > kMaxSendId) {
+    return Fail(kRemoteError, "accept", "malformed hello from the connecting peer");
+  }
+  auto peer = d->Peer(hello.address, hello.address_bytes);
+  if (!peer.ok()) return Fail(kSystemError, "accept", peer.status().message());
+  auto* comm = new RecvComm{d, peer.value(), hello.send_id};
+  *recv_comm = comm;
+  return kSuccess;
+}
+
+NcclResult NetRegMr(void*, void* data, size_t size, int type, void** mhandle) {
+  *mhandle = nullptr;
+  if (type != kPtrHost) {
+    return Fail(kInvalidArgument, "regMr", "only host memory (NCCL_PTR_HOST) is supported, got type " +
+                                               std::to_string(type));
+  }
+  // The providers used here (ofi_rxm, efa) register what they send and
+  // receive themselves: the endpoints ask for no FI_MR_LOCAL.
+  *mhandle = new MemoryHandle{data, size};
+  return kSuccess;
+}
+
+NcclResult NetDeregMr(void*, void* mhandle) {
+  delete static_cast<MemoryHandle*>(mhandle);
+  return kSuccess;
+}
+
+NcclResult NetIsend(void* send_comm, void* data, size_t size, int tag, void** request) {
+  *request = nullptr;
+  auto* comm = static_cast<SendComm*>(send_comm);
+  Device* d = comm->device;
+  std::lock_guard<std::mutex> lock(d->mu());
+  if (!comm->hello_request.error.empty()) {
+    return Fail(kRemoteError, "isend", "the connection's hello failed: " + comm->hello_request.error);
+  }
+  auto r = std::make_unique<Request>();
+  r->device = d;
+  r->n = 1;
+  ssize_t rc = d->PostSend(r.get(), 0, data, size, comm->peer, DataTag(comm->send_id, tag));
+  if (rc == -FI_EAGAIN) {
+    d->Progress();
+    return kSuccess;  // a null request: NCCL tries again
+  }
+  if (rc != 0) return Fail(kSystemError, "isend", "fi_tsend: " + ofi::FiError(static_cast<int>(rc)));
+  *request = r.release();
+  return kSuccess;
+}
+
+NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
+                void** request) {
+  *request = nullptr;
+  if (n < 1 || n > kMaxGroupedRecvs) {
+    return Fail(kInvalidArgument, "irecv", "grouped receive of " + std::to_string(n) +
+                                               " buffers (1.." + std::to_string(kMaxGroupedRecvs) +
+                                               ")");
+  }
+  auto* comm = static_cast<RecvComm*>(recv_comm);
+  Device* d = comm->device;
+  std::lock_guard<std::mutex> lock(d->mu());
+  auto r = std::make_unique<Request>();
+  r->device = d;
+  r->n = n;
+  for (int i = 0; i < n; ++i) {
+    ssize_t rc;
+    // Once one receive of the group is posted the rest must follow: reap
+    // and retry (bounded) rather than hand NCCL half a group.
+    for (int tries = 0;; ++tries) {
+      rc = d->PostRecv(r.get(), i, data[i], sizes[i], comm->peer, DataTag(comm->send_id, tags[i]));
+      if (rc != -FI_EAGAIN) break;
+      if (i == 0) {
+        d->Progress();
+        return kSuccess;  // nothing posted: a null request, NCCL tries again
+      }
+      if (tries == 100000) break;
+      d->Progress();
+    }
+    if (rc != 0) {
+      for (int k = 0; k < i; ++k) d->Cancel(r.get(), k);
+      r.release();  // the cancelled receives still complete into it; it stays allocated
+      return Fail(kSystemError, "irecv", "fi_trecv: " + ofi::FiError(static_cast<int>(rc)));
+    }
+  }
+  *request = r.release();
+  return kSuccess;
+}
+
+NcclResult NetIflush(void*, void** request) {
+  // Host memory needs no flush; a request that is already complete keeps
+  // NCCL from taking a null one as "try again".
+  auto* r = new Request;
+  r->n = 0;
+  *request = r;
+  return kSuccess;
+}
+
+NcclResult NetTest(void* request, int* done, int* sizes) {
+  auto* r = static_cast<Request*>(request);
+  *done = 0;
+  if (r->device != nullptr) {
+    std::lock_guard<std::mutex> lock(r->device->mu());
+    r->device->Progress();
+    if (r->completed < r->n) return kSuccess;
+  }
+  std::unique_ptr<Request> owned(r);
+  if (!owned->error.empty()) return Fail(kSystemError, "test", owned->error);
+  *done = 1;
+  if (sizes != nullptr) {
+    for (int i = 0; i < owned->n; ++i) sizes[i] = static_cast<int>(owned->sizes[i]);
+  }
+  return kSuccess;
+}
+
+NcclResult NetCloseSend(void* send_comm) {
+  auto* comm = static_cast<SendComm*>(send_comm);
+  {
+    // The hello must have left before its buffer goes.
+    std::lock_guard<std::mutex> lock(comm->device->mu());
+    for (int i = 0; i < 1000000 && comm->hello_request.completed == 0; ++i) comm->device->Progress();
+  }
+  delete comm;
+  return kSuccess;
+}
+
+NcclResult NetCloseRecv(void* recv_comm) {
+  delete static_cast<RecvComm*>(recv_comm);
+  return kSuccess;
+}
+
+NcclResult NetCloseListen(void* listen_comm) {
+  std::unique_ptr<ListenComm> listen(static_cast<ListenComm*>(listen_comm));
+  Device* d = listen->device;
+  std::lock_guard<std::mutex> lock(d->mu());
+  d->Progress();
+  if (listen->request.completed == 0) {
+    d->Cancel(&listen->request, 0);
+    d->Park(std::move(listen));
+  }
+  return kSuccess;
+}
+
+}  // namespace tributary::nccl

@@ -1,0 +1,507 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plays NCCL's proxy against libnccl-net-tributary.so: rank processes that
+// dlopen the plugin, swap listen handles through shared memory (NCCL's
+// bootstrap) and drive the v12 tables as NCCL's proxy thread does, polling
+// test() and retrying calls that hand back a null comm or request.
+//
+// Point-to-point (tcp;ofi_rxm on loopback, a ring of 3 ranks): many
+// concurrent tagged sends and receives posted in opposite orders, grouped
+// receives of 4 buffers with their own sizes, sizes from 0 B to 64 MiB,
+// received sizes reported exactly, a message larger than its receive buffer
+// failing that receive with an error (no hang), and closes in different
+// orders on different ranks.
+//
+// CollNet (a real tributaryd, 3 ranks): iallreduce of every type x
+// sum/prod/min/max against the exact reference, in place and out of place,
+// 0 elements and 4 Mi floats; and the failures NCCL must see as an error
+// code with a logged reason, never a hang: an aggregator that does not
+// answer, a rank whose key does not match (its connect fails; the others'
+// all-reduce fails at the operation timeout), and a rank that dies before
+// its contribution.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/nccl/nccl_abi.h"
+#include "tests/nccl/log_line.h"
+#include "tests/common/daemon_process.h"
+#include "tests/common/patterns.h"
+#include "tests/common/status_matchers.h"
+
+namespace tributary::nccl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRanks = 3;
+constexpr int kMaxRanks = 4;
+
+// NCCL's bootstrap, for forked ranks: handles and barriers in shared memory.
+struct Exchange {
+  std::atomic<int> arrived[16];
+  char net_handles[kMaxRanks][kHandleMaxBytes];
+  char coll_handles[kMaxRanks][kHandleMaxBytes];
+  std::atomic<int> outcome[kMaxRanks];  // what each rank saw, for the parent's verdict
+};
+
+Exchange* NewExchange() {
+  void* p = mmap(nullptr, sizeof(Exchange), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return new (p) Exchange{};
+}
+
+// Waits (bounded) until `ranks` ranks reached barrier `phase`.
+bool Barrier(Exchange* x, int phase, int ranks) {
+  x->arrived[phase].fetch_add(1);
+  auto end = Clock::now() + std::chrono::seconds(60);
+  while (x->arrived[phase].load() < ranks) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+std::string g_log;  // per rank process: what the plugin logged
+void Logger(NcclLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  g_log += FormatLogLine(level, fmt, ap) + "\n";
+  va_end(ap);
+}
+
+int Fail(int rank, const std::string& what) {
+  fprintf(stderr, "rank %d: %s\n--- plugin log:\n%s", rank, what.c_str(), g_log.c_str());
+  return 1;
+}
+
+template <typename T>
+T* Load(const char* symbol) {
+  void* lib = dlopen(getenv("NCCL_PLUGIN_UNDER_TEST"), RTLD_NOW | RTLD_LOCAL);
+  return lib == nullptr ? nullptr : static_cast<T*>(dlsym(lib, symbol));
+}
+
+// Polls test() like NCCL's proxy, bounded; returns its result (kSuccess
+// only once done).
+NcclResult Wait(TestFn test, void* request, int* sizes, int seconds = 60) {
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  for (;;) {
+    int done = 0;
+    NcclResult r = test(request, &done, sizes);
+    if (r != kSuccess || done) return r;
+    if (Clock::now() > end) return kInternalError;
+  }
+}
+
+uint8_t PatternByte(int sender, int tag, size_t i) {
+  return static_cast<uint8_t>(sender * 31 + tag * 7 + i * 13 + (i >> 9));
+}
+
+class PluginDriver : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("TRIBUTARY_NCCL_IFACES", "lo", 1);
+    setenv("TRIBUTARY_OFI_PROVIDER", "tcp;ofi_rxm", 1);
+    setenv("TRIBUTARY_TRANSPORT", "udp", 1);
+    x_ = NewExchange();
+    ASSERT_NE(x_, nullptr);
+  }
+  void TearDown() override { munmap(x_, sizeof(Exchange)); }
+  Exchange* x_ = nullptr;
+};
+
+// Connects rank -> rank+1 and accepts rank-1 -> rank, retrying as NCCL does.
+int RingConnect(NetV12* net, void* ctx, Exchange* x, int rank, void** send, void** recv,
+                void** listen) {
+  if (net->listen(ctx, 0, x->net_handles[rank], listen) != kSuccess) return Fail(rank, "listen");
+  if (!Barrier(x, 0, kRanks)) return Fail(rank, "barrier 0");
+  *send = *recv = nullptr;
+  auto end = Clock::now() + std::chrono::seconds(30);
+  while (*send == nullptr || *recv == nullptr) {
+    if (*send == nullptr &&
+        net->connect(ctx, 0, x->net_handles[(rank + 1) % kRanks], send, nullptr) != kSuccess) {
+      return Fail(rank, "connect");
+    }
+    if (*recv == nullptr && net->accept(*listen, recv, nullptr) != kSuccess) {
+      return Fail(rank, "accept");
+    }
+    if (Clock::now() > end) return Fail(rank, "connect/accept did not finish in 30 s");
+  }
+  return 0;
+}
+
+int PointToPointRank(Exchange* x, int rank) {
+  auto* net = Load<NetV12>("ncclNetPlugin_v12");
+  if (net == nullptr) return Fail(rank, std::string("load: ") + dlerror());
+  void* ctx = nullptr;
+  NetCommConfig config{-1};
+  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
+  void *send, *recv, *listen;
+  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen)) return rc;
+  const int from = (rank + kRanks - 1) % kRanks;
+
+  // 1. 16 concurrent tagged messages per direction (NCCL allows 32
+  // requests per comm), sizes 0 B .. 64 MiB; receives posted in tag order,
+  // sends in reverse, so matching has to go by tag.
+  constexpr int kTags = 16;
+  const size_t kSizes[kTags] = {0,     1,           7,       4095,    4096,     65536,
+                                65537, 1 << 20,     3 << 20, 1000003, 8 << 20,  16 << 20,
+                                12345, (32 << 20) + 5, 64 << 20, 2};
+  std::vector<std::vector<uint8_t>> out(kTags), in(kTags);
+  void* rreq[kTags];
+  void* sreq[kTags];
+  void* mh = nullptr;
+  if (net->reg_mr(recv, nullptr, 0, kPtrHost, &mh) != kSuccess) return Fail(rank, "regMr");
+  for (int t = 0; t < kTags; ++t) {
+    out[t].resize(kSizes[t]);
+    for (size_t i = 0; i < kSizes[t]; ++i) out[t][i] = PatternByte(rank, t, i);
+    in[t].assign(kSizes[t] + 64, 0xee);  // room to spare: the reported size must be exact
+    void* data = in[t].data();
+    size_t size = in[t].size();
+    int tag = t;
+    rreq[t] = nullptr;
+    for (int tries = 0; rreq[t] == nullptr; ++tries) {  // a null request means "again"
+      if (net->irecv(recv, 1, &data, &size, &tag, &mh, nullptr, &rreq[t]) != kSuccess ||
+          tries > 1000000) {
+        return Fail(rank, "irecv tag " + std::to_string(t));
+      }
+    }
+  }
+  for (int t = kTags - 1; t >= 0; --t) {
+    sreq[t] = nullptr;
+    for (int tries = 0; sreq[t] == nullptr; ++tries) {
+      if (net->isend(send, out[t].data(), out[t].size(), t, mh, nullptr, &sreq[t]) != kSuccess ||
+          tries > 1000000) {
+        return Fail(rank, "isend tag " + std::to_string(t));
+      }
+    }
+  }
+  for (int t = 0; t < kTags; ++t) {
+    int size = -1;
+    if (Wait(net->test, sreq[t], &size) != kSuccess) return Fail(rank, "send " + std::to_string(t));
+    if (Wait(net->test, rreq[t], &size) != kSuccess) return Fail(rank, "recv " + std::to_string(t));
+    if (static_cast<size_t>(size) != kSizes[t]) {
+      return Fail(rank, "tag " + std::to_string(t) + ": size " + std::to_string(size) +
+                            ", sent " + std::to_string(kSizes[t]));
+    }
+    for (size_t i = 0; i < kSizes[t]; ++i) {
+      if (in[t][i] != PatternByte(from, t, i)) {
+        return Fail(rank, "tag " + std::to_string(t) + " byte " + std::to_string(i) + " wrong");
+      }
+    }
+    if (in[t][kSizes[t]] != 0xee) return Fail(rank, "wrote past the message");
+  }
+
+  // 2. A grouped receive: 4 buffers, 4 tags, 4 sizes, one request.
+  constexpr int kGroup = 4;
+  const size_t kGroupSizes[kGroup] = {100, 0, 70000, 5};
+  std::vector<uint8_t> gin[kGroup], gout[kGroup];
+  void* gdata[kGroup];
+  size_t gsizes[kGroup];
+  int gtags[kGroup];
+  void* gmh[kGroup];
+  for (int g = 0; g < kGroup; ++g) {
+    gout[g].resize(kGroupSizes[g]);
+    for (size_t i = 0; i < kGroupSizes[g]; ++i) gout[g][i] = PatternByte(rank, 100 + g, i);
+    gin[g].assign(100000, 0);
+    gdata[g] = gin[g].data();
+    gsizes[g] = gin[g].size();
+    gtags[g] = 100 + g;
+    gmh[g] = mh;
+  }
+  void* group = nullptr;
+  while (group == nullptr) {
+    if (net->irecv(recv, kGroup, gdata, gsizes, gtags, gmh, nullptr, &group) != kSuccess) {
+      return Fail(rank, "grouped irecv");
+    }
+  }
+  for (int g = kGroup - 1; g >= 0; --g) {
+    void* r = nullptr;
+    while (r == nullptr) {
+      if (net->isend(send, gout[g].data(), gout[g].size(), 100 + g, mh, nullptr, &r) != kSuccess) {
+        return Fail(rank, "grouped isend");
+      }
+    }
+    int size;
+    if (Wait(net->test, r, &size) != kSuccess) return Fail(rank, "grouped send");
+  }
+  int gsize_out[kGroup] = {-1, -1, -1, -1};
+  if (Wait(net->test, group, gsize_out) != kSuccess) return Fail(rank, "grouped receive");
+  for (int g = 0; g < kGroup; ++g) {
+    if (static_cast<size_t>(gsize_out[g]) != kGroupSizes[g]) {
+      return Fail(rank, "group member " + std::to_string(g) + " size " +
+                            std::to_string(gsize_out[g]));
+    }
+    for (size_t i = 0; i < kGroupSizes[g]; ++i) {
+      if (gin[g][i] != PatternByte(from, 100 + g, i)) return Fail(rank, "group data wrong");
+    }
+  }
+
+  // 3. A message larger than the receive buffer fails that receive.
+  std::vector<uint8_t> big(5000, 1), small(100);
+  void* sdata = small.data();
+  size_t ssize = small.size();
+  int stag = 200;
+  void* r = nullptr;
+  while (r == nullptr) net->irecv(recv, 1, &sdata, &ssize, &stag, &mh, nullptr, &r);
+  void* s = nullptr;
+  while (s == nullptr) net->isend(send, big.data(), big.size(), 200, mh, nullptr, &s);
+  int size;
+  if (Wait(net->test, s, &size) != kSuccess) return Fail(rank, "oversized send");
+  if (Wait(net->test, r, &size) == kSuccess) return Fail(rank, "oversized message accepted");
+  if (g_log.find("larger than the receive buffer") == std::string::npos) {
+    return Fail(rank, "no logged reason for the oversized message");
+  }
+  if (!Barrier(x, 1, kRanks)) return Fail(rank, "barrier 1");
+
+  // 4. Closes in different orders on different ranks.
+  net->dereg_mr(recv, mh);
+  if (rank % 2 == 0) {
+    net->close_send(send);
+    net->close_recv(recv);
+    net->close_listen(listen);
+  } else {
+    net->close_listen(listen);
+    net->close_recv(recv);
+    net->close_send(send);
+  }
+  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+}
+
+TEST_F(PluginDriver, PointToPointTaggedGroupedAndOversized) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(kRanks, 240, [x](int rank) { return PointToPointRank(x, rank); }),
+            "");
+}
+
+// One CollNet rank: init, listen, swap handles, connect. `tamper` changes
+// the key of rank 0's handle before connecting (a rank with the wrong key).
+int CollSetup(Exchange* x, int rank, int ranks, CollNetV12** coll, void** comm, bool tamper,
+              NcclResult* connect_result) {
+  *coll = Load<CollNetV12>("ncclCollNetPlugin_v12");
+  if (*coll == nullptr) return Fail(rank, "load");
+  void* ctx = nullptr;
+  if ((*coll)->init(&ctx, 1, Logger) != kSuccess) return Fail(rank, "init");
+  void* listen = nullptr;
+  if ((*coll)->listen(ctx, 0, x->coll_handles[rank], &listen) != kSuccess) {
+    return Fail(rank, "listen");
+  }
+  if (!Barrier(x, 2, ranks)) return Fail(rank, "barrier 2");
+  char copy[kMaxRanks][kHandleMaxBytes];
+  void* handles[kMaxRanks];
+  for (int i = 0; i < ranks; ++i) {
+    memcpy(copy[i], x->coll_handles[i], kHandleMaxBytes);
+    handles[i] = copy[i];
+  }
+  if (tamper) copy[0][8] ^= 1;  // a bit of the job key
+  *comm = nullptr;
+  *connect_result = (*coll)->connect(handles, ranks, rank, listen, comm);
+  (*coll)->close_listen(listen);
+  return 0;
+}
+
+int CollectiveRank(Exchange* x, int rank) {
+  CollNetV12* coll;
+  void* comm;
+  NcclResult connected;
+  if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
+  if (connected != kSuccess) return Fail(rank, "connect");
+  constexpr size_t kCount = 1031;
+  std::vector<uint8_t> send(kCount * 8), recv(kCount * 8);
+  void *smh, *rmh;
+  if (coll->reg_mr(comm, send.data(), send.size(), kPtrHost, &smh) != kSuccess ||
+      coll->reg_mr(comm, recv.data(), recv.size(), kPtrHost, &rmh) != kSuccess) {
+    return Fail(rank, "regMr");
+  }
+  const NcclRedOp kOps[] = {kNcclSum, kNcclProd, kNcclMin, kNcclMax};
+  const ReduceOp kRefOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax};
+  for (int type = 0; type < kNcclNumTypes; ++type) {
+    DataType t = testing::kAllTypes[type];  // the same order as NCCL's
+    for (int o = 0; o < 4; ++o) {
+      for (bool in_place : {false, true}) {
+        testing::Fill(t, kRefOps[o], static_cast<uint32_t>(rank), send.data(), kCount);
+        void* dst = in_place ? send.data() : recv.data();
+        void* request = nullptr;
+        while (request == nullptr) {
+          if (coll->iallreduce(comm, send.data(), dst, kCount, static_cast<NcclDataType>(type),
+                               kOps[o], smh, in_place ? smh : rmh, &request) != kSuccess) {
+            return Fail(rank, "iallreduce");
+          }
+        }
+        int size = -1;
+        if (Wait(coll->test, request, &size) != kSuccess) return Fail(rank, "test");
+        if (static_cast<size_t>(size) != kCount * DataTypeSize(t)) return Fail(rank, "size");
+        std::string first;
+        if (testing::Check(t, kRefOps[o], kRanks, dst, kCount, &first) != 0) {
+          return Fail(rank, std::string(DataTypeName(t)) + " " + ReduceOpName(kRefOps[o]) +
+                                (in_place ? " in place: " : ": ") + first);
+        }
+      }
+    }
+  }
+  // 0 elements, then 4 Mi floats.
+  void* request = nullptr;
+  while (request == nullptr) {
+    coll->iallreduce(comm, send.data(), recv.data(), 0, kNcclFloat32, kNcclSum, smh, rmh, &request);
+  }
+  int size = -1;
+  if (Wait(coll->test, request, &size) != kSuccess || size != 0) return Fail(rank, "0 elements");
+  coll->dereg_mr(comm, smh);
+  coll->dereg_mr(comm, rmh);
+  constexpr size_t kBig = 4u << 20;
+  std::vector<float> bsend(kBig), brecv(kBig);
+  coll->reg_mr(comm, bsend.data(), kBig * 4, kPtrHost, &smh);
+  coll->reg_mr(comm, brecv.data(), kBig * 4, kPtrHost, &rmh);
+  testing::Fill(DataType::kFloat32, ReduceOp::kSum, rank, bsend.data(), kBig);
+  request = nullptr;
+  while (request == nullptr) {
+    coll->iallreduce(comm, bsend.data(), brecv.data(), kBig, kNcclFloat32, kNcclSum, smh, rmh,
+                     &request);
+  }
+  if (Wait(coll->test, request, &size) != kSuccess) return Fail(rank, "4 Mi floats");
+  std::string first;
+  if (testing::Check(DataType::kFloat32, ReduceOp::kSum, kRanks, brecv.data(), kBig, &first)) {
+    return Fail(rank, "4 Mi floats: " + first);
+  }
+  coll->dereg_mr(comm, smh);
+  coll->dereg_mr(comm, rmh);
+  return coll->close_coll(comm) == kSuccess ? 0 : Fail(rank, "closeColl");
+}
+
+class CollNetDriver : public PluginDriver {
+ protected:
+  void SetUp() override {
+    PluginDriver::SetUp();
+    ASSERT_TRUE(IsOk(daemon_.Start({})));
+    setenv("TRIBUTARY_AGGREGATOR", daemon_.address().c_str(), 1);
+    setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "5000", 1);
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      daemon_.Stop();
+      fprintf(stderr, "--- tributaryd:\n%s", daemon_.Output().c_str());
+    }
+    unsetenv("TRIBUTARY_AGGREGATOR");
+    unsetenv("TRIBUTARY_OP_TIMEOUT_MS");
+    PluginDriver::TearDown();
+  }
+  testing::DaemonProcess daemon_;
+};
+
+TEST_F(CollNetDriver, EveryTypeAndOpIsExact) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(kRanks, 240, [x](int rank) { return CollectiveRank(x, rank); }), "");
+}
+
+TEST_F(CollNetDriver, UnreachableAggregatorFailsConnectLoudly) {
+  setenv("TRIBUTARY_AGGREGATOR", "127.0.0.1:9", 1);  // discard port: nothing answers
+  setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "1000", 1);
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(2, 60,
+                              [x](int rank) {
+                                CollNetV12* coll;
+                                void* comm;
+                                NcclResult connected;
+                                if (int rc = CollSetup(x, rank, 2, &coll, &comm, false, &connected)) {
+                                  return rc;
+                                }
+                                if (connected == kSuccess || comm != nullptr) {
+                                  return Fail(rank, "connect succeeded without an aggregator");
+                                }
+                                if (g_log.find("CollNet NOT IN USE") == std::string::npos ||
+                                    g_log.find("127.0.0.1:9") == std::string::npos) {
+                                  return Fail(rank, "no loud reason logged");
+                                }
+                                return 0;
+                              }),
+            "");
+}
+
+// Rank 1 connects with a wrong key. Whichever rank JOINs first sets the
+// job's key, so which of the two is refused depends on timing; either way
+// exactly one connect fails with the reason logged. The accepted rank
+// waits for that verdict before it all-reduces (the job lives until it
+// leaves, so the refused rank cannot get in later); its all-reduce, which
+// can never complete, fails at the operation timeout instead of hanging.
+enum Outcome { kNone = 0, kConnectRefused = 1, kAllReduceFailed = 2 };
+
+TEST_F(CollNetDriver, WrongKeyFailsOneRankAndTheOtherTimesOut) {
+  setenv("TRIBUTARY_OP_TIMEOUT_MS", "2000", 1);
+  setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "2000", 1);
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(2, 90,
+                              [x](int rank) {
+                                CollNetV12* coll;
+                                void* comm;
+                                NcclResult connected;
+                                if (int rc = CollSetup(x, rank, 2, &coll, &comm, rank == 1,
+                                                       &connected)) {
+                                  return rc;
+                                }
+                                if (connected != kSuccess) {
+                                  x->outcome[rank] = kConnectRefused;
+                                  Barrier(x, 3, 2);
+                                  return g_log.find("CollNet NOT IN USE") != std::string::npos
+                                             ? 0
+                                             : Fail(rank, "refused without a logged reason");
+                                }
+                                if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
+                                float v[4] = {1, 2, 3, 4};
+                                void* mh;
+                                coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh);
+                                void* request = nullptr;
+                                while (request == nullptr) {
+                                  coll->iallreduce(comm, v, v, 4, kNcclFloat32, kNcclSum, mh, mh,
+                                                   &request);
+                                }
+                                int size;
+                                if (Wait(coll->test, request, &size, 30) != kSystemError) {
+                                  return Fail(rank, "all-reduce without the other rank did not fail");
+                                }
+                                x->outcome[rank] = kAllReduceFailed;
+                                return g_log.find("all-reduce failed") != std::string::npos
+                                           ? 0
+                                           : Fail(rank, "no logged reason");
+                              }),
+            "");
+  EXPECT_EQ(x->outcome[0] + x->outcome[1], kConnectRefused + kAllReduceFailed);
+  EXPECT_NE(x->outcome[0], x->outcome[1]);
+}
+
+// A rank that dies after connecting: the survivors' all-reduce fails at
+// the operation timeout.
+TEST_F(CollNetDriver, RankThatDiesMidCollectiveIsAnErrorNotAHang) {
+  setenv("TRIBUTARY_OP_TIMEOUT_MS", "2000", 1);
+  Exchange* x = x_;
+  std::string failures = testing::RunRanks(kRanks, 90, [x](int rank) {
+    CollNetV12* coll;
+    void* comm;
+    NcclResult connected;
+    if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
+    if (connected != kSuccess) return Fail(rank, "connect");
+    if (rank == 2) _exit(0);  // dies before its contribution
+    float v[1024] = {};
+    void* mh;
+    coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh);
+    void* request = nullptr;
+    while (request == nullptr) {
+      coll->iallreduce(comm, v, v, 1024, kNcclFloat32, kNcclSum, mh, mh, &request);
+    }
+    int size;
+    return Wait(coll->test, request, &size, 30) == kSystemError
+               ? 0
+               : Fail(rank, "all-reduce with a dead rank did not fail");
+  });
+  EXPECT_EQ(failures, "");
+}
+
+}  // namespace
+}  // namespace tributary::nccl

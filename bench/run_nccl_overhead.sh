@@ -6,13 +6,15 @@
 # plugin's CollNet table in alternating rounds (see its header). The daemon
 # started here is stopped on exit.
 # Usage: bench/run_nccl_overhead.sh [BUILD_DIR]
-#   Environment: RANKS (4), SIZES ("1M 16M 64M"), ITERS (10), ROUNDS (5)
+#   Environment: RANKS (4), SIZES ("1M 16M 64M"), ITERS (10), ROUNDS (5),
+#   POLL_PAUSE_US (0: yield between test() calls as NCCL's proxy does)
 set -u -o pipefail
 BUILD=${1:-build}
 RANKS=${RANKS:-4}
 SIZES=${SIZES:-1M 16M 64M}
 ITERS=${ITERS:-10}
 ROUNDS=${ROUNDS:-5}
+POLL_PAUSE_US=${POLL_PAUSE_US:-0}
 DAEMON="$BUILD/switch_agent/tributaryd"
 BENCH="$BUILD/bench/nccl_plugin_overhead"
 PLUGIN="$BUILD/host/nccl/libnccl-net-tributary.so"
@@ -34,7 +36,8 @@ addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
 first=1
 for size in $SIZES; do
   out=$("$BENCH" --aggregator "$addr" --plugin "$PLUGIN" --ranks "$RANKS" --bytes "$size" \
-    --iters "$ITERS" --rounds "$ROUNDS") || { echo "run_nccl_overhead: $size failed" >&2; exit 1; }
-  if ((first)); then echo "$out" | head -2; first=0; fi
+    --iters "$ITERS" --rounds "$ROUNDS" --poll-pause-us "$POLL_PAUSE_US") || { echo "run_nccl_overhead: $size failed" >&2; exit 1; }
+  if ((first)); then echo "$out" | head -1; echo "$out" | grep -v '^#' | head -1; first=0; fi
+  [[ -n ${VERBOSE:-} ]] && echo "$out" | grep '^# round'
   echo "$out" | tail -1
 done

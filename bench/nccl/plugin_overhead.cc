@@ -5,11 +5,13 @@
 // NCCL's proxy thread does: yielding when nothing progressed), each on its
 // own job on one tributaryd. Rounds alternate which path goes first; each round times ITERS back-to-back
 // all-reduces per path after WARMUP untimed ones. Rank 0 prints the median
-// time per all-reduce of each path and the plugin's overhead in percent.
+// time per all-reduce of each path and the plugin's overhead in percent:
+// of the medians, and "paired", the median over rounds of each round's
+// plugin/host ratio (robust to a machine whose speed drifts between rounds).
 // Results are checked once per path (exact float32 sums).
 //
 // Usage: plugin_overhead --aggregator HOST:PORT --plugin PATH [--ranks 4]
-//        [--bytes 64M] [--iters 10] [--warmup 2] [--rounds 5]
+//        [--bytes 64M] [--iters 10] [--warmup 2] [--rounds 5] [--poll-pause-us 0]
 // bench/run_nccl_overhead.sh starts a daemon on loopback and runs it.
 //
 // Thread-safety: one thread per rank process.
@@ -54,6 +56,7 @@ struct Args {
   int iters = 10;
   int warmup = 2;
   int rounds = 5;
+  int poll_pause_us = 0;  // 0: yield between tests, as NCCL's proxy does
 };
 
 int g_phase = 0;
@@ -145,7 +148,11 @@ int Rank(const Args& a, Shared* s, int rank) {
     for (;;) {
       if (coll->test(request, &done, &size) != kSuccess) return false;
       if (done) break;
-      std::this_thread::yield();
+      if (a.poll_pause_us > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(a.poll_pause_us));
+      } else {
+        std::this_thread::yield();
+      }
     }
     return true;
   };
@@ -202,6 +209,10 @@ int main(int argc, char** argv) {
   app.add_option("--iters", a.iters, "timed all-reduces per path and round")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", a.warmup, "untimed all-reduces first")->check(CLI::Range(0, 1000));
   app.add_option("--rounds", a.rounds, "rounds (median reported)")->check(CLI::Range(1, 64));
+  app.add_option("--poll-pause-us", a.poll_pause_us,
+                 "sleep between test() calls instead of yielding (shows what the polling "
+                 "thread's CPU costs the others)")
+      ->check(CLI::Range(0, 100000));
   CLI11_PARSE(app, argc, argv);
   void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return 1;
@@ -226,11 +237,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   double host = Median(s->host_us, a.rounds), plugin = Median(s->plugin_us, a.rounds);
+  double ratio[64];
+  for (int r = 0; r < a.rounds; ++r) ratio[r] = s->plugin_us[r] / s->host_us[r];
+  const double paired = 100.0 * (Median(ratio, a.rounds) - 1.0);
   printf("# %d ranks, %s per all-reduce (float32 sum), %d iterations after %d warm-up, median of "
-         "%d rounds\n",
-         a.ranks, a.bytes.c_str(), a.iters, a.warmup, a.rounds);
-  printf("%12s %14s %14s %10s\n", "bytes", "host_api_us", "plugin_us", "overhead");
-  printf("%12zu %14.1f %14.1f %9.1f%%\n", ParseBytes(a.bytes), host, plugin,
-         100.0 * (plugin - host) / host);
+         "%d rounds; test() polled %s\n",
+         a.ranks, a.bytes.c_str(), a.iters, a.warmup, a.rounds,
+         a.poll_pause_us > 0 ? ("every " + std::to_string(a.poll_pause_us) + " us").c_str()
+                             : "with a yield between calls");
+  for (int r = 0; r < a.rounds; ++r) {
+    printf("# round %d: host API %.1f us, plugin %.1f us (%s first)\n", r, s->host_us[r],
+           s->plugin_us[r], r % 2 == 0 ? "host API" : "plugin");
+  }
+  printf("%12s %14s %14s %10s %10s\n", "bytes", "host_api_us", "plugin_us", "overhead",
+         "paired");
+  printf("%12zu %14.1f %14.1f %9.1f%% %9.1f%%\n", ParseBytes(a.bytes), host, plugin,
+         100.0 * (plugin - host) / host, paired);
   return 0;
 }

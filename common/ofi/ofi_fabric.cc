@@ -17,10 +17,12 @@ namespace {
 constexpr const char* kLog = "ofi";
 constexpr const char* kFallback = "tcp;ofi_rxm";
 
-fi_info* Hints(const char* provider, int threading, uint64_t caps) {
+fi_info* Hints(const char* provider, int threading, uint64_t caps, uint64_t msg_order) {
   fi_info* h = Lib().dupinfo(nullptr);  // fi_allocinfo()
   h->ep_attr->type = FI_EP_RDM;
   h->caps = caps;
+  h->tx_attr->msg_order = msg_order;
+  h->rx_attr->msg_order = msg_order;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
   // Basic registration modes only. FI_MR_LOCAL is not requested: sends come
   // straight from application memory that is registered for remote write
@@ -32,7 +34,7 @@ fi_info* Hints(const char* provider, int threading, uint64_t caps) {
 }
 
 Result<fi_info*> GetInfo(const std::string& provider, const ProviderQuery& q) {
-  fi_info* hints = Hints(provider.c_str(), q.threading, q.caps);
+  fi_info* hints = Hints(provider.c_str(), q.threading, q.caps, q.msg_order);
   std::string node, service;
   const bool any_address = q.host.empty() && q.port == 0;
   if (any_address) {
@@ -79,7 +81,7 @@ std::string ShmName(uint16_t port) { return "tributary-" + std::to_string(port);
 std::string OfferedProviders() {
   auto loaded = LoadLibfabric();
   if (!loaded.ok()) return "none (" + loaded.status().message() + ")";
-  fi_info* hints = Hints(nullptr, FI_THREAD_DOMAIN, FI_MSG | FI_RMA);
+  fi_info* hints = Hints(nullptr, FI_THREAD_DOMAIN, FI_MSG | FI_RMA, 0);
   fi_info* list = nullptr;
   int rc = Lib().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
   Lib().freeinfo(hints);

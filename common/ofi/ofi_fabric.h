@@ -52,6 +52,10 @@ struct ProviderQuery {
   // and receives results by RMA; the NCCL plugin's point-to-point
   // transport sends tagged messages to chosen peers.
   uint64_t caps = FI_MSG | FI_RMA;
+  // Message ordering both directions must keep (tx_attr/rx_attr msg_order):
+  // the NCCL plugin needs FI_ORDER_SAS, since NCCL gives every message
+  // between two comms the same tag and matching must then be FIFO.
+  uint64_t msg_order = 0;
   std::string setting;  // how users name a provider, quoted in the WARN and errors
 };
 

@@ -6,15 +6,17 @@
 //
 // CollNet stops at v11 for now: its iallgather and ireducescatter are left
 // null, which NCCL's tuner reads as "CollNet cannot do these" for the
-// tables it uses natively (v11 in NCCL 2.28, v12 in 2.30); NCCL's adapters
-// for older CollNet tables wrap those two pointers without looking, so the
-// v8..v10 CollNet tables come with the real all-gather and reduce-scatter.
+// tables it uses natively (v11 in NCCL 2.28, v12 in 2.30). NCCL's adapters
+// for the older CollNet tables (v8..v10) wrap those two pointers without
+// looking, so those tables are not exported until the aggregator does
+// all-gather and reduce-scatter.
 //
 // Device offload (getDeviceMr, irecvConsumed) and virtual NICs
 // (makeVDevice) are not offered: null, as NCCL allows.
 //
 // Thread-safety: the tables are immutable; the functions are those of
 // p2p.h and collnet.h.
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 
@@ -72,24 +74,20 @@ NcclResult NetProperties(int dev, Props* props) {
   return r;
 }
 
-// The CollNet device is the aggregator reached through the first NIC.
+// The CollNet device is the aggregator reached through the first NIC, and
+// describes itself as that NIC: NCCL's topology keys network devices by
+// name, so another name would count the NIC twice.
 template <typename Props>
 NcclResult CollProperties(int dev, Props* props) {
   if (dev != 0) return kInvalidArgument;
-  const NicInfo* nic = nullptr;
-  int ndev = 0;
-  NetDevices(&ndev);
-  static const NicInfo kNone{"tributary", "", 1, 10000, ""};
-  if (ndev == 0 || NetNic(0, &nic) != kSuccess) nic = &kNone;
-  return FillProperties(*nic, "tributary", props);
+  return NetProperties(0, props);
 }
 
 // Says, once, when the plugin carries NCCL's traffic but CollNet is off.
 void WarnIfCollNetOff() {
-  static bool warned = false;
+  static std::atomic<bool> warned{false};
   const char* enable = getenv("NCCL_COLLNET_ENABLE");
-  if (warned || (enable != nullptr && strcmp(enable, "1") == 0)) return;
-  warned = true;
+  if ((enable != nullptr && strcmp(enable, "1") == 0) || warned.exchange(true)) return;
   TRIB_LOG(kWarn, "nccl",
            "CollNet NOT IN USE: NCCL_COLLNET_ENABLE is not 1, so NCCL runs its own algorithms "
            "over this plugin's point-to-point transport and nothing is reduced in the network. "
@@ -260,8 +258,9 @@ Coll MakeCollNetV11Like() {
 }  // namespace tributary::nccl
 
 // The symbols NCCL looks up. Writable data, as NCCL declares them.
-#define TRIB_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
+#define TRIB_PLUGIN_EXPORT __attribute__((visibility("default")))
 namespace nccl = tributary::nccl;
+extern "C" {
 TRIB_PLUGIN_EXPORT nccl::NetV12 ncclNetPlugin_v12 =
     nccl::MakeNetV11Like<nccl::NetV12, nccl::PropertiesV12, 12>();
 TRIB_PLUGIN_EXPORT nccl::NetV11 ncclNetPlugin_v11 =
@@ -273,3 +272,4 @@ TRIB_PLUGIN_EXPORT nccl::CollNetV12 ncclCollNetPlugin_v12 =
     nccl::MakeCollNetV11Like<nccl::CollNetV12, nccl::PropertiesV12, 12>();
 TRIB_PLUGIN_EXPORT nccl::CollNetV11 ncclCollNetPlugin_v11 =
     nccl::MakeCollNetV11Like<nccl::CollNetV11, nccl::PropertiesV11, 11>();
+}  // extern "C"

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "host/nccl/p2p.h"
 #include "tributary/communicator.h"
 #include "tributary/types.h"
 
@@ -95,7 +96,15 @@ NcclResult CollInit() {
 }
 
 NcclResult CollDevices(int* ndev) {
-  *ndev = 1;  // one aggregator per job, reached over whatever the transport picks
+  // One: the aggregator, reached through the first NIC of the
+  // point-to-point transport (NCCL uses a plugin's CollNet only with its
+  // ncclNet); none when that transport found no NIC.
+  int nics = 0;
+  NetDevices(&nics);
+  *ndev = nics > 0 ? 1 : 0;
+  if (nics == 0) {
+    TRIB_LOG(kWarn, kLog, "CollNet NOT IN USE: the point-to-point transport found no NIC");
+  }
   return kSuccess;
 }
 
@@ -113,8 +122,12 @@ NcclResult CollListen(int, void* handle, void** listen_comm) {
   return kSuccess;
 }
 
-NcclResult CollConnect(void* handles[], int nranks, int rank, void*, void** coll_comm) {
+NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
+                       void** coll_comm) {
   *coll_comm = nullptr;
+  // NCCL closes the listen comm after a connect that succeeded, and forgets
+  // it after one that failed: then it is freed here.
+  std::unique_ptr<CollHandle> listen_on_failure(static_cast<CollHandle*>(listen_comm));
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     return Warn(kInvalidArgument, "connect", "rank " + std::to_string(rank) + " of " +
                                                  std::to_string(nranks));
@@ -141,6 +154,7 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void*, void** coll
     return kSystemError;
   }
   g_connected = true;
+  listen_on_failure.release();  // NCCL's to close
   TRIB_LOG(kInfo, kLog, "CollNet rank %d of %d joined job %u at aggregator %s over %s", rank,
            nranks, h.job_id, config.options.aggregator.c_str(),
            comm.value()->options().transport.c_str());

@@ -25,6 +25,7 @@ namespace tributary::nccl {
 NcclResult CollInit();
 NcclResult CollDevices(int* ndev);
 NcclResult CollListen(int dev, void* handle, void** listen_comm);
+// On failure (an error code) `listen_comm` is freed: NCCL forgets it then.
 NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm, void** coll_comm);
 NcclResult CollReduceSupport(NcclDataType dtype, NcclRedOp op, int* supported);
 NcclResult CollRegMr(void* coll_comm, void* data, size_t size, int type, void** mhandle);

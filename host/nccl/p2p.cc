@@ -4,9 +4,16 @@
 // Every posted operation carries an Op whose fi_context2 comes first, so a
 // completion's op_context leads back to its Request. A Request is one
 // isend, or the n receives of one grouped irecv; test() frees it once all
-// its operations completed. A listen comm whose hello receive is still
-// posted when NCCL closes it is cancelled and parked, since libfabric may
-// still write its context; parked comms live as long as their device.
+// its operations completed; when one fails, the rest of its group is
+// cancelled rather than awaited. Receives are posted only while the receive
+// queue has room for the whole group, so that a grouped receive never
+// takes its place half-way among receives of the same tag (NCCL tags every
+// message between two comms alike: matching is FIFO, FI_ORDER_SAS).
+// Nothing libfabric may still write is freed: a listen comm whose hello
+// receive is posted when NCCL closes it is cancelled and parked, as is a
+// send comm whose hello is in flight; receives of a closed receive comm are
+// cancelled and their requests stay until test() sees them complete.
+// Parked comms live as long as their device.
 //
 // Thread-safety: the device's mutex guards its endpoint, its queues and all
 // comms and requests on it (p2p.h).
@@ -21,10 +28,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <unordered_set>
 #include <vector>
 
 #include "common/log.h"
@@ -62,6 +71,7 @@ struct Hello {
 
 class Device;
 struct Request;
+struct RecvComm;
 
 struct Op {
   fi_context2 context;  // first: a completion's op_context is this Op
@@ -70,10 +80,15 @@ struct Op {
 
 struct Request {
   Device* device = nullptr;
-  int n = 0;
-  int completed = 0;
-  std::string error;  // set by the first failed operation
-  size_t sizes[kMaxGroupedRecvs] = {};
+  RecvComm* comm = nullptr;  // receives: the comm that posted them, until it closes
+  bool recv = false;
+  bool cancelled = false;  // the pending operations were cancelled (failure, close)
+  int n = 0;               // operations in the request
+  int posted = 0;          // of them posted to libfabric
+  int completed = 0;       // of them completed (or failed, or cancelled)
+  std::string error;       // set by the first failed operation
+  size_t sizes[kMaxGroupedRecvs] = {};  // receives: bytes received; sends: bytes posted
+  bool done[kMaxGroupedRecvs] = {};
   Op ops[kMaxGroupedRecvs];
 };
 
@@ -89,6 +104,7 @@ struct RecvComm {
   Device* device;
   fi_addr_t peer;
   uint32_t send_id;
+  std::unordered_set<Request*> outstanding;  // receives NCCL has not seen complete
 };
 
 struct ListenComm {
@@ -163,7 +179,9 @@ class Device : public ofi::RdmEndpoint {
                                                   (rc == -FI_ETOOSMALL ? " (address too long)" : ""));
     }
     address_.resize(len);
-    TRIB_LOG(kInfo, kLog, "device %s (%s) open", nic_.name.c_str(), nic_.provider.c_str());
+    rx_capacity_ = info_->rx_attr != nullptr ? info_->rx_attr->size : 0;
+    TRIB_LOG(kInfo, kLog, "device %s (%s) open, %zu receives", nic_.name.c_str(),
+             nic_.provider.c_str(), rx_capacity_);
     return Status::Ok();
   }
 
@@ -186,14 +204,36 @@ class Device : public ofi::RdmEndpoint {
   ssize_t PostSend(Request* request, int i, const void* data, size_t size, fi_addr_t peer,
                    uint64_t tag) {
     request->ops[i].request = request;
-    return fi_tsend(ep_, data, size, nullptr, peer, tag, &request->ops[i].context);
+    request->sizes[i] = size;  // a send's completion carries no length
+    ssize_t rc = fi_tsend(ep_, data, size, nullptr, peer, tag, &request->ops[i].context);
+    if (rc == 0) ++request->posted;
+    return rc;
   }
   ssize_t PostRecv(Request* request, int i, void* data, size_t size, fi_addr_t peer, uint64_t tag) {
     request->ops[i].request = request;
-    return fi_trecv(ep_, data, size, nullptr, peer, tag, 0, &request->ops[i].context);
+    request->recv = true;
+    ssize_t rc = fi_trecv(ep_, data, size, nullptr, peer, tag, 0, &request->ops[i].context);
+    if (rc == 0) {
+      ++request->posted;
+      ++posted_recvs_;
+    }
+    return rc;
   }
 
-  void Cancel(Request* request, int i) { fi_cancel(&ep_->fid, &request->ops[i].context); }
+  // Whether `n` more receives fit the endpoint's receive queue: a grouped
+  // receive is posted whole or not at all (its members must keep their
+  // place among receives of the same tag).
+  bool RecvRoom(int n) const { return rx_capacity_ == 0 || posted_recvs_ + n <= rx_capacity_; }
+
+  // Cancels the posted operations of `request` that have not completed;
+  // each then completes with FI_ECANCELED. Caller holds mu().
+  void CancelPending(Request* request) {
+    if (request->cancelled) return;
+    request->cancelled = true;
+    for (int i = 0; i < request->posted; ++i) {
+      if (!request->done[i]) fi_cancel(&ep_->fid, &request->ops[i].context);
+    }
+  }
 
   // Reaps both completion queues. Caller holds mu().
   void Progress() {
@@ -221,14 +261,22 @@ class Device : public ofi::RdmEndpoint {
     }
   }
 
-  void Park(std::unique_ptr<ListenComm> listen) { parked_.push_back(std::move(listen)); }
+  // Comms whose posted operations libfabric may still complete into.
+  void Park(std::unique_ptr<ListenComm> listen) { parked_listens_.push_back(std::move(listen)); }
+  void Park(std::unique_ptr<SendComm> send) { parked_sends_.push_back(std::move(send)); }
 
  private:
-  static void Completed(void* context, size_t len, const std::string& error) {
+  void Completed(void* context, size_t len, const std::string& error) {
     if (context == nullptr) return;
     Op* op = static_cast<Op*>(context);
     Request* r = op->request;
-    r->sizes[op - r->ops] = len;
+    const auto k = op - r->ops;
+    if (r->done[k]) return;
+    r->done[k] = true;
+    if (r->recv) {
+      r->sizes[k] = len;
+      --posted_recvs_;
+    }
     if (!error.empty() && r->error.empty()) r->error = error;
     ++r->completed;
   }
@@ -239,7 +287,10 @@ class Device : public ofi::RdmEndpoint {
   std::vector<uint8_t> address_;
   uint32_t next_id_ = 0;
   std::map<std::string, fi_addr_t> peers_;
-  std::vector<std::unique_ptr<ListenComm>> parked_;
+  size_t rx_capacity_ = 0;   // the receive queue's depth (0: the provider does not say)
+  size_t posted_recvs_ = 0;  // receives posted and not completed
+  std::vector<std::unique_ptr<ListenComm>> parked_listens_;
+  std::vector<std::unique_ptr<SendComm>> parked_sends_;
 };
 
 // The devices, found once. Deliberately never destroyed: NCCL may call
@@ -270,6 +321,7 @@ Devices* FindDevices() {
   ofi::ProviderQuery query;
   query.wanted = env.value().options.ofi_provider;
   query.caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+  query.msg_order = FI_ORDER_SAS;
   query.setting = "TRIBUTARY_OFI_PROVIDER";
   fi_info* list = nullptr;
   auto selected = ofi::SelectProvider(query, [&](const std::string&, fi_info* info) {
@@ -363,9 +415,13 @@ NcclResult NetListen(int dev, void* handle, void** listen_comm) {
   listen->listen_id = d->NextId();
   listen->request.device = d;
   listen->request.n = 1;
+  // listen has no "try again": reap for a while when the receive queue is
+  // full, then fail.
   ssize_t rc;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while ((rc = d->PostRecv(&listen->request, 0, &listen->hello, sizeof(Hello), FI_ADDR_UNSPEC,
-                           kHelloTag | listen->listen_id)) == -FI_EAGAIN) {
+                           kHelloTag | listen->listen_id)) == -FI_EAGAIN &&
+         std::chrono::steady_clock::now() < end) {
     d->Progress();
   }
   if (rc != 0) return Fail(kSystemError, "listen", "fi_trecv: " + ofi::FiError(static_cast<int>(rc)));
@@ -431,7 +487,7 @@ NcclResult NetAccept(void* listen_comm, void** recv_comm) {
   }
   auto peer = d->Peer(hello.address, hello.address_bytes);
   if (!peer.ok()) return Fail(kSystemError, "accept", peer.status().message());
-  auto* comm = new RecvComm{d, peer.value(), hello.send_id};
+  auto* comm = new RecvComm{d, peer.value(), hello.send_id, {}};
   *recv_comm = comm;
   return kSuccess;
 }
@@ -485,8 +541,13 @@ NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, co
   auto* comm = static_cast<RecvComm*>(recv_comm);
   Device* d = comm->device;
   std::lock_guard<std::mutex> lock(d->mu());
+  if (!d->RecvRoom(n)) {
+    d->Progress();
+    return kSuccess;  // the receive queue is full: a null request, NCCL tries again
+  }
   auto r = std::make_unique<Request>();
   r->device = d;
+  r->comm = comm;
   r->n = n;
   for (int i = 0; i < n; ++i) {
     ssize_t rc;
@@ -503,11 +564,13 @@ NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, co
       d->Progress();
     }
     if (rc != 0) {
-      for (int k = 0; k < i; ++k) d->Cancel(r.get(), k);
+      d->CancelPending(r.get());
+      r->comm = nullptr;
       r.release();  // the cancelled receives still complete into it; it stays allocated
       return Fail(kSystemError, "irecv", "fi_trecv: " + ofi::FiError(static_cast<int>(rc)));
     }
   }
+  comm->outstanding.insert(r.get());
   *request = r.release();
   return kSuccess;
 }
@@ -527,7 +590,11 @@ NcclResult NetTest(void* request, int* done, int* sizes) {
   if (r->device != nullptr) {
     std::lock_guard<std::mutex> lock(r->device->mu());
     r->device->Progress();
+    // One failed member fails the group: the others are cancelled rather
+    // than awaited (a peer that aborted would never send them).
+    if (!r->error.empty() && r->completed < r->n) r->device->CancelPending(r);
     if (r->completed < r->n) return kSuccess;
+    if (r->comm != nullptr) r->comm->outstanding.erase(r);
   }
   std::unique_ptr<Request> owned(r);
   if (!owned->error.empty()) return Fail(kSystemError, "test", owned->error);
@@ -539,18 +606,25 @@ NcclResult NetTest(void* request, int* done, int* sizes) {
 }
 
 NcclResult NetCloseSend(void* send_comm) {
-  auto* comm = static_cast<SendComm*>(send_comm);
-  {
-    // The hello must have left before its buffer goes.
-    std::lock_guard<std::mutex> lock(comm->device->mu());
-    for (int i = 0; i < 1000000 && comm->hello_request.completed == 0; ++i) comm->device->Progress();
-  }
-  delete comm;
+  std::unique_ptr<SendComm> comm(static_cast<SendComm*>(send_comm));
+  Device* d = comm->device;
+  std::lock_guard<std::mutex> lock(d->mu());
+  d->Progress();
+  // A hello still in flight (a peer that never accepted) may yet complete
+  // into the comm: it stays allocated, with its device.
+  if (comm->hello_request.completed == 0) d->Park(std::move(comm));
   return kSuccess;
 }
 
 NcclResult NetCloseRecv(void* recv_comm) {
-  delete static_cast<RecvComm*>(recv_comm);
+  std::unique_ptr<RecvComm> comm(static_cast<RecvComm*>(recv_comm));
+  std::lock_guard<std::mutex> lock(comm->device->mu());
+  // Receives NCCL abandoned (an abort) must not land in buffers it frees:
+  // cancelled; their requests complete, and test() frees them if NCCL asks.
+  for (Request* r : comm->outstanding) {
+    comm->device->CancelPending(r);
+    r->comm = nullptr;
+  }
   return kSuccess;
 }
 
@@ -560,7 +634,7 @@ NcclResult NetCloseListen(void* listen_comm) {
   std::lock_guard<std::mutex> lock(d->mu());
   d->Progress();
   if (listen->request.completed == 0) {
-    d->Cancel(&listen->request, 0);
+    d->CancelPending(&listen->request);
     d->Park(std::move(listen));
   }
   return kSuccess;

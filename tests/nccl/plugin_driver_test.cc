@@ -49,6 +49,7 @@ constexpr int kMaxRanks = 4;
 struct Exchange {
   std::atomic<int> arrived[16];
   char net_handles[kMaxRanks][kHandleMaxBytes];
+  char net_handles2[kMaxRanks][kHandleMaxBytes];  // a second ring between the same ranks
   char coll_handles[kMaxRanks][kHandleMaxBytes];
   std::atomic<int> outcome[kMaxRanks];  // what each rank saw, for the parent's verdict
 };
@@ -99,6 +100,7 @@ NcclResult Wait(TestFn test, void* request, int* sizes, int seconds = 60) {
     NcclResult r = test(request, &done, sizes);
     if (r != kSuccess || done) return r;
     if (Clock::now() > end) return kInternalError;
+    std::this_thread::yield();  // as NCCL's proxy: the ranks share two cores
   }
 }
 
@@ -110,6 +112,7 @@ bool Posted(Post&& post, void** request, int seconds = 60) {
   auto end = Clock::now() + std::chrono::seconds(seconds);
   while (*request == nullptr) {
     if (post(request) != kSuccess || Clock::now() > end) return false;
+    if (*request == nullptr) std::this_thread::yield();
   }
   return true;
 }
@@ -133,14 +136,15 @@ class PluginDriver : public ::testing::Test {
 
 // Connects rank -> rank+1 and accepts rank-1 -> rank, retrying as NCCL does.
 int RingConnect(NetV12* net, void* ctx, Exchange* x, int rank, void** send, void** recv,
-                void** listen) {
-  if (net->listen(ctx, 0, x->net_handles[rank], listen) != kSuccess) return Fail(rank, "listen");
-  if (!Barrier(x, 0, kRanks)) return Fail(rank, "barrier 0");
+                void** listen, int phase = 0) {
+  auto* handles = phase == 0 ? x->net_handles : x->net_handles2;
+  if (net->listen(ctx, 0, handles[rank], listen) != kSuccess) return Fail(rank, "listen");
+  if (!Barrier(x, phase, kRanks)) return Fail(rank, "barrier " + std::to_string(phase));
   *send = *recv = nullptr;
   auto end = Clock::now() + std::chrono::seconds(30);
   while (*send == nullptr || *recv == nullptr) {
     if (*send == nullptr &&
-        net->connect(ctx, 0, x->net_handles[(rank + 1) % kRanks], send, nullptr) != kSuccess) {
+        net->connect(ctx, 0, handles[(rank + 1) % kRanks], send, nullptr) != kSuccess) {
       return Fail(rank, "connect");
     }
     if (*recv == nullptr && net->accept(*listen, recv, nullptr) != kSuccess) {
@@ -250,6 +254,128 @@ int PointToPointRank(Exchange* x, int rank, bool oversized) {
     for (size_t i = 0; i < kGroupSizes[g]; ++i) {
       if (gin[g][i] != PatternByte(from, 100 + g, i)) return Fail(rank, "group data wrong");
     }
+  }
+
+  // 2b. NCCL's own pattern: one tag for every message between two comms,
+  // 8 in flight. Matching is FIFO: the i-th receive gets the i-th send,
+  // whatever their sizes.
+  {
+    constexpr int kSteps = 8;
+    const size_t kStepSizes[kSteps] = {4096, 1, 70000, 0, 1 << 20, 513, 8, 262144};
+    std::vector<uint8_t> sin[kSteps], sout[kSteps];
+    void *rq[kSteps], *sq[kSteps];
+    for (int i = 0; i < kSteps; ++i) {
+      sin[i].assign(1 << 20, 0);
+      sout[i].resize(kStepSizes[i]);
+      for (size_t b = 0; b < kStepSizes[i]; ++b) sout[i][b] = PatternByte(rank, 300 + i, b);
+      void* data = sin[i].data();
+      size_t size = sin[i].size();
+      int tag = 42;
+      if (!Posted([&](void** q) { return net->irecv(recv, 1, &data, &size, &tag, &mh, nullptr, q); },
+                  &rq[i])) {
+        return Fail(rank, "same-tag irecv");
+      }
+    }
+    for (int i = 0; i < kSteps; ++i) {
+      if (!Posted([&](void** q) {
+            return net->isend(send, sout[i].data(), sout[i].size(), 42, mh, nullptr, q);
+          }, &sq[i])) {
+        return Fail(rank, "same-tag isend");
+      }
+    }
+    for (int i = 0; i < kSteps; ++i) {
+      int size = -1;
+      if (Wait(net->test, sq[i], &size) != kSuccess || static_cast<size_t>(size) != kStepSizes[i]) {
+        return Fail(rank, "same-tag send " + std::to_string(i) + " size " + std::to_string(size));
+      }
+      if (Wait(net->test, rq[i], &size) != kSuccess || static_cast<size_t>(size) != kStepSizes[i]) {
+        return Fail(rank, "same-tag receive " + std::to_string(i) + " got " +
+                              std::to_string(size) + " bytes: out of order");
+      }
+      for (size_t b = 0; b < kStepSizes[i]; ++b) {
+        if (sin[i][b] != PatternByte(from, 300 + i, b)) return Fail(rank, "same-tag data wrong");
+      }
+    }
+  }
+
+  // 2c. The older tables on the same comms: v8 (int sizes) and v10
+  // (profiler handles) go through their own adapters.
+  {
+    auto* v8 = Load<NetV8>("ncclNetPlugin_v8");
+    auto* v10 = Load<NetV10>("ncclNetPlugin_v10");
+    if (v8 == nullptr || v10 == nullptr) return Fail(rank, "older tables");
+    std::vector<uint8_t> out8(3000), in8(4000, 0), out10(5), in10(64, 0);
+    for (size_t b = 0; b < out8.size(); ++b) out8[b] = PatternByte(rank, 8, b);
+    for (size_t b = 0; b < out10.size(); ++b) out10[b] = PatternByte(rank, 10, b);
+    void* d8 = in8.data();
+    int s8 = static_cast<int>(in8.size());
+    int t8 = 8;
+    void* d10 = in10.data();
+    size_t s10 = in10.size();
+    int t10 = 10;
+    void *r8, *r10, *q8, *q10;
+    if (!Posted([&](void** q) { return v8->irecv(recv, 1, &d8, &s8, &t8, &mh, q); }, &r8) ||
+        !Posted([&](void** q) { return v10->irecv(recv, 1, &d10, &s10, &t10, &mh, nullptr, q); },
+                &r10) ||
+        !Posted([&](void** q) {
+          return v8->isend(send, out8.data(), static_cast<int>(out8.size()), 8, mh, q);
+        }, &q8) ||
+        !Posted([&](void** q) {
+          return v10->isend(send, out10.data(), out10.size(), 10, mh, nullptr, q);
+        }, &q10)) {
+      return Fail(rank, "posting through v8/v10");
+    }
+    int size8 = -1, size10 = -1, ignored;
+    if (Wait(v8->test, q8, &ignored) != kSuccess || Wait(v10->test, q10, &ignored) != kSuccess ||
+        Wait(v8->test, r8, &size8) != kSuccess || Wait(v10->test, r10, &size10) != kSuccess ||
+        size8 != 3000 || size10 != 5) {
+      return Fail(rank, "v8/v10 exchange: sizes " + std::to_string(size8) + ", " +
+                            std::to_string(size10));
+    }
+    for (size_t b = 0; b < out8.size(); ++b) {
+      if (in8[b] != PatternByte(from, 8, b)) return Fail(rank, "v8 data wrong");
+    }
+    for (size_t b = 0; b < out10.size(); ++b) {
+      if (in10[b] != PatternByte(from, 10, b)) return Fail(rank, "v10 data wrong");
+    }
+  }
+
+  // 2d. A second pair of comms between the same ranks: the same tag on
+  // both stays apart (send ids), and a listen closed before any accept
+  // leaves the rest working.
+  {
+    void *send2, *recv2, *listen2, *unused;
+    NetV12* n = net;
+    char scratch[kHandleMaxBytes];
+    if (n->listen(ctx, 0, scratch, &unused) != kSuccess) return Fail(rank, "listen 3");
+    n->close_listen(unused);
+    if (int rc = RingConnect(net, ctx, x, rank, &send2, &recv2, &listen2, 5)) return rc;
+    uint8_t a[16], b[16], ina[32] = {}, inb[32] = {};
+    memset(a, 0xa0 + rank, sizeof(a));
+    memset(b, 0xb0 + rank, sizeof(b));
+    void* da = ina;
+    void* db = inb;
+    size_t sa = sizeof(ina), sb = sizeof(inb);
+    int tag = 9;
+    void *ra, *rb, *qa, *qb;
+    if (!Posted([&](void** q) { return net->irecv(recv, 1, &da, &sa, &tag, &mh, nullptr, q); }, &ra) ||
+        !Posted([&](void** q) { return net->irecv(recv2, 1, &db, &sb, &tag, &mh, nullptr, q); },
+                &rb) ||
+        !Posted([&](void** q) { return net->isend(send2, b, sizeof(b), 9, mh, nullptr, q); }, &qb) ||
+        !Posted([&](void** q) { return net->isend(send, a, sizeof(a), 9, mh, nullptr, q); }, &qa)) {
+      return Fail(rank, "posting on two comm pairs");
+    }
+    int size;
+    if (Wait(net->test, qa, &size) != kSuccess || Wait(net->test, qb, &size) != kSuccess ||
+        Wait(net->test, ra, &size) != kSuccess || Wait(net->test, rb, &size) != kSuccess) {
+      return Fail(rank, "two comm pairs");
+    }
+    if (ina[0] != 0xa0 + from || inb[0] != 0xb0 + from) {
+      return Fail(rank, "messages crossed between comm pairs with the same tag");
+    }
+    net->close_recv(recv2);
+    net->close_send(send2);
+    net->close_listen(listen2);
   }
 
   // 3. A message larger than the receive buffer fails that receive.
@@ -390,7 +516,8 @@ int CollSetup(Exchange* x, int rank, int ranks, CollNetV12** coll, void** comm, 
   if (tamper) copy[0][8] ^= 1;  // a bit of the job key
   *comm = nullptr;
   *connect_result = (*coll)->connect(handles, ranks, rank, listen, comm);
-  (*coll)->close_listen(listen);
+  // As NCCL: the listen comm is closed after a successful connect only.
+  if (*connect_result == kSuccess) (*coll)->close_listen(listen);
   return 0;
 }
 
@@ -434,6 +561,41 @@ int CollectiveRank(Exchange* x, int rank) {
       }
     }
   }
+  // Several all-reduces in flight on one collComm, as NCCL's channels post
+  // them, completed in any order of polling.
+  {
+    constexpr int kInFlight = 4;
+    constexpr size_t kPart = kCount;  // elements of each; parts of the send/recv buffers
+    std::vector<float> fsend(kInFlight * kPart), frecv(kInFlight * kPart);
+    void *fs, *fr;
+    if (coll->reg_mr(comm, fsend.data(), fsend.size() * 4, kPtrHost, &fs) != kSuccess ||
+        coll->reg_mr(comm, frecv.data(), frecv.size() * 4, kPtrHost, &fr) != kSuccess) {
+      return Fail(rank, "regMr in flight");
+    }
+    testing::Fill(DataType::kFloat32, ReduceOp::kSum, rank, fsend.data(), fsend.size());
+    void* reqs[kInFlight];
+    for (int i = 0; i < kInFlight; ++i) {
+      if (!Posted([&](void** q) {
+            return coll->iallreduce(comm, fsend.data() + i * kPart, frecv.data() + i * kPart,
+                                    kPart, kNcclFloat32, kNcclSum, fs, fr, q);
+          }, &reqs[i])) {
+        return Fail(rank, "iallreduce in flight");
+      }
+    }
+    for (int i = kInFlight - 1; i >= 0; --i) {
+      int size = -1;
+      if (Wait(coll->test, reqs[i], &size) != kSuccess) return Fail(rank, "test in flight");
+    }
+    std::string first;
+    // Element j of part i is element i*kPart+j of the pattern.
+    if (testing::Check(DataType::kFloat32, ReduceOp::kSum, kRanks, frecv.data(), frecv.size(),
+                       &first) != 0) {
+      return Fail(rank, "in flight: " + first);
+    }
+    coll->dereg_mr(comm, fs);
+    coll->dereg_mr(comm, fr);
+  }
+
   // 0 elements, then 4 Mi floats.
   void* request;
   int size = -1;
@@ -504,12 +666,16 @@ TEST_F(CollNetDriver, EveryTypeAndOpIsExactUnderInjectedLoss) {
   unsetenv("TRIBUTARY_FAULT_TX_DROP");
   unsetenv("TRIBUTARY_FAULT_RX_DROP");
   EXPECT_EQ(failures, "");
-  // The losses happened: results the ranks lost were asked for again.
+  // The losses happened and were recovered: contributions sent again
+  // (duplicates) or results asked for again (retransmit_answers). No loss
+  // among the hundreds of packets at 5% would be a 1e-13 event.
   daemon_.Stop();
   const std::string out = daemon_.Output();
-  size_t at = out.find("retransmit_answers=");
-  ASSERT_NE(at, std::string::npos) << out;
-  EXPECT_GT(strtoull(out.c_str() + at + strlen("retransmit_answers="), nullptr, 10), 0u) << out;
+  auto counter = [&](const char* name) {
+    size_t at = out.find(name);
+    return at == std::string::npos ? 0ull : strtoull(out.c_str() + at + strlen(name), nullptr, 10);
+  };
+  EXPECT_GT(counter(" duplicates=") + counter(" retransmit_answers="), 0u) << out;
 }
 
 TEST_F(CollNetDriver, UnreachableAggregatorFailsConnectLoudly) {
@@ -546,7 +712,7 @@ enum Outcome { kNone = 0, kConnectRefused = 1, kAllReduceFailed = 2 };
 
 TEST_F(CollNetDriver, WrongKeyFailsOneRankAndTheOtherTimesOut) {
   setenv("TRIBUTARY_OP_TIMEOUT_MS", "2000", 1);
-  setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "2000", 1);
+  setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "5000", 1);
   Exchange* x = x_;
   EXPECT_EQ(testing::RunRanks(2, 90,
                               [x](int rank) {

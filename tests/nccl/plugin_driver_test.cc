@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,12 +73,15 @@ bool Barrier(Exchange* x, int phase, int ranks) {
   return true;
 }
 
-std::string g_log;  // per rank process: what the plugin logged
+std::mutex g_log_mu;
+std::string g_log;  // per rank process: what the plugin logged; guarded by g_log_mu
 void Logger(NcclLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  g_log += FormatLogLine(level, fmt, ap) + "\n";
+  std::string line = FormatLogLine(level, fmt, ap) + "\n";
   va_end(ap);
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log += line;
 }
 
 int Fail(int rank, const std::string& what) {
@@ -449,6 +453,58 @@ INSTANTIATE_TEST_SUITE_P(Providers, PointToPoint,
                          [](const auto& info) {
                            return std::string(info.param.nic == std::string("lo") ? "tcp" : "shm");
                          });
+
+// Two threads per rank, as NCCL's proxy service and progress threads, each
+// with its own comm pair on the one device: connecting, exchanging 200
+// messages and closing while the other does the same. Under TSan this is
+// what checks the device's locking.
+int PingPongThread(NetV12* net, void* ctx, Exchange* x, int rank, int phase, int* failed) {
+  void *send, *recv, *listen;
+  if (RingConnect(net, ctx, x, rank, &send, &recv, &listen, phase) != 0) return *failed = 1;
+  const int from = (rank + kRanks - 1) % kRanks;
+  for (int i = 0; i < 200; ++i) {
+    uint8_t out[256], in[256] = {};
+    const size_t len = 1 + (static_cast<size_t>(i) * 37) % sizeof(out);
+    for (size_t b = 0; b < len; ++b) out[b] = PatternByte(rank, phase + i, b);
+    void* data = in;
+    size_t size = sizeof(in);
+    int tag = i;
+    void *r, *s;
+    int got = -1, ignored;
+    if (!Posted([&](void** q) { return net->irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, q); },
+                &r) ||
+        !Posted([&](void** q) { return net->isend(send, out, len, i, nullptr, nullptr, q); }, &s) ||
+        Wait(net->test, s, &ignored) != kSuccess || Wait(net->test, r, &got) != kSuccess ||
+        static_cast<size_t>(got) != len || in[len - 1] != PatternByte(from, phase + i, len - 1)) {
+      fprintf(stderr, "rank %d thread %d: message %d wrong or failed\n", rank, phase, i);
+      return *failed = 1;
+    }
+  }
+  net->close_send(send);
+  net->close_recv(recv);
+  net->close_listen(listen);
+  return 0;
+}
+
+TEST_F(PluginDriver, TwoThreadsShareADevice) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(kRanks, 240,
+                              [x](int rank) {
+                                auto* net = Load<NetV12>("ncclNetPlugin_v12");
+                                void* ctx = nullptr;
+                                NetCommConfig config{-1};
+                                if (net == nullptr ||
+                                    net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) {
+                                  return Fail(rank, "init");
+                                }
+                                int failed_a = 0, failed_b = 0;
+                                std::thread b([&] { PingPongThread(net, ctx, x, rank, 5, &failed_b); });
+                                PingPongThread(net, ctx, x, rank, 0, &failed_a);
+                                b.join();
+                                return failed_a || failed_b ? Fail(rank, "a thread failed") : 0;
+                              }),
+            "");
+}
 
 // The largest message the plugin reports (maxP2pBytes, 1 GiB) around the
 // ring: 1 GiB out and 1 GiB in per rank, every 8-byte word checked.

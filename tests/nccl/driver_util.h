@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the NCCL plugin's driver tests share: NCCL's bootstrap for forked
+// ranks (handles and barriers in shared memory), the logger NCCL would pass,
+// dlopen of the plugin under test ($NCCL_PLUGIN_UNDER_TEST, set by CMake),
+// polling as NCCL's proxy polls (test() and null-request retries, bounded,
+// yielding), and the fixture that points the plugin at loopback.
+// Thread-safety: the logger is guarded; the rest is per rank process.
+#pragma once
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "host/nccl/nccl_abi.h"
+#include "tests/nccl/log_line.h"
+
+namespace tributary::nccl {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr int kRanks = 3;
+inline constexpr int kMaxRanks = 4;
+
+// NCCL's bootstrap, for forked ranks: handles and barriers in shared memory.
+struct Exchange {
+  std::atomic<int> arrived[16];
+  char net_handles[kMaxRanks][kHandleMaxBytes];
+  char net_handles2[kMaxRanks][kHandleMaxBytes];  // a second ring between the same ranks
+  char coll_handles[kMaxRanks][kHandleMaxBytes];
+  std::atomic<int> outcome[kMaxRanks];  // what each rank saw, for the parent's verdict
+};
+
+inline Exchange* NewExchange() {
+  void* p = mmap(nullptr, sizeof(Exchange), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return new (p) Exchange{};
+}
+
+// Waits (bounded) until `ranks` ranks reached barrier `phase`.
+inline bool Barrier(Exchange* x, int phase, int ranks) {
+  x->arrived[phase].fetch_add(1);
+  auto end = Clock::now() + std::chrono::seconds(60);
+  while (x->arrived[phase].load() < ranks) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+inline std::mutex g_log_mu;
+inline std::string g_log;  // per rank process: what the plugin logged; guarded by g_log_mu
+inline void Logger(NcclLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string line = FormatLogLine(level, fmt, ap) + "\n";
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log += line;
+}
+
+inline int Fail(int rank, const std::string& what) {
+  fprintf(stderr, "rank %d: %s\n--- plugin log:\n%s", rank, what.c_str(), g_log.c_str());
+  return 1;
+}
+
+template <typename T>
+T* Load(const char* symbol) {
+  void* lib = dlopen(getenv("NCCL_PLUGIN_UNDER_TEST"), RTLD_NOW | RTLD_LOCAL);
+  return lib == nullptr ? nullptr : static_cast<T*>(dlsym(lib, symbol));
+}
+
+// Polls test() like NCCL's proxy, bounded; returns its result (kSuccess
+// only once done).
+inline NcclResult Wait(TestFn test, void* request, int* sizes, int seconds = 60) {
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  for (;;) {
+    int done = 0;
+    NcclResult r = test(request, &done, sizes);
+    if (r != kSuccess || done) return r;
+    if (Clock::now() > end) return kInternalError;
+    std::this_thread::yield();  // as NCCL's proxy: the ranks share two cores
+  }
+}
+
+// Calls `post` (an isend, irecv or iallreduce that may hand back a null
+// request) until it gives a request, as NCCL's proxy does; bounded.
+template <typename Post>
+bool Posted(Post&& post, void** request, int seconds = 60) {
+  *request = nullptr;
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  while (*request == nullptr) {
+    if (post(request) != kSuccess || Clock::now() > end) return false;
+    if (*request == nullptr) std::this_thread::yield();
+  }
+  return true;
+}
+
+inline uint8_t PatternByte(int sender, int tag, size_t i) {
+  return static_cast<uint8_t>(sender * 31 + tag * 7 + i * 13 + (i >> 9));
+}
+
+class PluginDriver : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("TRIBUTARY_NCCL_IFACES", "lo", 1);
+    setenv("TRIBUTARY_OFI_PROVIDER", "tcp;ofi_rxm", 1);
+    setenv("TRIBUTARY_TRANSPORT", "udp", 1);
+    x_ = NewExchange();
+    ASSERT_NE(x_, nullptr);
+  }
+  void TearDown() override { munmap(x_, sizeof(Exchange)); }
+  Exchange* x_ = nullptr;
+};
+
+}  // namespace tributary::nccl

@@ -5,7 +5,8 @@
 // the call on; a named provider whose open fails is refused with open's
 // reason, the providers offered here and the caller's setting; a provider
 // fi_getinfo does not offer never reaches open; "auto" on a machine without
-// RDMA falls back to tcp;ofi_rxm and reports the fallback.
+// RDMA falls back to tcp;ofi_rxm and reports the fallback; the capabilities
+// and message order a caller asks for are what the candidates offer.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -83,6 +84,45 @@ TEST(SelectProvider, AutoWithoutRdmaFallsBackToTcp) {
   if (sel.value().provider != "tcp;ofi_rxm") GTEST_SKIP() << "this machine has RDMA";
   EXPECT_TRUE(sel.value().fell_back);
   EXPECT_EQ(open.calls.back(), "tcp;ofi_rxm");
+}
+
+// The NCCL plugin's query: tagged messages to chosen peers, kept in order,
+// on any local address. open() gets the whole list fi_getinfo offers (one
+// entry per interface and address family), each with what was asked.
+TEST(SelectProvider, TaggedOrderedQueryOnAnyAddressListsTheInterfaces) {
+  ProviderQuery q;
+  q.wanted = "tcp;ofi_rxm";
+  q.caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+  q.msg_order = FI_ORDER_SAS;
+  int entries = 0;
+  bool loopback = false;
+  auto sel = SelectProvider(q, [&](const std::string&, fi_info* list) {
+    for (fi_info* i = list; i != nullptr; i = i->next) {
+      ++entries;
+      EXPECT_EQ(i->caps & (FI_TAGGED | FI_DIRECTED_RECV), FI_TAGGED | FI_DIRECTED_RECV);
+      EXPECT_EQ(i->tx_attr->msg_order & FI_ORDER_SAS, FI_ORDER_SAS);
+      EXPECT_EQ(i->rx_attr->msg_order & FI_ORDER_SAS, FI_ORDER_SAS);
+      loopback = loopback || std::string(i->domain_attr->name) == "lo";
+    }
+    Lib().freeinfo(list);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(sel.ok()) << sel.status().message();
+  EXPECT_GE(entries, 1);
+  EXPECT_TRUE(loopback) << "the loopback interface is among them";
+}
+
+// A capability the named provider lacks (shm has no collectives here) is
+// refused before open, naming the provider.
+TEST(SelectProvider, CapabilityTheProviderLacksIsRefused) {
+  ProviderQuery q = Query("shm");
+  q.caps = FI_MSG | FI_COLLECTIVE;
+  FakeOpen open{{"shm"}, {}};
+  auto sel = SelectProvider(q, std::ref(open));
+  ASSERT_FALSE(sel.ok());
+  EXPECT_TRUE(open.calls.empty());
+  EXPECT_NE(sel.status().message().find("'shm' is not available"), std::string::npos)
+      << sel.status().message();
 }
 
 }  // namespace

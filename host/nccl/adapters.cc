@@ -55,11 +55,11 @@ NcclResult FillProperties(const NicInfo& nic, const char* name, Props* p) {
     p->max_coll_bytes = kMaxTransferBytes;
   }
   if constexpr (std::is_same_v<Props, PropertiesV11> || std::is_same_v<Props, PropertiesV12>) {
-    p->max_multi_request_size = 1;
+    p->tail.max_multi_request_size = 1;
   }
   if constexpr (std::is_same_v<Props, PropertiesV12>) {
-    p->rail_id = -1;
-    p->plane_id = -1;
+    p->tail.rail_id = -1;
+    p->tail.plane_id = -1;
   }
   return kSuccess;
 }

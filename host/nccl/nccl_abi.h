@@ -129,66 +129,42 @@ struct PropertiesV8 {
   int net_device_version;
 };
 
-struct PropertiesV9 {  // and v10
-  char* name;
-  char* pci_path;
-  uint64_t guid;
-  int ptr_support;
-  int reg_is_global;
-  int force_flush;
-  int speed;
-  int port;
-  float latency;
-  int max_comms;
-  int max_recvs;
-  int net_device_type;
-  int net_device_version;
-  VirtualDevicePropsV9 vprops;
-  size_t max_p2p_bytes;
-  size_t max_coll_bytes;
-};
-
-struct PropertiesV11 {
-  char* name;
-  char* pci_path;
-  uint64_t guid;
-  int ptr_support;
-  int reg_is_global;
-  int force_flush;
-  int speed;
-  int port;
-  float latency;
-  int max_comms;
-  int max_recvs;
-  int net_device_type;
-  int net_device_version;
-  VirtualDevicePropsV9 vprops;
-  size_t max_p2p_bytes;
-  size_t max_coll_bytes;
+// Properties from v9 on: one layout whose device list grew in v12 and
+// whose tail grew in v11 and v12. The tail is a member without an address
+// of its own when empty ([[no_unique_address]]), so v9 keeps its 104 bytes.
+struct NoTail {};
+struct TailV11 {
   int max_multi_request_size;
 };
-
-struct PropertiesV12 {
-  char* name;
-  char* pci_path;
-  uint64_t guid;
-  int ptr_support;
-  int reg_is_global;
-  int force_flush;
-  int speed;
-  int port;
-  float latency;
-  int max_comms;
-  int max_recvs;
-  int net_device_type;
-  int net_device_version;
-  VirtualDevicePropsV12 vprops;
-  size_t max_p2p_bytes;
-  size_t max_coll_bytes;
+struct TailV12 {
   int max_multi_request_size;
   int16_t rail_id;   // -1: undefined
   int16_t plane_id;  // -1: undefined
 };
+
+template <typename VProps, typename Tail>
+struct PropertiesFrom9 {
+  char* name;
+  char* pci_path;
+  uint64_t guid;
+  int ptr_support;
+  int reg_is_global;
+  int force_flush;
+  int speed;
+  int port;
+  float latency;
+  int max_comms;
+  int max_recvs;
+  int net_device_type;
+  int net_device_version;
+  VProps vprops;
+  size_t max_p2p_bytes;
+  size_t max_coll_bytes;
+  [[no_unique_address]] Tail tail;
+};
+using PropertiesV9 = PropertiesFrom9<VirtualDevicePropsV9, NoTail>;  // and v10
+using PropertiesV11 = PropertiesFrom9<VirtualDevicePropsV9, TailV11>;
+using PropertiesV12 = PropertiesFrom9<VirtualDevicePropsV12, TailV12>;
 
 template <typename SizeT>
 struct Sge {  // ncclNetSGE: uint32_t size in v8, size_t from v9
@@ -426,12 +402,13 @@ static_assert(sizeof(PropertiesV9) == 104 && offsetof(PropertiesV9, force_flush)
               offsetof(PropertiesV9, max_coll_bytes) == 96);
 static_assert(sizeof(PropertiesV11) == 112 && offsetof(PropertiesV11, vprops) == 64 &&
               offsetof(PropertiesV11, max_p2p_bytes) == 88 &&
-              offsetof(PropertiesV11, max_multi_request_size) == 104);
+              offsetof(PropertiesV11, tail.max_multi_request_size) == 104);
 static_assert(sizeof(PropertiesV12) == 128 && offsetof(PropertiesV12, vprops) == 64 &&
               offsetof(PropertiesV12, max_p2p_bytes) == 104 &&
               offsetof(PropertiesV12, max_coll_bytes) == 112 &&
-              offsetof(PropertiesV12, max_multi_request_size) == 120 &&
-              offsetof(PropertiesV12, rail_id) == 124 && offsetof(PropertiesV12, plane_id) == 126);
+              offsetof(PropertiesV12, tail.max_multi_request_size) == 120 &&
+              offsetof(PropertiesV12, tail.rail_id) == 124 &&
+              offsetof(PropertiesV12, tail.plane_id) == 126);
 static_assert(sizeof(Sge<uint32_t>) == 24 && sizeof(Sge<size_t>) == 24);
 static_assert(sizeof(NetAttr) == 44 && sizeof(NetCommConfig) == 4);
 static_assert(sizeof(NetV8) == 19 * 8 && offsetof(NetV8, irecv_consumed) == 18 * 8);

@@ -129,8 +129,8 @@ TEST_F(PluginAbi, EveryNetVersionInitsAndDescribesTheChosenNic) {
   ExpectLoopbackProperties(p12);
   EXPECT_EQ(p12.vprops.ndevs, 1);
   EXPECT_EQ(p12.vprops.devs[0], 0);
-  EXPECT_EQ(p12.rail_id, -1);
-  EXPECT_EQ(p12.plane_id, -1);
+  EXPECT_EQ(p12.tail.rail_id, -1);
+  EXPECT_EQ(p12.tail.plane_id, -1);
   EXPECT_GE(p12.max_p2p_bytes, size_t{1} << 30);
   EXPECT_NE(v12->get_properties(1, &p12), kSuccess);
   EXPECT_EQ(v12->finalize(ctx), kSuccess);

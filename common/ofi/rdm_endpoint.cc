@@ -2,13 +2,24 @@
 // RdmEndpoint; see rdm_endpoint.h. Thread-safety: none (setup/teardown).
 #include "common/ofi/rdm_endpoint.h"
 
+#include <cstring>
 #include <string>
+
+#include "common/log.h"
 
 #include "common/ofi/ofi_api.h"
 #include "common/ofi/ofi_fabric.h"
 
 namespace tributary::ofi {
 namespace {
+
+constexpr const char* kLog = "ofi";
+constexpr int kShmNameAttempts = 4;
+
+bool IsShm(const fi_info* info) {
+  return info->fabric_attr != nullptr && info->fabric_attr->prov_name != nullptr &&
+         strcmp(info->fabric_attr->prov_name, "shm") == 0;
+}
 
 Status Failed(const std::string& what, int rc) {
   return Status(StatusCode::kUnavailable, what + ": " + FiError(rc));
@@ -41,13 +52,30 @@ Status RdmEndpoint::OpenRdm(fi_info* info, size_t tx_cq_size, size_t rx_cq_size)
       rc = fi_cq_open(domain_, &cq_attr, &rx_cq_, nullptr);
       if (rc) return Failed("fi_cq_open (receive)", rc);
     }
-    if ((rc = fi_endpoint(domain_, info_, &ep_, nullptr))) return Failed("fi_endpoint", rc);
-    if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) ||
-        (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
-        (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
-      return Failed("endpoint setup", rc);
+    for (int attempt = 1;; ++attempt) {
+      if ((rc = fi_endpoint(domain_, info_, &ep_, nullptr))) return Failed("fi_endpoint", rc);
+      if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) ||
+          (rc = fi_ep_bind(ep_, &tx_cq_->fid, FI_TRANSMIT)) ||
+          (rc = fi_ep_bind(ep_, &rx_cq_->fid, FI_RECV)) || (rc = fi_enable(ep_))) {
+        if (rc != -FI_EBUSY || !IsShm(info_) || attempt == kShmNameAttempts) {
+          return Failed("endpoint setup", rc);
+        }
+        // shm names its region <pid>:<uid>:<n> in /dev/shm. A file of that
+        // name whose recorded owner pid is alive (a process that died
+        // without closing its endpoint, its pid since reused: by us) makes
+        // fi_enable fail with EBUSY; libfabric removes the file as it
+        // fails, and the next endpoint takes the next <n>.
+        TRIB_LOG(kWarn, kLog,
+                 "shm: the endpoint's /dev/shm region name was taken by a stale file (left "
+                 "by a process that died with this pid?); libfabric removed it, trying the "
+                 "next name (attempt %d of %d)",
+                 attempt + 1, kShmNameAttempts);
+        fi_close(&ep_->fid);
+        ep_ = nullptr;
+        continue;
+      }
+      return Status::Ok();
     }
-    return Status::Ok();
   }();
   if (!s.ok()) CloseRdm();
   return s;

@@ -7,6 +7,7 @@
 // Thread-safety: the logger is guarded; the rest is per rank process.
 #pragma once
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -38,6 +39,7 @@ struct Exchange {
   char net_handles2[kMaxRanks][kHandleMaxBytes];  // a second ring between the same ranks
   char coll_handles[kMaxRanks][kHandleMaxBytes];
   std::atomic<int> outcome[kMaxRanks];  // what each rank saw, for the parent's verdict
+  std::atomic<int> pids[kMaxRanks];     // ranks that open shm endpoints: their pids (cleanup)
 };
 
 inline Exchange* NewExchange() {
@@ -110,6 +112,24 @@ inline uint8_t PatternByte(int sender, int tag, size_t i) {
   return static_cast<uint8_t>(sender * 31 + tag * 7 + i * 13 + (i >> 9));
 }
 
+// libfabric's shm provider keeps each endpoint's region in /dev/shm as
+// <pid>:<uid>:<n> and removes it only when the process exits through its
+// destructors. Ranks end in _exit, so the parent removes what the ranks
+// whose pids `x` records left there.
+inline void RemoveShmRegions(const Exchange* x) {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    for (const auto& pid : x->pids) {
+      const std::string prefix = std::to_string(pid.load()) + ":";
+      if (pid.load() > 0 && strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
+        unlinkat(dirfd(dir), e->d_name, 0);
+      }
+    }
+  }
+  closedir(dir);
+}
+
 class PluginDriver : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -119,7 +139,10 @@ class PluginDriver : public ::testing::Test {
     x_ = NewExchange();
     ASSERT_NE(x_, nullptr);
   }
-  void TearDown() override { munmap(x_, sizeof(Exchange)); }
+  void TearDown() override {
+    RemoveShmRegions(x_);
+    munmap(x_, sizeof(Exchange));
+  }
   Exchange* x_ = nullptr;
 };
 

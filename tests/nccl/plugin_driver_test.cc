@@ -10,9 +10,13 @@
 // messages (the maxP2pBytes reported), received sizes reported exactly, a
 // second comm pair with the same tag, a listen closed before any accept, a
 // message larger than its receive buffer failing that receive (no hang),
-// two threads sharing a device, and closes in different orders.
+// two threads sharing a device, closes in different orders, and an shm
+// endpoint name held by a stale region (crash, then pid reuse).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -47,6 +51,7 @@ int RingConnect(NetV12* net, void* ctx, Exchange* x, int rank, void** send, void
 }
 
 int PointToPointRank(Exchange* x, int rank, bool oversized) {
+  x->pids[rank] = getpid();
   auto* net = Load<NetV12>("ncclNetPlugin_v12");
   if (net == nullptr) return Fail(rank, std::string("load: ") + dlerror());
   void* ctx = nullptr;
@@ -340,6 +345,82 @@ INSTANTIATE_TEST_SUITE_P(Providers, PointToPoint,
                          [](const auto& info) {
                            return std::string(info.param.nic == std::string("lo") ? "tcp" : "shm");
                          });
+
+// A stale shm region under this process's endpoint name (a process that
+// died without closing its endpoint and whose pid this one now has; CI
+// saw it after the pid counter wrapped): libfabric 1.17 refuses the
+// endpoint with EBUSY, and the plugin opens the next name instead. Rank 0
+// holds a live region; rank 1 copies it to the name its own first
+// endpoint will take (<its pid>:<uid>:0) before loading the plugin, then
+// listens, connects to rank 0 and sends it a message.
+int StaleShmRank(Exchange* x, int rank) {
+  x->pids[rank] = getpid();
+  auto* net = Load<NetV12>("ncclNetPlugin_v12");
+  if (net == nullptr) return Fail(rank, "load");
+  void* ctx = nullptr;
+  NetCommConfig config{-1};
+  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
+  void* listen = nullptr;
+  if (rank == 1) {
+    if (!Barrier(x, 0, 2)) return Fail(rank, "barrier 0");
+    const std::string held = "/dev/shm/" + std::to_string(x->pids[0].load()) + ":" +
+                             std::to_string(getuid()) + ":0";
+    const std::string mine =
+        "/dev/shm/" + std::to_string(getpid()) + ":" + std::to_string(getuid()) + ":0";
+    if (std::system(("cp " + held + " " + mine).c_str()) != 0) return Fail(rank, "copy " + held);
+  }
+  if (net->listen(ctx, 0, x->net_handles[rank], &listen) != kSuccess) return Fail(rank, "listen");
+  if (rank == 0) {
+    if (!Barrier(x, 0, 2)) return Fail(rank, "barrier 0");
+    void* recv = nullptr;
+    auto end = Clock::now() + std::chrono::seconds(30);
+    while (recv == nullptr) {
+      if (net->accept(listen, &recv, nullptr) != kSuccess || Clock::now() > end) {
+        return Fail(rank, "accept");
+      }
+    }
+    uint32_t got = 0;
+    void* data = &got;
+    size_t size = sizeof(got);
+    int tag = 3, bytes = 0;
+    void* r;
+    if (!Posted([&](void** q) { return net->irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, q); },
+                &r) ||
+        Wait(net->test, r, &bytes) != kSuccess || bytes != 4 || got != 0xfeedu) {
+      return Fail(rank, "message");
+    }
+    net->close_recv(recv);
+  } else {
+    if (g_log.find("stale file") == std::string::npos) {
+      return Fail(rank, "no stale-region warning: the first endpoint name was not the copied one");
+    }
+    void* send = nullptr;
+    auto end = Clock::now() + std::chrono::seconds(30);
+    while (send == nullptr) {
+      if (net->connect(ctx, 0, x->net_handles[0], &send, nullptr) != kSuccess ||
+          Clock::now() > end) {
+        return Fail(rank, "connect");
+      }
+    }
+    uint32_t value = 0xfeedu;
+    void* s;
+    int ignored;
+    if (!Posted([&](void** q) { return net->isend(send, &value, 4, 3, nullptr, nullptr, q); }, &s) ||
+        Wait(net->test, s, &ignored) != kSuccess) {
+      return Fail(rank, "send");
+    }
+    net->close_send(send);
+  }
+  net->close_listen(listen);
+  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+}
+
+TEST_F(PluginDriver, ShmNameTakenByAStaleRegion) {
+  setenv("TRIBUTARY_OFI_PROVIDER", "shm", 1);
+  setenv("TRIBUTARY_NCCL_IFACES", "shm", 1);
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(2, 120, [x](int rank) { return StaleShmRank(x, rank); }), "");
+}
 
 // Two threads per rank, as NCCL's proxy service and progress threads, each
 // with its own comm pair on the one device: connecting, exchanging 200

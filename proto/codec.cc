@@ -63,7 +63,15 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
       if (count == 0) return DecodeError::kZeroCount;
       // 64-bit product: count < 2^32 and size <= 8, so it cannot overflow.
       const uint64_t expected = count * DataTypeSize(static_cast<DataType>(p[kOffDtype]));
-      if (expected != payload_len) return DecodeError::kLengthMismatch;
+      // §3.3.1: a notice carries no data; the owner always does; the
+      // owner flags belong to contributions.
+      const uint16_t flags = LoadBe16(p + kOffFlags);
+      const bool notice = (flags & kFlagNotice) != 0;
+      if ((notice && (flags & kFlagOwner)) ||
+          (type == MsgType::kResult && (flags & (kFlagOwner | kFlagOwnerOnly)))) {
+        return DecodeError::kBadFlags;
+      }
+      if ((notice ? 0 : expected) != payload_len) return DecodeError::kLengthMismatch;
       return DecodeError::kOk;
     }
     case MsgType::kResultRequest: {

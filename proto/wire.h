@@ -62,8 +62,13 @@ inline constexpr uint16_t kFlagLastFragment = 1u << 2; // last fragment of its c
 inline constexpr uint16_t kFlagHeld = 1u << 3;  // STATUS: the addressee's contribution is held
 inline constexpr uint16_t kFlagPayloadMac = 1u << 4;  // the MAC covers the payload too (§10.2)
 inline constexpr uint16_t kFlagWindow = 1u << 5;  // STATUS: the payload is a window's bitmaps (§3.6)
+// Reduce-scatter and all-gather rounds (FORMAT.md §3.3.1).
+inline constexpr uint16_t kFlagOwner = 1u << 6;      // CONTRIBUTION: the fragment's owner is the sender or below it
+inline constexpr uint16_t kFlagOwnerOnly = 1u << 7;  // CONTRIBUTION: the RESULT's data goes to the owner only
+inline constexpr uint16_t kFlagNotice = 1u << 8;     // CONTRIBUTION or RESULT without data
 inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment |
-                                          kFlagHeld | kFlagPayloadMac | kFlagWindow;
+                                          kFlagHeld | kFlagPayloadMac | kFlagWindow | kFlagOwner |
+                                          kFlagOwnerOnly | kFlagNotice;
 
 // FORMAT.md §4: element types. Payload elements are little-endian.
 enum class DataType : uint8_t {

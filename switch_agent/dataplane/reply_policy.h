@@ -184,7 +184,9 @@ class ReplyPolicy {
   }
 
   // Everything a backend does with an Action before its own framing: the
-  // header encoded once, then send(header, address) for each addressee.
+  // header encoded once, then send(header, payload, payload_len, address)
+  // for each addressee (a reduce-scatter RESULT: the payload to its owner,
+  // a notice header without it to the others, FORMAT.md §3.3.1).
   // Answers to the packet's unknown source (kTransientPeer: `source`) are
   // rate-limited; a token `lookup` does not know is counted and logged (a
   // bug), never sent. Address is the backend's peer address type.
@@ -197,6 +199,14 @@ class ReplyPolicy {
     }
     alignas(64) uint8_t header[proto::kHeaderSize];
     EncodeHeader(action, incoming_checksum, header);
+    alignas(64) uint8_t notice[proto::kHeaderSize];
+    if (action.owner_only) {
+      engine::Action n = action;
+      engine::MakeNotice(&n.header);
+      n.payload = nullptr;
+      n.payload_len = 0;
+      EncodeHeader(n, incoming_checksum, notice);
+    }
     ForEachPeer(action, [&](engine::PeerToken peer) {
       if (peer == kTransientPeer && !AllowTransientReply(MonotonicNowNs())) {
         ++stats->transient_replies_limited;
@@ -211,7 +221,11 @@ class ReplyPolicy {
         }
         return;
       }
-      send(header, *to);
+      if (action.owner_only && peer != action.owner) {
+        send(notice, static_cast<const uint8_t*>(nullptr), size_t{0}, *to);
+      } else {
+        send(header, action.payload, action.payload_len, *to);
+      }
     });
   }
 

@@ -243,6 +243,9 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   m.result_burst = burst_;
   const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   out->kind = ActionKind::kResultToAll;
+  out->payload = nullptr;
+  out->payload_len = 0;
+  out->owner_only = false;
   Header& r = out->header;
   r.type = MsgType::kResult;
   r.job_id = job->job_id();
@@ -256,19 +259,38 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.op = m.op;
   r.shadow = static_cast<uint8_t>(shadow);
   r.aux = m.ce_marks;  // FORMAT.md §3.3: contributions of the round marked CE
-  out->payload = ResultBytes(job, slot, shadow, k);
-  out->payload_len = size_t{m.elem_count} * k.wire_size;
   out->peers = job->children();
   out->peer_count = job->fan_in();
+  // FORMAT.md §3.3.1: a round without data answers with a notice; a
+  // reduce-scatter round's data goes to its owner alone (to nobody when
+  // the owner is not below this node: the parent sent a notice).
+  const bool owner_known = OwnerOf(m) < job->fan_in();
+  if (!HasData(m) || (OwnerOnly(m) && !owner_known)) {
+    MakeNotice(&r);
+    return;
+  }
+  out->payload = ResultBytes(job, slot, shadow, k);
+  out->payload_len = size_t{m.elem_count} * k.wire_size;
+  if (OwnerOnly(m)) {
+    out->owner_only = true;
+    out->owner = job->child(OwnerOf(m));
+  }
 }
 
-// The same RESULT, addressed to one peer (a retransmission answer).
+// The same RESULT, addressed to one peer (a retransmission answer): the
+// notice form unless the data goes to everyone or to `to`.
 void Engine::ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Action* out) {
   ResultAction(job, slot, shadow, out);
   out->kind = ActionKind::kSendToOne;
   out->peer = to;
   out->peers = nullptr;
   out->peer_count = 0;
+  if (out->owner_only && out->owner != to) {
+    MakeNotice(&out->header);
+    out->payload = nullptr;
+    out->payload_len = 0;
+  }
+  out->owner_only = false;
 }
 
 // Authenticates a packet that names a slot, notes the job's activity and
@@ -297,8 +319,10 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   const reduce::Kernel& k = table_->kernels[d][o];
   const uint64_t bytes = uint64_t{h.elem_count} * k.wire_size;
-  if (h.elem_count == 0 || bytes > job->payload_bytes() || bytes != pkt.payload_len ||
-      pkt.payload == nullptr) {
+  // A notice (FORMAT.md §3.3.1) names the fragment and carries no data.
+  const bool notice = (h.flags & proto::kFlagNotice) != 0;
+  if (h.elem_count == 0 || bytes > job->payload_bytes() ||
+      (notice ? pkt.payload_len != 0 : (bytes != pkt.payload_len || pkt.payload == nullptr))) {
     return Nack(h, from, NackCode::kBadRange, DropReason::kBadRange, out);
   }
 
@@ -326,7 +350,11 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
       ++counters_.retransmit_answers;
       return ResultTo(job, s, v, from, out);
     }
-    if (m.dtype != h.dtype || m.op != h.op || m.elem_count != h.elem_count) {
+    if (m.dtype != h.dtype || m.op != h.op || m.elem_count != h.elem_count ||
+        OwnerOnly(m) != ((h.flags & proto::kFlagOwnerOnly) != 0) ||
+        ((h.flags & proto::kFlagOwner) && OwnerOf(m) != kNoOwner)) {
+      // ... or the round is reduce-scatter for some and not others, or it
+      // would get a second owner.
       return Nack(h, from, NackCode::kMismatch, DropReason::kMismatch, out);
     }
   } else if (m.state == SetState::kUnused || (m.state == SetState::kComplete && IsNewer(h, m))) {
@@ -372,11 +400,21 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.ce_marks = 0;
     m.state = SetState::kPending;
     m.first_arrival_ns = now_ns;
+    m.routing = kNoOwner | ((h.flags & proto::kFlagOwnerOnly) ? kRoutingOwnerOnly : 0);
     job->ClearSeen(s, v);
-    k.init(acc, pkt.payload, h.elem_count);
-  } else {
-    k.combine(acc, pkt.payload, h.elem_count);
   }
+  // The first data of the round initializes the accumulator, later data
+  // combines into it; a notice only counts as arrived.
+  if (!notice) {
+    if (HasData(m)) {
+      k.combine(acc, pkt.payload, h.elem_count);
+    } else {
+      k.init(acc, pkt.payload, h.elem_count);
+      m.routing |= kRoutingHasData;
+    }
+    counters_.bytes_reduced += bytes;
+  }
+  if (h.flags & proto::kFlagOwner) m.routing = (m.routing & ~kNoOwner) | sender;
   Job::SetBit(seen, sender);
   Job::ClearBit(other, sender);
   ChildLateness& late = job->lateness(sender);
@@ -395,10 +433,11 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.extra_ranks = m.extra_ranks > UINT32_MAX - extra ? UINT32_MAX : m.extra_ranks + extra;
   }
   ++counters_.contributions;
-  counters_.bytes_reduced += bytes;
   if (m.arrived < job->fan_in()) return;
 
-  if (k.average != nullptr && !job->has_uplink) {
+  if (!HasData(m)) {
+    // Notices only: nothing to finish (the RESULT is a notice too).
+  } else if (k.average != nullptr && !job->has_uplink) {
     k.average(acc, ResultBytes(job, s, v, k), h.elem_count, RanksBehind(m));
   } else if (k.finalize != nullptr) {
     k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);

@@ -149,7 +149,19 @@ struct Action {
   PeerToken peer = 0;              // kSendToOne
   const PeerToken* peers = nullptr;  // kResultToAll
   uint32_t peer_count = 0;
+  // kResultToAll of a reduce-scatter round (FORMAT.md §3.3.1): `payload`
+  // goes to `owner` alone; every other addressee gets the header as a
+  // notice (kFlagNotice, no payload).
+  bool owner_only = false;
+  PeerToken owner = 0;
 };
+
+// Makes `h` the notice form of a RESULT or CONTRIBUTION header (FORMAT.md
+// §3.3.1): kFlagNotice set, owner flags clear (a notice never owns).
+inline void MakeNotice(proto::Header* h) {
+  h->flags = static_cast<uint16_t>((h->flags | proto::kFlagNotice) &
+                                   ~(proto::kFlagOwner | proto::kFlagPayloadMac));
+}
 
 // Makes *out a NACK with `code` answering `in` to `to`: the header echoes
 // in's identity so that the sender can match it (FORMAT.md §3.5); payload

@@ -60,8 +60,21 @@ struct alignas(64) SetMeta {
   uint8_t uplink_probes;      // kUpstream: probes the parent has not answered yet
   uint8_t uplink_resend;      // kUpstream: the parent said it lacks our data: re-send it
   uint8_t ce_marks;           // contributions that arrived marked CE (ECN), saturating
+  uint32_t routing;           // reduce-scatter / all-gather (FORMAT.md §3.3.1): kRouting* below
 };
 static_assert(sizeof(SetMeta) == 64);
+
+// SetMeta::routing: the index of the child that owns the round's fragment
+// (it, or a rank below it, set kFlagOwner; kNoOwner: none did), whether the
+// set holds data (a contribution with data arrived, or the parent's RESULT
+// carried data: rounds of notices only hold none), and whether the RESULT's
+// data goes to the owner alone (kFlagOwnerOnly: reduce-scatter).
+inline constexpr uint32_t kNoOwner = (1u << 21) - 1;  // > any child index (kMaxFanIn = 2^20)
+inline constexpr uint32_t kRoutingHasData = 1u << 29;
+inline constexpr uint32_t kRoutingOwnerOnly = 1u << 30;
+inline uint32_t OwnerOf(const SetMeta& m) { return m.routing & kNoOwner; }
+inline bool HasData(const SetMeta& m) { return (m.routing & kRoutingHasData) != 0; }
+inline bool OwnerOnly(const SetMeta& m) { return (m.routing & kRoutingOwnerOnly) != 0; }
 
 // The ranks a round's contributions stand for: one each, plus what child
 // aggregators' partial sums declared beyond that (aux > 1). AVG divides by

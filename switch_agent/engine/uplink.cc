@@ -212,11 +212,19 @@ void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t n
   if (m.upstream_sends < UINT8_MAX) ++m.upstream_sends;
   m.complete_ns = now_ns;
   m.result_burst = burst_;  // the queued packet points at this set
+  // FORMAT.md §3.3.1: the round's routing goes up with it: the owner is
+  // below this node, the data goes to the owner only, or (notices only)
+  // there is no data.
+  const uint16_t routing = (OwnerOf(m) < job->fan_in() ? proto::kFlagOwner : 0) |
+                           (OwnerOnly(m) ? proto::kFlagOwnerOnly : 0) |
+                           (HasData(m) ? 0 : proto::kFlagNotice);
   UplinkPacket(job, m, slot, shadow, MsgType::kContribution,
-               again ? proto::kFlagRetransmit : 0, out);
+               static_cast<uint16_t>((again ? proto::kFlagRetransmit : 0) | routing), out);
   out->header.aux = RanksBehind(m);  // the ranks this partial sum stands for (FORMAT.md §13)
-  out->payload = ResultBytes(job, slot, shadow, k);
-  out->payload_len = size_t{m.elem_count} * k.wire_size;
+  if (HasData(m)) {
+    out->payload = ResultBytes(job, slot, shadow, k);
+    out->payload_len = size_t{m.elem_count} * k.wire_size;
+  }
   ++(again ? counters_.uplink_resends : counters_.uplink_sends);
 }
 
@@ -367,8 +375,11 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   }
   const reduce::Kernel& k = table_->kernels[static_cast<size_t>(m.dtype)][static_cast<size_t>(m.op)];
   const size_t bytes = size_t{m.elem_count} * k.wire_size;
+  // A notice (FORMAT.md §3.3.1): the round's data went to an owner in
+  // another subtree, or nobody had any; the children get notices.
+  const bool notice = (h.flags & proto::kFlagNotice) != 0;
   if (h.dtype != m.dtype || h.op != m.op || h.elem_count != m.elem_count ||
-      pkt.payload_len != bytes || pkt.payload == nullptr) {
+      (!notice && (pkt.payload_len != bytes || pkt.payload == nullptr))) {
     ++counters_.uplink_drops;
     return Drop(DropReason::kMismatch);
   }
@@ -379,8 +390,12 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
     out->kind = ActionKind::kFlushAndRetry;
     return;
   }
-  uint8_t* dst = ResultBytes(job, h.slot, h.shadow, k);
-  std::memcpy(dst, pkt.payload, bytes);
+  if (notice) {
+    m.routing &= ~kRoutingHasData;
+  } else {
+    std::memcpy(ResultBytes(job, h.slot, h.shadow, k), pkt.payload, bytes);
+    m.routing |= kRoutingHasData;
+  }
   if (m.upstream_sends == 1 && m.uplink_attempts == 0 && m.complete_ns != 0 &&
       now_ns > m.complete_ns) {
     up.rtt.Sample(up.recent.Add(now_ns - m.complete_ns));  // Karn: no timer expiry only

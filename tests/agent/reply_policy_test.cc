@@ -4,7 +4,9 @@
 // job and sender, every other one is answered with a CHALLENGE that echoes
 // its nonce and carries the daemon's public key, and a host that keeps
 // creating jobs is refused past kJobsPerHostPerMinute until its bucket
-// refills; JOINs that create nothing are never charged.
+// refills; JOINs that create nothing are never charged. Deliver sends a
+// reduce-scatter RESULT's data to its owner alone and a sealed notice to
+// every other addressee (FORMAT.md §3.3.1).
 #include "switch_agent/dataplane/reply_policy.h"
 
 #include <gtest/gtest.h>
@@ -161,6 +163,52 @@ TEST_F(ReplyPolicyTest, HostsThatKeepCreatingJobsAreRefusedUntilTheirBucketRefil
   // Half a minute later host 1 has half its budget back.
   EXPECT_TRUE(CreateJob(7777, s1, t + 30 * kSecond, &answer, &created));
   EXPECT_TRUE(created);
+}
+
+TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
+  ReplyPolicy policy;
+  const proto::MacKey key = proto::DeriveMacKey(5, 6);
+  const std::vector<float> data(16, 2.5f);
+  engine::Action a;
+  a.kind = engine::ActionKind::kResultToAll;
+  a.header.type = proto::MsgType::kResult;
+  a.header.job_id = 5;
+  a.header.dtype = proto::DataType::kFloat32;
+  a.header.op = proto::ReduceOp::kSum;
+  a.header.elem_count = 16;
+  a.key = &key;
+  a.payload = reinterpret_cast<const uint8_t*>(data.data());
+  a.payload_len = 64;
+  const engine::PeerToken peers[3] = {10, 11, 12};
+  a.peers = peers;
+  a.peer_count = 3;
+  a.owner_only = true;
+  a.owner = 11;
+  DataplaneStats stats;
+  std::vector<std::pair<engine::PeerToken, std::vector<uint8_t>>> sent;
+  policy.Deliver(
+      a, false, static_cast<const engine::PeerToken*>(nullptr),
+      [&](engine::PeerToken p) { return &peers[p - 10]; }, &stats,
+      [&](const uint8_t* header, const uint8_t* payload, size_t len, engine::PeerToken to) {
+        std::vector<uint8_t> bytes(header, header + proto::kHeaderSize);
+        if (len > 0) bytes.insert(bytes.end(), payload, payload + len);
+        sent.emplace_back(to, std::move(bytes));
+      });
+  ASSERT_EQ(sent.size(), 3u);
+  for (const auto& [to, bytes] : sent) {
+    proto::PacketView v;
+    ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+    EXPECT_TRUE(proto::VerifyPacket(key, v)) << to;  // both forms are sealed
+    if (to == 11) {
+      EXPECT_EQ(v.payload_len, 64u);
+      EXPECT_EQ(v.header.flags & proto::kFlagNotice, 0);
+      EXPECT_EQ(std::memcmp(v.payload, data.data(), 64), 0);
+    } else {
+      EXPECT_EQ(v.payload_len, 0u);
+      EXPECT_NE(v.header.flags & proto::kFlagNotice, 0);
+      EXPECT_EQ(v.header.elem_count, 16u);
+    }
+  }
 }
 
 }  // namespace

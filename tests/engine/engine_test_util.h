@@ -91,6 +91,18 @@ inline std::vector<uint8_t> EncodeAction(const Action& a) {
   return bytes;
 }
 
+// What a dataplane sends `to` for `a` (ReplyPolicy::Deliver): a
+// reduce-scatter RESULT's payload only to its owner, the notice form to
+// everyone else (FORMAT.md §3.3.1).
+inline std::vector<uint8_t> EncodeActionFor(const Action& a, PeerToken to) {
+  if (!a.owner_only || to == a.owner) return EncodeAction(a);
+  Action n = a;
+  MakeNotice(&n.header);
+  n.payload = nullptr;
+  n.payload_len = 0;
+  return EncodeAction(n);
+}
+
 inline std::vector<uint8_t> JoinPayload(uint32_t fan_in, uint32_t slots, uint32_t payload_bytes,
                                         uint64_t nonce = 0x1234, uint64_t incarnation = 0,
                                         uint32_t join_flags = 0) {

@@ -91,10 +91,9 @@ class Tree {
   void Emit(int from_engine, const Action& a) {
     if (a.kind == ActionKind::kNone) return;
     ASSERT_NE(a.kind, ActionKind::kFlushAndRetry);
-    const std::vector<uint8_t> bytes = testing::EncodeAction(a);
     auto send = [&](PeerToken to) {
       Wire w{};
-      w.bytes = bytes;
+      w.bytes = testing::EncodeActionFor(a, to);
       if (from_engine == 2) {  // root -> leaf
         w.to_engine = static_cast<int>(to - kLeafToken);
         w.from = kParentToken;
@@ -155,8 +154,10 @@ class Tree {
                     reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4);
   }
   void ContributeBytes(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
-                       DataType dtype, ReduceOp op, const uint8_t* bytes, size_t len) {
+                       DataType dtype, ReduceOp op, const uint8_t* bytes, size_t len,
+                       uint16_t flags = 0, uint32_t notice_count = 0) {
     proto::PacketView p;
+    p.header.flags = flags;
     p.header.type = MsgType::kContribution;
     p.header.job_id = kJob;
     p.header.epoch = epoch_[i];
@@ -166,7 +167,8 @@ class Tree {
     p.header.collective_id = collective;
     p.header.dtype = dtype;
     p.header.op = op;
-    p.header.elem_count = static_cast<uint32_t>(len / proto::DataTypeSize(dtype));
+    p.header.elem_count =
+        notice_count != 0 ? notice_count : static_cast<uint32_t>(len / proto::DataTypeSize(dtype));
     p.payload = bytes;
     p.payload_len = len;
     p.ce = contribute_ce_;
@@ -593,6 +595,102 @@ TEST(EngineTree, AvgDividesOnceAtTheRootByTheJobsRankCount) {
   EXPECT_EQ(partial_ranks, (std::vector<uint32_t>{3, 2, 3, 2}));
   EXPECT_EQ(t.root().counters().completions, 2u);
   EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
+}
+
+// Proves (FORMAT.md §3.3.1) a reduce-scatter round through the tree: the
+// sum reaches its owner (rank 0 of leaf 1) alone; the root sends leaf 0 a
+// notice, leaf 1 the data, and leaf 1 passes the data to the owner and a
+// notice to its other rank. Retransmission answers follow the same rule.
+TEST(EngineTree, ReduceScatterDataReachesOnlyTheOwner) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  const uint64_t c = 5;
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      const auto v = Values(i, r, c);
+      const bool owner = i == 1 && r == 0;
+      t.ContributeBytes(i, r, 1, 0, c, DataType::kInt32, ReduceOp::kSum,
+                        reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4,
+                        proto::kFlagOwnerOnly | (owner ? proto::kFlagOwner : 0));
+    }
+  }
+  t.Pump();
+  std::vector<int32_t> want(kPayload / 4, 0);
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      const auto v = Values(i, r, c);
+      for (size_t k = 0; k < v.size(); ++k) want[k] += v[k];
+    }
+  }
+  int data = 0, notices = 0;
+  for (const auto& p : t.rank_rx()) {
+    ASSERT_EQ(p.header.type, MsgType::kResult);
+    ASSERT_EQ(p.header.elem_count, kPayload / 4);
+    if (p.leaf == 1 && p.rank == 0) {
+      ++data;
+      ASSERT_EQ(p.header.flags & proto::kFlagNotice, 0);
+      ASSERT_EQ(p.payload.size(), kPayload);
+      EXPECT_EQ(std::memcmp(p.payload.data(), want.data(), kPayload), 0);
+    } else {
+      ++notices;
+      EXPECT_NE(p.header.flags & proto::kFlagNotice, 0);
+      EXPECT_TRUE(p.payload.empty());
+    }
+  }
+  EXPECT_EQ(data, 1);
+  EXPECT_EQ(notices, 3);
+  EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
+  EXPECT_EQ(t.leaf(0).counters().uplink_drops, 0u);
+
+  // A duplicate from a non-owner gets the notice again; from the owner, the data.
+  t.rank_rx().clear();
+  const auto v00 = Values(0, 0, c);
+  t.ContributeBytes(0, 0, 1, 0, c, DataType::kInt32, ReduceOp::kSum,
+                    reinterpret_cast<const uint8_t*>(v00.data()), v00.size() * 4,
+                    proto::kFlagOwnerOnly);
+  const auto v10 = Values(1, 0, c);
+  t.ContributeBytes(1, 0, 1, 0, c, DataType::kInt32, ReduceOp::kSum,
+                    reinterpret_cast<const uint8_t*>(v10.data()), v10.size() * 4,
+                    proto::kFlagOwnerOnly | proto::kFlagOwner);
+  t.Pump();
+  ASSERT_EQ(t.rank_rx().size(), 2u);
+  EXPECT_TRUE(t.rank_rx()[0].payload.empty());
+  EXPECT_NE(t.rank_rx()[0].header.flags & proto::kFlagNotice, 0);
+  EXPECT_EQ(t.rank_rx()[1].payload.size(), kPayload);
+}
+
+// Proves (FORMAT.md §3.3.1) an all-gather round through the tree: the
+// owner (rank 1 of leaf 0) sends its bytes, everyone else a notice (leaf
+// 1's partial "sum" goes up as a notice), and every rank gets the owner's
+// bytes exactly, whichever arrived first at the leaf.
+TEST(EngineTree, AllGatherFansTheOwnersBytesOutToEveryRank) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  std::vector<uint8_t> bytes(kPayload);
+  for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<uint8_t>(k * 37 + 255);
+  const uint64_t c = 9;
+  for (int i = 1; i >= 0; --i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      if (i == 0 && r == 1) {
+        t.ContributeBytes(i, r, 2, 1, c, DataType::kUint8, ReduceOp::kSum, bytes.data(),
+                          bytes.size(), proto::kFlagOwner);
+      } else {
+        t.ContributeBytes(i, r, 2, 1, c, DataType::kUint8, ReduceOp::kSum, nullptr, 0,
+                          proto::kFlagNotice, kPayload);
+      }
+    }
+  }
+  t.Pump();
+  ASSERT_EQ(t.rank_rx().size(), 4u);
+  for (const auto& p : t.rank_rx()) {
+    ASSERT_EQ(p.header.type, MsgType::kResult);
+    EXPECT_EQ(p.header.flags & proto::kFlagNotice, 0);
+    ASSERT_EQ(p.payload, bytes) << "leaf " << p.leaf << " rank " << p.rank;
+  }
+  EXPECT_EQ(t.root().counters().TotalDrops(), 0u);
+  EXPECT_EQ(t.root().counters().bytes_reduced, kPayload);  // one leaf sent data, one a notice
 }
 
 }  // namespace

@@ -232,9 +232,8 @@ void DpdkLane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, &current_source_,
       [&](engine::PeerToken peer) { return peers_.Get(peer); }, &stats_,
-      [&](const uint8_t* header, const PeerAddress& to) {
-        Append(header, action.payload, action.payload_len, to);
-      });
+      [&](const uint8_t* header, const uint8_t* payload, size_t payload_len,
+          const PeerAddress& to) { Append(header, payload, payload_len, to); });
 }
 
 void DpdkLane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,

@@ -319,20 +319,23 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
 
 // One transmit buffer holds the encoded answer (header from ReplyPolicy,
 // payload copied); every addressee's send references it until completion.
+// A reduce-scatter RESULT takes a second one for the notice its
+// non-owners get (FORMAT.md §3.3.1).
 void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
-  const size_t len = proto::kHeaderSize + action.payload_len;
-  if (len > kBufferBytes) {
+  if (proto::kHeaderSize + action.payload_len > kBufferBytes) {
     if (action.kind != engine::ActionKind::kNone) ++stats_.tx_errors;
     return;
   }
-  int buffer = -1;
+  int buffers[2] = {-1, -1};  // the answer, its notice form
   replies_.Deliver(
       action, incoming_checksum, static_cast<const engine::PeerToken*>(nullptr),
       [&](engine::PeerToken peer) {
         return peer < peers_.size() ? &peers_[peer].token : nullptr;
       },
       &stats_,
-      [&](const uint8_t* header, engine::PeerToken peer) {
+      [&](const uint8_t* header, const uint8_t* payload, size_t payload_len,
+          engine::PeerToken peer) {
+        int& buffer = buffers[payload_len != action.payload_len ? 1 : 0];
         if (buffer < 0) {
           buffer = TakeBuffer();
           if (buffer < 0) {
@@ -341,22 +344,22 @@ void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
           }
           uint8_t* out = tx_area_ + size_t(buffer) * kBufferBytes;
           memcpy(out, header, proto::kHeaderSize);
-          if (action.payload_len > 0) {
-            memcpy(out + proto::kHeaderSize, action.payload, action.payload_len);
-          }
+          if (payload_len > 0) memcpy(out + proto::kHeaderSize, payload, payload_len);
           tx_refs_[buffer] = 1;  // held while the sends are posted
           ++stats_.tx_batches;
         }
-        Emit(buffer, len, action.header, peer);
+        Emit(buffer, proto::kHeaderSize + payload_len, action.header, peer);
       });
-  if (buffer >= 0 && --tx_refs_[buffer] == 0) tx_free_buffers_.push_back(buffer);
+  for (int buffer : buffers) {
+    if (buffer >= 0 && --tx_refs_[buffer] == 0) tx_free_buffers_.push_back(buffer);
+  }
 }
 
 void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken token) {
   Peer& peer = peers_[token];  // a token ReplyPolicy::Deliver looked up
   const uint8_t* data = tx_area_ + size_t(buffer) * kBufferBytes;
   Placement* place = nullptr;
-  if (h.type == proto::MsgType::kResult) {
+  if (h.type == proto::MsgType::kResult && len > proto::kHeaderSize) {  // a notice is a message
     const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
     if (at < peer.placements.size() && peer.placements[at].valid &&
         peer.placements[at].collective_id == h.collective_id &&

@@ -445,9 +445,8 @@ void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, current_source_,
       [&](engine::PeerToken peer) { return peers_.Get(peer); }, &stats_,
-      [&](const uint8_t* header, const sockaddr_in& to) {
-        Append(header, action.payload, action.payload_len, to);
-      });
+      [&](const uint8_t* header, const uint8_t* payload, size_t payload_len,
+          const sockaddr_in& to) { Append(header, payload, payload_len, to); });
 }
 
 void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,

@@ -263,9 +263,8 @@ void VerbsDataplane::Queue(const engine::Action& action, bool incoming_checksum)
   replies_.Deliver(
       action, incoming_checksum, &current_source_,
       [&](engine::PeerToken peer) { return peers_.GetEntry(peer); }, &stats_,
-      [&](const uint8_t* header, const UdPeerTable::Entry& to) {
-        Send(header, action.payload, action.payload_len, to);
-      });
+      [&](const uint8_t* header, const uint8_t* payload, size_t payload_len,
+          const UdPeerTable::Entry& to) { Send(header, payload, payload_len, to); });
 }
 
 void VerbsDataplane::Send(const uint8_t* header, const uint8_t* payload, size_t payload_len,

@@ -322,54 +322,107 @@ Status CommImpl::Deregister(const Buffer& buffer) { return registrations_->Dereg
 
 Result<Request> CommImpl::AllReduce(const Buffer& send, const Buffer& recv, size_t count,
                                     DataType dtype, ReduceOp op) {
-  auto s = registrations_->Find(send.id());
-  auto r = registrations_->Find(recv.id());
-  if (!s || !r) {
-    return Status(StatusCode::kFailedPrecondition,
-                  "AllReduce: " + std::string(!s ? "send" : "recv") +
-                      " buffer is not registered with this communicator");
-  }
-  return Submit(s, r, static_cast<const uint8_t*>(s->memory.data),
-                static_cast<uint8_t*>(r->memory.data), count, dtype, op);
+  return SubmitBuffers({host::Collective::kAllReduce, "AllReduce"}, send, recv, count, dtype, op);
 }
 
 Result<Request> CommImpl::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                                     ReduceOp op) {
-  const size_t bytes = count * DataTypeSize(dtype);
+  return SubmitPointers({host::Collective::kAllReduce, "AllReduce"}, send, recv, count, dtype, op);
+}
+
+Result<Request> CommImpl::ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
+                                        DataType dtype, ReduceOp op) {
+  return SubmitBuffers({host::Collective::kReduceScatter, "ReduceScatter"}, send, recv, count,
+                       dtype, op);
+}
+
+Result<Request> CommImpl::ReduceScatter(const void* send, void* recv, size_t count,
+                                        DataType dtype, ReduceOp op) {
+  return SubmitPointers({host::Collective::kReduceScatter, "ReduceScatter"}, send, recv, count,
+                        dtype, op);
+}
+
+// All-gather moves bytes: it travels as uint8 sum, so that the result is
+// the owner's bytes exactly whatever the type (FORMAT.md §3.3.1).
+Result<Request> CommImpl::AllGather(const Buffer& send, const Buffer& recv, size_t count,
+                                    DataType dtype) {
+  if (!ValidDataType(dtype)) return InvalidArg("AllGather: invalid dtype " + std::to_string(static_cast<int>(dtype)));
+  if (count > SIZE_MAX / DataTypeSize(dtype)) return InvalidArg("AllGather: count " + std::to_string(count) + " is too large");
+  return SubmitBuffers({host::Collective::kAllGather, "AllGather"}, send, recv,
+                       count * DataTypeSize(dtype), DataType::kUint8, ReduceOp::kSum);
+}
+
+Result<Request> CommImpl::AllGather(const void* send, void* recv, size_t count, DataType dtype) {
+  if (!ValidDataType(dtype)) return InvalidArg("AllGather: invalid dtype " + std::to_string(static_cast<int>(dtype)));
+  if (count > SIZE_MAX / DataTypeSize(dtype)) return InvalidArg("AllGather: count " + std::to_string(count) + " is too large");
+  return SubmitPointers({host::Collective::kAllGather, "AllGather"}, send, recv,
+                        count * DataTypeSize(dtype), DataType::kUint8, ReduceOp::kSum);
+}
+
+Result<Request> CommImpl::SubmitBuffers(const Shape& shape, const Buffer& send, const Buffer& recv,
+                                        size_t count, DataType dtype, ReduceOp op) {
+  auto s = registrations_->Find(send.id());
+  auto r = registrations_->Find(recv.id());
+  if (!s || !r) {
+    return Status(StatusCode::kFailedPrecondition,
+                  std::string(shape.name) + ": " + (!s ? "send" : "recv") +
+                      " buffer is not registered with this communicator");
+  }
+  return Submit(shape, s, r, static_cast<const uint8_t*>(s->memory.data),
+                static_cast<uint8_t*>(r->memory.data), count, dtype, op);
+}
+
+Result<Request> CommImpl::SubmitPointers(const Shape& shape, const void* send, void* recv,
+                                         size_t count, DataType dtype, ReduceOp op) {
   std::shared_ptr<host::Registration> s, r;
-  if (count > 0) {
-    s = registrations_->FindContaining(send, bytes);
-    r = registrations_->FindContaining(recv, bytes);
+  if (count > 0 && ValidDataType(dtype)) {
+    const size_t bytes = count * DataTypeSize(dtype);
+    const size_t n = config_.world_size;
+    const size_t send_bytes = shape.collective == host::Collective::kReduceScatter ? bytes * n : bytes;
+    const size_t recv_bytes = shape.collective == host::Collective::kAllGather ? bytes * n : bytes;
+    if (bytes > SIZE_MAX / n) return InvalidArg(std::string(shape.name) + ": count " + std::to_string(count) + " is too large");
+    s = registrations_->FindContaining(send, send_bytes);
+    r = registrations_->FindContaining(recv, recv_bytes);
     if (!s || !r) {
       return Status(StatusCode::kNotFound,
-                    "AllReduce: " + std::string(!s ? "send" : "recv") + " range of " +
-                        std::to_string(bytes) + " bytes is not inside a registered buffer");
+                    std::string(shape.name) + ": " + (!s ? "send" : "recv") + " range of " +
+                        std::to_string(!s ? send_bytes : recv_bytes) +
+                        " bytes is not inside a registered buffer");
     }
   }
-  return Submit(s, r, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), count,
+  return Submit(shape, s, r, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), count,
                 dtype, op);
 }
 
-Result<Request> CommImpl::Submit(std::shared_ptr<host::Registration> send,
+Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Registration> send,
                                  std::shared_ptr<host::Registration> recv,
                                  const uint8_t* send_ptr, uint8_t* recv_ptr, size_t count,
                                  DataType dtype, ReduceOp op) {
+  const std::string what = shape.name;
   if (!ValidDataType(dtype)) {
-    return InvalidArg("AllReduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
+    return InvalidArg(what + ": invalid dtype " + std::to_string(static_cast<int>(dtype)));
   }
-  if (!ValidOp(op)) return InvalidArg("AllReduce: invalid op " + std::to_string(static_cast<int>(op)));
+  if (!ValidOp(op)) return InvalidArg(what + ": invalid op " + std::to_string(static_cast<int>(op)));
   size_t esize = DataTypeSize(dtype);
-  if (count > SIZE_MAX / esize || count > proto::kMaxCollectiveElems) {
-    return InvalidArg("AllReduce: count " + std::to_string(count) + " exceeds 2^48 elements");
+  // Reduce-scatter and all-gather carry n parts, each from a whole packet.
+  const bool parted = shape.collective != host::Collective::kAllReduce;
+  const size_t nparts = parted ? config_.world_size : 1;
+  const size_t per_packet = std::max<size_t>(config_.options.payload_bytes / esize, 1);
+  if (count > SIZE_MAX / esize / nparts ||
+      (count + per_packet - 1) / per_packet > proto::kMaxCollectiveElems / per_packet / nparts) {
+    return InvalidArg(what + ": count " + std::to_string(count) + " exceeds 2^48 elements" +
+                      (parted ? " (all parts)" : ""));
   }
   const size_t bytes = count * esize;
-  if (send && !send->Contains(send_ptr, bytes)) {
-    return InvalidArg("AllReduce: send buffer holds " + std::to_string(send->memory.bytes) +
-                      " bytes, the operation needs " + std::to_string(bytes));
+  const size_t send_bytes = shape.collective == host::Collective::kReduceScatter ? bytes * nparts : bytes;
+  const size_t recv_bytes = shape.collective == host::Collective::kAllGather ? bytes * nparts : bytes;
+  if (send && !send->Contains(send_ptr, send_bytes)) {
+    return InvalidArg(what + ": send buffer holds " + std::to_string(send->memory.bytes) +
+                      " bytes, the operation needs " + std::to_string(send_bytes));
   }
-  if (recv && !recv->Contains(recv_ptr, bytes)) {
-    return InvalidArg("AllReduce: recv buffer holds " + std::to_string(recv->memory.bytes) +
-                      " bytes, the operation needs " + std::to_string(bytes));
+  if (recv && !recv->Contains(recv_ptr, recv_bytes)) {
+    return InvalidArg(what + ": recv buffer holds " + std::to_string(recv->memory.bytes) +
+                      " bytes, the operation needs " + std::to_string(recv_bytes));
   }
   Status health = Health();
   if (!health.ok()) {
@@ -382,7 +435,6 @@ Result<Request> CommImpl::Submit(std::shared_ptr<host::Registration> send,
   };
   std::vector<Part> parts;
   const size_t n = lanes_.size();
-  const size_t per_packet = std::max<size_t>(config_.options.payload_bytes / esize, 1);
   const size_t packets = (count + per_packet - 1) / per_packet;
   const size_t per_lane = (packets + n - 1) / n * per_packet;
   for (size_t k = 0; k < n; ++k) {
@@ -434,6 +486,10 @@ Result<Request> CommImpl::Submit(std::shared_ptr<host::Registration> send,
       d.count = parts[i].count;
       d.dtype = dtype;
       d.op = op;
+      d.collective = shape.collective;
+      d.parts = static_cast<uint32_t>(nparts);
+      d.my_part = parted ? config_.rank : 0;
+      d.part_stride = count;
       if (send) send->in_use++;
       if (recv) recv->in_use++;
       d.on_done = [send, recv] {

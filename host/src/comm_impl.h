@@ -46,6 +46,12 @@ class CommImpl {
                             ReduceOp op);
   Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                             ReduceOp op);
+  Result<Request> ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
+                                DataType dtype, ReduceOp op);
+  Result<Request> ReduceScatter(const void* send, void* recv, size_t count, DataType dtype,
+                                ReduceOp op);
+  Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count, DataType dtype);
+  Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
 
   uint32_t rank() const { return config_.rank; }
   uint32_t world_size() const { return config_.world_size; }
@@ -77,7 +83,16 @@ class CommImpl {
   host::JoinRequest JoinRequestFor(const Options& lane_options) const;
   void Leave(Lane& lane);
   std::string LaneTag(size_t k) const;  // "lane k (HOST:PORT): ", for messages
-  Result<Request> Submit(std::shared_ptr<host::Registration> send,
+  // Which collective, and its name for messages.
+  struct Shape {
+    host::Collective collective;
+    const char* name;
+  };
+  Result<Request> SubmitBuffers(const Shape& shape, const Buffer& send, const Buffer& recv,
+                                size_t count, DataType dtype, ReduceOp op);
+  Result<Request> SubmitPointers(const Shape& shape, const void* send, void* recv, size_t count,
+                                 DataType dtype, ReduceOp op);
+  Result<Request> Submit(const Shape& shape, std::shared_ptr<host::Registration> send,
                          std::shared_ptr<host::Registration> recv, const uint8_t* send_ptr,
                          uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op);
 

@@ -118,6 +118,26 @@ Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t cou
   return impl_->AllReduce(send, recv, count, dtype, op);
 }
 
+Result<Request> Communicator::ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
+                                            DataType dtype, ReduceOp op) {
+  return impl_->ReduceScatter(send, recv, count, dtype, op);
+}
+
+Result<Request> Communicator::ReduceScatter(const void* send, void* recv, size_t count,
+                                            DataType dtype, ReduceOp op) {
+  return impl_->ReduceScatter(send, recv, count, dtype, op);
+}
+
+Result<Request> Communicator::AllGather(const Buffer& send, const Buffer& recv, size_t count,
+                                        DataType dtype) {
+  return impl_->AllGather(send, recv, count, dtype);
+}
+
+Result<Request> Communicator::AllGather(const void* send, void* recv, size_t count,
+                                        DataType dtype) {
+  return impl_->AllGather(send, recv, count, dtype);
+}
+
 uint32_t Communicator::rank() const { return impl_->rank(); }
 uint32_t Communicator::world_size() const { return impl_->world_size(); }
 const Options& Communicator::options() const { return impl_->options(); }

@@ -247,7 +247,8 @@ void ProgressEngine::DrainSubmissions(uint64_t now) {
     op->desc = std::move(d);
     op->elem_size = DataTypeSize(op->desc.dtype);
     op->elems_per_frag = options_.payload_bytes / op->elem_size;
-    op->nfrags = (op->desc.count + op->elems_per_frag - 1) / op->elems_per_frag;
+    op->frags_per_part = (op->desc.count + op->elems_per_frag - 1) / op->elems_per_frag;
+    op->nfrags = op->frags_per_part * op->desc.parts;
     op->first_seq = window_.Append(op->nfrags);
     op->submit_ns = now;
     op->deadline_ns = now + options_.op_timeout_ms * 1000000ull;
@@ -294,6 +295,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
             (options_.checksum ? proto::kFlagChecksum : 0) |
             (!probe && op.IsLast(slot.next_seq) ? proto::kFlagLastFragment : 0) |
             (!probe && options_.payload_mac ? proto::kFlagPayloadMac : 0);
+  const uint64_t frag = slot.next_seq - op.first_seq;
+  if (!probe) h.flags |= op.RoutingFlags(frag);
   h.job_id = id_.job_id;
   h.epoch = id_.epoch;
   h.collective_id = op.desc.collective_id;
@@ -305,13 +308,14 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   h.op = static_cast<proto::ReduceOp>(op.desc.op);
   h.shadow = window_.ShadowOf(slot.next_seq);
   h.aux = probe ? probe_window : 0;
-  const size_t offset_bytes = slot.elem_offset * op.elem_size;
-  const uint8_t* payload = probe ? nullptr : op.desc.send + offset_bytes;
-  const size_t payload_len = probe ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
+  const uint8_t* payload = probe ? nullptr : op.SendData(frag);  // null: a notice
+  const size_t payload_len =
+      payload == nullptr ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
+  uint8_t* const result_at = op.RecvData(frag);  // null: the result is a notice
   // FORMAT.md §12.3: where the aggregator may write the result, when the
   // transport can place results and the receive buffer is registered with it.
   const TransportMemory* result_memory =
-      !probe && places_results_ && op.desc.recv_registration
+      !probe && places_results_ && op.desc.recv_registration && result_at != nullptr
           ? &op.desc.recv_registration->lane(id_.lane)
           : nullptr;
   const bool placed = result_memory != nullptr && result_memory->registered();
@@ -323,7 +327,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     e.payload_memory = &op.desc.send_registration->lane(id_.lane);
   }
   if (placed) {
-    const proto::Placement where{result_memory->RemoteAddress(op.desc.recv + offset_bytes),
+    const proto::Placement where{result_memory->RemoteAddress(result_at),
                                  result_memory->remote_key};
     proto::EncodeHeaderWithPlacement(h, where, header);
   } else {
@@ -447,15 +451,19 @@ void ProgressEngine::HandleResult(const proto::PacketView& p, uint64_t now) {
   }
   const Operation& op = *slot.op;
   const size_t bytes = static_cast<size_t>(slot.elem_count) * op.elem_size;
+  // FORMAT.md §3.3.1: a notice completes exactly the fragments whose data
+  // goes to another rank (reduce-scatter); every other fragment needs data.
+  uint8_t* const dst = op.RecvData(slot.next_seq - op.first_seq);
+  const bool notice = (h.flags & proto::kFlagNotice) != 0;
   if (h.elem_count != slot.elem_count ||
       static_cast<uint8_t>(h.dtype) != static_cast<uint8_t>(op.desc.dtype) ||
-      p.payload_len != bytes) {
+      notice != (dst == nullptr) || p.payload_len != (notice ? 0 : bytes)) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     TRIB_LOG(kWarn, "progress", "result for slot %u does not match the fragment sent; dropped",
              h.slot);
     return;
   }
-  std::memcpy(op.desc.recv + slot.elem_offset * op.elem_size, p.payload, bytes);
+  if (!notice) std::memcpy(dst, p.payload, bytes);
   // ECN: CE on the RESULT (the way back is congested) or, in `aux`, the
   // contributions of its round that arrived marked (FORMAT.md §3.3).
   const bool marked = p.ce || h.aux > 0;

@@ -48,8 +48,7 @@ void FragmentWindow::Claim(uint32_t i, Operation* owner) {
   ++busy_;
   s.op = owner;
   s.elem_offset = frag * owner->elems_per_frag;
-  s.elem_count = static_cast<uint32_t>(
-      std::min<uint64_t>(owner->elems_per_frag, owner->desc.count - s.elem_offset));
+  s.elem_count = owner->CountOf(frag);
   s.retries = 0;
   s.early_recoveries = 0;
   s.early_out = false;

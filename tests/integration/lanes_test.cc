@@ -119,6 +119,51 @@ TEST_F(LanesTest, EveryDtypeExactAndBothLanesAggregate) {
   EXPECT_GT(Completions(lane1_->Output()), 0u) << lane1_->Output();
 }
 
+// Reduce-scatter and all-gather striped over the lanes: each lane carries
+// a contiguous range of every part (FORMAT.md §3.3.1).
+TEST_F(LanesTest, ReduceScatterAndAllGatherExactOverTwoLanes) {
+  constexpr int kWorld = 3;
+  const uint32_t job = std::random_device{}() | 1;
+  const std::vector<uint64_t> counts = {1, kPayload / 4 * 3 + 5, 100003};
+  std::string failures = testing::RunRanks(kWorld, 240, [&](int rank) {
+    auto comm = Communicator::Create(Config(job, rank, kWorld));
+    if (!comm.ok()) return Fail(rank, comm.status().ToString());
+    std::vector<int32_t> send(kWorld * 100003), recv(kWorld * 100003);
+    if (!comm.value()->Register(send.data(), send.size() * 4).ok() ||
+        !comm.value()->Register(recv.data(), recv.size() * 4).ok()) {
+      return Fail(rank, "register failed");
+    }
+    for (uint64_t n : counts) {
+      for (uint64_t i = 0; i < kWorld * n; ++i) send[i] = static_cast<int32_t>(i * 7 + rank);
+      auto rs = comm.value()->ReduceScatter(send.data(), recv.data(), n, DataType::kInt32,
+                                            ReduceOp::kSum);
+      if (!rs.ok() || !rs.value().Wait().ok()) return Fail(rank, "reduce-scatter");
+      for (uint64_t i = 0; i < n; ++i) {
+        const int64_t at = static_cast<int64_t>(rank * n + i);
+        if (recv[i] != static_cast<int32_t>(at * 7 * kWorld + kWorld * (kWorld - 1) / 2)) {
+          return Fail(rank, "reduce-scatter n=" + std::to_string(n) + " [" + std::to_string(i) + "]");
+        }
+      }
+      for (uint64_t i = 0; i < n; ++i) send[i] = static_cast<int32_t>(i * 13 + rank * 1000003);
+      auto ag = comm.value()->AllGather(send.data(), recv.data(), n, DataType::kInt32);
+      if (!ag.ok() || !ag.value().Wait().ok()) return Fail(rank, "all-gather");
+      for (int p = 0; p < kWorld; ++p) {
+        for (uint64_t i = 0; i < n; ++i) {
+          if (recv[p * n + i] != static_cast<int32_t>(i * 13 + p * 1000003)) {
+            return Fail(rank, "all-gather n=" + std::to_string(n) + " part " + std::to_string(p));
+          }
+        }
+      }
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+  lane0_->Stop();
+  lane1_->Stop();
+  EXPECT_GT(Completions(lane0_->Output()), 0u) << lane0_->Output();
+  EXPECT_GT(Completions(lane1_->Output()), 0u) << lane1_->Output();
+}
+
 TEST_F(LanesTest, MissingLaneFailsCreationNamingIt) {
   const int missing_port = lane1_->port();
   lane1_->Stop();

@@ -185,6 +185,23 @@ class Communicator {
   TRIB_API Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                                      ReduceOp op);
 
+  // Reduce-scatter: `send` holds world_size() parts of `count` elements;
+  // rank r receives the reduction of every rank's part r (count elements)
+  // in `recv`. The aggregator sends each part's result to its owner alone
+  // (FORMAT.md §3.3.1). count may be 0. In place when `recv` is this
+  // rank's part of `send`.
+  TRIB_API Result<Request> ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
+                                         DataType dtype, ReduceOp op);
+  TRIB_API Result<Request> ReduceScatter(const void* send, void* recv, size_t count,
+                                         DataType dtype, ReduceOp op);
+  // All-gather: every rank's `count` elements of `send` land, bit for bit,
+  // in part r (elements r * count ..) of every rank's `recv`, which holds
+  // world_size() * count elements. Each rank sends only its own part. In
+  // place when `send` is this rank's part of `recv`.
+  TRIB_API Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count,
+                                     DataType dtype);
+  TRIB_API Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
+
   TRIB_API uint32_t rank() const;
   TRIB_API uint32_t world_size() const;
   // The options in effect: the transport Create chose, and payload_bytes

@@ -435,12 +435,15 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   };
   std::vector<Part> parts;
   const size_t n = lanes_.size();
-  const size_t packets = (count + per_packet - 1) / per_packet;
+  // Reduce-scatter and all-gather: the lanes cut the window of all parts,
+  // nparts * count elements (FORMAT.md §3.3.1).
+  const size_t total = count * nparts;
+  const size_t packets = (total + per_packet - 1) / per_packet;
   const size_t per_lane = (packets + n - 1) / n * per_packet;
   for (size_t k = 0; k < n; ++k) {
     const size_t first = k * per_lane;
-    if (first >= count && !(k == 0 && count == 0)) break;
-    parts.push_back({k, first, std::min(per_lane, count - first)});
+    if (first >= total && !(k == 0 && total == 0)) break;
+    parts.push_back({k, first, std::min(per_lane, total - first)});
   }
   auto state = std::make_shared<RequestState>();
   std::vector<std::shared_ptr<RequestState>> part_states(parts.size(), state);
@@ -477,10 +480,15 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < parts.size(); ++i) {
       const size_t offset = parts[i].first * esize;
+      // This rank's share of the lane's window: where its part overlaps it.
+      const size_t mine = parted ? std::clamp<size_t>(parts[i].first, config_.rank * count,
+                                                      (config_.rank + 1) * count) -
+                                       config_.rank * count
+                                 : parts[i].first;
       host::OpDesc d;
       d.request = part_states[i];
-      d.send = send_ptr + offset;
-      d.recv = recv_ptr + offset;
+      d.send = send_ptr + (shape.collective == host::Collective::kAllGather ? mine * esize : offset);
+      d.recv = recv_ptr + (shape.collective == host::Collective::kReduceScatter ? mine * esize : offset);
       d.send_registration = send;
       d.recv_registration = recv;
       d.count = parts[i].count;
@@ -489,7 +497,8 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
       d.collective = shape.collective;
       d.parts = static_cast<uint32_t>(nparts);
       d.my_part = parted ? config_.rank : 0;
-      d.part_stride = count;
+      d.part_count = count;
+      d.window_first = parts[i].first;
       if (send) send->in_use++;
       if (recv) recv->in_use++;
       d.on_done = [send, recv] {

@@ -21,11 +21,15 @@
 
 namespace tributary::host {
 
-// What an operation computes. A reduce-scatter or all-gather is `parts`
-// (the world size) parts of `count` elements each; part p of the
-// n-part-sized buffer (reduce-scatter's send, all-gather's recv) starts
-// p * part_stride elements in, and this rank's own part is my_part
-// (FORMAT.md §3.3.1). An all-reduce is one part.
+// What an operation computes. A reduce-scatter or all-gather runs over a
+// window of the concatenation of `parts` parts of part_count elements
+// (part p belongs to rank p; my_part is this rank's): elements
+// window_first .. window_first + count. `send`/`recv` point at the window's
+// first element on the side that holds the whole window (reduce-scatter's
+// input, all-gather's output) and, on the other side, at this rank's share
+// of the window (where its part overlaps it). A collective call is the
+// whole window; NCCL's CollNet and lanes cut it into smaller ones (FORMAT.md
+// §3.3.1). An all-reduce is one part that is the whole window.
 enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
 
 struct OpDesc {
@@ -42,7 +46,8 @@ struct OpDesc {
   Collective collective = Collective::kAllReduce;
   uint32_t parts = 1;
   uint32_t my_part = 0;
-  uint64_t part_stride = 0;  // elements
+  uint64_t part_count = 0;    // elements of a part (reduce-scatter, all-gather)
+  uint64_t window_first = 0;  // the window's first element in the concatenated parts
   // Called on the progress thread when the op finished (releases buffers).
   std::function<void()> on_done;
 };
@@ -51,7 +56,11 @@ struct Operation {
   OpDesc desc;
   size_t elem_size = 0;
   uint64_t elems_per_frag = 0;
-  uint64_t frags_per_part = 0;  // ceil(count / elems_per_frag)
+  // The window's parts first_part .. last_part; fragments in the first,
+  // in each middle one, and in the last (FORMAT.md §3.3.1: each part's
+  // share starts on a whole packet).
+  uint32_t first_part = 0, last_part = 0;
+  uint64_t frags_first = 0, frags_middle = 0, frags_last = 0;
   uint64_t first_seq = 0;  // its first fragment in the communicator's stream
   uint64_t nfrags = 0;
   uint64_t done_frags = 0;
@@ -62,29 +71,69 @@ struct Operation {
   bool Owns(uint64_t seq) const { return seq >= first_seq && seq < first_seq + nfrags; }
   bool IsLast(uint64_t seq) const { return seq + 1 == first_seq + nfrags; }
 
-  // Fragment k (= seq - first_seq) lies in part k / frags_per_part, at
-  // element InPart(k) of it; on the wire at elem_offset k * elems_per_frag
-  // (each part starts on a whole packet, FORMAT.md §3.3.1).
-  uint32_t PartOf(uint64_t k) const { return static_cast<uint32_t>(k / frags_per_part); }
-  uint64_t InPart(uint64_t k) const { return (k % frags_per_part) * elems_per_frag; }
+  // Numbers the fragments of `desc` (elems_per_frag set); nfrags.
+  void Layout() {
+    if (desc.collective == Collective::kAllReduce) {
+      desc.part_count = desc.count;
+      desc.window_first = 0;
+      desc.my_part = 0;
+    }
+    nfrags = 0;
+    if (desc.count == 0) return;
+    const uint64_t end = desc.window_first + desc.count;
+    first_part = static_cast<uint32_t>(desc.window_first / desc.part_count);
+    last_part = static_cast<uint32_t>((end - 1) / desc.part_count);
+    const auto frags = [this](uint64_t n) { return (n + elems_per_frag - 1) / elems_per_frag; };
+    frags_first = frags(SegEnd(first_part) - SegStart(first_part));
+    frags_middle = frags(desc.part_count);
+    frags_last = last_part > first_part ? frags(SegEnd(last_part) - SegStart(last_part)) : 0;
+    nfrags = frags_first + frags_last +
+             (last_part > first_part + 1 ? (last_part - first_part - 1) * frags_middle : 0);
+  }
+  // Part p's share of the window, in elements of the concatenated parts.
+  uint64_t SegStart(uint32_t p) const {
+    return std::max(desc.window_first, uint64_t{p} * desc.part_count);
+  }
+  uint64_t SegEnd(uint32_t p) const {
+    return std::min(desc.window_first + desc.count, (uint64_t{p} + 1) * desc.part_count);
+  }
+  // Fragment k (= seq - first_seq): its part and its index in the part's
+  // share; on the wire it is at elem_offset k * elems_per_frag.
+  uint32_t PartOf(uint64_t k) const {
+    if (k < frags_first) return first_part;
+    k -= frags_first;
+    const uint64_t middle = last_part > first_part + 1 ? last_part - first_part - 1 : 0;
+    if (k < middle * frags_middle) return first_part + 1 + static_cast<uint32_t>(k / frags_middle);
+    return last_part;
+  }
+  uint64_t IndexInPart(uint64_t k) const {
+    if (k < frags_first) return k;
+    k -= frags_first;
+    const uint64_t middle = last_part > first_part + 1 ? last_part - first_part - 1 : 0;
+    return k < middle * frags_middle ? k % frags_middle : k - middle * frags_middle;
+  }
+  // The fragment's first element in the concatenated parts.
+  uint64_t Position(uint64_t k) const {
+    return SegStart(PartOf(k)) + IndexInPart(k) * elems_per_frag;
+  }
   uint32_t CountOf(uint64_t k) const {
-    return static_cast<uint32_t>(std::min<uint64_t>(elems_per_frag, desc.count - InPart(k)));
+    return static_cast<uint32_t>(std::min<uint64_t>(elems_per_frag, SegEnd(PartOf(k)) - Position(k)));
   }
   bool Mine(uint64_t k) const { return PartOf(k) == desc.my_part; }
   // The fragment's data to send; nullptr: a notice (all-gather, not ours).
   const uint8_t* SendData(uint64_t k) const {
     if (desc.collective == Collective::kAllGather) {
-      return Mine(k) ? desc.send + InPart(k) * elem_size : nullptr;
+      return Mine(k) ? desc.send + (Position(k) - SegStart(desc.my_part)) * elem_size : nullptr;
     }
-    return desc.send + (PartOf(k) * desc.part_stride + InPart(k)) * elem_size;
+    return desc.send + (Position(k) - desc.window_first) * elem_size;
   }
   // Where the fragment's result goes; nullptr: nowhere (reduce-scatter,
   // not ours: the aggregator sends a notice).
   uint8_t* RecvData(uint64_t k) const {
     if (desc.collective == Collective::kReduceScatter) {
-      return Mine(k) ? desc.recv + InPart(k) * elem_size : nullptr;
+      return Mine(k) ? desc.recv + (Position(k) - SegStart(desc.my_part)) * elem_size : nullptr;
     }
-    return desc.recv + (PartOf(k) * desc.part_stride + InPart(k)) * elem_size;
+    return desc.recv + (Position(k) - desc.window_first) * elem_size;
   }
   // The CONTRIBUTION flags of FORMAT.md §3.3.1 for fragment k.
   uint16_t RoutingFlags(uint64_t k) const {

@@ -247,8 +247,7 @@ void ProgressEngine::DrainSubmissions(uint64_t now) {
     op->desc = std::move(d);
     op->elem_size = DataTypeSize(op->desc.dtype);
     op->elems_per_frag = options_.payload_bytes / op->elem_size;
-    op->frags_per_part = (op->desc.count + op->elems_per_frag - 1) / op->elems_per_frag;
-    op->nfrags = op->frags_per_part * op->desc.parts;
+    op->Layout();
     op->first_seq = window_.Append(op->nfrags);
     op->submit_ns = now;
     op->deadline_ns = now + options_.op_timeout_ms * 1000000ull;

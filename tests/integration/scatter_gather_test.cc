@@ -201,12 +201,14 @@ TEST_F(ScatterGather, ExactUnderTenPercentLoss) {
 
 // Each rank receives its own part's data only: an 8 MiB reduce-scatter over
 // 4 ranks brings a rank 2 MiB of results plus a 64-byte notice for each of
-// the other parts' fragments, where an all-reduce of the same input brings
-// 8 MiB plus headers.
+// the other parts' fragments (plus at most a packet per recovery), where an
+// all-reduce of the same input brings 8 MiB plus headers.
 TEST_F(ScatterGather, ReduceScatterSendsEachPartToItsOwnerOnly) {
   const uint32_t job = NextJobId();
   const std::string failures = RunRanks(4, 120, [&](int rank) {
-    auto comm = Communicator::Create(MakeConfig(daemon_, job, rank, 4));
+    CommConfig c = MakeConfig(daemon_, job, rank, 4);
+    c.options.payload_bytes = 8192;
+    auto comm = Communicator::Create(c);
     if (!comm.ok()) return Fail(rank, comm.status().ToString());
     constexpr uint64_t kCount = 512 * 1024;  // floats per part
     std::vector<float> send(4 * kCount, 1.0f), recv(kCount);
@@ -218,17 +220,21 @@ TEST_F(ScatterGather, ReduceScatterSendsEachPartToItsOwnerOnly) {
     auto req = comm.value()->ReduceScatter(send.data(), recv.data(), kCount, DataType::kFloat32,
                                            ReduceOp::kSum);
     if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "reduce-scatter");
-    const uint64_t got = comm.value()->Stats().bytes_received - before;
+    const CommStats st = comm.value()->Stats();
+    const uint64_t got = st.bytes_received - before;
+    // Recovery (a datagram dropped on a loaded machine) may bring a
+    // fragment's data again: each event at most one packet.
+    const uint64_t recoveries = st.retransmissions + st.probes + st.duplicate_results;
     if (recv[kCount - 1] != 4.0f) return Fail(rank, "wrong result");
     const uint64_t payload = comm.value()->options().payload_bytes;
     const uint64_t frags = 4 * kCount * 4 / payload;
     const uint64_t want = kCount * 4 + frags * 64;  // the part, and a header per fragment
-    const uint64_t all_reduce = 4 * kCount * 4 + frags * 64;
-    if (got < want || got > want + want / 10 || got * 2 > all_reduce) {
+    if (got < want || got > want + recoveries * (payload + 64)) {
       return Fail(rank, "received " + std::to_string(got) + " bytes for a " +
                             std::to_string(kCount * 4) + "-byte part (" + std::to_string(frags) +
-                            " fragments of " + std::to_string(payload) + " bytes; want about " +
-                            std::to_string(want) + ")");
+                            " fragments of " + std::to_string(payload) + " bytes; want " +
+                            std::to_string(want) + " plus at most a packet for each of " +
+                            std::to_string(recoveries) + " recoveries)");
     }
     return 0;
   });

@@ -4,12 +4,9 @@
 // implementation (p2p.h, collnet.h). NCCL takes the newest table it knows:
 // 2.30 the v12 ones, 2.28 the v11 ones.
 //
-// CollNet stops at v11 for now: its iallgather and ireducescatter are left
-// null, which NCCL's tuner reads as "CollNet cannot do these" for the
-// tables it uses natively (v11 in NCCL 2.28, v12 in 2.30). NCCL's adapters
-// for the older CollNet tables (v8..v10) wrap those two pointers without
-// looking, so those tables are not exported until the aggregator does
-// all-gather and reduce-scatter.
+// CollNet is exported as v12 and v11, with iallgather and ireducescatter
+// (the aggregator's all-gather and reduce-scatter, FORMAT.md §3.3.1). The
+// older CollNet tables (v8..v10) are not exported yet.
 //
 // Device offload (getDeviceMr, irecvConsumed) and virtual NICs
 // (makeVDevice) are not offered: null, as NCCL allows.
@@ -243,7 +240,21 @@ Coll MakeCollNetV11Like() {
                     void*, void*, void** request) {
     return CollIallreduce(comm, send, recv, count, dtype, op, request);
   };
-  // iallgather, ireducescatter and makeVDevice stay null (see the top).
+  // NCCL passes one SGE: its address and size go on (collnet.cc checks n).
+  t.iallgather = [](void* comm, void* send, int n, Sge<size_t>* parts, size_t bytes_per_rank,
+                    size_t window_offset, size_t window_bytes, void*, void** request) {
+    return CollIallgather(comm, send, n, n > 0 ? parts[0].address : nullptr,
+                          n > 0 ? parts[0].size : 0, bytes_per_rank, window_offset, window_bytes,
+                          request);
+  };
+  t.ireducescatter = [](void* comm, int n, Sge<size_t>* parts, void* recv, size_t bytes_per_rank,
+                        size_t window_offset, size_t window_bytes, NcclDataType dtype,
+                        NcclRedOp op, void*, void** request) {
+    return CollIreducescatter(comm, n, n > 0 ? parts[0].address : nullptr,
+                              n > 0 ? parts[0].size : 0, recv, bytes_per_rank, window_offset,
+                              window_bytes, dtype, op, request);
+  };
+  // makeVDevice stays null (see the top).
   t.iflush = [](void* comm, void*, int, void*, void** request) {
     return CollIflush(comm, request);
   };

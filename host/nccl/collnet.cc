@@ -224,6 +224,54 @@ NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, siz
   return kSuccess;
 }
 
+// NCCL's CollNet all-gather and reduce-scatter (coll_net.cc): a window of
+// window_bytes at window_offset of the ranks' concatenated parts of
+// bytes_per_rank each; the window side is the SGE list (NCCL passes one),
+// the other side this rank's share of the window.
+NcclResult CollIallgather(void* coll_comm, void* send_data, int n_recv_parts, void* recv_address,
+                          size_t recv_size, size_t bytes_per_rank, size_t window_offset,
+                          size_t window_bytes, void** request) {
+  *request = nullptr;
+  if (n_recv_parts != 1 || recv_size != window_bytes) {
+    return Warn(kInvalidUsage, "iallgather",
+                std::to_string(n_recv_parts) + " receive parts of " + std::to_string(recv_size) +
+                    " bytes for a window of " + std::to_string(window_bytes) +
+                    " (one part of the window's size is supported)");
+  }
+  auto r = static_cast<CollComm*>(coll_comm)->comm->AllGatherWindow(
+      send_data, recv_address, bytes_per_rank, window_offset, window_bytes, DataType::kUint8);
+  if (!r.ok()) return Warn(kSystemError, "iallgather", r.status().ToString());
+  *request = new CollRequest{r.value(), window_bytes};
+  return kSuccess;
+}
+
+NcclResult CollIreducescatter(void* coll_comm, int n_send_parts, void* send_address,
+                              size_t send_size, void* recv_data, size_t bytes_per_rank,
+                              size_t window_offset, size_t window_bytes, NcclDataType dtype,
+                              NcclRedOp op, void** request) {
+  *request = nullptr;
+  tributary::DataType t;
+  tributary::ReduceOp o;
+  if (!ToDataType(dtype, &t) || !ToReduceOp(op, &o)) {
+    return Warn(kInvalidArgument, "ireducescatter",
+                "unsupported type " + std::to_string(dtype) + " / op " + std::to_string(op));
+  }
+  const size_t es = DataTypeSize(t);
+  if (n_send_parts != 1 || send_size != window_bytes || bytes_per_rank % es != 0 ||
+      window_offset % es != 0 || window_bytes % es != 0) {
+    return Warn(kInvalidUsage, "ireducescatter",
+                std::to_string(n_send_parts) + " send parts of " + std::to_string(send_size) +
+                    " bytes, window " + std::to_string(window_offset) + " + " +
+                    std::to_string(window_bytes) + " of " + std::to_string(bytes_per_rank) +
+                    " bytes per rank (one part of the window's size, whole elements, is supported)");
+  }
+  auto r = static_cast<CollComm*>(coll_comm)->comm->ReduceScatterWindow(
+      send_address, recv_data, bytes_per_rank / es, window_offset / es, window_bytes / es, t, o);
+  if (!r.ok()) return Warn(kSystemError, "ireducescatter", r.status().ToString());
+  *request = new CollRequest{r.value(), window_bytes};
+  return kSuccess;
+}
+
 NcclResult CollIflush(void*, void** request) {
   *request = new CollRequest{};  // host memory: nothing to flush
   return kSuccess;
@@ -235,7 +283,7 @@ NcclResult CollTest(void* request, int* done, int* size) {
   *done = 0;
   if (r->request.valid() && !r->request.Test(&status)) return kSuccess;
   std::unique_ptr<CollRequest> owned(r);
-  if (!status.ok()) return Warn(kSystemError, "all-reduce failed", status.ToString());
+  if (!status.ok()) return Warn(kSystemError, "collective failed", status.ToString());
   *done = 1;
   if (size != nullptr) *size = static_cast<int>(owned->bytes);
   return kSuccess;

@@ -34,6 +34,13 @@ NcclResult CollRegMrDmaBuf(void* coll_comm, void* data, size_t size, int type, u
 NcclResult CollDeregMr(void* coll_comm, void* mhandle);
 NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, size_t count,
                       NcclDataType dtype, NcclRedOp op, void** request);
+NcclResult CollIallgather(void* coll_comm, void* send_data, int n_recv_parts, void* recv_address,
+                          size_t recv_size, size_t bytes_per_rank, size_t window_offset,
+                          size_t window_bytes, void** request);
+NcclResult CollIreducescatter(void* coll_comm, int n_send_parts, void* send_address,
+                              size_t send_size, void* recv_data, size_t bytes_per_rank,
+                              size_t window_offset, size_t window_bytes, NcclDataType dtype,
+                              NcclRedOp op, void** request);
 NcclResult CollIflush(void* coll_comm, void** request);
 NcclResult CollTest(void* request, int* done, int* size);
 NcclResult CollClose(void* coll_comm);

@@ -359,6 +359,50 @@ Result<Request> CommImpl::AllGather(const void* send, void* recv, size_t count, 
                         count * DataTypeSize(dtype), DataType::kUint8, ReduceOp::kSum);
 }
 
+// The window of a reduce-scatter or all-gather (the whole concatenation
+// of the parts unless the shape names one) and the bytes each side needs:
+// the window on one side, this rank's share of it on the other.
+CommImpl::Extent CommImpl::ExtentOf(const Shape& shape, size_t count, size_t esize) const {
+  Extent e;
+  if (shape.collective == host::Collective::kAllReduce) {
+    e.first = 0;
+    e.count = count;
+    e.send_bytes = e.recv_bytes = count * esize;
+    return e;
+  }
+  const size_t whole = count * config_.world_size;
+  e.first = shape.window_count == kWholeWindow ? 0 : shape.window_first;
+  e.count = shape.window_count == kWholeWindow ? whole : shape.window_count;
+  const size_t lo = std::clamp<size_t>(e.first, config_.rank * count, (config_.rank + 1) * count);
+  const size_t hi =
+      std::clamp<size_t>(e.first + e.count, config_.rank * count, (config_.rank + 1) * count);
+  e.mine_first = lo;
+  const size_t window_bytes = e.count * esize, mine_bytes = (hi - lo) * esize;
+  const bool rs = shape.collective == host::Collective::kReduceScatter;
+  e.send_bytes = rs ? window_bytes : mine_bytes;
+  e.recv_bytes = rs ? mine_bytes : window_bytes;
+  return e;
+}
+
+Result<Request> CommImpl::ReduceScatterWindow(const void* send, void* recv, size_t count,
+                                              size_t window_first, size_t window_count,
+                                              DataType dtype, ReduceOp op) {
+  return SubmitPointers({host::Collective::kReduceScatter, "ReduceScatter", window_first, window_count},
+                        send, recv, count, dtype, op);
+}
+
+Result<Request> CommImpl::AllGatherWindow(const void* send, void* recv, size_t count,
+                                          size_t window_first, size_t window_count,
+                                          DataType dtype) {
+  if (!ValidDataType(dtype)) return InvalidArg("AllGather: invalid dtype " + std::to_string(static_cast<int>(dtype)));
+  const size_t es = DataTypeSize(dtype);
+  if (count > SIZE_MAX / es || window_first > SIZE_MAX / es || window_count > SIZE_MAX / es) {
+    return InvalidArg("AllGather: count or window too large");
+  }
+  return SubmitPointers({host::Collective::kAllGather, "AllGather", window_first * es, window_count * es},
+                        send, recv, count * es, DataType::kUint8, ReduceOp::kSum);
+}
+
 Result<Request> CommImpl::SubmitBuffers(const Shape& shape, const Buffer& send, const Buffer& recv,
                                         size_t count, DataType dtype, ReduceOp op) {
   auto s = registrations_->Find(send.id());
@@ -376,17 +420,18 @@ Result<Request> CommImpl::SubmitPointers(const Shape& shape, const void* send, v
                                          size_t count, DataType dtype, ReduceOp op) {
   std::shared_ptr<host::Registration> s, r;
   if (count > 0 && ValidDataType(dtype)) {
-    const size_t bytes = count * DataTypeSize(dtype);
-    const size_t n = config_.world_size;
-    const size_t send_bytes = shape.collective == host::Collective::kReduceScatter ? bytes * n : bytes;
-    const size_t recv_bytes = shape.collective == host::Collective::kAllGather ? bytes * n : bytes;
-    if (bytes > SIZE_MAX / n) return InvalidArg(std::string(shape.name) + ": count " + std::to_string(count) + " is too large");
-    s = registrations_->FindContaining(send, send_bytes);
-    r = registrations_->FindContaining(recv, recv_bytes);
-    if (!s || !r) {
+    if (count > SIZE_MAX / DataTypeSize(dtype) / config_.world_size) {
+      return InvalidArg(std::string(shape.name) + ": count " + std::to_string(count) + " is too large");
+    }
+    const Extent e = ExtentOf(shape, count, DataTypeSize(dtype));
+    // An empty side (no share of this window) needs no registration.
+    if (e.send_bytes > 0) s = registrations_->FindContaining(send, e.send_bytes);
+    if (e.recv_bytes > 0) r = registrations_->FindContaining(recv, e.recv_bytes);
+    if ((!s && e.send_bytes > 0) || (!r && e.recv_bytes > 0)) {
+      const bool bad_send = !s && e.send_bytes > 0;
       return Status(StatusCode::kNotFound,
-                    std::string(shape.name) + ": " + (!s ? "send" : "recv") + " range of " +
-                        std::to_string(!s ? send_bytes : recv_bytes) +
+                    std::string(shape.name) + ": " + (bad_send ? "send" : "recv") + " range of " +
+                        std::to_string(bad_send ? e.send_bytes : e.recv_bytes) +
                         " bytes is not inside a registered buffer");
     }
   }
@@ -413,9 +458,14 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     return InvalidArg(what + ": count " + std::to_string(count) + " exceeds 2^48 elements" +
                       (parted ? " (all parts)" : ""));
   }
-  const size_t bytes = count * esize;
-  const size_t send_bytes = shape.collective == host::Collective::kReduceScatter ? bytes * nparts : bytes;
-  const size_t recv_bytes = shape.collective == host::Collective::kAllGather ? bytes * nparts : bytes;
+  const Extent extent = ExtentOf(shape, count, esize);
+  if (parted && (extent.first > count * nparts || extent.count > count * nparts - extent.first)) {
+    return InvalidArg(what + ": window " + std::to_string(extent.first) + " + " +
+                      std::to_string(extent.count) + " lies outside the " +
+                      std::to_string(nparts) + " parts of " + std::to_string(count) + " elements");
+  }
+  const size_t send_bytes = extent.send_bytes;
+  const size_t recv_bytes = extent.recv_bytes;
   if (send && !send->Contains(send_ptr, send_bytes)) {
     return InvalidArg(what + ": send buffer holds " + std::to_string(send->memory.bytes) +
                       " bytes, the operation needs " + std::to_string(send_bytes));
@@ -437,13 +487,13 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   const size_t n = lanes_.size();
   // Reduce-scatter and all-gather: the lanes cut the window of all parts,
   // nparts * count elements (FORMAT.md §3.3.1).
-  const size_t total = count * nparts;
+  const size_t total = extent.count;
   const size_t packets = (total + per_packet - 1) / per_packet;
   const size_t per_lane = (packets + n - 1) / n * per_packet;
   for (size_t k = 0; k < n; ++k) {
     const size_t first = k * per_lane;
     if (first >= total && !(k == 0 && total == 0)) break;
-    parts.push_back({k, first, std::min(per_lane, total - first)});
+    parts.push_back({k, extent.first + first, std::min(per_lane, total - first)});
   }
   auto state = std::make_shared<RequestState>();
   std::vector<std::shared_ptr<RequestState>> part_states(parts.size(), state);
@@ -479,12 +529,13 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     // under one lock.
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < parts.size(); ++i) {
-      const size_t offset = parts[i].first * esize;
-      // This rank's share of the lane's window: where its part overlaps it.
-      const size_t mine = parted ? std::clamp<size_t>(parts[i].first, config_.rank * count,
-                                                      (config_.rank + 1) * count) -
-                                       config_.rank * count
-                                 : parts[i].first;
+      const size_t offset = (parts[i].first - extent.first) * esize;
+      // This rank's share of the lane's window (where its part overlaps
+      // it), from the share of the whole window.
+      const size_t mine =
+          parted ? std::clamp<size_t>(parts[i].first, config_.rank * count,
+                                      (config_.rank + 1) * count) - extent.mine_first
+                 : parts[i].first;
       host::OpDesc d;
       d.request = part_states[i];
       d.send = send_ptr + (shape.collective == host::Collective::kAllGather ? mine * esize : offset);

@@ -52,6 +52,13 @@ class CommImpl {
                                 ReduceOp op);
   Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count, DataType dtype);
   Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
+  // Windowed forms: elements window_first .. + window_count of the
+  // concatenated parts (NCCL's CollNet calls).
+  Result<Request> ReduceScatterWindow(const void* send, void* recv, size_t count,
+                                      size_t window_first, size_t window_count, DataType dtype,
+                                      ReduceOp op);
+  Result<Request> AllGatherWindow(const void* send, void* recv, size_t count, size_t window_first,
+                                  size_t window_count, DataType dtype);
 
   uint32_t rank() const { return config_.rank; }
   uint32_t world_size() const { return config_.world_size; }
@@ -84,10 +91,19 @@ class CommImpl {
   void Leave(Lane& lane);
   std::string LaneTag(size_t k) const;  // "lane k (HOST:PORT): ", for messages
   // Which collective, and its name for messages.
+  static constexpr size_t kWholeWindow = SIZE_MAX;
   struct Shape {
     host::Collective collective;
     const char* name;
+    size_t window_first = 0;              // elements of the concatenated parts
+    size_t window_count = kWholeWindow;
   };
+  struct Extent {
+    size_t first = 0, count = 0;  // the window
+    size_t mine_first = 0;        // where this rank's share of it starts
+    size_t send_bytes = 0, recv_bytes = 0;
+  };
+  Extent ExtentOf(const Shape& shape, size_t count, size_t esize) const;
   Result<Request> SubmitBuffers(const Shape& shape, const Buffer& send, const Buffer& recv,
                                 size_t count, DataType dtype, ReduceOp op);
   Result<Request> SubmitPointers(const Shape& shape, const void* send, void* recv, size_t count,

@@ -138,6 +138,18 @@ Result<Request> Communicator::AllGather(const void* send, void* recv, size_t cou
   return impl_->AllGather(send, recv, count, dtype);
 }
 
+Result<Request> Communicator::ReduceScatterWindow(const void* send, void* recv, size_t count,
+                                                  size_t window_first, size_t window_count,
+                                                  DataType dtype, ReduceOp op) {
+  return impl_->ReduceScatterWindow(send, recv, count, window_first, window_count, dtype, op);
+}
+
+Result<Request> Communicator::AllGatherWindow(const void* send, void* recv, size_t count,
+                                              size_t window_first, size_t window_count,
+                                              DataType dtype) {
+  return impl_->AllGatherWindow(send, recv, count, window_first, window_count, dtype);
+}
+
 uint32_t Communicator::rank() const { return impl_->rank(); }
 uint32_t Communicator::world_size() const { return impl_->world_size(); }
 const Options& Communicator::options() const { return impl_->options(); }

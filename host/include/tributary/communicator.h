@@ -201,6 +201,19 @@ class Communicator {
   TRIB_API Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count,
                                      DataType dtype);
   TRIB_API Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
+  // Windowed forms, as NCCL's CollNet asks for them: only elements
+  // window_first .. window_first + window_count - 1 of the concatenated
+  // parts (world_size() x count elements). The side that holds the whole
+  // window (reduce-scatter's send, all-gather's recv) points at its first
+  // element; the other side at this rank's share of it (its part's overlap
+  // with the window; unused when there is none). Every rank passes the same
+  // window.
+  TRIB_API Result<Request> ReduceScatterWindow(const void* send, void* recv, size_t count,
+                                               size_t window_first, size_t window_count,
+                                               DataType dtype, ReduceOp op);
+  TRIB_API Result<Request> AllGatherWindow(const void* send, void* recv, size_t count,
+                                           size_t window_first, size_t window_count,
+                                           DataType dtype);
 
   TRIB_API uint32_t rank() const;
   TRIB_API uint32_t world_size() const;

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The exported tables: ncclNetPlugin_v8 .. v12 and ncclCollNetPlugin_v11,
+// The exported tables: ncclNetPlugin_v8 .. v12 and ncclCollNetPlugin_v8 ..
 // v12, each a thin adapter from its version's argument lists onto the one
 // implementation (p2p.h, collnet.h). NCCL takes the newest table it knows:
 // 2.30 the v12 ones, 2.28 the v11 ones.
 //
-// CollNet is exported as v12 and v11, with iallgather and ireducescatter
-// (the aggregator's all-gather and reduce-scatter, FORMAT.md §3.3.1). The
-// older CollNet tables (v8..v10) are not exported yet.
+// CollNet is exported as v12 .. v8, each with iallgather and
+// ireducescatter (the aggregator's all-gather and reduce-scatter, FORMAT.md
+// §3.3.1).
 //
 // Device offload (getDeviceMr, irecvConsumed) and virtual NICs
 // (makeVDevice) are not offered: null, as NCCL allows.
@@ -218,36 +218,34 @@ Net MakeNetV11Like() {
   return t;
 }
 
-template <typename Coll, typename Props, int kVersion>
-Coll MakeCollNetV11Like() {
+// What every CollNet version shares: the table but its init, listen and
+// finalize. Templates on the table's own types (the SGE's size type is
+// uint32_t in v8, the iallreduce count int).
+template <typename Coll, typename Props, typename CountT, typename SizeT>
+Coll CollNetTable() {
   Coll t{};
   t.name = "Tributary";
-  t.init = [](void** ctx, uint64_t, DebugLogger l) {
-    *ctx = &g_context;
-    return CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
-  };
   t.devices = CollDevices;
   t.get_properties = CollProperties<Props>;
-  t.listen = [](void*, int dev, void* handle, void** listen) {
-    return CollListen(dev, handle, listen);
-  };
   t.connect = CollConnect;
   t.reduce_support = CollReduceSupport;
   t.reg_mr = CollRegMr;
   t.reg_mr_dma_buf = CollRegMrDmaBuf;
   t.dereg_mr = CollDeregMr;
-  t.iallreduce = [](void* comm, void* send, void* recv, size_t count, NcclDataType dtype, NcclRedOp op,
-                    void*, void*, void** request) {
-    return CollIallreduce(comm, send, recv, count, dtype, op, request);
+  t.iallreduce = [](void* comm, void* send, void* recv, CountT count, NcclDataType dtype,
+                    NcclRedOp op, void*, void*, void** request) {
+    // A negative v8 count becomes a huge one that the host library refuses
+    // by name (it exceeds 2^48 elements).
+    return CollIallreduce(comm, send, recv, static_cast<size_t>(count), dtype, op, request);
   };
   // NCCL passes one SGE: its address and size go on (collnet.cc checks n).
-  t.iallgather = [](void* comm, void* send, int n, Sge<size_t>* parts, size_t bytes_per_rank,
+  t.iallgather = [](void* comm, void* send, int n, Sge<SizeT>* parts, size_t bytes_per_rank,
                     size_t window_offset, size_t window_bytes, void*, void** request) {
     return CollIallgather(comm, send, n, n > 0 ? parts[0].address : nullptr,
                           n > 0 ? parts[0].size : 0, bytes_per_rank, window_offset, window_bytes,
                           request);
   };
-  t.ireducescatter = [](void* comm, int n, Sge<size_t>* parts, void* recv, size_t bytes_per_rank,
+  t.ireducescatter = [](void* comm, int n, Sge<SizeT>* parts, void* recv, size_t bytes_per_rank,
                         size_t window_offset, size_t window_bytes, NcclDataType dtype,
                         NcclRedOp op, void*, void** request) {
     return CollIreducescatter(comm, n, n > 0 ? parts[0].address : nullptr,
@@ -261,7 +259,33 @@ Coll MakeCollNetV11Like() {
   t.test = CollTest;
   t.close_coll = CollClose;
   t.close_listen = CollCloseListen;
+  return t;
+}
+
+template <typename Coll, typename Props, int kVersion>
+Coll MakeCollNetV11Like() {
+  Coll t = CollNetTable<Coll, Props, size_t, size_t>();
+  t.init = [](void** ctx, uint64_t, DebugLogger l) {
+    *ctx = &g_context;
+    return CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
+  };
+  t.listen = [](void*, int dev, void* handle, void** listen) {
+    return CollListen(dev, handle, listen);
+  };
   t.finalize = [](void*) { return kSuccess; };
+  return t;
+}
+
+// v8..v10: init takes the logger alone, listen no context.
+template <typename Coll, typename Props, typename CountT, typename SizeT, int kVersion>
+Coll MakeCollNetV8Like() {
+  Coll t = CollNetTable<Coll, Props, CountT, SizeT>();
+  t.init = [](DebugLogger l) {
+    return CollStart(l, kVersion == 10 ? "ncclCollNet v10"
+                        : kVersion == 9 ? "ncclCollNet v9"
+                                        : "ncclCollNet v8");
+  };
+  t.listen = CollListen;
   return t;
 }
 
@@ -283,4 +307,10 @@ TRIB_PLUGIN_EXPORT nccl::CollNetV12 ncclCollNetPlugin_v12 =
     nccl::MakeCollNetV11Like<nccl::CollNetV12, nccl::PropertiesV12, 12>();
 TRIB_PLUGIN_EXPORT nccl::CollNetV11 ncclCollNetPlugin_v11 =
     nccl::MakeCollNetV11Like<nccl::CollNetV11, nccl::PropertiesV11, 11>();
+TRIB_PLUGIN_EXPORT nccl::CollNetV10 ncclCollNetPlugin_v10 =
+    nccl::MakeCollNetV8Like<nccl::CollNetV10, nccl::PropertiesV9, size_t, size_t, 10>();
+TRIB_PLUGIN_EXPORT nccl::CollNetV9 ncclCollNetPlugin_v9 =
+    nccl::MakeCollNetV8Like<nccl::CollNetV9, nccl::PropertiesV9, size_t, size_t, 9>();
+TRIB_PLUGIN_EXPORT nccl::CollNetV8 ncclCollNetPlugin_v8 =
+    nccl::MakeCollNetV8Like<nccl::CollNetV8, nccl::PropertiesV8, int, uint32_t, 8>();
 }  // extern "C"

@@ -8,7 +8,8 @@
 set -euo pipefail
 lib=${1:?usage: exported_symbols_test.sh LIBNCCL_NET_TRIBUTARY_SO}
 command -v nm > /dev/null || { echo "nm (binutils) not found" >&2; exit 1; }
-want=$(printf '%s\n' ncclCollNetPlugin_v11 ncclCollNetPlugin_v12 ncclNetPlugin_v10 \
+want=$(printf '%s\n' ncclCollNetPlugin_v8 ncclCollNetPlugin_v9 ncclCollNetPlugin_v10 \
+  ncclCollNetPlugin_v11 ncclCollNetPlugin_v12 ncclNetPlugin_v10 \
   ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 | sort)
 have=$(nm -D --defined-only "$lib" | awk '{ print $3 }' | sed 's/@.*//' | sort -u)
 if [[ "$have" != "$want" ]]; then

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/rank_config.h"
 #include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
 #include "tests/common/verdicts.h"
@@ -33,28 +34,13 @@ using testing::RunRanks;
 using testing::kAllTypes;
 using testing::kAllOps;
 
-uint32_t NextJobId() {
-  static std::mt19937 rng(static_cast<uint32_t>(getpid()) * 2654435761u);
-  return rng() | 1;
-}
+uint32_t NextJobId() { return testing::NextJobId(2654435761u); }
 
 CommConfig MakeConfig(const DaemonProcess& d, uint32_t job, uint32_t rank, uint32_t world) {
-  CommConfig c;
-  c.job_id = job;
-  c.job_key = 0x5eed0000ull + job;
-  c.rank = rank;
-  c.world_size = world;
-  c.options.aggregator = d.address();
-  c.options.op_timeout_ms = 60000;
-  c.options.connect_timeout_ms = 5000;
-  return c;
+  return testing::RankConfig(d.address(), job, 0x5eed0000ull + job, rank, world);
 }
 
-// Child-side helper: prints the failure and returns a non-zero exit code.
-int Fail(uint32_t rank, const std::string& what) {
-  fprintf(stderr, "rank %u: %s\n", rank, what.c_str());
-  return 1;
-}
+int Fail(uint32_t rank, const std::string& what) { return testing::RankFail(rank, what); }
 
 // One rank: all-reduces `sizes` x `types` x `ops` and checks every element;
 // the communicator's counters at the end go to *stats when given.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/rank_config.h"
 #include "tests/common/status_matchers.h"
 #include "tributary/communicator.h"
 
@@ -28,27 +29,13 @@ namespace {
 using testing::DaemonProcess;
 using testing::RunRanks;
 
-uint32_t NextJobId() {
-  static std::mt19937 rng(static_cast<uint32_t>(getpid()) * 2246822519u);
-  return rng() | 1;
-}
+uint32_t NextJobId() { return testing::NextJobId(2246822519u); }
 
 CommConfig MakeConfig(const DaemonProcess& d, uint32_t job, uint32_t rank, uint32_t world) {
-  CommConfig c;
-  c.job_id = job;
-  c.job_key = 0x5ca77e00ull + job;
-  c.rank = rank;
-  c.world_size = world;
-  c.options.aggregator = d.address();
-  c.options.op_timeout_ms = 60000;
-  c.options.connect_timeout_ms = 5000;
-  return c;
+  return testing::RankConfig(d.address(), job, 0x5ca77e00ull + job, rank, world);
 }
 
-int Fail(uint32_t rank, const std::string& what) {
-  fprintf(stderr, "rank %u: %s\n", rank, what.c_str());
-  return 1;
-}
+int Fail(uint32_t rank, const std::string& what) { return testing::RankFail(rank, what); }
 
 // Rank r's input element i of part p (small integers: float sums are exact).
 int32_t Input(uint32_t r, uint32_t p, uint64_t i) {

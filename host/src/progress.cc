@@ -17,7 +17,6 @@ namespace {
 constexpr int kRecvBatch = 64;
 // Probe interval floor on reliable transports (Transport::reliable()).
 constexpr uint64_t kReliableProbeNs = 1000000000;
-constexpr uint64_t kStatsResendNs = 50000000;
 
 base::RttEstimator::Limits RttLimits(const Options& o, bool reliable) {
   base::RttEstimator::Limits l;
@@ -46,26 +45,6 @@ uint64_t MonotonicNs() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
-
-// A caller blocked in RequestStragglerReport. Guarded by its own mutex;
-// `next_send_ns`/`deadline_ns` are touched by the progress thread only.
-struct ProgressEngine::StatsWaiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;  // guarded by mu
-  Result<StragglerReport> result{Status(StatusCode::kTimedOut, "no answer yet")};  // guarded by mu
-  uint64_t deadline_ns = 0;
-  uint64_t next_send_ns = 0;
-  void Finish(Result<StragglerReport> r) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (done) return;
-      result = std::move(r);
-      done = true;
-    }
-    cv.notify_all();
-  }
-};
 
 ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobIdentity& id,
                                const Options& options, ClockFn clock)
@@ -213,15 +192,11 @@ void ProgressEngine::Shutdown() {
   Abort(Status(StatusCode::kAborted, "communicator destroyed while the operation was in flight"),
         nullptr);
   std::deque<OpDesc> rest;
-  std::vector<std::shared_ptr<StatsWaiter>> waiters;
   {
     std::lock_guard<std::mutex> lock(mu_);
     rest.swap(submitted_);
-    waiters.swap(stats_waiters_);
   }
-  for (auto& w : waiters) {
-    w->Finish(Status(StatusCode::kAborted, "communicator destroyed during the stats request"));
-  }
+  FinishStatsWaiters(Status(StatusCode::kAborted, "communicator destroyed during the stats request"));
   for (auto& d : rest) {
     if (d.on_done) d.on_done();
     d.request->Complete(
@@ -673,74 +648,6 @@ uint32_t ProgressEngine::ApplyStatusWindow(const proto::PacketView& p, uint64_t 
     }
   }
   return acted;
-}
-
-Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_ms) {
-  auto w = std::make_shared<StatsWaiter>();
-  w->deadline_ns = clock_() + uint64_t{timeout_ms} * 1000000;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return Status(StatusCode::kAborted, "communicator is being destroyed");
-    if (!health_.ok()) {
-      return Status(StatusCode::kAborted, "communicator aborted earlier: " + health_.message());
-    }
-    stats_waiters_.push_back(w);
-  }
-  transport_->Wake();
-  std::unique_lock<std::mutex> lock(w->mu);
-  // The progress thread finishes the waiter at its deadline; the extra
-  // second only guards against a progress thread that is gone.
-  w->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms + 1000), [&] { return w->done; });
-  if (!w->done) return Status(StatusCode::kInternal, "progress thread did not answer");
-  return w->result;
-}
-
-int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stats_waiters_.empty()) return -1;
-  uint64_t next = UINT64_MAX;
-  bool send = false;
-  for (auto it = stats_waiters_.begin(); it != stats_waiters_.end();) {
-    StatsWaiter& w = **it;
-    if (now >= w.deadline_ns) {
-      w.Finish(Status(StatusCode::kTimedOut, "aggregator " + options_.aggregator +
-                                                 " did not answer the straggler-report request"));
-      it = stats_waiters_.erase(it);
-      continue;
-    }
-    if (now >= w.next_send_ns) {
-      send = true;
-      w.next_send_ns = now + kStatsResendNs;
-    }
-    next = std::min({next, w.next_send_ns, w.deadline_ns});
-    ++it;
-  }
-  if (send) {
-    proto::Header h;
-    h.type = proto::MsgType::kStatsRequest;
-    h.job_id = id_.job_id;
-    h.epoch = id_.epoch;
-    h.sender = id_.rank;
-    uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
-    proto::EncodeHeader(h, header);
-    proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
-  }
-  return UsUntil(next, now);
-}
-
-void ProgressEngine::HandleStats(const proto::PacketView& p) {
-  if (p.header.epoch != id_.epoch) return;
-  StragglerReport report;
-  if (!DecodeStragglerReport(p, &report)) {
-    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  std::vector<std::shared_ptr<StatsWaiter>> waiters;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    waiters.swap(stats_waiters_);
-  }
-  for (auto& w : waiters) w->Finish(report);
 }
 
 void ProgressEngine::FinishOp(Operation* op, Status status) {

@@ -166,6 +166,8 @@ class ProgressEngine {
                              uint64_t probe_order, uint64_t now);
   void HandleStats(const proto::PacketView& p);
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
+  // Hands every waiting straggler-report caller `result` (progress_stats.cc).
+  void FinishStatsWaiters(const Result<StragglerReport>& result);
   int64_t CheckTimers(uint64_t now);          // microseconds until the next deadline
   void Flush();
   void PublishTransportStats();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/rank_config.h"
 #include "tests/common/spoof.h"
 #include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
@@ -42,13 +43,7 @@ uint32_t NextJobId() {
 }
 
 CommConfig Config(const std::string& address, uint32_t job, uint32_t rank, uint32_t world) {
-  CommConfig c;
-  c.job_id = job;
-  c.job_key = 0xfeed0000ull ^ job;
-  c.rank = rank;
-  c.world_size = world;
-  c.options.aggregator = address;
-  c.options.connect_timeout_ms = 5000;
+  CommConfig c = testing::RankConfig(address, job, 0xfeed0000ull ^ job, rank, world);
   c.options.op_timeout_ms = 3000;
   return c;
 }

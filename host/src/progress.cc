@@ -148,6 +148,9 @@ int64_t ProgressEngine::Poll() {
   FillWindow(now);
   Flush();
   const int n = transport_->Recv(rx_.data(), kRecvBatch);
+  // Before the packets are handled: a caller who reads Stats() once its
+  // request completed (in HandleEvent) must find their bytes counted.
+  if (n > 0) PublishTransportStats();
   now = clock_();
   for (int i = 0; i < n; ++i) HandleEvent(rx_[i], now);
   FillWindow(now);
@@ -171,6 +174,7 @@ void ProgressEngine::Run() {
       while (clock_() < spin_end && !stop_.load(std::memory_order_relaxed)) {
         const int m = transport_->Recv(rx_.data(), kRecvBatch);
         if (m > 0) {
+          PublishTransportStats();
           const uint64_t t = clock_();
           for (int i = 0; i < m; ++i) HandleEvent(rx_[i], t);
           got = true;

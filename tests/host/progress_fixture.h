@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <thread>
 #include <vector>
@@ -79,6 +80,7 @@ class FakeTransport final : public Transport {
         out[n].placed = item.result;
       } else {
         DecodeEvent(item.bytes.data(), item.bytes.size(), &out[n]);
+        stats_.bytes_received += item.bytes.size();
         out[n].packet.ce = item.ce;
       }
       ++n;
@@ -87,7 +89,7 @@ class FakeTransport final : public Transport {
   }
   void Wait(int64_t) override {}
   void Wake() override {}
-  TransportStats stats() const override { return {}; }
+  TransportStats stats() const override { return stats_; }
   // A transport that places results hands out a key for every registration.
   Result<TransportMemory> RegisterMemory(const MemoryDesc& m) override {
     TransportMemory t;
@@ -110,6 +112,7 @@ class FakeTransport final : public Transport {
   std::deque<Item> inbox;
   std::deque<Item> current;
   int accept = 1 << 30;  // packets Send takes per call
+  TransportStats stats_;  // bytes_received: what Recv handed out
   bool places = false;
   bool reliable_transport = false;  // timers >= 1 s, no early recovery
 };
@@ -171,7 +174,9 @@ class ProgressTest : public ::testing::Test {
   }
 
   // Submits an all-reduce of `n` floats of send_ into recv_; returns its request.
-  std::shared_ptr<internal::RequestState> Submit(size_t n, uint64_t collective = 1) {
+  // `then` runs on completion, on the completing thread.
+  std::shared_ptr<internal::RequestState> Submit(
+      size_t n, uint64_t collective = 1, std::function<void(const Status&)> then = nullptr) {
     send_.resize(n);
     recv_.assign(n, -1.0f);
     for (size_t i = 0; i < n; ++i) send_[i] = static_cast<float>(i);
@@ -180,6 +185,7 @@ class ProgressTest : public ::testing::Test {
     recv_reg_ = table_->Register(rm).value();
     OpDesc d;
     d.request = std::make_shared<internal::RequestState>();
+    d.request->then = std::move(then);
     d.send = reinterpret_cast<const uint8_t*>(send_.data());
     d.recv = reinterpret_cast<uint8_t*>(recv_.data());
     d.send_registration = send_reg_;

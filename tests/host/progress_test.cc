@@ -85,6 +85,28 @@ TEST_F(ProgressTest, WindowSendsOneFragmentPerSlotAndAdvancesOnResults) {
   EXPECT_EQ(st.retransmissions, 0u);
 }
 
+// A caller who reads Stats() as soon as its request completes finds the
+// bytes of the result that completed it: the transport's counters are
+// published before the received packets are handled. (They used to be
+// published at the end of the poll, after the completion, so a reader on
+// another thread could see the count without the last batch.)
+TEST_F(ProgressTest, StatsReadAtCompletionCountTheCompletingResult) {
+  uint64_t seen_at_completion = 0;
+  auto req = Submit(16, 1, [&](const Status&) {
+    seen_at_completion = engine_->Stats().bytes_received;
+  });
+  engine_->Poll();
+  std::vector<Sent> sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  Answer(sent[0]);
+  now_ += kMs;
+  engine_->Poll();
+  ASSERT_TRUE(req->done);
+  EXPECT_TRUE(req->status.ok()) << req->status.ToString();
+  EXPECT_GT(seen_at_completion, 64u);
+  EXPECT_EQ(seen_at_completion, fake_->stats().bytes_received);
+}
+
 TEST_F(ProgressTest, SilentAggregatorTimesOutSayingSo) {
   auto req = Submit(16);
   engine_->Poll();

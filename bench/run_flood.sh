@@ -53,7 +53,7 @@ for round in $(seq "$ROUNDS"); do
     # with a guessed key that arrives before any rank's would create the job
     # with that key: with first-contact job creation, admission belongs to
     # the manager; see docs/RELIABILITY.md.)
-    "$TRIB" bench --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
+    "$TRIB" bench --node-level off --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
       -n 40 -w 5 -c 1 > "$work/bench.out" 2>&1 &
     bench_pid=$!
     flood_pid=""
@@ -66,7 +66,7 @@ for round in $(seq "$ROUNDS"); do
       cc=${TRIBUTARY_CONGESTION_TARGET_US:-}
       [[ "$mode" == hostile ]] && cc=0
       env ${cc:+TRIBUTARY_CONGESTION_TARGET_US=$cc} \
-        "$TRIB" bench --daemon "$addr" --job-id $((job ^ 1)) --ranks "$RANKS" -b 64M -e 64M \
+        "$TRIB" bench --node-level off --daemon "$addr" --job-id $((job ^ 1)) --ranks "$RANKS" -b 64M -e 64M \
         "${greedy[@]}" -n 100000 -w 0 -c 0 > "$work/tenant.out" 2>&1 &
       flood_pid=$!
     elif [[ "$mode" != none ]]; then

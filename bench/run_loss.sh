@@ -98,7 +98,7 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   log="$WORK/bench-$round-$hook-$loss-$part.log"
   to0=$(lns_drops to_daemon); from0=$(lns_drops from_daemon); tx0=$(lns_tx_errors)
   t0=$(date +%s.%N)
-  ip netns exec "$NS" timeout "$TIMEOUT_S" "$TRIB" bench --daemon "$ADDR" --ranks "$RANKS" -b "$lo" -e "$hi" \
+  ip netns exec "$NS" timeout "$TIMEOUT_S" "$TRIB" bench --node-level off --daemon "$ADDR" --ranks "$RANKS" -b "$lo" -e "$hi" \
     -n "$n" -w "$w" -c 1 --timeout-ms $((TIMEOUT_S * 1000)) > "$log" 2>&1 &
   LNS_PIDS=($!)
   wait "${LNS_PIDS[0]}"

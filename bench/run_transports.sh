@@ -69,7 +69,7 @@ run() {
   # run the bench in a subshell and report its children's CPU.
   (
     TRIBUTARY_TRANSPORT=$transport TRIBUTARY_OFI_PROVIDER=$provider \
-      "$TRIB" bench --daemon "$addr" --ranks "$n" -b "$MIN" -e "$MAX" -f 4 \
+      "$TRIB" bench --node-level off --daemon "$addr" --ranks "$n" -b "$MIN" -e "$MAX" -f 4 \
       -n "$ITERS" -w "$WARMUP" -c 1 > "$out" 2>&1
     rc=$?
     times > "$work/times"

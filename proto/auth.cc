@@ -53,6 +53,31 @@ MacKey DeriveMacKey(uint32_t job_id, uint64_t job_key) {
   return key;
 }
 
+DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, uint32_t stripes,
+                           uint32_t nodes) {
+  EnsureSodium();
+  static constexpr char kContext[] = "tributary node-level stripe job v1";
+  uint8_t in[sizeof(kContext) + 4 + 8 + 4 + 4 + 4];
+  uint8_t* w = in;
+  std::memcpy(w, kContext, sizeof(kContext));
+  w += sizeof(kContext);
+  StoreLe32(w, job_id);
+  StoreLe64(w + 4, job_key);
+  StoreLe32(w + 12, stripe);
+  StoreLe32(w + 16, stripes);
+  StoreLe32(w + 20, nodes);
+  uint8_t out[12];
+  crypto_generichash_blake2b(out, sizeof(out), in, sizeof(in), nullptr, 0);
+  DerivedJob d;
+  d.job_id = static_cast<uint32_t>(LoadLe64(out) & 0xffffffffu);
+  d.job_key = LoadLe64(out + 4);
+  if (d.job_id == 0) d.job_id = 1;
+  if (d.job_key == 0) d.job_key = 1;
+  sodium_memzero(in, sizeof(in));
+  sodium_memzero(out, sizeof(out));
+  return d;
+}
+
 uint64_t PacketMac(const MacKey& key, const uint8_t* header, size_t header_len,
                    const uint8_t* payload, size_t payload_len) {
   static_assert(crypto_shorthash_siphash24_BYTES == 8 && crypto_shorthash_siphash24_KEYBYTES == kMacKeyBytes);

@@ -26,6 +26,18 @@ struct MacKey {
 };
 MacKey DeriveMacKey(uint32_t job_id, uint64_t job_key);
 
+// The job of stripe `stripe` of `stripes` of the node level (host library,
+// docs/ARCHITECTURE.md "The node level"): id and key from BLAKE2b of the
+// parent job's id and key, the stripe, the stripe count and the node count,
+// so that nobody without the parent key can compute the stripe's key. Id
+// and key are never 0.
+struct DerivedJob {
+  uint32_t job_id = 0;
+  uint64_t job_key = 0;
+};
+DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, uint32_t stripes,
+                           uint32_t nodes);
+
 // The MAC of an encoded packet: `header_len` header bytes with the mac and
 // checksum fields read as zero, and the payload if the header's flags have
 // kFlagPayloadMac.

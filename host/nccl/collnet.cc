@@ -145,6 +145,9 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
   config.rank = static_cast<uint32_t>(rank);
   config.world_size = static_cast<uint32_t>(nranks);
   config.options = options.value();
+  // NCCL reduces inside the node itself and connects CollNet among one
+  // head per node: the library's node level has nothing to add.
+  config.options.node_level = "off";
   auto comm = Communicator::Create(config);
   if (!comm.ok()) {
     TRIB_LOG(kWarn, kLog,

@@ -40,7 +40,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 op_timeout_ms, connect_timeout_ms, rto_min_us, rto_initial_us,
                                 rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
                                 payload_mac, aggregator_key, resend_max_bytes,
-                                congestion_target_us, window_poll] = o;
+                                congestion_target_us, window_poll, node_level, node_id,
+                                node_chunk_bytes] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -49,7 +50,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
                                 srtt_us, rto_us, stats_transport, send_errors,
                                 early_recoveries, window_decreases, window_limit,
-                                tail_probes, ecn_marks, window_polls] = s;
+                                tail_probes, ecn_marks, window_polls, local_ranks, nodes] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -161,6 +162,9 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   }
   if (TRIB_HAS_FIELD(p, payload_mac)) o.payload_mac = c.payload_mac != 0;
   if (TRIB_HAS_FIELD(p, window_poll)) o.window_poll = c.window_poll != 0;
+  if (TRIB_HAS_FIELD(p, node_level)) o.node_level = str(c.node_level, builtin.node_level);
+  if (TRIB_HAS_FIELD(p, node_id)) o.node_id = str(c.node_id, builtin.node_id);
+  if (TRIB_HAS_FIELD(p, node_chunk_bytes)) o.node_chunk_bytes = c.node_chunk_bytes;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -224,6 +228,9 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(payload_mac, o.payload_mac ? 1 : 0);
   TRIB_SET(window_poll, o.window_poll ? 1 : 0);
   TRIB_SET(aggregator_key, Intern(o.aggregator_key));
+  TRIB_SET(node_level, Intern(o.node_level));
+  TRIB_SET(node_id, Intern(o.node_id));
+  TRIB_SET(node_chunk_bytes, o.node_chunk_bytes);
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);
@@ -260,6 +267,8 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, tail_probes)) out->tail_probes = s.tail_probes;
   if (TRIB_HAS_FIELD(p, ecn_marks)) out->ecn_marks = s.ecn_marks;
   if (TRIB_HAS_FIELD(p, window_polls)) out->window_polls = s.window_polls;
+  if (TRIB_HAS_FIELD(p, local_ranks)) out->local_ranks = s.local_ranks;
+  if (TRIB_HAS_FIELD(p, nodes)) out->nodes = s.nodes;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

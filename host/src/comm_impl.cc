@@ -13,6 +13,7 @@
 #include "common/net/host_port.h"
 #include "host/src/control_messages.h"
 #include "host/src/join_handshake.h"
+#include "host/src/node/node_level.h"
 #include "proto/auth.h"
 #include "host/src/env.h"
 #include "host/src/init.h"
@@ -46,6 +47,12 @@ Result<std::string> LaneAddress(const std::string& aggregator, uint32_t k) {
 }
 
 bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
+
+// Memory the node level's CPU copies can read and write (no registration:
+// a count of 0).
+bool OnHost(const std::shared_ptr<host::Registration>& r) {
+  return !r || r->memory.kind == MemoryKind::kHost || r->memory.kind == MemoryKind::kHostPinned;
+}
 bool ValidOp(ReduceOp op) {
   return op == ReduceOp::kSum || op == ReduceOp::kProd || op == ReduceOp::kMin ||
          op == ReduceOp::kMax || op == ReduceOp::kAvg;
@@ -54,6 +61,15 @@ bool ValidOp(ReduceOp op) {
 }  // namespace
 
 Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
+  auto impl = Open(config, false);
+  if (!impl.ok()) return impl.status();
+  base::ScopedLogRank log_rank(static_cast<int>(config.rank));
+  Status s = impl.value()->SetUpNodeLevel();
+  if (!s.ok()) return s;
+  return impl;
+}
+
+Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool stripe_job) {
   // The environment's logging settings take effect here, once per process.
   Status s = host::InitProcess();
   if (!s.ok()) return s;
@@ -109,6 +125,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Create(const CommConfig& config) {
   resolved.options.payload_bytes = choice.options.payload_bytes;
   resolved.options.window = choice.options.window;
   std::unique_ptr<CommImpl> impl(new CommImpl(resolved));
+  impl->stripe_job_ = stripe_job;
   for (uint32_t k = 0; k < lanes; ++k) {
     const Options lo = lane_options(resolved.options, k);
     const std::string where =
@@ -208,6 +225,7 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
       }
       unknown_job = handshake.unknown_job();
     }
+    if (unknown_job && stripe_job_) break;
   }
   if (!handshake.impostor().empty()) {
     return Status(StatusCode::kPermissionDenied,
@@ -253,7 +271,10 @@ void CommImpl::Leave(Lane& lane) {
   lane.progress->transport()->Send(&tx, 1);
 }
 
+CommImpl::CommImpl(const CommConfig& config) : config_(config) {}
+
 CommImpl::~CommImpl() {
+  node_.reset();  // first: it leaves its stripe job and releases its segment
   for (Lane& lane : lanes_) {
     lane.progress->Stop();
     Leave(lane);
@@ -262,33 +283,48 @@ CommImpl::~CommImpl() {
   if (registrations_) registrations_->Clear();
 }
 
+namespace {
+
+// Adds one engine's counters to `total` (srtt, rto: the slowest; the window
+// limit: the smallest).
+void AddCounters(CommStats* total, const CommStats& s) {
+  total->collectives_completed += s.collectives_completed;
+  total->fragments_sent += s.fragments_sent;
+  total->retransmissions += s.retransmissions;
+  total->probes += s.probes;
+  total->losses_detected += s.losses_detected;
+  total->results_received += s.results_received;
+  total->duplicate_results += s.duplicate_results;
+  total->packets_rejected += s.packets_rejected;
+  total->nacks_received += s.nacks_received;
+  total->bytes_sent += s.bytes_sent;
+  total->bytes_received += s.bytes_received;
+  total->send_errors += s.send_errors;
+  total->early_recoveries += s.early_recoveries;
+  total->window_decreases += s.window_decreases;
+  total->tail_probes += s.tail_probes;
+  total->ecn_marks += s.ecn_marks;
+  total->window_polls += s.window_polls;
+  total->window_limit = std::min(total->window_limit, s.window_limit);
+  total->srtt_us = std::max(total->srtt_us, s.srtt_us);
+  total->rto_us = std::max(total->rto_us, s.rto_us);
+}
+
+}  // namespace
+
 CommStats CommImpl::Stats() const {
   CommStats total = lanes_.front().progress->Stats();
-  for (size_t k = 1; k < lanes_.size(); ++k) {
-    const CommStats s = lanes_[k].progress->Stats();
-    total.collectives_completed += s.collectives_completed;
-    total.fragments_sent += s.fragments_sent;
-    total.retransmissions += s.retransmissions;
-    total.probes += s.probes;
-    total.losses_detected += s.losses_detected;
-    total.results_received += s.results_received;
-    total.duplicate_results += s.duplicate_results;
-    total.packets_rejected += s.packets_rejected;
-    total.nacks_received += s.nacks_received;
-    total.bytes_sent += s.bytes_sent;
-    total.bytes_received += s.bytes_received;
-    total.send_errors += s.send_errors;
-    total.early_recoveries += s.early_recoveries;
-    total.window_decreases += s.window_decreases;
-    total.tail_probes += s.tail_probes;
-    total.ecn_marks += s.ecn_marks;
-    total.window_polls += s.window_polls;
-    total.window_limit = std::min(total.window_limit, s.window_limit);
-    total.srtt_us = std::max(total.srtt_us, s.srtt_us);
-    total.rto_us = std::max(total.rto_us, s.rto_us);
-  }
+  for (size_t k = 1; k < lanes_.size(); ++k) AddCounters(&total, lanes_[k].progress->Stats());
   // One collective of the caller is one per lane that had a part of it.
   if (lanes_.size() > 1) total.collectives_completed = collectives_striped_.load();
+  if (node_) {
+    // The stripe job carries the all-reduces' traffic; an all-reduce of the
+    // caller is one collective of the node level.
+    const CommStats n = node_->Stats();
+    AddCounters(&total, n);
+    total.local_ranks = n.local_ranks;
+    total.nodes = n.nodes;
+  }
   return total;
 }
 
@@ -297,6 +333,10 @@ std::string CommImpl::LaneTag(size_t k) const {
 }
 
 Status CommImpl::Health() const {
+  if (node_) {
+    Status s = node_->Health();
+    if (!s.ok()) return s;
+  }
   for (size_t k = 0; k < lanes_.size(); ++k) {
     Status s = lanes_[k].progress->Health();
     if (!s.ok()) {
@@ -477,6 +517,24 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   Status health = Health();
   if (!health.ok()) {
     return Status(StatusCode::kAborted, "communicator aborted earlier: " + health.message());
+  }
+  if (node_ && shape.collective == host::Collective::kAllReduce && OnHost(send) && OnHost(recv)) {
+    auto state = std::make_shared<RequestState>();
+    NodeOp nop;
+    nop.request = state;
+    nop.send = send_ptr;
+    nop.recv = recv_ptr;
+    nop.count = count;
+    nop.dtype = dtype;
+    nop.op = op;
+    if (send) send->in_use++;
+    if (recv) recv->in_use++;
+    nop.on_done = [send, recv] {
+      if (send) send->in_use--;
+      if (recv) recv->in_use--;
+    };
+    node_->Submit(std::move(nop));
+    return MakeRequest(state);
   }
   // The parts, one per lane: whole packets, contiguous, in lane order (every
   // rank cuts the same way). A count of 0 is one empty part on lane 0.

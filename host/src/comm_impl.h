@@ -35,6 +35,8 @@
 
 namespace tributary::internal {
 
+class NodeLevel;
+
 class CommImpl {
  public:
   static Result<std::unique_ptr<CommImpl>> Create(const CommConfig& config);
@@ -85,7 +87,18 @@ class CommImpl {
     uint64_t next_collective_id = 1;  // guarded by mu_
   };
 
-  explicit CommImpl(const CommConfig& config) : config_(config) {}
+  explicit CommImpl(const CommConfig& config);  // comm_impl.cc (NodeLevel is complete there)
+  // Create without the node level. A stripe job (the node level's, one per
+  // local rank) gives up at once when the aggregator does not hold it
+  // (a managed daemon), since no placement will ever come.
+  static Result<std::unique_ptr<CommImpl>> Open(const CommConfig& config, bool stripe_job);
+  // The node level (comm_node.cc, host/src/node/node_level.h): decided by
+  // every rank alike from an exchange over this job; node_ stays null when
+  // it is off.
+  Status SetUpNodeLevel();
+  // One small collective over this job during set-up, on temporarily
+  // registered copies.
+  Status SetUpCollective(bool gather, const void* send, void* recv, size_t bytes);
   Status Join(host::Transport* transport, const Options& o, uint32_t* epoch);
   host::JoinRequest JoinRequestFor(const Options& lane_options) const;
   void Leave(Lane& lane);
@@ -123,6 +136,8 @@ class CommImpl {
   std::vector<Lane> lanes_;  // fixed after Create
   std::unique_ptr<host::RegistrationTable> registrations_;  // created after the lanes
   std::atomic<uint64_t> collectives_striped_{0};  // caller collectives done (lanes > 1)
+  bool stripe_job_ = false;               // set by Open, before any join
+  std::unique_ptr<NodeLevel> node_;       // fixed after Create; null: flat
 
   std::mutex mu_;  // collective ids and the submission order agree
 };

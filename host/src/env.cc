@@ -161,6 +161,19 @@ Status SetWindowPoll(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &e->options.window_poll);
 }
 
+Status SetNodeLevel(const char* name, const char* value, EnvSettings* e) {
+  if (strcmp(value, "auto") != 0 && strcmp(value, "on") != 0 && strcmp(value, "off") != 0) {
+    return BadValue(name, value, "auto, on or off");
+  }
+  e->options.node_level = value;
+  return Status::Ok();
+}
+
+Status SetNodeId(const char*, const char* value, EnvSettings* e) {
+  e->options.node_id = value;
+  return Status::Ok();
+}
+
 Status SetAggregatorKey(const char* name, const char* value, EnvSettings* e) {
   uint8_t key[proto::kPublicKeyBytes];
   if (*value != '\0' && !proto::PublicKeyFromHex(value, key)) {
@@ -314,6 +327,18 @@ const EnvVar kEnvTable[] = {
      [](const Options& o) { return o.aggregator_key.empty() ? std::string("unset") : o.aggregator_key; },
      "The aggregator's public key (64 hex digits, logged by tributaryd at start): refuse an "
      "aggregator presenting another. Empty: trust the key presented (WARN)."},
+    {"TRIBUTARY_NODE_LEVEL", "word", SetNodeLevel,
+     [](const Options& o) { return o.node_level; },
+     "auto, on or off: ranks sharing a host all-reduce through shared memory and send one "
+     "stripe each to the aggregator (auto: when every host has the same k >= 2 ranks; on: "
+     "fail creation otherwise)."},
+    {"TRIBUTARY_NODE_ID", "text", SetNodeId,
+     [](const Options& o) { return o.node_id.empty() ? std::string("(boot id + namespaces)") : o.node_id; },
+     "Ranks with equal node ids form one host's group for the node level; empty: this "
+     "machine's boot id and the process's mount and network namespaces."},
+    {"TRIBUTARY_NODE_CHUNK_BYTES", "u32", SetU32<&Options::node_chunk_bytes, 4096, (64u << 20)>,
+     U32Default<&Options::node_chunk_bytes>,
+     "Bytes of each rank's stripe per node-level pipeline round (a multiple of 64)."},
     {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
      [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
      "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
@@ -540,14 +565,14 @@ std::string DescribeOptions(const Options& o) {
            "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
            "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u "
            "congestion_target_us=%u window_poll=%d spin_us=%u checksum=%d "
-           "payload_mac=%d aggregator_key=%s faults=%s",
+           "payload_mac=%d aggregator_key=%s node_level=%s faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
            o.congestion_target_us, o.window_poll ? 1 : 0,
            o.spin_us,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
-           o.aggregator_key.empty() ? "trust-on-first-use" : "pinned",
+           o.aggregator_key.empty() ? "trust-on-first-use" : "pinned", o.node_level.c_str(),
            o.faults.enabled() ? "on" : "off");
   return buf;
 }
@@ -583,6 +608,13 @@ Status Options::Validate() const {
   if (Result<net::HostPort> address = host::ParseAggregatorAddress(aggregator); !address.ok()) {
     return bad("aggregator=" + address.status().message() +
                " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
+  }
+  if (node_level != "auto" && node_level != "on" && node_level != "off") {
+    return bad("node_level=" + node_level + " must be auto, on or off");
+  }
+  if (node_chunk_bytes < 4096 || node_chunk_bytes > (64u << 20) || node_chunk_bytes % 64 != 0) {
+    return bad("node_chunk_bytes=" + std::to_string(node_chunk_bytes) +
+               " must be a multiple of 64 in [4096, 67108864]");
   }
   uint8_t key[proto::kPublicKeyBytes];
   if (!aggregator_key.empty() && !proto::PublicKeyFromHex(aggregator_key.c_str(), key)) {

@@ -231,7 +231,7 @@ TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
   // is not one of them, in every run).
   const std::string faults = "TRIBUTARY_FAULT_CORRUPT_PAYLOAD_ONLY=1 TRIBUTARY_FAULT_SEED=3 ";
   const CommandResult bad =
-      RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
+      RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1 --node-level off", 120,
              faults +
                  "TRIBUTARY_FAULT_TX_CORRUPT=0.3 TRIBUTARY_FAULT_CORRUPT_STICKY=1 "
                  "TRIBUTARY_CHECKSUM=0 TRIBUTARY_PAYLOAD_MAC=0");
@@ -246,7 +246,7 @@ TEST_F(CliBenchTest, WrongResultsAreCountedAndExitOne) {
   for (const char* check : {"TRIBUTARY_CHECKSUM=1 TRIBUTARY_PAYLOAD_MAC=0",
                             "TRIBUTARY_CHECKSUM=0 TRIBUTARY_PAYLOAD_MAC=1"}) {
     const CommandResult good =
-        RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1", 120,
+        RunCli("bench --ranks 2 -b 1M -e 1M -d int32 -n 5 -w 1 -c 1 --node-level off", 120,
                faults + "TRIBUTARY_FAULT_TX_CORRUPT=0.05 " + check);
     EXPECT_EQ(good.exit_code, 0) << check << "\n" << good.output;
     ExpectTable(good, {1u << 20}, 4, "int32", "sum", 2);
@@ -284,7 +284,8 @@ TEST_F(CliBenchTest, RunsAgainstARunningDaemon) {
     waitpid(daemon, nullptr, 0);
     FAIL() << "tributaryd did not start";
   }
-  const CommandResult run = RunCli("bench --ranks 3 -b 8 -e 64K -f 8 -c 1 --daemon " + address);
+  const CommandResult run =
+      RunCli("bench --ranks 3 -b 8 -e 64K -f 8 -c 1 --node-level off --daemon " + address);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   ExpectTable(run, {8, 64, 512, 4096, 32768}, 4, "float", "sum", 3);
   int status = 0;
@@ -307,6 +308,30 @@ TEST_F(CliBenchTest, DemoPasses) {
   ExpectTable(run, {4096, 16384, 65536, 262144, 1u << 20, 4u << 20, 16u << 20, 64u << 20}, 4,
               "float", "sum", 4);
   EXPECT_NE(run.output.find("VERDICT: PASS"), std::string::npos) << run.output;
+  // Both levels: the pairs reduce in shared memory, tributaryd adds the
+  // two hosts' stripes.
+  EXPECT_NE(run.output.find("# node level: 2 hosts x 2 ranks"), std::string::npos) << run.output;
+}
+
+// The bench says which path ran: one host (shared memory alone), emulated
+// hosts (stripes through the daemon), or flat; all exact. --node-level on
+// where no two ranks share a host fails before any size runs, saying why.
+TEST_F(CliBenchTest, NodeLevelPathIsPrintedAndExact) {
+  const CommandResult one = RunCli("bench --ranks 4 -b 8 -e 1M -f 32 -d int32 -c 1");
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  ExpectTable(one, {8, 256, 8192, 262144}, 4, "int32", "sum", 4);
+  EXPECT_NE(one.output.find("# node level: all 4 ranks on one host"), std::string::npos)
+      << one.output;
+  const CommandResult two = RunCli("bench --ranks 4 --hosts 2 -b 8 -e 1M -f 32 -o max -c 1");
+  EXPECT_EQ(two.exit_code, 0) << two.output;
+  ExpectTable(two, {8, 256, 8192, 262144}, 4, "float", "max", 4);
+  EXPECT_NE(two.output.find("# node level: 2 hosts x 2 ranks"), std::string::npos) << two.output;
+  const CommandResult flat = RunCli("bench --ranks 2 --node-level off -b 8 -e 64K -f 64 -c 1");
+  EXPECT_EQ(flat.exit_code, 0) << flat.output;
+  EXPECT_NE(flat.output.find("# node level off"), std::string::npos) << flat.output;
+  const CommandResult on = RunCli("bench --ranks 2 --hosts 2 --node-level on -b 8 -e 64", 60);
+  EXPECT_NE(on.exit_code, 0) << on.output;
+  EXPECT_NE(on.output.find("no two ranks share a host"), std::string::npos) << on.output;
 }
 
 TEST_F(CliBenchTest, BadFlagsAreRejectedBeforeAnyRankStarts) {

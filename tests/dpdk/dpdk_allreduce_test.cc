@@ -156,6 +156,7 @@ class DpdkAllReduce : public ::testing::Test {
     c.job_key = 0xd9d0ull + job;
     c.rank = static_cast<uint32_t>(rank);
     c.world_size = static_cast<uint32_t>(world);
+    c.options.node_level = "off";  // ranks stand for hosts of their own
     c.options.aggregator = daemon_.address() + ":17820";
     c.options.transport = "udp";
     c.options.payload_bytes = 1024;  // fits the tap's MTU of 1500

@@ -107,7 +107,7 @@ run_job() {  # HOST PORT
     for op in sum max; do
       [[ $op == max && $dtype != float && $dtype != double && $dtype != half ]] && continue
       out="$WORK/h$host-$dtype-$op.log"
-      netns_host_exec "$host" timeout 120 "$CLI_BIN" bench --daemon "$ADDR:$port" --ranks 2 \
+      netns_host_exec "$host" timeout 120 "$CLI_BIN" bench --node-level off --daemon "$ADDR:$port" --ranks 2 \
         --payload 1024 --window 16 -b 4 -e 256K -f 8 -n 2 -w 1 -d "$dtype" -o "$op" -c 1 \
         --timeout-ms 30000 --connect-timeout-ms 20000 > "$out" 2>&1
       rc=$?
@@ -134,7 +134,7 @@ cat "$WORK/job0.out" "$WORK/job1.out"
 # first half of every all-reduce to :17820 and the second to :17821.
 for dtype in int32 float; do
   out="$WORK/striped-$dtype.log"
-  netns_host_exec 1 timeout 120 "$CLI_BIN" bench --daemon "$ADDR:17820" --lanes 2 --ranks 2 \
+  netns_host_exec 1 timeout 120 "$CLI_BIN" bench --node-level off --daemon "$ADDR:17820" --lanes 2 --ranks 2 \
     --payload 1024 --window 16 -b 4 -e 1M -f 8 -n 2 -w 1 -d "$dtype" -o sum -c 1 \
     --timeout-ms 30000 --connect-timeout-ms 20000 > "$out" 2>&1
   rc=$?

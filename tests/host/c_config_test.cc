@@ -131,6 +131,8 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   back.ofi_provider = want.ofi_provider;
   back.fault_ranks = want.fault_ranks;
   back.aggregator_key = want.aggregator_key;
+  back.node_level = want.node_level;
+  back.node_id = want.node_id;
   EXPECT_EQ(memcmp(&back, &want, sizeof(back)), 0);
 }
 

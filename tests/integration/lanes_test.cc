@@ -59,6 +59,7 @@ class LanesTest : public ::testing::Test {
     c.job_key = 0x1a9e5ull + job;
     c.rank = static_cast<uint32_t>(rank);
     c.world_size = static_cast<uint32_t>(world);
+    c.options.node_level = "off";  // ranks stand for hosts of their own
     c.options.aggregator = lane0_->address();
     c.options.transport = "udp";
     c.options.payload_bytes = kPayload;

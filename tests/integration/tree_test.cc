@@ -95,6 +95,7 @@ class Tree : public ::testing::Test {
     c.job_key = j.key;
     c.rank = g % 2;
     c.world_size = 2;
+    c.options.node_level = "off";  // ranks stand for hosts of their own
     c.options.aggregator = leaf_[g / 2]->address();
     c.options.payload_bytes = kPayload;
     c.options.window = kWindow;

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   config.job_key = std::stoull(key_hex, nullptr, 16);
   config.rank = child;
   config.world_size = fan_in;
+  config.options.node_level = "off";  // ranks stand for hosts of their own
   config.options.aggregator = aggregator;
   config.options.payload_bytes = payload;
   config.options.window = window;

@@ -88,7 +88,7 @@ trap 'rm -rf "$WORK"' EXIT
 # --- 2. A real all-reduce over udp. ---
 for dtype in int32 float; do
   log="$WORK/bench-$dtype.log"
-  timeout 120 "$CLI_BIN" bench --ranks 2 -b 4K -e 256K -f 4 -n 2 -w 1 -d "$dtype" -o sum -c 1 -v \
+  timeout 120 "$CLI_BIN" bench --node-level off --ranks 2 -b 4K -e 256K -f 4 -n 2 -w 1 -d "$dtype" -o sum -c 1 -v \
     > "$log" 2>&1
   rc=$?
   if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$log"; then
@@ -118,7 +118,7 @@ expect_refusal() {  # name log patterns...
 for transport in $BUILT; do
   before=$failures
   log="$WORK/force-$transport.log"
-  TRIBUTARY_TRANSPORT=$transport timeout 60 "$CLI_BIN" bench --ranks 2 -b 4K -e 4K -n 1 -w 0 \
+  TRIBUTARY_TRANSPORT=$transport timeout 60 "$CLI_BIN" bench --node-level off --ranks 2 -b 4K -e 4K -n 1 -w 0 \
     -c 1 > "$log" 2>&1
   rc=$?
   # A failed bench keeps its daemon's log for the user; this one is expected.

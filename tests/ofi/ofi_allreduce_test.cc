@@ -71,6 +71,7 @@ class OfiAllReduce : public ::testing::TestWithParam<const char*> {
     c.job_key = 0x0f1000ull + job;
     c.rank = static_cast<uint32_t>(rank);
     c.world_size = static_cast<uint32_t>(world);
+    c.options.node_level = "off";  // ranks stand for hosts of their own
     c.options.aggregator = daemon_.address();
     c.options.transport = "ofi";
     c.options.ofi_provider = GetParam();

@@ -181,3 +181,34 @@ TEST(Auth, PublicKeyHexRoundTripAndValidation) {
 
 }  // namespace
 }  // namespace tributary::proto
+
+namespace tributary::proto {
+namespace {
+
+// The node level's stripe jobs (DeriveStripeJob): the same inputs give the
+// same job on every rank; each input changes both id and key, so stripes,
+// layouts and parent jobs never share a stripe job; neither is ever 0.
+TEST(Auth, StripeJobsAreDerivedFromEveryInput) {
+  const DerivedJob a = DeriveStripeJob(42, 0x1234, 0, 4, 2);
+  const DerivedJob again = DeriveStripeJob(42, 0x1234, 0, 4, 2);
+  EXPECT_EQ(a.job_id, again.job_id);
+  EXPECT_EQ(a.job_key, again.job_key);
+  const DerivedJob others[] = {DeriveStripeJob(43, 0x1234, 0, 4, 2),
+                               DeriveStripeJob(42, 0x1235, 0, 4, 2),
+                               DeriveStripeJob(42, 0x1234, 1, 4, 2),
+                               DeriveStripeJob(42, 0x1234, 0, 8, 2),
+                               DeriveStripeJob(42, 0x1234, 0, 4, 3)};
+  for (const DerivedJob& o : others) {
+    EXPECT_NE(o.job_id, a.job_id);
+    EXPECT_NE(o.job_key, a.job_key);
+  }
+  for (uint32_t s = 0; s < 64; ++s) {
+    const DerivedJob d = DeriveStripeJob(s, s, s, 64, 1);
+    EXPECT_NE(d.job_id, 0u);
+    EXPECT_NE(d.job_key, 0u);
+    EXPECT_NE(d.job_id, s) << "a stripe job must not reuse its parent's id";
+  }
+}
+
+}  // namespace
+}  // namespace tributary::proto

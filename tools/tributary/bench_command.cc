@@ -54,6 +54,13 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "Per-operation timeout (Options::op_timeout_ms; 0 = default)");
   sub->add_option("--connect-timeout-ms", config->connect_timeout_ms,
                   "Communicator creation timeout (0 = default)");
+  sub->add_option("--node-level", config->node_level,
+                  "auto, on or off (Options::node_level; empty = default): ranks sharing a host "
+                  "reduce through shared memory and send one stripe each");
+  sub->add_option("--hosts", config->hosts,
+                  "Emulate this many hosts of ranks/hosts ranks each (Options::node_id); 0 = "
+                  "the real ones (this machine)")
+      ->capture_default_str();
   sub->add_option("--job-id", config->job_id, "Job id (0 = random; the key is always random)");
   sub->add_flag("--latency", config->latency,
                 "Time every iteration; print p50/p99 (max over ranks per iteration)");

@@ -101,6 +101,13 @@ Status BenchConfig::Finalize() {
   if (iterations == 0) return invalid("-n/--iters must be >= 1");
   if (ranks == 0 || ranks > 1024) return invalid("--ranks must be in [1, 1024]");
   if (check != 0 && check != 1) return invalid("-c/--check must be 0 or 1");
+  if (!node_level.empty() && node_level != "auto" && node_level != "on" && node_level != "off") {
+    return invalid("--node-level must be auto, on or off");
+  }
+  if (hosts > ranks || (hosts > 0 && ranks % hosts != 0)) {
+    return invalid("--hosts " + std::to_string(hosts) + " must divide --ranks " +
+                   std::to_string(ranks));
+  }
   if (max_bytes < DataTypeSize(dtype)) {
     return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(dtype)));
   }

@@ -46,6 +46,13 @@ struct BenchConfig {
   uint32_t lanes = 0;
   uint32_t op_timeout_ms = 0;
   uint32_t connect_timeout_ms = 0;
+  // Options::node_level when not empty ("auto", "on", "off").
+  std::string node_level;
+  // 0: ranks share hosts as they really do (all of them this machine).
+  // H > 0: emulate H hosts of ranks/H ranks each (Options::node_id
+  // "bench-host-N" for ranks N*ranks/H ..): the node level then runs with
+  // H hosts, each host's stripes through the daemon.
+  uint32_t hosts = 0;
 
   // Job id to use (0 = random). Benchmarks that attack a known job id (the
   // flood benchmark) set it; the key stays random.

@@ -97,6 +97,7 @@ class BenchRun {
     if (config_.lanes > 0) options_.lanes = config_.lanes;
     if (config_.op_timeout_ms > 0) options_.op_timeout_ms = config_.op_timeout_ms;
     if (config_.connect_timeout_ms > 0) options_.connect_timeout_ms = config_.connect_timeout_ms;
+    if (!config_.node_level.empty()) options_.node_level = config_.node_level;
     Status valid = options_.Validate();
     if (!valid.ok()) return Fail("invalid options: " + valid.ToString());
     if (sizes_.empty()) return Fail("no message size between -b and -e holds a whole element");
@@ -121,6 +122,23 @@ class BenchRun {
     outcome_.daemon_address = daemon_.address();
     outcome_.own_daemon = true;
     return true;
+  }
+
+  // Which all-reduce path the ranks took (Options::node_level), as rank 0
+  // reported it.
+  void PrintNodeLevel() {
+    if (node_.local_ranks == 0) {
+      std::printf("# node level off: every rank sends its whole buffer to the aggregator\n");
+    } else if (node_.nodes == 1) {
+      std::printf("# node level: all %u ranks on one host reduce in shared memory; no all-reduce "
+                  "byte reaches the aggregator (--hosts N emulates N hosts, --node-level off "
+                  "measures the flat path)\n",
+                  node_.local_ranks);
+    } else {
+      std::printf("# node level: %u hosts x %u ranks, shared memory inside a host, one 1/%u "
+                  "stripe per rank through the aggregator\n",
+                  node_.nodes, node_.local_ranks, node_.local_ranks);
+    }
   }
 
   void PrintPreamble() {
@@ -231,10 +249,14 @@ class BenchRun {
         std::memcpy(&ready, p.data(), sizeof(ready));
         ready_[r] = true;
         slowest_create_ms_ = std::max(slowest_create_ms_, ready.create_ms);
-        if (r == 0) outcome_.transport = std::string(ready.transport, strnlen(ready.transport, 32));
+        if (r == 0) {
+          outcome_.transport = std::string(ready.transport, strnlen(ready.transport, 32));
+          node_ = ready;
+        }
         if (std::all_of(ready_.begin(), ready_.end(), [](bool b) { return b; })) {
           std::printf("# transport %s, all %u ranks joined job %u (slowest join %.1f ms)\n",
                       outcome_.transport.c_str(), config_.ranks, job_id_, slowest_create_ms_);
+          PrintNodeLevel();
           table_.PrintColumnHeader();
         }
         break;
@@ -417,6 +439,7 @@ class BenchRun {
   uint64_t tail_probes_ = 0;
   uint64_t ecn_marks_ = 0;
   uint64_t window_polls_ = 0;
+  ReadyReport node_{};  // rank 0's: the node level it runs
   uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;
   uint32_t max_rto_us_ = 0;

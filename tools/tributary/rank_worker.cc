@@ -83,6 +83,11 @@ class Rank {
     if (config_.connect_timeout_ms > 0) {
       comm_config.options.connect_timeout_ms = config_.connect_timeout_ms;
     }
+    if (!config_.node_level.empty()) comm_config.options.node_level = config_.node_level;
+    if (config_.hosts > 0) {
+      comm_config.options.node_id =
+          "bench-host-" + std::to_string(job_.rank / (config_.ranks / config_.hosts));
+    }
     const Clock::time_point start = Clock::now();
     Result<std::unique_ptr<Communicator>> comm = Communicator::Create(comm_config);
     if (!comm.ok()) {
@@ -91,7 +96,10 @@ class Rank {
     }
     comm_ = std::move(comm.value());
     ReadyReport ready{};
-    std::strncpy(ready.transport, comm_->Stats().transport.c_str(), sizeof(ready.transport) - 1);
+    const CommStats stats = comm_->Stats();
+    std::strncpy(ready.transport, stats.transport.c_str(), sizeof(ready.transport) - 1);
+    ready.local_ranks = stats.local_ranks;
+    ready.nodes = stats.nodes;
     ready.create_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     WriteReport(fd_, ReportKind::kReady, &ready, sizeof(ready));
     return Status::Ok();

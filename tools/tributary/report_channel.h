@@ -32,6 +32,8 @@ struct ReportHeader {
 struct ReadyReport {
   char transport[32];
   double create_ms;  // time Communicator::Create took
+  uint32_t local_ranks;  // CommStats: node level (0 = off)
+  uint32_t nodes;
 };
 
 struct SizeReport {

@@ -127,6 +127,9 @@ struct CommStats {
                                      // on their way to the aggregator (FORMAT.md §3.3)
   uint64_t window_polls = 0;         // of the probes, polls of the whole window's state after
                                      // a loss (Options::window_poll, FORMAT.md §3.6)
+  uint32_t local_ranks = 0;          // node level (Options::node_level): ranks of this job on
+                                     // this host; 0 when every rank talks to the aggregator
+  uint32_t nodes = 0;                // node level: hosts of the job (the stripe jobs' fan-in)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how
@@ -152,7 +155,10 @@ class Communicator {
  public:
   // Joins the job at config.options.aggregator. Fails with kUnavailable when
   // no aggregator answers within connect_timeout_ms, kMismatch when the job
-  // exists with other parameters, kInvalidArgument for bad options.
+  // exists with other parameters, kInvalidArgument for bad options. With
+  // more than one rank it then sets up the node level (Options::node_level)
+  // with every other rank of the job: collective, like the JOIN itself;
+  // with node_level "on", kFailedPrecondition when it cannot.
   TRIB_API static Result<std::unique_ptr<Communicator>> Create(const CommConfig& config);
   // Create(CommConfig::FromEnvironment()): what a program started by a
   // launcher calls. The second form takes the options from the caller and
@@ -178,6 +184,10 @@ class Communicator {
 
   // All-reduce `count` elements of `send` into `recv` (same buffer: in place).
   // count may be 0. Both buffers must hold count * DataTypeSize(dtype) bytes.
+  // With the node level on (Options::node_level; Stats().local_ranks > 0)
+  // host buffers are reduced with the host's other ranks in shared memory
+  // first and one stripe per rank crosses the network; every rank of the
+  // job must then pass the same memory kind.
   TRIB_API Result<Request> AllReduce(const Buffer& send, const Buffer& recv, size_t count,
                                      DataType dtype, ReduceOp op);
   // Same with raw pointers that must lie inside registered buffers

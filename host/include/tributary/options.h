@@ -166,6 +166,30 @@ struct TRIB_API Options {
   // moment could exploit.
   std::string aggregator_key;
 
+  // The node level (docs/ARCHITECTURE.md, "The node level"): ranks of a job
+  // that share a host all-reduce in a shared-memory segment first, each
+  // sends one 1/k stripe of the node's sum to the aggregator (as its own job,
+  // one per stripe, with one rank per node), and the results are gathered
+  // back through the segment: one copy of each byte per node crosses the
+  // network instead of one per rank. "auto": on when every host runs the
+  // same number k >= 2 of the job's ranks and every rank can map the
+  // segment and join its stripe job, else off (logged at INFO with the
+  // reason); "on": the same, and Create fails with the reason when it
+  // cannot; "off": every rank talks to the aggregator itself. Host memory
+  // only; reduce-scatter and all-gather always go flat. Every rank of a job
+  // must use the same value.
+  std::string node_level = "auto";
+  // What makes two ranks "the same host": ranks with equal node_id share a
+  // segment. Empty: this boot of this machine (its boot id) and this
+  // process's mount and network namespaces, so containers and network
+  // namespaces count as hosts of their own.
+  std::string node_id;
+  // Bytes of each rank's stripe per pipeline round of the node level
+  // (4096-64 MiB, a multiple of 64): the segment holds (k + 1) x 4 rounds
+  // of k stripes. Larger rounds cost fewer synchronisations, smaller ones
+  // overlap the network sooner.
+  uint32_t node_chunk_bytes = 256u << 10;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

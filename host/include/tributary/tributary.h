@@ -164,6 +164,14 @@ typedef struct trib_config {
   /* Poll the aggregator for the window's state after a loss
    * (tributary::Options::window_poll); 1 = on (default), 0 = off. */
   int window_poll;
+  /* The node level (tributary::Options::node_level): "auto", "on" or "off";
+   * NULL = the default. */
+  const char* node_level;
+  /* Ranks with equal node ids share a host's segment; NULL or "" = this
+   * machine's boot id and the process's namespaces. */
+  const char* node_id;
+  /* Bytes of each rank's stripe per node-level round (multiple of 64). */
+  uint32_t node_chunk_bytes;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -240,6 +248,8 @@ typedef struct trib_stats {
                                  RESULT, or contributions marked on the way in) */
   uint64_t window_polls;      /* of the probes, polls of the whole window's state after a
                                  loss */
+  uint32_t local_ranks;       /* node level: this job's ranks on this host; 0 = off */
+  uint32_t nodes;             /* node level: hosts of the job */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

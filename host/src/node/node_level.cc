@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+// NodeLevel; see node_level.h.
+#include "host/src/node/node_level.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/log.h"
+#include "host/src/comm_impl.h"
+#include "reduce/reduce_table.h"
+
+namespace tributary::internal {
+namespace {
+
+using host::NodeSegment;
+
+// Writes the n wire-format elements of `acc` to `out`: acc / avg_ranks
+// when avg_ranks > 0 (AVG), else acc itself (finalized when the kernel
+// accumulates in a wider type). A kernel with result_in_acc writes over
+// acc first.
+void EmitResult(const reduce::Kernel& k, void* acc, uint8_t* out, size_t n, uint32_t avg_ranks) {
+  auto* const a = static_cast<uint8_t*>(acc);
+  uint8_t* dst = k.result_in_acc ? a : out;
+  if (avg_ranks > 0) {
+    k.average(acc, dst, n, avg_ranks);
+  } else if (k.finalize != nullptr) {
+    k.finalize(acc, dst, n);
+  } else {
+    dst = a;  // the accumulator is the result
+  }
+  if (dst != out) std::memcpy(out, dst, n * k.wire_size);
+}
+
+}  // namespace
+
+NodeLevel::NodeLevel(const NodeShape& shape, std::unique_ptr<NodeSegment> segment,
+                     std::unique_ptr<CommImpl> stripe, size_t chunk_bytes, uint32_t op_timeout_ms)
+    : shape_(shape),
+      segment_(std::move(segment)),
+      stripe_(std::move(stripe)),
+      chunk_bytes_(chunk_bytes),
+      op_timeout_ms_(op_timeout_ms) {
+  // fp8 accumulates in fp32: up to 4 accumulator bytes per wire byte, plus
+  // room to align to 64.
+  acc_storage_.resize(chunk_bytes_ * 4 + 64);
+  worker_ = std::thread([this] { Run(); });
+}
+
+NodeLevel::~NodeLevel() {
+  std::deque<NodeOp> orphans;
+  bool in_flight;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    in_flight = busy_ || !queue_.empty();
+    orphans.swap(queue_);
+  }
+  // Peers waiting for this rank's rounds must not wait out their timeout.
+  if (in_flight) segment_->Abort("closed its communicator with all-reduces in flight");
+  cv_.notify_all();
+  worker_.join();
+  for (NodeOp& op : orphans) {
+    if (op.on_done) op.on_done();
+    op.request->Complete(Status(StatusCode::kAborted, "communicator destroyed"));
+  }
+  stripe_.reset();  // leaves the stripe job before the segment goes
+}
+
+void NodeLevel::Submit(NodeOp op) {
+  Status refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!health_.ok()) {
+      refused = Status(StatusCode::kAborted, "communicator aborted earlier: " + health_.message());
+    } else {
+      queue_.push_back(std::move(op));
+    }
+  }
+  if (!refused.ok()) {
+    if (op.on_done) op.on_done();
+    op.request->Complete(refused);
+    return;
+  }
+  cv_.notify_all();
+}
+
+Status NodeLevel::Health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
+}
+
+CommStats NodeLevel::Stats() const {
+  CommStats s;
+  if (stripe_) {
+    s = stripe_->Stats();
+  } else {
+    s.window_limit = UINT32_MAX;  // neutral for the caller's minimum
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  s.collectives_completed = completed_;
+  s.local_ranks = shape_.local_size;
+  s.nodes = shape_.nodes;
+  return s;
+}
+
+void NodeLevel::Fail(const Status& s) {
+  segment_->Abort(s.message());
+  std::deque<NodeOp> rest;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (health_.ok()) health_ = s;
+    rest.swap(queue_);
+  }
+  for (NodeOp& op : rest) {
+    if (op.on_done) op.on_done();
+    op.request->Complete(Status(StatusCode::kAborted, "communicator aborted earlier: " + s.message()));
+  }
+}
+
+void NodeLevel::Run() {
+  while (true) {
+    NodeOp op;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    Status s = Execute(op);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+      if (s.ok()) ++completed_;
+    }
+    if (!s.ok()) Fail(s);
+    if (op.on_done) op.on_done();
+    op.request->Complete(s);
+  }
+}
+
+Status NodeLevel::Execute(const NodeOp& op) {
+  if (op.count == 0) return Status::Ok();
+  const auto dtype = static_cast<proto::DataType>(op.dtype);
+  const reduce::Kernel* kernel = reduce::FindKernel(dtype, static_cast<proto::ReduceOp>(op.op));
+  if (kernel == nullptr) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("node level: no reduction for ") + DataTypeName(op.dtype) + " " +
+                      ReduceOpName(op.op));
+  }
+  const reduce::Kernel& k = *kernel;
+  // AVG crosses the network as SUM and is divided here, by all ranks, once.
+  const ReduceOp net_op = op.op == ReduceOp::kAvg ? ReduceOp::kSum : op.op;
+  const size_t esize = k.wire_size;
+  const uint32_t n_local = shape_.local_size;
+  const uint32_t me = shape_.local_rank;
+  const size_t per_stripe = chunk_bytes_ / esize;
+  const size_t round_elems = per_stripe * n_local;
+  const uint64_t rounds = (op.count + round_elems - 1) / round_elems;
+  void* acc = reinterpret_cast<void*>(
+      (reinterpret_cast<uintptr_t>(acc_storage_.data()) + 63) & ~uintptr_t{63});
+  const uint64_t deadline = host::NodeNowMs() + op_timeout_ms_;
+  const uint64_t base = rounds_done_;
+
+  struct Round {
+    size_t first = 0, count = 0;        // elements of the operation
+    size_t stripe_first = 0, stripe_count = 0;  // this rank's stripe, within the round
+    Request network;                    // the stripe's all-reduce (nodes > 1 or not: always)
+  };
+  auto describe = [&](uint64_t r) {
+    Round d;
+    d.first = r * round_elems;
+    d.count = std::min<size_t>(round_elems, op.count - d.first);
+    const size_t q = d.count / n_local, rem = d.count % n_local;
+    d.stripe_first = me * q + std::min<size_t>(me, rem);
+    d.stripe_count = q + (me < rem ? 1 : 0);
+    return d;
+  };
+  // Counter values are global round numbers + 1, mod 2^32.
+  auto mark = [](uint64_t g) { return static_cast<uint32_t>(g + 1); };
+  std::deque<Round> in_flight;
+  uint64_t next_in = 0, next_out = 0;
+  while (next_out < rounds) {
+    if (next_in < rounds && next_in - next_out < NodeSegment::kDepth) {
+      const uint64_t g = base + next_in;
+      Round d = describe(next_in);
+      // The slot of round g - depth must be free: every rank reduced it
+      // (inputs) and copied it out (results).
+      if (g >= NodeSegment::kDepth) {
+        const uint32_t freed = mark(g - NodeSegment::kDepth);
+        Status s = segment_->WaitAll(NodeSegment::kInDone, freed, deadline, "input slot reuse");
+        if (!s.ok()) return s;
+        s = segment_->WaitAll(NodeSegment::kResDone, freed, deadline, "result slot reuse");
+        if (!s.ok()) return s;
+      }
+      std::memcpy(segment_->input(me, g), op.send + d.first * esize, d.count * esize);
+      segment_->Publish(NodeSegment::kInReady, mark(g));
+      Status s = segment_->WaitAll(NodeSegment::kInReady, mark(g), deadline, "inputs");
+      if (!s.ok()) return s;
+      uint8_t* out = segment_->result(g) + d.stripe_first * esize;
+      if (d.stripe_count > 0) {
+        const size_t off = d.stripe_first * esize;
+        k.init(acc, segment_->input(0, g) + off, d.stripe_count);
+        for (uint32_t r = 1; r < n_local; ++r) k.combine(acc, segment_->input(r, g) + off, d.stripe_count);
+      }
+      segment_->Publish(NodeSegment::kInDone, mark(g));
+      if (d.stripe_count > 0) {
+        // One host: the node's sum is the whole sum, AVG divides it now.
+        const bool divide = !stripe_ && op.op == ReduceOp::kAvg;
+        EmitResult(k, acc, out, d.stripe_count, divide ? shape_.world_size : 0);
+      }
+      if (d.stripe_count > 0 && stripe_) {
+        // Every host has the same stripe sizes: all issue this or none.
+        auto req = stripe_->AllReduce(out, out, d.stripe_count, op.dtype, net_op);
+        if (!req.ok()) {
+          return Status(req.status().code(), "node level: stripe job: " + req.status().message());
+        }
+        d.network = req.value();
+      }
+      in_flight.push_back(std::move(d));
+      ++next_in;
+      continue;
+    }
+    const uint64_t g = base + next_out;
+    Round d = std::move(in_flight.front());
+    in_flight.pop_front();
+    uint8_t* out = segment_->result(g) + d.stripe_first * esize;
+    if (d.network.valid()) {
+      const uint64_t now = host::NodeNowMs();
+      Status s = d.network.WaitFor(std::chrono::milliseconds(deadline > now ? deadline - now : 0));
+      if (!s.ok()) {
+        return Status(s.code(), "node level: stripe " + std::to_string(me) + " on the network: " +
+                                    s.message());
+      }
+      if (op.op == ReduceOp::kAvg) {
+        k.init(acc, out, d.stripe_count);
+        EmitResult(k, acc, out, d.stripe_count, shape_.world_size);
+      }
+    }
+    segment_->Publish(NodeSegment::kResReady, mark(g));
+    Status s = segment_->WaitAll(NodeSegment::kResReady, mark(g), deadline, "results");
+    if (!s.ok()) return s;
+    std::memcpy(op.recv + d.first * esize, segment_->result(g), d.count * esize);
+    segment_->Publish(NodeSegment::kResDone, mark(g));
+    ++next_out;
+  }
+  rounds_done_ = base + rounds;
+  return Status::Ok();
+}
+
+}  // namespace tributary::internal

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+// NodeSegment; see node_segment.h.
+#include "host/src/node/node_segment.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace tributary::host {
+namespace {
+
+constexpr uint64_t kMagic = 0x54524942'4e4f4445ull;  // "TRIBNODE"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 8192;
+constexpr size_t kCountersBytes = 4 * NodeSegment::kMaxLocalRanks * 64;
+constexpr size_t kDataOffset = kHeaderBytes + kCountersBytes;
+
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Sleeps while *word == expected, at most `ms` (spurious wake-ups are fine:
+// callers re-check).
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, uint32_t ms) {
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+uint64_t PidNamespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+Status SysError(const std::string& what) {
+  return Status(StatusCode::kUnavailable, what + ": " + strerror(errno));
+}
+
+}  // namespace
+
+uint64_t NodeNowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+struct NodeSegment::Header {
+  std::atomic<uint64_t> magic;  // written last by the creator
+  uint32_t version;
+  uint32_t local_size;
+  uint64_t round_bytes;
+  std::atomic<uint32_t> attached;  // futex word: ranks attached so far
+  std::atomic<uint32_t> abort_state;  // 0 none, 1 being written, 2 reason valid
+  int32_t pids[kMaxLocalRanks];
+  uint64_t pid_ns[kMaxLocalRanks];
+  std::atomic<uint32_t> detached[kMaxLocalRanks];  // closed its communicator
+  char reason[1024];
+};
+static_assert(sizeof(NodeSegment::Header) <= kHeaderBytes);
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+              "the segment's counters are shared between processes: they must be lock-free");
+
+Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name,
+                                                         uint32_t local_rank, uint32_t local_size,
+                                                         size_t round_bytes, uint32_t timeout_ms) {
+  if (local_size < 2 || local_size > kMaxLocalRanks || local_rank >= local_size) {
+    return Status(StatusCode::kInvalidArgument,
+                  "node level: " + std::to_string(local_size) + " local ranks (2-" +
+                      std::to_string(kMaxLocalRanks) + " supported)");
+  }
+  const uint64_t deadline = NodeNowMs() + timeout_ms;
+  const size_t bytes = kDataOffset + round_bytes * kDepth * (local_size + 1);
+  std::unique_ptr<NodeSegment> seg(new NodeSegment());
+  seg->local_rank_ = local_rank;
+  seg->local_size_ = local_size;
+  seg->round_bytes_ = round_bytes;
+  const bool creator = local_rank == 0;
+  int fd = -1;
+  if (creator) {
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return SysError("node level: cannot create shared memory " + name);
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      Status s = SysError("node level: cannot size shared memory " + name + " to " +
+                          std::to_string(bytes) + " bytes (is /dev/shm large enough?)");
+      close(fd);
+      shm_unlink(name.c_str());
+      return s;
+    }
+  } else {
+    // The creator may not have made it yet, or not sized it yet.
+    while (true) {
+      fd = shm_open(name.c_str(), O_RDWR, 0);
+      if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == bytes) break;
+        const bool sized = fstat(fd, &st) == 0 && st.st_size != 0;
+        close(fd);
+        fd = -1;
+        if (sized) {
+          return Status(StatusCode::kFailedPrecondition,
+                        "node level: shared memory " + name + " has " +
+                            std::to_string(st.st_size) + " bytes, this rank expects " +
+                            std::to_string(bytes) +
+                            " (do all ranks of the host use the same node_chunk_bytes?)");
+        }
+      } else if (errno != ENOENT) {
+        return SysError("node level: cannot open shared memory " + name);
+      }
+      if (NodeNowMs() >= deadline) {
+        return Status(StatusCode::kTimedOut,
+                      "node level: local rank 0 did not create shared memory " + name + " within " +
+                          std::to_string(timeout_ms) + " ms");
+      }
+      usleep(2000);
+    }
+  }
+  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    Status s = SysError("node level: cannot map " + std::to_string(bytes) + " bytes of " + name);
+    if (creator) shm_unlink(name.c_str());
+    return s;
+  }
+  seg->map_ = map;
+  seg->map_bytes_ = bytes;
+  seg->header_ = static_cast<Header*>(map);
+  seg->data_ = static_cast<uint8_t*>(map) + kDataOffset;
+  Header* h = seg->header_;
+  if (creator) {
+    // ftruncate zeroed everything: counters, pids, abort state.
+    h->version = kVersion;
+    h->local_size = local_size;
+    h->round_bytes = round_bytes;
+    h->attached.store(0, std::memory_order_relaxed);
+    h->magic.store(kMagic, std::memory_order_release);
+  } else {
+    while (h->magic.load(std::memory_order_acquire) != kMagic) {
+      if (NodeNowMs() >= deadline) {
+        return Status(StatusCode::kTimedOut, "node level: shared memory " + name +
+                                                 " was never initialized by local rank 0");
+      }
+      usleep(1000);
+    }
+    if (h->version != kVersion || h->local_size != local_size || h->round_bytes != round_bytes) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "node level: shared memory " + name + " is for " +
+                        std::to_string(h->local_size) + " ranks and rounds of " +
+                        std::to_string(h->round_bytes) + " bytes (version " +
+                        std::to_string(h->version) + "), this rank expects " +
+                        std::to_string(local_size) + " and " + std::to_string(round_bytes));
+    }
+  }
+  h->pids[local_rank] = static_cast<int32_t>(getpid());
+  h->pid_ns[local_rank] = PidNamespace();
+  h->attached.fetch_add(1, std::memory_order_acq_rel);
+  FutexWake(&h->attached);
+  Status all = Status::Ok();
+  while (true) {
+    const uint32_t n = h->attached.load(std::memory_order_acquire);
+    if (n >= local_size) break;
+    if (NodeNowMs() >= deadline) {
+      all = Status(StatusCode::kTimedOut,
+                   "node level: " + std::to_string(n) + " of " + std::to_string(local_size) +
+                       " local ranks attached to " + name + " within " +
+                       std::to_string(timeout_ms) + " ms");
+      break;
+    }
+    FutexWait(&h->attached, n, 20);
+  }
+  if (creator) shm_unlink(name.c_str());
+  if (!all.ok()) {
+    seg->Abort(all.message());
+    return all;
+  }
+  return seg;
+}
+
+NodeSegment::~NodeSegment() {
+  if (map_ == nullptr) return;
+  header_->detached[local_rank_].store(1, std::memory_order_release);
+  for (uint32_t r = 0; r < local_size_; ++r) {
+    for (uint32_t c = 0; c < 4; ++c) FutexWake(CounterWord(r, static_cast<Counter>(c)));
+  }
+  munmap(map_, map_bytes_);
+}
+
+std::atomic<uint32_t>* NodeSegment::CounterWord(uint32_t rank, Counter c) const {
+  uint8_t* base = static_cast<uint8_t*>(map_) + kHeaderBytes;
+  return reinterpret_cast<std::atomic<uint32_t>*>(base + (c * kMaxLocalRanks + rank) * 64);
+}
+
+uint8_t* NodeSegment::input(uint32_t rank, uint64_t g) const {
+  return data_ + (static_cast<size_t>(rank) * kDepth + g % kDepth) * round_bytes_;
+}
+
+uint8_t* NodeSegment::results_base() const {
+  return data_ + static_cast<size_t>(local_size_) * kDepth * round_bytes_;
+}
+
+uint8_t* NodeSegment::result(uint64_t g) const { return results_base() + (g % kDepth) * round_bytes_; }
+
+void NodeSegment::Publish(Counter c, uint32_t value) {
+  std::atomic<uint32_t>* w = CounterWord(local_rank_, c);
+  w->store(value, std::memory_order_release);
+  FutexWake(w);
+}
+
+Status NodeSegment::CheckPeers(const char* what) const {
+  const uint64_t my_ns = header_->pid_ns[local_rank_];
+  for (uint32_t r = 0; r < local_size_; ++r) {
+    if (r == local_rank_) continue;
+    const int32_t pid = header_->pids[r];
+    if (header_->detached[r].load(std::memory_order_acquire) != 0) {
+      return Status(StatusCode::kUnavailable,
+                    "node level: local rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
+                        ") closed its communicator while this rank waited for it (" + what + ")");
+    }
+    // A pid is only meaningful in the namespace it was read in.
+    if (header_->pid_ns[r] != my_ns || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      return Status(StatusCode::kUnavailable,
+                    "node level: local rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
+                        ") exited while this rank waited for it (" + what + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status NodeSegment::WaitAll(Counter c, uint32_t value, uint64_t deadline_ms, const char* what) {
+  uint64_t next_check = 0;
+  for (uint32_t r = 0; r < local_size_; ++r) {
+    std::atomic<uint32_t>* w = CounterWord(r, c);
+    uint32_t spins = 0;
+    while (true) {
+      const uint32_t v = w->load(std::memory_order_acquire);
+      if (static_cast<int32_t>(v - value) >= 0) break;
+      if (header_->abort_state.load(std::memory_order_acquire) != 0) return Failure();
+      if (spins < 256) {
+        ++spins;
+        CpuRelax();
+        continue;
+      }
+      const uint64_t now = NodeNowMs();
+      if (now >= next_check) {
+        Status peers = CheckPeers(what);
+        if (!peers.ok()) {
+          Abort(peers.message());
+          return Failure();
+        }
+        next_check = now + 50;
+      }
+      if (now >= deadline_ms) {
+        Status s(StatusCode::kTimedOut,
+                 "node level: local rank " + std::to_string(r) + " (pid " +
+                     std::to_string(header_->pids[r]) + ") did not get to round " +
+                     std::to_string(value) + " of " + what + " in time (op_timeout_ms)");
+        Abort(s.message());
+        return s;
+      }
+      FutexWait(w, v, 20);
+    }
+  }
+  return Status::Ok();
+}
+
+void NodeSegment::Abort(const std::string& reason) {
+  uint32_t expected = 0;
+  if (header_->abort_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    const std::string text = "local rank " + std::to_string(local_rank_) + ": " + reason;
+    const size_t n = std::min(text.size(), sizeof(header_->reason) - 1);
+    std::memcpy(header_->reason, text.data(), n);
+    header_->reason[n] = '\0';
+    header_->abort_state.store(2, std::memory_order_release);
+  }
+  for (uint32_t r = 0; r < local_size_; ++r) {
+    for (uint32_t c = 0; c < 4; ++c) FutexWake(CounterWord(r, static_cast<Counter>(c)));
+  }
+}
+
+Status NodeSegment::Failure() const {
+  const uint32_t state = header_->abort_state.load(std::memory_order_acquire);
+  if (state == 0) return Status::Ok();
+  for (int i = 0; i < 1000 && header_->abort_state.load(std::memory_order_acquire) != 2; ++i) {
+    usleep(100);
+  }
+  if (header_->abort_state.load(std::memory_order_acquire) != 2) {
+    return Status(StatusCode::kAborted, "node level: the host's segment was aborted");
+  }
+  return Status(StatusCode::kAborted,
+                std::string("node level: the host's segment was aborted: ") + header_->reason);
+}
+
+}  // namespace tributary::host

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node level (host/src/node/node_level.h) end to end: real rank
+// processes sharing shared-memory segments, a real tributaryd for the
+// stripe jobs. Hosts are emulated with Options::node_id. Proves:
+//   - exact results for every element type and operator at 2, 4 and 8
+//     ranks on one host (no network traffic) and on 2 and 4 hosts (stripes
+//     through the aggregator), against the reduction library applied to
+//     all ranks' inputs; counts that leave stripes empty or uneven and that
+//     span many pipeline rounds (4 KiB chunks); in and out of place;
+//   - exact under 10% injected loss on the stripe jobs;
+//   - reduce-scatter on the same communicator still goes flat and is exact;
+//   - uneven hosts: auto falls back to flat (exact), on fails creation on
+//     every rank with the reason;
+//   - a local peer that exits makes the others' all-reduce fail, naming it,
+//     long before the operation timeout.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "reduce/conversions.h"
+#include "reduce/reduce_table.h"
+#include "tests/common/daemon_process.h"
+#include "tests/common/rank_config.h"
+#include "tests/common/status_matchers.h"
+#include "tributary/communicator.h"
+
+namespace tributary {
+namespace {
+
+using testing::DaemonProcess;
+using testing::RunRanks;
+
+uint32_t NextJobId() { return testing::NextJobId(2654435761u); }
+
+int Fail(uint32_t rank, const std::string& what) { return testing::RankFail(rank, what); }
+
+constexpr DataType kTypes[] = {
+    DataType::kInt8,    DataType::kUint8,   DataType::kInt32,     DataType::kUint32,
+    DataType::kInt64,   DataType::kUint64,  DataType::kFloat16,   DataType::kFloat32,
+    DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8E4m3, DataType::kFloat8E5m2};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kAvg};
+
+// Small integers whose sums and products over up to 8 ranks every type
+// holds exactly, so the result cannot depend on the order of reduction:
+// {-1, 0, 1, 2} for sums, {-1, 1, 2} for products.
+double Value(uint32_t rank, uint64_t i, ReduceOp op) {
+  if (op == ReduceOp::kProd) {
+    const int v[] = {1, 2, -1};
+    return v[(rank * 7 + i) % 3];
+  }
+  return static_cast<double>((rank * 5 + i * 3) % 4) - 1;
+}
+
+void Store(DataType t, double v, uint8_t* out) {
+  switch (t) {
+    case DataType::kInt8: case DataType::kUint8: {
+      const auto x = static_cast<uint8_t>(static_cast<int8_t>(v));
+      std::memcpy(out, &x, 1);
+      break;
+    }
+    case DataType::kInt32: case DataType::kUint32: {
+      const auto x = static_cast<uint32_t>(static_cast<int32_t>(v));
+      std::memcpy(out, &x, 4);
+      break;
+    }
+    case DataType::kInt64: case DataType::kUint64: {
+      const auto x = static_cast<uint64_t>(static_cast<int64_t>(v));
+      std::memcpy(out, &x, 8);
+      break;
+    }
+    case DataType::kFloat16: {
+      const uint16_t x = reduce::FloatToHalf(static_cast<float>(v));
+      std::memcpy(out, &x, 2);
+      break;
+    }
+    case DataType::kBfloat16: {
+      const uint16_t x = reduce::FloatToBf16(static_cast<float>(v));
+      std::memcpy(out, &x, 2);
+      break;
+    }
+    case DataType::kFloat8E4m3: *out = reduce::FloatToFp8E4m3(static_cast<float>(v)); break;
+    case DataType::kFloat8E5m2: *out = reduce::FloatToFp8E5m2(static_cast<float>(v)); break;
+    case DataType::kFloat32: {
+      const auto x = static_cast<float>(v);
+      std::memcpy(out, &x, 4);
+      break;
+    }
+    case DataType::kFloat64: std::memcpy(out, &v, 8); break;
+  }
+}
+
+void Fill(DataType t, ReduceOp op, uint32_t rank, size_t count, uint8_t* out) {
+  const size_t es = DataTypeSize(t);
+  for (size_t i = 0; i < count; ++i) Store(t, Value(rank, i, op), out + i * es);
+}
+
+// The reduction library applied to all ranks' inputs at once: the result
+// an all-reduce must produce, byte for byte.
+std::vector<uint8_t> Reference(DataType t, ReduceOp op, uint32_t world, size_t count) {
+  const size_t es = DataTypeSize(t);
+  const reduce::Kernel* k =
+      reduce::FindKernel(static_cast<proto::DataType>(t), static_cast<proto::ReduceOp>(op));
+  std::vector<uint8_t> in(count * es), out(count * es);
+  // Kernels want a 64-byte aligned accumulator.
+  std::vector<uint8_t> storage(count * k->acc_size + 128);
+  uint8_t* const acc = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63});
+  for (uint32_t r = 0; r < world; ++r) {
+    Fill(t, op, r, count, in.data());
+    if (r == 0) {
+      k->init(acc, in.data(), count);
+    } else {
+      k->combine(acc, in.data(), count);
+    }
+  }
+  // A kernel with result_in_acc writes its result over the accumulator.
+  uint8_t* a = acc;
+  uint8_t* dst = k->result_in_acc ? a : out.data();
+  if (op == ReduceOp::kAvg) {
+    k->average(acc, dst, count, world);
+  } else if (k->finalize != nullptr) {
+    k->finalize(acc, dst, count);
+  } else {
+    dst = a;  // the accumulator is the result
+  }
+  if (dst == a) std::memcpy(out.data(), a, count * es);
+  return out;
+}
+
+struct Layout {
+  uint32_t hosts;
+  uint32_t per_host;
+};
+
+CommConfig NodeConfig(const DaemonProcess& d, uint32_t job, uint32_t rank, const Layout& l) {
+  CommConfig c =
+      testing::RankConfig(d.address(), job, 0x0de1e7e1ull + job, rank, l.hosts * l.per_host);
+  c.options.node_level = "on";
+  c.options.node_id = "host" + std::to_string(rank / l.per_host);
+  c.options.node_chunk_bytes = 4096;  // many pipeline rounds even for small counts
+  return c;
+}
+
+// Every type and operator at each count, in and out of place; checks the
+// node level is the one the layout asks for.
+int EveryTypeAndOp(const CommConfig& c, const Layout& l, const std::vector<size_t>& counts) {
+  const uint32_t rank = c.rank, world = c.world_size;
+  auto comm = Communicator::Create(c);
+  if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+  const CommStats joined = comm.value()->Stats();
+  if (joined.local_ranks != l.per_host || joined.nodes != l.hosts) {
+    return Fail(rank, "node level " + std::to_string(joined.nodes) + " x " +
+                          std::to_string(joined.local_ranks) + ", want " +
+                          std::to_string(l.hosts) + " x " + std::to_string(l.per_host));
+  }
+  size_t most = 0;
+  for (size_t n : counts) most = std::max(most, n);
+  std::vector<uint8_t> send(most * 8 + 8), recv(most * 8 + 8);
+  if (!comm.value()->Register(send.data(), send.size()).ok() ||
+      !comm.value()->Register(recv.data(), recv.size()).ok()) {
+    return Fail(rank, "register");
+  }
+  int case_no = 0;
+  for (size_t count : counts) {
+    for (DataType t : kTypes) {
+      for (ReduceOp op : kOps) {
+        const bool in_place = (case_no++ % 2) == 1;
+        const size_t bytes = count * DataTypeSize(t);
+        Fill(t, op, rank, count, send.data());
+        std::memset(recv.data(), 0xa5, recv.size());
+        uint8_t* out = in_place ? send.data() : recv.data();
+        auto req = comm.value()->AllReduce(send.data(), out, count, t, op);
+        if (!req.ok()) return Fail(rank, "submit: " + req.status().ToString());
+        if (Status s = req.value().Wait(); !s.ok()) return Fail(rank, s.ToString());
+        const std::vector<uint8_t> want = Reference(t, op, world, count);
+        if (bytes > 0 && std::memcmp(out, want.data(), bytes) != 0) {
+          size_t i = 0;
+          while (std::memcmp(out + i * DataTypeSize(t), want.data() + i * DataTypeSize(t),
+                             DataTypeSize(t)) == 0) {
+            ++i;
+          }
+          return Fail(rank, std::string("wrong ") + DataTypeName(t) + " " + ReduceOpName(op) +
+                                " count " + std::to_string(count) + " at element " +
+                                std::to_string(i));
+        }
+        if (!in_place && recv[bytes] != 0xa5) {
+          return Fail(rank, "wrote past the end of recv (" + std::to_string(count) + " elements)");
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+class NodeLevel : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(IsOk(daemon_.Start({}))); }
+  DaemonProcess daemon_;
+};
+
+TEST_F(NodeLevel, OneHostEveryTypeAndOpAtTwoFourAndEightRanks) {
+  for (uint32_t k : {2u, 4u, 8u}) {
+    const Layout l{1, k};
+    const uint32_t job = NextJobId();
+    const std::string failures = RunRanks(static_cast<int>(k), 300, [&](int rank) {
+      return EveryTypeAndOp(NodeConfig(daemon_, job, rank, l), l, {0, 1, 7, 5000});
+    });
+    EXPECT_EQ(failures, "") << k << " ranks\n" << daemon_.Output();
+  }
+}
+
+TEST_F(NodeLevel, SeveralHostsEveryTypeAndOpThroughTheAggregator) {
+  for (const Layout& l : {Layout{2, 2}, Layout{2, 4}, Layout{4, 2}}) {
+    const uint32_t job = NextJobId();
+    const std::string failures =
+        RunRanks(static_cast<int>(l.hosts * l.per_host), 300, [&](int rank) {
+          return EveryTypeAndOp(NodeConfig(daemon_, job, rank, l), l, {1, 13, 3000});
+        });
+    EXPECT_EQ(failures, "") << l.hosts << " hosts x " << l.per_host << "\n" << daemon_.Output();
+  }
+}
+
+// Large counts, stripes of many packets, 10% loss each way on every stripe
+// job, and a reduce-scatter (flat) on the same communicator.
+TEST_F(NodeLevel, ExactUnderLossAndBesideReduceScatter) {
+  const Layout l{2, 2};
+  const uint32_t job = NextJobId();
+  const std::string failures = RunRanks(4, 300, [&](int rank) {
+    CommConfig c = NodeConfig(daemon_, job, rank, l);
+    c.options.node_chunk_bytes = 64 << 10;
+    c.options.payload_bytes = 8192;
+    c.options.faults.tx_drop = 0.10;
+    c.options.faults.rx_drop = 0.10;
+    c.options.faults.seed = 900 + rank;
+    c.options.rto_min_us = 1000;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    constexpr size_t kCount = 300007;
+    std::vector<float> send(kCount * 4), recv(kCount * 4);
+    if (!comm.value()->Register(send.data(), send.size() * 4).ok() ||
+        !comm.value()->Register(recv.data(), recv.size() * 4).ok()) {
+      return Fail(rank, "register");
+    }
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < kCount; ++i) send[i] = static_cast<float>((i * 7 + rank + round) % 1000);
+      auto req = comm.value()->AllReduce(send.data(), recv.data(), kCount, DataType::kFloat32,
+                                         ReduceOp::kSum);
+      if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "all-reduce");
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (uint32_t r = 0; r < 4; ++r) want += static_cast<float>((i * 7 + r + round) % 1000);
+        if (recv[i] != want) return Fail(rank, "all-reduce element " + std::to_string(i));
+      }
+      // Reduce-scatter of 1000 floats per part: flat, through the aggregator.
+      for (size_t i = 0; i < 4000; ++i) send[i] = static_cast<float>(i % 100 + rank);
+      auto rs = comm.value()->ReduceScatter(send.data(), recv.data(), 1000, DataType::kFloat32,
+                                            ReduceOp::kSum);
+      if (!rs.ok() || !rs.value().Wait().ok()) return Fail(rank, "reduce-scatter");
+      for (size_t i = 0; i < 1000; ++i) {
+        const float want = static_cast<float>(4 * ((rank * 1000 + i) % 100) + 6);
+        if (recv[i] != want) return Fail(rank, "reduce-scatter element " + std::to_string(i));
+      }
+    }
+    if (comm.value()->Stats().retransmissions + comm.value()->Stats().probes == 0) {
+      return Fail(rank, "10% loss, and no recovery at all: was any traffic lossy?");
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
+// Hosts with 2 and 1 ranks: auto goes flat on every rank (and is exact);
+// on fails creation on every rank and says why.
+TEST_F(NodeLevel, UnevenHostsGoFlatOrFailWithTheReason) {
+  for (const char* mode : {"auto", "on"}) {
+    const uint32_t job = NextJobId();
+    const std::string failures = RunRanks(3, 120, [&](int rank) {
+      CommConfig c = testing::RankConfig(daemon_.address(), job, 0x77ull + job, rank, 3);
+      c.options.node_level = mode;
+      c.options.node_id = rank < 2 ? "big" : "small";
+      auto comm = Communicator::Create(c);
+      if (std::string(mode) == "on") {
+        if (comm.ok()) return Fail(rank, "node_level=on created a communicator on uneven hosts");
+        if (comm.status().code() != StatusCode::kFailedPrecondition ||
+            comm.status().message().find("different numbers") == std::string::npos) {
+          return Fail(rank, "unexpected error: " + comm.status().ToString());
+        }
+        return 0;
+      }
+      if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+      if (comm.value()->Stats().local_ranks != 0) return Fail(rank, "node level on");
+      std::vector<int32_t> send(1000, static_cast<int32_t>(rank + 1)), recv(1000);
+      if (!comm.value()->Register(send.data(), 4000).ok() ||
+          !comm.value()->Register(recv.data(), 4000).ok()) {
+        return Fail(rank, "register");
+      }
+      auto req = comm.value()->AllReduce(send.data(), recv.data(), 1000, DataType::kInt32,
+                                         ReduceOp::kSum);
+      if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "all-reduce");
+      for (int32_t v : recv) {
+        if (v != 6) return Fail(rank, "wrong flat result " + std::to_string(v));
+      }
+      return 0;
+    });
+    EXPECT_EQ(failures, "") << mode << "\n" << daemon_.Output();
+  }
+}
+
+// Local rank 1 exits right after creation; local rank 0's all-reduce (60 s
+// operation timeout) fails because the peer is gone, and says so: it is
+// detected, not waited out.
+TEST_F(NodeLevel, ALocalPeerThatExitsFailsTheOthersNamingIt) {
+  const Layout l{1, 2};
+  const uint32_t job = NextJobId();
+  const std::string failures = RunRanks(2, 120, [&](int rank) {
+    CommConfig c = NodeConfig(daemon_, job, rank, l);
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    if (rank == 1) _exit(0);  // gone without a word
+    std::vector<float> send(100000, 1.0f), recv(100000);
+    if (!comm.value()->Register(send.data(), 400000).ok() ||
+        !comm.value()->Register(recv.data(), 400000).ok()) {
+      return Fail(rank, "register");
+    }
+    auto req = comm.value()->AllReduce(send.data(), recv.data(), 100000, DataType::kFloat32,
+                                       ReduceOp::kSum);
+    if (!req.ok()) return Fail(rank, "submit: " + req.status().ToString());
+    const Status s = req.value().Wait();
+    if (s.ok()) return Fail(rank, "all-reduce succeeded without its peer");
+    if (s.message().find("local rank 1") == std::string::npos ||
+        s.message().find("exited") == std::string::npos) {
+      return Fail(rank, "unexpected error: " + s.ToString());
+    }
+    // The communicator is aborted: later calls say so at once.
+    auto again = comm.value()->AllReduce(send.data(), recv.data(), 10, DataType::kFloat32,
+                                         ReduceOp::kSum);
+    if (again.ok()) {
+      const Status s2 = again.value().Wait();
+      if (s2.code() != StatusCode::kAborted) return Fail(rank, "after abort: " + s2.ToString());
+    } else if (again.status().code() != StatusCode::kAborted) {
+      return Fail(rank, "after abort: " + again.status().ToString());
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
+}  // namespace
+}  // namespace tributary

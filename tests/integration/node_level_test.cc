@@ -350,5 +350,34 @@ TEST_F(NodeLevel, ALocalPeerThatExitsFailsTheOthersNamingIt) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
+// A communicator destroyed while its all-reduce waits on the network
+// (the other host never joins in) returns at once, failing the request;
+// it does not sit out the 600 s operation timeout (RunRanks allows 60 s).
+TEST_F(NodeLevel, DestroyWhileAStripeWaitsOnTheNetworkReturns) {
+  const Layout l{2, 2};
+  const uint32_t job = NextJobId();
+  const std::string failures = RunRanks(4, 60, [&](int rank) {
+    CommConfig c = NodeConfig(daemon_, job, rank, l);
+    c.options.op_timeout_ms = 600000;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    if (rank >= 2) {  // host 1 never all-reduces
+      sleep(2);
+      return 0;
+    }
+    std::vector<float> data(50000, 1.0f);
+    if (!comm.value()->Register(data.data(), data.size() * 4).ok()) return Fail(rank, "register");
+    auto req = comm.value()->AllReduce(data.data(), data.data(), data.size(),
+                                       DataType::kFloat32, ReduceOp::kSum);
+    if (!req.ok()) return Fail(rank, "submit: " + req.status().ToString());
+    usleep(200000);
+    comm.value().reset();
+    const Status s = req.value().Wait();
+    if (s.ok()) return Fail(rank, "all-reduce completed without host 1");
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
 }  // namespace
 }  // namespace tributary

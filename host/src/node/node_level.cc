@@ -142,6 +142,28 @@ void NodeLevel::Run() {
   }
 }
 
+// The stripe's all-reduce, waited for in slices: a communicator being
+// destroyed, or a local peer's abort, ends the wait at once rather than at
+// the operation's deadline.
+Status NodeLevel::WaitNetwork(const Request& request, uint64_t deadline) {
+  while (true) {
+    Status s;
+    if (request.Test(&s)) return s;
+    const uint64_t now = host::NodeNowMs();
+    if (now >= deadline) {
+      return Status(StatusCode::kTimedOut, "the stripe's all-reduce did not complete in time "
+                                           "(op_timeout_ms)");
+    }
+    Status failed = segment_->Failure();
+    if (!failed.ok()) return failed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return Status(StatusCode::kAborted, "communicator destroyed");
+    }
+    request.WaitFor(std::chrono::milliseconds(std::min<uint64_t>(deadline - now, 50)));
+  }
+}
+
 Status NodeLevel::Execute(const NodeOp& op) {
   if (op.count == 0) return Status::Ok();
   const auto dtype = static_cast<proto::DataType>(op.dtype);
@@ -229,8 +251,7 @@ Status NodeLevel::Execute(const NodeOp& op) {
     in_flight.pop_front();
     uint8_t* out = segment_->result(g) + d.stripe_first * esize;
     if (d.network.valid()) {
-      const uint64_t now = host::NodeNowMs();
-      Status s = d.network.WaitFor(std::chrono::milliseconds(deadline > now ? deadline - now : 0));
+      Status s = WaitNetwork(d.network, deadline);
       if (!s.ok()) {
         return Status(s.code(), "node level: stripe " + std::to_string(me) + " on the network: " +
                                     s.message());

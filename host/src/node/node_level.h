@@ -83,6 +83,7 @@ class NodeLevel {
  private:
   void Run();
   Status Execute(const NodeOp& op);
+  Status WaitNetwork(const Request& request, uint64_t deadline);
   void Fail(const Status& s);
 
   const NodeShape shape_;

@@ -488,6 +488,37 @@ trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv
   });
 }
 
+trib_status_t trib_reduce_scatter_ptr(trib_comm_t* comm, const void* send, void* recv,
+                                      size_t count, trib_dtype_t dtype, trib_op_t op,
+                                      trib_request_t** out) {
+  return Guard([&] {
+    trib_status_t error;
+    if (!CheckComm(comm, "trib_reduce_scatter_ptr", &error)) return error;
+    if (out == nullptr) return NullArgument("trib_reduce_scatter_ptr");
+    tributary::DataType t;
+    tributary::ReduceOp o;
+    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_reduce_scatter_ptr", &t, &o); e != TRIB_OK) {
+      return e;
+    }
+    return NewRequest(comm->comm->ReduceScatter(send, recv, count, t, o), out);
+  });
+}
+
+trib_status_t trib_allgather_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
+                                 trib_dtype_t dtype, trib_request_t** out) {
+  return Guard([&] {
+    trib_status_t error;
+    if (!CheckComm(comm, "trib_allgather_ptr", &error)) return error;
+    if (out == nullptr) return NullArgument("trib_allgather_ptr");
+    tributary::DataType t;
+    tributary::ReduceOp o;
+    if (trib_status_t e = CheckDtypeOp(dtype, TRIB_SUM, "trib_allgather_ptr", &t, &o); e != TRIB_OK) {
+      return e;
+    }
+    return NewRequest(comm->comm->AllGather(send, recv, count, t), out);
+  });
+}
+
 trib_status_t trib_test(trib_request_t* request, int* done) {
   return Guard([&] {
     if (request == nullptr || done == nullptr) return NullArgument("trib_test");

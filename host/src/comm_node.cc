@@ -76,6 +76,8 @@ std::string DefaultNodeId() {
          "/net:" + NamespaceInode("/proc/self/ns/net");
 }
 
+constexpr size_t kMaxSegmentBytes = size_t{256} << 20;
+
 struct Plan {
   std::string why_not;  // empty: the node level can be used
   uint32_t local_rank = 0, local_size = 0, node = 0, nodes = 0;
@@ -189,7 +191,12 @@ Status CommImpl::SetUpNodeLevel() {
     return Status::Ok();
   }
   // 3. The segment and the stripe job.
-  const size_t round_bytes = size_t{o.node_chunk_bytes} * plan.local_size;
+  // The segment holds (k + 1) x depth rounds of k chunks: many local ranks
+  // get smaller chunks, so that it never needs more than kMaxSegmentBytes.
+  const size_t k = plan.local_size;
+  const size_t fit = kMaxSegmentBytes / ((k + 1) * host::NodeSegment::kDepth * k) / 64 * 64;
+  const size_t chunk = std::max<size_t>(4096, std::min<size_t>(o.node_chunk_bytes, fit));
+  const size_t round_bytes = chunk * k;
   char name[64];
   snprintf(name, sizeof(name), "/tributary-node-%u-%016" PRIx64, static_cast<unsigned>(geteuid()),
            plan.segment_nonce);
@@ -263,7 +270,7 @@ Status CommImpl::SetUpNodeLevel() {
              plan.node, plan.local_rank, plan.node, job.job_id, name, round_bytes);
   }
   node_ = std::make_unique<NodeLevel>(shape, std::move(segment), std::move(stripe),
-                                      o.node_chunk_bytes, o.op_timeout_ms);
+                                      chunk, o.op_timeout_ms);
   return Status::Ok();
 }
 

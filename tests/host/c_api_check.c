@@ -304,6 +304,23 @@ int tributary_c_api_config_check(const char* aggregator, unsigned job_id) {
   EXPECT(74, trib_wait_timeout(req, 0, &done) == TRIB_FAILED_PRECONDITION);
   for (int i = 0; i < kN; ++i) EXPECT(75, b[i] == a[i]);
 
+  /* Reduce-scatter and all-gather (one rank: part 0 is the whole). */
+  for (int i = 0; i < 64; ++i) b[i] = -1;
+  EXPECT(116, trib_reduce_scatter_ptr(comm, a, b, 64, TRIB_INT64, TRIB_SUM, &req) == TRIB_OK);
+  EXPECT(117, trib_wait(req) == TRIB_OK && trib_request_free(req) == TRIB_OK);
+  for (int i = 0; i < 64; ++i) EXPECT(118, b[i] == a[i]);
+  for (int i = 0; i < 64; ++i) b[i] = -1;
+  EXPECT(119, trib_allgather_ptr(comm, a + 8, b, 32, TRIB_INT64, &req) == TRIB_OK);
+  EXPECT(120, trib_wait(req) == TRIB_OK && trib_request_free(req) == TRIB_OK);
+  for (int i = 0; i < 32; ++i) EXPECT(121, b[i] == a[8 + i]);
+  EXPECT(122, b[32] == -1); /* nothing past the gathered parts */
+  EXPECT(123, trib_reduce_scatter_ptr(comm, outside, b, 4, TRIB_INT64, TRIB_SUM, &req) ==
+                  TRIB_NOT_FOUND);
+  EXPECT(124, trib_allgather_ptr(comm, a, b, 4, (trib_dtype_t)42, &req) == TRIB_INVALID_ARGUMENT);
+  EXPECT(125, trib_allgather_ptr(comm, a, b, 4, TRIB_INT64, NULL) == TRIB_INVALID_ARGUMENT);
+  EXPECT(126, trib_reduce_scatter_ptr(NULL, a, b, 4, TRIB_INT64, TRIB_SUM, &req) ==
+                  TRIB_INVALID_ARGUMENT);
+
   /* Stats: a full struct, an older smaller one, wrong sizes. */
   trib_stats_t stats;
   memset(&stats, 0, sizeof(stats));

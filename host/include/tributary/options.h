@@ -176,8 +176,10 @@ struct TRIB_API Options {
   // segment and join its stripe job, else off (logged at INFO with the
   // reason); "on": the same, and Create fails with the reason when it
   // cannot; "off": every rank talks to the aggregator itself. Host memory
-  // only; reduce-scatter and all-gather always go flat. Every rank of a job
-  // must use the same value.
+  // only; reduce-scatter and all-gather always go flat. Unless "off", a
+  // Communicator::Create with more than one rank is collective: it returns
+  // once every rank has created its communicator. Every rank of a job must
+  // use the same value.
   std::string node_level = "auto";
   // What makes two ranks "the same host": ranks with equal node_id share a
   // segment. Empty: this boot of this machine (its boot id) and this
@@ -186,8 +188,9 @@ struct TRIB_API Options {
   std::string node_id;
   // Bytes of each rank's stripe per pipeline round of the node level
   // (4096-64 MiB, a multiple of 64): the segment holds (k + 1) x 4 rounds
-  // of k stripes. Larger rounds cost fewer synchronisations, smaller ones
-  // overlap the network sooner.
+  // of k stripes (made smaller where that would pass 256 MiB). Larger
+  // rounds cost fewer synchronisations, smaller ones overlap the network
+  // sooner. Every rank of a job must use the same value.
   uint32_t node_chunk_bytes = 256u << 10;
 
   // Defaults overridden by TRIBUTARY_* environment variables. The process

@@ -325,6 +325,18 @@ TRIB_API trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, tr
  * (TRIB_NOT_FOUND otherwise): the form the NCCL plugin uses. */
 TRIB_API trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
                                  trib_dtype_t dtype, trib_op_t op, trib_request_t** out);
+/* Reduce-scatter (tributary::Communicator::ReduceScatter): `send` holds
+ * world_size parts of `count` elements; rank r receives the reduction of
+ * every rank's part r in `recv` (count elements). In place when `recv` is
+ * this rank's part of `send`. Ranges must lie inside registered buffers. */
+TRIB_API trib_status_t trib_reduce_scatter_ptr(trib_comm_t* comm, const void* send, void* recv,
+                                               size_t count, trib_dtype_t dtype, trib_op_t op,
+                                               trib_request_t** out);
+/* All-gather (tributary::Communicator::AllGather): every rank's `count`
+ * elements of `send` land, bit for bit, in part r of every rank's `recv`
+ * (world_size x count elements). */
+TRIB_API trib_status_t trib_allgather_ptr(trib_comm_t* comm, const void* send, void* recv,
+                                          size_t count, trib_dtype_t dtype, trib_request_t** out);
 /* *done = 1 when finished; returns the operation's status then. */
 TRIB_API trib_status_t trib_test(trib_request_t* request, int* done);
 /* Blocks until finished (bounded by the operation timeout). */

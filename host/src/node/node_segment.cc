@@ -107,12 +107,13 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
     while (true) {
       fd = shm_open(name.c_str(), O_RDWR, 0);
       if (fd >= 0) {
+        // One look at the size: local rank 0 may size it between two.
         struct stat st;
-        if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == bytes) break;
-        const bool sized = fstat(fd, &st) == 0 && st.st_size != 0;
+        const off_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
+        if (static_cast<size_t>(size) == bytes) break;
         close(fd);
         fd = -1;
-        if (sized) {
+        if (size != 0) {  // 0: not sized yet
           return Status(StatusCode::kFailedPrecondition,
                         "node level: shared memory " + name + " has " +
                             std::to_string(st.st_size) + " bytes, this rank expects " +

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "reduce/conversions.h"
 #include "reduce/reduce_table.h"
 #include "tests/common/daemon_process.h"
+#include "tests/common/patterns.h"
 #include "tests/common/rank_config.h"
 #include "tests/common/status_matchers.h"
 #include "tributary/communicator.h"
@@ -38,12 +38,8 @@ uint32_t NextJobId() { return testing::NextJobId(2654435761u); }
 
 int Fail(uint32_t rank, const std::string& what) { return testing::RankFail(rank, what); }
 
-constexpr DataType kTypes[] = {
-    DataType::kInt8,    DataType::kUint8,   DataType::kInt32,     DataType::kUint32,
-    DataType::kInt64,   DataType::kUint64,  DataType::kFloat16,   DataType::kFloat32,
-    DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8E4m3, DataType::kFloat8E5m2};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kAvg};
+using testing::kAllOps;
+using testing::kAllTypes;
 
 // Small integers whose sums and products over up to 8 ranks every type
 // holds exactly, so the result cannot depend on the order of reduction:
@@ -56,47 +52,8 @@ double Value(uint32_t rank, uint64_t i, ReduceOp op) {
   return static_cast<double>((rank * 5 + i * 3) % 4) - 1;
 }
 
-void Store(DataType t, double v, uint8_t* out) {
-  switch (t) {
-    case DataType::kInt8: case DataType::kUint8: {
-      const auto x = static_cast<uint8_t>(static_cast<int8_t>(v));
-      std::memcpy(out, &x, 1);
-      break;
-    }
-    case DataType::kInt32: case DataType::kUint32: {
-      const auto x = static_cast<uint32_t>(static_cast<int32_t>(v));
-      std::memcpy(out, &x, 4);
-      break;
-    }
-    case DataType::kInt64: case DataType::kUint64: {
-      const auto x = static_cast<uint64_t>(static_cast<int64_t>(v));
-      std::memcpy(out, &x, 8);
-      break;
-    }
-    case DataType::kFloat16: {
-      const uint16_t x = reduce::FloatToHalf(static_cast<float>(v));
-      std::memcpy(out, &x, 2);
-      break;
-    }
-    case DataType::kBfloat16: {
-      const uint16_t x = reduce::FloatToBf16(static_cast<float>(v));
-      std::memcpy(out, &x, 2);
-      break;
-    }
-    case DataType::kFloat8E4m3: *out = reduce::FloatToFp8E4m3(static_cast<float>(v)); break;
-    case DataType::kFloat8E5m2: *out = reduce::FloatToFp8E5m2(static_cast<float>(v)); break;
-    case DataType::kFloat32: {
-      const auto x = static_cast<float>(v);
-      std::memcpy(out, &x, 4);
-      break;
-    }
-    case DataType::kFloat64: std::memcpy(out, &v, 8); break;
-  }
-}
-
 void Fill(DataType t, ReduceOp op, uint32_t rank, size_t count, uint8_t* out) {
-  const size_t es = DataTypeSize(t);
-  for (size_t i = 0; i < count; ++i) Store(t, Value(rank, i, op), out + i * es);
+  for (size_t i = 0; i < count; ++i) testing::StoreFromDouble(t, out, i, Value(rank, i, op));
 }
 
 // The reduction library applied to all ranks' inputs at once: the result
@@ -168,8 +125,8 @@ int EveryTypeAndOp(const CommConfig& c, const Layout& l, const std::vector<size_
   }
   int case_no = 0;
   for (size_t count : counts) {
-    for (DataType t : kTypes) {
-      for (ReduceOp op : kOps) {
+    for (DataType t : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
         const bool in_place = (case_no++ % 2) == 1;
         const size_t bytes = count * DataTypeSize(t);
         Fill(t, op, rank, count, send.data());

@@ -19,9 +19,17 @@
 
 #include <cstdint>
 
+// The CUDA kernels (kernels/) compile these same functions for the device,
+// so a GPU result rounds exactly as the CPU reference does.
+#if defined(__CUDACC__)
+#define TRIB_NF_HD __host__ __device__
+#else
+#define TRIB_NF_HD
+#endif
+
 namespace tributary::reduce::narrow_float {
 
-static constexpr inline float HalfBitsToFloat(uint16_t h) {
+static constexpr inline TRIB_NF_HD float HalfBitsToFloat(uint16_t h) {
   // F. Giesen's branch-free half->float: move exponent/mantissa into place,
   // rebias, then fix up Inf/NaN (max exponent) and subnormals (zero exponent).
   constexpr uint32_t kShiftedExp = 0x7c00u << 13;
@@ -36,7 +44,7 @@ static constexpr inline float HalfBitsToFloat(uint16_t h) {
   return __builtin_bit_cast(float, o | ((uint32_t{h} & 0x8000u) << 16));
 }
 
-static inline uint16_t FloatToHalfBits(float f) {
+static inline TRIB_NF_HD uint16_t FloatToHalfBits(float f) {
   // F. Giesen's float->half with round-to-nearest-even.
   constexpr uint32_t kF32Inf = 255u << 23;
   constexpr uint32_t kF16Max = (127u + 16u) << 23;  // first value that overflows
@@ -57,11 +65,11 @@ static inline uint16_t FloatToHalfBits(float f) {
   return static_cast<uint16_t>(o | (sign >> 16));
 }
 
-static inline float Bf16BitsToFloat(uint16_t b) {
+static inline TRIB_NF_HD float Bf16BitsToFloat(uint16_t b) {
   return __builtin_bit_cast(float, uint32_t{b} << 16);
 }
 
-static inline uint16_t FloatToBf16Bits(float f) {
+static inline TRIB_NF_HD uint16_t FloatToBf16Bits(float f) {
   const uint32_t x = __builtin_bit_cast(uint32_t, f);
   const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (x >> 16) | 0x40u;
@@ -75,7 +83,7 @@ static inline uint16_t FloatToBf16Bits(float f) {
 // rounding x to nearest fp32 first would not always (double rounding). For
 // AVG: an fp32 sum divided in double, then narrowed. |x| must not exceed
 // FLT_MAX; NaN and infinities pass through.
-static inline float DoubleToFloatRoundOdd(double x) {
+static inline TRIB_NF_HD float DoubleToFloatRoundOdd(double x) {
   const float f = static_cast<float>(x);  // to nearest even
   uint32_t b = __builtin_bit_cast(uint32_t, f);
   const double back = f;
@@ -94,7 +102,7 @@ static inline float DoubleToFloatRoundOdd(double x) {
 // 2 mantissa bits, IEEE-like: the top byte of a binary16, with infinities
 // (S.11111.00) and NaNs; largest finite ±57344, smallest subnormal 2^-16.
 
-static constexpr inline float E4m3BitsToFloat(uint8_t b) {
+static constexpr inline TRIB_NF_HD float E4m3BitsToFloat(uint8_t b) {
   // Rebias the exponent (7 -> 127) and move the mantissa into place; a
   // subnormal (exponent field 0) is m * 2^-9, computed exactly in fp32 as
   // (2^-6 + m * 2^-9) - 2^-6.
@@ -112,7 +120,7 @@ static constexpr inline float E4m3BitsToFloat(uint8_t b) {
 // (NCCL's __nv_fp8_e4m3 arithmetic): every |f| > 448, infinity included,
 // gives ±448. The alternative, NaN, would poison a gradient for a value that
 // is merely large. NaN gives NaN (0x7f, sign kept).
-static inline uint8_t FloatToE4m3Bits(float f) {
+static inline TRIB_NF_HD uint8_t FloatToE4m3Bits(float f) {
   uint32_t u = __builtin_bit_cast(uint32_t, f);
   const uint32_t sign = (u >> 24) & 0x80u;
   u &= 0x7fffffffu;
@@ -130,14 +138,14 @@ static inline uint8_t FloatToE4m3Bits(float f) {
   return static_cast<uint8_t>(o | sign);
 }
 
-static constexpr inline float E5m2BitsToFloat(uint8_t b) {
+static constexpr inline TRIB_NF_HD float E5m2BitsToFloat(uint8_t b) {
   return HalfBitsToFloat(static_cast<uint16_t>(uint16_t{b} << 8));
 }
 
 // Round to nearest even, IEEE-like: |f| >= 61440 (57344 plus half an ulp,
 // the tie rounding to the even "next" value) becomes infinity, infinity stays
 // infinity, NaN becomes the quiet NaN 0x7e (sign kept).
-static inline uint8_t FloatToE5m2Bits(float f) {
+static inline TRIB_NF_HD uint8_t FloatToE5m2Bits(float f) {
   uint32_t u = __builtin_bit_cast(uint32_t, f);
   const uint32_t sign = (u >> 24) & 0x80u;
   u &= 0x7fffffffu;

@@ -18,22 +18,28 @@ if command -v ninja > /dev/null; then generator=(-G Ninja); fi
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DTRIBUTARY_WITH_DPDK=OFF -DTRIBUTARY_WITH_VERBS=OFF -DTRIBUTARY_WITH_MANAGER=OFF \
   -DTRIBUTARY_WITH_OFI=ON -DTRIBUTARY_BUILD_FUZZ=OFF -DTRIBUTARY_BUILD_BENCH=OFF > /dev/null
-cmake --build "$build" -j "$(nproc)" --target tributaryd nccl_net_tributary
+cmake --build "$build" -j "$(nproc)" --target tributaryd nccl_net_tributary \
+  tributary_kernels_gpu_test kernel_reduce_bandwidth
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/switch_agent/tributaryd" "$bundle/bin/"
 cp "$build/host/nccl/libnccl-net-tributary.so" "$bundle/lib/"
+# The CUDA kernels (kernels/): their GPU test and bandwidth table. They load
+# the CUDA runtime they were built with (copied below) and the machine's
+# driver (libcuda.so.1, never copied).
+cp "$build/tests/kernels/tributary_kernels_gpu_test" "$build/bench/kernel_reduce_bandwidth" \
+  "$bundle/bin/"
 libfabric=$(ldconfig -p | awk '/libfabric\.so\.1 .*x86-64/ && !f { f = $NF } END { print f }')
 [[ -n $libfabric ]] || { echo "gpu-bundle: libfabric.so.1 not found (apt-get install libfabric1)" >&2; exit 1; }
 cp -L "$libfabric" "$bundle/lib/libfabric.so.1"
 # The C and C++ runtimes are the image's own (newer than Debian 12's, and
 # backward compatible); everything else travels.
 runtime='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+)\.'
-for f in "$bundle/bin/tributaryd" "$bundle/lib/libnccl-net-tributary.so" "$bundle/lib/libfabric.so.1"; do
+for f in "$bundle/bin/"* "$bundle/lib/libnccl-net-tributary.so" "$bundle/lib/libfabric.so.1"; do
   ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r name path; do
   if [[ ! $name =~ $runtime ]] && [[ ! -e $bundle/lib/$name ]]; then cp -L "$path" "$bundle/lib/$name"; fi
 done
-strip --strip-unneeded "$bundle/bin/tributaryd" "$bundle/lib/"*.so* 2> /dev/null || true
+strip --strip-unneeded "$bundle/bin/"* "$bundle/lib/"*.so* 2> /dev/null || true
 du -sh "$bundle"
 ls "$bundle/lib"

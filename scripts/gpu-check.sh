@@ -3,6 +3,12 @@
 # Everything GPU-side in one run on a lent one-GPU machine (under 8 minutes
 # on an H200), its report under OUTDIR. CI has no GPU and never runs it.
 #
+# CUDA kernels (issue #14, kernels/): tributary_kernels_gpu_test (every
+# dtype x op against the CPU reference, poisoned outputs, up to
+# KERNEL_MAX_BYTES, default 1 GiB, for fp32/bf16 SUM; the NVLS group or its
+# refusal on one GPU), then kernel_reduce_bandwidth for fp32 and bf16 at
+# 256 MiB: the k-input reduce against the GPU's device-to-device copy.
+#
 # NCCL plugin (issue #13): tributaryd on loopback, two processes on the one
 # GPU that NCCL takes for two nodes (distinct NCCL_HOSTID; NCCL's P2P and
 # SHM transports off), torch.distributed with the NCCL backend of the
@@ -52,6 +58,19 @@ print("gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no
 PY
 say "$(head -1 "$out/nvidia-smi.txt")"
 say "$(tr '\n' ' ' < "$out/versions.txt")"
+
+# The CUDA kernels first: they need no daemon.
+t0=$(date +%s)
+TRIBUTARY_GPU_TEST_MAX_BYTES=${KERNEL_MAX_BYTES:-1073741824} timeout 300 \
+  "$bundle/bin/tributary_kernels_gpu_test" > "$out/kernels-gpu-test.log" 2>&1
+kernels_rc=$?
+say "kernel GPU test: $([[ $kernels_rc == 0 ]] && echo passed || echo "FAILED (rc $kernels_rc), see kernels-gpu-test.log") in $(( $(date +%s) - t0 )) s"
+grep -E '^\[  (PASSED|FAILED) ' "$out/kernels-gpu-test.log" | tee -a "$summary"
+for dtype in float32 bfloat16; do
+  timeout 120 "$bundle/bin/kernel_reduce_bandwidth" --dtype "$dtype" --bytes 268435456 \
+    > "$out/kernel-bandwidth-$dtype.txt" 2>&1 || say "kernel bandwidth ($dtype) FAILED"
+  tee -a "$summary" < "$out/kernel-bandwidth-$dtype.txt"
+done
 
 pids=()
 cleanup() {
@@ -135,4 +154,4 @@ for b in sorted(set(t) | set(s)):
     print(f"{b:>12} {tu if tu is not None else '-':>13} {tb if tb is not None else '-':>7} "
           f"{su if su is not None else '-':>11} {sb if sb is not None else '-':>7} {sp:>8}")
 PY
-[[ $plugin_rc == 0 && $socket_rc == 0 && $loaded -gt 0 ]]
+[[ $kernels_rc == 0 && $plugin_rc == 0 && $socket_rc == 0 && $loaded -gt 0 ]]

@@ -6,6 +6,9 @@
 #   1. ASan + UBSan (build-asan/): every ctest test except the fuzz labels
 #      (the fuzzers already run under ASan/UBSan, built by clang) and install
 #      (it installs and builds a consumer: nothing a sanitizer adds to).
+#      Both stages build without CUDA: nvcc's objects are not instrumented,
+#      and the kernels' body is tested on the CPU (tributary_kernels_test),
+#      which this way also covers the build without the CUDA kernels.
 #   2. TSan (build-tsan/): only what runs threads: the tests labelled
 #      integration, the host_* tests, and tributaryd they start. The other
 #      targets are not built. manager_service_test (a gRPC server thread) is
@@ -58,6 +61,7 @@ configure() {  # dir sanitize
   cmake -S "$root" -B "$1" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
     -DTRIBUTARY_SANITIZE="$2" -DTRIBUTARY_BUILD_FUZZ=OFF -DTRIBUTARY_BUILD_BENCH=OFF \
+    -DTRIBUTARY_WITH_CUDA=OFF \
     > "$1/configure.log" 2>&1 || { cat "$1/configure.log"; return 1; }
 }
 
@@ -102,7 +106,7 @@ run_asan() {
     # 64 MiB of every dtype at 8 ranks only adds data volume to what 2 and 4
     # ranks already run under ASan (about 4 minutes on 2 cores): skipped here.
     export GTEST_FILTER=${SAN_ASAN_GTEST_FILTER:--*SixtyFourMebibytesEveryDtype/8ranks}
-    ctest --output-on-failure -j "$ctest_jobs" -LE '^(fuzz|install)$' || rc=$?
+    ctest --output-on-failure -j "$ctest_jobs" -LE '^(fuzz|install|gpu)$' || rc=$?
     check_reports || rc=1
     exit $rc
   ) || rc=$?

@@ -10,20 +10,27 @@
 # quietly leave one out fails instead. A test that skips itself (exit 77: no
 # root, no netns) fails the run too, since this script installs everything
 # those tests need; ALLOW_SKIPS=1 accepts skips (a run without root).
+# Tests labelled gpu are excluded (no GPU here; scripts/gpu-check.sh).
 # Environment: CTEST_ARGS adds ctest arguments (e.g. "-L unit");
 # SANITIZERS=0 skips the sanitizer stages (a quick local run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 bash "$root/scripts/setup-debian.sh"
+# The CUDA kernels build wherever the toolkit is (CI: /usr/local/cuda); they
+# are never required elsewhere (Debian has no CUDA 12/13 toolkit to install).
+cuda=AUTO
+if [[ -x /usr/local/cuda/bin/nvcc ]] || command -v nvcc > /dev/null; then cuda=ON; fi
 bash "$root/scripts/build.sh" -DTRIBUTARY_BUILD_FUZZ=ON -DTRIBUTARY_WITH_DPDK=ON \
-  -DTRIBUTARY_WITH_OFI=ON -DTRIBUTARY_WITH_VERBS=ON -DTRIBUTARY_WITH_MANAGER=ON
+  -DTRIBUTARY_WITH_OFI=ON -DTRIBUTARY_WITH_VERBS=ON -DTRIBUTARY_WITH_MANAGER=ON \
+  -DTRIBUTARY_WITH_CUDA=$cuda
 cd "$build"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rc=0
 # shellcheck disable=SC2086
-ctest --output-on-failure -j "${CTEST_JOBS:-2}" ${CTEST_ARGS:-} 2>&1 | tee "$log" || rc=$?
+# Label gpu: tests that need a GPU (CI has none); scripts/gpu-check.sh runs them.
+ctest --output-on-failure -j "${CTEST_JOBS:-2}" -LE gpu ${CTEST_ARGS:-} 2>&1 | tee "$log" || rc=$?
 if [[ $rc -ne 0 ]]; then exit "$rc"; fi
 if grep -q "(Skipped)" "$log" && [[ "${ALLOW_SKIPS:-0}" != 1 ]]; then
   echo "test.sh: tests skipped themselves (see above); they must run here (ALLOW_SKIPS=1 accepts that)" >&2

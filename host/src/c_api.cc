@@ -488,6 +488,22 @@ trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv
   });
 }
 
+trib_status_t trib_allreduce_stream(trib_comm_t* comm, const void* send, void* recv,
+                                    size_t count, trib_dtype_t dtype, trib_op_t op,
+                                    void* cuda_stream, trib_request_t** out) {
+  return Guard([&] {
+    trib_status_t error;
+    if (!CheckComm(comm, "trib_allreduce_stream", &error)) return error;
+    if (out == nullptr) return NullArgument("trib_allreduce_stream");
+    tributary::DataType t;
+    tributary::ReduceOp o;
+    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce_stream", &t, &o); e != TRIB_OK) {
+      return e;
+    }
+    return NewRequest(comm->comm->AllReduce(send, recv, count, t, o, cuda_stream), out);
+  });
+}
+
 trib_status_t trib_reduce_scatter_ptr(trib_comm_t* comm, const void* send, void* recv,
                                       size_t count, trib_dtype_t dtype, trib_op_t op,
                                       trib_request_t** out) {

@@ -12,6 +12,8 @@
 #include "common/log.h"
 #include "common/net/host_port.h"
 #include "host/src/control_messages.h"
+#include "host/src/cuda/cuda_api.h"
+#include "host/src/cuda/device_stager.h"
 #include "host/src/join_handshake.h"
 #include "host/src/node/node_level.h"
 #include "proto/auth.h"
@@ -53,6 +55,18 @@ bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
 bool OnHost(const std::shared_ptr<host::Registration>& r) {
   return !r || r->memory.kind == MemoryKind::kHost || r->memory.kind == MemoryKind::kHostPinned;
 }
+// Counts an operation in its buffers' in_use (Deregister refuses them until
+// it completes); the returned function releases them.
+std::function<void()> HoldBuffers(const std::shared_ptr<host::Registration>& send,
+                                  const std::shared_ptr<host::Registration>& recv) {
+  if (send) send->in_use++;
+  if (recv) recv->in_use++;
+  return [send, recv] {
+    if (send) send->in_use--;
+    if (recv) recv->in_use--;
+  };
+}
+
 bool ValidOp(ReduceOp op) {
   return op == ReduceOp::kSum || op == ReduceOp::kProd || op == ReduceOp::kMin ||
          op == ReduceOp::kMax || op == ReduceOp::kAvg;
@@ -274,11 +288,16 @@ void CommImpl::Leave(Lane& lane) {
 CommImpl::CommImpl(const CommConfig& config) : config_(config) {}
 
 CommImpl::~CommImpl() {
-  node_.reset();  // first: it leaves its stripe job and releases its segment
+  DeviceStager* stager = stager_.load();
+  if (stager) stager->Stop();  // no new staged work; in-flight work fails below
+  node_.reset();  // it leaves its stripe job and releases its segment
   for (Lane& lane : lanes_) {
     lane.progress->Stop();
     Leave(lane);
   }
+  // Its in-flight chunks completed (with errors) as the lanes stopped; it
+  // releases its staging memory's CUDA resources, then the registrations go.
+  delete stager;
   // Before the transports go with the lanes.
   if (registrations_) registrations_->Clear();
 }
@@ -333,6 +352,10 @@ std::string CommImpl::LaneTag(size_t k) const {
 }
 
 Status CommImpl::Health() const {
+  if (DeviceStager* stager = stager_.load()) {
+    Status s = stager->Failure();
+    if (!s.ok()) return Status(StatusCode::kAborted, "device memory staging failed: " + s.message());
+  }
   if (node_) {
     Status s = node_->Health();
     if (!s.ok()) return s;
@@ -347,8 +370,57 @@ Status CommImpl::Health() const {
   return Status::Ok();
 }
 
+Result<DeviceStager*> CommImpl::Stager() {
+  if (DeviceStager* s = stager_.load()) return s;
+  std::lock_guard<std::mutex> lock(stager_mu_);
+  if (DeviceStager* s = stager_.load()) return s;
+  Result<const CudaApi*> api = LoadCudaApi();
+  if (!api.ok()) return api.status();
+  auto stager = DeviceStager::Create(
+      api.value(), config_.options.staging_bytes,
+      [this](void* data, size_t bytes) {
+        return Register(MemoryDesc{data, bytes, MemoryKind::kHostPinned}).status();
+      },
+      [this](uint8_t* host, size_t count, DataType dtype, ReduceOp op,
+             std::function<void(const Status&)> then) -> Status {
+        const size_t bytes = count * DataTypeSize(dtype);
+        auto reg = registrations_->FindContaining(host, bytes);
+        return Submit({host::Collective::kAllReduce, "AllReduce"}, reg, reg, host, host, count,
+                      dtype, op, std::move(then), /*in_order=*/true)
+            .status();
+      });
+  if (!stager.ok()) return stager.status();
+  stager_.store(stager.value().release());
+  return stager_.load();
+}
+
 Result<Buffer> CommImpl::Register(const MemoryDesc& memory) {
-  auto reg = registrations_->Register(memory);
+  const bool device = memory.kind == MemoryKind::kCudaDevice;
+  if (device && memory.bytes > 0) {
+    // Staged through pinned host memory: checked to be device memory, not
+    // registered with the transports.
+    Status v = host::ValidateMemory(memory);
+    if (!v.ok()) return v;
+    Result<DeviceStager*> stager = Stager();
+    if (!stager.ok()) {
+      return Status(stager.status().code(),
+                    "Register: cuda_device memory: " + stager.status().message());
+    }
+    const CudaApi& api = stager.value()->api();
+    for (const uint8_t* p : {static_cast<const uint8_t*>(memory.data),
+                             static_cast<const uint8_t*>(memory.data) + memory.bytes - 1}) {
+      CudaPointerAttributes a;
+      Status s = CudaCall(api, api.pointer_get_attributes(&a, p), "Register: cudaPointerGetAttributes");
+      if (!s.ok()) return Status(StatusCode::kInvalidArgument, s.message());
+      if (a.type != kCudaMemoryDevice && a.type != kCudaMemoryManaged) {
+        return Status(StatusCode::kInvalidArgument,
+                      "Register: cuda_device memory at " + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                          " is not CUDA device memory (cudaPointerGetAttributes type " +
+                          std::to_string(a.type) + "); register it as host memory instead");
+      }
+    }
+  }
+  auto reg = registrations_->Register(memory, /*staged=*/device);
   if (!reg.ok()) return reg.status();
   Buffer b;
   b.data_ = memory.data;
@@ -368,6 +440,12 @@ Result<Request> CommImpl::AllReduce(const Buffer& send, const Buffer& recv, size
 Result<Request> CommImpl::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                                     ReduceOp op) {
   return SubmitPointers({host::Collective::kAllReduce, "AllReduce"}, send, recv, count, dtype, op);
+}
+
+Result<Request> CommImpl::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                    ReduceOp op, void* stream) {
+  return SubmitPointers({host::Collective::kAllReduce, "AllReduce"}, send, recv, count, dtype, op,
+                        StreamArg{true, stream});
 }
 
 Result<Request> CommImpl::ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
@@ -457,7 +535,7 @@ Result<Request> CommImpl::SubmitBuffers(const Shape& shape, const Buffer& send, 
 }
 
 Result<Request> CommImpl::SubmitPointers(const Shape& shape, const void* send, void* recv,
-                                         size_t count, DataType dtype, ReduceOp op) {
+                                         size_t count, DataType dtype, ReduceOp op, StreamArg stream) {
   std::shared_ptr<host::Registration> s, r;
   if (count > 0 && ValidDataType(dtype)) {
     if (count > SIZE_MAX / DataTypeSize(dtype) / config_.world_size) {
@@ -476,13 +554,15 @@ Result<Request> CommImpl::SubmitPointers(const Shape& shape, const void* send, v
     }
   }
   return Submit(shape, s, r, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), count,
-                dtype, op);
+                dtype, op, {}, false, stream);
 }
 
 Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Registration> send,
                                  std::shared_ptr<host::Registration> recv,
                                  const uint8_t* send_ptr, uint8_t* recv_ptr, size_t count,
-                                 DataType dtype, ReduceOp op) {
+                                 DataType dtype, ReduceOp op,
+                                 std::function<void(const Status&)> then, bool in_order,
+                                 StreamArg stream) {
   const std::string what = shape.name;
   if (!ValidDataType(dtype)) {
     return InvalidArg(what + ": invalid dtype " + std::to_string(static_cast<int>(dtype)));
@@ -518,8 +598,51 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   if (!health.ok()) {
     return Status(StatusCode::kAborted, "communicator aborted earlier: " + health.message());
   }
+  const bool device = !OnHost(send) || !OnHost(recv);
+  if (!in_order && (device || stream.set)) {
+    if (shape.collective != host::Collective::kAllReduce) {
+      return Status(StatusCode::kUnimplemented,
+                    what + " of CUDA device memory or on a CUDA stream is not supported yet "
+                           "(AllReduce is); use host memory");
+    }
+    Result<DeviceStager*> stager = Stager();
+    if (!stager.ok()) return Status(stager.status().code(), what + ": " + stager.status().message());
+    StagedAllReduce staged;
+    staged.send = send_ptr;
+    staged.recv = recv_ptr;
+    staged.count = count;
+    staged.dtype = dtype;
+    staged.op = op;
+    staged.request = std::make_shared<RequestState>();
+    staged.on_done = HoldBuffers(send, recv);
+    std::shared_ptr<RequestState> state = staged.request;
+    if (!stream.set) {
+      stager.value()->Enqueue(std::move(staged));
+    } else {
+      auto on_done = staged.on_done;
+      Status s = stager.value()->EnqueueOnStream(std::move(staged), stream.stream);
+      if (!s.ok()) {
+        on_done();
+        return Status(s.code(), what + ": " + s.message());
+      }
+    }
+    return MakeRequest(state);
+  }
+  if (!in_order) {
+    if (DeviceStager* stager = stager_.load()) {
+      // Behind the staged work already queued, in call order.
+      auto state = std::make_shared<RequestState>();
+      stager->EnqueueDirect([=, this] {
+        Result<Request> r = Submit(shape, send, recv, send_ptr, recv_ptr, count, dtype, op,
+                                   [state](const Status& s) { state->Complete(s); }, true);
+        if (!r.ok()) state->Complete(r.status());
+      });
+      return MakeRequest(state);
+    }
+  }
   if (node_ && shape.collective == host::Collective::kAllReduce && OnHost(send) && OnHost(recv)) {
     auto state = std::make_shared<RequestState>();
+    state->then = then;
     NodeOp nop;
     nop.request = state;
     nop.send = send_ptr;
@@ -527,12 +650,7 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     nop.count = count;
     nop.dtype = dtype;
     nop.op = op;
-    if (send) send->in_use++;
-    if (recv) recv->in_use++;
-    nop.on_done = [send, recv] {
-      if (send) send->in_use--;
-      if (recv) recv->in_use--;
-    };
+    nop.on_done = HoldBuffers(send, recv);
     node_->Submit(std::move(nop));
     return MakeRequest(state);
   }
@@ -554,6 +672,7 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     parts.push_back({k, extent.first + first, std::min(per_lane, total - first)});
   }
   auto state = std::make_shared<RequestState>();
+  state->then = then;
   std::vector<std::shared_ptr<RequestState>> part_states(parts.size(), state);
   if (n > 1) {
     // The caller's request completes when the last part does, with the

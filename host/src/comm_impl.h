@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,14 @@
 namespace tributary::internal {
 
 class NodeLevel;
+class DeviceStager;
+
+// The stream of a stream-ordered call (a null cudaStream_t is the legacy
+// default stream, so `set` says whether there is one).
+struct StreamArg {
+  bool set = false;
+  void* stream = nullptr;
+};
 
 class CommImpl {
  public:
@@ -48,6 +57,10 @@ class CommImpl {
                             ReduceOp op);
   Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                             ReduceOp op);
+  // Stream-ordered (host/src/cuda/device_stager.h): after the work on
+  // `stream` (a cudaStream_t), before later work on it.
+  Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                            ReduceOp op, void* stream);
   Result<Request> ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
                                 DataType dtype, ReduceOp op);
   Result<Request> ReduceScatter(const void* send, void* recv, size_t count, DataType dtype,
@@ -120,10 +133,18 @@ class CommImpl {
   Result<Request> SubmitBuffers(const Shape& shape, const Buffer& send, const Buffer& recv,
                                 size_t count, DataType dtype, ReduceOp op);
   Result<Request> SubmitPointers(const Shape& shape, const void* send, void* recv, size_t count,
-                                 DataType dtype, ReduceOp op);
+                                 DataType dtype, ReduceOp op, StreamArg stream = {});
+  // `then`: runs once when the request completes (set before submission).
+  // `in_order`: the caller is the device stager's worker, which keeps the
+  // order of collectives itself (a communicator with a stager queues every
+  // other collective behind its staged work).
   Result<Request> Submit(const Shape& shape, std::shared_ptr<host::Registration> send,
                          std::shared_ptr<host::Registration> recv, const uint8_t* send_ptr,
-                         uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op);
+                         uint8_t* recv_ptr, size_t count, DataType dtype, ReduceOp op,
+                         std::function<void(const Status&)> then = {}, bool in_order = false,
+                         StreamArg stream = {});
+  // The stager, created with the first device-memory registration.
+  Result<DeviceStager*> Stager();
 
   const CommConfig config_;
   // FORMAT.md §3.1: grows with every new communicator of this rank (wall-
@@ -138,6 +159,8 @@ class CommImpl {
   std::atomic<uint64_t> collectives_striped_{0};  // caller collectives done (lanes > 1)
   bool stripe_job_ = false;               // set by Open, before any join
   std::unique_ptr<NodeLevel> node_;       // fixed after Create; null: flat
+  std::mutex stager_mu_;                  // creating stager_
+  std::atomic<DeviceStager*> stager_{nullptr};  // owned; set once, deleted in ~CommImpl
 
   std::mutex mu_;  // collective ids and the submission order agree
 };

@@ -113,6 +113,11 @@ Result<Request> Communicator::AllReduce(const Buffer& send, const Buffer& recv, 
   return impl_->AllReduce(send, recv, count, dtype, op);
 }
 
+Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                        ReduceOp op, void* cuda_stream) {
+  return impl_->AllReduce(send, recv, count, dtype, op, cuda_stream);
+}
+
 Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t count,
                                         DataType dtype, ReduceOp op) {
   return impl_->AllReduce(send, recv, count, dtype, op);

@@ -339,6 +339,10 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_NODE_CHUNK_BYTES", "u32", SetU32<&Options::node_chunk_bytes, 4096, (64u << 20)>,
      U32Default<&Options::node_chunk_bytes>,
      "Bytes of each rank's stripe per node-level pipeline round (a multiple of 64)."},
+    {"TRIBUTARY_STAGING_BYTES", "u32", SetU32<&Options::staging_bytes, (64u << 10), (1u << 30)>,
+     U32Default<&Options::staging_bytes>,
+     "Pinned host memory through which CUDA device buffers are staged (4 slots, one "
+     "all-reduce chunk each; the same on every rank)."},
     {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
      [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
      "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
@@ -611,6 +615,9 @@ Status Options::Validate() const {
   }
   if (node_level != "auto" && node_level != "on" && node_level != "off") {
     return bad("node_level=" + node_level + " must be auto, on or off");
+  }
+  if (staging_bytes < (64u << 10) || staging_bytes > (1u << 30)) {
+    return bad("staging_bytes=" + std::to_string(staging_bytes) + " must be in [65536, 1073741824]");
   }
   if (node_chunk_bytes < 4096 || node_chunk_bytes > (64u << 20) || node_chunk_bytes % 64 != 0) {
     return bad("node_chunk_bytes=" + std::to_string(node_chunk_bytes) +

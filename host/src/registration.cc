@@ -65,11 +65,12 @@ std::shared_ptr<RegisteredRange> RegistrationTable::SharedRangeLocked(
   return nullptr;
 }
 
-Result<std::shared_ptr<Registration>> RegistrationTable::Register(const MemoryDesc& memory) {
+Result<std::shared_ptr<Registration>> RegistrationTable::Register(const MemoryDesc& memory,
+                                                                 bool staged) {
   Status s = ValidateMemory(memory);
   if (!s.ok()) return s;
   for (Transport* t : lanes_) {
-    if (!t->CanReach(memory.kind)) {
+    if (!staged && !t->CanReach(memory.kind)) {
       return Status(StatusCode::kUnimplemented,
                     std::string("Register: transport ") + t->name() + " cannot reach " +
                         MemoryKindName(memory.kind) +
@@ -85,7 +86,7 @@ Result<std::shared_ptr<Registration>> RegistrationTable::Register(const MemoryDe
     range = std::make_shared<RegisteredRange>();
     range->memory = memory;
     range->lanes.resize(lanes_.size());
-    if (memory.bytes > 0) {
+    if (memory.bytes > 0 && !staged) {
       // Registering pins memory and may take milliseconds: done under the
       // lock so that two registrations of one range never pin it twice. The
       // progress threads never take this lock.

@@ -70,7 +70,10 @@ class RegistrationTable {
 
   // Registers `memory` with every lane's transport (or shares a containing
   // registration). kUnimplemented if a transport cannot reach the kind.
-  Result<std::shared_ptr<Registration>> Register(const MemoryDesc& memory);
+  // `staged`: memory the transports never touch (CUDA device memory that
+  // the device stager copies through registered host memory): recorded,
+  // not registered with any transport.
+  Result<std::shared_ptr<Registration>> Register(const MemoryDesc& memory, bool staged = false);
   // kNotFound for an unknown id, kFailedPrecondition while in use.
   Status Deregister(uint64_t id);
   std::shared_ptr<Registration> Find(uint64_t id) const;

@@ -194,6 +194,20 @@ class Communicator {
   // (kNotFound otherwise): the form the NCCL plugin uses.
   TRIB_API Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                                      ReduceOp op);
+  // Stream-ordered all-reduce (CUDA): `cuda_stream` is a cudaStream_t.
+  // The operation starts after the work already enqueued on the stream, and
+  // work enqueued on it afterwards sees the result: the library records an
+  // event on the stream for its first copy to wait on, and enqueues a
+  // cuStreamWaitValue32 on the stream that its own stream releases after
+  // the last result copy. The call returns at once; the Request completes
+  // when the result is in place (waiting on it is optional). Buffers are
+  // registered device (or host) memory; the data moves through pinned
+  // staging (Options::staging_bytes). Without the driver's stream memory
+  // operations the call synchronizes the stream and returns when done. On
+  // failure the stream is released all the same, the Request and Health()
+  // carry the error, and `recv` is unspecified.
+  TRIB_API Result<Request> AllReduce(const void* send, void* recv, size_t count, DataType dtype,
+                                     ReduceOp op, void* cuda_stream);
 
   // Reduce-scatter: `send` holds world_size() parts of `count` elements;
   // rank r receives the reduction of every rank's part r (count elements)

@@ -193,6 +193,12 @@ struct TRIB_API Options {
   // sooner. Every rank of a job must use the same value.
   uint32_t node_chunk_bytes = 256u << 10;
 
+  // Pinned host memory through which CUDA device memory is staged when no
+  // transport reaches it directly: 4 slots of staging_bytes / 4, one chunk
+  // of an all-reduce each (copy in, all-reduce, copy out, pipelined). Every
+  // rank of a job must use the same value (chunks are collectives).
+  uint32_t staging_bytes = 16u << 20;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

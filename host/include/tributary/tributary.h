@@ -172,6 +172,9 @@ typedef struct trib_config {
   const char* node_id;
   /* Bytes of each rank's stripe per node-level round (multiple of 64). */
   uint32_t node_chunk_bytes;
+  /* Pinned staging memory for CUDA device buffers
+   * (tributary::Options::staging_bytes). */
+  uint32_t staging_bytes;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -325,6 +328,14 @@ TRIB_API trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, tr
  * (TRIB_NOT_FOUND otherwise): the form the NCCL plugin uses. */
 TRIB_API trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
                                  trib_dtype_t dtype, trib_op_t op, trib_request_t** out);
+/* Stream-ordered all-reduce (tributary::Communicator::AllReduce with a
+ * stream): `cuda_stream` is a cudaStream_t; the operation runs after the
+ * work already on the stream, and later work on the stream sees the result.
+ * Returns at once with a request that completes when the result is in
+ * place. */
+TRIB_API trib_status_t trib_allreduce_stream(trib_comm_t* comm, const void* send, void* recv,
+                                             size_t count, trib_dtype_t dtype, trib_op_t op,
+                                             void* cuda_stream, trib_request_t** out);
 /* Reduce-scatter (tributary::Communicator::ReduceScatter): `send` holds
  * world_size parts of `count` elements; rank r receives the reduction of
  * every rank's part r in `recv` (count elements). In place when `recv` is

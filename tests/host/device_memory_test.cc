@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: Apache-2.0
+// CUDA device memory in the host library without a GPU: a fake CUDA
+// runtime (SetCudaApiForTesting) whose "device memory" is host memory it
+// hands out and whose streams are threads running their queue in order
+// (copies, host functions, events, stream memory operations), so that the
+// staging pipeline and the stream ordering run for real against tributaryd
+// on loopback. Ranks are forked processes, each with its own fake.
+//
+// Checked: staged all-reduces exact over many chunks for several dtypes;
+// host collectives issued behind staged ones keep the order on every rank;
+// a stream-ordered all-reduce starts only after the work before it on the
+// stream (held by a latch the test opens) and work enqueued after it sees
+// the result; the fallback without stream memory operations; refusals
+// (host memory claimed as device memory, ReduceScatter of device memory);
+// a failing copy fails the request, marks the communicator, and still
+// releases the caller's stream.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "host/src/cuda/cuda_api.h"
+#include "tests/common/daemon_process.h"
+#include "tests/common/patterns.h"
+#include "tests/common/rank_config.h"
+#include "tributary/communicator.h"
+
+namespace tributary::testing {
+namespace {
+
+using internal::CudaApi;
+using internal::CudaPointerAttributes;
+
+// ---- The fake runtime: one instance per (forked) rank process. ----
+
+struct FakeStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool running = false, stop = false;
+  std::thread thread;
+};
+
+struct FakeEvent {
+  uint64_t recorded = 0;  // records made (at call time)
+  uint64_t done = 0;      // records the stream has reached
+};
+
+class FakeCuda {
+ public:
+  static FakeCuda& Get() {
+    static FakeCuda* f = new FakeCuda;  // lives for the process
+    return *f;
+  }
+
+  void* DeviceAlloc(size_t bytes) {
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    std::lock_guard<std::mutex> l(mu_);
+    device_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    return p;
+  }
+  bool IsDevice(const void* p) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto a = reinterpret_cast<uintptr_t>(p);
+    auto it = device_.upper_bound(a);
+    if (it == device_.begin()) return false;
+    --it;
+    return a < it->first + it->second;
+  }
+
+  FakeStream* NewStream() {
+    auto* s = new FakeStream;
+    s->thread = std::thread([s] {
+      std::unique_lock<std::mutex> l(s->mu);
+      while (true) {
+        s->cv.wait(l, [&] { return s->stop || !s->queue.empty(); });
+        if (s->queue.empty()) return;
+        auto task = std::move(s->queue.front());
+        s->queue.pop_front();
+        s->running = true;
+        l.unlock();
+        task();
+        l.lock();
+        s->running = false;
+        s->cv.notify_all();
+      }
+    });
+    return s;
+  }
+  // A null stream is the legacy default stream, as in CUDA.
+  static FakeStream* Resolve(void* stream) {
+    static FakeStream* legacy = Get().NewStream();
+    return stream ? static_cast<FakeStream*>(stream) : legacy;
+  }
+  static void Enqueue(void* stream, std::function<void()> task) {
+    auto* s = Resolve(stream);
+    std::lock_guard<std::mutex> l(s->mu);
+    s->queue.push_back(std::move(task));
+    s->cv.notify_all();
+  }
+  static void Sync(void* stream) {
+    auto* s = Resolve(stream);
+    std::unique_lock<std::mutex> l(s->mu);
+    s->cv.wait(l, [&] { return s->queue.empty() && !s->running; });
+  }
+
+  // Memory the fake's "GPU" writes with stream memory operations: waiters
+  // re-check on every write.
+  std::mutex mem_mu;
+  std::condition_variable mem_cv;
+
+  std::vector<std::unique_ptr<FakeEvent>> events;  // guarded by mem_mu
+  std::atomic<int> fail_memcpy_after{-1};  // >= 0: that many copies succeed, then errors
+  std::atomic<int> wait_value_calls{0};
+  CudaApi api;
+
+ private:
+  FakeCuda();
+  std::mutex mu_;
+  std::map<uintptr_t, size_t> device_;
+};
+
+FakeCuda::FakeCuda() {
+  api.runtime = "fake-cudart";
+  api.pointer_get_attributes = [](CudaPointerAttributes* a, const void* p) {
+    a->type = Get().IsDevice(p) ? internal::kCudaMemoryDevice : 0;
+    return 0;
+  };
+  api.get_device = [](int* d) { *d = 0; return 0; };
+  api.set_device = [](int) { return 0; };
+  api.stream_create = [](void** s, unsigned) { *s = Get().NewStream(); return 0; };
+  api.stream_destroy = [](void* stream) {
+    auto* s = static_cast<FakeStream*>(stream);
+    {
+      std::lock_guard<std::mutex> l(s->mu);
+      s->stop = true;
+      s->cv.notify_all();
+    }
+    s->thread.join();
+    delete s;
+    return 0;
+  };
+  api.stream_synchronize = [](void* s) { Sync(s); return 0; };
+  api.memcpy_async = [](void* dst, const void* src, size_t n, int, void* s) {
+    int left = Get().fail_memcpy_after.load();
+    if (left == 0) return 1;  // "cudaErrorInvalidValue"
+    if (left > 0) Get().fail_memcpy_after.store(left - 1);
+    Enqueue(s, [=] { std::memcpy(dst, src, n); });
+    return 0;
+  };
+  api.launch_host_func = [](void* s, internal::CudaHostFn fn, void* user) {
+    Enqueue(s, [=] { fn(user); });
+    return 0;
+  };
+  api.event_create = [](void** e, unsigned) {
+    std::lock_guard<std::mutex> l(Get().mem_mu);
+    Get().events.push_back(std::make_unique<FakeEvent>());
+    *e = Get().events.back().get();
+    return 0;
+  };
+  api.event_record = [](void* e, void* s) {
+    auto* ev = static_cast<FakeEvent*>(e);
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> l(Get().mem_mu);
+      gen = ++ev->recorded;
+    }
+    Enqueue(s, [ev, gen] {
+      std::lock_guard<std::mutex> l(Get().mem_mu);
+      ev->done = std::max(ev->done, gen);
+      Get().mem_cv.notify_all();
+    });
+    return 0;
+  };
+  api.event_destroy = [](void* e) {
+    // Real CUDA defers the release until pending work completes; the fake
+    // keeps every event until the process ends rather than race with a
+    // queued record.
+    (void)e;
+    return 0;
+  };
+  api.stream_wait_event = [](void* s, void* e, unsigned) {
+    auto* ev = static_cast<FakeEvent*>(e);
+    uint64_t target;
+    {
+      std::lock_guard<std::mutex> l(Get().mem_mu);
+      target = ev->recorded;
+    }
+    Enqueue(s, [ev, target] {
+      std::unique_lock<std::mutex> l(Get().mem_mu);
+      Get().mem_cv.wait(l, [&] { return ev->done >= target; });
+    });
+    return 0;
+  };
+  api.host_alloc = [](void** p, size_t n, unsigned) {
+    *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    std::memset(*p, 0, n);
+    return 0;
+  };
+  api.free_host = [](void* p) { std::free(p); return 0; };
+  api.host_get_device_pointer = [](void** d, void* h, unsigned) { *d = h; return 0; };
+  api.get_error_string = [](int) { return "fake CUDA error"; };
+  api.stream_wait_value32 = [](void* s, uint64_t addr, uint32_t v, unsigned) {
+    Get().wait_value_calls++;
+    auto* p = reinterpret_cast<volatile uint32_t*>(addr);
+    Enqueue(s, [p, v] {
+      std::unique_lock<std::mutex> l(Get().mem_mu);
+      Get().mem_cv.wait(l, [&] { return static_cast<int32_t>(*p - v) >= 0; });
+    });
+    return 0;
+  };
+  api.stream_write_value32 = [](void* s, uint64_t addr, uint32_t v, unsigned) {
+    auto* p = reinterpret_cast<volatile uint32_t*>(addr);
+    Enqueue(s, [p, v] {
+      std::lock_guard<std::mutex> l(Get().mem_mu);
+      *p = v;
+      Get().mem_cv.notify_all();
+    });
+    return 0;
+  };
+}
+
+// A latch the test holds a stream on (a "kernel" that has not finished).
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  void Open() {
+    std::lock_guard<std::mutex> l(mu);
+    open = true;
+    cv.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return open; });
+  }
+};
+
+class DeviceMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.Start({}).ok()); }
+  CommConfig Config(uint32_t job, uint32_t rank, uint32_t world) {
+    CommConfig c = RankConfig(daemon_.address(), job, 0x5eed + job, rank, world);
+    c.options.staging_bytes = 64u << 10;  // 16 KiB chunks: many per op
+    c.options.op_timeout_ms = 20000;
+    return c;
+  }
+  DaemonProcess daemon_;
+};
+
+#define CHILD_OK(cond, msg) \
+  if (!(cond)) return RankFail(rank, msg)
+
+TEST_F(DeviceMemoryTest, StagedAllReducesAreExactAndKeepOrderWithHostCollectives) {
+  const uint32_t job = NextJobId(41);
+  const std::string failures = RunRanks(2, 60, [&](int rank) {
+    FakeCuda& f = FakeCuda::Get();
+    internal::SetCudaApiForTesting(&f.api);
+    auto comm = Communicator::Create(Config(job, rank, 2));
+    CHILD_OK(comm.ok(), comm.status().ToString());
+    const struct { DataType t; ReduceOp op; size_t count; } cases[] = {
+        {DataType::kFloat32, ReduceOp::kSum, 100000},  // 25 chunks
+        {DataType::kInt64, ReduceOp::kMax, 4099},
+        {DataType::kBfloat16, ReduceOp::kAvg, 70001},
+        {DataType::kInt8, ReduceOp::kProd, 0}};
+    for (const auto& c : cases) {
+      const size_t bytes = c.count * DataTypeSize(c.t);
+      void* dsend = f.DeviceAlloc(bytes + 1);
+      void* drecv = f.DeviceAlloc(bytes + 1);
+      Fill(c.t, c.op, rank, dsend, c.count);
+      auto sb = comm.value()->Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
+      auto rb = comm.value()->Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
+      CHILD_OK(sb.ok() && rb.ok(), "Register: " + sb.status().ToString() + rb.status().ToString());
+      // A host all-reduce right behind the staged one: it must be the next
+      // collective on every rank although the stager submits its chunks
+      // from its own thread.
+      std::vector<int32_t> hin(1000, rank + 1), hout(1000, 0);
+      auto hs = comm.value()->Register(hin.data(), hin.size() * 4);
+      auto hr = comm.value()->Register(hout.data(), hout.size() * 4);
+      CHILD_OK(hs.ok() && hr.ok(), "host Register");
+      auto staged = comm.value()->AllReduce(sb.value(), rb.value(), c.count, c.t, c.op);
+      CHILD_OK(staged.ok(), "staged AllReduce: " + staged.status().ToString());
+      auto host = comm.value()->AllReduce(hs.value(), hr.value(), hin.size(), DataType::kInt32,
+                                          ReduceOp::kSum);
+      CHILD_OK(host.ok(), "host AllReduce: " + host.status().ToString());
+      Status s = staged.value().Wait();
+      CHILD_OK(s.ok(), "staged Wait: " + s.ToString());
+      s = host.value().Wait();
+      CHILD_OK(s.ok(), "host Wait: " + s.ToString());
+      std::string first;
+      CHILD_OK(Check(c.t, c.op, 2, drecv, c.count, &first) == 0,
+               std::string(DataTypeName(c.t)) + ": " + first);
+      for (int32_t v : hout) CHILD_OK(v == 3, "host result " + std::to_string(v));
+      CHILD_OK(comm.value()->Deregister(sb.value()).ok(), "Deregister");
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+}
+
+TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
+  const uint32_t job = NextJobId(42);
+  const std::string failures = RunRanks(2, 60, [&](int rank) {
+    FakeCuda& f = FakeCuda::Get();
+    internal::SetCudaApiForTesting(&f.api);
+    auto comm = Communicator::Create(Config(job, rank, 2));
+    CHILD_OK(comm.ok(), comm.status().ToString());
+    const size_t count = 50000;
+    const size_t bytes = count * 4;
+    void* dsend = f.DeviceAlloc(bytes);
+    void* drecv = f.DeviceAlloc(bytes);
+    std::memset(dsend, 0, bytes);
+    std::memset(drecv, 0, bytes);
+    auto sb = comm.value()->Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
+    auto rb = comm.value()->Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
+    CHILD_OK(sb.ok() && rb.ok(), "Register");
+    void* stream = nullptr;
+    f.api.stream_create(&stream, 0);
+    // The "kernel" producing the input: held until the latch opens.
+    Latch latch;
+    FakeCuda::Enqueue(stream, [&] {
+      latch.Wait();
+      Fill(DataType::kFloat32, ReduceOp::kSum, rank, dsend, count);
+    });
+    auto req = comm.value()->AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kSum, stream);
+    CHILD_OK(req.ok(), "AllReduce on stream: " + req.status().ToString());
+    CHILD_OK(f.wait_value_calls.load() == 1, "no cuStreamWaitValue32 on the caller's stream");
+    // The stream has not reached the call: nothing can have completed.
+    auto t = req.value().Test();
+    CHILD_OK(!t, "completed before the stream reached it");
+    // The "kernel" consuming the result, enqueued after the call.
+    std::vector<uint8_t> seen(bytes);
+    FakeCuda::Enqueue(stream, [&] { std::memcpy(seen.data(), drecv, bytes); });
+    latch.Open();
+    FakeCuda::Sync(stream);
+    std::string first;
+    CHILD_OK(Check(DataType::kFloat32, ReduceOp::kSum, 2, seen.data(), count, &first) == 0,
+             "work after the call saw: " + first);
+    Status s = req.value().Wait();
+    CHILD_OK(s.ok(), "Wait: " + s.ToString());
+    // The C API's twin, on the same stream.
+    Fill(DataType::kFloat32, ReduceOp::kMax, rank, dsend, count);
+    auto again = comm.value()->AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kMax, stream);
+    CHILD_OK(again.ok() && again.value().Wait().ok(), "second stream all-reduce");
+    FakeCuda::Sync(stream);
+    CHILD_OK(Check(DataType::kFloat32, ReduceOp::kMax, 2, drecv, count, &first) == 0, first);
+    // The legacy default stream (a null cudaStream_t) is a stream too.
+    Latch held;
+    FakeCuda::Enqueue(nullptr, [&] {
+      held.Wait();
+      Fill(DataType::kFloat32, ReduceOp::kMin, rank, dsend, count);
+    });
+    auto on_default = comm.value()->AllReduce(dsend, drecv, count, DataType::kFloat32,
+                                              ReduceOp::kMin, nullptr);
+    CHILD_OK(on_default.ok(), on_default.status().ToString());
+    CHILD_OK(!on_default.value().Test(), "ran before the default stream reached it");
+    held.Open();
+    FakeCuda::Sync(nullptr);
+    CHILD_OK(Check(DataType::kFloat32, ReduceOp::kMin, 2, drecv, count, &first) == 0, first);
+    f.api.stream_destroy(stream);
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+}
+
+TEST_F(DeviceMemoryTest, WithoutStreamMemoryOperationsTheCallSynchronizes) {
+  const uint32_t job = NextJobId(43);
+  const std::string failures = RunRanks(2, 60, [&](int rank) {
+    FakeCuda& f = FakeCuda::Get();
+    f.api.stream_wait_value32 = nullptr;
+    f.api.stream_write_value32 = nullptr;
+    internal::SetCudaApiForTesting(&f.api);
+    auto comm = Communicator::Create(Config(job, rank, 2));
+    CHILD_OK(comm.ok(), comm.status().ToString());
+    const size_t count = 30000;
+    void* d = f.DeviceAlloc(count * 8);
+    auto b = comm.value()->Register(MemoryDesc{d, count * 8, MemoryKind::kCudaDevice});
+    CHILD_OK(b.ok(), "Register");
+    void* stream = nullptr;
+    f.api.stream_create(&stream, 0);
+    FakeCuda::Enqueue(stream, [&] { Fill(DataType::kFloat64, ReduceOp::kSum, rank, d, count); });
+    auto req = comm.value()->AllReduce(d, d, count, DataType::kFloat64, ReduceOp::kSum, stream);
+    CHILD_OK(req.ok(), req.status().ToString());
+    auto t = req.value().Test();
+    CHILD_OK(t, "the fallback returned before the result was in place");
+    std::string first;
+    CHILD_OK(Check(DataType::kFloat64, ReduceOp::kSum, 2, d, count, &first) == 0, first);
+    f.api.stream_destroy(stream);
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+}
+
+TEST_F(DeviceMemoryTest, RefusalsAndACopyFailureThatStillReleasesTheStream) {
+  const uint32_t job = NextJobId(44);
+  const std::string failures = RunRanks(1, 60, [&](int rank) {
+    FakeCuda& f = FakeCuda::Get();
+    internal::SetCudaApiForTesting(&f.api);
+    auto comm = Communicator::Create(Config(job, rank, 1));
+    CHILD_OK(comm.ok(), comm.status().ToString());
+    std::vector<float> host(1024);
+    auto bad = comm.value()->Register(MemoryDesc{host.data(), 4096, MemoryKind::kCudaDevice});
+    CHILD_OK(!bad.ok() && bad.status().code() == StatusCode::kInvalidArgument &&
+                 bad.status().message().find("is not CUDA device memory") != std::string::npos,
+             "host memory registered as device memory: " + bad.status().ToString());
+    const size_t count = 40000;
+    void* d = f.DeviceAlloc(count * 4 * 2);
+    auto b = comm.value()->Register(MemoryDesc{d, count * 4 * 2, MemoryKind::kCudaDevice});
+    CHILD_OK(b.ok(), "Register");
+    auto rs = comm.value()->ReduceScatter(d, static_cast<float*>(d) + count, count, DataType::kFloat32,
+                                          ReduceOp::kSum);
+    CHILD_OK(!rs.ok() && rs.status().code() == StatusCode::kUnimplemented,
+             "ReduceScatter of device memory: " + rs.status().ToString());
+    // The third copy fails: the request fails, the stream is released.
+    void* stream = nullptr;
+    f.api.stream_create(&stream, 0);
+    f.fail_memcpy_after = 2;
+    auto req = comm.value()->AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum, stream);
+    CHILD_OK(req.ok(), req.status().ToString());
+    Status s = req.value().Wait();
+    CHILD_OK(s.code() == StatusCode::kInternal && s.message().find("cudaMemcpyAsync") != std::string::npos,
+             "the failed copy: " + s.ToString());
+    FakeCuda::Sync(stream);  // returns: the wait on the stream was released
+    Status h = comm.value()->Health();
+    CHILD_OK(h.code() == StatusCode::kAborted, "Health after a CUDA failure: " + h.ToString());
+    auto later = comm.value()->AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum);
+    CHILD_OK(!later.ok() && later.status().code() == StatusCode::kAborted,
+             "a call after the failure: " + later.status().ToString());
+    f.fail_memcpy_after = -1;
+    f.api.stream_destroy(stream);
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+}
+
+}  // namespace
+}  // namespace tributary::testing

@@ -19,7 +19,7 @@ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DTRIBUTARY_WITH_DPDK=OFF -DTRIBUTARY_WITH_VERBS=OFF -DTRIBUTARY_WITH_MANAGER=OFF \
   -DTRIBUTARY_WITH_OFI=ON -DTRIBUTARY_BUILD_FUZZ=OFF -DTRIBUTARY_BUILD_BENCH=OFF > /dev/null
 cmake --build "$build" -j "$(nproc)" --target tributaryd nccl_net_tributary \
-  tributary_kernels_gpu_test kernel_reduce_bandwidth
+  tributary_kernels_gpu_test kernel_reduce_bandwidth device_allreduce
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/switch_agent/tributaryd" "$bundle/bin/"
@@ -28,7 +28,7 @@ cp "$build/host/nccl/libnccl-net-tributary.so" "$bundle/lib/"
 # the CUDA runtime they were built with (copied below) and the machine's
 # driver (libcuda.so.1, never copied).
 cp "$build/tests/kernels/tributary_kernels_gpu_test" "$build/bench/kernel_reduce_bandwidth" \
-  "$bundle/bin/"
+  "$build/bench/device_allreduce" "$bundle/bin/"
 libfabric=$(ldconfig -p | awk '/libfabric\.so\.1 .*x86-64/ && !f { f = $NF } END { print f }')
 [[ -n $libfabric ]] || { echo "gpu-bundle: libfabric.so.1 not found (apt-get install libfabric1)" >&2; exit 1; }
 cp -L "$libfabric" "$bundle/lib/libfabric.so.1"

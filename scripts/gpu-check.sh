@@ -9,6 +9,11 @@
 # refusal on one GPU), then kernel_reduce_bandwidth for fp32 and bf16 at
 # 256 MiB: the k-input reduce against the GPU's device-to-device copy.
 #
+# Device memory in the host library (issue #14): device_allreduce, two
+# ranks on the one GPU through tributaryd on loopback: cudaMalloc buffers
+# staged through pinned host memory, stream-ordered, exact, 1..256 MiB, and
+# the same all-reduce from host buffers.
+#
 # NCCL plugin (issue #13): tributaryd on loopback, two processes on the one
 # GPU that NCCL takes for two nodes (distinct NCCL_HOSTID; NCCL's P2P and
 # SHM transports off), torch.distributed with the NCCL backend of the
@@ -111,6 +116,19 @@ sweep() {
   return $rc
 }
 
+# Device memory through the host library's staging, against host buffers.
+t0=$(date +%s)
+dev_pids=()
+for rank in 0 1; do
+  timeout 180 "$bundle/bin/device_allreduce" --rank $rank --size 2 --aggregator "$addr" \
+    --job-id 7001 --job-key 77 --max-bytes 268435456 > "$out/device-allreduce-rank$rank.txt" 2>&1 &
+  dev_pids+=($!)
+done
+device_rc=0
+for p in "${dev_pids[@]}"; do wait "$p" || device_rc=1; done
+say "device-memory all-reduce (2 ranks, staged, stream-ordered): $([[ $device_rc == 0 ]] && echo exact || echo "FAILED, see device-allreduce-rank*.txt") in $(( $(date +%s) - t0 )) s"
+tee -a "$summary" < "$out/device-allreduce-rank0.txt"
+
 t0=$(date +%s)
 sweep tributary 29511 NCCL_NET_PLUGIN=tributary NCCL_COLLNET_ENABLE=1 \
   TRIBUTARY_AGGREGATOR="$addr" TRIBUTARY_TRANSPORT=udp TRIBUTARY_OFI_PROVIDER="tcp;ofi_rxm" \
@@ -154,4 +172,4 @@ for b in sorted(set(t) | set(s)):
     print(f"{b:>12} {tu if tu is not None else '-':>13} {tb if tb is not None else '-':>7} "
           f"{su if su is not None else '-':>11} {sb if sb is not None else '-':>7} {sp:>8}")
 PY
-[[ $kernels_rc == 0 && $plugin_rc == 0 && $socket_rc == 0 && $loaded -gt 0 ]]
+[[ $kernels_rc == 0 && $device_rc == 0 && $plugin_rc == 0 && $socket_rc == 0 && $loaded -gt 0 ]]

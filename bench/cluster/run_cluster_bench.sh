@@ -6,8 +6,12 @@
 # namespace whose bridge forwards host-to-host traffic and where tributaryd
 # runs, i.e. in the network (netns_lib.sh draws the topology).
 #
-# Every rank runs in its own host namespace, so every byte it sends or
-# receives crosses its own link:
+# Every host namespace runs --ranks-per-host ranks (default 1), so every
+# byte a host sends or receives crosses its own link. With several ranks per
+# host, Tributary's ranks of one host share a node id (TRIBUTARY_NODE_ID) and
+# take the node level (shared memory inside the host, one stripe per rank to
+# the aggregator); OpenMPI gets its shared-memory BTL (vader) for them; Gloo's
+# ring talks TCP inside the host, which never crosses the link.
 # - Tributary: tributary_cluster_rank (one process per host, same job).
 # - Gloo: gloo_allreduce --rank/--size/--store/--hostname <host address>;
 #   rendezvous through a FileStore directory (the filesystem is shared), so
@@ -40,6 +44,7 @@ usage() {
 Usage: $0 [options]
   --build DIR      build directory (default: $HERE/../../build)
   --hosts "N..."   host counts (default: "2 4 8")
+  --ranks-per-host K  ranks in every host namespace (default 1)
   --min SIZE       smallest size (default 4K)      --max SIZE   largest (default 256M)
   --factor F       size step factor (default 4)
   --iters N        timed iterations per size (default 5)
@@ -59,13 +64,14 @@ EOF
 
 BUILD="$HERE/../../build"
 HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
-TRIB_ARGS=""; MPI_ARGS=""
+TRIB_ARGS=""; MPI_ARGS=""; PER_HOST=1
 RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=1200; SMOKE=0
 OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
 while (($#)); do
   case $1 in
     --build) BUILD=$2; shift ;;
     --hosts) HOSTS=$2; shift ;;
+    --ranks-per-host) PER_HOST=$2; shift ;;
     --min) MIN=$2; shift ;;
     --max) MAX=$2; shift ;;
     --factor) FACTOR=$2; shift ;;
@@ -135,33 +141,38 @@ cpu_sample() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; ++i) t += $i; print t 
 
 SWEEP=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1)
 
-# Runs one rank per host in the background, waits for all; rank 0's output
-# (the table) goes to $1. Returns the first non-zero exit status.
+# Runs PER_HOST ranks per host in the background (rank = host * PER_HOST +
+# local), waits for all; rank 0's output (the table) goes to $1. CMD_FN gets
+# RANK SIZE HOST. Returns the first non-zero exit status.
 run_per_host() {  # LOG N CMD_FN
-  local log=$1 n=$2 fn=$3 i pids=() rc=0 r
+  local log=$1 n=$2 fn=$3 i j k size=$(($2 * PER_HOST)) pids=() rc=0 r
   for ((i = 0; i < n; ++i)); do
-    if ((i == 0)); then
-      netns_host_exec "$i" timeout "$TIMEOUT" $($fn "$i" "$n") > "$log" 2>&1 &
-    else
-      netns_host_exec "$i" timeout "$TIMEOUT" $($fn "$i" "$n") > "$log.rank$i" 2>&1 &
-    fi
-    pids+=($!)
+    for ((j = 0; j < PER_HOST; ++j)); do
+      k=$((i * PER_HOST + j))
+      if ((k == 0)); then
+        netns_host_exec "$i" timeout "$TIMEOUT" $($fn "$k" "$size" "$i") > "$log" 2>&1 &
+      else
+        netns_host_exec "$i" timeout "$TIMEOUT" $($fn "$k" "$size" "$i") > "$log.rank$k" 2>&1 &
+      fi
+      pids+=($!)
+    done
   done
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}"; r=$?
     ((r != 0 && rc == 0)) && rc=$r
   done
-  for ((i = 1; i < n; ++i)); do cat "$log.rank$i" >> "$log"; rm -f "$log.rank$i"; done
+  for ((k = 1; k < size; ++k)); do cat "$log.rank$k" >> "$log"; rm -f "$log.rank$k"; done
   return "$rc"
 }
 
 JOB_ID=1000
-tributary_cmd() {  # RANK N
-  echo "$TRANK_BIN --rank $1 --size $2 --daemon $NETNS_DAEMON --job-id $JOB_ID" \
+tributary_cmd() {  # RANK SIZE HOST
+  echo "env TRIBUTARY_NODE_ID=cluster-h$3" \
+       "$TRANK_BIN --rank $1 --size $2 --daemon $NETNS_DAEMON --job-id $JOB_ID" \
        "--job-key $JOB_KEY --timeout-ms 300000 ${SWEEP[*]} $TRIB_ARGS"
 }
-gloo_cmd() {
-  echo "$GLOO_BIN --rank $1 --size $2 --store $GLOO_STORE --hostname $(netns_host_addr "$1")" \
+gloo_cmd() {  # RANK SIZE HOST
+  echo "$GLOO_BIN --rank $1 --size $2 --store $GLOO_STORE --hostname $(netns_host_addr "$3")" \
        "${SWEEP[*]}"
 }
 
@@ -178,12 +189,13 @@ run_system() {  # SYSTEM N ROUND
       run_per_host "$log" "$n" gloo_cmd
       rc=$?; rm -rf "$GLOO_STORE"; return $rc ;;
     mpi)
-      local hosts i
-      hosts=$(for ((i = 0; i < n; ++i)); do printf 'h%d:1,' "$i"; done)
-      netns_switch_exec timeout "$TIMEOUT" mpirun --allow-run-as-root -np "$n" \
+      local hosts i btl=tcp,self
+      ((PER_HOST > 1)) && btl=tcp,vader,self
+      hosts=$(for ((i = 0; i < n; ++i)); do printf 'h%d:%d,' "$i" "$PER_HOST"; done)
+      netns_switch_exec timeout "$TIMEOUT" mpirun --allow-run-as-root -np $((n * PER_HOST)) \
         --host "${hosts%,}" --mca plm_rsh_agent "$HERE/ns_rsh.sh" \
         --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 198.19.0.0/24 \
-        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 $MPI_ARGS \
+        --mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include eth0 $MPI_ARGS \
         "$MPI_BIN" "${SWEEP[@]}" > "$log" 2>&1 &
       # In the background and waited for: bash runs the INT/TERM trap (and
       # so the cleanup) only once a foreground child ends.
@@ -195,7 +207,7 @@ read -ra host_list <<< "$HOSTS"
 total=$((${#host_list[@]} * ROUNDS * ${#active[@]}))
 step=0 failures=0
 start_all=$(date +%s)
-echo "# emulated cluster: hosts {$HOSTS}, links $RATE, MTU $MTU, loss $LOSS/1000;" \
+echo "# emulated cluster: hosts {$HOSTS} x $PER_HOST rank(s), links $RATE, MTU $MTU, loss $LOSS/1000;" \
      "sizes $MIN..$MAX x$FACTOR, $ITERS iters + $WARMUP warm-up, $ROUNDS rounds;" \
      "systems: ${active[*]}; $(nproc) CPUs; results in $OUT" >&2
 for n in "${host_list[@]}"; do
@@ -238,7 +250,8 @@ done
 
 python3 "$HERE/summarize.py" --raw "$RAW" --out "$OUT" --rate-bps "$RATE_BPS" \
   --rate "$RATE" --mtu "$MTU" --loss "$LOSS" --rounds "$ROUNDS" --iters "$ITERS" \
-  --warmup "$WARMUP" --systems "${active[*]}" || failures=$((failures + 1))
+  --warmup "$WARMUP" --systems "${active[*]}" --ranks-per-host "$PER_HOST" ||
+  failures=$((failures + 1))
 if command -v gnuplot > /dev/null; then
   for plot in "$OUT"/plot-n*.gp; do
     [[ -e "$plot" ]] || continue

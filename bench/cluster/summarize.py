@@ -31,7 +31,11 @@ def main():
         ap.add_argument("--" + flag, required=True)
     for flag in ("rate-bps", "mtu", "loss", "rounds", "iters", "warmup"):
         ap.add_argument("--" + flag, type=int, required=True)
+    # Ranks per host: a ring of n*K ranks crosses each host link with
+    # 2(nK-1)/(nK) of S, in-network aggregation with the node level with S.
+    ap.add_argument("--ranks-per-host", type=int, default=1)
     a = ap.parse_args()
+    k = a.ranks_per_host
     systems = a.systems.split()
     rate = a.rate_bps / 8.0  # bytes/s
 
@@ -49,7 +53,7 @@ def main():
                 "run_cpu_busy_pct,link_rate_bps,loss_permille\n")
         for s, n, r, size, t, wrong, cpu in rows:
             algbw = size / (t * 1e3)
-            f.write(f"{s},{n},{r},{size},{t:.2f},{algbw:.4f},{algbw * 2 * (n - 1) / n:.4f},"
+            f.write(f"{s},{n},{r},{size},{t:.2f},{algbw:.4f},{algbw * 2 * (n * k - 1) / (n * k):.4f},"
                     f"{wrong},{cpu:.0f},{a.rate_bps},{a.loss}\n")
 
     times = collections.defaultdict(list)
@@ -71,7 +75,7 @@ def main():
         for s in systems:
             if not any((s, n, size) in med for size in sizes):
                 continue
-            p(f"{NAMES.get(s, s)}, {n} hosts:\n")
+            p(f"{NAMES.get(s, s)}, {n} hosts" + (f" x {k} ranks" if k > 1 else "") + ":\n")
             p("```")
             p(f"# {'size':>10}  {'count':>12}  {'type':>6}  {'redop':>5}  {'time':>10}  "
               f"{'algbw':>6}  {'busbw':>6}  {'#wrong':>6}")
@@ -83,13 +87,13 @@ def main():
                 if t is None:
                     continue
                 algbw = size / (t * 1e3)
-                bus.append(algbw * 2 * (n - 1) / n)
+                bus.append(algbw * 2 * (n * k - 1) / (n * k))
                 p(f"  {size:>10}  {size // 4:>12}  {'float':>6}  {'sum':>5}  {t:>10.1f}  "
                   f"{algbw:>6.3f}  {bus[-1]:>6.3f}  {0:>6}")
             p(f"# Avg bus bandwidth    : {statistics.mean(bus) if bus else 0:.4f}")
             p("```\n")
         # Comparison against the peers and the link-bound limits.
-        ring_bound = 2 * (n - 1) / n
+        ring_bound = 2 * (n * k - 1) / (n * k)
         head = "| size | Tributary algbw | % of S/R |"
         rule = "|---:|---:|---:|"
         for s in systems:

@@ -234,13 +234,34 @@ Status NodeSegment::CheckPeers(const char* what) const {
     }
     // A pid is only meaningful in the namespace it was read in.
     if (header_->pid_ns[r] != my_ns || pid <= 0) continue;
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
+    if (!ProcessAlive(pid)) {
       return Status(StatusCode::kUnavailable,
                     "node level: local rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
                         ") exited while this rank waited for it (" + what + ")");
     }
   }
   return Status::Ok();
+}
+
+bool ProcessAlive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // kill() succeeds on a zombie (exited, not yet reaped by its parent, e.g.
+  // a launcher that waits for all its children at the end): its state in
+  // /proc/PID/stat, the field after the command's closing parenthesis, is
+  // Z (or X while it is being reaped).
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno != ENOENT;  // unreadable (hidepid): assume alive
+  char buf[512];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr || close_paren[1] != ' ') return true;
+  const char state = close_paren[2];
+  return state != 'Z' && state != 'X';
 }
 
 Status NodeSegment::WaitAll(Counter c, uint32_t value, uint64_t deadline_ms, const char* what) {

@@ -24,6 +24,8 @@
 // called from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +35,10 @@
 #include "tributary/status.h"
 
 namespace tributary::host {
+
+// Whether process `pid` (of this pid namespace) still runs: false once it
+// exited, also while it is a zombie its parent has not reaped yet.
+bool ProcessAlive(pid_t pid);
 
 class NodeSegment {
  public:

@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// The node level's liveness check of its peers (node_segment.h
-// ProcessAlive): a running process is alive; an exited one is not, also
-// while it is a zombie nobody reaped (kill(pid, 0) still succeeds then),
-// and not after it was reaped.
+// The node level's handling of dead peers (node_segment.h): ProcessAlive
+// (a running process is alive; an exited one is not, also while it is a
+// zombie nobody reaped, when kill(pid, 0) still succeeds, and not after it
+// was reaped), and a segment whose creator died before the others attached
+// leaves no name behind in /dev/shm.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
 
 #include "host/src/node/node_segment.h"
 
@@ -42,6 +50,44 @@ TEST(ProcessAliveTest, RunningZombieAndReaped) {
   ASSERT_EQ(waitpid(child, nullptr, 0), child);
   EXPECT_FALSE(ProcessAlive(child));
   close(ready[0]);
+}
+
+// True once `pid` maps a file whose path contains `needle`.
+bool Maps(pid_t pid, const std::string& needle) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/maps");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str().find(needle) != std::string::npos;
+}
+
+TEST(NodeSegmentTest, ACreatorThatDiesLeavesNoNameBehind) {
+  const std::string name = "/tributary-test-" + std::to_string(getpid());
+  const pid_t creator = fork();
+  ASSERT_GE(creator, 0);
+  if (creator == 0) {
+    // Local rank 0 of 2: creates, maps, waits for rank 1 (killed meanwhile).
+    auto seg = NodeSegment::Attach(name, 0, 2, 4096, 60000);
+    _exit(seg.ok() ? 0 : 1);
+  }
+  bool mapped = false;
+  for (int i = 0; i < 5000 && !mapped; ++i) {  // bounded: 10 s
+    mapped = Maps(creator, name.substr(1));
+    if (!mapped) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(mapped) << "the creator never mapped its segment";
+  ASSERT_EQ(kill(creator, SIGKILL), 0);
+  ASSERT_EQ(waitpid(creator, nullptr, 0), creator);
+  // Whatever point the creator died at after mapping (before or after it
+  // initialized the header or counted itself), local rank 1 gives up or
+  // completes, and the name is gone either way.
+  auto late = NodeSegment::Attach(name, 1, 2, 4096, 300);
+  (void)late;
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  EXPECT_LT(fd, 0) << "the segment's name outlived its creator";
+  if (fd >= 0) {
+    close(fd);
+    shm_unlink(name.c_str());
+  }
 }
 
 }  // namespace

@@ -153,6 +153,7 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
   } else {
     while (h->magic.load(std::memory_order_acquire) != kMagic) {
       if (NodeNowMs() >= deadline) {
+        shm_unlink(name.c_str());  // local rank 0 died after creating it
         return Status(StatusCode::kTimedOut, "node level: shared memory " + name +
                                                  " was never initialized by local rank 0");
       }
@@ -184,7 +185,10 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
     }
     FutexWait(&h->attached, n, 20);
   }
-  if (creator) shm_unlink(name.c_str());
+  // Every rank unlinks the name (all but the first find it gone): once all
+  // have attached nobody needs it, and after a timeout it must not outlive
+  // local rank 0 if that is the rank that died.
+  shm_unlink(name.c_str());
   if (!all.ok()) {
     seg->Abort(all.message());
     return all;

@@ -195,6 +195,22 @@ trib_status_t CheckDtypeOp(const trib_dtype_t& dtype_arg, const trib_op_t& op_ar
   return TRIB_OK;
 }
 
+// The raw-pointer collectives: comm, out and dtype/op checked, then
+// `submit(dtype, op)` and a new request in *out.
+template <typename Submit>
+trib_status_t SubmitPointerCall(trib_comm_t* comm, const char* call, trib_dtype_t dtype,
+                                trib_op_t op, trib_request_t** out, Submit submit) {
+  return Guard([&] {
+    trib_status_t error;
+    if (!CheckComm(comm, call, &error)) return error;
+    if (out == nullptr) return NullArgument(call);
+    tributary::DataType t;
+    tributary::ReduceOp o;
+    if (trib_status_t e = CheckDtypeOp(dtype, op, call, &t, &o); e != TRIB_OK) return e;
+    return NewRequest(submit(t, o), out);
+  });
+}
+
 // The C log sink behind the C++ one. The C++ sink is called under the log
 // mutex, which SetLogSink also takes, so once SetLogSink returns no call to
 // the previous CSink can be running and it may be freed.
@@ -475,63 +491,31 @@ trib_status_t trib_allreduce(trib_comm_t* comm, trib_buffer_t* send, trib_buffer
 
 trib_status_t trib_allreduce_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
                                  trib_dtype_t dtype, trib_op_t op, trib_request_t** out) {
-  return Guard([&] {
-    trib_status_t error;
-    if (!CheckComm(comm, "trib_allreduce_ptr", &error)) return error;
-    if (out == nullptr) return NullArgument("trib_allreduce_ptr");
-    tributary::DataType t;
-    tributary::ReduceOp o;
-    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce_ptr", &t, &o); e != TRIB_OK) {
-      return e;
-    }
-    return NewRequest(comm->comm->AllReduce(send, recv, count, t, o), out);
+  return SubmitPointerCall(comm, "trib_allreduce_ptr", dtype, op, out, [&](auto t, auto o) {
+    return comm->comm->AllReduce(send, recv, count, t, o);
   });
 }
 
 trib_status_t trib_allreduce_stream(trib_comm_t* comm, const void* send, void* recv,
                                     size_t count, trib_dtype_t dtype, trib_op_t op,
                                     void* cuda_stream, trib_request_t** out) {
-  return Guard([&] {
-    trib_status_t error;
-    if (!CheckComm(comm, "trib_allreduce_stream", &error)) return error;
-    if (out == nullptr) return NullArgument("trib_allreduce_stream");
-    tributary::DataType t;
-    tributary::ReduceOp o;
-    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_allreduce_stream", &t, &o); e != TRIB_OK) {
-      return e;
-    }
-    return NewRequest(comm->comm->AllReduce(send, recv, count, t, o, cuda_stream), out);
+  return SubmitPointerCall(comm, "trib_allreduce_stream", dtype, op, out, [&](auto t, auto o) {
+    return comm->comm->AllReduce(send, recv, count, t, o, cuda_stream);
   });
 }
 
 trib_status_t trib_reduce_scatter_ptr(trib_comm_t* comm, const void* send, void* recv,
                                       size_t count, trib_dtype_t dtype, trib_op_t op,
                                       trib_request_t** out) {
-  return Guard([&] {
-    trib_status_t error;
-    if (!CheckComm(comm, "trib_reduce_scatter_ptr", &error)) return error;
-    if (out == nullptr) return NullArgument("trib_reduce_scatter_ptr");
-    tributary::DataType t;
-    tributary::ReduceOp o;
-    if (trib_status_t e = CheckDtypeOp(dtype, op, "trib_reduce_scatter_ptr", &t, &o); e != TRIB_OK) {
-      return e;
-    }
-    return NewRequest(comm->comm->ReduceScatter(send, recv, count, t, o), out);
+  return SubmitPointerCall(comm, "trib_reduce_scatter_ptr", dtype, op, out, [&](auto t, auto o) {
+    return comm->comm->ReduceScatter(send, recv, count, t, o);
   });
 }
 
 trib_status_t trib_allgather_ptr(trib_comm_t* comm, const void* send, void* recv, size_t count,
                                  trib_dtype_t dtype, trib_request_t** out) {
-  return Guard([&] {
-    trib_status_t error;
-    if (!CheckComm(comm, "trib_allgather_ptr", &error)) return error;
-    if (out == nullptr) return NullArgument("trib_allgather_ptr");
-    tributary::DataType t;
-    tributary::ReduceOp o;
-    if (trib_status_t e = CheckDtypeOp(dtype, TRIB_SUM, "trib_allgather_ptr", &t, &o); e != TRIB_OK) {
-      return e;
-    }
-    return NewRequest(comm->comm->AllGather(send, recv, count, t), out);
+  return SubmitPointerCall(comm, "trib_allgather_ptr", dtype, TRIB_SUM, out, [&](auto t, auto) {
+    return comm->comm->AllGather(send, recv, count, t);
   });
 }
 

@@ -55,6 +55,18 @@ bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
 bool OnHost(const std::shared_ptr<host::Registration>& r) {
   return !r || r->memory.kind == MemoryKind::kHost || r->memory.kind == MemoryKind::kHostPinned;
 }
+// A NodeOp or StagedAllReduce with the operation's buffers and arguments.
+template <class T>
+T OperationOf(const uint8_t* send, uint8_t* recv, size_t count, DataType dtype, ReduceOp op) {
+  T t;
+  t.send = send;
+  t.recv = recv;
+  t.count = count;
+  t.dtype = dtype;
+  t.op = op;
+  return t;
+}
+
 // Counts an operation in its buffers' in_use (Deregister refuses them until
 // it completes); the returned function releases them.
 std::function<void()> HoldBuffers(const std::shared_ptr<host::Registration>& send,
@@ -607,12 +619,7 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     }
     Result<DeviceStager*> stager = Stager();
     if (!stager.ok()) return Status(stager.status().code(), what + ": " + stager.status().message());
-    StagedAllReduce staged;
-    staged.send = send_ptr;
-    staged.recv = recv_ptr;
-    staged.count = count;
-    staged.dtype = dtype;
-    staged.op = op;
+    auto staged = OperationOf<StagedAllReduce>(send_ptr, recv_ptr, count, dtype, op);
     staged.request = std::make_shared<RequestState>();
     staged.on_done = HoldBuffers(send, recv);
     std::shared_ptr<RequestState> state = staged.request;
@@ -643,13 +650,8 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   if (node_ && shape.collective == host::Collective::kAllReduce && OnHost(send) && OnHost(recv)) {
     auto state = std::make_shared<RequestState>();
     state->then = then;
-    NodeOp nop;
+    auto nop = OperationOf<NodeOp>(send_ptr, recv_ptr, count, dtype, op);
     nop.request = state;
-    nop.send = send_ptr;
-    nop.recv = recv_ptr;
-    nop.count = count;
-    nop.dtype = dtype;
-    nop.op = op;
     nop.on_done = HoldBuffers(send, recv);
     node_->Submit(std::move(nop));
     return MakeRequest(state);

@@ -253,6 +253,25 @@ class DeviceMemoryTest : public ::testing::Test {
     c.options.op_timeout_ms = 20000;
     return c;
   }
+  // Runs body(rank, fake, comm) in `ranks` forked ranks of a new job, each
+  // with the fake runtime installed (without stream memory operations when
+  // !memops); every rank must return 0.
+  void RunRanksWithFake(int ranks, uint32_t salt, bool memops,
+                        const std::function<int(int, FakeCuda&, Communicator&)>& body) {
+    const uint32_t job = NextJobId(salt);
+    const std::string failures = RunRanks(ranks, 60, [&](int rank) {
+      FakeCuda& f = FakeCuda::Get();
+      if (!memops) {
+        f.api.stream_wait_value32 = nullptr;
+        f.api.stream_write_value32 = nullptr;
+      }
+      internal::SetCudaApiForTesting(&f.api);
+      auto comm = Communicator::Create(Config(job, rank, ranks));
+      if (!comm.ok()) return RankFail(rank, comm.status().ToString());
+      return body(rank, f, *comm.value());
+    });
+    EXPECT_EQ(failures, "");
+  }
   DaemonProcess daemon_;
 };
 
@@ -260,12 +279,7 @@ class DeviceMemoryTest : public ::testing::Test {
   if (!(cond)) return RankFail(rank, msg)
 
 TEST_F(DeviceMemoryTest, StagedAllReducesAreExactAndKeepOrderWithHostCollectives) {
-  const uint32_t job = NextJobId(41);
-  const std::string failures = RunRanks(2, 60, [&](int rank) {
-    FakeCuda& f = FakeCuda::Get();
-    internal::SetCudaApiForTesting(&f.api);
-    auto comm = Communicator::Create(Config(job, rank, 2));
-    CHILD_OK(comm.ok(), comm.status().ToString());
+  RunRanksWithFake(2, 41, true, [&](int rank, FakeCuda& f, Communicator& comm) {
     const struct { DataType t; ReduceOp op; size_t count; } cases[] = {
         {DataType::kFloat32, ReduceOp::kSum, 100000},  // 25 chunks
         {DataType::kInt64, ReduceOp::kMax, 4099},
@@ -276,19 +290,19 @@ TEST_F(DeviceMemoryTest, StagedAllReducesAreExactAndKeepOrderWithHostCollectives
       void* dsend = f.DeviceAlloc(bytes + 1);
       void* drecv = f.DeviceAlloc(bytes + 1);
       Fill(c.t, c.op, rank, dsend, c.count);
-      auto sb = comm.value()->Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
-      auto rb = comm.value()->Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
+      auto sb = comm.Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
+      auto rb = comm.Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
       CHILD_OK(sb.ok() && rb.ok(), "Register: " + sb.status().ToString() + rb.status().ToString());
       // A host all-reduce right behind the staged one: it must be the next
       // collective on every rank although the stager submits its chunks
       // from its own thread.
       std::vector<int32_t> hin(1000, rank + 1), hout(1000, 0);
-      auto hs = comm.value()->Register(hin.data(), hin.size() * 4);
-      auto hr = comm.value()->Register(hout.data(), hout.size() * 4);
+      auto hs = comm.Register(hin.data(), hin.size() * 4);
+      auto hr = comm.Register(hout.data(), hout.size() * 4);
       CHILD_OK(hs.ok() && hr.ok(), "host Register");
-      auto staged = comm.value()->AllReduce(sb.value(), rb.value(), c.count, c.t, c.op);
+      auto staged = comm.AllReduce(sb.value(), rb.value(), c.count, c.t, c.op);
       CHILD_OK(staged.ok(), "staged AllReduce: " + staged.status().ToString());
-      auto host = comm.value()->AllReduce(hs.value(), hr.value(), hin.size(), DataType::kInt32,
+      auto host = comm.AllReduce(hs.value(), hr.value(), hin.size(), DataType::kInt32,
                                           ReduceOp::kSum);
       CHILD_OK(host.ok(), "host AllReduce: " + host.status().ToString());
       Status s = staged.value().Wait();
@@ -299,28 +313,22 @@ TEST_F(DeviceMemoryTest, StagedAllReducesAreExactAndKeepOrderWithHostCollectives
       CHILD_OK(Check(c.t, c.op, 2, drecv, c.count, &first) == 0,
                std::string(DataTypeName(c.t)) + ": " + first);
       for (int32_t v : hout) CHILD_OK(v == 3, "host result " + std::to_string(v));
-      CHILD_OK(comm.value()->Deregister(sb.value()).ok(), "Deregister");
+      CHILD_OK(comm.Deregister(sb.value()).ok(), "Deregister");
     }
     return 0;
   });
-  EXPECT_EQ(failures, "");
 }
 
 TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
-  const uint32_t job = NextJobId(42);
-  const std::string failures = RunRanks(2, 60, [&](int rank) {
-    FakeCuda& f = FakeCuda::Get();
-    internal::SetCudaApiForTesting(&f.api);
-    auto comm = Communicator::Create(Config(job, rank, 2));
-    CHILD_OK(comm.ok(), comm.status().ToString());
+  RunRanksWithFake(2, 42, true, [&](int rank, FakeCuda& f, Communicator& comm) {
     const size_t count = 50000;
     const size_t bytes = count * 4;
     void* dsend = f.DeviceAlloc(bytes);
     void* drecv = f.DeviceAlloc(bytes);
     std::memset(dsend, 0, bytes);
     std::memset(drecv, 0, bytes);
-    auto sb = comm.value()->Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
-    auto rb = comm.value()->Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
+    auto sb = comm.Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
+    auto rb = comm.Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
     CHILD_OK(sb.ok() && rb.ok(), "Register");
     void* stream = nullptr;
     f.api.stream_create(&stream, 0);
@@ -330,7 +338,7 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
       latch.Wait();
       Fill(DataType::kFloat32, ReduceOp::kSum, rank, dsend, count);
     });
-    auto req = comm.value()->AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kSum, stream);
+    auto req = comm.AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kSum, stream);
     CHILD_OK(req.ok(), "AllReduce on stream: " + req.status().ToString());
     CHILD_OK(f.wait_value_calls.load() == 1, "no cuStreamWaitValue32 on the caller's stream");
     // The stream has not reached the call: nothing can have completed.
@@ -348,7 +356,7 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
     CHILD_OK(s.ok(), "Wait: " + s.ToString());
     // The C API's twin, on the same stream.
     Fill(DataType::kFloat32, ReduceOp::kMax, rank, dsend, count);
-    auto again = comm.value()->AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kMax, stream);
+    auto again = comm.AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kMax, stream);
     CHILD_OK(again.ok() && again.value().Wait().ok(), "second stream all-reduce");
     FakeCuda::Sync(stream);
     CHILD_OK(Check(DataType::kFloat32, ReduceOp::kMax, 2, drecv, count, &first) == 0, first);
@@ -358,7 +366,7 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
       held.Wait();
       Fill(DataType::kFloat32, ReduceOp::kMin, rank, dsend, count);
     });
-    auto on_default = comm.value()->AllReduce(dsend, drecv, count, DataType::kFloat32,
+    auto on_default = comm.AllReduce(dsend, drecv, count, DataType::kFloat32,
                                               ReduceOp::kMin, nullptr);
     CHILD_OK(on_default.ok(), on_default.status().ToString());
     CHILD_OK(!on_default.value().Test(), "ran before the default stream reached it");
@@ -368,26 +376,18 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
     f.api.stream_destroy(stream);
     return 0;
   });
-  EXPECT_EQ(failures, "");
 }
 
 TEST_F(DeviceMemoryTest, WithoutStreamMemoryOperationsTheCallSynchronizes) {
-  const uint32_t job = NextJobId(43);
-  const std::string failures = RunRanks(2, 60, [&](int rank) {
-    FakeCuda& f = FakeCuda::Get();
-    f.api.stream_wait_value32 = nullptr;
-    f.api.stream_write_value32 = nullptr;
-    internal::SetCudaApiForTesting(&f.api);
-    auto comm = Communicator::Create(Config(job, rank, 2));
-    CHILD_OK(comm.ok(), comm.status().ToString());
+  RunRanksWithFake(2, 43, false, [&](int rank, FakeCuda& f, Communicator& comm) {
     const size_t count = 30000;
     void* d = f.DeviceAlloc(count * 8);
-    auto b = comm.value()->Register(MemoryDesc{d, count * 8, MemoryKind::kCudaDevice});
+    auto b = comm.Register(MemoryDesc{d, count * 8, MemoryKind::kCudaDevice});
     CHILD_OK(b.ok(), "Register");
     void* stream = nullptr;
     f.api.stream_create(&stream, 0);
     FakeCuda::Enqueue(stream, [&] { Fill(DataType::kFloat64, ReduceOp::kSum, rank, d, count); });
-    auto req = comm.value()->AllReduce(d, d, count, DataType::kFloat64, ReduceOp::kSum, stream);
+    auto req = comm.AllReduce(d, d, count, DataType::kFloat64, ReduceOp::kSum, stream);
     CHILD_OK(req.ok(), req.status().ToString());
     auto t = req.value().Test();
     CHILD_OK(t, "the fallback returned before the result was in place");
@@ -396,26 +396,20 @@ TEST_F(DeviceMemoryTest, WithoutStreamMemoryOperationsTheCallSynchronizes) {
     f.api.stream_destroy(stream);
     return 0;
   });
-  EXPECT_EQ(failures, "");
 }
 
 TEST_F(DeviceMemoryTest, RefusalsAndACopyFailureThatStillReleasesTheStream) {
-  const uint32_t job = NextJobId(44);
-  const std::string failures = RunRanks(1, 60, [&](int rank) {
-    FakeCuda& f = FakeCuda::Get();
-    internal::SetCudaApiForTesting(&f.api);
-    auto comm = Communicator::Create(Config(job, rank, 1));
-    CHILD_OK(comm.ok(), comm.status().ToString());
+  RunRanksWithFake(1, 44, true, [&](int rank, FakeCuda& f, Communicator& comm) {
     std::vector<float> host(1024);
-    auto bad = comm.value()->Register(MemoryDesc{host.data(), 4096, MemoryKind::kCudaDevice});
+    auto bad = comm.Register(MemoryDesc{host.data(), 4096, MemoryKind::kCudaDevice});
     CHILD_OK(!bad.ok() && bad.status().code() == StatusCode::kInvalidArgument &&
                  bad.status().message().find("is not CUDA device memory") != std::string::npos,
              "host memory registered as device memory: " + bad.status().ToString());
     const size_t count = 40000;
     void* d = f.DeviceAlloc(count * 4 * 2);
-    auto b = comm.value()->Register(MemoryDesc{d, count * 4 * 2, MemoryKind::kCudaDevice});
+    auto b = comm.Register(MemoryDesc{d, count * 4 * 2, MemoryKind::kCudaDevice});
     CHILD_OK(b.ok(), "Register");
-    auto rs = comm.value()->ReduceScatter(d, static_cast<float*>(d) + count, count, DataType::kFloat32,
+    auto rs = comm.ReduceScatter(d, static_cast<float*>(d) + count, count, DataType::kFloat32,
                                           ReduceOp::kSum);
     CHILD_OK(!rs.ok() && rs.status().code() == StatusCode::kUnimplemented,
              "ReduceScatter of device memory: " + rs.status().ToString());
@@ -423,22 +417,21 @@ TEST_F(DeviceMemoryTest, RefusalsAndACopyFailureThatStillReleasesTheStream) {
     void* stream = nullptr;
     f.api.stream_create(&stream, 0);
     f.fail_memcpy_after = 2;
-    auto req = comm.value()->AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum, stream);
+    auto req = comm.AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum, stream);
     CHILD_OK(req.ok(), req.status().ToString());
     Status s = req.value().Wait();
     CHILD_OK(s.code() == StatusCode::kInternal && s.message().find("cudaMemcpyAsync") != std::string::npos,
              "the failed copy: " + s.ToString());
     FakeCuda::Sync(stream);  // returns: the wait on the stream was released
-    Status h = comm.value()->Health();
+    Status h = comm.Health();
     CHILD_OK(h.code() == StatusCode::kAborted, "Health after a CUDA failure: " + h.ToString());
-    auto later = comm.value()->AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum);
+    auto later = comm.AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum);
     CHILD_OK(!later.ok() && later.status().code() == StatusCode::kAborted,
              "a call after the failure: " + later.status().ToString());
     f.fail_memcpy_after = -1;
     f.api.stream_destroy(stream);
     return 0;
   });
-  EXPECT_EQ(failures, "");
 }
 
 }  // namespace

@@ -260,6 +260,13 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
                       ": refusing to send it the job key (is this the right daemon, or was its "
                       "identity_file replaced?)");
   }
+  if (unknown_job && stripe_job_) {
+    return Status(StatusCode::kUnavailable,
+                  "aggregator " + o.aggregator + " does not hold job " +
+                      std::to_string(config_.job_id) +
+                      " (refused at once): a daemon run by tributary-manager serves only the "
+                      "jobs placed on it, and no manager places the node level's stripe jobs");
+  }
   if (unknown_job) {
     return Status(StatusCode::kUnavailable,
                   "aggregator " + o.aggregator + " does not hold job " +

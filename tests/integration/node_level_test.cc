@@ -12,12 +12,16 @@
 //   - uneven hosts: auto falls back to flat (exact), on fails creation on
 //     every rank with the reason;
 //   - a local peer that exits makes the others' all-reduce fail, naming it,
-//     long before the operation timeout.
+//     long before the operation timeout;
+//   - a managed daemon (one with a manager configured serves only the jobs
+//     placed on it) refuses the stripe jobs: auto goes flat (exact), on
+//     fails creation naming the stripe job the aggregator does not hold.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -267,6 +271,65 @@ TEST_F(NodeLevel, UnevenHostsGoFlatOrFailWithTheReason) {
     });
     EXPECT_EQ(failures, "") << mode << "\n" << daemon_.Output();
   }
+}
+
+// A daemon with a manager configured creates no job on JOIN: it serves the
+// jobs placed on it. Here the manager address answers nothing (loopback,
+// refused) and the job is held from the daemon's configuration, as a
+// placement would hold it; the stripe jobs, which no manager places, are
+// refused with unknown_job. The rank gives up on them at the first such
+// answer (CommImpl::Open with stripe_job), not after connect_timeout_ms, so
+// the connect timeout here is long enough that waiting it out would exceed
+// the test's limit.
+TEST_F(NodeLevel, AManagedDaemonRefusesStripeJobsAutoGoesFlatOnFails) {
+  const uint32_t job = NextJobId();
+  const uint64_t key = 0x3a9a6edull + job;
+  const std::string config =
+      ::testing::TempDir() + "tributaryd-managed-" + std::to_string(job) + ".yaml";
+  {
+    std::ofstream f(config);
+    f << "manager: \"127.0.0.1:9\"\n"
+      << "jobs:\n  - {id: " << job << ", key: " << key
+      << ", fan_in: 4, slot_count: 64, payload_bytes: 8192}\n";
+  }
+  DaemonProcess managed;
+  ASSERT_TRUE(IsOk(managed.Start({"--config", config})));
+  for (const char* mode : {"auto", "on"}) {
+    // 60 s: half the connect timeout, which a rank must not wait out.
+    const std::string failures = RunRanks(4, 60, [&](int rank) {
+      CommConfig c = testing::RankConfig(managed.address(), job, key, rank, 4);
+      c.options.node_level = mode;
+      c.options.node_id = "host" + std::to_string(rank / 2);
+      c.options.window = 64;
+      c.options.payload_bytes = 8192;
+      c.options.connect_timeout_ms = 120000;
+      auto comm = Communicator::Create(c);
+      if (std::string(mode) == "on") {
+        if (comm.ok()) return Fail(rank, "node_level=on created a communicator without stripes");
+        if (comm.status().message().find("stripe job") == std::string::npos ||
+            comm.status().message().find("does not hold job") == std::string::npos) {
+          return Fail(rank, "unexpected error: " + comm.status().ToString());
+        }
+        return 0;
+      }
+      if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+      if (comm.value()->Stats().local_ranks != 0) return Fail(rank, "node level on");
+      std::vector<int32_t> send(5000, static_cast<int32_t>(rank + 1)), recv(5000);
+      if (!comm.value()->Register(send.data(), 20000).ok() ||
+          !comm.value()->Register(recv.data(), 20000).ok()) {
+        return Fail(rank, "register");
+      }
+      auto req = comm.value()->AllReduce(send.data(), recv.data(), 5000, DataType::kInt32,
+                                         ReduceOp::kSum);
+      if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "all-reduce");
+      for (int32_t v : recv) {
+        if (v != 10) return Fail(rank, "wrong flat result " + std::to_string(v));
+      }
+      return 0;
+    });
+    EXPECT_EQ(failures, "") << mode << "\n" << managed.Output();
+  }
+  std::remove(config.c_str());
 }
 
 // Local rank 1 exits right after creation; local rank 0's all-reduce (60 s

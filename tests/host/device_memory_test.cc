@@ -315,6 +315,16 @@ TEST_F(DeviceMemoryTest, StagedAllReducesAreExactAndKeepOrderWithHostCollectives
       for (int32_t v : hout) CHILD_OK(v == 3, "host result " + std::to_string(v));
       CHILD_OK(comm.Deregister(sb.value()).ok(), "Deregister");
     }
+    // A host collective while the stager is idle is submitted at once, on
+    // this thread, under the stager's lock: Submit's health check must not
+    // take that lock again (it did, and this call hung).
+    std::vector<int32_t> a(100, rank + 1), b(100, 0);
+    auto ra = comm.Register(a.data(), 400);
+    auto rb = comm.Register(b.data(), 400);
+    CHILD_OK(ra.ok() && rb.ok(), "host Register");
+    auto idle = comm.AllReduce(ra.value(), rb.value(), 100, DataType::kInt32, ReduceOp::kSum);
+    CHILD_OK(idle.ok() && idle.value().Wait().ok(), "host all-reduce after the staged ones");
+    CHILD_OK(b[0] == 3, "host result after the staged ones");
     return 0;
   });
 }

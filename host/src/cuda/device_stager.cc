@@ -105,7 +105,7 @@ DeviceStager::~DeviceStager() {
 }
 
 Status DeviceStager::Failure() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(failure_mu_);
   return failure_;
 }
 
@@ -215,8 +215,10 @@ Status DeviceStager::Run(Item& item) {
   auto slot_ptr = [&](const Chunk& c) { return staging_ + c.slot * slot_bytes_; };
   size_t started = 0, submitted = 0, copied_out = 0, finished = 0, scan_from = 0;
   Status error;
+  if (Status f = Failure(); !f.ok()) {
+    error = Status(StatusCode::kAborted, "staging failed earlier: " + f.message());
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  if (!failure_.ok()) error = Status(StatusCode::kAborted, "staging failed earlier: " + failure_.message());
   auto finish = [&](Chunk& c) {
     c.finished = true;
     free_slots.push_back(c.slot);
@@ -309,8 +311,11 @@ Status DeviceStager::Run(Item& item) {
   // A CUDA failure leaves this rank's collectives out of step with the
   // other ranks': the communicator cannot go on.
   const bool cuda_failure = !error.ok() && error.code() == StatusCode::kInternal;
-  if (cuda_failure && failure_.ok()) failure_ = error;
   lock.unlock();
+  if (cuda_failure) {
+    std::lock_guard<std::mutex> l(failure_mu_);
+    if (failure_.ok()) failure_ = error;
+  }
   if (item.stream_ordered) {
     // After the result copies on the staging stream; also on failure, so
     // that the caller's stream does not wait forever.

@@ -125,7 +125,10 @@ class DeviceStager {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  Status failure_;          // guarded by mu_
+  // Its own lock: Failure() is read by CommImpl::Health() inside Submit,
+  // which EnqueueDirect calls with mu_ held.
+  mutable std::mutex failure_mu_;
+  Status failure_;          // guarded by failure_mu_
   std::deque<Item> queue_;  // guarded by mu_
   bool busy_ = false;       // guarded by mu_: the worker holds an item
   bool stop_ = false;       // guarded by mu_

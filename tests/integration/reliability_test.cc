@@ -735,9 +735,12 @@ TEST(ReliabilityLimits, FullPeerTableRefusesNewRanksClearly) {
 // Fault injection on one rank only (FaultOptions::ranks, as
 // TRIBUTARY_FAULT_RANKS=1 would set it, with one seed for all): rank 1 loses
 // 10% of its packets each way and recovers; results stay exact; the
-// aggregator never lacks the clean ranks' data (their STATUS answers never
-// report a loss; they may still resend spuriously when answers are slow, as
-// under TSan).
+// aggregator lacks the clean ranks' data far less often than the lossy
+// rank's: injected loss is 10% each way on rank 1 only, so a clean rank may
+// lose a packet only to the kernel (a socket buffer that overflows while a
+// slow daemon, e.g. under TSan, falls behind: CI saw 1 such loss against
+// 228), never at the injected rate. All ranks' counts are gathered, so the
+// verdict compares them instead of assuming the kernel drops nothing.
 TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
   const uint32_t job = NextJobId();
   const std::string addr = daemon_.address();
@@ -773,8 +776,18 @@ TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
     if (rank == 1 && st.losses_detected == 0) {
       return Fail(rank, "the lossy rank never lost data: no faults injected?");
     }
-    if (rank != 1 && st.losses_detected != 0) {
-      return Fail(rank, "the aggregator lacked a clean rank's data: faults leaked to it");
+    // Every rank's loss count, to compare the clean ranks with the lossy one.
+    std::vector<uint64_t> mine(3, 0), all(3, 0);
+    mine[rank] = st.losses_detected;
+    auto m = comm.value()->Register(mine.data(), 24);
+    auto a = comm.value()->Register(all.data(), 24);
+    if (!m.ok() || !a.ok()) return Fail(rank, "register");
+    auto req = comm.value()->AllReduce(m.value(), a.value(), 3, DataType::kUint64, ReduceOp::kSum);
+    if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "gathering loss counts");
+    if (rank != 1 && st.losses_detected * 10 > all[1]) {
+      return Fail(rank, "the aggregator lacked a clean rank's data " +
+                            std::to_string(st.losses_detected) + " times against " +
+                            std::to_string(all[1]) + " for the lossy rank: faults leaked to it");
     }
     return 0;
   });

@@ -159,6 +159,24 @@ int EveryTypeAndOp(const CommConfig& c, const Layout& l, const std::vector<size_
   return 0;
 }
 
+// A communicator that stayed flat (no node level) all-reduces `count`
+// int32 of rank + 1 exactly.
+int FlatAndExact(Communicator& comm, size_t count) {
+  const uint32_t rank = comm.rank(), world = comm.world_size();
+  if (comm.Stats().local_ranks != 0) return Fail(rank, "node level on");
+  std::vector<int32_t> send(count, static_cast<int32_t>(rank + 1)), recv(count);
+  if (!comm.Register(send.data(), count * 4).ok() || !comm.Register(recv.data(), count * 4).ok()) {
+    return Fail(rank, "register");
+  }
+  auto req = comm.AllReduce(send.data(), recv.data(), count, DataType::kInt32, ReduceOp::kSum);
+  if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "all-reduce");
+  const int32_t want = static_cast<int32_t>(world * (world + 1) / 2);
+  for (int32_t v : recv) {
+    if (v != want) return Fail(rank, "wrong flat result " + std::to_string(v));
+  }
+  return 0;
+}
+
 class NodeLevel : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(IsOk(daemon_.Start({}))); }
@@ -255,19 +273,7 @@ TEST_F(NodeLevel, UnevenHostsGoFlatOrFailWithTheReason) {
         return 0;
       }
       if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
-      if (comm.value()->Stats().local_ranks != 0) return Fail(rank, "node level on");
-      std::vector<int32_t> send(1000, static_cast<int32_t>(rank + 1)), recv(1000);
-      if (!comm.value()->Register(send.data(), 4000).ok() ||
-          !comm.value()->Register(recv.data(), 4000).ok()) {
-        return Fail(rank, "register");
-      }
-      auto req = comm.value()->AllReduce(send.data(), recv.data(), 1000, DataType::kInt32,
-                                         ReduceOp::kSum);
-      if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "all-reduce");
-      for (int32_t v : recv) {
-        if (v != 6) return Fail(rank, "wrong flat result " + std::to_string(v));
-      }
-      return 0;
+      return FlatAndExact(*comm.value(), 1000);
     });
     EXPECT_EQ(failures, "") << mode << "\n" << daemon_.Output();
   }
@@ -313,19 +319,7 @@ TEST_F(NodeLevel, AManagedDaemonRefusesStripeJobsAutoGoesFlatOnFails) {
         return 0;
       }
       if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
-      if (comm.value()->Stats().local_ranks != 0) return Fail(rank, "node level on");
-      std::vector<int32_t> send(5000, static_cast<int32_t>(rank + 1)), recv(5000);
-      if (!comm.value()->Register(send.data(), 20000).ok() ||
-          !comm.value()->Register(recv.data(), 20000).ok()) {
-        return Fail(rank, "register");
-      }
-      auto req = comm.value()->AllReduce(send.data(), recv.data(), 5000, DataType::kInt32,
-                                         ReduceOp::kSum);
-      if (!req.ok() || !req.value().Wait().ok()) return Fail(rank, "all-reduce");
-      for (int32_t v : recv) {
-        if (v != 10) return Fail(rank, "wrong flat result " + std::to_string(v));
-      }
-      return 0;
+      return FlatAndExact(*comm.value(), 5000);
     });
     EXPECT_EQ(failures, "") << mode << "\n" << managed.Output();
   }

@@ -157,6 +157,10 @@ Status SetPayloadMac(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &e->options.payload_mac);
 }
 
+Status SetUdpOffload(const char* name, const char* value, EnvSettings* e) {
+  return SetBool(name, value, &e->options.udp_offload);
+}
+
 Status SetWindowPoll(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &e->options.window_poll);
 }
@@ -343,6 +347,10 @@ const EnvVar kEnvTable[] = {
      U32Default<&Options::staging_bytes>,
      "Pinned host memory through which CUDA device buffers are staged (4 slots, one "
      "all-reduce chunk each; the same on every rank)."},
+    {"TRIBUTARY_UDP_OFFLOAD", "bool", SetUdpOffload,
+     [](const Options& o) { return std::string(o.udp_offload ? "1" : "0"); },
+     "UDP GSO for runs of same-size packets and GRO on receive in the udp transport (each "
+     "used only where the kernel and the route allow it)."},
     {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
      [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
      "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
@@ -569,7 +577,7 @@ std::string DescribeOptions(const Options& o) {
            "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
            "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u "
            "congestion_target_us=%u window_poll=%d spin_us=%u checksum=%d "
-           "payload_mac=%d aggregator_key=%s node_level=%s faults=%s",
+           "payload_mac=%d aggregator_key=%s node_level=%s udp_offload=%d faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
@@ -577,7 +585,7 @@ std::string DescribeOptions(const Options& o) {
            o.spin_us,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
            o.aggregator_key.empty() ? "trust-on-first-use" : "pinned", o.node_level.c_str(),
-           o.faults.enabled() ? "on" : "off");
+           o.udp_offload ? 1 : 0, o.faults.enabled() ? "on" : "off");
   return buf;
 }
 

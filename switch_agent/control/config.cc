@@ -61,6 +61,9 @@ const Field kFields[] = {
      &Config::shed_after_ms},
     {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
      &Config::socket_buffer_bytes},
+    {"udp_offload", "udp: 1 sends runs of same-size datagrams to one peer as one UDP GSO "
+     "message where the kernel and the route allow it; 0 = one datagram per message", nullptr,
+     &Config::udp_offload},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
     {"identity_file", "file with this daemon's X25519 secret key (64 hex digits), created "
@@ -304,6 +307,7 @@ Status ValidateConfig(const Config& c) {
   range("job_join_timeout_s", c.job_join_timeout_s, 1, 7 * 86400);
   range("batch_size", c.batch_size, 1, 1024);
   range("shed_after_ms", c.shed_after_ms, 0, 60000);
+  range("udp_offload", c.udp_offload, 0, 1);
   if (c.fair_queue_packets != 0) {
     range("fair_queue_packets", c.fair_queue_packets, 2 * c.batch_size, 65536);
   }
@@ -438,6 +442,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.fair_queue_packets = static_cast<uint32_t>(c.fair_queue_packets);
   o.shed_after_ms = static_cast<uint32_t>(c.shed_after_ms);
   o.socket_buffer_bytes = c.socket_buffer_bytes;
+  o.udp_offload = c.udp_offload != 0;
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;
   o.dpdk_lanes = static_cast<uint32_t>(c.dpdk_lanes);

@@ -72,6 +72,9 @@ struct Config {
   // SO_RCVBUF/SO_SNDBUF request, bytes; 0 keeps the OS default. Large buffers
   // absorb a fan-in's synchronized bursts.
   uint64_t socket_buffer_bytes = 16ull << 20;
+  // udp: runs of same-size datagrams to one peer go out as one UDP GSO
+  // message (where the kernel and the route's MTU allow); 0 = never.
+  uint64_t udp_offload = 1;
   // Peer table bound (distinct sender addresses); new peers beyond it are refused.
   uint64_t max_peers = 65536;
   // The daemon's X25519 key pair (FORMAT.md §7.2): ranks seal their job keys

@@ -45,6 +45,7 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   Add(&s, "tx_packets", d.tx_packets);
   Add(&s, "tx_bytes", d.tx_bytes);
   Add(&s, "tx_batches", d.tx_batches);
+  Add(&s, "tx_gso_runs", d.tx_gso_runs);
   Add(&s, "tx_retries", d.tx_retries);
   Add(&s, "tx_drops", d.tx_drops);
   Add(&s, "tx_errors", d.tx_errors);

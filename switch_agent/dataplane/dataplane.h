@@ -44,6 +44,7 @@ struct DataplaneOptions {
   uint32_t fair_queue_packets = 256;          // udp: pool shared fairly by jobs; 0 = arrival order
   uint32_t shed_after_ms = 0;                 // udp: shed only when reads are this far behind
   uint64_t socket_buffer_bytes = 16u << 20;   // SO_RCVBUF/SO_SNDBUF request; 0 = OS default
+  bool udp_offload = true;                    // udp: GSO runs of same-size datagrams to one peer
   uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
   int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
   std::string eal_args;                       // dpdk only: DPDK EAL arguments, split on spaces
@@ -61,6 +62,7 @@ struct DataplaneStats {
   uint64_t tx_packets = 0;       // datagrams handed to the kernel
   uint64_t tx_bytes = 0;
   uint64_t tx_batches = 0;       // sendmmsg flushes
+  uint64_t tx_gso_runs = 0;      // udp: GSO messages (runs of 2+ datagrams to one peer) sent
   uint64_t tx_retries = 0;       // EAGAIN/ENOBUFS retries
   uint64_t tx_drops = 0;         // datagrams given up after retries (peers retransmit)
   uint64_t tx_errors = 0;        // datagrams refused for other reasons (EPERM, unreachable)

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kernel UDP transport against a real firewall: nftables drops on the
-// output hook, where the kernel refuses the send with EPERM.
+// output hook, where the kernel refuses the send with EPERM; and its
+// offloads (UDP GSO on send, GRO on receive) against a plain socket.
 //
 // Proves: a packet the kernel refuses is lost like one dropped on a wire:
 // counted in send_errors, never sent again by the transport (so each packet
 // meets the firewall exactly once and the progress engine's timer recovers
 // it), also when the refusal falls inside a sendmmsg batch, where the kernel
 // reports no errno; and a firewall that refuses everything neither blocks
-// nor aborts the sender.
+// nor aborts the sender. With GSO, a refused run is lost whole and counted
+// per packet, and seen by the firewall once. The offloads change nothing a
+// peer sees: runs arrive as the same datagrams in the same order, and a
+// coalesced receive is handed out as its datagrams, in order, across calls
+// that take fewer events than it holds.
 //
 // The process moves into a private network namespace (unshare) with only
 // loopback up, so the nftables table cannot touch the host; the namespace
@@ -31,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "common/net/udp_offload.h"
 #include "host/src/transport/udp/udp_transport.h"
 
 namespace tributary::host {
@@ -113,13 +119,15 @@ class Receiver {
   uint16_t port_ = 0;
 };
 
-class UdpTransportFirewallTest : public ::testing::Test {
+// Parameter: the transport's offloads (udp_offload).
+class UdpTransportFirewallTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     const std::string why = EnterPrivateNetns();
     if (!why.empty()) GTEST_SKIP() << why;
     receiver_ = std::make_unique<Receiver>();  // inside the namespace
     Options options;
+    options.udp_offload = GetParam();
     options.aggregator = "127.0.0.1:" + std::to_string(receiver_->port());
     Result<std::unique_ptr<Transport>> t = UdpTransport::Create(options);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -164,24 +172,37 @@ class UdpTransportFirewallTest : public ::testing::Test {
 // packet again (sendmmsg gives no errno for one refused inside a batch)
 // would have it seen a second time and let through, and would count only
 // the refusals that came first in a batch.
-TEST_F(UdpTransportFirewallTest, RefusedInsideABatchIsLostAndCountedNotSentAgain) {
+// With GSO, the 64 packets (1088 bytes each) leave as two runs, of 60 (what
+// fits 65507 bytes) and 4: the output hook sees each run once, as one
+// packet. Refusing the first loses its 60 packets, counted, never sent
+// again; the second run arrives as its 4 datagrams.
+TEST_P(UdpTransportFirewallTest, RefusedPacketsAreLostAndCountedNotSentAgain) {
   ASSERT_TRUE(Refuse("numgen inc mod 2 == 0"));
   SendAll();
   const std::vector<uint32_t> got = receiver_->Drain();
+  const TransportStats s = transport_->stats();
+  if (GetParam()) {
+    EXPECT_EQ(got, (std::vector<uint32_t>{60, 61, 62, 63}));
+    EXPECT_EQ(NftDrops("trib_udp_test"), 1u) << "the firewall saw a run more than once";
+    EXPECT_EQ(s.send_errors, 60u);
+    EXPECT_EQ(s.packets_sent, 4u);
+    EXPECT_EQ(s.offload_sends, 1u);
+    return;
+  }
   std::set<uint32_t> expected;
   for (uint32_t i = 1; i < kPackets; i += 2) expected.insert(i);
   EXPECT_EQ(std::set<uint32_t>(got.begin(), got.end()), expected);
   EXPECT_EQ(got.size(), expected.size()) << "a packet arrived twice";
   EXPECT_EQ(NftDrops("trib_udp_test"), uint64_t{kPackets / 2})
       << "the firewall saw a packet more than once";
-  const TransportStats s = transport_->stats();
   EXPECT_EQ(s.send_errors, uint64_t{kPackets / 2});
   EXPECT_EQ(s.packets_sent, uint64_t{kPackets / 2});
+  EXPECT_EQ(s.offload_sends, 0u);
 }
 
 // A firewall that refuses everything: every packet is counted as lost and
 // Send returns (nothing blocks, nothing aborts); the next call works alike.
-TEST_F(UdpTransportFirewallTest, EveryPacketRefusedIsCountedAndSendReturns) {
+TEST_P(UdpTransportFirewallTest, EveryPacketRefusedIsCountedAndSendReturns) {
   ASSERT_TRUE(Refuse(""));
   SendAll();
   SendAll();
@@ -189,6 +210,146 @@ TEST_F(UdpTransportFirewallTest, EveryPacketRefusedIsCountedAndSendReturns) {
   EXPECT_EQ(transport_->stats().send_errors, uint64_t{2 * kPackets});
   EXPECT_EQ(transport_->stats().packets_sent, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Offload, UdpTransportFirewallTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "Gso" : "Plain");
+                         });
+
+// The transport against a plain socket on loopback standing in for the
+// aggregator: it learns the transport's address from the first datagram.
+class UdpTransportOffloadTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    peer_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(peer_, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(peer_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(peer_, reinterpret_cast<sockaddr*>(&a), &len);
+    const int bytes = 8 << 20;  // every datagram of a test fits (root may exceed rmem_max)
+    if (setsockopt(peer_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0) {
+      setsockopt(peer_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    }
+    timeval tv{5, 0};  // a missing datagram fails the test, never hangs it
+    setsockopt(peer_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    Options options;
+    options.udp_offload = GetParam();
+    options.payload_bytes = 8192;
+    options.aggregator = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    Result<std::unique_ptr<Transport>> t = UdpTransport::Create(options);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    transport_ = std::move(t.value());
+  }
+  void TearDown() override {
+    if (peer_ >= 0) close(peer_);
+  }
+
+  // Datagram i: `size` bytes, byte j = (i * 7 + j) mod 251.
+  static std::vector<uint8_t> Datagram(uint32_t i, size_t size) {
+    std::vector<uint8_t> d(size);
+    for (size_t j = 0; j < size; ++j) d[j] = static_cast<uint8_t>((i * 7 + j) % 251);
+    return d;
+  }
+
+  int peer_ = -1;
+  sockaddr_in rank_{};  // the transport's address, as the peer saw it
+  std::unique_ptr<Transport> transport_;
+};
+
+// 150 packets: 149 of 1088 bytes (64 + 1024) and a last of 600, given to
+// Send at once (the peer's socket buffer holds them all). The peer receives them one datagram at a time (no GRO on
+// its socket: the kernel cuts runs at the socket) and sees every one, whole
+// and in order; with offload on they left in runs.
+TEST_P(UdpTransportOffloadTest, RunsArriveAsTheSameDatagramsInOrder) {
+  constexpr uint32_t kCount = 150;
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<TxPacket> packets;
+  for (uint32_t i = 0; i < kCount; ++i) data.push_back(Datagram(i, i + 1 == kCount ? 600 : 1088));
+  for (auto& d : data) packets.push_back(TxPacket{d.data(), 64, d.data() + 64, d.size() - 64, nullptr});
+  int done = 0;
+  for (int pass = 0; pass < 100 && done < static_cast<int>(kCount); ++pass) {
+    done += transport_->Send(packets.data() + done, static_cast<int>(kCount) - done);
+  }
+  ASSERT_EQ(done, static_cast<int>(kCount));
+  for (uint32_t i = 0; i < kCount; ++i) {
+    uint8_t buf[2048];
+    socklen_t len = sizeof(rank_);
+    const ssize_t n = recvfrom(peer_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&rank_), &len);
+    ASSERT_EQ(n, static_cast<ssize_t>(data[i].size())) << "datagram " << i;
+    ASSERT_EQ(std::memcmp(buf, data[i].data(), n), 0) << "datagram " << i;
+  }
+  const TransportStats s = transport_->stats();
+  EXPECT_EQ(s.packets_sent, kCount);
+  EXPECT_EQ(s.send_errors, 0u);
+  if (GetParam()) {
+    EXPECT_GE(s.offload_sends, 3u) << "150 packets fit no fewer than 3 runs of at most 60";
+  } else {
+    EXPECT_EQ(s.offload_sends, 0u);
+  }
+}
+
+// The peer sends 3 GSO runs (41 x 1088 + 500, 7 x 8256, 1 x 300: the last
+// is a single datagram) and the transport's Recv is asked for 5 events at a
+// time. Every datagram comes out whole and in order; with offload on the
+// runs arrived coalesced (GRO) and were split by the transport, with it off
+// the kernel split them.
+TEST_P(UdpTransportOffloadTest, CoalescedReceivesAreHandedOutAsTheirDatagrams) {
+  // The peer learns the transport's address from one datagram.
+  uint8_t hello[64] = {};
+  TxPacket h{hello, sizeof(hello), nullptr, 0, nullptr};
+  ASSERT_EQ(transport_->Send(&h, 1), 1);
+  uint8_t buf[128];
+  socklen_t len = sizeof(rank_);
+  ASSERT_EQ(recvfrom(peer_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&rank_), &len), 64);
+
+  std::vector<std::vector<uint8_t>> sent;
+  const auto send_run = [&](uint32_t count, size_t size, size_t last) {
+    std::vector<uint8_t> run;
+    for (uint32_t k = 0; k < count; ++k) {
+      sent.push_back(Datagram(static_cast<uint32_t>(sent.size()), k + 1 == count ? last : size));
+      run.insert(run.end(), sent.back().begin(), sent.back().end());
+    }
+    iovec v{run.data(), run.size()};
+    msghdr m{};
+    m.msg_name = &rank_;
+    m.msg_namelen = sizeof(rank_);
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) uint8_t control[net::kGsoControlBytes];
+    if (count > 1) net::SetGsoSegment(&m, control, static_cast<uint16_t>(size));
+    ASSERT_EQ(sendmsg(peer_, &m, 0), static_cast<ssize_t>(run.size())) << strerror(errno);
+  };
+  send_run(42, 1088, 500);
+  send_run(7, 8256, 8256);
+  send_run(1, 300, 300);
+
+  std::vector<std::vector<uint8_t>> got;
+  for (int pass = 0; pass < 2000 && got.size() < sent.size(); ++pass) {
+    transport_->Wait(10000);
+    RxEvent events[5];
+    const int n = transport_->Recv(events, 5);
+    ASSERT_LE(n, 5);
+    for (int i = 0; i < n; ++i) got.emplace_back(events[i].raw, events[i].raw + events[i].raw_len);
+  }
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) EXPECT_EQ(got[i], sent[i]) << "datagram " << i;
+  const TransportStats s = transport_->stats();
+  EXPECT_EQ(s.packets_received, sent.size());
+  if (GetParam()) {
+    EXPECT_GE(s.offload_receives, 1u) << "no run arrived coalesced";
+  } else {
+    EXPECT_EQ(s.offload_receives, 0u);
+  }
+  EXPECT_EQ(s.foreign_packets, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Offload, UdpTransportOffloadTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "On" : "Off");
+                         });
 
 }  // namespace
 }  // namespace tributary::host

@@ -358,6 +358,37 @@ TEST_F(AllReduceE2E, CorruptionIsDetectedByChecksumAndRecovered) {
   EXPECT_GT(atoi(out.c_str() + at + 13), 0) << out.substr(at, 40);
 }
 
+// UDP GSO both ways (8 KiB payloads, so runs form on loopback): the ranks
+// send runs of contributions and the daemon runs of results, which reach
+// the ranks coalesced (GRO) and are split there. Every result is exact with
+// the offloads on and off, the daemon counts its runs when on and none when
+// off, and the figure it prints says which.
+TEST_F(AllReduceE2E, UdpOffloadRunsBothWaysAndStaysExact) {
+  for (const bool offload : {true, false}) {
+    DaemonProcess d;
+    ASSERT_TRUE(IsOk(d.Start({"--udp-offload", offload ? "1" : "0"})));
+    const uint32_t job = NextJobId();
+    const std::string failures = RunRanks(3, 240, [&](int rank) {
+      CommConfig c = MakeConfig(d, job, rank, 3);
+      c.options.payload_bytes = 8192;
+      c.options.udp_offload = offload;
+      return RankBody(c, {1023, (1u << 20) + 3}, {DataType::kFloat32, DataType::kInt64},
+                      {ReduceOp::kSum, ReduceOp::kMax}, false);
+    });
+    EXPECT_EQ(failures, "") << d.Output();
+    d.Stop();
+    const std::string out = d.Output();
+    const size_t at = out.find("tx_gso_runs=");
+    ASSERT_NE(at, std::string::npos) << out;
+    const long runs = atol(out.c_str() + at + 12);
+    if (offload) {
+      EXPECT_GT(runs, 0) << out.substr(at, 40);
+    } else {
+      EXPECT_EQ(runs, 0) << out.substr(at, 40);
+    }
+  }
+}
+
 // Two jobs of different fan-in share one daemon at the same time.
 TEST_F(AllReduceE2E, TwoConcurrentJobsDifferentFanIn) {
   const uint32_t job_a = NextJobId(), job_b = NextJobId();

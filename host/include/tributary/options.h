@@ -199,6 +199,11 @@ struct TRIB_API Options {
   // rank of a job must use the same value (chunks are collectives).
   uint32_t staging_bytes = 16u << 20;
 
+  // The udp transport's kernel offloads: runs of same-size packets sent as
+  // one UDP GSO message, coalesced (GRO) receives split in place. Off: one
+  // datagram per socket call, as on a kernel without them (comparisons).
+  bool udp_offload = true;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

@@ -175,6 +175,9 @@ typedef struct trib_config {
   /* Pinned staging memory for CUDA device buffers
    * (tributary::Options::staging_bytes). */
   uint32_t staging_bytes;
+  /* UDP GSO/GRO in the udp transport (tributary::Options::udp_offload);
+   * 1 = on (default), 0 = off. */
+  int udp_offload;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

@@ -91,6 +91,8 @@ struct TransportStats {
   uint64_t bytes_received = 0;
   uint64_t send_errors = 0;   // packets the OS refused (counted, recovered by retransmission)
   uint64_t foreign_packets = 0;  // datagrams not from the aggregator
+  uint64_t offload_sends = 0;     // GSO messages (runs of 2+ packets) handed to the OS
+  uint64_t offload_receives = 0;  // coalesced (GRO) receives split into datagrams
 };
 
 class Transport {

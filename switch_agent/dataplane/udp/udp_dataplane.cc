@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "common/log.h"
 #include "common/net/ecn.h"
 #include "common/net/host_port.h"
+#include "common/net/udp_offload.h"
 #include "switch_agent/dataplane/provisioner.h"
 
 namespace tributary::agent {
@@ -170,6 +173,21 @@ Status UdpDataplane::Init() {
   tx_msgs_.assign(kTxCapacity, mmsghdr{});
   tx_iov_.assign(2 * kTxCapacity, iovec{});
   tx_addr_.assign(kTxCapacity, sockaddr_in{});
+  plain_counts_.assign(kTxCapacity, 1);
+  if (options_.udp_offload) {
+    gso_ = net::GsoKnown(fd_);
+    if (!gso_) TRIB_LOG(kInfo, kLog, "no UDP GSO in this kernel: one datagram per message");
+    gso_msgs_.assign(kTxCapacity, mmsghdr{});
+    gso_iov_.assign(2 * kTxCapacity, iovec{});
+    gso_counts_.assign(kTxCapacity, 0);
+    gso_entry_.assign(kTxCapacity, 0);
+    fallback_msgs_.assign(kTxCapacity, mmsghdr{});
+    gso_control_.assign(kTxCapacity * net::kGsoControlBytes, 0);
+    gso_next_.assign(kTxCapacity, -1);
+    gso_first_.reserve(kTxCapacity);
+    gso_last_.reserve(kTxCapacity);
+    gso_groups_.reserve(2 * kTxCapacity);
+  }
   TRIB_LOG(kInfo, kLog, "bound %s, batch %zu, peer table %u, %s of %u packets",
            FormatAddress(bound_).c_str(), batch, peers_.capacity(),
            fair ? "fair queue" : "arrival-order pool", pool);
@@ -475,35 +493,132 @@ void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t 
   mh.msg_iovlen = payload_len > 0 ? 2 : 1;
 }
 
-void UdpDataplane::CountRefused(int err, size_t slot) {
-  if (PowerOfTwo(++stats_.tx_errors)) {
+void UdpDataplane::CountRefused(int err, const sockaddr_in& to, uint64_t datagrams) {
+  const uint64_t before = stats_.tx_errors;
+  stats_.tx_errors += datagrams;
+  if (std::bit_width(before) != std::bit_width(stats_.tx_errors)) {  // passed a power of two
     TRIB_LOG(kWarn, kLog, "sendmmsg to %s: %s (%llu refused so far; peers will retransmit)",
-             FormatAddress(tx_addr_[slot]).c_str(),
+             FormatAddress(to).c_str(),
              err != 0 ? strerror(err) : "refused inside a batch, errno not reported",
              static_cast<unsigned long long>(stats_.tx_errors));
   }
 }
 
+bool UdpDataplane::FitsRoute(const sockaddr_in& to, size_t bytes) {
+  const uint64_t key = (static_cast<uint64_t>(to.sin_addr.s_addr) << 16) | to.sin_port;
+  auto it = route_mtu_.find(key);
+  if (it == route_mtu_.end()) {
+    if (route_mtu_.size() >= 65536) route_mtu_.clear();  // bounded: peers come and go
+    it = route_mtu_.emplace(key, static_cast<uint32_t>(std::max(0, net::RouteMtu(to)))).first;
+  }
+  return bytes + net::kUdpIpv4Overhead <= it->second;
+}
+
+size_t UdpDataplane::PlanGso() {
+  // Group the batch by destination, keeping each one's entries in order.
+  gso_groups_.clear();
+  gso_first_.clear();
+  gso_last_.clear();
+  for (size_t i = 0; i < tx_count_; ++i) {
+    const sockaddr_in& a = tx_addr_[i];
+    const uint64_t key = (static_cast<uint64_t>(a.sin_addr.s_addr) << 16) | a.sin_port;
+    gso_next_[i] = -1;
+    auto [it, fresh] = gso_groups_.try_emplace(key, static_cast<uint32_t>(gso_first_.size()));
+    if (fresh) {
+      gso_first_.push_back(static_cast<uint32_t>(i));
+      gso_last_.push_back(static_cast<uint32_t>(i));
+    } else {
+      gso_next_[gso_last_[it->second]] = static_cast<int32_t>(i);
+      gso_last_[it->second] = static_cast<uint32_t>(i);
+    }
+  }
+  const auto bytes = [&](int32_t e) {
+    return tx_iov_[2 * e].iov_len + (tx_msgs_[e].msg_hdr.msg_iovlen > 1 ? tx_iov_[2 * e + 1].iov_len : 0);
+  };
+  size_t m = 0;
+  size_t v = 0;  // next free iovec
+  std::array<int32_t, net::kMaxGsoSegments> chain;
+  for (size_t g = 0; g < gso_first_.size(); ++g) {
+    int32_t e = static_cast<int32_t>(gso_first_[g]);
+    while (e >= 0) {
+      // The run from e: up to kMaxGsoSegments entries along the
+      // destination's list, of e's size (the last may be shorter), when a
+      // datagram of that size fits the route.
+      size_t n = 0;
+      for (int32_t x = e; x >= 0 && n < chain.size(); x = gso_next_[x]) chain[n++] = x;
+      const size_t segment = bytes(e);
+      const size_t len = FitsRoute(tx_addr_[e], segment)
+                             ? net::GsoRunLength(n, [&](size_t k) { return bytes(chain[k]); })
+                             : 1;
+      mmsghdr& out = gso_msgs_[m];
+      out = mmsghdr{};
+      msghdr& h = out.msg_hdr;
+      h.msg_name = &tx_addr_[e];
+      h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_iov = &gso_iov_[v];
+      for (size_t k = 0; k < len; ++k) {
+        const msghdr& src = tx_msgs_[chain[k]].msg_hdr;
+        for (size_t j = 0; j < src.msg_iovlen; ++j) gso_iov_[v++] = src.msg_iov[j];
+        h.msg_iovlen += src.msg_iovlen;
+      }
+      if (len > 1) {
+        net::SetGsoSegment(&h, &gso_control_[m * net::kGsoControlBytes],
+                           static_cast<uint16_t>(segment));
+      }
+      gso_entry_[m] = static_cast<uint32_t>(e);
+      gso_counts_[m++] = static_cast<uint32_t>(len);
+      e = len < n ? chain[len] : gso_next_[chain[n - 1]];
+    }
+  }
+  return m;
+}
+
 void UdpDataplane::Flush() {
   if (tx_count_ == 0) return;
+  if (gso_ && tx_count_ > 1) {
+    const size_t m = PlanGso();
+    SendMessages(gso_msgs_.data(), gso_counts_.data(), m);
+  } else {
+    SendMessages(tx_msgs_.data(), plain_counts_.data(), tx_count_);
+  }
+  ++stats_.tx_batches;
+  tx_count_ = 0;
+  engine_->EndBurst();  // queued payload pointers are no longer needed
+}
+
+void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m) {
+  const auto to = [&](size_t i) -> const sockaddr_in& {
+    return *static_cast<const sockaddr_in*>(msgs[i].msg_hdr.msg_name);
+  };
   size_t sent = 0;
   int retries = 0;
-  while (sent < tx_count_) {
-    const int n = sendmmsg(fd_, &tx_msgs_[sent], static_cast<unsigned>(tx_count_ - sent), MSG_DONTWAIT);
+  while (sent < m) {
+    const int n = sendmmsg(fd_, &msgs[sent], static_cast<unsigned>(m - sent), MSG_DONTWAIT);
     if (n > 0) {
       for (size_t i = sent; i < sent + static_cast<size_t>(n); ++i) {
-        stats_.tx_bytes += tx_msgs_[i].msg_len;
+        stats_.tx_bytes += msgs[i].msg_len;
+        stats_.tx_packets += counts[i];
+        if (counts[i] > 1) {
+          ++stats_.tx_gso_runs;
+          gso_confirmed_ = true;
+        }
       }
-      stats_.tx_packets += n;
       sent += n;
       retries = 0;
-      // sendmmsg stops at the first datagram the kernel refuses and drops
+      // sendmmsg stops at the first message the kernel refuses and drops
       // its errno. Sending it again would ask the firewall again (a
       // `numgen random` drop would then pass: a refusal neither lost nor
-      // counted). A socket with room was not full, so the datagram was
+      // counted). A socket with room was not full, so the message was
       // refused: it is lost like one dropped on a wire, and counted. A full
-      // socket sends it again below (EAGAIN: wait for room).
-      if (sent < tx_count_ && Writable(fd_)) CountRefused(0, sent++);
+      // socket sends it again below (EAGAIN: wait for room). A GSO run
+      // refused before any went out is the kernel or device without it.
+      if (sent < m && Writable(fd_)) {
+        if (counts[sent] > 1 && !gso_confirmed_) {
+          return FallBackFromGso(0, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
+        }
+        CountRefused(0, to(sent), counts[sent]);
+        ++sent;
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -515,22 +630,40 @@ void UdpDataplane::Flush() {
         poll(&pfd, 1, 1);  // wait for room, at most 1 ms
         continue;
       }
-      const uint64_t dropped = tx_count_ - sent;
+      uint64_t dropped = 0;
+      for (size_t i = sent; i < m; ++i) dropped += counts[i];
+      const uint64_t before = stats_.tx_drops;
       stats_.tx_drops += dropped;
-      if (PowerOfTwo(stats_.tx_drops)) {
+      if (std::bit_width(before) != std::bit_width(stats_.tx_drops)) {
         TRIB_LOG(kWarn, kLog, "send queue full: dropped %llu datagrams (peers will retransmit)",
                  static_cast<unsigned long long>(dropped));
       }
-      break;
+      return;
     }
-    // Any other error concerns the first datagram only (EPERM from a
+    const int err = errno;
+    if (counts[sent] > 1 && !gso_confirmed_ && (err == EINVAL || err == EIO)) {
+      return FallBackFromGso(err, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
+    }
+    // Any other error concerns the first message only (EPERM from a
     // firewall, EHOSTUNREACH ...): it is lost; skip it and send the rest.
-    CountRefused(errno, sent++);
+    CountRefused(err, to(sent), counts[sent]);
+    ++sent;
     retries = 0;
   }
-  ++stats_.tx_batches;
-  tx_count_ = 0;
-  engine_->EndBurst();  // queued payload pointers are no longer needed
+}
+
+void UdpDataplane::FallBackFromGso(int err, size_t first, size_t m) {
+  gso_ = false;
+  TRIB_LOG(kInfo, kLog, "UDP GSO refused by the kernel (%s): one datagram per message from now on",
+           err != 0 ? strerror(err) : "inside a batch, errno not reported");
+  // The rest of the plan as the batch's own messages, one per datagram, in
+  // the plan's order.
+  size_t out = 0;
+  for (size_t i = first; i < first + m; ++i) {
+    int32_t e = static_cast<int32_t>(gso_entry_[i]);
+    for (uint32_t k = 0; k < gso_counts_[i]; ++k, e = gso_next_[e]) fallback_msgs_[out++] = tx_msgs_[e];
+  }
+  SendMessages(fallback_msgs_.data(), plain_counts_.data(), out);
 }
 
 }  // namespace tributary::agent

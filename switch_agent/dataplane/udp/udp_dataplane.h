@@ -28,6 +28,17 @@
 // route) is lost like one dropped on a wire: counted in tx_errors, never
 // sent again here.
 //
+// GSO (udp_offload, common/net/udp_offload.h): at each flush the batch is
+// grouped by destination, in order within each, and a destination's run of
+// same-size datagrams (a result's fragments, the last one shorter) goes out
+// as one message with UDP_SEGMENT, when a datagram fits the MTU of the route
+// to that peer (probed once per address, cached). Datagrams to different
+// peers may leave in another order than queued; to one peer they never do.
+// A refused run is lost whole, counted per datagram. The kernel or device
+// refusing a run before any went out turns GSO off (INFO). Receives stay
+// one datagram per buffer: the pool's fairness and shedding work per
+// datagram, and the kernel cuts a rank's GSO runs at the socket.
+//
 // Checksums: a packet the engine answers carries kFlagChecksum (and a CRC32C)
 // when the engine set the flag, when the packet that triggered it had it, or,
 // for results, when any contribution of that job had it. Remembering the
@@ -45,6 +56,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -106,9 +118,21 @@ class UdpDataplane final : public Dataplane {
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
               const sockaddr_in& to);
   void Flush();
-  // Counts datagram `slot` of the batch as refused by the kernel (err: its
-  // errno, 0 when sendmmsg did not report it) and logs the 1st, 2nd, 4th ...
-  void CountRefused(int err, size_t slot);
+  // Sends messages msgs[0..m) of counts[i] datagrams each (sendmmsg, with
+  // the retry and loss rules above).
+  void SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m);
+  // Builds gso_msgs_ from the batch: per destination, runs of same-size
+  // datagrams; returns the message count.
+  size_t PlanGso();
+  // Turns GSO off after the kernel refused run `first` of the plan (err:
+  // its errno, 0 when unreported; said once at INFO) and sends runs
+  // first..first+m one datagram per message.
+  void FallBackFromGso(int err, size_t first, size_t m);
+  // True when a datagram of `bytes` fits the route to `to` (cached probe).
+  bool FitsRoute(const sockaddr_in& to, size_t bytes);
+  // Counts `datagrams` to `to` as refused by the kernel (err: its errno, 0
+  // when sendmmsg did not report it) and logs the 1st, 2nd, 4th ...
+  void CountRefused(int err, const sockaddr_in& to, uint64_t datagrams);
   // Trees: applies pending provisioning, runs the engine's uplink timers.
   void ServiceProvisioning(uint64_t now_ns);
   void PollUplinks(uint64_t now_ns);
@@ -151,6 +175,20 @@ class UdpDataplane final : public Dataplane {
   std::vector<iovec> tx_iov_;      // two per entry: header, payload
   std::vector<sockaddr_in> tx_addr_;
   size_t tx_count_ = 0;
+  // GSO plan of one flush (kTxCapacity entries each at most).
+  bool gso_ = false;
+  bool gso_confirmed_ = false;                // a run went out: later refusals are losses
+  std::vector<mmsghdr> gso_msgs_;
+  std::vector<iovec> gso_iov_;                // the batch's iovecs, regrouped
+  std::vector<uint32_t> gso_counts_;          // datagrams per message
+  std::vector<uint32_t> gso_entry_;           // per message: its first batch entry
+  std::vector<mmsghdr> fallback_msgs_;        // the plan's rest, one datagram each
+  std::vector<uint32_t> plain_counts_;        // all 1: the batch sent as it is
+  std::vector<uint8_t> gso_control_;          // kGsoControlBytes per message
+  std::vector<int32_t> gso_next_;             // per entry: next entry to the same peer
+  std::unordered_map<uint64_t, uint32_t> gso_groups_;  // destination -> group
+  std::vector<uint32_t> gso_first_, gso_last_;  // per group: first and last entry
+  std::unordered_map<uint64_t, uint32_t> route_mtu_;   // destination -> MTU (0: unknown)
   uint64_t rx_errors_ = 0;
   Provisioner* provisioner_ = nullptr;  // not owned
   uint64_t next_uplink_poll_ns_ = 0;

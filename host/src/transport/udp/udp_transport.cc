@@ -11,12 +11,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
 #include "common/net/ecn.h"
 #include "common/net/host_port.h"
+#include "common/net/udp_offload.h"
 
 namespace tributary::host {
 
@@ -58,10 +61,6 @@ bool Writable(int fd) {
   return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
 }
 
-// True on the 1st, 2nd, 4th ... call: a recurring condition logged without
-// flooding the application's log.
-bool PowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
-
 }  // namespace
 
 Result<std::unique_ptr<Transport>> UdpTransport::Create(const Options& options) {
@@ -101,6 +100,25 @@ Result<std::unique_ptr<Transport>> UdpTransport::Create(const Options& options) 
   }
   char addr[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &t->aggregator_.sin_addr, addr, sizeof(addr));
+  if (options.udp_offload) {
+    // GSO cuts a run into datagrams without IP fragmentation: every
+    // datagram (the largest is header + payload_bytes) must fit the MTU.
+    const int mtu = net::RouteMtu(t->aggregator_);
+    const size_t largest = proto::kMaxHeaderSize + options.payload_bytes;
+    if (!net::GsoKnown(t->fd_)) {
+      TRIB_LOG(kInfo, "udp", "no UDP GSO in this kernel: one datagram per send");
+    } else if (mtu <= 0 || largest + net::kUdpIpv4Overhead > static_cast<size_t>(mtu)) {
+      TRIB_LOG(kInfo, "udp",
+               "UDP GSO off: datagrams of up to %zu bytes do not fit the MTU %d of the route to "
+               "%s (they are IP-fragmented); lower TRIBUTARY_PAYLOAD_BYTES to use it",
+               largest, mtu, addr);
+    } else {
+      t->gso_ = true;
+    }
+    if (const int err = net::EnableGro(t->fd_); err != 0) {
+      TRIB_LOG(kInfo, "udp", "no UDP GRO (%s): one datagram per receive", strerror(err));
+    }
+  }
   TRIB_LOG(kDebug, "udp", "socket to %s:%u, rcvbuf %d sndbuf %d bytes", addr,
            ntohs(t->aggregator_.sin_port), GetBuffer(t->fd_, SO_RCVBUF),
            GetBuffer(t->fd_, SO_SNDBUF));
@@ -115,54 +133,102 @@ UdpTransport::~UdpTransport() {
 
 int UdpTransport::Send(const TxPacket* packets, int n) {
   mmsghdr msgs[kBatch];
-  iovec iov[kBatch][2];
+  iovec iov[2 * kBatch];
+  int count[kBatch];  // packets per message
+  alignas(cmsghdr) uint8_t control[kBatch][net::kGsoControlBytes];
   int sent_total = 0;
   while (sent_total < n) {
-    int batch = std::min(n - sent_total, kBatch);
-    for (int i = 0; i < batch; ++i) {
-      const TxPacket& p = packets[sent_total + i];
-      iov[i][0] = {const_cast<void*>(p.header), p.header_len};
-      iov[i][1] = {const_cast<void*>(p.payload), p.payload_len};
-      msghdr& h = msgs[i].msg_hdr;
+    // Up to kBatch packets per sendmmsg, as messages of one packet or, with
+    // GSO, of a run of same-size packets.
+    const int batch = std::min(n - sent_total, kBatch);
+    int m = 0;
+    for (int i = 0; i < batch; m++) {
+      const TxPacket* first = packets + sent_total + i;
+      const int run = gso_ ? static_cast<int>(net::GsoRunLength(
+                                 batch - i, [&](size_t k) {
+                                   return first[k].header_len + first[k].payload_len;
+                                 }))
+                           : 1;
+      msghdr& h = msgs[m].msg_hdr;
       h = msghdr{};
       h.msg_name = &aggregator_;
       h.msg_namelen = sizeof(aggregator_);
-      h.msg_iov = iov[i];
-      h.msg_iovlen = p.payload_len > 0 ? 2 : 1;
+      h.msg_iov = &iov[2 * i];
+      size_t len = 0;
+      for (int k = 0; k < run; ++k) {
+        const TxPacket& p = first[k];
+        iovec* v = &iov[2 * i + len];
+        v[0] = {const_cast<void*>(p.header), p.header_len};
+        len += 1;
+        if (p.payload_len > 0) {
+          v[1] = {const_cast<void*>(p.payload), p.payload_len};
+          len += 1;
+        }
+      }
+      h.msg_iovlen = len;
+      if (run > 1) {
+        net::SetGsoSegment(&h, control[m],
+                           static_cast<uint16_t>(first[0].header_len + first[0].payload_len));
+      }
+      count[m] = run;
+      i += run;
     }
-    int rc = sendmmsg(fd_, msgs, batch, 0);
+    const int rc = sendmmsg(fd_, msgs, m, 0);
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) break;
+      if (count[0] > 1 && !gso_confirmed_ && (errno == EINVAL || errno == EIO)) {
+        DisableGso(errno);  // the run is sent again, one datagram at a time
+        continue;
+      }
       // EPERM (a firewall's drop on the output path), EHOSTUNREACH and the
-      // like: the packet is lost, as on a wire. Count it and let the
+      // like: the packets are lost, as on a wire. Count them and let the
       // retransmission timer or the operation timeout decide.
-      CountRefused(errno);
-      sent_total++;
+      CountRefused(errno, count[0]);
+      sent_total += count[0];
       continue;
     }
-    for (int i = 0; i < rc; ++i) {
-      stats_.packets_sent++;
-      stats_.bytes_sent += msgs[i].msg_len;
+    for (int k = 0; k < rc; ++k) {
+      stats_.packets_sent += count[k];
+      stats_.bytes_sent += msgs[k].msg_len;
+      if (count[k] > 1) {
+        gso_confirmed_ = true;
+        stats_.offload_sends++;
+      }
+      sent_total += count[k];
     }
-    sent_total += rc;
-    if (rc < batch) {
-      // sendmmsg stops at the first datagram the kernel refuses and drops
-      // its errno. Sending that datagram again would ask the firewall again
+    if (rc < m) {
+      // sendmmsg stops at the first message the kernel refuses and drops
+      // its errno. Sending that message again would ask the firewall again
       // (a `numgen random` drop would then pass, and a refusal would be
       // neither lost nor counted), so tell the two causes apart: a socket
-      // with room was not full, and the datagram was refused; it is lost.
-      // A full socket keeps the rest for the next pass.
+      // with room was not full, and the message was refused; its packets
+      // are lost. A full socket keeps the rest for the next pass. A GSO run
+      // refused before any went out is the kernel or NIC without the
+      // offload: it is sent again without.
       if (!Writable(fd_)) break;
-      CountRefused(0);
-      sent_total++;
+      if (count[rc] > 1 && !gso_confirmed_) {
+        DisableGso(0);
+        continue;
+      }
+      CountRefused(0, count[rc]);
+      sent_total += count[rc];
     }
   }
   return sent_total;
 }
 
-void UdpTransport::CountRefused(int err) {
-  if (PowerOfTwo(++stats_.send_errors)) {
+void UdpTransport::DisableGso(int err) {
+  gso_ = false;
+  TRIB_LOG(kInfo, "udp", "UDP GSO refused by the kernel (%s): one datagram per send from now on",
+           err != 0 ? strerror(err) : "inside a batch, errno not reported");
+}
+
+void UdpTransport::CountRefused(int err, uint64_t packets) {
+  const uint64_t before = stats_.send_errors;
+  stats_.send_errors += packets;
+  // Log when the count passes a power of two.
+  if (std::bit_width(before) != std::bit_width(stats_.send_errors)) {
     TRIB_LOG(kWarn, "udp", "the kernel refused to send %llu packet(s) so far (last: %s); "
              "counted as lost, retransmission recovers them",
              static_cast<unsigned long long>(stats_.send_errors),
@@ -170,12 +236,40 @@ void UdpTransport::CountRefused(int err) {
   }
 }
 
+int UdpTransport::DrainReceived(RxEvent* out, int max) {
+  int n = 0;
+  while (n < max && received_head_ < received_count_) {
+    Received& r = received_[received_head_];
+    if (r.next >= r.len) {  // handed out, or not from the aggregator
+      ++received_head_;
+      continue;
+    }
+    const uint32_t left = r.len - r.next;
+    const uint32_t len = r.segment == 0 ? left : std::min(left, r.segment);
+    DecodeEvent(recv_area_ + received_head_ * kRecvBufBytes + r.next, len, &out[n]);
+    out[n].packet.ce = r.ce;
+    ++n;
+    stats_.packets_received++;
+    r.next += len;
+  }
+  // Entries past the last datagram (foreign ones) are done too.
+  while (received_head_ < received_count_ &&
+         received_[received_head_].next >= received_[received_head_].len) {
+    ++received_head_;
+  }
+  return n;
+}
+
 int UdpTransport::Recv(RxEvent* out, int max) {
+  // Datagrams of a coalesced receive that did not fit the last call come
+  // first; the buffers are read again only once all are handed out (the
+  // views stay valid until the next call).
+  if (received_head_ < received_count_) return DrainReceived(out, max);
   if (max > kBatch) max = kBatch;
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
-  alignas(cmsghdr) uint8_t control[kBatch][net::kEcnControlBytes];
+  alignas(cmsghdr) uint8_t control[kBatch][net::kEcnControlBytes + net::kGroControlBytes];
   for (int i = 0; i < max; ++i) {
     iov[i] = {recv_area_ + i * kRecvBufBytes, kRecvBufBytes};
     msghdr& h = msgs[i].msg_hdr;
@@ -191,21 +285,26 @@ int UdpTransport::Recv(RxEvent* out, int max) {
   do {
     rc = recvmmsg(fd_, msgs, max, MSG_DONTWAIT, nullptr);
   } while (rc < 0 && errno == EINTR);
+  received_head_ = 0;
+  received_count_ = 0;
   if (rc <= 0) return 0;
-  int n = 0;
   for (int i = 0; i < rc; ++i) {
+    Received& r = received_[i];
+    r = Received{};
     if (from[i].sin_addr.s_addr != aggregator_.sin_addr.s_addr ||
         from[i].sin_port != aggregator_.sin_port || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)) {
       stats_.foreign_packets++;
-      continue;
+      continue;  // len 0: nothing to hand out
     }
-    stats_.packets_received++;
-    stats_.bytes_received += msgs[i].msg_len;
-    DecodeEvent(recv_area_ + i * kRecvBufBytes, msgs[i].msg_len, &out[n]);
-    out[n].packet.ce = net::CongestionExperienced(msgs[i].msg_hdr);
-    ++n;
+    r.len = msgs[i].msg_len;
+    r.segment = static_cast<uint32_t>(net::GroSegment(msgs[i].msg_hdr));
+    if (r.segment >= r.len) r.segment = 0;
+    if (r.segment != 0) stats_.offload_receives++;
+    r.ce = net::CongestionExperienced(msgs[i].msg_hdr);
+    stats_.bytes_received += r.len;
   }
-  return n;
+  received_count_ = rc;
+  return DrainReceived(out, max);
 }
 
 void UdpTransport::Wait(int64_t timeout_us) {

@@ -57,6 +57,7 @@ Usage: $0 [options]
   --out DIR        results directory (default ./cluster-bench-<date>)
   --timeout S      per-run limit in seconds (default 1200)
   --trib-args "..." extra tributary_cluster_rank flags (e.g. "--window 32")
+  --daemon-args "..." extra tributaryd flags (e.g. "--udp-offload 0")
   --mpi-args "..."  extra mpirun flags (e.g. "--mca mpi_yield_when_idle 1")
   --smoke          also fail when a result file is missing (ctest)
 EOF
@@ -64,7 +65,7 @@ EOF
 
 BUILD="$HERE/../../build"
 HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
-TRIB_ARGS=""; MPI_ARGS=""; PER_HOST=1
+TRIB_ARGS=""; MPI_ARGS=""; PER_HOST=1; DAEMON_ARGS=""
 RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=1200; SMOKE=0
 OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
 while (($#)); do
@@ -85,6 +86,7 @@ while (($#)); do
     --out) OUT=$2; shift ;;
     --timeout) TIMEOUT=$2; shift ;;
     --trib-args) TRIB_ARGS=$2; shift ;;
+    --daemon-args) DAEMON_ARGS=$2; shift ;;
     --mpi-args) MPI_ARGS=$2; shift ;;
     --smoke) SMOKE=1 ;;
     -h | --help) usage; exit 0 ;;
@@ -214,7 +216,8 @@ for n in "${host_list[@]}"; do
   netns_cluster_create "$n" "$RATE" "$MTU" || { echo "cluster of $n failed" >&2; exit 1; }
   if [[ " ${active[*]} " == *" mpi "* ]]; then netns_add_control_network || exit 1; fi
   netns_set_loss "$LOSS" || exit 1
-  netns_start_daemon "$DAEMON_BIN" "$OUT/logs/tributaryd-n$n.log" || exit 1
+  # shellcheck disable=SC2086
+  netns_start_daemon "$DAEMON_BIN" "$OUT/logs/tributaryd-n$n.log" $DAEMON_ARGS || exit 1
   for ((round = 1; round <= ROUNDS; ++round)); do
     for sys in "${active[@]}"; do
       step=$((step + 1))

@@ -205,6 +205,13 @@ run_system() {  # SYSTEM N ROUND
   esac
 }
 
+# nftables sees a UDP GSO run as one packet and would drop it whole, where
+# a real link loses datagrams one by one: with emulated loss, Tributary runs
+# without the offloads (ranks and daemon), so the loss is per datagram.
+if ((LOSS > 0)); then
+  export TRIBUTARY_UDP_OFFLOAD=0
+  DAEMON_ARGS="--udp-offload 0 $DAEMON_ARGS"
+fi
 read -ra host_list <<< "$HOSTS"
 total=$((${#host_list[@]} * ROUNDS * ${#active[@]}))
 step=0 failures=0

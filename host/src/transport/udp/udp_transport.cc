@@ -308,6 +308,8 @@ int UdpTransport::Recv(RxEvent* out, int max) {
 }
 
 void UdpTransport::Wait(int64_t timeout_us) {
+  // Datagrams of a coalesced receive not handed out yet are ready now.
+  if (received_head_ < received_count_) return;
   pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   timespec ts{timeout_us / 1000000, (timeout_us % 1000000) * 1000};
   if (ppoll(fds, 2, timeout_us < 0 ? nullptr : &ts, nullptr) > 0 && (fds[1].revents & POLLIN)) {

@@ -41,6 +41,8 @@ const Field kFields[] = {
      nullptr},
     {"dpdk_lanes", "dpdk dataplane: share-nothing lanes (lcores); lane k serves UDP port port+k",
      nullptr, &Config::dpdk_lanes},
+    {"udp_lanes", "udp dataplane: share-nothing lanes (a thread, socket and engine each); lane k "
+     "serves UDP port port+k", nullptr, &Config::udp_lanes},
     {"ofi_provider", "ofi dataplane: libfabric provider (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa, auto); "
      "empty = $TRIBUTARY_OFI_PROVIDER, else auto", &Config::ofi_provider, nullptr},
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
@@ -292,6 +294,15 @@ Status ValidateConfig(const Config& c) {
   }
   range("port", c.port, 0, 65535);
   range("dpdk_lanes", c.dpdk_lanes, 1, 64);
+  range("udp_lanes", c.udp_lanes, 1, 64);
+  if (c.udp_lanes > 1 && c.dataplane != "udp") {
+    fail("udp_lanes", "udp lanes are a udp dataplane feature (dataplane is '" + c.dataplane +
+                          "'; the dpdk dataplane has dpdk_lanes)");
+  }
+  if (c.udp_lanes > 1 && c.port != 0 && c.port + c.udp_lanes - 1 > 65535) {
+    fail("udp_lanes", "ports " + std::to_string(c.port) + ".." +
+                          std::to_string(c.port + c.udp_lanes - 1) + " do not fit");
+  }
   if (c.dpdk_lanes > 1 && c.dataplane != "dpdk") {
     fail("dpdk_lanes", "lanes are a dpdk dataplane feature (dataplane is '" + c.dataplane + "')");
   }
@@ -446,6 +457,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;
   o.dpdk_lanes = static_cast<uint32_t>(c.dpdk_lanes);
+  o.udp_lanes = static_cast<uint32_t>(c.udp_lanes);
   o.ofi_provider = c.ofi_provider;
   return o;
 }

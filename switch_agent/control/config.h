@@ -75,6 +75,9 @@ struct Config {
   // udp: runs of same-size datagrams to one peer go out as one UDP GSO
   // message (where the kernel and the route's MTU allow); 0 = never.
   uint64_t udp_offload = 1;
+  // udp: share-nothing lanes (thread + socket + engine each) on ports
+  // port..port+N-1; ranks stripe a job over them with TRIBUTARY_LANES=N.
+  uint64_t udp_lanes = 1;
   // Peer table bound (distinct sender addresses); new peers beyond it are refused.
   uint64_t max_peers = 65536;
   // The daemon's X25519 key pair (FORMAT.md §7.2): ranks seal their job keys

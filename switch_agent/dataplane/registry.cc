@@ -13,6 +13,7 @@
 #include "switch_agent/dataplane/dataplane.h"
 #include "common/add_counters.h"
 #include "switch_agent/dataplane/udp/udp_dataplane.h"
+#include "switch_agent/dataplane/udp/udp_lanes.h"
 #ifdef TRIBUTARY_HAVE_OFI
 #include "switch_agent/dataplane/ofi/ofi_dataplane.h"
 #endif
@@ -45,6 +46,7 @@ uint64_t MonotonicNowNs() {
 namespace {
 
 std::unique_ptr<Dataplane> CreateUdp(const DataplaneOptions& options, engine::Engine* engine) {
+  if (options.udp_lanes > 1) return std::make_unique<UdpLanes>(options, engine);
   return std::make_unique<UdpDataplane>(options, engine);
 }
 

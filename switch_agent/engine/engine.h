@@ -226,6 +226,15 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Another engine for a share-nothing lane of the same daemon: the same
+  // limits, identity and incarnation, its own epochs (`epoch_seed`).
+  std::unique_ptr<Engine> NewLane(uint32_t epoch_seed) const {
+    auto lane = std::make_unique<Engine>(limits_, epoch_seed);
+    lane->SetIdentity(identity_);
+    lane->SetIncarnation(incarnation_);
+    return lane;
+  }
+
   // The aggregator's key pair, which opens job keys sealed in JOINs (open
   // mode, FORMAT.md §7.2). Not owned; must outlive the engine. Without one,
   // only provisioned jobs (whose keys are known) can be joined.

@@ -7,6 +7,9 @@
 // both lanes really aggregated part of the data; the caller sees one
 // collective per call; a missing lane fails creation naming that lane; and
 // lanes with a transport other than udp are refused before anything starts.
+// And one tributaryd with `--udp-lanes 3` (share-nothing kernel-UDP lanes on
+// ports P..P+2) serves a job striped over all three, exactly, and its exit
+// report adds up the three lanes' counters.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -163,6 +166,57 @@ TEST_F(LanesTest, ReduceScatterAndAllGatherExactOverTwoLanes) {
   lane1_->Stop();
   EXPECT_GT(Completions(lane0_->Output()), 0u) << lane0_->Output();
   EXPECT_GT(Completions(lane1_->Output()), 0u) << lane1_->Output();
+}
+
+// Two daemons of the fixture are not used here: one daemon with three lanes.
+TEST(UdpLanes, OneDaemonServesAJobStripedOverItsThreeLanes) {
+  testing::DaemonProcess d;
+  ASSERT_TRUE(IsOk(d.Start({"--udp-lanes", "3"})));
+  constexpr int kWorld = 2;
+  const uint32_t job = std::random_device{}() | 1;
+  std::string failures = testing::RunRanks(kWorld, 240, [&](int rank) {
+    CommConfig c;
+    c.job_id = job;
+    c.job_key = 0x1a9e5ull + job;
+    c.rank = static_cast<uint32_t>(rank);
+    c.world_size = kWorld;
+    c.options.node_level = "off";
+    c.options.aggregator = d.address();
+    c.options.payload_bytes = kPayload;
+    c.options.lanes = 3;
+    c.options.op_timeout_ms = 30000;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, comm.status().ToString());
+    std::vector<uint8_t> send(100003 * 8), recv(send.size());
+    if (!comm.value()->Register(send.data(), send.size()).ok() ||
+        !comm.value()->Register(recv.data(), recv.size()).ok()) {
+      return Fail(rank, "register failed");
+    }
+    for (DataType t : {DataType::kInt32, DataType::kFloat32, DataType::kFloat64}) {
+      for (uint64_t n : {uint64_t{1}, uint64_t{kPayload / 4 * 3 + 5}, uint64_t{100003}}) {
+        testing::Fill(t, ReduceOp::kSum, rank, send.data(), n);
+        auto req = comm.value()->AllReduce(send.data(), recv.data(), n, t, ReduceOp::kSum);
+        if (!req.ok()) return Fail(rank, req.status().ToString());
+        if (Status s = req.value().Wait(); !s.ok()) return Fail(rank, s.ToString());
+        std::string first;
+        if (testing::Check(t, ReduceOp::kSum, kWorld, recv.data(), n, &first) != 0) {
+          return Fail(rank, std::string(DataTypeName(t)) + " n=" + std::to_string(n) +
+                                ": wrong; first: " + first);
+        }
+      }
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << d.Output();
+  d.Stop();
+  const std::string out = d.Output();
+  EXPECT_NE(out.find("3 lanes on ports " + std::to_string(d.port()) + ".." +
+                     std::to_string(d.port() + 2)),
+            std::string::npos) << out;
+  // Each lane's engine created the job: the report adds all three.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("jobs_created=([0-9]+)"))) << out;
+  EXPECT_EQ(m[1], "3") << out;
 }
 
 TEST_F(LanesTest, MissingLaneFailsCreationNamingIt) {

@@ -132,10 +132,8 @@ Status DpdkDataplane::InitLanes() {
     s.tx_ip_checksum = port_.tx_ip_checksum;
     engine::Engine* e = engine_;
     if (i > 0) {
-      own_engines_.push_back(std::make_unique<engine::Engine>(engine_->limits(), RandomSeed()));
+      own_engines_.push_back(engine_->NewLane(RandomSeed()));
       e = own_engines_.back().get();
-      e->SetIdentity(engine_->identity());
-      e->SetIncarnation(engine_->incarnation());
     }
     lanes_.push_back(std::make_unique<DpdkLane>(s, e));
   }

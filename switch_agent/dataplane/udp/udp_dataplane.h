@@ -94,6 +94,7 @@ class UdpDataplane final : public Dataplane {
   const char* name() const override { return "udp"; }
   Status Init() override;
   std::string LocalAddress() const override;
+  uint16_t port() const { return ntohs(bound_.sin_port); }  // valid after Init
   void Run(const std::atomic<bool>& stop, const TickFn& tick) override;
   void Cleanup() override;
   const DataplaneStats& stats() const override { return stats_; }

@@ -10,18 +10,21 @@
 #      and the kernels' body is tested on the CPU (tributary_kernels_test),
 #      which this way also covers the build without the CUDA kernels.
 #   2. TSan (build-tsan/): only what runs threads: the tests labelled
-#      integration, the host_* tests, manager_service_test, and tributaryd
-#      they start. The other targets are not built. Debian's gRPC and Abseil
-#      are not TSan-instrumented: their own synchronisation (absl::Mutex) is
-#      invisible to TSan, which then reports their internal memmoves as
-#      races and, with halt_on_error, aborts the process (a tributaryd with
-#      --manager died that way under the node-level managed-daemon test).
-#      So accesses made from inside those libraries are ignored
-#      (`called_from_lib` suppressions generated from the binaries' ldd
-#      output into <build>/tsan-uninstrumented.supp); every access made by
-#      our instrumented code is still checked, also on gRPC's threads. Not
-#      among them: ofi_allreduce_test (for now): under TSan a tributaryd on
-#      the ofi dataplane, stopped by its signal, was reported for exit-time
+#      integration, the host_* tests, and tributaryd they start. The other
+#      targets are not built. manager_service_test (a gRPC server thread) is
+#      not among them: libgrpc from Debian is not TSan-instrumented, and TSan
+#      reports its internal synchronisation as races; the manager's own
+#      state is guarded by one mutex (manager/service.cc). For the same
+#      reason the TSan stage leaves out the node-level test that starts a
+#      tributaryd with --manager (NodeLevel.AManagedDaemon*): that daemon
+#      runs Debian's gRPC client, and TSan reported absl's GraphCycles
+#      memmoves and a string gRPC read before our thread freed it, with
+#      the ordering inside gRPC's uninstrumented mutexes; with
+#      halt_on_error the daemon aborted and the ranks waited out their
+#      timeouts (CI on bb844fd). `called_from_lib` suppressions for
+#      libabsl/libgrpc/libgpr removed the first kind, not the second. Nor is
+#      ofi_allreduce_test (for now): under TSan a tributaryd on the ofi
+#      dataplane, stopped by its signal, was reported for exit-time
 #      destructors running "inside of a signal" (stack: OfiDataplane::Run's
 #      poll, then atexit); tributaryd's own handler only sets atomics, so a
 #      handler from the dlopen'ed libfabric is suspected and not yet proven.
@@ -44,7 +47,8 @@
 #   SAN_ASAN_GTEST_FILTER  GoogleTest filter for the ASan stage
 #                    (default -*SixtyFourMebibytesEveryDtype/8ranks)
 #   SAN_TSAN_GTEST_FILTER  GoogleTest filter for the TSan stage
-#                    (default -*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*)
+#                    (default -*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*:
+#                    NodeLevel.AManagedDaemon*)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 asan_dir=${SAN_ASAN_DIR:-$root/build-asan}
@@ -128,8 +132,7 @@ run_tsan() {
   if [[ -n ${SAN_TSAN_TESTS:-} ]]; then
     regex=$SAN_TSAN_TESTS
   else
-    regex=$( (cd "$tsan_dir" && ctest -N -L '^integration$'; cd "$tsan_dir" && ctest -N -R '^host_'
-              cd "$tsan_dir" && ctest -N -R '^manager_service_test$') |
+    regex=$( (cd "$tsan_dir" && ctest -N -L '^integration$'; cd "$tsan_dir" && ctest -N -R '^host_') |
       sed -n 's/^ *Test *#[0-9]*: *\([A-Za-z0-9_]*\)$/\1/p' | sort -u |
       grep -v -x -e ofi_allreduce_test | paste -sd'|')
     regex="^(${regex})\$"
@@ -142,13 +145,6 @@ run_tsan() {
   fi
   # shellcheck disable=SC2086
   cmake --build "$tsan_dir" -j "$jobs" --target tributaryd $tests
-  # One called_from_lib line per uninstrumented library the binaries load
-  # (TSan wants each line to match exactly one library).
-  local supp="$tsan_dir/tsan-uninstrumented.supp" bin
-  for bin in "$tsan_dir/switch_agent/tributaryd" $(find "$tsan_dir/tests" -type f -executable); do
-    ldd "$bin" 2> /dev/null
-  done | awk '$1 ~ /^(libabsl_|libgrpc|libgpr)/ { print "called_from_lib:" $1 }' | sort -u > "$supp"
-  export TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$supp"
   report "tsan build" "$t0"
   t1=$(stamp)
   local rc=0
@@ -163,8 +159,9 @@ run_tsan() {
     # speed. Its threads (bench runner, ranks, daemon) run under TSan in the
     # other CliBenchTest cases; the plain and ASan stages run the demo.
     # The NCCL plugin's 1 GiB messages likewise (TSan's shadow of 2 GiB per
-    # rank, filled and checked word by word at TSan's pace).
-    export GTEST_FILTER=${SAN_TSAN_GTEST_FILTER:--*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*}
+    # rank, filled and checked word by word at TSan's pace). A daemon with
+    # --manager runs uninstrumented gRPC (see the header).
+    export GTEST_FILTER=${SAN_TSAN_GTEST_FILTER:--*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*:NodeLevel.AManagedDaemon*}
     ctest --output-on-failure -j "$ctest_jobs" -R "$regex" || rc=$?
     check_reports || rc=1
     exit $rc

@@ -10,8 +10,8 @@
 # byte a host sends or receives crosses its own link. With several ranks per
 # host, Tributary's ranks of one host share a node id (TRIBUTARY_NODE_ID) and
 # take the node level (shared memory inside the host, one stripe per rank to
-# the aggregator); OpenMPI gets its shared-memory BTL (vader) for them; Gloo's
-# ring talks TCP inside the host, which never crosses the link.
+# the aggregator); OpenMPI and Gloo talk TCP between the ranks of one host
+# (kernel loopback inside the host namespace, which never crosses the link).
 # - Tributary: tributary_cluster_rank (one process per host, same job).
 # - Gloo: gloo_allreduce --rank/--size/--store/--hostname <host address>;
 #   rendezvous through a FileStore directory (the filesystem is shared), so
@@ -191,8 +191,11 @@ run_system() {  # SYSTEM N ROUND
       run_per_host "$log" "$n" gloo_cmd
       rc=$?; rm -rf "$GLOO_STORE"; return $rc ;;
     mpi)
+      # tcp,self also between the ranks of one host (over the host's own
+      # address: kernel loopback, not the rate-limited link). OpenMPI 4's
+      # vader BTL segfaulted in mca_btl_vader_poll_handle_frag in these
+      # namespaces, also with btl_vader_single_copy_mechanism none.
       local hosts i btl=tcp,self
-      ((PER_HOST > 1)) && btl=tcp,vader,self
       hosts=$(for ((i = 0; i < n; ++i)); do printf 'h%d:%d,' "$i" "$PER_HOST"; done)
       netns_switch_exec timeout "$TIMEOUT" mpirun --allow-run-as-root -np $((n * PER_HOST)) \
         --host "${hosts%,}" --mca plm_rsh_agent "$HERE/ns_rsh.sh" \

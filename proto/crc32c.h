@@ -19,10 +19,11 @@ namespace tributary::proto::internal {
 // Table-driven, any CPU.
 uint32_t Crc32cPortable(uint32_t crc, const void* data, size_t len);
 
-// True when the running CPU supports SSE4.2 (always false off x86-64).
+// True when the running CPU has CRC32C instructions: SSE4.2 on x86, the
+// ARMv8 CRC extension (HWCAP_CRC32) on aarch64; false elsewhere.
 bool Crc32cHardwareAvailable();
 
-// Hardware CRC32C. Precondition: Crc32cHardwareAvailable(); off x86-64 it
+// Hardware CRC32C. Precondition: Crc32cHardwareAvailable(); on other CPUs it
 // forwards to the portable code so callers need no #ifdef.
 uint32_t Crc32cHardware(uint32_t crc, const void* data, size_t len);
 

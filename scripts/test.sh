@@ -12,7 +12,8 @@
 # those tests need; ALLOW_SKIPS=1 accepts skips (a run without root).
 # Tests labelled gpu are excluded (no GPU here; scripts/gpu-check.sh).
 # Environment: CTEST_ARGS adds ctest arguments (e.g. "-L unit");
-# SANITIZERS=0 skips the sanitizer stages (a quick local run).
+# SANITIZERS=0 skips the sanitizer stages and CROSS=0 the aarch64 stage
+# (dpu/cross-build.sh) for a quick local run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -35,6 +36,13 @@ if [[ $rc -ne 0 ]]; then exit "$rc"; fi
 if grep -q "(Skipped)" "$log" && [[ "${ALLOW_SKIPS:-0}" != 1 ]]; then
   echo "test.sh: tests skipped themselves (see above); they must run here (ALLOW_SKIPS=1 accepts that)" >&2
   exit 1
+fi
+# The DPU build: tributaryd cross-built for aarch64, its unit tests under
+# qemu-user (NEON kernels, ARMv8 CRC32C) and an aarch64 daemon serving
+# x86-64 ranks (dpu/cross-build.sh). CROSS=0 skips it (a quick local run).
+if [[ "${CROSS:-1}" != 0 ]]; then
+  bash "$root/dpu/cross-build.sh" --install --build "${CROSS_BUILD_DIR:-$root/build-aarch64}" \
+    --test --e2e "$build"
 fi
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, and the
 # threaded tests under ThreadSanitizer, each in its own build directory.

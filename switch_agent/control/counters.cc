@@ -31,68 +31,79 @@ std::string FormatCounters(const char* why, const Dataplane& dataplane,
   return FormatCounters(why, dataplane.name(), GatherCounters(dataplane, engine));
 }
 
-std::string FormatCounters(const char* why, const char* dataplane_name, const CounterReport& r) {
+void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   const DataplaneStats& d = r.dataplane;
   const engine::EngineCounters& e = r.engine.counters;
-  std::string s = std::string("tributaryd counters (") + why + ")\n";
-
-  s += std::string("  dataplane.") + dataplane_name + ":";
-  Add(&s, "rx_packets", d.rx_packets);
-  Add(&s, "rx_bytes", d.rx_bytes);
-  Add(&s, "rx_batches", d.rx_batches);
-  Add(&s, "rx_truncated", d.rx_truncated);
-  Add(&s, "rx_shed", d.rx_shed);
-  Add(&s, "tx_packets", d.tx_packets);
-  Add(&s, "tx_bytes", d.tx_bytes);
-  Add(&s, "tx_batches", d.tx_batches);
-  Add(&s, "tx_gso_runs", d.tx_gso_runs);
-  Add(&s, "tx_retries", d.tx_retries);
-  Add(&s, "tx_drops", d.tx_drops);
-  Add(&s, "tx_errors", d.tx_errors);
-  Add(&s, "peers", d.peers);
-  Add(&s, "peer_table_full", d.peer_table_full);
-  Add(&s, "bad_peer_token", d.bad_peer_token);
-  Add(&s, "transient_replies_limited", d.transient_replies_limited);
-  Add(&s, "join_challenges", d.join_challenges);
-  Add(&s, "host_job_limit", d.host_job_limit);
-  s += "\n  decode_errors:";
-  Add(&s, "total", d.TotalDecodeErrors());
+  const char* g = "dataplane";
+  visit(g, "rx_packets", d.rx_packets);
+  visit(g, "rx_bytes", d.rx_bytes);
+  visit(g, "rx_batches", d.rx_batches);
+  visit(g, "rx_truncated", d.rx_truncated);
+  visit(g, "rx_shed", d.rx_shed);
+  visit(g, "tx_packets", d.tx_packets);
+  visit(g, "tx_bytes", d.tx_bytes);
+  visit(g, "tx_batches", d.tx_batches);
+  visit(g, "tx_gso_runs", d.tx_gso_runs);
+  visit(g, "tx_retries", d.tx_retries);
+  visit(g, "tx_drops", d.tx_drops);
+  visit(g, "tx_errors", d.tx_errors);
+  visit(g, "peers", d.peers);
+  visit(g, "peer_table_full", d.peer_table_full);
+  visit(g, "bad_peer_token", d.bad_peer_token);
+  visit(g, "transient_replies_limited", d.transient_replies_limited);
+  visit(g, "join_challenges", d.join_challenges);
+  visit(g, "host_job_limit", d.host_job_limit);
+  g = "decode_errors";
+  visit(g, "total", d.TotalDecodeErrors());
   for (int i = 1; i < proto::kNumDecodeErrors; ++i) {
-    Add(&s, proto::DecodeErrorName(static_cast<proto::DecodeError>(i)), d.decode_errors[i]);
+    visit(g, proto::DecodeErrorName(static_cast<proto::DecodeError>(i)), d.decode_errors[i]);
   }
-  s += "\n  engine:";
-  Add(&s, "packets_in", e.packets_in);
-  Add(&s, "contributions", e.contributions);
-  Add(&s, "ce_marked", e.ce_marked);
-  Add(&s, "duplicates", e.duplicates);
-  Add(&s, "retransmit_answers", e.retransmit_answers);
-  Add(&s, "window_statuses", e.window_statuses);
-  Add(&s, "completions", e.completions);
-  Add(&s, "bytes_reduced", e.bytes_reduced);
-  Add(&s, "joins", e.joins);
-  Add(&s, "leaves", e.leaves);
-  Add(&s, "late_leaves", e.late_leaves);
-  Add(&s, "recycles", e.recycles);
-  Add(&s, "joins_deferred", e.joins_deferred);
-  Add(&s, "flush_retries", e.flush_retries);
-  Add(&s, "jobs_created", e.jobs_created);
-  Add(&s, "jobs_destroyed", e.jobs_destroyed);
-  s += "\n  uplink:";
-  Add(&s, "joins", e.uplink_joins);
-  Add(&s, "sends", e.uplink_sends);
-  Add(&s, "probes", e.uplink_probes);
-  Add(&s, "resends", e.uplink_resends);
-  Add(&s, "results", e.uplink_results);
-  Add(&s, "nacks", e.uplink_nacks);
-  Add(&s, "drops", e.uplink_drops);
-  s += "\n  engine_drops:";
-  Add(&s, "total", e.TotalDrops());
+  g = "engine";
+  visit(g, "packets_in", e.packets_in);
+  visit(g, "contributions", e.contributions);
+  visit(g, "ce_marked", e.ce_marked);
+  visit(g, "duplicates", e.duplicates);
+  visit(g, "retransmit_answers", e.retransmit_answers);
+  visit(g, "window_statuses", e.window_statuses);
+  visit(g, "completions", e.completions);
+  visit(g, "bytes_reduced", e.bytes_reduced);
+  visit(g, "joins", e.joins);
+  visit(g, "leaves", e.leaves);
+  visit(g, "late_leaves", e.late_leaves);
+  visit(g, "recycles", e.recycles);
+  visit(g, "joins_deferred", e.joins_deferred);
+  visit(g, "flush_retries", e.flush_retries);
+  visit(g, "jobs_created", e.jobs_created);
+  visit(g, "jobs_destroyed", e.jobs_destroyed);
+  g = "uplink";
+  visit(g, "joins", e.uplink_joins);
+  visit(g, "sends", e.uplink_sends);
+  visit(g, "probes", e.uplink_probes);
+  visit(g, "resends", e.uplink_resends);
+  visit(g, "results", e.uplink_results);
+  visit(g, "nacks", e.uplink_nacks);
+  visit(g, "drops", e.uplink_drops);
+  g = "engine_drops";
+  visit(g, "total", e.TotalDrops());
   for (size_t i = 0; i < engine::kNumDropReasons; ++i) {
-    Add(&s, engine::DropReasonName(static_cast<engine::DropReason>(i)), e.drops[i]);
+    visit(g, engine::DropReasonName(static_cast<engine::DropReason>(i)), e.drops[i]);
   }
-  s += "\n  jobs:";
-  Add(&s, "alive", r.engine.jobs.size());
-  Add(&s, "memory_bytes", r.engine.memory_bytes);
+  g = "jobs";
+  visit(g, "alive", r.engine.jobs.size());
+  visit(g, "memory_bytes", r.engine.memory_bytes);
+}
+
+std::string FormatCounters(const char* why, const char* dataplane_name, const CounterReport& r) {
+  std::string s = std::string("tributaryd counters (") + why + ")\n";
+  std::string group;
+  VisitCounters(r, [&](const char* g, const char* name, uint64_t value) {
+    if (group != g) {
+      if (!group.empty()) s += "\n";
+      group = g;
+      s += "  " + (group == "dataplane" ? std::string("dataplane.") + dataplane_name : group) + ":";
+    }
+    Add(&s, name, value);
+  });
   s += "\n";
   // Per job, the children that most often arrived last: stragglers named by
   // the aggregator that saw them, not guessed (at most kMaxJobsListed jobs).

@@ -25,6 +25,13 @@ struct CounterReport {
 };
 CounterReport GatherCounters(const Dataplane& dataplane, const engine::Engine& engine);
 
+// Every counter of a report in its fixed order, by group ("dataplane",
+// "decode_errors", "engine", "uplink", "engine_drops", "jobs") and stable
+// name; "decode_errors" and "engine_drops" start with their "total". The
+// text report and the Prometheus endpoint (metrics.h) are both made from it.
+using CounterVisitor = std::function<void(const char* group, const char* name, uint64_t value)>;
+void VisitCounters(const CounterReport& r, const CounterVisitor& visit);
+
 // `why` says what triggered the report ("SIGUSR1", "interval", "exit").
 std::string FormatCounters(const char* why, const char* dataplane_name, const CounterReport& r);
 std::string FormatCounters(const char* why, const Dataplane& dataplane,

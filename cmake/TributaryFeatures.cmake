@@ -42,6 +42,11 @@ endif()
 tributary_feature(DPDK DPDK_FOUND "libdpdk not found (apt-get install libdpdk-dev)")
 tributary_feature(OFI LIBFABRIC_FOUND "libfabric not found (apt-get install libfabric-dev)")
 tributary_feature(VERBS IBVERBS_FOUND "libibverbs not found (apt-get install libibverbs-dev)")
+# tributaryd's Prometheus endpoint (metrics_address) is served by cpp-httplib.
+if(PkgConfig_FOUND)
+  pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
+endif()
+tributary_feature(METRICS HTTPLIB_FOUND "cpp-httplib not found (apt-get install libcpp-httplib-dev)")
 
 # libfabric and libibverbs are opened at run time (common/ofi/ofi_api.h,
 # common/verbs/verbs_api.h), so that a udp-only user needs neither: the ofi

@@ -25,6 +25,8 @@ PACKAGES=(
   libdpdk-dev dpdk  # dataplane "dpdk" (tests and bench use vdevs: net_tap, net_ring)
   libibverbs-dev  # transport "verbs" (rdma-core; builds without an RDMA device)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # tributary-manager (gRPC)
+  libcpp-httplib-dev curl  # tributaryd's Prometheus endpoint (metrics_address) and its test
+  prometheus  # promtool: the endpoint's test checks the exposition format with it
 )
 
 missing=()
@@ -38,7 +40,17 @@ if ((${#missing[@]})); then
   echo "setup-debian.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # No service starts because of this install (the prometheus package ships
+  # one; only its promtool is wanted): a policy-rc.d that refuses, for the
+  # install only, unless the machine has its own.
+  own_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if ((own_policy)); then rm -f /usr/sbin/policy-rc.d; fi
 else
   echo "setup-debian.sh: all packages present"
 fi

@@ -27,6 +27,9 @@
 #include "switch_agent/control/signals.h"
 #if TRIBUTARY_HAVE_MANAGER
 #include "switch_agent/control/manager_client.h"
+#if TRIBUTARY_HAVE_METRICS
+#include "switch_agent/control/metrics.h"
+#endif
 #endif
 #include "switch_agent/dataplane/provisioner.h"
 #include "switch_agent/dataplane/dataplane.h"
@@ -141,8 +144,29 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 #endif
+#if TRIBUTARY_HAVE_METRICS
+  std::unique_ptr<agent::MetricsServer> metrics;
+  if (!config.metrics_address.empty()) {
+    metrics = std::make_unique<agent::MetricsServer>(agent::BuildInfo{
+        agent::DaemonVersion(), dataplane->name(), reduce::ActiveVariantName()});
+    if (Status s = metrics->Start(config.metrics_address); !s.ok()) {
+      std::fprintf(stderr, "tributaryd: %s\n", s.message().c_str());
+      return kExitStartFailed;
+    }
+  }
+#else
+  if (!config.metrics_address.empty()) {
+    std::fprintf(stderr,
+                 "tributaryd: metrics_address given but this build has no metrics endpoint "
+                 "(configure with cpp-httplib: apt-get install libcpp-httplib-dev)\n");
+    return kExitUsage;
+  }
+#endif
   // Machine-readable: with --port 0 this is how a supervisor or test learns the port.
   std::printf("tributaryd listening on %s\n", dataplane->LocalAddress().c_str());
+#if TRIBUTARY_HAVE_METRICS
+  if (metrics) std::printf("tributaryd metrics on http://%s/metrics\n", metrics->address().c_str());
+#endif
   // Also machine-readable, in the same write: ranks may pin this key
   // (TRIBUTARY_AGGREGATOR_KEY); `tributary bench` does for its own daemon.
   std::printf("tributaryd public key %s\n", agent::PublicKeyHex(identity.value()).c_str());
@@ -159,7 +183,18 @@ int main(int argc, char** argv) {
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
   agent::StragglerMonitor stragglers(config.straggler_interval_ms * 1000000ull,
                                      config.straggler_min_rounds);
+#if TRIBUTARY_HAVE_METRICS
+  if (metrics) {
+    metrics->Publish(agent::GatherCounters(*dataplane, engine), agent::MonotonicNowNs());
+    metrics->SetReady();
+  }
+#endif
   dataplane->Run(signals.stop, [&](uint64_t now_ns) {
+#if TRIBUTARY_HAVE_METRICS
+    if (metrics && metrics->Due(now_ns)) {
+      metrics->Publish(agent::GatherCounters(*dataplane, engine), now_ns);
+    }
+#endif
     stragglers.Tick([&] { return agent::GatherCounters(*dataplane, engine).engine; }, now_ns);
     if (signals.dump_counters.exchange(false, std::memory_order_relaxed)) {
       PrintCounters("SIGUSR1", *dataplane, engine);
@@ -173,6 +208,9 @@ int main(int argc, char** argv) {
   TRIB_LOG(kInfo, "tributaryd", "stopping (signal %d)", signals.last_signal.load());
 #if TRIBUTARY_HAVE_MANAGER
   if (manager) manager->Stop();
+#endif
+#if TRIBUTARY_HAVE_METRICS
+  if (metrics) metrics->Stop();
 #endif
   dataplane->Cleanup();
   PrintCounters("exit", *dataplane, engine);

@@ -68,6 +68,9 @@ const Field kFields[] = {
      &Config::udp_offload},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
+    {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
+     "127.0.0.1:9464); empty = off; port 0 picks one (printed on stdout)",
+     &Config::metrics_address, nullptr},
     {"identity_file", "file with this daemon's X25519 secret key (64 hex digits), created "
      "(mode 0600) if missing; empty = a new key pair at every start", &Config::identity_file,
      nullptr},
@@ -444,6 +447,8 @@ void LogConfig(const Config& config) {
     TRIB_LOG(kInfo, "config", "  jobs: %s", a.Describe().c_str());
   }
 }
+
+const char* DaemonVersion() { return TRIBUTARY_VERSION; }
 
 DataplaneOptions ToDataplaneOptions(const Config& c) {
   DataplaneOptions o;

@@ -78,6 +78,9 @@ struct Config {
   // udp: share-nothing lanes (thread + socket + engine each) on ports
   // port..port+N-1; ranks stripe a job over them with TRIBUTARY_LANES=N.
   uint64_t udp_lanes = 1;
+  // HOST:PORT of the Prometheus endpoint (/metrics, /healthz, /readyz);
+  // empty = none. Port 0: the kernel picks (printed on stdout).
+  std::string metrics_address;
   // Peer table bound (distinct sender addresses); new peers beyond it are refused.
   uint64_t max_peers = 65536;
   // The daemon's X25519 key pair (FORMAT.md §7.2): ranks seal their job keys
@@ -154,6 +157,9 @@ std::string ConfigToYaml(const Config& config);
 void LogConfig(const Config& config);
 
 DataplaneOptions ToDataplaneOptions(const Config& config);
+
+// "0.1.0": the daemon's version (--version, logs, metrics).
+const char* DaemonVersion();
 engine::EngineLimits ToEngineLimits(const Config& config);
 
 }  // namespace tributary::agent

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tributaryd_metrics_endpoint_test: the daemon's Prometheus endpoint, live.
+#
+# Starts tributaryd with --metrics-address 127.0.0.1:0, runs a 2-rank
+# `tributary bench` through it (node level off, so every round reaches the
+# daemon) and scrapes /metrics while the job is alive, until its per-job
+# completions show (bounded: 60 s): the scrape must pass `promtool check
+# metrics`, carry the job's completions and the engine's, and /healthz and
+# /readyz answer 200. Then a daemon given an address it cannot bind exits 1
+# naming it. Loopback only; stops only the processes it started.
+# Usage: metrics_endpoint_test.sh (TRIBUTARYD, TRIBUTARY_CLI from ctest).
+set -u -o pipefail
+DAEMON=${TRIBUTARYD:?set TRIBUTARYD}
+CLI=${TRIBUTARY_CLI:?set TRIBUTARY_CLI}
+for tool in curl promtool; do
+  command -v "$tool" > /dev/null || { echo "metrics_endpoint_test: $tool not found (scripts/setup-debian.sh installs it)" >&2; exit 1; }
+done
+work=$(mktemp -d /tmp/tributary-metrics.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+fail() { echo "FAIL $*" >&2; exit 1; }
+
+"$DAEMON" --port 0 --metrics-address 127.0.0.1:0 > "$work/daemon.log" 2>&1 &
+pids+=($!)
+for ((i = 0; i < 100; ++i)); do
+  url=$(sed -n 's/^tributaryd metrics on \(.*\)$/\1/p' "$work/daemon.log")
+  addr=$(sed -n 's/^tributaryd listening on \(.*\)$/\1/p' "$work/daemon.log")
+  [[ -n $url && -n $addr ]] && break
+  sleep 0.1
+done
+[[ -n $url ]] || { cat "$work/daemon.log" >&2; fail "no 'tributaryd metrics on' line"; }
+base=${url%/metrics}
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] || fail "/readyz is not 200"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/healthz") == 200 ]] || fail "/healthz is not 200"
+
+# A job that lives for many rounds: 2 ranks, 256 KiB, 2000 iterations.
+"$CLI" bench --daemon "$addr" --ranks 2 --node-level off -b 256K -e 256K -n 2000 -w 1 -c 0 \
+  > "$work/bench.log" 2>&1 &
+pids+=($!)
+found=""
+for ((i = 0; i < 300; ++i)); do
+  curl -s "$url" > "$work/scrape.txt" || true
+  if grep -Eq '^tributaryd_job_completions_total\{job="[0-9]+"\} [1-9]' "$work/scrape.txt"; then
+    found=1
+    break
+  fi
+  sleep 0.2
+done
+[[ -n $found ]] || { tail -30 "$work/scrape.txt" >&2; fail "no job with completions in 60 s of scrapes"; }
+promtool check metrics < "$work/scrape.txt" > "$work/promtool.log" 2>&1 ||
+  { cat "$work/promtool.log" >&2; fail "promtool check metrics refused the scrape"; }
+grep -Eq '^tributaryd_engine_completions_total [1-9]' "$work/scrape.txt" ||
+  fail "engine completions not counted"
+grep -q '^tributaryd_build_info{version=' "$work/scrape.txt" || fail "no build_info"
+echo "ok   live scrape: $(grep -c '^tributaryd_' "$work/scrape.txt") samples, promtool clean," \
+  "$(grep -E '^tributaryd_job_completions_total' "$work/scrape.txt" | head -1)"
+
+# An address that cannot be bound: a clear error, exit 1.
+"$DAEMON" --port 0 --metrics-address 192.0.2.1:9464 > "$work/bad.log" 2>&1
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "metrics_address 192.0.2.1:9464: cannot bind" "$work/bad.log" ||
+  { cat "$work/bad.log" >&2; fail "bad metrics address: exit $rc"; }
+echo "ok   an address that cannot be bound: exit 1, named"
+echo "metrics_endpoint_test: passed"

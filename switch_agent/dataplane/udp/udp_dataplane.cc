@@ -547,9 +547,10 @@ size_t UdpDataplane::PlanGso() {
       size_t n = 0;
       for (int32_t x = e; x >= 0 && n < chain.size(); x = gso_next_[x]) chain[n++] = x;
       const size_t segment = bytes(e);
-      const size_t len = FitsRoute(tx_addr_[e], segment)
-                             ? net::GsoRunLength(n, [&](size_t k) { return bytes(chain[k]); })
-                             : 1;
+      size_t len = net::GsoRunLength(n, [&](size_t k) { return bytes(chain[k]); });
+      // The route is probed only for a destination that has a run: a lone
+      // answer (a CHALLENGE to an unknown source) never costs a probe.
+      if (len > 1 && !FitsRoute(tx_addr_[e], segment)) len = 1;
       mmsghdr& out = gso_msgs_[m];
       out = mmsghdr{};
       msghdr& h = out.msg_hdr;

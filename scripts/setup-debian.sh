@@ -27,6 +27,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # tributary-manager (gRPC)
   libcpp-httplib-dev curl  # tributaryd's Prometheus endpoint (metrics_address) and its test
   prometheus  # promtool: the endpoint's test checks the exposition format with it
+  systemd  # systemd-analyze: the install test verifies the generated units
 )
 
 missing=()

@@ -11,7 +11,10 @@
 #   4. the installed tributary and tributaryd (and tributary-manager when
 #      built) run from the prefix without LD_LIBRARY_PATH, finding
 #      libtributary through their RPATH ($ORIGIN/../LIBDIR), also after the
-#      whole prefix is moved elsewhere.
+#      whole prefix is moved elsewhere;
+#   5. the systemd units written for the prefix name its programs and
+#      configuration (not /usr/bin, /etc) and pass `systemd-analyze verify`
+#      (which also checks that each ExecStart program is executable).
 # Usage: run_install_test.sh BUILD_DIR SOURCE_DIR [CLANGXX]
 # CLANGXX is the clang++ CMake found (TRIBUTARY_CLANGXX); without one the
 # test fails, since scripts/setup-debian.sh installs clang.
@@ -110,6 +113,20 @@ check_programs() {  # PREFIX
   fi
 }
 check_programs "$prefix"
+
+# The units, for this prefix.
+units=("$prefix/lib/systemd/system/tributaryd.service")
+[[ -e "$prefix/bin/tributary-manager" ]] && units+=("$prefix/lib/systemd/system/tributary-manager.service")
+for u in "${units[@]}"; do
+  [[ -f $u ]] || fail "$u not installed"
+  grep -q "^ExecStart=$prefix/bin/" "$u" || fail "$u does not start the program of $prefix: $(grep ^ExecStart "$u")"
+  if grep -q "@[A-Z]*@" "$u"; then fail "$u has an unsubstituted placeholder: $(grep "@[A-Z]*@" "$u")"; fi
+done
+grep -q -- "--config $prefix/etc/tributary/tributaryd.yaml" "${units[0]}" ||
+  fail "tributaryd.service does not read $prefix/etc/tributary/tributaryd.yaml"
+command -v systemd-analyze > /dev/null || fail "systemd-analyze not found (package systemd)"
+step units-verify.log systemd-analyze verify "${units[@]}"
+echo "systemd units for $prefix pass systemd-analyze verify: ${units[*]##*/}"
 mv "$prefix" "$work/moved"
 check_programs "$work/moved"
 echo "installed programs run without LD_LIBRARY_PATH (RPATH), also from a moved prefix:" \

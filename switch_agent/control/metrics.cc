@@ -141,12 +141,9 @@ MetricsServer::MetricsServer(BuildInfo build) : build_(std::move(build)) {}
 MetricsServer::~MetricsServer() { Stop(); }
 
 Status MetricsServer::Start(const std::string& address) {
-  // Port 0 (the kernel picks) is valid here; ParseHostPort wants 1..65535.
-  const bool any_port = address.size() > 2 && address.compare(address.size() - 2, 2, ":0") == 0;
-  Result<net::HostPort> hp =
-      net::ParseHostPort(any_port ? address.substr(0, address.size() - 1) + "1" : address);
+  // Port 0: the kernel picks.
+  Result<net::HostPort> hp = net::ParseHostPort(address, net::PortRule::kAllowZero);
   if (!hp.ok()) return Status(StatusCode::kInvalidArgument, "metrics_address " + hp.status().message());
-  if (any_port) hp->port = 0;
   server_ = std::make_unique<httplib::Server>();
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     CounterReport r;

@@ -47,6 +47,11 @@ if(PkgConfig_FOUND)
   pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
 endif()
 tributary_feature(METRICS HTTPLIB_FOUND "cpp-httplib not found (apt-get install libcpp-httplib-dev)")
+# tributaryd tells systemd when it serves (Type=notify units) through libsystemd.
+if(PkgConfig_FOUND)
+  pkg_check_modules(SYSTEMD IMPORTED_TARGET libsystemd)
+endif()
+tributary_feature(SYSTEMD SYSTEMD_FOUND "libsystemd not found (apt-get install libsystemd-dev)")
 
 # libfabric and libibverbs are opened at run time (common/ofi/ofi_api.h,
 # common/verbs/verbs_api.h), so that a udp-only user needs neither: the ofi

@@ -28,6 +28,7 @@ PACKAGES=(
   libcpp-httplib-dev curl  # tributaryd's Prometheus endpoint (metrics_address) and its test
   prometheus  # promtool: the endpoint's test checks the exposition format with it
   systemd  # systemd-analyze: the install test verifies the generated units
+  libsystemd-dev  # tributaryd's readiness notification (Type=notify)
 )
 
 missing=()

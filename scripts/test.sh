@@ -24,7 +24,7 @@ cuda=AUTO
 if [[ -x /usr/local/cuda/bin/nvcc ]] || command -v nvcc > /dev/null; then cuda=ON; fi
 bash "$root/scripts/build.sh" -DTRIBUTARY_BUILD_FUZZ=ON -DTRIBUTARY_WITH_DPDK=ON \
   -DTRIBUTARY_WITH_OFI=ON -DTRIBUTARY_WITH_VERBS=ON -DTRIBUTARY_WITH_MANAGER=ON \
-  -DTRIBUTARY_WITH_METRICS=ON \
+  -DTRIBUTARY_WITH_METRICS=ON -DTRIBUTARY_WITH_SYSTEMD=ON \
   -DTRIBUTARY_WITH_CUDA=$cuda
 cd "$build"
 log=$(mktemp)

@@ -30,6 +30,9 @@
 #if TRIBUTARY_HAVE_METRICS
 #include "switch_agent/control/metrics.h"
 #endif
+#if TRIBUTARY_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 #endif
 #include "switch_agent/dataplane/provisioner.h"
 #include "switch_agent/dataplane/dataplane.h"
@@ -189,6 +192,12 @@ int main(int argc, char** argv) {
     metrics->SetReady();
   }
 #endif
+#if TRIBUTARY_HAVE_SYSTEMD
+  // Under a Type=notify unit (NOTIFY_SOCKET set): serving from here on; a
+  // no-op anywhere else.
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s with dataplane '%s'",
+             dataplane->LocalAddress().c_str(), dataplane->name());
+#endif
   dataplane->Run(signals.stop, [&](uint64_t now_ns) {
 #if TRIBUTARY_HAVE_METRICS
     if (metrics && metrics->Due(now_ns)) {
@@ -206,6 +215,9 @@ int main(int argc, char** argv) {
   });
 
   TRIB_LOG(kInfo, "tributaryd", "stopping (signal %d)", signals.last_signal.load());
+#if TRIBUTARY_HAVE_SYSTEMD
+  sd_notify(0, "STOPPING=1");
+#endif
 #if TRIBUTARY_HAVE_MANAGER
   if (manager) manager->Stop();
 #endif

@@ -9,6 +9,7 @@
 // behave as documented. Every daemon is killed by pid in teardown.
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -339,6 +340,42 @@ TEST_F(TributarydTest, SigintExitsCleanlyWithCounters) {
   EXPECT_NE(err.find("tributaryd counters (exit)"), std::string::npos) << err;
   EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_packets"), 1) << err;
 }
+
+#if TRIBUTARY_HAVE_SYSTEMD
+// Proves: under a Type=notify unit (NOTIFY_SOCKET set) the daemon tells
+// systemd READY=1, with its address in STATUS, once the port is bound (its
+// listening line is out), and STOPPING=1 when it stops. The test plays
+// systemd's part: a datagram socket at the path of NOTIFY_SOCKET.
+TEST_F(TributarydTest, NotifiesSystemdReadyAndStopping) {
+  const std::string path = ::testing::TempDir() + "tributaryd-notify-" + std::to_string(getpid());
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof(a.sun_path));
+  std::strcpy(a.sun_path, path.c_str());
+  unlink(path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
+  timeval tv{10, 0};  // a missing message fails the test, never hangs it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  StartDaemon();  // returns once the listening line is out
+  unsetenv("NOTIFY_SOCKET");
+  char buf[512] = {};
+  ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0) << "no notification within 10 s: " << strerror(errno);
+  std::string ready(buf, static_cast<size_t>(n));
+  EXPECT_NE(ready.find("READY=1"), std::string::npos) << ready;
+  EXPECT_NE(ready.find("STATUS=serving on 127.0.0.1:" + std::to_string(daemon_.port())),
+            std::string::npos) << ready;
+  StopDaemon();
+  n = recv(fd, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0) << "no STOPPING notification: " << strerror(errno);
+  EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find("STOPPING=1"), std::string::npos);
+  close(fd);
+  unlink(path.c_str());
+}
+#endif
 
 // Proves: --stats-interval-s prints reports periodically without a signal.
 TEST_F(TributarydTest, StatsIntervalPrintsPeriodically) {

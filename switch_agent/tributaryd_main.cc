@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
            config.identity_file.empty() ? "new for this run: set identity_file to keep it"
                                         : config.identity_file.c_str());
 
-  const uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
+  uint64_t interval_ns = config.stats_interval_s * 1000000000ull;
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
   agent::StragglerMonitor stragglers(config.straggler_interval_ms * 1000000ull,
                                      config.straggler_min_rounds);
@@ -211,6 +211,52 @@ int main(int argc, char** argv) {
     if (interval_ns != 0 && now_ns >= next_stats_ns) {
       PrintCounters("interval", *dataplane, engine);
       next_stats_ns = now_ns + interval_ns;
+    }
+    if (signals.reload.exchange(false, std::memory_order_relaxed)) {
+      // SIGHUP: the command line and --config file again. What can change
+      // while running is applied; the rest is named and keeps its value.
+      agent::Config fresh;
+      const agent::ParseResult p = agent::ParseCommandLine(argc, argv, &fresh);
+      if (p.status != agent::ParseStatus::kRun) {
+        TRIB_LOG(kWarn, "tributaryd", "SIGHUP: configuration refused, nothing changed: %s",
+                 p.text.c_str());
+        return;
+      }
+      const std::vector<agent::ConfigChange> changes = agent::ChangedKeys(config, fresh);
+      if (changes.empty()) TRIB_LOG(kInfo, "tributaryd", "SIGHUP: configuration unchanged");
+      for (const agent::ConfigChange& c : changes) {
+        bool applied = true;
+        if (c.key == "log_level") {
+          base::LogLevel l = base::LogLevel::kInfo;
+          base::ParseLogLevel(fresh.log_level.c_str(), &l);  // validated
+          base::SetLogLevel(l);
+          config.log_level = fresh.log_level;
+        } else if (c.key == "stats_interval_s") {
+          config.stats_interval_s = fresh.stats_interval_s;
+          interval_ns = config.stats_interval_s * 1000000000ull;
+          next_stats_ns = now_ns + interval_ns;
+        } else if (c.key == "straggler_interval_ms" || c.key == "straggler_min_rounds") {
+          config.straggler_interval_ms = fresh.straggler_interval_ms;
+          config.straggler_min_rounds = fresh.straggler_min_rounds;
+          stragglers = agent::StragglerMonitor(config.straggler_interval_ms * 1000000ull,
+                                               config.straggler_min_rounds);
+        } else if (c.key == "jobs" && placed_jobs) {
+          config.jobs = fresh.jobs;  // declarative: the loop provisions the difference
+          provisioner.Submit("config", config.jobs);
+        } else {
+          applied = false;
+        }
+        // WARN for what needs a restart: the operator asked for a change
+        // that did not happen.
+        if (applied) {
+          TRIB_LOG(kInfo, "tributaryd", "SIGHUP: %s %s -> %s (applied)", c.key.c_str(),
+                   c.before.c_str(), c.after.c_str());
+        } else {
+          TRIB_LOG(kWarn, "tributaryd",
+                   "SIGHUP: %s %s -> %s needs a restart; still running with %s", c.key.c_str(),
+                   c.before.c_str(), c.after.c_str(), c.before.c_str());
+        }
+      }
     }
   });
 

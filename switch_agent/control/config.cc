@@ -361,7 +361,8 @@ ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config) 
                "tributaryd"};
   app.set_version_flag("--version", std::string("tributaryd ") + TRIBUTARY_VERSION);
   app.footer("Dataplanes built into this binary: " + BuiltBackendNames() +
-             ". Signals: SIGUSR1 prints counters, SIGTERM/SIGINT stop cleanly.");
+             ". Signals: SIGUSR1 prints counters, SIGHUP reloads the configuration (what can "
+             "change while running), SIGTERM/SIGINT stop cleanly.");
   std::string config_file;
   bool print_config = false;
   app.add_option("-c,--config", config_file, "YAML file of settings; flags override it");
@@ -400,6 +401,19 @@ ParseResult ParseCommandLine(int argc, const char* const* argv, Config* config) 
   }
   if (print_config) return {ParseStatus::kExitOk, ConfigToYaml(*config)};
   return {ParseStatus::kRun, ""};
+}
+
+std::vector<ConfigChange> ChangedKeys(const Config& before, const Config& after) {
+  std::vector<ConfigChange> changes;
+  for (const Field& f : kFields) {
+    const std::string a = ValueString(before, f), b = ValueString(after, f);
+    if (a != b) changes.push_back({f.key, a, b});
+  }
+  if (before.jobs != after.jobs) {
+    changes.push_back({"jobs", std::to_string(before.jobs.size()) + " job(s)",
+                       std::to_string(after.jobs.size()) + " job(s)"});
+  }
+  return changes;
 }
 
 std::string ConfigToYaml(const Config& config) {

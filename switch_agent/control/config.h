@@ -153,6 +153,14 @@ Status ValidateConfig(const Config& config);
 // The effective configuration as a YAML document that ApplyYamlText accepts.
 std::string ConfigToYaml(const Config& config);
 
+// The keys whose values differ between two configurations, in key order,
+// each with "old -> new" (the static `jobs` list as key "jobs").
+struct ConfigChange {
+  std::string key;
+  std::string before, after;
+};
+std::vector<ConfigChange> ChangedKeys(const Config& before, const Config& after);
+
 // Logs every key, its value and its source at INFO.
 void LogConfig(const Config& config);
 

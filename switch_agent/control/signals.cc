@@ -19,6 +19,8 @@ void OnSignal(int sig) {
   g_flags.last_signal.store(sig, std::memory_order_relaxed);
   if (sig == SIGUSR1) {
     g_flags.dump_counters.store(true, std::memory_order_relaxed);
+  } else if (sig == SIGHUP) {
+    g_flags.reload.store(true, std::memory_order_relaxed);
   } else {
     g_flags.stop.store(true, std::memory_order_relaxed);
   }
@@ -35,6 +37,7 @@ SignalFlags& InstallSignalHandlers() {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return g_flags;
 }

@@ -377,6 +377,42 @@ TEST_F(TributarydTest, NotifiesSystemdReadyAndStopping) {
 }
 #endif
 
+// Proves: SIGHUP reads the command line and the --config file again and
+// applies what can change while running (log_level, stats_interval_s: a
+// report now comes every second), names what needs a restart (max_jobs)
+// and keeps its old value, and refuses a broken file as a whole, changing
+// nothing; the daemon serves on through all of it.
+TEST_F(TributarydTest, SighupReloadsWhatCanChangeAndNamesTheRest) {
+  const std::string path = ::testing::TempDir() + "tributaryd-reload-" + std::to_string(getpid()) + ".yaml";
+  const auto write = [&](const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  write("log_level: info\nstats_interval_s: 0\nmax_jobs: 1024\n");
+  StartDaemon({"--config", path});
+  write("log_level: debug\nstats_interval_s: 1\nmax_jobs: 10\n");
+  daemon_.Signal(SIGHUP);
+  EXPECT_TRUE(daemon_.WaitForStderr("SIGHUP: log_level info -> debug (applied)", 1, 10000))
+      << daemon_.Stderr();
+  EXPECT_TRUE(daemon_.WaitForStderr("SIGHUP: stats_interval_s 0 -> 1 (applied)", 1, 10000));
+  EXPECT_TRUE(daemon_.WaitForStderr(
+      "SIGHUP: max_jobs 1024 -> 10 needs a restart; still running with 1024", 1, 10000));
+  EXPECT_TRUE(daemon_.WaitForStderr("tributaryd counters (interval)", 1, 10000))
+      << "stats_interval_s 1 did not take effect";
+  write("log_level: loud\n");
+  daemon_.Signal(SIGHUP);
+  EXPECT_TRUE(daemon_.WaitForStderr("SIGHUP: configuration refused, nothing changed", 1, 10000))
+      << daemon_.Stderr();
+  Rank r(daemon_.port());  // still serving
+  const uint8_t junk[10] = {};
+  r.SendRaw(junk, sizeof(junk));
+  EXPECT_TRUE(ReportUntilCounted("decode_errors", "too_short", 1)) << daemon_.Stderr();
+  StopDaemon();
+  std::remove(path.c_str());
+}
+
 // Proves: --stats-interval-s prints reports periodically without a signal.
 TEST_F(TributarydTest, StatsIntervalPrintsPeriodically) {
   StartDaemon({"--stats-interval-s", "1"});

@@ -42,6 +42,11 @@ if [[ ! -x "$DAEMON_BIN" || ! -x "$CLI_BIN" ]]; then
   exit 2
 fi
 netns_check || exit $?
+# The ranks send one datagram per packet: a veth hands a UDP GSO run to the
+# daemon's af_packet socket as it is, unsegmented (a real NIC, or the kernel
+# for a NIC without UDP segmentation, cuts it first), and the DPDK dataplane
+# receives one datagram per frame (docs/CONFIGURATION.md, TRIBUTARY_UDP_OFFLOAD).
+export TRIBUTARY_UDP_OFFLOAD=0
 
 WORK=$(mktemp -d /tmp/trib-dpdk-veth.XXXXXX)
 DAEMON_PID=""

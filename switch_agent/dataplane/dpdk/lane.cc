@@ -157,6 +157,16 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
   view.ce = info.ce;
   if (err != proto::DecodeError::kOk) {
     ++stats_.decode_errors[static_cast<int>(err)];
+    if (err == proto::DecodeError::kLengthMismatch &&
+        PowerOfTwo(stats_.decode_errors[static_cast<int>(err)])) {
+      TRIB_LOG(kWarn, kLog,
+               "lane %u: a %zu-byte UDP datagram whose packet says another length (%llu so far): "
+               "if it holds several packets, a sender's UDP GSO run arrived unsegmented (a veth "
+               "hands runs to af_packet/af_xdp as they are); set TRIBUTARY_UDP_OFFLOAD=0 on the "
+               "ranks behind such a link",
+               setup_.index, static_cast<size_t>(info.payload_len),
+               static_cast<unsigned long long>(stats_.decode_errors[static_cast<int>(err)]));
+    }
     Done(m);
     return;
   }

@@ -90,7 +90,8 @@ class NodeSegment {
  private:
   NodeSegment() = default;
   std::atomic<uint32_t>* CounterWord(uint32_t rank, Counter c) const;
-  Status CheckPeers(const char* what) const;
+  // Whether local rank r closed its communicator or exited.
+  Status CheckPeer(uint32_t r, const char* what) const;
 
   void* map_ = nullptr;
   size_t map_bytes_ = 0;

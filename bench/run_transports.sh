@@ -25,15 +25,8 @@ ROUNDS=${ROUNDS:-1}
 TRIB="$BUILD/tools/tributary/tributary"
 DAEMON="$BUILD/switch_agent/tributaryd"
 work=$(mktemp -d /tmp/tributary-transports.XXXXXX)
-daemon_pid=""
-stop_daemon() {
-  if [[ -n "$daemon_pid" ]]; then
-    kill "$daemon_pid" 2> /dev/null
-    wait "$daemon_pid" 2> /dev/null
-    daemon_pid=""
-  fi
-}
-cleanup() { stop_daemon; rm -rf "$work"; }
+source "$(dirname "${BASH_SOURCE[0]}")/daemon_lib.sh"
+cleanup() { bench_daemon_stop; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
 
 for b in "$TRIB" "$DAEMON"; do
@@ -52,16 +45,10 @@ run() {
     ofi-tcp) dataplane=ofi; transport=ofi; provider="tcp;ofi_rxm" ;;
     ofi-shm) dataplane=ofi; transport=ofi; provider="shm" ;;
   esac
-  TRIBUTARY_OFI_PROVIDER=$provider "$DAEMON" --listen-address 127.0.0.1 --port 0 \
-    --dataplane "$dataplane" > "$work/daemon.out" 2> "$work/daemon.err" &
-  daemon_pid=$!
-  local addr=""
-  for _ in $(seq 100); do
-    addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
-    [[ -n "$addr" ]] && break
-    sleep 0.05
-  done
-  [[ -n "$addr" ]] || { echo "run_transports: daemon ($t) did not start" >&2; cat "$work/daemon.err" >&2; return 1; }
+  bench_daemon_start "$work/daemon.out" "$work/daemon.err" env TRIBUTARY_OFI_PROVIDER="$provider" \
+    "$DAEMON" --listen-address 127.0.0.1 --port 0 --dataplane "$dataplane" ||
+    { echo "run_transports: daemon ($t) did not start" >&2; return 1; }
+  local addr=$BENCH_DAEMON_ADDR daemon_pid=$BENCH_DAEMON_PID
   local d0 out
   d0=$(ticks "$daemon_pid")
   out="$work/bench-$t-$n.out"
@@ -78,7 +65,7 @@ run() {
   local rc=$?
   local d1
   d1=$(ticks "$daemon_pid")
-  stop_daemon
+  bench_daemon_stop
   if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$out"; then
     echo "run_transports: $t with $n ranks failed (rc $rc)" >&2
     tail -5 "$out" >&2

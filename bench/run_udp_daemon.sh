@@ -31,29 +31,15 @@ for b in "$DAEMON" "$GEN"; do
   [[ -x "$b" ]] || { echo "run_udp_daemon: $b not built (TRIBUTARY_BUILD_BENCH=ON)" >&2; exit 2; }
 done
 work=$(mktemp -d /tmp/tributary-udp-daemon.XXXXXX)
-daemon_pid=""
-stop_daemon() {
-  if [[ -n "$daemon_pid" ]]; then
-    kill "$daemon_pid" 2> /dev/null
-    wait "$daemon_pid" 2> /dev/null
-    daemon_pid=""
-  fi
-}
-cleanup() { stop_daemon; rm -rf "$work"; }
+source "$(dirname "${BASH_SOURCE[0]}")/daemon_lib.sh"
+cleanup() { bench_daemon_stop; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
 
 start_daemon() {  # LANES OFFLOAD
-  local log="$work/daemon.log" i
-  "$DAEMON" --port 0 --udp-lanes "$1" --udp-offload "$2" --log-level warn > "$log" 2>&1 &
-  daemon_pid=$!
-  for ((i = 0; i < 50; ++i)); do
-    addr=$(sed -n 's/^tributaryd listening on \(.*\)$/\1/p' "$log" | head -1)
-    [[ -n "$addr" ]] && return 0
-    sleep 0.1
-  done
-  echo "run_udp_daemon: tributaryd did not start:" >&2
-  cat "$log" >&2
-  return 1
+  bench_daemon_start "$work/daemon.log" "$work/daemon.log" \
+    "$DAEMON" --port 0 --udp-lanes "$1" --udp-offload "$2" --log-level warn || return 1
+  addr=$BENCH_DAEMON_ADDR
+  daemon_pid=$BENCH_DAEMON_PID
 }
 
 results="$work/results.txt"
@@ -70,10 +56,10 @@ for ((round = 1; round <= ROUNDS; ++round)); do
           --payload "$payload" --seconds "$SECS" --warmup 1 --job "$job" \
           --daemon-pid "$daemon_pid" $( ((offload)) && echo --gso)) || {
           echo "run_udp_daemon: udp_loadgen failed (payload $payload, lanes $lanes)" >&2
-          stop_daemon
+          bench_daemon_stop
           exit 1
         }
-        stop_daemon
+        bench_daemon_stop
         mpps=$(sed -n 's/.* \([0-9.]*\) Mpps contributions in.*/\1/p' <<< "$line")
         per_cpu=$(sed -n 's/.*: \([0-9.]*\) Mpps per daemon CPU-second.*/\1/p' <<< "$line")
         cpu=$(sed -n 's/.*daemon CPU \([0-9.]*\) s in.*/\1/p' <<< "$line")

@@ -7,18 +7,21 @@
 // "tributary-manager listening on HOST:PORT" on stdout once serving, so a
 // supervisor or a test using --listen 127.0.0.1:0 learns the port.
 // Exit codes: 0 clean stop or --help/--version, 1 could not start (state
-// file, port), 2 bad flags or topology.
+// file, etcd URL or key, port, TLS files), 2 bad flags or topology.
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/log.h"
 #include "common/net/host_port.h"
 #include "manager/service.h"
+#include "proto/manager_endpoints.h"
 #include "manager/topology.h"
 
 namespace {
@@ -42,11 +45,29 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--listen", options.listen, "gRPC address HOST:PORT (port 0: any free port)")
       ->capture_default_str();
-  app.add_option("--topology", topology_path, "topology YAML file (docs/CONTROL_PLANE.md)")
-      ->required();
+  app.add_option("--topology", topology_path,
+                 "topology YAML file (docs/CONTROL_PLANE.md); with --state etcd:// it may be "
+                 "omitted: the leader then uses the topology stored in etcd");
   app.add_option("--state-file", options.state_file,
                  "where the state is saved after every change and loaded at start")
       ->capture_default_str();
+  app.add_option("--state", options.state,
+                 "etcd://HOST:PORT[,HOST:PORT...]/PREFIX: state and leadership in etcd, several "
+                 "replicas (docs/CONTROL_PLANE.md \"High availability\"); replaces --state-file");
+  app.add_option("--state-key-file", options.state_key_file,
+                 "with --state etcd://: the 32-byte key (or 64 hex digits) records are sealed with");
+  app.add_option("--advertise", options.advertise,
+                 "with --state etcd://: the address clients reach this replica at (default: --listen)");
+  app.add_option("--leader-ttl-s", options.leader_ttl_s,
+                 "with --state etcd://: the leader lease; a follower leads about this long after "
+                 "the leader dies")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 60));
+  app.add_option("--tls-cert", options.tls_cert_file, "PEM certificate chain: serve gRPC over TLS");
+  app.add_option("--tls-key", options.tls_key_file, "PEM private key of --tls-cert");
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "a file whose first line is the bearer token every client must send");
   app.add_option("--daemon-timeout-ms", options.core.daemon_timeout_ms,
                  "a daemon silent this long is down and its jobs fail")
       ->capture_default_str()
@@ -77,15 +98,42 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  manager::Topology topology;
-  Status s = manager::LoadTopologyFile(topology_path, &topology);
-  if (!s.ok()) {
-    std::fprintf(stderr, "tributary-manager: %s\n", s.message().c_str());
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    std::fprintf(stderr, "tributary-manager: --tls-cert and --tls-key go together\n");
     return 2;
   }
-  TRIB_LOG(kInfo, "manager", "daemon timeout %u ms, job timeout %u ms, state file %s",
+  if (!token_file.empty()) {
+    std::string error;
+    if (!manager::ReadSecretFile(token_file, &options.token, &error)) {
+      std::fprintf(stderr, "tributary-manager: --token-file: %s\n", error.c_str());
+      return 2;
+    }
+    if (options.tls_cert_file.empty()) {
+      TRIB_LOG(kWarn, "manager", "--token-file without --tls-cert: the token and the job keys "
+               "in replies travel in clear text");
+    }
+  }
+  manager::Topology topology;
+  if (topology_path.empty()) {
+    if (options.state.empty()) {
+      std::fprintf(stderr, "tributary-manager: --topology is required (it may be omitted only "
+                   "with --state etcd://...)\n");
+      return 2;
+    }
+  } else {
+    Status s = manager::LoadTopologyFile(topology_path, &topology);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tributary-manager: %s\n", s.message().c_str());
+      return 2;
+    }
+    std::ifstream in(topology_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    options.topology_yaml = text.str();
+  }
+  TRIB_LOG(kInfo, "manager", "daemon timeout %u ms, job timeout %u ms, state %s",
            options.core.daemon_timeout_ms, options.core.job_timeout_ms,
-           options.state_file.c_str());
+           options.state.empty() ? options.state_file.c_str() : options.state.c_str());
 
   struct sigaction sa {};
   sa.sa_handler = &OnSignal;
@@ -95,7 +143,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   manager::ManagerServer server(std::move(topology), options);
-  s = server.Start();
+  Status s = server.Start();
   if (!s.ok()) {
     std::fprintf(stderr, "tributary-manager: %s\n", s.message().c_str());
     return 1;

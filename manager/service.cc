@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "common/log.h"
 #include "common/net/host_port.h"
-#include "manager/state_file.h"
+#include "manager/etcd_store.h"
+#include "manager/state_store.h"
 #include "proto/manager.grpc.pb.h"
 
 namespace tributary::manager {
@@ -52,92 +55,226 @@ int64_t UnixNowMs() {
 
 class ManagerServer::Service final : public v1::Manager::Service {
  public:
-  Service(const Topology* topology, const ServerOptions& options)
-      : core_(topology, options.core), state_file_(options.state_file),
-        now_ms_(options.now_ms ? options.now_ms : UnixNowMs) {}
+  Service(const Topology& topology, const ServerOptions& options)
+      : topology_(topology), options_(options),
+        now_ms_(options.now_ms ? options.now_ms : UnixNowMs),
+        core_(std::make_unique<ManagerCore>(&topology_, options.core)) {}
 
-  Status Load() {
-    if (state_file_.empty()) return Status::Ok();
-    v1::ListReply state;
-    bool exists = false;
-    Status s = LoadState(state_file_, &state, &exists);
-    if (!s.ok()) return s;
+  // The file store: loads it and leads for good. Before the server listens.
+  Status LeadWithFile(std::unique_ptr<StateStore> store) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (exists) {
-      s = core_.Restore(state, now_ms_());
-      if (!s.ok()) return s;
-    } else {
-      TRIB_LOG(kInfo, kLog, "no state file %s yet: starting empty", state_file_.c_str());
-    }
-    return SaveLocked();  // proves now, not at the first job, that the path is writable
+    store_ = std::move(store);
+    return TakeOverLocked();
+  }
+  // A shared store: the leadership thread calls TakeOver when it wins.
+  void SetSharedStore(std::unique_ptr<StateStore> store) {
+    std::lock_guard<std::mutex> lock(mu_);
+    store_ = std::move(store);
+  }
+  StateStore* store() { return store_.get(); }
+
+  Status TakeOver() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return TakeOverLocked();
+  }
+  void StepDown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!leader_) return;
+    leader_ = false;
+    core_ = std::make_unique<ManagerCore>(&topology_, options_.core);  // nothing stale served
+    TRIB_LOG(kWarn, kLog, "no longer the leader: serving reads only");
+  }
+  bool leading() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return leader_;
   }
 
   void Tick() {
     std::lock_guard<std::mutex> lock(mu_);
-    core_.Expire(now_ms_());
-    PersistLocked();
+    if (!leader_) return;
+    core_->Expire(now_ms_());
+    PersistLocked(store_->NeedsSave());
   }
 
-  grpc::Status RegisterDaemon(grpc::ServerContext*, const v1::RegisterRequest* request,
+  grpc::Status RegisterDaemon(grpc::ServerContext* ctx, const v1::RegisterRequest* request,
                               v1::RegisterReply* reply) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.RegisterDaemon(request->daemon(), now_ms_(), reply));
+    return Write(ctx, [&] { return core_->RegisterDaemon(request->daemon(), now_ms_(), reply); });
   }
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* request,
                          v1::HeartbeatReply* reply) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.Heartbeat(*request, now_ms_(), reply));
+    return Write(ctx, [&] {
+      Status s = core_->Heartbeat(*request, now_ms_(), reply);
+      if (s.ok() && !reply->reregister()) store_->TouchDaemon(request->name());
+      return s;
+    });
   }
-  grpc::Status CreateJob(grpc::ServerContext*, const v1::CreateJobRequest* request,
+  grpc::Status CreateJob(grpc::ServerContext* ctx, const v1::CreateJobRequest* request,
                          v1::Job* reply) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.CreateJob(*request, now_ms_(), reply));
+    return Write(ctx, [&] { return core_->CreateJob(*request, now_ms_(), reply); });
   }
-  grpc::Status JobHeartbeat(grpc::ServerContext*, const v1::JobHeartbeatRequest* request,
+  grpc::Status JobHeartbeat(grpc::ServerContext* ctx, const v1::JobHeartbeatRequest* request,
                             v1::JobHeartbeatReply* reply) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.JobHeartbeat(*request, now_ms_(), reply));
+    return Write(ctx, [&] {
+      Status s = core_->JobHeartbeat(*request, now_ms_(), reply);
+      if (s.ok()) store_->TouchJob(request->job_id());
+      return s;
+    });
   }
-  grpc::Status EndJob(grpc::ServerContext*, const v1::EndJobRequest* request,
+  grpc::Status EndJob(grpc::ServerContext* ctx, const v1::EndJobRequest* request,
                       v1::EndJobReply*) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.EndJob(*request, now_ms_()));
+    return Write(ctx, [&] { return core_->EndJob(*request, now_ms_()); });
   }
-  grpc::Status GetJob(grpc::ServerContext*, const v1::JobRef* request, v1::Job* reply) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return Done(core_.GetJob(request->job_id(), reply));
+  grpc::Status GetJob(grpc::ServerContext* ctx, const v1::JobRef* request,
+                      v1::Job* reply) override {
+    return Read(ctx, [&] { return core_->GetJob(request->job_id(), reply); },
+                [&](const v1::ListReply& state) {
+                  for (const v1::Job& j : state.jobs()) {
+                    if (j.job_id() == request->job_id()) {
+                      *reply = j;
+                      return Status::Ok();
+                    }
+                  }
+                  return NotFound("no job " + std::to_string(request->job_id()));
+                });
   }
-  grpc::Status List(grpc::ServerContext*, const v1::ListRequest*, v1::ListReply* reply) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    core_.List(reply);
-    return grpc::Status::OK;
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListRequest*,
+                    v1::ListReply* reply) override {
+    return Read(ctx, [&] { core_->List(reply); return Status::Ok(); },
+                [&](const v1::ListReply& state) { *reply = state; return Status::Ok(); });
   }
 
  private:
-  // Persists before the reply leaves: an acknowledged change is on disk.
-  grpc::Status Done(const Status& s) {
-    PersistLocked();
-    return ToGrpc(s);
+  grpc::Status Authorize(grpc::ServerContext* ctx) const {
+    if (options_.token.empty()) return grpc::Status::OK;
+    const std::string want = "Bearer " + options_.token;
+    auto it = ctx->client_metadata().find("authorization");
+    bool ok = it != ctx->client_metadata().end() && it->second.size() == want.size();
+    if (ok) {  // constant time in the token's content
+      unsigned char diff = 0;
+      const char* got = it->second.data();
+      for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i]);
+      ok = diff == 0;
+    }
+    return ok ? grpc::Status::OK
+              : grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                             "missing or wrong bearer token (the manager runs with --token-file)");
   }
-  void PersistLocked() {
-    if (core_.generation() == saved_generation_) return;
+
+  grpc::Status NotLeader() {
+    const std::string leader = store_ ? store_->Leader() : "";
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this tributary-manager is not the leader; " +
+                            (leader.empty() ? std::string("no leader is elected yet")
+                                            : "the leader is " + leader));
+  }
+
+  // A call that changes state: on the leader only, saved before the reply.
+  template <typename Op>
+  grpc::Status Write(grpc::ServerContext* ctx, const Op& op) {
+    grpc::Status auth = Authorize(ctx);
+    if (!auth.ok()) return auth;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!leader_) return NotLeader();
+    const Status s = op();
+    const Status saved = PersistLocked(false);
+    return ToGrpc(saved.ok() ? s : saved);
+  }
+
+  // A read: the leader answers from its core, a follower from the store.
+  template <typename Leader, typename Follower>
+  grpc::Status Read(grpc::ServerContext* ctx, const Leader& lead, const Follower& follow) {
+    grpc::Status auth = Authorize(ctx);
+    if (!auth.ok()) return auth;
+    StateStore* store = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (leader_) return ToGrpc(lead());
+      store = store_.get();
+    }
+    if (store == nullptr) return NotLeader();
+    v1::ListReply state;
+    Status s = store->Read(&state);  // thread-safe; no need to hold mu_ for etcd's round trip
+    if (!s.ok()) return ToGrpc(s);
+    return ToGrpc(follow(state));
+  }
+
+  Status TakeOverLocked() {
+    if (store_->shared()) {
+      if (options_.topology_yaml.empty()) {
+        std::string yaml;
+        Status s = store_->ReadTopology(&yaml);
+        if (!s.ok()) return s;
+        if (yaml.empty()) {
+          return FailedPrecondition("no topology in " + store_->Describe() +
+                                    " and none given (--topology) to publish");
+        }
+        Topology from_store;
+        s = ParseTopology(yaml, "the topology in etcd", &from_store);
+        if (!s.ok()) return s;
+        topology_ = std::move(from_store);
+      } else {
+        Status s = store_->PublishTopology(options_.topology_yaml);
+        if (!s.ok()) return s;
+      }
+    }
+    v1::ListReply state;
+    bool exists = false;
+    Status s = store_->Load(&state, &exists);
+    if (!s.ok()) return s;
+    core_ = std::make_unique<ManagerCore>(&topology_, options_.core);
+    if (exists) {
+      s = core_->Restore(state, now_ms_());
+      if (!s.ok()) return s;
+    } else {
+      TRIB_LOG(kInfo, kLog, "no state in %s yet: starting empty", store_->Describe().c_str());
+    }
+    // Proves now, not at the first job, that the store is writable.
+    s = SaveLocked();
+    if (!s.ok()) return s;
+    leader_ = true;
+    return Status::Ok();
+  }
+
+  // Saves a change (or `force`); when that fails, rolls the core back to
+  // what the store holds, so that the caller's error means "not done".
+  Status PersistLocked(bool force) {
+    if (!force && core_->generation() == saved_generation_) return Status::Ok();
     Status s = SaveLocked();
-    if (!s.ok()) TRIB_LOG(kError, kLog, "state not saved: %s", s.ToString().c_str());
+    if (s.ok()) return s;
+    TRIB_LOG(kError, kLog, "state not saved to %s: %s; change undone", store_->Describe().c_str(),
+             s.ToString().c_str());
+    v1::ListReply state;
+    bool exists = false;
+    if (store_->Load(&state, &exists).ok()) {
+      core_->Restore(state, now_ms_());
+    } else {
+      core_->Restore(saved_, now_ms_());  // the store is unreachable: our last saved state
+    }
+    saved_generation_ = core_->generation();
+    return s.code() == StatusCode::kAborted || s.code() == StatusCode::kUnavailable
+               ? s
+               : Unavailable("state not saved: " + s.message());
   }
   Status SaveLocked() {
-    if (state_file_.empty()) return Status::Ok();
     v1::ListReply state;
-    core_.Snapshot(&state);
-    Status s = SaveState(state_file_, state);
-    if (s.ok()) saved_generation_ = core_.generation();
+    core_->Snapshot(&state);
+    Status s = store_->Save(state);
+    if (s.ok()) {
+      saved_generation_ = core_->generation();
+      saved_ = std::move(state);
+    }
     return s;
   }
 
   std::mutex mu_;
-  ManagerCore core_;          // guarded by mu_
-  const std::string state_file_;
+  Topology topology_;                 // guarded by mu_
+  const ServerOptions& options_;
   const std::function<int64_t()> now_ms_;
-  uint64_t saved_generation_ = 0;  // guarded by mu_
+  std::unique_ptr<ManagerCore> core_;  // guarded by mu_
+  std::unique_ptr<StateStore> store_;  // guarded by mu_ (set once)
+  bool leader_ = false;                // guarded by mu_
+  uint64_t saved_generation_ = 0;      // guarded by mu_
+  v1::ListReply saved_;                // guarded by mu_: the last state saved
 };
 
 ManagerServer::ManagerServer(Topology topology, ServerOptions options)
@@ -151,25 +288,142 @@ std::string ManagerServer::address() const {
   return listen->WithPort(static_cast<uint16_t>(port_)).ToString();
 }
 
+namespace {
+
+// No persistence (ServerOptions::state_file empty): tests of the service.
+class MemoryStateStore final : public StateStore {
+ public:
+  std::string Describe() const override { return "memory (no state file)"; }
+  Status Load(v1::ListReply*, bool* exists) override {
+    *exists = false;
+    return Status::Ok();
+  }
+  Status Save(const v1::ListReply&) override { return Status::Ok(); }
+};
+
+Status ReadFileText(const std::string& path, const char* what, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (!in || buf.str().empty()) return InvalidArgument(std::string("cannot read ") + what + " " + path);
+  *out = buf.str();
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ManagerServer::Start() {
   Result<net::HostPort> listen = net::ParseHostPort(options_.listen, net::PortRule::kAllowZero);
   if (!listen.ok()) return InvalidArgument("listen address " + listen.status().message());
-  service_ = std::make_unique<Service>(&topology_, options_);
-  Status s = service_->Load();
-  if (!s.ok()) return s;
+  const bool shared = !options_.state.empty();
+  EtcdStoreOptions etcd;
+  if (shared) {
+    Result<EtcdUrl> url = ParseEtcdUrl(options_.state);
+    if (!url.ok()) return url.status();
+    etcd.url = *url;
+    if (options_.state_key_file.empty()) {
+      return InvalidArgument("--state etcd://... needs --state-key-file: job keys are sealed "
+                             "before they go to etcd");
+    }
+    Status s = ReadStateKeyFile(options_.state_key_file, &etcd.key);
+    if (!s.ok()) return s;
+    if (options_.leader_ttl_s < 2) return InvalidArgument("the leader TTL must be at least 2 s");
+    etcd.leader_ttl_s = options_.leader_ttl_s;
+    // A daemon's record outlives the manager's grace for a restarted
+    // leader (three daemon timeouts) plus a takeover.
+    etcd.daemon_ttl_s = (3 * static_cast<int64_t>(options_.core.daemon_timeout_ms) + 999) / 1000 +
+                        2 * options_.leader_ttl_s;
+    etcd.takeover_allowance_s = 2 * options_.leader_ttl_s + 2;
+  }
+  service_ = std::make_unique<Service>(topology_, options_);
+  if (!shared) {
+    Status s = service_->LeadWithFile(options_.state_file.empty()
+                                          ? std::make_unique<MemoryStateStore>()
+                                          : NewFileStateStore(options_.state_file));
+    if (!s.ok()) return s;
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    Status s = ReadFileText(options_.tls_cert_file, "the TLS certificate", &pair.cert_chain);
+    if (s.ok()) s = ReadFileText(options_.tls_key_file, "the TLS key", &pair.private_key);
+    if (!s.ok()) return s;
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back(pair);
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(options_.listen, creds, &port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();
     return FailedPrecondition("cannot listen on " + options_.listen);
   }
+  if (shared) {
+    etcd.advertise = options_.advertise.empty() ? address() : options_.advertise;
+    service_->SetSharedStore(std::make_unique<EtcdStateStore>(etcd));
+    leadership_ = std::thread([this] { LeaderLoop(); });
+  }
   if (options_.expiry_timer) timer_ = std::thread([this] { TimerLoop(); });
-  TRIB_LOG(kInfo, kLog, "listening on %s (topology '%s': %zu nodes, %zu hosts)",
-           address().c_str(), topology_.name().c_str(), topology_.nodes().size(),
-           topology_.hosts().size());
+  TRIB_LOG(kInfo, kLog, "listening on %s%s%s (topology '%s': %zu nodes, %zu hosts)%s",
+           address().c_str(), options_.tls_cert_file.empty() ? "" : " (TLS)",
+           options_.token.empty() ? "" : " (token required)", topology_.name().c_str(),
+           topology_.nodes().size(), topology_.hosts().size(),
+           shared ? "; campaigning for leadership in etcd" : "");
   return Status::Ok();
+}
+
+bool ManagerServer::leading() const { return service_ != nullptr && service_->leading(); }
+
+// Every leader_ttl/6: the leader renews its lease (and the records'
+// leases its heartbeats touched); a follower tries to take the leader key.
+// A follower therefore leads at most leader_ttl + leader_ttl/6 (plus one
+// etcd round trip) after the leader died.
+void ManagerServer::LeaderLoop() {
+  const auto period = std::chrono::milliseconds(std::max<int64_t>(100, options_.leader_ttl_s * 1000 / 6));
+  StateStore* store = service_->store();
+  std::string last_error;
+  std::unique_lock<std::mutex> lock(timer_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Status s;
+    bool leader = false;
+    if (service_->leading()) {
+      s = store->KeepLeadership(&leader);
+      if (!leader) {
+        service_->StepDown();
+      } else {
+        store->RefreshLeases();
+      }
+    } else {
+      s = store->Campaign(&leader);
+      if (s.ok() && leader) {
+        const int64_t t0 = UnixNowMs();
+        s = service_->TakeOver();
+        if (s.ok()) {
+          TRIB_LOG(kInfo, kLog, "leading (state loaded from %s in %lld ms)",
+                   store->Describe().c_str(), static_cast<long long>(UnixNowMs() - t0));
+        } else {
+          TRIB_LOG(kError, kLog, "won the leader key but cannot lead: %s; resigning",
+                   s.ToString().c_str());
+          store->Resign();
+        }
+      }
+    }
+    // Say each new problem once, and when it is over.
+    const std::string error = s.ok() ? "" : s.ToString();
+    if (error != last_error) {
+      if (!error.empty()) {
+        TRIB_LOG(kWarn, kLog, "etcd: %s", error.c_str());
+      } else {
+        TRIB_LOG(kInfo, kLog, "etcd reachable again");
+      }
+      last_error = error;
+    }
+    lock.lock();
+    timer_cv_.wait_for(lock, period, [this] { return stopping_; });
+  }
 }
 
 void ManagerServer::ExpireNow() { service_->Tick(); }
@@ -178,6 +432,7 @@ void ManagerServer::ExpireNow() { service_->Tick(); }
 // 250 ms, for jobs that ask for a short timeout of their own), so a silent
 // daemon is marked down at most 25% late.
 void ManagerServer::TimerLoop() {
+  // (A follower's ticks do nothing: Service::Tick checks leadership.)
   const uint32_t shortest =
       std::min(options_.core.daemon_timeout_ms, options_.core.job_timeout_ms);
   const auto period = std::chrono::milliseconds(std::clamp<uint32_t>(shortest / 4, 5, 250));
@@ -200,6 +455,12 @@ void ManagerServer::Shutdown() {
   timer_cv_.notify_all();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (timer_.joinable()) timer_.join();
+  if (leadership_.joinable()) {
+    leadership_.join();
+    // A clean stop hands leadership over at once, not after the lease TTL.
+    service_->StepDown();
+    service_->store()->Resign();
+  }
 }
 
 void ManagerServer::Wait() {

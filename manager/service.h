@@ -1,11 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gRPC face of the manager: the Manager service over ManagerCore, a
 // timer thread that expires silent daemons and jobs, and persistence of
-// every change to the state file.
+// every change to the state store (state_store.h): a local file, or etcd
+// shared by several replicas of which one leads (etcd_store.h).
 //
 // ManagerServer owns the grpc::Server. Start() loads the state file (if
 // any), binds the address (port 0 picks a free port, see port()), and
-// starts the timer. Every RPC runs under one mutex: the manager is not on
+// starts the timer. With etcd, a leadership thread campaigns for the
+// leader key and renews it; the replica that wins loads the state from
+// etcd and serves every RPC; the others answer writes and heartbeats with
+// UNAVAILABLE naming the leader (clients move on to the next replica,
+// proto/manager_endpoints.h) and answer GetJob/List from etcd. A leader that
+// loses its lease stops serving at once. A change that cannot be saved is
+// not made: the core is rolled back to the saved state and the caller gets
+// the store's error. Every RPC runs under one mutex: the manager is not on
 // the data path and its operations take microseconds (placement of a 16k
 // host job: milliseconds), so one lock keeps the state machine simple.
 // After an RPC or a timer tick that changed the state (generation bumped)
@@ -39,6 +47,20 @@ int64_t UnixNowMs();
 struct ServerOptions {
   std::string listen = "127.0.0.1:17900";
   std::string state_file;  // empty: no persistence (tests of the core only)
+  // "etcd://host:port[,host:port...]/prefix": state and leadership in etcd
+  // (state_file is then unused). Empty: the state file.
+  std::string state;
+  std::string state_key_file;  // etcd: the key records are sealed with (required)
+  std::string advertise;       // etcd: this replica's address for clients; default: listen
+  int64_t leader_ttl_s = 3;    // etcd: the leader lease
+  // etcd: the topology YAML this replica publishes when it leads. Empty:
+  // it leads with the topology found in etcd (the constructor's is unused).
+  std::string topology_yaml;
+  // TLS for the gRPC endpoint (both or neither), and a bearer token every
+  // call must carry ("" = none).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string token;
   ManagerOptions core;
   // The clock of every RPC, expiry pass and restore (Unix ms). Default: the
   // system clock. Called under the service's mutex from gRPC's and the
@@ -70,10 +92,13 @@ class ManagerServer {
   void Wait();
   int port() const { return port_; }
   std::string address() const;
+  // Whether this replica leads now (always, with the state file).
+  bool leading() const;
 
  private:
   class Service;
   void TimerLoop();
+  void LeaderLoop();
 
   Topology topology_;
   ServerOptions options_;
@@ -84,6 +109,7 @@ class ManagerServer {
   std::condition_variable timer_cv_;
   bool stopping_ = false;
   std::thread timer_;
+  std::thread leadership_;
 };
 
 }  // namespace tributary::manager

@@ -2,6 +2,8 @@
 // See state_file.h. Thread-compatible.
 #include "manager/state_file.h"
 
+#include "manager/state_store.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <google/protobuf/text_format.h>
@@ -80,6 +82,30 @@ Status LoadState(const std::string& path, v1::ListReply* state, bool* exists) {
     return InvalidArgument("state file " + path + " is not a valid manager state");
   }
   return Status::Ok();
+}
+
+}  // namespace tributary::manager
+
+namespace tributary::manager {
+namespace {
+
+class FileStateStore final : public StateStore {
+ public:
+  explicit FileStateStore(std::string path) : path_(std::move(path)) {}
+  std::string Describe() const override { return "state file " + path_; }
+  Status Load(v1::ListReply* state, bool* exists) override {
+    return LoadState(path_, state, exists);
+  }
+  Status Save(const v1::ListReply& state) override { return SaveState(path_, state); }
+
+ private:
+  const std::string path_;
+};
+
+}  // namespace
+
+std::unique_ptr<StateStore> NewFileStateStore(const std::string& path) {
+  return std::make_unique<FileStateStore>(path);
 }
 
 }  // namespace tributary::manager

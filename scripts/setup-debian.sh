@@ -29,6 +29,7 @@ PACKAGES=(
   prometheus  # promtool: the endpoint's test checks the exposition format with it
   systemd  # systemd-analyze: the install test verifies the generated units
   libsystemd-dev  # tributaryd's readiness notification (Type=notify)
+  etcd-server etcd-client  # the manager's etcd state backend: its tests run a 3-member cluster
 )
 
 missing=()
@@ -42,8 +43,8 @@ if ((${#missing[@]})); then
   echo "setup-debian.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # No service starts because of this install (the prometheus package ships
-  # one; only its promtool is wanted): a policy-rc.d that refuses, for the
+  # No service starts because of this install (the prometheus and etcd-server
+  # packages ship one; tests run their own processes): a policy-rc.d that refuses, for the
   # install only, unless the machine has its own.
   own_policy=0
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then

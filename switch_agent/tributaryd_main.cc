@@ -26,6 +26,7 @@
 #include "switch_agent/control/identity.h"
 #include "switch_agent/control/signals.h"
 #if TRIBUTARY_HAVE_MANAGER
+#include "proto/manager_endpoints.h"
 #include "switch_agent/control/manager_client.h"
 #if TRIBUTARY_HAVE_METRICS
 #include "switch_agent/control/metrics.h"
@@ -123,6 +124,14 @@ int main(int argc, char** argv) {
   if (!config.manager.empty()) {
     agent::ManagerClientOptions mo;
     mo.manager = config.manager;
+    mo.ca_file = config.manager_ca;
+    if (!config.manager_token_file.empty()) {
+      std::string error;
+      if (!manager::ReadSecretFile(config.manager_token_file, &mo.token, &error)) {
+        std::fprintf(stderr, "tributaryd: manager_token_file: %s\n", error.c_str());
+        return 2;
+      }
+    }
     mo.endpoint = config.advertise_address.empty() ? dataplane->LocalAddress()
                                                    : config.advertise_address;
     if (config.daemon_name.empty()) {

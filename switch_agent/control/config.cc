@@ -81,8 +81,14 @@ const Field kFields[] = {
      nullptr, &Config::straggler_interval_ms},
     {"straggler_min_rounds", "rounds a job must complete between checks before one is judged",
      nullptr, &Config::straggler_min_rounds},
-    {"manager", "tributary-manager address host:port to register with; empty = standalone",
+    {"manager",
+     "tributary-manager host:port to register with, or every replica's, comma-separated; "
+     "empty = standalone",
      &Config::manager, nullptr},
+    {"manager_ca", "PEM CA certificate: talk TLS to a manager run with --tls-cert",
+     &Config::manager_ca, nullptr},
+    {"manager_token_file", "file with the bearer token of a manager run with --token-file",
+     &Config::manager_token_file, nullptr},
     {"daemon_name", "name at the manager; empty = <hostname>:<port>", &Config::daemon_name,
      nullptr},
     {"position", "topology node this daemon serves (leaf switch or DPU name)", &Config::position,
@@ -340,8 +346,12 @@ Status ValidateConfig(const Config& c) {
   range("capacity_slots", c.capacity_slots, 0, 1ull << 32);
   // Addresses go through the project's one HOST:PORT parser (no DNS here).
   if (!c.manager.empty()) {
-    if (auto address = net::ParseHostPort(c.manager); !address.ok()) {
-      fail("manager", address.status().message());
+    std::stringstream list(c.manager);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      if (auto address = net::ParseHostPort(item); !address.ok()) {
+        fail("manager", address.status().message());
+      }
     }
   }
   if (!c.advertise_address.empty()) {

@@ -99,8 +99,12 @@ struct Config {
   uint64_t straggler_min_rounds = 100;
 
   // ---- Control plane (docs/CONTROL_PLANE.md). ----
-  // tributary-manager to register with ("host:port"); empty = standalone.
+  // tributary-manager to register with ("host:port", or every replica's,
+  // comma-separated); empty = standalone.
   std::string manager;
+  // TLS to the manager (a PEM CA file) and its bearer token (a file).
+  std::string manager_ca;
+  std::string manager_token_file;
   // This daemon's name at the manager (stable across restarts); empty =
   // "<hostname>:<port>".
   std::string daemon_name;

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "proto/manager.grpc.pb.h"
+#include "proto/manager_endpoints.h"
 
 namespace tributary::agent {
 namespace {
@@ -22,10 +23,6 @@ pb::Role RoleOf(const std::string& role) {
   if (role == "leaf") return pb::ROLE_LEAF;
   if (role == "inner") return pb::ROLE_INNER;
   return pb::ROLE_ANY;
-}
-
-void SetDeadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kRpcDeadlineMs));
 }
 
 JobAssignment FromProto(const pb::JobAssignment& j) {
@@ -72,9 +69,16 @@ void ManagerClient::Loop() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  auto channel =
-      grpc::CreateCustomChannel(options_.manager, grpc::InsecureChannelCredentials(), args);
-  auto stub = pb::Manager::NewStub(channel);
+  manager::ManagerConnectionOptions connection;
+  connection.addresses = manager::SplitAddressList(options_.manager);
+  connection.ca_file = options_.ca_file;
+  connection.token = options_.token;
+  manager::ManagerEndpoints managers(connection, args);
+  std::string error;
+  if (!managers.Init(&error)) {
+    TRIB_LOG(kError, kLog, "cannot talk to the manager: %s", error.c_str());
+    return;
+  }
   uint64_t session = 0;
   uint32_t interval_ms = 1000;
   bool outage_logged = false;
@@ -82,7 +86,7 @@ void ManagerClient::Loop() {
     if (outage_logged) return;
     outage_logged = true;
     TRIB_LOG(kWarn, kLog, "%s to %s failed: %s; keeping the %zu job(s) held, retrying",
-             what, options_.manager.c_str(), st.error_message().c_str(),
+             what, managers.current().c_str(), st.error_message().c_str(),
              provisioner_->Held().size());
   };
   while (true) {
@@ -97,15 +101,17 @@ void ManagerClient::Loop() {
       d->set_capacity_bytes(options_.capacity_bytes);
       d->set_version(TRIBUTARY_VERSION);
       pb::RegisterReply reply;
-      grpc::ClientContext ctx;
-      SetDeadline(&ctx);
-      const grpc::Status st = stub->RegisterDaemon(&ctx, req, &reply);
+      const grpc::Status st = managers.Call(
+          [&](pb::Manager::Stub* stub, grpc::ClientContext* ctx) {
+            return stub->RegisterDaemon(ctx, req, &reply);
+          },
+          kRpcDeadlineMs);
       if (!st.ok()) {
         if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
             st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
           // Refused, not unreachable: say so every time (it needs an operator).
           TRIB_LOG(kError, kLog, "manager %s refused registration of '%s': %s",
-                   options_.manager.c_str(), options_.name.c_str(), st.error_message().c_str());
+                   managers.current().c_str(), options_.name.c_str(), st.error_message().c_str());
         } else {
           report_outage("registration", st);
         }
@@ -116,7 +122,7 @@ void ManagerClient::Loop() {
       interval_ms = reply.heartbeat_interval_ms() == 0 ? 1000 : reply.heartbeat_interval_ms();
       outage_logged = false;
       TRIB_LOG(kInfo, kLog, "registered with %s as '%s' (position %s, endpoint %s, session %llu)",
-               options_.manager.c_str(), options_.name.c_str(), options_.position.c_str(),
+               managers.current().c_str(), options_.name.c_str(), options_.position.c_str(),
                options_.endpoint.c_str(), static_cast<unsigned long long>(session));
     }
     pb::HeartbeatRequest req;
@@ -124,18 +130,20 @@ void ManagerClient::Loop() {
     req.set_session(session);
     for (uint32_t id : provisioner_->Held()) req.add_active_jobs(id);
     pb::HeartbeatReply reply;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    const grpc::Status st = stub->Heartbeat(&ctx, req, &reply);
+    const grpc::Status st = managers.Call(
+        [&](pb::Manager::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->Heartbeat(ctx, req, &reply);
+        },
+        kRpcDeadlineMs);
     if (!st.ok()) {
       report_outage("heartbeat", st);
     } else if (reply.reregister()) {
-      TRIB_LOG(kInfo, kLog, "manager %s asks '%s' to register again", options_.manager.c_str(),
+      TRIB_LOG(kInfo, kLog, "manager %s asks '%s' to register again", managers.current().c_str(),
                options_.name.c_str());
       session = 0;
       continue;
     } else {
-      if (outage_logged) TRIB_LOG(kInfo, kLog, "manager %s reachable again", options_.manager.c_str());
+      if (outage_logged) TRIB_LOG(kInfo, kLog, "manager %s reachable again", managers.current().c_str());
       outage_logged = false;
       std::vector<JobAssignment> jobs;
       for (const pb::JobAssignment& j : reply.jobs()) jobs.push_back(FromProto(j));

@@ -8,7 +8,10 @@
 // applies. The manager is not on the data path: while it is unreachable the
 // daemon keeps every job it holds and keeps retrying (logged once per
 // outage); when it answers "reregister" (it lost this session) the daemon
-// registers again.
+// registers again. With several manager replicas (the etcd state backend)
+// each call goes to the one that leads: a replica that is down or not the
+// leader is skipped within the same call (proto/manager_endpoints.h), and
+// the new leader asks the daemon to register again.
 //
 // Thread-safety: Start()/Stop() from the main thread; the loop runs on its
 // own thread and touches only the Provisioner (thread-safe).
@@ -26,7 +29,9 @@
 namespace tributary::agent {
 
 struct ManagerClientOptions {
-  std::string manager;   // host:port
+  std::string manager;   // host:port, or every replica's, comma-separated
+  std::string ca_file;   // PEM CA: TLS to the manager
+  std::string token;     // bearer token ("" = none)
   std::string name;
   std::string endpoint;  // ip:port children send to
   std::string position;

@@ -5,7 +5,11 @@
 // Each command makes one RPC with a 10 s deadline and prints the reply with
 // manager_format.h; an RPC error prints "tributary: <code>: <message>" (the
 // manager's message names what is missing) and exits 1. The manager address
-// comes from --manager, else $TRIBUTARY_MANAGER, else 127.0.0.1:17900.
+// comes from --manager, else $TRIBUTARY_MANAGER, else 127.0.0.1:17900; it
+// may list every replica of a highly available manager ("a:p,b:p,c:p"),
+// and the call goes to whichever leads (proto/manager_endpoints.h). TLS
+// (--manager-ca) and a bearer token (--token-file) when the manager wants
+// them.
 // Single-threaded (gRPC's own threads aside).
 #include <grpcpp/grpcpp.h>
 
@@ -20,6 +24,7 @@
 
 #include "common/net/host_port.h"
 #include "proto/manager.grpc.pb.h"
+#include "proto/manager_endpoints.h"
 #include "tools/tributary/commands.h"
 #include "tools/tributary/manager_format.h"
 
@@ -43,14 +48,11 @@ const char* GrpcCodeName(grpc::StatusCode code) {
   }
 }
 
-struct Call {
-  explicit Call(const std::string& address)
-      : stub(v1::Manager::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  }
-  std::unique_ptr<v1::Manager::Stub> stub;
-  grpc::ClientContext context;
+// --manager (one or several replicas), --manager-ca, --token-file.
+struct ManagerArgs {
+  std::string address;
+  std::string ca_file;
+  std::string token_file;
 };
 
 int Fail(const std::string& address, const grpc::Status& s) {
@@ -59,16 +61,51 @@ int Fail(const std::string& address, const grpc::Status& s) {
   return 1;
 }
 
-void AddManagerOption(CLI::App* cmd, std::string* address) {
-  *address = kDefaultManager;
-  cmd->add_option("--manager", *address, "tributary-manager address HOST:PORT")
+void AddManagerOptions(CLI::App* cmd, ManagerArgs* args) {
+  args->address = kDefaultManager;
+  cmd->add_option("--manager", args->address,
+                  "tributary-manager address HOST:PORT, or every replica's, comma-separated "
+                  "(the call goes to the leader)")
       ->envname("TRIBUTARY_MANAGER")
       ->capture_default_str()
       ->check([](const std::string& text) {
-        Result<net::HostPort> parsed = net::ParseHostPort(text);
-        return parsed.ok() ? std::string() : parsed.status().message();
+        const std::vector<std::string> list = manager::SplitAddressList(text);
+        if (list.empty()) return std::string("no address");
+        for (const std::string& a : list) {
+          Result<net::HostPort> parsed = net::ParseHostPort(a);
+          if (!parsed.ok()) return parsed.status().message();
+        }
+        return std::string();
       });
+  cmd->add_option("--manager-ca", args->ca_file,
+                  "PEM CA certificate: talk TLS to a manager run with --tls-cert")
+      ->envname("TRIBUTARY_MANAGER_CA");
+  cmd->add_option("--token-file", args->token_file,
+                  "file with the bearer token of a manager run with --token-file")
+      ->envname("TRIBUTARY_MANAGER_TOKEN_FILE");
 }
+
+// The replicas of --manager, or nullptr after printing why (exit code 2).
+std::unique_ptr<manager::ManagerEndpoints> Connect(const ManagerArgs& args, int* exit_code) {
+  manager::ManagerConnectionOptions o;
+  o.addresses = manager::SplitAddressList(args.address);
+  o.ca_file = args.ca_file;
+  std::string error;
+  if (!args.token_file.empty() && !manager::ReadSecretFile(args.token_file, &o.token, &error)) {
+    std::fprintf(stderr, "tributary: --token-file: %s\n", error.c_str());
+    *exit_code = 2;
+    return nullptr;
+  }
+  auto endpoints = std::make_unique<manager::ManagerEndpoints>(o);
+  if (!endpoints->Init(&error)) {
+    std::fprintf(stderr, "tributary: %s\n", error.c_str());
+    *exit_code = 2;
+    return nullptr;
+  }
+  return endpoints;
+}
+
+constexpr int kCallDeadlineMs = 10000;
 
 std::vector<std::string> SplitHosts(const std::string& list) {
   std::vector<std::string> out;
@@ -84,14 +121,19 @@ std::vector<std::string> SplitHosts(const std::string& list) {
 
 void RegisterJobsCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("jobs", "list the manager's daemons and jobs");
-  auto address = std::make_shared<std::string>();
-  AddManagerOption(cmd, address.get());
-  cmd->callback([address, exit_code] {
-    Call call(*address);
+  auto args = std::make_shared<ManagerArgs>();
+  AddManagerOptions(cmd, args.get());
+  cmd->callback([args, exit_code] {
+    auto manager = Connect(*args, exit_code);
+    if (manager == nullptr) return;
     v1::ListReply reply;
-    const grpc::Status s = call.stub->List(&call.context, v1::ListRequest(), &reply);
+    const grpc::Status s = manager->Call(
+        [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->List(ctx, v1::ListRequest(), &reply);
+        },
+        kCallDeadlineMs);
     if (!s.ok()) {
-      *exit_code = Fail(*address, s);
+      *exit_code = Fail(manager->current(), s);
       return;
     }
     std::fputs(FormatJobsTables(reply).c_str(), stdout);
@@ -100,18 +142,23 @@ void RegisterJobsCommand(CLI::App& app, int* exit_code) {
 
 void RegisterTreeCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("tree", "draw a job's aggregation tree");
-  auto address = std::make_shared<std::string>();
+  auto args = std::make_shared<ManagerArgs>();
   auto job_id = std::make_shared<uint32_t>(0);
   cmd->add_option("JOB", *job_id, "job id")->required();
-  AddManagerOption(cmd, address.get());
-  cmd->callback([address, job_id, exit_code] {
-    Call call(*address);
+  AddManagerOptions(cmd, args.get());
+  cmd->callback([args, job_id, exit_code] {
+    auto manager = Connect(*args, exit_code);
+    if (manager == nullptr) return;
     v1::JobRef ref;
     ref.set_job_id(*job_id);
     v1::Job job;
-    const grpc::Status s = call.stub->GetJob(&call.context, ref, &job);
+    const grpc::Status s = manager->Call(
+        [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->GetJob(ctx, ref, &job);
+        },
+        kCallDeadlineMs);
     if (!s.ok()) {
-      *exit_code = Fail(*address, s);
+      *exit_code = Fail(manager->current(), s);
       return;
     }
     std::fputs(FormatJobTree(job).c_str(), stdout);
@@ -123,12 +170,13 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
   job->require_subcommand(1);
 
   struct CreateArgs {
-    std::string address, hosts, name;
+    ManagerArgs manager;
+    std::string hosts, name;
     uint32_t payload_bytes = 0, slots = 0, timeout_ms = 0;
   };
   auto create_args = std::make_shared<CreateArgs>();
   auto* create = job->add_subcommand("create", "place a job; prints its id, key and ranks");
-  AddManagerOption(create, &create_args->address);
+  AddManagerOptions(create, &create_args->manager);
   create->add_option("--hosts", create_args->hosts, "rank hosts h0,h1,... (rank i on host i)")
       ->required();
   create->add_option("--name", create_args->name, "job name");
@@ -143,11 +191,16 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
     request.set_payload_bytes(create_args->payload_bytes);
     request.set_slot_count(create_args->slots);
     request.set_heartbeat_timeout_ms(create_args->timeout_ms);
-    Call call(create_args->address);
+    auto manager = Connect(create_args->manager, exit_code);
+    if (manager == nullptr) return;
     v1::Job reply;
-    const grpc::Status s = call.stub->CreateJob(&call.context, request, &reply);
+    const grpc::Status s = manager->Call(
+        [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->CreateJob(ctx, request, &reply);
+        },
+        kCallDeadlineMs);
     if (!s.ok()) {
-      *exit_code = Fail(create_args->address, s);
+      *exit_code = Fail(manager->current(), s);
       return;
     }
     std::fputs(FormatCreatedJob(reply).c_str(), stdout);
@@ -159,7 +212,8 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
   // running (a daemon of its tree went down, someone ended it), so the
   // launcher can tear the ranks down with the reason in hand.
   struct KeepaliveArgs {
-    std::string address, key;
+    ManagerArgs manager;
+    std::string key;
     uint32_t job_id = 0, every_ms = 1000, for_s = 0;
   };
   auto keep_args = std::make_shared<KeepaliveArgs>();
@@ -172,7 +226,7 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(10u, 600000u))
       ->capture_default_str();
   keep->add_option("--for-s", keep_args->for_s, "stop after this many seconds (0: until a signal)");
-  AddManagerOption(keep, &keep_args->address);
+  AddManagerOptions(keep, &keep_args->manager);
   keep->callback([keep_args, exit_code] {
     static std::atomic<bool> stop{false};
     struct sigaction sa {};
@@ -189,8 +243,8 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
-    auto stub = v1::Manager::NewStub(
-        grpc::CreateChannel(keep_args->address, grpc::InsecureChannelCredentials()));
+    auto manager = Connect(keep_args->manager, exit_code);
+    if (manager == nullptr) return;
     const auto until = keep_args->for_s == 0
                            ? std::chrono::steady_clock::time_point::max()
                            : std::chrono::steady_clock::now() + std::chrono::seconds(keep_args->for_s);
@@ -200,9 +254,11 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
       request.set_job_id(keep_args->job_id);
       request.set_job_key(key);
       v1::JobHeartbeatReply reply;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      const grpc::Status s = stub->JobHeartbeat(&ctx, request, &reply);
+      const grpc::Status s = manager->Call(
+          [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+            return stub->JobHeartbeat(ctx, request, &reply);
+          },
+          5000);
       if (s.ok() && reply.state() != "running") {
         std::fprintf(stderr, "tributary: job %u is no longer running: %s\n", keep_args->job_id,
                      reply.state().c_str());
@@ -211,13 +267,13 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
       }
       if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE &&
           s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-        *exit_code = Fail(keep_args->address, s) == 0 ? 0 : 3;  // NOT_FOUND, wrong key
+        *exit_code = Fail(manager->current(), s) == 0 ? 0 : 3;  // NOT_FOUND, wrong key
         return;
       }
       if (!s.ok() && !unreachable) {
         // The manager restarting is no reason to stop: keep trying.
         std::fprintf(stderr, "tributary: manager %s unreachable (%s); still trying\n",
-                     keep_args->address.c_str(), s.error_message().c_str());
+                     manager->Describe().c_str(), s.error_message().c_str());
       }
       unreachable = !s.ok();
       for (uint32_t waited = 0; waited < keep_args->every_ms && !stop.load(); waited += 10) {
@@ -227,23 +283,29 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
   });
 
   struct EndArgs {
-    std::string address, reason;
+    ManagerArgs manager;
+    std::string reason;
     uint32_t job_id = 0;
   };
   auto end_args = std::make_shared<EndArgs>();
   auto* end = job->add_subcommand("end", "end a job and free its resources");
   end->add_option("JOB", end_args->job_id, "job id")->required();
   end->add_option("--reason", end_args->reason, "recorded in the job's state");
-  AddManagerOption(end, &end_args->address);
+  AddManagerOptions(end, &end_args->manager);
   end->callback([end_args, exit_code] {
     v1::EndJobRequest request;
     request.set_job_id(end_args->job_id);
     request.set_reason(end_args->reason.empty() ? "ended by tributary job end" : end_args->reason);
-    Call call(end_args->address);
+    auto manager = Connect(end_args->manager, exit_code);
+    if (manager == nullptr) return;
     v1::EndJobReply reply;
-    const grpc::Status s = call.stub->EndJob(&call.context, request, &reply);
+    const grpc::Status s = manager->Call(
+        [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->EndJob(ctx, request, &reply);
+        },
+        kCallDeadlineMs);
     if (!s.ok()) {
-      *exit_code = Fail(end_args->address, s);
+      *exit_code = Fail(manager->current(), s);
       return;
     }
     std::printf("job %u ended\n", end_args->job_id);

@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: Apache-2.0
+// See etcd_store.h.
+#include "manager/etcd_store.h"
+
+#include <sodium.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tributary::manager {
+namespace {
+
+namespace pb = etcdserverpb;
+constexpr const char* kLog = "manager";
+constexpr uint8_t kSealVersion = 1;
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+pb::Compare* AddCompare(pb::TxnRequest* txn, const std::string& key,
+                        pb::Compare::CompareTarget target) {
+  pb::Compare* c = txn->add_compare();
+  c->set_key(key);
+  c->set_target(target);
+  c->set_result(pb::Compare::EQUAL);
+  return c;
+}
+
+int64_t JobTtlS(const v1::Job& job, int64_t allowance_s) {
+  return (static_cast<int64_t>(job.heartbeat_timeout_ms()) + 999) / 1000 + allowance_s;
+}
+
+}  // namespace
+
+Status ReadStateKeyFile(const std::string& path, std::array<uint8_t, 32>* key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("cannot read the state key file " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string text = buf.str();
+  if (text.size() == key->size()) {
+    std::copy(text.begin(), text.end(), key->begin());
+    return Status::Ok();
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  size_t len = 0;
+  if (text.size() == 2 * key->size() &&
+      sodium_hex2bin(key->data(), key->size(), text.data(), text.size(), nullptr, &len, nullptr) ==
+          0 &&
+      len == key->size()) {
+    return Status::Ok();
+  }
+  return InvalidArgument("state key file " + path +
+                         " must hold 32 bytes or 64 hex digits (e.g. `openssl rand -hex 32`)");
+}
+
+EtcdStateStore::EtcdStateStore(EtcdStoreOptions options)
+    : options_(std::move(options)),
+      client_(options_.url.endpoints, options_.rpc_timeout_ms),
+      leader_key_(options_.url.prefix + "/leader"),
+      state_prefix_(options_.url.prefix + "/state/") {
+  TRIB_CHECK(sodium_init() >= 0);
+}
+
+std::string EtcdStateStore::Describe() const {
+  return client_.Describe() + " prefix " + options_.url.prefix;
+}
+
+std::string EtcdStateStore::DaemonKey(const std::string& name) const {
+  return state_prefix_ + "daemons/" + name;
+}
+
+std::string EtcdStateStore::JobKey(uint32_t job_id) const {
+  char id[16];
+  std::snprintf(id, sizeof(id), "%010u", job_id);
+  return state_prefix_ + "jobs/" + id;
+}
+
+std::string EtcdStateStore::Seal(const std::string& key, const std::string& plain) const {
+  std::string out(1 + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + plain.size() +
+                      crypto_aead_xchacha20poly1305_ietf_ABYTES,
+                  '\0');
+  auto* p = reinterpret_cast<unsigned char*>(out.data());
+  p[0] = kSealVersion;
+  unsigned char* nonce = p + 1;
+  randombytes_buf(nonce, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+  unsigned long long clen = 0;
+  crypto_aead_xchacha20poly1305_ietf_encrypt(
+      nonce + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES, &clen,
+      reinterpret_cast<const unsigned char*>(plain.data()), plain.size(),
+      reinterpret_cast<const unsigned char*>(key.data()), key.size(), nullptr, nonce,
+      options_.key.data());
+  out.resize(1 + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + clen);
+  return out;
+}
+
+Status EtcdStateStore::Open(const std::string& key, const std::string& sealed,
+                            std::string* plain) const {
+  constexpr size_t kOverhead =
+      1 + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + crypto_aead_xchacha20poly1305_ietf_ABYTES;
+  if (sealed.size() < kOverhead || static_cast<uint8_t>(sealed[0]) != kSealVersion) {
+    return Internal("etcd record " + key + " is not a sealed tributary-manager record");
+  }
+  const auto* p = reinterpret_cast<const unsigned char*>(sealed.data());
+  const unsigned char* nonce = p + 1;
+  const unsigned char* c = nonce + crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+  const size_t clen = sealed.size() - 1 - crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+  plain->resize(clen);
+  unsigned long long mlen = 0;
+  if (crypto_aead_xchacha20poly1305_ietf_decrypt(
+          reinterpret_cast<unsigned char*>(plain->data()), &mlen, nullptr, c, clen,
+          reinterpret_cast<const unsigned char*>(key.data()), key.size(), nonce,
+          options_.key.data()) != 0) {
+    return PermissionDenied("etcd record " + key +
+                            " does not open with this manager's --state-key-file (another "
+                            "key, or the record was altered or moved)");
+  }
+  plain->resize(mlen);
+  return Status::Ok();
+}
+
+Status EtcdStateStore::ReadRecords(v1::ListReply* state, std::map<std::string, Record>* records) {
+  pb::RangeResponse resp;
+  Status s = client_.Range(state_prefix_, PrefixRangeEnd(state_prefix_), &resp);
+  if (!s.ok()) return s;
+  state->Clear();
+  for (const pb::KeyValue& kv : resp.kvs()) {
+    std::string plain;
+    s = Open(kv.key(), kv.value(), &plain);
+    if (!s.ok()) return s;
+    Record r{plain, kv.mod_revision(), kv.lease(), 0};
+    if (StartsWith(kv.key(), state_prefix_ + "daemons/")) {
+      v1::DaemonStatus* d = state->add_daemons();
+      if (!d->ParseFromString(plain)) return Internal("etcd record " + kv.key() + " is corrupt");
+      r.ttl_s = d->up() ? options_.daemon_ttl_s : 0;
+    } else if (StartsWith(kv.key(), state_prefix_ + "jobs/")) {
+      v1::Job* j = state->add_jobs();
+      if (!j->ParseFromString(plain)) return Internal("etcd record " + kv.key() + " is corrupt");
+      r.ttl_s = JobTtlS(*j, options_.takeover_allowance_s);
+    } else {
+      TRIB_LOG(kWarn, kLog, "etcd: unknown key %s under the state prefix; ignored",
+               kv.key().c_str());
+      continue;
+    }
+    if (records != nullptr) (*records)[kv.key()] = std::move(r);
+  }
+  return Status::Ok();
+}
+
+Status EtcdStateStore::Read(v1::ListReply* state) { return ReadRecords(state, nullptr); }
+
+Status EtcdStateStore::Load(v1::ListReply* state, bool* exists) {
+  std::map<std::string, Record> records;
+  Status s = ReadRecords(state, &records);
+  if (!s.ok()) return s;
+  saved_ = std::move(records);
+  *exists = !saved_.empty();
+  const int64_t now = SteadyMs();
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  leases_.clear();
+  lost_.clear();
+  // Renewed at the next heartbeat: a load does not prove liveness. (A
+  // record that wants a lease and has none gets one at its next write.)
+  for (const auto& [key, r] : saved_) {
+    if (r.lease != 0) leases_[key] = LeaseState{r.lease, r.ttl_s, false, now};
+  }
+  return Status::Ok();
+}
+
+Status EtcdStateStore::Save(const v1::ListReply& state) {
+  if (leader_revision_ == 0) return FailedPrecondition("not the leader: cannot write to etcd");
+  struct Want {
+    std::string plain;
+    int64_t ttl_s;
+  };
+  std::map<std::string, Want> want;
+  for (const v1::DaemonStatus& d : state.daemons()) {
+    v1::DaemonStatus copy = d;
+    copy.set_last_heartbeat_unix_ms(0);  // liveness is the lease's, not a write per heartbeat
+    want[DaemonKey(d.info().name())] =
+        Want{copy.SerializeAsString(), d.up() ? options_.daemon_ttl_s : 0};
+  }
+  for (const v1::Job& j : state.jobs()) {
+    v1::Job copy = j;
+    copy.set_last_heartbeat_unix_ms(0);
+    want[JobKey(j.job_id())] =
+        Want{copy.SerializeAsString(), JobTtlS(j, options_.takeover_allowance_s)};
+  }
+  std::set<std::string> lost;
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    lost = lost_;
+  }
+
+  struct Op {
+    std::string key;
+    bool put;
+    std::string plain;
+    int64_t lease;
+    int64_t ttl_s;
+  };
+  std::vector<Op> ops;
+  std::vector<int64_t> granted;  // new leases, revoked again if the write fails
+  for (const auto& [key, w] : want) {
+    auto it = saved_.find(key);
+    const bool known = it != saved_.end() && lost.count(key) == 0;
+    if (known && it->second.plain == w.plain && (it->second.lease != 0) == (w.ttl_s > 0)) {
+      continue;
+    }
+    int64_t lease = 0;
+    if (w.ttl_s > 0) {
+      if (known && it->second.lease != 0 && it->second.ttl_s == w.ttl_s) {
+        lease = it->second.lease;
+      } else {
+        Result<int64_t> g = client_.LeaseGrant(w.ttl_s);
+        if (!g.ok()) {
+          for (int64_t id : granted) client_.LeaseRevoke(id);
+          return g.status();
+        }
+        lease = *g;
+        granted.push_back(lease);
+      }
+    }
+    ops.push_back(Op{key, true, w.plain, lease, w.ttl_s});
+  }
+  for (const auto& [key, r] : saved_) {
+    if (want.count(key) == 0 && lost.count(key) == 0) ops.push_back(Op{key, false, "", 0, 0});
+  }
+
+  std::vector<int64_t> unused;  // leases of records deleted or written without one
+  const size_t per_txn = options_.max_txn_ops > 1 ? options_.max_txn_ops - 1 : 1;
+  for (size_t first = 0; first < ops.size(); first += per_txn) {
+    pb::TxnRequest txn;
+    // Fencing: still the leader this manager became.
+    AddCompare(&txn, leader_key_, pb::Compare::CREATE)->set_create_revision(leader_revision_);
+    const size_t last = std::min(ops.size(), first + per_txn);
+    for (size_t i = first; i < last; ++i) {
+      const Op& op = ops[i];
+      auto it = saved_.find(op.key);
+      if (it != saved_.end() && lost.count(op.key) == 0) {
+        AddCompare(&txn, op.key, pb::Compare::MOD)->set_mod_revision(it->second.mod_revision);
+      } else {
+        AddCompare(&txn, op.key, pb::Compare::CREATE)->set_create_revision(0);  // absent
+      }
+      if (op.put) {
+        pb::PutRequest* put = txn.add_success()->mutable_request_put();
+        put->set_key(op.key);
+        put->set_value(Seal(op.key, op.plain));
+        put->set_lease(op.lease);
+      } else {
+        txn.add_success()->mutable_request_delete_range()->set_key(op.key);
+      }
+    }
+    pb::TxnResponse resp;
+    Status s = client_.Txn(txn, &resp);
+    if (s.ok() && !resp.succeeded()) {
+      s = Aborted("the state in etcd changed under this manager (another leader wrote, or a "
+                  "record's lease expired); the change was not made");
+    }
+    if (!s.ok()) {
+      if (first == 0) {
+        for (int64_t id : granted) client_.LeaseRevoke(id);
+      }
+      return s;
+    }
+    const int64_t rev = resp.header().revision();
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    for (size_t i = first; i < last; ++i) {
+      const Op& op = ops[i];
+      auto it = saved_.find(op.key);
+      const int64_t old_lease = it != saved_.end() ? it->second.lease : 0;
+      if (old_lease != 0 && old_lease != op.lease) unused.push_back(old_lease);
+      lost_.erase(op.key);
+      if (op.put) {
+        saved_[op.key] = Record{op.plain, rev, op.lease, op.ttl_s};
+        if (op.lease == 0) {
+          leases_.erase(op.key);
+        } else if (leases_[op.key].lease != op.lease) {
+          leases_[op.key] = LeaseState{op.lease, op.ttl_s, false, SteadyMs()};
+        }
+      } else {
+        saved_.erase(op.key);
+        leases_.erase(op.key);
+      }
+    }
+  }
+  {
+    // Lost records that are no longer wanted are simply forgotten.
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    for (const std::string& key : lost) {
+      if (want.count(key) == 0) {
+        lost_.erase(key);
+        saved_.erase(key);
+      }
+    }
+  }
+  for (int64_t id : unused) {
+    Status s = client_.LeaseRevoke(id);
+    if (!s.ok()) TRIB_LOG(kDebug, kLog, "etcd lease revoke: %s", s.ToString().c_str());
+  }
+  return Status::Ok();
+}
+
+Status EtcdStateStore::Campaign(bool* leader) {
+  if (leader_revision_ != 0) {
+    *leader = true;
+    return Status::Ok();
+  }
+  *leader = false;
+  if (leader_lease_ == 0) {
+    Result<int64_t> g = client_.LeaseGrant(options_.leader_ttl_s);
+    if (!g.ok()) return g.status();
+    leader_lease_ = *g;
+  }
+  pb::TxnRequest txn;
+  AddCompare(&txn, leader_key_, pb::Compare::CREATE)->set_create_revision(0);
+  pb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(leader_key_);
+  put->set_value(options_.advertise);
+  put->set_lease(leader_lease_);
+  txn.add_failure()->mutable_request_range()->set_key(leader_key_);
+  pb::TxnResponse resp;
+  Status s = client_.Txn(txn, &resp);
+  if (!s.ok()) {
+    // Most likely our lease expired while etcd was unreachable: a new one next time.
+    if (s.message().find("lease not found") != std::string::npos) leader_lease_ = 0;
+    return s;
+  }
+  if (!resp.succeeded()) {
+    // Someone leads. Keep the lease alive meanwhile so it is valid when we try again.
+    int64_t ttl = 0;
+    if (client_.LeaseKeepAlive(leader_lease_, &ttl).ok() && ttl == 0) leader_lease_ = 0;
+    return Status::Ok();
+  }
+  leader_revision_ = resp.header().revision();
+  leader_renewed_ms_ = SteadyMs();
+  *leader = true;
+  return Status::Ok();
+}
+
+Status EtcdStateStore::KeepLeadership(bool* leader) {
+  *leader = leader_revision_ != 0;
+  if (!*leader) return Status::Ok();
+  int64_t ttl = 0;
+  Status s = client_.LeaseKeepAlive(leader_lease_, &ttl);
+  pb::RangeResponse resp;
+  if (s.ok() && ttl > 0) s = client_.Range(leader_key_, "", &resp);
+  const bool ours = s.ok() && ttl > 0 && resp.kvs_size() == 1 &&
+                    resp.kvs(0).create_revision() == leader_revision_;
+  if (ours) {
+    leader_renewed_ms_ = SteadyMs();
+    return Status::Ok();
+  }
+  // Unreachable etcd: still the leader until the lease could have expired
+  // (minus a margin for clock rates): then a follower may lead, so stop.
+  if (!s.ok() && SteadyMs() - leader_renewed_ms_ < options_.leader_ttl_s * 1000 - 500) {
+    return s;
+  }
+  TRIB_LOG(kWarn, kLog, "etcd: leadership lost (%s)",
+           !s.ok() ? s.ToString().c_str()
+                   : (ttl == 0 ? "the leader lease expired" : "the leader key is not ours"));
+  leader_revision_ = 0;
+  leader_lease_ = 0;
+  *leader = false;
+  return s;
+}
+
+void EtcdStateStore::Resign() {
+  if (leader_revision_ == 0) return;
+  Status s = client_.LeaseRevoke(leader_lease_);
+  if (!s.ok()) TRIB_LOG(kWarn, kLog, "etcd: resigning leadership: %s", s.ToString().c_str());
+  leader_revision_ = 0;
+  leader_lease_ = 0;
+}
+
+std::string EtcdStateStore::Leader() {
+  if (leader_revision_ != 0) return options_.advertise;
+  pb::RangeResponse resp;
+  if (!client_.Range(leader_key_, "", &resp).ok() || resp.kvs_size() == 0) return "";
+  return resp.kvs(0).value();
+}
+
+void EtcdStateStore::Touch(const std::string& key) {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  auto it = leases_.find(key);
+  if (it != leases_.end()) it->second.touched = true;
+}
+
+void EtcdStateStore::TouchDaemon(const std::string& name) { Touch(DaemonKey(name)); }
+void EtcdStateStore::TouchJob(uint32_t job_id) { Touch(JobKey(job_id)); }
+
+void EtcdStateStore::RefreshLeases() {
+  struct Due {
+    std::string key;
+    int64_t lease;
+  };
+  std::vector<Due> due;
+  const int64_t now = SteadyMs();
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    for (const auto& [key, l] : leases_) {
+      // Renew at a third of the TTL: two renewals may fail before it expires.
+      if (l.touched && now - l.renewed_ms >= l.ttl_s * 1000 / 3) due.push_back(Due{key, l.lease});
+    }
+  }
+  for (const Due& d : due) {
+    int64_t ttl = 0;
+    Status s = client_.LeaseKeepAlive(d.lease, &ttl);
+    if (!s.ok()) {
+      TRIB_LOG(kDebug, kLog, "etcd lease keepalive of %s: %s", d.key.c_str(), s.ToString().c_str());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    auto it = leases_.find(d.key);
+    if (it == leases_.end() || it->second.lease != d.lease) continue;
+    if (ttl == 0) {
+      TRIB_LOG(kWarn, kLog, "etcd: the lease of %s expired; writing the record again",
+               d.key.c_str());
+      leases_.erase(it);
+      lost_.insert(d.key);
+      continue;
+    }
+    it->second.touched = false;
+    it->second.renewed_ms = now;
+  }
+}
+
+bool EtcdStateStore::NeedsSave() {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  return !lost_.empty();
+}
+
+Status EtcdStateStore::ReadTopology(std::string* yaml) {
+  pb::RangeResponse resp;
+  Status s = client_.Range(options_.url.prefix + "/topology", "", &resp);
+  if (!s.ok()) return s;
+  yaml->clear();
+  if (resp.kvs_size() == 1) *yaml = resp.kvs(0).value();
+  return Status::Ok();
+}
+
+Status EtcdStateStore::PublishTopology(const std::string& yaml) {
+  if (leader_revision_ == 0) return FailedPrecondition("not the leader: cannot write to etcd");
+  pb::TxnRequest txn;
+  AddCompare(&txn, leader_key_, pb::Compare::CREATE)->set_create_revision(leader_revision_);
+  pb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(options_.url.prefix + "/topology");
+  put->set_value(yaml);
+  pb::TxnResponse resp;
+  Status s = client_.Txn(txn, &resp);
+  if (s.ok() && !resp.succeeded()) return Aborted("leadership lost while publishing the topology");
+  return s;
+}
+
+Status EtcdStateStore::RawValue(const std::string& key, std::string* value) {
+  pb::RangeResponse resp;
+  Status s = client_.Range(key, "", &resp);
+  if (!s.ok()) return s;
+  value->clear();
+  if (resp.kvs_size() == 1) *value = resp.kvs(0).value();
+  return Status::Ok();
+}
+
+}  // namespace tributary::manager

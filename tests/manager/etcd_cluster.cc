@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// See etcd_cluster.h.
+#include "tests/manager/etcd_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "manager/etcd_client.h"
+
+namespace tributary::testing {
+namespace {
+
+// Free loopback ports: all bound at once (so they differ), then released.
+std::vector<int> FreePorts(int n) {
+  std::vector<int> fds;
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ports.push_back(0);
+    } else {
+      ports.push_back(ntohs(a.sin_port));
+    }
+    fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  return ports;
+}
+
+}  // namespace
+
+EtcdCluster::EtcdCluster(int members) : pids_(members, -1) {
+  char tmpl[] = "/tmp/trib-etcd.XXXXXX";
+  dir_ = mkdtemp(tmpl) ? tmpl : "";
+  const std::vector<int> ports = FreePorts(2 * members);
+  for (int i = 0; i < members; ++i) {
+    client_ports_.push_back(ports[2 * i]);
+    peer_ports_.push_back(ports[2 * i + 1]);
+  }
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+std::string EtcdCluster::Endpoints() const {
+  std::string out;
+  for (int p : client_ports_) out += (out.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(p);
+  return out;
+}
+
+std::string EtcdCluster::Url(const std::string& prefix) const {
+  return "etcd://" + Endpoints() + "/" + prefix;
+}
+
+Status EtcdCluster::Spawn(int member) {
+  const char* env = std::getenv("ETCD");
+  const std::string bin = env != nullptr && *env != '\0' ? env : "etcd";
+  std::string initial;
+  for (size_t i = 0; i < peer_ports_.size(); ++i) {
+    initial += (i ? "," : "") + std::string("m") + std::to_string(i) + "=http://127.0.0.1:" +
+               std::to_string(peer_ports_[i]);
+  }
+  const std::string name = "m" + std::to_string(member);
+  const std::string client = "http://127.0.0.1:" + std::to_string(client_ports_[member]);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_ports_[member]);
+  const std::vector<std::string> args = {
+      bin, "--name", name, "--data-dir", dir_ + "/" + name,
+      "--listen-client-urls", client, "--advertise-client-urls", client,
+      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+      "--initial-cluster", initial, "--initial-cluster-state", "new",
+      "--initial-cluster-token", "tributary-test"};
+  const std::string log = dir_ + "/" + name + ".log";
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return Internal("cannot run " + bin + ": " + std::strerror(rc));
+  pids_[member] = pid;
+  return Status::Ok();
+}
+
+Status EtcdCluster::Start() {
+  if (dir_.empty()) return Internal("cannot create a temporary directory");
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    Status s = Spawn(static_cast<int>(i));
+    if (!s.ok()) return s;
+  }
+  if (!WaitWritable(60)) {
+    return TimedOut("etcd cluster " + Endpoints() + " not writable within 60 s (" + last_error_ +
+                    "; logs in " + dir_ + "; is etcd-server installed?)");
+  }
+  return Status::Ok();
+}
+
+void EtcdCluster::Kill(int member) {
+  if (pids_[member] <= 0) return;
+  kill(pids_[member], SIGKILL);
+  waitpid(pids_[member], nullptr, 0);
+  pids_[member] = -1;
+}
+
+Status EtcdCluster::Restart(int member) {
+  Kill(member);
+  return Spawn(member);
+}
+
+bool EtcdCluster::WaitWritable(int max_s) {
+  manager::EtcdClient client(manager::ParseEtcdUrl(Url("x"))->endpoints, 3000);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    etcdserverpb::TxnRequest txn;
+    auto* put = txn.add_success()->mutable_request_put();
+    put->set_key("/tributary-test/probe");
+    put->set_value("1");
+    etcdserverpb::TxnResponse resp;
+    const Status s = client.Txn(txn, &resp);
+    if (s.ok()) return true;
+    last_error_ = s.ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+}  // namespace tributary::testing

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: Apache-2.0
+// Proves the manager's etcd state backend (manager/etcd_store.h) and the
+// service's leader/follower behaviour (service.h) against a real 3-member
+// etcd cluster on loopback (tests/manager/etcd_cluster.h):
+//   - records are sealed: the job key and name are not readable in etcd,
+//     a manager with another --state-key-file cannot open them, and a
+//     record moved to another key does not open;
+//   - only the leader writes; a deposed leader's write is refused by etcd
+//     (fencing) and changes nothing; a record changed behind the leader's
+//     back makes its next write of that record fail (compare on revisions);
+//   - a job nobody heartbeats expires in etcd itself (its lease), a
+//     heartbeaten one does not; a down daemon's record has no lease;
+//   - a follower answers writes with UNAVAILABLE naming the leader and
+//     serves reads from etcd; when the leader stops, the follower leads
+//     with every job and key, and a client listing both replicas never
+//     sees an error.
+// Each test uses its own key prefix in the one cluster the suite starts.
+//
+// Schedules: no verdict depends on timing except lease expiry, where the
+// test only waits (bounded) for the unheartbeaten record to vanish, and
+// checks the heartbeaten one, renewed every 100 ms on a 6 s lease, is
+// still there: it would take a 4 s stall of this process to lose it.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "manager/etcd_store.h"
+#include "manager/service.h"
+#include "manager/topology.h"
+#include "proto/manager_endpoints.h"
+#include "tests/manager/etcd_cluster.h"
+
+namespace tributary::manager {
+namespace {
+
+using ::tributary::testing::EtcdCluster;
+
+bool WaitUntil(const std::function<bool()>& done, int max_s = 30) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class EtcdStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new EtcdCluster(3);
+    const Status s = cluster_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(cluster_, nullptr);
+    prefix_ = std::string("t/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    key_.fill(7);
+  }
+
+  EtcdStoreOptions Options(const std::string& advertise) {
+    EtcdStoreOptions o;
+    o.url = *ParseEtcdUrl(cluster_->Url(prefix_));
+    o.advertise = advertise;
+    o.key = key_;
+    o.leader_ttl_s = 3;
+    o.daemon_ttl_s = 30;
+    o.takeover_allowance_s = 0;
+    return o;
+  }
+  static v1::Job MakeJob(uint32_t id, uint64_t key, uint32_t timeout_ms) {
+    v1::Job j;
+    j.set_job_id(id);
+    j.set_job_key(key);
+    j.set_name("secret-job-name");
+    j.set_state("running");
+    j.set_heartbeat_timeout_ms(timeout_ms);
+    return j;
+  }
+  static v1::DaemonStatus MakeDaemon(const std::string& name, bool up) {
+    v1::DaemonStatus d;
+    d.mutable_info()->set_name(name);
+    d.mutable_info()->set_position("leaf0");
+    d.set_up(up);
+    return d;
+  }
+  EtcdClient Client() { return EtcdClient(ParseEtcdUrl(cluster_->Url(prefix_))->endpoints, 2000); }
+
+  static EtcdCluster* cluster_;
+  std::string prefix_;
+  std::array<uint8_t, 32> key_{};
+};
+
+EtcdCluster* EtcdStoreTest::cluster_ = nullptr;
+
+TEST_F(EtcdStoreTest, RecordsAreSealedWithTheManagersKey) {
+  EtcdStateStore a(Options("a:1"));
+  bool leader = false;
+  ASSERT_TRUE(a.Campaign(&leader).ok());
+  ASSERT_TRUE(leader);
+  v1::ListReply state;
+  *state.add_jobs() = MakeJob(77, 0x1122334455667788ull, 10000);
+  *state.add_daemons() = MakeDaemon("d0", true);
+  Status s = a.Save(state);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
+  std::string raw;
+  ASSERT_TRUE(a.RawValue(a.JobKey(77), &raw).ok());
+  ASSERT_FALSE(raw.empty());
+  EXPECT_EQ(raw.find("secret-job-name"), std::string::npos);
+  v1::Job plain = MakeJob(77, 0x1122334455667788ull, 10000);
+  v1::Job key_only;
+  key_only.set_job_key(plain.job_key());
+  EXPECT_EQ(raw.find(key_only.SerializeAsString()), std::string::npos) << "job key in clear";
+
+  // Another replica with the same key reads everything back.
+  EtcdStateStore b(Options("b:1"));
+  v1::ListReply read;
+  ASSERT_TRUE(b.Read(&read).ok());
+  ASSERT_EQ(read.jobs_size(), 1);
+  EXPECT_EQ(read.jobs(0).job_key(), 0x1122334455667788ull);
+  EXPECT_EQ(read.jobs(0).name(), "secret-job-name");
+  ASSERT_EQ(read.daemons_size(), 1);
+
+  // A manager with another key cannot.
+  EtcdStoreOptions other = Options("c:1");
+  other.key.fill(8);
+  EtcdStateStore c(other);
+  s = c.Read(&read);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find("--state-key-file"), std::string::npos) << s.message();
+
+  // A sealed record copied under another key does not open there.
+  EtcdClient client = Client();
+  etcdserverpb::TxnRequest txn;
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(a.JobKey(78));
+  put->set_value(raw);
+  etcdserverpb::TxnResponse resp;
+  ASSERT_TRUE(client.Txn(txn, &resp).ok());
+  s = b.Read(&read);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find(a.JobKey(78)), std::string::npos) << s.message();
+}
+
+TEST_F(EtcdStoreTest, OnlyTheLeaderWritesAndADeposedLeaderCannot) {
+  EtcdStateStore a(Options("a:1"));
+  EtcdStateStore b(Options("b:1"));
+  bool leader = false;
+  ASSERT_TRUE(a.Campaign(&leader).ok());
+  ASSERT_TRUE(leader);
+  ASSERT_TRUE(b.Campaign(&leader).ok());
+  EXPECT_FALSE(leader);
+  EXPECT_EQ(b.Leader(), "a:1");
+  v1::ListReply state;
+  *state.add_jobs() = MakeJob(1, 11, 10000);
+  EXPECT_EQ(b.Save(state).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(a.Save(state).ok());
+
+  // Depose a behind its back (as if its lease had expired while it
+  // stalled): b takes over; a still believes it leads.
+  EtcdClient client = Client();
+  etcdserverpb::TxnRequest del;
+  del.add_success()->mutable_request_delete_range()->set_key("/" + prefix_ + "/leader");
+  etcdserverpb::TxnResponse resp;
+  ASSERT_TRUE(client.Txn(del, &resp).ok());
+  ASSERT_TRUE(b.Campaign(&leader).ok());
+  ASSERT_TRUE(leader);
+  bool exists = false;
+  v1::ListReply loaded;
+  ASSERT_TRUE(b.Load(&loaded, &exists).ok());
+
+  // a's write is refused by etcd and changes nothing.
+  v1::ListReply stale = state;
+  *stale.add_jobs() = MakeJob(2, 22, 10000);
+  const Status s = a.Save(stale);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  v1::ListReply now;
+  ASSERT_TRUE(b.Read(&now).ok());
+  ASSERT_EQ(now.jobs_size(), 1);
+  EXPECT_EQ(now.jobs(0).job_id(), 1u);
+  // And a learns that it lost.
+  ASSERT_TRUE(WaitUntil([&] {
+    a.KeepLeadership(&leader);
+    return !leader;
+  }));
+  // b writes on.
+  ASSERT_TRUE(b.Save(stale).ok());
+  ASSERT_TRUE(a.Read(&now).ok());
+  EXPECT_EQ(now.jobs_size(), 2);
+}
+
+TEST_F(EtcdStoreTest, ARecordChangedBehindTheLeaderFailsItsNextWrite) {
+  EtcdStateStore a(Options("a:1"));
+  bool leader = false;
+  ASSERT_TRUE(a.Campaign(&leader).ok() && leader);
+  v1::ListReply state;
+  *state.add_jobs() = MakeJob(5, 55, 10000);
+  ASSERT_TRUE(a.Save(state).ok());
+  std::string raw;
+  ASSERT_TRUE(a.RawValue(a.JobKey(5), &raw).ok());
+  EtcdClient client = Client();
+  etcdserverpb::TxnRequest txn;
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(a.JobKey(5));
+  put->set_value(raw);  // same bytes, new revision
+  etcdserverpb::TxnResponse resp;
+  ASSERT_TRUE(client.Txn(txn, &resp).ok());
+  state.mutable_jobs(0)->set_state("ended: test");
+  EXPECT_EQ(a.Save(state).code(), StatusCode::kAborted);
+  // After a reload (what the service does on that error) it writes again.
+  bool exists = false;
+  v1::ListReply loaded;
+  ASSERT_TRUE(a.Load(&loaded, &exists).ok());
+  EXPECT_TRUE(a.Save(state).ok());
+}
+
+TEST_F(EtcdStoreTest, AbandonedRecordsExpireInEtcdHeartbeatenOnesDoNot) {
+  EtcdStoreOptions o = Options("a:1");
+  o.daemon_ttl_s = 2;
+  EtcdStateStore a(o);
+  bool leader = false;
+  ASSERT_TRUE(a.Campaign(&leader).ok() && leader);
+  v1::ListReply state;
+  *state.add_jobs() = MakeJob(1, 11, 2000);  // lease 2 s, never heartbeaten
+  *state.add_jobs() = MakeJob(2, 22, 6000);  // lease 6 s, heartbeaten
+  *state.add_daemons() = MakeDaemon("up-silent", true);
+  *state.add_daemons() = MakeDaemon("down", false);  // no lease
+  ASSERT_TRUE(a.Save(state).ok());
+  const auto start = std::chrono::steady_clock::now();
+  std::string v;
+  auto absent = [&](const std::string& key) { return a.RawValue(key, &v).ok() && v.empty(); };
+  // (The loops renew the leadership too, as the leadership thread does.)
+  ASSERT_TRUE(WaitUntil([&] {
+    a.KeepLeadership(&leader);
+    a.TouchJob(2);
+    a.RefreshLeases();
+    return absent(a.JobKey(1)) && absent(a.DaemonKey("up-silent")) &&
+           std::chrono::steady_clock::now() - start > std::chrono::seconds(8);
+  }));
+  ASSERT_TRUE(a.RawValue(a.JobKey(2), &v).ok());
+  EXPECT_FALSE(v.empty()) << "the heartbeaten job's record expired";
+  ASSERT_TRUE(a.RawValue(a.DaemonKey("down"), &v).ok());
+  EXPECT_FALSE(v.empty()) << "a down daemon's record has no lease";
+  // Saving an unchanged state writes nothing (the leader does not learn
+  // of expiries it did not see: its own timeouts are shorter than the
+  // leases, see etcd_store.h).
+  EXPECT_TRUE(a.Save(state).ok());
+  // A heartbeaten record whose lease vanished (revoked behind the leader's
+  // back) is noticed at its next renewal and written again.
+  EtcdClient client = Client();
+  etcdserverpb::RangeResponse r;
+  ASSERT_TRUE(client.Range(a.JobKey(2), "", &r).ok());
+  ASSERT_EQ(r.kvs_size(), 1);
+  ASSERT_TRUE(client.LeaseRevoke(r.kvs(0).lease()).ok());
+  ASSERT_TRUE(absent(a.JobKey(2)));
+  ASSERT_TRUE(WaitUntil([&] {
+    a.KeepLeadership(&leader);
+    a.TouchJob(2);
+    a.RefreshLeases();
+    return a.NeedsSave();
+  }));
+  ASSERT_TRUE(leader);
+  const Status s = a.Save(state);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(absent(a.JobKey(2)));
+  EXPECT_FALSE(a.NeedsSave());
+}
+
+// ---- The service: two replicas on one etcd prefix ----
+
+class ReplicaTest : public EtcdStoreTest {
+ protected:
+  void SetUp() override {
+    EtcdStoreTest::SetUp();
+    key_file_ = cluster_->dir() + "/key-" + std::to_string(getpid());
+    std::ofstream(key_file_) << std::string(64, 'a') << "\n";
+    topology_yaml_ = ReadText(std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml");
+    ASSERT_TRUE(ParseTopology(topology_yaml_, "test", &topology_).ok());
+  }
+  std::unique_ptr<ManagerServer> StartReplica(bool with_topology) {
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.state = cluster_->Url(prefix_);
+    o.state_key_file = key_file_;
+    o.leader_ttl_s = 2;
+    o.core.daemon_timeout_ms = 3600 * 1000;  // nothing expires during the test
+    o.core.job_timeout_ms = 3600 * 1000;
+    if (with_topology) o.topology_yaml = topology_yaml_;
+    auto server = std::make_unique<ManagerServer>(with_topology ? topology_ : Topology(), o);
+    const Status s = server->Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return server;
+  }
+  static std::unique_ptr<v1::Manager::Stub> Stub(const std::string& address) {
+    return v1::Manager::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  static grpc::Status Register(v1::Manager::Stub* stub, const std::string& pos) {
+    v1::RegisterRequest req;
+    req.mutable_daemon()->set_name("d-" + pos);
+    req.mutable_daemon()->set_endpoint("127.0.0.1:9");
+    req.mutable_daemon()->set_position(pos);
+    req.mutable_daemon()->set_capacity_slots(128);
+    req.mutable_daemon()->set_capacity_bytes(1ull << 30);
+    v1::RegisterReply reply;
+    grpc::ClientContext ctx;
+    return stub->RegisterDaemon(&ctx, req, &reply);
+  }
+  static v1::CreateJobRequest JobRequest() {
+    v1::CreateJobRequest req;
+    req.set_name("ha");
+    req.add_rank_hosts("h0");
+    req.add_rank_hosts("h1");
+    req.set_slot_count(64);
+    return req;
+  }
+
+  std::string key_file_;
+  std::string topology_yaml_;
+  Topology topology_;
+};
+
+TEST_F(ReplicaTest, FollowerRedirectsWritesServesReadsAndTakesOver) {
+  auto a = StartReplica(true);
+  ASSERT_TRUE(WaitUntil([&] { return a->leading(); }));
+  // The second replica has no topology file: it leads with etcd's.
+  auto b = StartReplica(false);
+  auto sa = Stub(a->address());
+  auto sb = Stub(b->address());
+  ASSERT_TRUE(Register(sa.get(), "leaf0").ok());
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(sa->CreateJob(&ctx, JobRequest(), &job).ok());
+  }
+  EXPECT_FALSE(b->leading());
+  {
+    v1::Job other;
+    grpc::ClientContext ctx;
+    const grpc::Status s = sb->CreateJob(&ctx, JobRequest(), &other);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(s.error_message().find("not the leader"), std::string::npos) << s.error_message();
+    EXPECT_NE(s.error_message().find(a->address()), std::string::npos) << s.error_message();
+  }
+  {
+    v1::JobRef ref;
+    ref.set_job_id(job.job_id());
+    v1::Job read;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(sb->GetJob(&ctx, ref, &read).ok());
+    EXPECT_EQ(read.job_key(), job.job_key());
+  }
+
+  // A client that lists both replicas; the leader stops; the next call
+  // lands on the new leader without an error.
+  ManagerConnectionOptions co;
+  co.addresses = {a->address(), b->address()};
+  ManagerEndpoints both(co);
+  std::string error;
+  ASSERT_TRUE(both.Init(&error)) << error;
+  a->Shutdown();
+  ASSERT_TRUE(WaitUntil([&] { return b->leading(); })) << "no takeover";
+  v1::Job second;
+  const grpc::Status s = both.Call(
+      [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+        return stub->CreateJob(ctx, JobRequest(), &second);
+      },
+      5000);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(both.current(), b->address());
+  v1::ListReply list;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(sb->List(&ctx, v1::ListRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 2);
+  for (const v1::Job& j : list.jobs()) {
+    if (j.job_id() == job.job_id()) {
+      EXPECT_EQ(j.job_key(), job.job_key());
+    }
+  }
+  ASSERT_EQ(list.daemons_size(), 1);
+  EXPECT_EQ(list.daemons(0).used_slots(), 128u) << "both jobs on the one daemon, 64 slots each";
+}
+
+}  // namespace
+}  // namespace tributary::manager

@@ -171,15 +171,19 @@ Status EtcdStateStore::Load(v1::ListReply* state, bool* exists) {
   if (!s.ok()) return s;
   saved_ = std::move(records);
   *exists = !saved_.empty();
-  const int64_t now = SteadyMs();
-  std::lock_guard<std::mutex> lock(lease_mu_);
+  std::unique_lock<std::mutex> lock(lease_mu_);
   leases_.clear();
   lost_.clear();
-  // Renewed at the next heartbeat: a load does not prove liveness. (A
-  // record that wants a lease and has none gets one at its next write.)
+  // A takeover renews every record's lease once: the new leader gives
+  // daemons and jobs a full grace period to find it (ManagerCore::Restore),
+  // and the leases must outlast that grace, counted from now, not from
+  // the dead leader's last renewal. After that, heartbeats renew them.
+  // (A record that wants a lease and has none gets one at its next write.)
   for (const auto& [key, r] : saved_) {
-    if (r.lease != 0) leases_[key] = LeaseState{r.lease, r.ttl_s, false, now};
+    if (r.lease != 0) leases_[key] = LeaseState{r.lease, r.ttl_s, true, 0};
   }
+  lock.unlock();
+  RefreshLeases();
   return Status::Ok();
 }
 
@@ -389,11 +393,16 @@ void EtcdStateStore::Resign() {
   leader_lease_ = 0;
 }
 
-std::string EtcdStateStore::Leader() {
-  if (leader_revision_ != 0) return options_.advertise;
+Status EtcdStateStore::Leader(std::string* address) {
+  address->clear();
+  if (leader_revision_ != 0) {
+    *address = options_.advertise;
+    return Status::Ok();
+  }
   pb::RangeResponse resp;
-  if (!client_.Range(leader_key_, "", &resp).ok() || resp.kvs_size() == 0) return "";
-  return resp.kvs(0).value();
+  Status s = client_.Range(leader_key_, "", &resp);
+  if (s.ok() && resp.kvs_size() == 1) *address = resp.kvs(0).value();
+  return s;
 }
 
 void EtcdStateStore::Touch(const std::string& key) {

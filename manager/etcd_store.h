@@ -78,7 +78,7 @@ class EtcdStateStore final : public StateStore {
   Status Campaign(bool* leader) override;
   Status KeepLeadership(bool* leader) override;
   void Resign() override;
-  std::string Leader() override;
+  Status Leader(std::string* address) override;
 
   void TouchDaemon(const std::string& name) override;
   void TouchJob(uint32_t job_id) override;

@@ -161,11 +161,15 @@ class ManagerServer::Service final : public v1::Manager::Service {
   }
 
   grpc::Status NotLeader() {
-    const std::string leader = store_ ? store_->Leader() : "";
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "this tributary-manager is not the leader; " +
-                            (leader.empty() ? std::string("no leader is elected yet")
-                                            : "the leader is " + leader));
+    std::string leader;
+    const Status s = store_ ? store_->Leader(&leader) : Unavailable("no state store yet");
+    std::string why = "the leader is " + leader;
+    if (!s.ok()) {
+      why = "no leader can be known: " + s.message();
+    } else if (leader.empty()) {
+      why = "no leader is elected yet";
+    }
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this tributary-manager is not the leader; " + why);
   }
 
   // A call that changes state: on the leader only, saved before the reply.
@@ -173,8 +177,11 @@ class ManagerServer::Service final : public v1::Manager::Service {
   grpc::Status Write(grpc::ServerContext* ctx, const Op& op) {
     grpc::Status auth = Authorize(ctx);
     if (!auth.ok()) return auth;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!leader_) return NotLeader();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!leader_) {
+      lock.unlock();  // asking etcd who leads must not hold up other calls
+      return NotLeader();
+    }
     const Status s = op();
     const Status saved = PersistLocked(false);
     return ToGrpc(saved.ok() ? s : saved);
@@ -243,12 +250,15 @@ class ManagerServer::Service final : public v1::Manager::Service {
     if (s.ok()) return s;
     TRIB_LOG(kError, kLog, "state not saved to %s: %s; change undone", store_->Describe().c_str(),
              s.ToString().c_str());
+    // Someone else changed the store (kAborted): what it holds now is the
+    // truth. Otherwise (unreachable, no quorum) our last saved state is,
+    // and asking the store again would only wait as long once more.
     v1::ListReply state;
     bool exists = false;
-    if (store_->Load(&state, &exists).ok()) {
+    if (s.code() == StatusCode::kAborted && store_->Load(&state, &exists).ok()) {
       core_->Restore(state, now_ms_());
     } else {
-      core_->Restore(saved_, now_ms_());  // the store is unreachable: our last saved state
+      core_->Restore(saved_, now_ms_());
     }
     saved_generation_ = core_->generation();
     return s.code() == StatusCode::kAborted || s.code() == StatusCode::kUnavailable

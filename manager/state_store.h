@@ -43,7 +43,7 @@ class StateStore {
   virtual Status KeepLeadership(bool* leader) { *leader = true; return Status::Ok(); }
   virtual void Resign() {}
   // The leader's advertised address as the store knows it ("" if none).
-  virtual std::string Leader() { return ""; }
+  virtual Status Leader(std::string* address) { address->clear(); return Status::Ok(); }
   // A heartbeat proved that a daemon / a job is alive; RefreshLeases()
   // (the leadership thread) renews what was touched. True from
   // NeedsSave() when a record has to be written again although the core

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace tributary::manager {
 
@@ -69,19 +70,40 @@ bool ManagerEndpoints::Init(std::string* error) {
 
 grpc::Status ManagerEndpoints::Call(const Rpc& rpc, int deadline_ms) {
   grpc::Status status(grpc::StatusCode::UNAVAILABLE, "no manager address");
-  for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
-    const size_t i = (current_ + attempt) % stubs_.size();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
-    if (!options_.token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.token);
-    status = rpc(stubs_[i].get(), &ctx);
-    current_ = i;
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
-        status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      break;
+  // What to report when no replica answers: the most telling refusal seen
+  // (the leader's "etcd has no quorum" rather than a follower's "not the
+  // leader", or than our own deadline passing mid-call).
+  grpc::Status telling;
+  auto remember = [&](const grpc::Status& s) {
+    const bool not_leader = s.error_message().find("is not the leader; the leader is") != std::string::npos;
+    const bool bare_deadline = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!not_leader && !bare_deadline) telling = s;
+  };
+  auto give_up = [&] { return telling.ok() ? status : telling; };
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms);
+  // Rounds over every replica until one answers or the deadline passes: a
+  // takeover leaves a few seconds in which no replica leads.
+  while (true) {
+    const size_t first = current_;
+    for (size_t attempt = 0; attempt < stubs_.size(); ++attempt) {
+      const size_t i = (first + attempt) % stubs_.size();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      if (!options_.token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.token);
+      status = rpc(stubs_[i].get(), &ctx);
+      current_ = i;
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return status;
+      }
+      remember(status);
+      if (std::chrono::system_clock::now() >= deadline) return give_up();
     }
+    const auto pause = std::chrono::milliseconds(200);
+    if (std::chrono::system_clock::now() + pause >= deadline) return give_up();
+    std::this_thread::sleep_for(pause);
   }
-  return status;
 }
 
 std::string ManagerEndpoints::Describe() const {

@@ -7,8 +7,9 @@
 // with UNAVAILABLE ("not the leader"). A client lists every replica
 // ("a:17900,b:17900,c:17900"); Call() tries the replica that answered last
 // and, when it is unreachable or not the leader (UNAVAILABLE, or
-// DEADLINE_EXCEEDED), each other replica once, so a failover costs the
-// caller one retried call and no error. A call that timed out may have been
+// DEADLINE_EXCEEDED), the others in turn, round after round (200 ms apart)
+// until one answers or the call's deadline passes, so a failover (a few
+// seconds without a leader) costs the caller a slower call, not an error. A call that timed out may have been
 // applied by the replica that timed out; CreateJob retried after that can
 // leave a second job that then expires by its heartbeat timeout.
 //
@@ -56,8 +57,8 @@ class ManagerEndpoints {
   bool Init(std::string* error);
 
   // Runs `rpc` against the last replica that answered, and on UNAVAILABLE
-  // or DEADLINE_EXCEEDED against each other one in turn; each attempt gets
-  // its own `deadline_ms`. The status of the last attempt.
+  // or DEADLINE_EXCEEDED against the others, in rounds, until `deadline_ms`
+  // (for the whole call) passes. The status of the last attempt.
   grpc::Status Call(const Rpc& rpc, int deadline_ms);
 
   // The replica the last Call() ended on (the one that answered, or the

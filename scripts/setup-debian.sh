@@ -30,6 +30,7 @@ PACKAGES=(
   systemd  # systemd-analyze: the install test verifies the generated units
   libsystemd-dev  # tributaryd's readiness notification (Type=notify)
   etcd-server etcd-client  # the manager's etcd state backend: its tests run a 3-member cluster
+  openssl  # the manager's TLS test makes a throwaway certificate
 )
 
 missing=()

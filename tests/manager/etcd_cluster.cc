@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -57,7 +58,9 @@ EtcdCluster::EtcdCluster(int members) : pids_(members, -1) {
 
 EtcdCluster::~EtcdCluster() {
   for (size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
-  if (!dir_.empty()) {
+  if (!dir_.empty() && std::getenv("KEEP_LOGS") != nullptr) {
+    std::fprintf(stderr, "etcd and test logs kept in %s\n", dir_.c_str());
+  } else if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }

@@ -5,7 +5,8 @@
 // Start() runs n members (`etcd`, or $ETCD) as one cluster and waits until
 // a write through etcd's API succeeds. Kill(i) SIGKILLs member i; Restart(i)
 // runs it again on its data directory (it rejoins). The destructor
-// SIGKILLs every member it started, by pid, and removes the directory.
+// SIGKILLs every member it started, by pid, and removes the directory
+// (kept, and named on stderr, when $KEEP_LOGS is set).
 // Every wait is bounded, only to turn a hang into a failure.
 // Not thread-safe: use from the test's main thread.
 #pragma once

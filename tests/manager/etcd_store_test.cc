@@ -168,7 +168,9 @@ TEST_F(EtcdStoreTest, OnlyTheLeaderWritesAndADeposedLeaderCannot) {
   ASSERT_TRUE(leader);
   ASSERT_TRUE(b.Campaign(&leader).ok());
   EXPECT_FALSE(leader);
-  EXPECT_EQ(b.Leader(), "a:1");
+  std::string who;
+  ASSERT_TRUE(b.Leader(&who).ok());
+  EXPECT_EQ(who, "a:1");
   v1::ListReply state;
   *state.add_jobs() = MakeJob(1, 11, 10000);
   EXPECT_EQ(b.Save(state).code(), StatusCode::kFailedPrecondition);

@@ -2,8 +2,11 @@
 // Proves the gRPC service end to end in-process on 127.0.0.1 port 0:
 // registration, admission (granted and refused with the right gRPC code),
 // heartbeat replies carrying the assignments, job expiry freeing every slot,
-// daemon expiry failing its jobs (naming the daemon that fell silent), and a
-// manager restart restoring jobs and reservations from the state file.
+// daemon expiry failing its jobs (naming the daemon that fell silent), a
+// manager restart restoring jobs and reservations from the state file, a
+// change that cannot be saved not being made (the caller gets the error),
+// and TLS with a bearer token: a client without the token, with a wrong
+// one, or without TLS gets nothing.
 //
 // Time is the test's: the server runs on a fake clock (ServerOptions::now_ms)
 // that only Advance() moves, and without its timer thread, so an expiry pass
@@ -14,6 +17,8 @@
 // clock (the system's) and in who calls the same expiry pass (the timer).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +27,7 @@
 
 #include "manager/service.h"
 #include "proto/manager.grpc.pb.h"
+#include "proto/manager_endpoints.h"
 
 namespace tributary::manager {
 namespace {
@@ -260,6 +266,78 @@ TEST_F(ServiceTest, RestartRestoresJobsAndReservations) {
   ASSERT_EQ(reply.jobs_size(), 1);
   EXPECT_EQ(reply.jobs(0).job_id(), job.job_id());
   EXPECT_EQ(reply.jobs(0).fan_in(), 2u);
+}
+
+TEST_F(ServiceTest, AChangeThatCannotBeSavedIsNotMade) {
+  RegisterAll(256);
+  v1::Job job;
+  ASSERT_TRUE(Create({"h0", "h1"}, 32, &job).ok());
+  const uint64_t used = UsedSlots();
+  // The state file's directory disappears: no save can succeed.
+  ASSERT_EQ(unlink(state_.c_str()), 0);
+  ASSERT_EQ(rmdir(dir_.c_str()), 0);
+  v1::Job refused;
+  const grpc::Status s = Create({"h2", "h3"}, 32, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("state not saved"), std::string::npos) << s.error_message();
+  EXPECT_EQ(UsedSlots(), used) << "the refused job holds slots";
+  EXPECT_EQ(List().jobs_size(), 1);
+  // Once the directory is back, changes are saved and made again.
+  ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0);
+  EXPECT_TRUE(Create({"h2", "h3"}, 32, &refused).ok());
+}
+
+// Runs a shell command; its exit code.
+int Shell(const std::string& cmd) {
+  const int status = std::system((cmd + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ServiceTlsTest, TlsAndTheTokenAreRequiredWhenConfigured) {
+  char dir[] = "/tmp/trib-mgr-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  ASSERT_EQ(Shell("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                  "-keyout " + d + "/key.pem -out " + d + "/cert.pem -days 1 -subj /CN=localhost "
+                  "-addext subjectAltName=IP:127.0.0.1"),
+            0)
+      << "openssl cannot make a test certificate";
+  Topology topology;
+  ASSERT_TRUE(LoadTopologyFile(std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml",
+                               &topology).ok());
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.tls_cert_file = d + "/cert.pem";
+  options.tls_key_file = d + "/key.pem";
+  options.token = "s3cret-token";
+  ManagerServer server(topology, options);
+  ASSERT_TRUE(server.Start().ok());
+
+  auto list = [&](const std::string& ca, const std::string& token) {
+    ManagerConnectionOptions o;
+    o.addresses = {server.address()};
+    o.ca_file = ca;
+    o.token = token;
+    ManagerEndpoints endpoints(o);
+    std::string error;
+    EXPECT_TRUE(endpoints.Init(&error)) << error;
+    v1::ListReply reply;
+    return endpoints.Call(
+        [&](v1::Manager::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->List(ctx, v1::ListRequest(), &reply);
+        },
+        2000);
+  };
+  EXPECT_TRUE(list(d + "/cert.pem", "s3cret-token").ok());
+  grpc::Status s = list(d + "/cert.pem", "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = list(d + "/cert.pem", "s3cret-tokeN");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = list("", "s3cret-token");  // plain gRPC to a TLS port
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  server.Shutdown();
+  Shell("rm -rf " + d);
 }
 
 }  // namespace

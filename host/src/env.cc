@@ -441,7 +441,9 @@ const char* ProcessLookup(const char* name, void*) { return getenv(name); }
 // set in ranks' environments without being typos: the CLI's manager address
 // and the test harness's paths to the binaries under test.
 const char* const kOtherProgramsVariables[] = {
-    "TRIBUTARY_MANAGER",      // tributary jobs|tree|job: tributary-manager address
+    "TRIBUTARY_MANAGER",      // tributary jobs|tree|job: tributary-manager address(es)
+    "TRIBUTARY_MANAGER_CA",   // tributary jobs|tree|job: CA of the manager's TLS certificate
+    "TRIBUTARY_MANAGER_TOKEN_FILE",  // tributary jobs|tree|job: the manager's bearer token
     "TRIBUTARY_CLI",          // tests: the tributary executable
     "TRIBUTARY_MANAGER_BIN",  // tests: the tributary-manager executable
 };

@@ -5,6 +5,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "common/net/host_port.h"
 
@@ -65,8 +67,37 @@ int64_t SteadyNowMs() {
 
 }  // namespace
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, int timeout_ms)
-    : endpoints_(std::move(endpoints)), timeout_ms_(timeout_ms) {
+Status LoadEtcdTls(const std::string& ca_file, const std::string& cert_file,
+                   const std::string& key_file, EtcdTls* out) {
+  *out = EtcdTls{};
+  if (ca_file.empty()) {
+    if (!cert_file.empty() || !key_file.empty()) {
+      return InvalidArgument("--etcd-cert/--etcd-key need --etcd-ca");
+    }
+    return Status::Ok();
+  }
+  if (cert_file.empty() != key_file.empty()) {
+    return InvalidArgument("--etcd-cert and --etcd-key go together");
+  }
+  auto read = [](const std::string& path, std::string* text) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    *text = buf.str();
+    return in.good() || in.eof() ? !text->empty() : false;
+  };
+  if (!read(ca_file, &out->ca)) return InvalidArgument("cannot read the etcd CA file " + ca_file);
+  if (!cert_file.empty() && !read(cert_file, &out->cert)) {
+    return InvalidArgument("cannot read the etcd client certificate " + cert_file);
+  }
+  if (!key_file.empty() && !read(key_file, &out->key)) {
+    return InvalidArgument("cannot read the etcd client key " + key_file);
+  }
+  return Status::Ok();
+}
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, int timeout_ms, EtcdTls tls)
+    : endpoints_(std::move(endpoints)), timeout_ms_(timeout_ms), tls_(std::move(tls)) {
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     stubs_.push_back(Connect(i));
     connected_ms_.push_back(SteadyNowMs());
@@ -83,7 +114,15 @@ std::shared_ptr<EtcdClient::Stubs> EtcdClient::Connect(size_t i) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(endpoints_[i], grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (tls_.enabled()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls_.ca;
+    ssl.pem_cert_chain = tls_.cert;
+    ssl.pem_private_key = tls_.key;
+    creds = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(endpoints_[i], creds, args);
   auto stubs = std::make_shared<Stubs>();
   stubs->kv = etcdserverpb::KV::NewStub(channel);
   stubs->lease = etcdserverpb::Lease::NewStub(channel);

@@ -44,10 +44,21 @@ Result<EtcdUrl> ParseEtcdUrl(const std::string& url);
 // The end of the key range of every key that starts with `prefix`.
 std::string PrefixRangeEnd(const std::string& prefix);
 
+// TLS to etcd (its --client-cert-auth): PEM texts, all empty for plain gRPC.
+struct EtcdTls {
+  std::string ca;    // roots the members' certificates are checked against
+  std::string cert;  // this client's certificate chain (with key: mutual TLS)
+  std::string key;
+  bool enabled() const { return !ca.empty(); }
+};
+// Reads the three files (cert and key may both be empty); *error on failure.
+Status LoadEtcdTls(const std::string& ca_file, const std::string& cert_file,
+                   const std::string& key_file, EtcdTls* out);
+
 class EtcdClient {
  public:
   // `timeout_ms` bounds each attempt of each call.
-  EtcdClient(std::vector<std::string> endpoints, int timeout_ms);
+  EtcdClient(std::vector<std::string> endpoints, int timeout_ms, EtcdTls tls = {});
 
   Status Range(const std::string& key, const std::string& range_end,
                etcdserverpb::RangeResponse* out);
@@ -73,6 +84,7 @@ class EtcdClient {
 
   std::vector<std::string> endpoints_;
   int timeout_ms_;
+  EtcdTls tls_;
   std::mutex mu_;
   std::vector<std::shared_ptr<Stubs>> stubs_;  // guarded by mu_; replaced after a failure
   std::vector<int64_t> connected_ms_;          // guarded by mu_: when each was made

@@ -72,7 +72,7 @@ Status ReadStateKeyFile(const std::string& path, std::array<uint8_t, 32>* key) {
 
 EtcdStateStore::EtcdStateStore(EtcdStoreOptions options)
     : options_(std::move(options)),
-      client_(options_.url.endpoints, options_.rpc_timeout_ms),
+      client_(options_.url.endpoints, options_.rpc_timeout_ms, options_.tls),
       leader_key_(options_.url.prefix + "/leader"),
       state_prefix_(options_.url.prefix + "/state/") {
   TRIB_CHECK(sodium_init() >= 0);

@@ -53,6 +53,7 @@ namespace tributary::manager {
 
 struct EtcdStoreOptions {
   EtcdUrl url;
+  EtcdTls tls;                      // TLS to etcd (empty: plain gRPC)
   std::string advertise;            // this manager's address for clients
   std::array<uint8_t, 32> key{};    // the record sealing key
   int64_t leader_ttl_s = 3;         // takeover within about this after a leader dies

@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
                  "the leader dies")
       ->capture_default_str()
       ->check(CLI::Range(2, 60));
+  app.add_option("--etcd-ca", options.etcd_ca_file,
+                 "with --state etcd://: PEM CA of the etcd members' certificates: TLS to etcd");
+  app.add_option("--etcd-cert", options.etcd_cert_file,
+                 "with --etcd-ca: this manager's client certificate (etcd --client-cert-auth)");
+  app.add_option("--etcd-key", options.etcd_key_file, "the private key of --etcd-cert");
   app.add_option("--tls-cert", options.tls_cert_file, "PEM certificate chain: serve gRPC over TLS");
   app.add_option("--tls-key", options.tls_key_file, "PEM private key of --tls-cert");
   std::string token_file;

@@ -337,6 +337,9 @@ Status ManagerServer::Start() {
     }
     Status s = ReadStateKeyFile(options_.state_key_file, &etcd.key);
     if (!s.ok()) return s;
+    s = LoadEtcdTls(options_.etcd_ca_file, options_.etcd_cert_file, options_.etcd_key_file,
+                    &etcd.tls);
+    if (!s.ok()) return s;
     if (options_.leader_ttl_s < 2) return InvalidArgument("the leader TTL must be at least 2 s");
     etcd.leader_ttl_s = options_.leader_ttl_s;
     // A daemon's record outlives the manager's grace for a restarted

@@ -53,6 +53,11 @@ struct ServerOptions {
   std::string state_key_file;  // etcd: the key records are sealed with (required)
   std::string advertise;       // etcd: this replica's address for clients; default: listen
   int64_t leader_ttl_s = 3;    // etcd: the leader lease
+  // etcd: TLS to etcd (PEM files; the CA alone: server-authenticated TLS;
+  // with a client certificate and key: mutual TLS for --client-cert-auth).
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
   // etcd: the topology YAML this replica publishes when it leads. Empty:
   // it leads with the topology found in etcd (the constructor's is unused).
   std::string topology_yaml;

@@ -85,14 +85,19 @@ Status EtcdCluster::Spawn(int member) {
                std::to_string(peer_ports_[i]);
   }
   const std::string name = "m" + std::to_string(member);
-  const std::string client = "http://127.0.0.1:" + std::to_string(client_ports_[member]);
+  const std::string client =
+      (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(client_ports_[member]);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_ports_[member]);
-  const std::vector<std::string> args = {
+  std::vector<std::string> args = {
       bin, "--name", name, "--data-dir", dir_ + "/" + name,
       "--listen-client-urls", client, "--advertise-client-urls", client,
       "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
       "--initial-cluster", initial, "--initial-cluster-state", "new",
       "--initial-cluster-token", "tributary-test"};
+  if (tls_) {
+    args.insert(args.end(), {"--cert-file", dir_ + "/server.pem", "--key-file", dir_ + "/server.key",
+                             "--trusted-ca-file", ca_file(), "--client-cert-auth"});
+  }
   const std::string log = dir_ + "/" + name + ".log";
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -106,6 +111,24 @@ Status EtcdCluster::Spawn(int member) {
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return Internal("cannot run " + bin + ": " + std::strerror(rc));
   pids_[member] = pid;
+  return Status::Ok();
+}
+
+Status EtcdCluster::EnableTls() {
+  const std::string d = dir_;
+  const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string script =
+      "set -e; cd " + d + "; " +
+      "openssl req -x509 " + ec + " -keyout ca.key -out ca.pem -days 1 -subj /CN=tributary-test-ca; " +
+      "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' > server.ext; " +
+      "printf 'extendedKeyUsage=clientAuth\\n' > client.ext; " +
+      "for n in server client; do " +
+      "openssl req " + ec + " -keyout $n.key -out $n.csr -subj /CN=$n; " +
+      "openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem " +
+      "-days 1 -extfile $n.ext; done";
+  const int rc = std::system(("(" + script + ") > " + d + "/openssl.log 2>&1").c_str());
+  if (rc != 0) return Internal("openssl could not make the test certificates (see " + d + "/openssl.log)");
+  tls_ = true;
   return Status::Ok();
 }
 
@@ -135,7 +158,12 @@ Status EtcdCluster::Restart(int member) {
 }
 
 bool EtcdCluster::WaitWritable(int max_s) {
-  manager::EtcdClient client(manager::ParseEtcdUrl(Url("x"))->endpoints, 3000);
+  manager::EtcdTls tls;
+  if (tls_ && !manager::LoadEtcdTls(ca_file(), client_cert_file(), client_key_file(), &tls).ok()) {
+    last_error_ = "cannot read the test certificates";
+    return false;
+  }
+  manager::EtcdClient client(manager::ParseEtcdUrl(Url("x"))->endpoints, 3000, tls);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
   while (std::chrono::steady_clock::now() < deadline) {
     etcdserverpb::TxnRequest txn;

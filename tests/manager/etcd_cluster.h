@@ -27,6 +27,9 @@ class EtcdCluster {
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
 
+  // Before Start(): members serve clients over mutual TLS
+  // (--client-cert-auth) with certificates made here by openssl.
+  Status EnableTls();
   Status Start();
   void Kill(int member);
   Status Restart(int member);
@@ -37,11 +40,16 @@ class EtcdCluster {
   std::string Endpoints() const;
   std::string Url(const std::string& prefix) const;
   std::string dir() const { return dir_; }
+  // With EnableTls(): the CA, and a client certificate and key it signed.
+  std::string ca_file() const { return dir_ + "/ca.pem"; }
+  std::string client_cert_file() const { return dir_ + "/client.pem"; }
+  std::string client_key_file() const { return dir_ + "/client.key"; }
 
  private:
   Status Spawn(int member);
 
   std::string dir_;
+  bool tls_ = false;
   std::vector<int> client_ports_;
   std::vector<int> peer_ports_;
   std::vector<pid_t> pids_;

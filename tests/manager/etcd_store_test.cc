@@ -13,7 +13,9 @@
 //   - a follower answers writes with UNAVAILABLE naming the leader and
 //     serves reads from etcd; when the leader stops, the follower leads
 //     with every job and key, and a client listing both replicas never
-//     sees an error.
+//     sees an error;
+//   - TLS to etcd: with the client certificate etcd --client-cert-auth
+//     wants, the store works; without it, or without TLS, it does not.
 // Each test uses its own key prefix in the one cluster the suite starts.
 //
 // Schedules: no verdict depends on timing except lease expiry, where the
@@ -284,6 +286,45 @@ TEST_F(EtcdStoreTest, AbandonedRecordsExpireInEtcdHeartbeatenOnesDoNot) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_FALSE(absent(a.JobKey(2)));
   EXPECT_FALSE(a.NeedsSave());
+}
+
+// ---- TLS to etcd ----
+
+TEST(EtcdTlsTest, MutualTlsToEtcd) {
+  EtcdCluster cluster(1);
+  Status s = cluster.EnableTls();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  s = cluster.Start();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto store = [&](const std::string& ca, const std::string& cert, const std::string& key) {
+    EtcdStoreOptions o;
+    o.url = *ParseEtcdUrl(cluster.Url("tls"));
+    o.advertise = "a:1";
+    o.key.fill(3);
+    EXPECT_TRUE(LoadEtcdTls(ca, cert, key, &o.tls).ok());
+    o.rpc_timeout_ms = 1000;
+    return std::make_unique<EtcdStateStore>(o);
+  };
+  auto good = store(cluster.ca_file(), cluster.client_cert_file(), cluster.client_key_file());
+  bool leader = false;
+  s = good->Campaign(&leader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(leader);
+  v1::ListReply state;
+  state.add_jobs()->set_job_id(9);
+  ASSERT_TRUE(good->Save(state).ok());
+  v1::ListReply read;
+  // Without a client certificate, and without TLS, etcd is out of reach.
+  s = store(cluster.ca_file(), "", "")->Read(&read);
+  EXPECT_FALSE(s.ok());
+  s = store("", "", "")->Read(&read);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(good->Read(&read).ok());
+  EXPECT_EQ(read.jobs_size(), 1);
+  // Half a client identity is refused before any connection.
+  EtcdTls tls;
+  EXPECT_EQ(LoadEtcdTls(cluster.ca_file(), cluster.client_cert_file(), "", &tls).code(),
+            StatusCode::kInvalidArgument);
 }
 
 // ---- The service: two replicas on one etcd prefix ----

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // tributary-manager without a single point of failure, as processes: a
 // real 3-member etcd cluster on loopback, three tributary-manager replicas
-// on it (--state etcd://...), a tributaryd registered with all three, the
-// `tributary` CLI and two ranks (tests/netns/tree_rank) on loopback.
+// on it (--state etcd://...) serving TLS and wanting a bearer token, a
+// tributaryd registered with all three (manager_ca, manager_token_file),
+// the `tributary` CLI (--manager-ca, --token-file; without the token it is
+// refused) and two ranks (tests/netns/tree_rank) on loopback.
 //
 // LeaderKilled: while a CLI loop creates jobs and while a job's ranks are
 // between all-reduces, the leader is SIGKILLed. Verdicts: another replica
@@ -124,6 +126,15 @@ class ManagerHaTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
     dir_ = etcd_->dir();
     std::ofstream(dir_ + "/state.key") << std::string(64, 'c') << "\n";
+    // The replicas serve TLS and want a token, as in production; the
+    // daemon and the CLI use the CA and the token.
+    ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                           "-nodes -keyout " + dir_ + "/mgr.key -out " + dir_ +
+                           "/mgr.pem -days 1 -subj /CN=manager -addext "
+                           "subjectAltName=IP:127.0.0.1 > " + dir_ + "/openssl.log 2>&1")
+                              .c_str()),
+              0);
+    std::ofstream(dir_ + "/token") << "ha-test-token\n";
     for (int i = 0; i < 3; ++i) StartManager(i);
     ASSERT_TRUE(WaitUntil([&] { return !Leader().empty(); })) << "no manager leads";
   }
@@ -145,7 +156,8 @@ class ManagerHaTest : public ::testing::Test {
                              std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml", "--state",
                              etcd_->Url("ha"), "--state-key-file", dir_ + "/state.key",
                              "--leader-ttl-s", "2", "--daemon-timeout-ms", "15000",
-                             "--job-timeout-ms", "3600000"},
+                             "--job-timeout-ms", "3600000", "--tls-cert", dir_ + "/mgr.pem",
+                             "--tls-key", dir_ + "/mgr.key", "--token-file", dir_ + "/token"},
                             log);
     ASSERT_GT(pid, 0);
     std::smatch m;
@@ -177,19 +189,24 @@ class ManagerHaTest : public ::testing::Test {
     }
     return -1;
   }
-  // Runs the CLI (every replica listed); its output and exit code.
+  // The CLI's flags for the replicas: all of them, the CA, the token.
+  std::string CliManager() const {
+    return " --manager " + AllManagers() + " --manager-ca " + dir_ + "/mgr.pem --token-file " +
+           dir_ + "/token";
+  }
+  // Runs the CLI; its output and exit code.
   std::string Cli(const std::string& args, int* rc) {
     const std::string out_path = dir_ + "/cli.out";
-    const pid_t pid =
-        Spawn({"/bin/sh", "-c", cli_ + " " + args + " --manager " + AllManagers()}, out_path);
+    const pid_t pid = Spawn({"/bin/sh", "-c", cli_ + " " + args + CliManager()}, out_path);
     *rc = WaitExit(pid, 60);
     return ReadFile(out_path);
   }
   void StartDaemon() {
     daemon_ = std::make_unique<DaemonProcess>();
     const tributary::Status s = daemon_->Start(
-        {"--manager", AllManagers(), "--daemon-name", "leaf0", "--position", "leaf0", "--role",
-         "leaf", "--capacity-slots", "4096"});
+        {"--manager", AllManagers(), "--manager-ca", dir_ + "/mgr.pem", "--manager-token-file",
+         dir_ + "/token", "--daemon-name", "leaf0", "--position", "leaf0", "--role", "leaf",
+         "--capacity-slots", "4096"});
     ASSERT_TRUE(s.ok()) << s.ToString();
     std::string out;
     ASSERT_TRUE(WaitUntil([&] {
@@ -222,6 +239,15 @@ class ManagerHaTest : public ::testing::Test {
 TEST_F(ManagerHaTest, LeaderKilledWhileJobsAreCreatedAndRanksAllReduce) {
   StartDaemon();
   int rc = 0;
+  {
+    // Without the token: refused, and said so.
+    const std::string out_path = dir_ + "/cli.out";
+    const pid_t pid = Spawn({"/bin/sh", "-c", cli_ + " jobs --manager " + AllManagers() +
+                                                 " --manager-ca " + dir_ + "/mgr.pem"},
+                            out_path);
+    EXPECT_EQ(WaitExit(pid, 60), 1);
+    EXPECT_NE(ReadFile(out_path).find("UNAUTHENTICATED"), std::string::npos) << ReadFile(out_path);
+  }
   std::string out = Cli("job create --hosts h0,h1 --slots 64 --name ranks", &rc);
   ASSERT_EQ(rc, 0) << out;
   Created job;
@@ -251,7 +277,7 @@ TEST_F(ManagerHaTest, LeaderKilledWhileJobsAreCreatedAndRanksAllReduce) {
   const pid_t loop = Spawn(
       {"/bin/bash", "-c",
        "for i in $(seq " + std::to_string(kCreates) + "); do " + cli_ +
-           " job create --hosts h0,h1 --slots 1 --name loop --manager " + AllManagers() +
+           " job create --hosts h0,h1 --slots 1 --name loop" + CliManager() +
            " || echo CLI-FAILED rc=$?; done"},
       loop_out);
   ASSERT_GT(loop, 0);

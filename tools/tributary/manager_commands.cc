@@ -40,6 +40,8 @@ const char* GrpcCodeName(grpc::StatusCode code) {
     case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
     case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
     case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
     case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
     case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";

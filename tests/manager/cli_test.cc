@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "proto/manager.grpc.pb.h"
+#include "tests/common/process.h"
 #include "tests/common/read_file.h"
 
 namespace {
@@ -43,6 +44,8 @@ namespace {
 namespace v1 = tributary::manager::v1;
 
 using ::tributary::testing::ReadFile;
+using ::tributary::testing::WaitExit;
+using ::tributary::testing::WaitUntil;
 
 // Runs a shell command line; returns its stdout+stderr and exit code.
 std::string RunCommand(const std::string& cmd, int* rc) {
@@ -54,29 +57,6 @@ std::string RunCommand(const std::string& cmd, int* rc) {
   const int status = pclose(p);
   *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
-}
-
-// Polls `done` every 100 ms until it is true or `max_s` seconds passed;
-// the bound only turns a hang into a failure.
-bool WaitUntil(const std::function<bool()>& done, int max_s = 30) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return true;
-}
-
-// Waits (bounded) for a child to exit; its exit code, or -1 after a
-// SIGKILL when it did not exit in time (or was killed by a signal).
-int WaitExit(pid_t pid, int max_s = 30) {
-  int status = 0;
-  if (!WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, max_s)) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 class ManagerCliTest : public ::testing::Test {

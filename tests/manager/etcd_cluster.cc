@@ -2,9 +2,7 @@
 // See etcd_cluster.h.
 #include "tests/manager/etcd_cluster.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <spawn.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,6 +16,7 @@
 #include <thread>
 
 #include "manager/etcd_client.h"
+#include "tests/common/process.h"
 
 namespace tributary::testing {
 namespace {
@@ -99,17 +98,8 @@ Status EtcdCluster::Spawn(int member) {
                              "--trusted-ca-file", ca_file(), "--client-cert-auth"});
   }
   const std::string log = dir_ + "/" + name + ".log";
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Internal("cannot run " + bin + ": " + std::strerror(rc));
+  const pid_t pid = SpawnLogged(args, log, /*append=*/true);
+  if (pid < 0) return Internal("cannot run " + bin);
   pids_[member] = pid;
   return Status::Ok();
 }

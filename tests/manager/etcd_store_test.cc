@@ -37,21 +37,14 @@
 #include "manager/service.h"
 #include "manager/topology.h"
 #include "proto/manager_endpoints.h"
+#include "tests/common/process.h"
 #include "tests/manager/etcd_cluster.h"
 
 namespace tributary::manager {
 namespace {
 
 using ::tributary::testing::EtcdCluster;
-
-bool WaitUntil(const std::function<bool()>& done, int max_s = 30) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
+using ::tributary::testing::WaitUntil;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);

@@ -26,10 +26,8 @@
 // A CLI call in flight at the kill may have been applied by the dead
 // leader and then retried on the new one: that one call may leave one job
 // more than the CLI printed, which the test allows (one, no more).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +47,7 @@
 
 #include "manager/etcd_client.h"
 #include "tests/common/daemon_process.h"
+#include "tests/common/process.h"
 #include "tests/common/read_file.h"
 #include "tests/manager/etcd_cluster.h"
 
@@ -57,45 +56,13 @@ namespace {
 using ::tributary::testing::DaemonProcess;
 using ::tributary::testing::EtcdCluster;
 using ::tributary::testing::ReadFile;
-
-bool WaitUntil(const std::function<bool()>& done, int max_s = 60) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_s);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
+using ::tributary::testing::SpawnLogged;
+using ::tributary::testing::WaitExit;
+using ::tributary::testing::WaitUntil;
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
-}
-
-// Spawns argv with stdout+stderr to `log`; the pid.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
-
-// Exit code of a child, waiting at most max_s (then SIGKILL, -1).
-int WaitExit(pid_t pid, int max_s = 120) {
-  int status = 0;
-  if (!WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, max_s)) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 struct Created {
@@ -152,7 +119,7 @@ class ManagerHaTest : public ::testing::Test {
 
   void StartManager(int i) {
     const std::string log = dir_ + "/manager" + std::to_string(i) + ".log";
-    const pid_t pid = Spawn({manager_bin_, "--listen", "127.0.0.1:0", "--topology",
+    const pid_t pid = SpawnLogged({manager_bin_, "--listen", "127.0.0.1:0", "--topology",
                              std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml", "--state",
                              etcd_->Url("ha"), "--state-key-file", dir_ + "/state.key",
                              "--leader-ttl-s", "2", "--daemon-timeout-ms", "15000",
@@ -197,7 +164,7 @@ class ManagerHaTest : public ::testing::Test {
   // Runs the CLI; its output and exit code.
   std::string Cli(const std::string& args, int* rc) {
     const std::string out_path = dir_ + "/cli.out";
-    const pid_t pid = Spawn({"/bin/sh", "-c", cli_ + " " + args + CliManager()}, out_path);
+    const pid_t pid = SpawnLogged({"/bin/sh", "-c", cli_ + " " + args + CliManager()}, out_path);
     *rc = WaitExit(pid, 60);
     return ReadFile(out_path);
   }
@@ -242,7 +209,7 @@ TEST_F(ManagerHaTest, LeaderKilledWhileJobsAreCreatedAndRanksAllReduce) {
   {
     // Without the token: refused, and said so.
     const std::string out_path = dir_ + "/cli.out";
-    const pid_t pid = Spawn({"/bin/sh", "-c", cli_ + " jobs --manager " + AllManagers() +
+    const pid_t pid = SpawnLogged({"/bin/sh", "-c", cli_ + " jobs --manager " + AllManagers() +
                                                  " --manager-ca " + dir_ + "/mgr.pem"},
                             out_path);
     EXPECT_EQ(WaitExit(pid, 60), 1);
@@ -258,7 +225,7 @@ TEST_F(ManagerHaTest, LeaderKilledWhileJobsAreCreatedAndRanksAllReduce) {
   const std::string ready = dir_ + "/ready";
   const std::string hold = dir_ + "/hold";
   for (int r = 0; r < 2; ++r) {
-    const pid_t pid = Spawn(
+    const pid_t pid = SpawnLogged(
         {rank_bin_, "--aggregator", daemon_->address(), "--job-id", std::to_string(job.id),
          "--job-key", job.key, "--child", std::to_string(r), "--fan-in", "2", "--global-rank",
          std::to_string(r), "--world", "2", "--sizes", "1,1000,1048579", "--dtypes",
@@ -274,7 +241,7 @@ TEST_F(ManagerHaTest, LeaderKilledWhileJobsAreCreatedAndRanksAllReduce) {
   // A CLI loop creating jobs, one call after the other, in the background.
   const std::string loop_out = dir_ + "/loop.out";
   const int kCreates = 30;
-  const pid_t loop = Spawn(
+  const pid_t loop = SpawnLogged(
       {"/bin/bash", "-c",
        "for i in $(seq " + std::to_string(kCreates) + "); do " + cli_ +
            " job create --hosts h0,h1 --slots 1 --name loop" + CliManager() +

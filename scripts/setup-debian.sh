@@ -31,7 +31,10 @@ PACKAGES=(
   libsystemd-dev  # tributaryd's readiness notification (Type=notify)
   etcd-server etcd-client  # the manager's etcd state backend: its tests run a 3-member cluster
   openssl  # the manager's TLS test makes a throwaway certificate
+  python3-yaml  # tests/deploy: checks the rendered Kubernetes manifests
 )
+# kubectl renders deploy/k8s (its built-in kustomize); any kubectl will do.
+command -v kubectl > /dev/null || PACKAGES+=(kubernetes-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

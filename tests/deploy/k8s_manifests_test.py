@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# k8s_manifests_test: deploy/k8s renders (kubectl kustomize) and its pieces
+# agree with each other and with the binaries:
+#   - every object is in the tributary namespace;
+#   - the daemons' --manager list names exactly the manager StatefulSet's
+#     pods (stable names through its headless Service, its port);
+#   - the managers' --state names exactly the etcd StatefulSet's members,
+#     and etcd's --initial-cluster names the same members;
+#   - every file a container reads lies in a volume it mounts; secret files
+#     are among the keys manager.yaml tells the operator to create;
+#   - every flag in a command line is one the binary accepts (its --help);
+#   - the managers' topology (the generated ConfigMap) loads: the real
+#     tributary-manager starts on it (file state, loopback, port 0).
+# Usage: k8s_manifests_test.py REPO_ROOT (env: KUBECTL, TRIBUTARY_MANAGER_BIN,
+# TRIBUTARYD). Exit 0 when all hold, 1 naming each failure.
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = sys.argv[1]
+KUBECTL = os.environ.get("KUBECTL", "kubectl")
+MANAGER = os.environ["TRIBUTARY_MANAGER_BIN"]
+DAEMON = os.environ["TRIBUTARYD"]
+SECRET_KEYS = {"state.key", "token", "tls.crt", "tls.key", "ca.crt"}
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL " + what, file=sys.stderr)
+
+
+rendered = subprocess.run([KUBECTL, "kustomize", os.path.join(ROOT, "deploy/k8s")],
+                          capture_output=True, text=True, timeout=120)
+if rendered.returncode != 0:
+    print("kubectl kustomize failed: " + rendered.stderr, file=sys.stderr)
+    sys.exit(1)
+docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+by_kind = {}
+for d in docs:
+    by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    if d["kind"] != "Namespace":
+        check(d["metadata"].get("namespace") == "tributary",
+              "%s/%s is not in namespace tributary" % (d["kind"], d["metadata"]["name"]))
+
+
+def args_of(workload):
+    return workload["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def flag(args, name):
+    for a in args:
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+manager = by_kind["StatefulSet"]["tributary-manager"]
+etcd = by_kind["StatefulSet"]["etcd"]
+daemon = by_kind["DaemonSet"]["tributaryd"]
+margs, dargs, eargs = args_of(manager), args_of(daemon), args_of(etcd)
+
+# Daemons -> managers.
+mport = flag(margs, "--listen").rsplit(":", 1)[1]
+msvc = manager["spec"]["serviceName"]
+want = ["tributary-manager-%d.%s:%s" % (i, msvc, mport) for i in range(manager["spec"]["replicas"])]
+check(flag(dargs, "--manager").split(",") == want,
+      "tributaryd --manager %s is not the manager pods %s" % (flag(dargs, "--manager"), want))
+svc_ports = [p["port"] for p in by_kind["Service"][msvc]["spec"]["ports"]]
+check(int(mport) in svc_ports, "manager port %s not in its Service %s" % (mport, svc_ports))
+check(by_kind["Service"][msvc]["spec"].get("clusterIP") == "None", "manager Service is not headless")
+check(flag(margs, "--advertise") == "$(POD_NAME).%s:%s" % (msvc, mport),
+      "--advertise is not the pod's stable name")
+
+# Managers -> etcd.
+m = re.match(r"etcd://([^/]+)/(.+)$", flag(margs, "--state"))
+check(m is not None, "--state is not an etcd URL")
+esvc = etcd["spec"]["serviceName"]
+members = ["etcd-%d" % i for i in range(etcd["spec"]["replicas"])]
+check(m and m.group(1).split(",") == ["%s.%s:2379" % (n, esvc) for n in members],
+      "--state endpoints %s are not the etcd members" % (m and m.group(1)))
+initial = flag(eargs, "--initial-cluster").split(",")
+check(initial == ["%s=http://%s.%s:2380" % (n, n, esvc) for n in members],
+      "etcd --initial-cluster %s does not name its own members" % initial)
+
+# Files read lie in mounted volumes; secret files are documented keys.
+for name, w, args in (("manager", manager, margs), ("tributaryd", daemon, dargs)):
+    mounts = {v["mountPath"]: v["name"] for v in w["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in w["spec"]["template"]["spec"]["volumes"]}
+    for a in args:
+        if "=" not in a or not a.split("=", 1)[1].startswith("/"):
+            continue
+        path = a.split("=", 1)[1]
+        directory, base = path.rsplit("/", 1)
+        check(directory in mounts, "%s %s: %s is not mounted" % (name, a, directory))
+        vol = volumes.get(mounts.get(directory), {})
+        if "secret" in vol:
+            check(base in SECRET_KEYS, "%s %s: %s is not a documented secret key" % (name, a, base))
+            items = vol["secret"].get("items")
+            if items:
+                check(base in [i["path"] for i in items], "%s %s: not projected" % (name, a))
+        if "configMap" in vol:
+            cm = [c for n, c in by_kind["ConfigMap"].items() if n == vol["configMap"]["name"]]
+            check(len(cm) == 1 and base in cm[0]["data"], "%s %s: not in the ConfigMap" % (name, a))
+
+# Flags the binaries accept.
+for binary, args in ((MANAGER, margs), (DAEMON, dargs)):
+    helptext = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+    for a in args[1:]:
+        check(re.search(r"\s%s(?![\w-])" % re.escape(a.split("=", 1)[0]), helptext) is not None,
+              "%s does not take %s" % (os.path.basename(binary), a.split("=", 1)[0]))
+
+# The topology loads in the real manager.
+topology = list(by_kind["ConfigMap"].values())[0]["data"]["topology.yaml"]
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "topology.yaml")
+    with open(path, "w") as f:
+        f.write(topology)
+    proc = subprocess.Popen([MANAGER, "--listen", "127.0.0.1:0", "--topology", path,
+                             "--state-file", os.path.join(tmp, "state")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    for line in proc.stdout:  # until it serves, or exits (then EOF)
+        seen += line
+        if line.startswith("tributary-manager listening on"):
+            break
+    check("tributary-manager listening on" in seen, "tributary-manager refused the topology: " + seen)
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+print("k8s manifests: %d objects, %d failures" % (len(docs), len(failures)))
+sys.exit(1 if failures else 0)

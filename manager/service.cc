@@ -77,12 +77,17 @@ class ManagerServer::Service final : public v1::Manager::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return TakeOverLocked();
   }
-  void StepDown() {
+  // `shutting_down`: a clean stop (logged at INFO), not a lost lease.
+  void StepDown(bool shutting_down) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!leader_) return;
     leader_ = false;
     core_ = std::make_unique<ManagerCore>(&topology_, options_.core);  // nothing stale served
-    TRIB_LOG(kWarn, kLog, "no longer the leader: serving reads only");
+    if (shutting_down) {
+      TRIB_LOG(kInfo, kLog, "stopping: handing leadership over");
+    } else {
+      TRIB_LOG(kWarn, kLog, "no longer the leader: serving reads only");
+    }
   }
   bool leading() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -405,7 +410,7 @@ void ManagerServer::LeaderLoop() {
     if (service_->leading()) {
       s = store->KeepLeadership(&leader);
       if (!leader) {
-        service_->StepDown();
+        service_->StepDown(false);
       } else {
         store->RefreshLeases();
       }
@@ -471,7 +476,7 @@ void ManagerServer::Shutdown() {
   if (leadership_.joinable()) {
     leadership_.join();
     // A clean stop hands leadership over at once, not after the lease TTL.
-    service_->StepDown();
+    service_->StepDown(true);
     service_->store()->Resign();
   }
 }

@@ -43,7 +43,7 @@ fi
 # x86-64 ranks (dpu/cross-build.sh). CROSS=0 skips it (a quick local run).
 if [[ "${CROSS:-1}" != 0 ]]; then
   bash "$root/dpu/cross-build.sh" --install --build "${CROSS_BUILD_DIR:-$root/build-aarch64}" \
-    --test --e2e "$build"
+    --test --package --e2e "$build"
 fi
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, and the
 # threaded tests under ThreadSanitizer, each in its own build directory.

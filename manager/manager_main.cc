@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
   app.add_option("--etcd-key", options.etcd_key_file, "the private key of --etcd-cert");
   app.add_option("--tls-cert", options.tls_cert_file, "PEM certificate chain: serve gRPC over TLS");
   app.add_option("--tls-key", options.tls_key_file, "PEM private key of --tls-cert");
+  app.add_option("--metrics-address", options.metrics_address,
+                 "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (port 0: any); "
+                 "empty = off");
   std::string token_file;
   app.add_option("--token-file", token_file,
                  "a file whose first line is the bearer token every client must send");
@@ -152,6 +155,9 @@ int main(int argc, char** argv) {
   if (!s.ok()) {
     std::fprintf(stderr, "tributary-manager: %s\n", s.message().c_str());
     return 1;
+  }
+  if (!server.metrics_address().empty()) {
+    std::printf("tributary-manager metrics on %s\n", server.metrics_address().c_str());
   }
   std::printf("tributary-manager listening on %s\n", server.address().c_str());
   std::fflush(stdout);

@@ -5,12 +5,19 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdio>
+#include <map>
 #include <fstream>
 #include <sstream>
 
 #include "common/log.h"
 #include "common/net/host_port.h"
+#include "common/http/prometheus.h"
+#if TRIBUTARY_HAVE_METRICS
+#include "common/http/http_endpoint.h"
+#endif
 #include "manager/etcd_store.h"
 #include "manager/state_store.h"
 #include "proto/manager.grpc.pb.h"
@@ -46,6 +53,85 @@ grpc::Status ToGrpc(const Status& s) {
 }
 
 }  // namespace
+
+// RPC, state-save and leadership counters for /metrics. Thread-safe.
+class ServiceStats {
+ public:
+  template <typename Rpc>
+  grpc::Status Count(const char* method, const Rpc& rpc) {
+    grpc::Status s = rpc();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rpcs_[{method, static_cast<int>(s.error_code())}];
+    return s;
+  }
+  void Saved(bool ok, double seconds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(ok ? saves_ : save_failures_);
+    for (size_t i = 0; i < kBuckets.size(); ++i) {
+      if (seconds <= kBuckets[i]) ++save_buckets_[i];
+    }
+    save_seconds_ += seconds;
+  }
+  void TookOver() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++takeovers_;
+  }
+  void LostLeadership() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++lost_;
+  }
+  void Format(http::PrometheusWriter* w) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    w->Family("tributary_manager_rpcs_total", "counter", "gRPC calls answered, by method and code.");
+    for (const auto& [key, n] : rpcs_) {
+      w->Sample("tributary_manager_rpcs_total",
+                http::PrometheusLabel("method", key.first) + "," +
+                    http::PrometheusLabel("code", GrpcCodeName(key.second)),
+                n);
+    }
+    w->Family("tributary_manager_state_saves_total", "counter",
+              "Saves of the state to its store, by outcome (a failed save undoes its change).");
+    w->Sample("tributary_manager_state_saves_total", "outcome=\"ok\"", saves_);
+    w->Sample("tributary_manager_state_saves_total", "outcome=\"failed\"", save_failures_);
+    w->Family("tributary_manager_state_save_seconds", "histogram",
+              "Time to save a change to the store (file: write and fsync; etcd: the transaction).");
+    for (size_t i = 0; i < kBuckets.size(); ++i) {
+      char le[32];
+      std::snprintf(le, sizeof(le), "%g", kBuckets[i]);
+      w->Sample("tributary_manager_state_save_seconds_bucket", http::PrometheusLabel("le", le),
+                save_buckets_[i]);
+    }
+    w->Sample("tributary_manager_state_save_seconds_bucket", "le=\"+Inf\"", saves_ + save_failures_);
+    w->Sample("tributary_manager_state_save_seconds_sum", "", save_seconds_);
+    w->Sample("tributary_manager_state_save_seconds_count", "", saves_ + save_failures_);
+    w->Family("tributary_manager_takeovers_total", "counter",
+              "Times this replica became the leader (with the state file: once, at start).");
+    w->Sample("tributary_manager_takeovers_total", "", takeovers_);
+    w->Family("tributary_manager_leadership_lost_total", "counter",
+              "Times this replica stopped leading other than by a clean stop.");
+    w->Sample("tributary_manager_leadership_lost_total", "", lost_);
+  }
+
+ private:
+  static const char* GrpcCodeName(int code) {
+    static const char* const kNames[] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED"};
+    return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
+  }
+  static constexpr std::array<double, 12> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,   0.25,   0.5,   1,     2.5,   5};
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> rpcs_;
+  uint64_t saves_ = 0;
+  uint64_t save_failures_ = 0;
+  std::array<uint64_t, 12> save_buckets_{};
+  double save_seconds_ = 0;
+  uint64_t takeovers_ = 0;
+  uint64_t lost_ = 0;
+};
 
 int64_t UnixNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -83,6 +169,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
     if (!leader_) return;
     leader_ = false;
     core_ = std::make_unique<ManagerCore>(&topology_, options_.core);  // nothing stale served
+    if (!shutting_down) stats_.LostLeadership();
     if (shutting_down) {
       TRIB_LOG(kInfo, kLog, "stopping: handing leadership over");
     } else {
@@ -94,6 +181,45 @@ class ManagerServer::Service final : public v1::Manager::Service {
     return leader_;
   }
 
+  // The Prometheus text of /metrics (docs/CONTROL_PLANE.md "Metrics").
+  std::string MetricsText() {
+    http::PrometheusWriter m;
+    m.Family("tributary_manager_build_info", "gauge", "Version of this tributary-manager.");
+    m.Sample("tributary_manager_build_info", http::PrometheusLabel("version", TRIBUTARY_VERSION),
+             uint64_t{1});
+    bool leader = false;
+    v1::ListReply state;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      leader = leader_;
+      if (leader_) core_->List(&state);
+    }
+    m.Family("tributary_manager_leader", "gauge",
+             "1 while this replica leads (only the leader shows the daemon, job and slot gauges).");
+    m.Sample("tributary_manager_leader", "", uint64_t{leader ? 1u : 0u});
+    if (leader) {
+      uint64_t up = 0, down = 0, used = 0, capacity = 0, running = 0, failed = 0;
+      for (const v1::DaemonStatus& d : state.daemons()) {
+        (d.up() ? up : down) += 1;
+        used += d.used_slots();
+        capacity += d.info().capacity_slots();
+      }
+      for (const v1::Job& j : state.jobs()) (j.state() == "running" ? running : failed) += 1;
+      m.Family("tributary_manager_daemons", "gauge", "Registered daemons by state.");
+      m.Sample("tributary_manager_daemons", "state=\"up\"", up);
+      m.Sample("tributary_manager_daemons", "state=\"down\"", down);
+      m.Family("tributary_manager_jobs", "gauge", "Jobs by state (a failed job is kept until it ends).");
+      m.Sample("tributary_manager_jobs", "state=\"running\"", running);
+      m.Sample("tributary_manager_jobs", "state=\"failed\"", failed);
+      m.Family("tributary_manager_slots_used", "gauge", "Slots reserved on all daemons.");
+      m.Sample("tributary_manager_slots_used", "", used);
+      m.Family("tributary_manager_slots_capacity", "gauge", "Slots all registered daemons offer.");
+      m.Sample("tributary_manager_slots_capacity", "", capacity);
+    }
+    stats_.Format(&m);
+    return m.Take();
+  }
+
   void Tick() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!leader_) return;
@@ -103,11 +229,12 @@ class ManagerServer::Service final : public v1::Manager::Service {
 
   grpc::Status RegisterDaemon(grpc::ServerContext* ctx, const v1::RegisterRequest* request,
                               v1::RegisterReply* reply) override {
-    return Write(ctx, [&] { return core_->RegisterDaemon(request->daemon(), now_ms_(), reply); });
+    return Write("RegisterDaemon", ctx,
+                 [&] { return core_->RegisterDaemon(request->daemon(), now_ms_(), reply); });
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* request,
                          v1::HeartbeatReply* reply) override {
-    return Write(ctx, [&] {
+    return Write("Heartbeat", ctx, [&] {
       Status s = core_->Heartbeat(*request, now_ms_(), reply);
       if (s.ok() && !reply->reregister()) store_->TouchDaemon(request->name());
       return s;
@@ -115,11 +242,11 @@ class ManagerServer::Service final : public v1::Manager::Service {
   }
   grpc::Status CreateJob(grpc::ServerContext* ctx, const v1::CreateJobRequest* request,
                          v1::Job* reply) override {
-    return Write(ctx, [&] { return core_->CreateJob(*request, now_ms_(), reply); });
+    return Write("CreateJob", ctx, [&] { return core_->CreateJob(*request, now_ms_(), reply); });
   }
   grpc::Status JobHeartbeat(grpc::ServerContext* ctx, const v1::JobHeartbeatRequest* request,
                             v1::JobHeartbeatReply* reply) override {
-    return Write(ctx, [&] {
+    return Write("JobHeartbeat", ctx, [&] {
       Status s = core_->JobHeartbeat(*request, now_ms_(), reply);
       if (s.ok()) store_->TouchJob(request->job_id());
       return s;
@@ -127,11 +254,11 @@ class ManagerServer::Service final : public v1::Manager::Service {
   }
   grpc::Status EndJob(grpc::ServerContext* ctx, const v1::EndJobRequest* request,
                       v1::EndJobReply*) override {
-    return Write(ctx, [&] { return core_->EndJob(*request, now_ms_()); });
+    return Write("EndJob", ctx, [&] { return core_->EndJob(*request, now_ms_()); });
   }
   grpc::Status GetJob(grpc::ServerContext* ctx, const v1::JobRef* request,
                       v1::Job* reply) override {
-    return Read(ctx, [&] { return core_->GetJob(request->job_id(), reply); },
+    return Read("GetJob", ctx, [&] { return core_->GetJob(request->job_id(), reply); },
                 [&](const v1::ListReply& state) {
                   for (const v1::Job& j : state.jobs()) {
                     if (j.job_id() == request->job_id()) {
@@ -144,7 +271,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
   }
   grpc::Status List(grpc::ServerContext* ctx, const v1::ListRequest*,
                     v1::ListReply* reply) override {
-    return Read(ctx, [&] { core_->List(reply); return Status::Ok(); },
+    return Read("List", ctx, [&] { core_->List(reply); return Status::Ok(); },
                 [&](const v1::ListReply& state) { *reply = state; return Status::Ok(); });
   }
 
@@ -179,22 +306,29 @@ class ManagerServer::Service final : public v1::Manager::Service {
 
   // A call that changes state: on the leader only, saved before the reply.
   template <typename Op>
-  grpc::Status Write(grpc::ServerContext* ctx, const Op& op) {
-    grpc::Status auth = Authorize(ctx);
-    if (!auth.ok()) return auth;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!leader_) {
-      lock.unlock();  // asking etcd who leads must not hold up other calls
-      return NotLeader();
-    }
-    const Status s = op();
-    const Status saved = PersistLocked(false);
-    return ToGrpc(saved.ok() ? s : saved);
+  grpc::Status Write(const char* method, grpc::ServerContext* ctx, const Op& op) {
+    return stats_.Count(method, [&] {
+      grpc::Status auth = Authorize(ctx);
+      if (!auth.ok()) return auth;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!leader_) {
+        lock.unlock();  // asking etcd who leads must not hold up other calls
+        return NotLeader();
+      }
+      const Status s = op();
+      const Status saved = PersistLocked(false);
+      return ToGrpc(saved.ok() ? s : saved);
+    });
   }
 
   // A read: the leader answers from its core, a follower from the store.
   template <typename Leader, typename Follower>
-  grpc::Status Read(grpc::ServerContext* ctx, const Leader& lead, const Follower& follow) {
+  grpc::Status Read(const char* method, grpc::ServerContext* ctx, const Leader& lead,
+                    const Follower& follow) {
+    return stats_.Count(method, [&] { return ReadUncounted(ctx, lead, follow); });
+  }
+  template <typename Leader, typename Follower>
+  grpc::Status ReadUncounted(grpc::ServerContext* ctx, const Leader& lead, const Follower& follow) {
     grpc::Status auth = Authorize(ctx);
     if (!auth.ok()) return auth;
     StateStore* store = nullptr;
@@ -244,6 +378,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
     s = SaveLocked();
     if (!s.ok()) return s;
     leader_ = true;
+    stats_.TookOver();
     return Status::Ok();
   }
 
@@ -273,7 +408,9 @@ class ManagerServer::Service final : public v1::Manager::Service {
   Status SaveLocked() {
     v1::ListReply state;
     core_->Snapshot(&state);
+    const auto t0 = std::chrono::steady_clock::now();
     Status s = store_->Save(state);
+    stats_.Saved(s.ok(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (s.ok()) {
       saved_generation_ = core_->generation();
       saved_ = std::move(state);
@@ -281,6 +418,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
     return s;
   }
 
+  ServiceStats stats_;                // thread-safe
   std::mutex mu_;
   Topology topology_;                 // guarded by mu_
   const ServerOptions& options_;
@@ -378,6 +516,11 @@ Status ManagerServer::Start() {
     server_.reset();
     return FailedPrecondition("cannot listen on " + options_.listen);
   }
+  if (Status m = StartMetrics(); !m.ok()) {
+    server_->Shutdown();
+    server_.reset();
+    return m;
+  }
   if (shared) {
     etcd.advertise = options_.advertise.empty() ? address() : options_.advertise;
     service_->SetSharedStore(std::make_unique<EtcdStateStore>(etcd));
@@ -393,6 +536,36 @@ Status ManagerServer::Start() {
 }
 
 bool ManagerServer::leading() const { return service_ != nullptr && service_->leading(); }
+
+std::string ManagerServer::metrics_address() const {
+#if TRIBUTARY_HAVE_METRICS
+  if (metrics_) return metrics_->address();
+#endif
+  return "";
+}
+
+Status ManagerServer::StartMetrics() {
+  if (options_.metrics_address.empty()) return Status::Ok();
+#if TRIBUTARY_HAVE_METRICS
+  metrics_ = std::make_unique<http::HttpEndpoint>();
+  metrics_->Handle("/metrics", [this] {
+    return http::Reply{200, service_->MetricsText(), http::kPrometheusContentType};
+  });
+  metrics_->Handle("/healthz", [] { return http::Reply{200, "ok\n"}; });
+  metrics_->Handle("/readyz", [this] {
+    if (service_->leading()) return http::Reply{200, "leading\n"};
+    std::lock_guard<std::mutex> lock(store_error_mu_);
+    if (store_error_.empty()) return http::Reply{200, "following\n"};
+    return http::Reply{503, "state store unreachable: " + store_error_ + "\n"};
+  });
+  Status s = metrics_->Start("--metrics-address", options_.metrics_address);
+  if (!s.ok()) metrics_.reset();
+  return s;
+#else
+  return FailedPrecondition("--metrics-address: this tributary-manager was built without "
+                            "cpp-httplib (apt-get install libcpp-httplib-dev)");
+#endif
+}
 
 // Every leader_ttl/6: the leader renews its lease (and the records'
 // leases its heartbeats touched); a follower tries to take the leader key.
@@ -431,6 +604,10 @@ void ManagerServer::LeaderLoop() {
     }
     // Say each new problem once, and when it is over.
     const std::string error = s.ok() ? "" : s.ToString();
+    {
+      std::lock_guard<std::mutex> error_lock(store_error_mu_);
+      store_error_ = error;
+    }
     if (error != last_error) {
       if (!error.empty()) {
         TRIB_LOG(kWarn, kLog, "etcd: %s", error.c_str());
@@ -471,6 +648,9 @@ void ManagerServer::Shutdown() {
     stopping_ = true;
   }
   timer_cv_.notify_all();
+#if TRIBUTARY_HAVE_METRICS
+  if (metrics_) metrics_->Stop();
+#endif
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (timer_.joinable()) timer_.join();
   if (leadership_.joinable()) {

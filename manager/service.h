@@ -38,6 +38,9 @@
 namespace grpc {
 class Server;
 }
+namespace tributary::http {
+class HttpEndpoint;
+}
 
 namespace tributary::manager {
 
@@ -66,6 +69,9 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string token;
+  // "HOST:PORT" serving Prometheus /metrics, /healthz and /readyz (port 0:
+  // any); empty: off. Needs a build with cpp-httplib.
+  std::string metrics_address;
   ManagerOptions core;
   // The clock of every RPC, expiry pass and restore (Unix ms). Default: the
   // system clock. Called under the service's mutex from gRPC's and the
@@ -79,6 +85,10 @@ struct ServerOptions {
   bool expiry_timer = true;
 };
 
+// /metrics: the leader flag, daemons, jobs and slots (on the leader), RPCs
+// by method and code, state saves and their latency, takeovers. /healthz:
+// 200 while serving. /readyz: 200 when leading, or following with the
+// state store reachable; 503 naming the store's error otherwise.
 class ManagerServer {
  public:
   ManagerServer(Topology topology, ServerOptions options);
@@ -99,11 +109,14 @@ class ManagerServer {
   std::string address() const;
   // Whether this replica leads now (always, with the state file).
   bool leading() const;
+  // The bound metrics address ("" when off).
+  std::string metrics_address() const;
 
  private:
   class Service;
   void TimerLoop();
   void LeaderLoop();
+  Status StartMetrics();
 
   Topology topology_;
   ServerOptions options_;
@@ -115,6 +128,9 @@ class ManagerServer {
   bool stopping_ = false;
   std::thread timer_;
   std::thread leadership_;
+  std::unique_ptr<http::HttpEndpoint> metrics_;
+  mutable std::mutex store_error_mu_;
+  std::string store_error_;  // guarded: the leadership thread's last etcd problem ("" if none)
 };
 
 }  // namespace tributary::manager

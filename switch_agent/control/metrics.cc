@@ -2,50 +2,17 @@
 // See metrics.h.
 #include "switch_agent/control/metrics.h"
 
-#include <httplib.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
-#include "common/net/host_port.h"
+#include "common/http/prometheus.h"
 
 namespace tributary::agent {
 namespace {
 
-// The exposition text, one family at a time (HELP, TYPE, samples).
-class Writer {
- public:
-  void Family(const std::string& name, const char* type, const std::string& help) {
-    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  }
-  void Sample(const std::string& name, const std::string& labels, double value) {
-    char v[64];
-    std::snprintf(v, sizeof(v), "%.9g", value);
-    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + v + "\n";
-  }
-  void Sample(const std::string& name, const std::string& labels, uint64_t value) {
-    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + std::to_string(value) + "\n";
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-// A label value with \, " and newlines escaped (the exposition format's rule).
-std::string Escape(const std::string& v) {
-  std::string s;
-  for (char c : v) {
-    if (c == '\\' || c == '"') s += '\\';
-    if (c == '\n') {
-      s += "\\n";
-      continue;
-    }
-    s += c;
-  }
-  return s;
-}
+using Writer = http::PrometheusWriter;
 
 }  // namespace
 
@@ -53,8 +20,9 @@ std::string FormatPrometheus(const BuildInfo& build, const CounterReport& r) {
   Writer w;
   w.Family("tributaryd_build_info", "gauge", "Version, dataplane and reduce kernels of this daemon.");
   w.Sample("tributaryd_build_info",
-           "version=\"" + Escape(build.version) + "\",dataplane=\"" + Escape(build.dataplane) +
-               "\",kernels=\"" + Escape(build.kernels) + "\"",
+           http::PrometheusLabel("version", build.version) + "," +
+               http::PrometheusLabel("dataplane", build.dataplane) + "," +
+               http::PrometheusLabel("kernels", build.kernels),
            uint64_t{1});
   // The text report's counters: one family per counter, except the groups
   // counted by reason, which are one family with a `reason` label.
@@ -141,61 +109,43 @@ MetricsServer::MetricsServer(BuildInfo build) : build_(std::move(build)) {}
 MetricsServer::~MetricsServer() { Stop(); }
 
 Status MetricsServer::Start(const std::string& address) {
-  // Port 0: the kernel picks.
-  Result<net::HostPort> hp = net::ParseHostPort(address, net::PortRule::kAllowZero);
-  if (!hp.ok()) return Status(StatusCode::kInvalidArgument, "metrics_address " + hp.status().message());
-  server_ = std::make_unique<httplib::Server>();
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  endpoint_ = std::make_unique<http::HttpEndpoint>();
+  endpoint_->Handle("/metrics", [this] {
     CounterReport r;
     {
       std::lock_guard<std::mutex> lock(mu_);
       r = latest_;
     }
-    res.set_content(FormatPrometheus(build_, r), "text/plain; version=0.0.4; charset=utf-8");
+    return http::Reply{200, FormatPrometheus(build_, r), http::kPrometheusContentType};
   });
-  server_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+  endpoint_->Handle("/healthz", [this] {
     uint64_t at;
     {
       std::lock_guard<std::mutex> lock(mu_);
       at = latest_ns_;
     }
     const uint64_t now = MonotonicNowNs();
-    if (at != 0 && now - at <= kStaleNs) {
-      res.set_content("ok\n", "text/plain");
-    } else {
-      res.status = 503;
-      res.set_content(at == 0 ? "the loop has not reported yet\n"
-                              : "the loop last reported " + std::to_string((now - at) / 1000000) +
-                                    " ms ago\n",
-                      "text/plain");
-    }
+    if (at != 0 && now - at <= kStaleNs) return http::Reply{200, "ok\n"};
+    return http::Reply{503, at == 0 ? "the loop has not reported yet\n"
+                                    : "the loop last reported " +
+                                          std::to_string((now - at) / 1000000) + " ms ago\n"};
   });
-  server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    if (ready_.load(std::memory_order_acquire)) {
-      res.set_content("ready\n", "text/plain");
-    } else {
-      res.status = 503;
-      res.set_content("not serving yet\n", "text/plain");
-    }
+  endpoint_->Handle("/readyz", [this] {
+    if (ready_.load(std::memory_order_acquire)) return http::Reply{200, "ready\n"};
+    return http::Reply{503, "not serving yet\n"};
   });
-  int port = static_cast<int>(hp->port);
-  const bool bound = port == 0 ? (port = server_->bind_to_any_port(hp->host)) > 0
-                               : server_->bind_to_port(hp->host, port);
-  if (!bound) {
-    server_.reset();
-    return Status(StatusCode::kUnavailable,
-                  "metrics_address " + address + ": cannot bind (in use, or not an address here)");
+  Status s = endpoint_->Start("metrics_address", address);
+  if (!s.ok()) {
+    endpoint_.reset();
+    return s;
   }
-  address_ = hp->host + ":" + std::to_string(port);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  address_ = endpoint_->address();
   return Status::Ok();
 }
 
 void MetricsServer::Stop() {
-  if (!server_) return;
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-  server_.reset();
+  if (endpoint_) endpoint_->Stop();
+  endpoint_.reset();
 }
 
 void MetricsServer::Publish(CounterReport report, uint64_t now_ns) {

@@ -27,12 +27,9 @@
 #include <string>
 #include <thread>
 
+#include "common/http/http_endpoint.h"
 #include "common/status.h"
 #include "switch_agent/control/counters.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace tributary::agent {
 
@@ -69,8 +66,7 @@ class MetricsServer {
 
  private:
   BuildInfo build_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<http::HttpEndpoint> endpoint_;
   std::string address_;
   std::atomic<bool> ready_{false};
   uint64_t next_publish_ns_ = 0;

@@ -13,6 +13,7 @@
 #   - every flag in a command line is one the binary accepts (its --help);
 #   - the managers' topology (the generated ConfigMap) loads: the real
 #     tributary-manager starts on it (file state, loopback, port 0);
+#   - daemon and manager probe /readyz and /healthz on their metrics port;
 #   - dpdk: the daemon runs --dataplane=dpdk with as many EAL lcores as
 #     --dpdk-lanes, requests hugepages and mounts them at /dev/hugepages,
 #     and has IPC_LOCK; udp: none of that.
@@ -161,10 +162,13 @@ def check_overlay(overlay):
     else:
         check(not caps and not any(k.startswith("hugepages-") for k in requests),
               "udp: capabilities or hugepages where none are needed")
-    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-        got = c.get(probe, {}).get("httpGet", {})
-        check(got.get("path") == path and str(got.get("port")) == flag(dargs, "--metrics-address").rsplit(":", 1)[1],
-              "%s: tributaryd %s is not %s on the metrics port" % (overlay, probe, path))
+    for name, w, args in (("tributaryd", daemon, dargs), ("manager", manager, margs)):
+        c = w["spec"]["template"]["spec"]["containers"][0]
+        for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+            got = c.get(probe, {}).get("httpGet", {})
+            check(got.get("path") == path and
+                  str(got.get("port")) == flag(args, "--metrics-address").rsplit(":", 1)[1],
+                  "%s: %s %s is not %s on the metrics port" % (overlay, name, probe, path))
     return len(docs)
 
 

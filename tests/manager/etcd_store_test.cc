@@ -15,7 +15,11 @@
 //     with every job and key, and a client listing both replicas never
 //     sees an error;
 //   - TLS to etcd: with the client certificate etcd --client-cert-auth
-//     wants, the store works; without it, or without TLS, it does not.
+//     wants, the store works; without it, or without TLS, it does not;
+//   - /metrics on both replicas: the leader flag, the leader's daemons,
+//     jobs and slots, calls by method and code (the follower's refusal
+//     counted as UNAVAILABLE), takeovers, save latency; promtool accepts
+//     it; /readyz is 200 on the leader and on a follower that reaches etcd.
 // Each test uses its own key prefix in the one cluster the suite starts.
 //
 // Schedules: no verdict depends on timing except lease expiry, where the
@@ -24,6 +28,9 @@
 // still there: it would take a 4 s stall of this process to lose it.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#if TRIBUTARY_HAVE_METRICS
+#include <httplib.h>
+#endif
 #include <unistd.h>
 
 #include <chrono>
@@ -334,6 +341,9 @@ class ReplicaTest : public EtcdStoreTest {
   std::unique_ptr<ManagerServer> StartReplica(bool with_topology) {
     ServerOptions o;
     o.listen = "127.0.0.1:0";
+#if TRIBUTARY_HAVE_METRICS
+    o.metrics_address = "127.0.0.1:0";
+#endif
     o.state = cluster_->Url(prefix_);
     o.state_key_file = key_file_;
     o.leader_ttl_s = 2;
@@ -433,6 +443,59 @@ TEST_F(ReplicaTest, FollowerRedirectsWritesServesReadsAndTakesOver) {
   ASSERT_EQ(list.daemons_size(), 1);
   EXPECT_EQ(list.daemons(0).used_slots(), 128u) << "both jobs on the one daemon, 64 slots each";
 }
+
+#if TRIBUTARY_HAVE_METRICS
+// GET path on a metrics endpoint: status and body.
+std::pair<int, std::string> Scrape(const std::string& address, const std::string& path) {
+  const size_t colon = address.rfind(':');
+  httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+  auto res = client.Get(path);
+  if (!res) return {0, ""};
+  return {res->status, res->body};
+}
+
+TEST_F(ReplicaTest, MetricsShowLeadershipCallsAndSaves) {
+  auto a = StartReplica(true);
+  ASSERT_TRUE(WaitUntil([&] { return a->leading(); }));
+  auto b = StartReplica(true);
+  auto sa = Stub(a->address());
+  auto sb = Stub(b->address());
+  ASSERT_TRUE(Register(sa.get(), "leaf0").ok());
+  {
+    v1::Job job;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(sa->CreateJob(&ctx, JobRequest(), &job).ok());
+    grpc::ClientContext ctx2;
+    EXPECT_FALSE(sb->CreateJob(&ctx2, JobRequest(), &job).ok());
+  }
+  const auto [sa_code, leader_text] = Scrape(a->metrics_address(), "/metrics");
+  ASSERT_EQ(sa_code, 200);
+  EXPECT_NE(leader_text.find("tributary_manager_leader 1\n"), std::string::npos) << leader_text;
+  EXPECT_NE(leader_text.find("tributary_manager_jobs{state=\"running\"} 1\n"), std::string::npos);
+  EXPECT_NE(leader_text.find("tributary_manager_daemons{state=\"up\"} 1\n"), std::string::npos);
+  EXPECT_NE(leader_text.find("tributary_manager_slots_used 64\n"), std::string::npos);
+  EXPECT_NE(leader_text.find("tributary_manager_rpcs_total{method=\"CreateJob\",code=\"OK\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(leader_text.find("tributary_manager_takeovers_total 1\n"), std::string::npos);
+  EXPECT_NE(leader_text.find("tributary_manager_state_save_seconds_count"), std::string::npos);
+  const auto [sb_code, follower_text] = Scrape(b->metrics_address(), "/metrics");
+  ASSERT_EQ(sb_code, 200);
+  EXPECT_NE(follower_text.find("tributary_manager_leader 0\n"), std::string::npos);
+  EXPECT_EQ(follower_text.find("tributary_manager_jobs"), std::string::npos) << "only the leader's";
+  EXPECT_NE(
+      follower_text.find("tributary_manager_rpcs_total{method=\"CreateJob\",code=\"UNAVAILABLE\"} 1\n"),
+      std::string::npos)
+      << follower_text;
+  EXPECT_EQ(Scrape(a->metrics_address(), "/readyz").first, 200);
+  EXPECT_EQ(Scrape(b->metrics_address(), "/readyz").first, 200);  // following, etcd reachable
+  EXPECT_EQ(Scrape(b->metrics_address(), "/healthz").first, 200);
+  // The exposition format as Prometheus reads it.
+  const std::string path = cluster_->dir() + "/scrape.txt";
+  std::ofstream(path) << leader_text;
+  EXPECT_EQ(std::system(("promtool check metrics < " + path + " > " + path + ".log 2>&1").c_str()), 0)
+      << ReadText(path + ".log");
+}
+#endif  // TRIBUTARY_HAVE_METRICS
 
 }  // namespace
 }  // namespace tributary::manager

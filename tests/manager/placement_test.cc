@@ -101,6 +101,31 @@ TEST(PlacementTest, MatchesTheFourTwoOneShape) {
   }
 }
 
+// The rack of DPU nodes shipped for dpu/README.md: each host's DPU is its
+// leaf aggregator, the ToRs are inside, the spine is the root; a job on one
+// host stays on its DPU.
+TEST(PlacementTest, DpuRackExample) {
+  Topology t;
+  ASSERT_TRUE(LoadTopologyFile(std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/dpu-rack.yaml", &t).ok());
+  auto d = DaemonPerSwitch(t, 1024, kBig);
+  const auto req = Request(FirstHosts(t, 8));
+  Placement p;
+  ASSERT_TRUE(Place(t, d, req, &p).ok());
+  EXPECT_EQ(CheckTree(t, d, req, p), 2u);
+  EXPECT_EQ(p.nodes.size(), 11u);
+  EXPECT_EQ(d[p.nodes[p.root].daemon].name, "d-spine0");
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(d[p.nodes[p.ranks[r].node].daemon].name, "d-dpu-h" + std::to_string(r));
+    EXPECT_EQ(p.ranks[r].leaf_fan_in, 1u);
+    const PlacedNode& dpu = p.nodes[p.ranks[r].node];
+    EXPECT_EQ(d[p.nodes[dpu.parent].daemon].name, r < 4 ? "d-tor0" : "d-tor1");
+  }
+  Placement one;
+  ASSERT_TRUE(Place(t, d, Request({"h5"}), &one).ok());
+  ASSERT_EQ(one.nodes.size(), 1u);
+  EXPECT_EQ(d[one.nodes[one.root].daemon].name, "d-dpu-h5");
+}
+
 TEST(PlacementTest, SmallestDepthOnAFatTree) {
   const Topology t = MakeFatTree(8, 4);  // 8 pods x 4 leaves x 4 hosts
   const auto d = DaemonPerSwitch(t, 1024, kBig);

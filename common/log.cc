@@ -24,6 +24,7 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(kDefaultLogLevel)};
 std::atomic<int> g_process_rank{-1};
 std::atomic<bool> g_timestamps{false};
+std::atomic<bool> g_json{false};
 thread_local int t_rank = -1;
 
 std::mutex g_mu;
@@ -143,7 +144,79 @@ ScopedLogRank::~ScopedLogRank() { t_rank = previous_; }
 
 void SetLogTimestamps(bool on) { g_timestamps.store(on, std::memory_order_relaxed); }
 
+void SetLogFormat(LogFormat format) {
+  g_json.store(format == LogFormat::kJson, std::memory_order_relaxed);
+}
+
+LogFormat GetLogFormat() {
+  return g_json.load(std::memory_order_relaxed) ? LogFormat::kJson : LogFormat::kText;
+}
+
+bool ParseLogFormat(const char* text, LogFormat* out) {
+  if (std::strcmp(text, "text") == 0) {
+    *out = LogFormat::kText;
+  } else if (std::strcmp(text, "json") == 0) {
+    *out = LogFormat::kJson;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A JSON string literal: quotes, backslashes and control characters escaped.
+void AppendJsonString(std::string* out, const char* s) {
+  *out += '"';
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p != 0; ++p) {
+    const unsigned char c = *p;
+    if (c == '"' || c == '\\') {
+      *out += '\\';
+      *out += static_cast<char>(c);
+    } else if (c == '\n') {
+      *out += "\\n";
+    } else if (c == '\t') {
+      *out += "\\t";
+    } else if (c < 0x20) {
+      char u[8];
+      snprintf(u, sizeof(u), "\\u%04x", c);
+      *out += u;
+    } else {
+      *out += static_cast<char>(c);
+    }
+  }
+  *out += '"';
+}
+
+std::string FormatJsonLine(LogLevel level, const char* subsystem, const char* message) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  tm t{};
+  gmtime_r(&ts.tv_sec, &t);
+  char stamp[64];
+  snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900,
+           t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000);
+  std::string line = "{\"time\":\"";
+  line += stamp;
+  line += "\",\"host\":";
+  AppendJsonString(&line, HostName().c_str());
+  line += ",\"pid\":" + std::to_string(getpid());
+  const int rank = t_rank >= 0 ? t_rank : g_process_rank.load(std::memory_order_relaxed);
+  if (rank >= 0) line += ",\"rank\":" + std::to_string(rank);
+  line += ",\"level\":";
+  AppendJsonString(&line, LogLevelName(level));
+  line += ",\"subsystem\":";
+  AppendJsonString(&line, subsystem);
+  line += ",\"message\":";
+  AppendJsonString(&line, message);
+  line += '}';
+  return line;
+}
+
+}  // namespace
+
 std::string FormatLogLine(LogLevel level, const char* subsystem, const char* message) {
+  if (g_json.load(std::memory_order_relaxed)) return FormatJsonLine(level, subsystem, message);
   std::string line;
   if (g_timestamps.load(std::memory_order_relaxed)) {
     timespec ts{};

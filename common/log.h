@@ -92,6 +92,17 @@ class ScopedLogRank {
 // Daemons prefix each line with the UTC time of day; the library does not.
 void SetLogTimestamps(bool on);
 
+// text: `[HH:MM:SS.us ]HOST:PID[:RANK] [LEVEL] SUBSYSTEM: MESSAGE`.
+// json: one object per line, for log collectors:
+//   {"time":"2026-12-03T10:52:26.123456Z","host":"h","pid":1,"rank":2,
+//    "level":"INFO","subsystem":"manager","message":"..."}
+// ("rank" only where known; "time" always, whatever SetLogTimestamps says).
+enum class LogFormat { kText, kJson };
+void SetLogFormat(LogFormat format);
+LogFormat GetLogFormat();
+// "text" or "json"; false for anything else.
+bool ParseLogFormat(const char* text, LogFormat* out);
+
 // The line the default sink writes for a message, without the newline.
 std::string FormatLogLine(LogLevel level, const char* subsystem, const char* message);
 

@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10u, 86400000u));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "text|json (json: one object per line: time, host, pid, level, subsystem, message)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -99,6 +103,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   base::SetLogLevel(level);
+  base::LogFormat format;
+  if (!base::ParseLogFormat(log_format.c_str(), &format)) {
+    std::fprintf(stderr, "tributary-manager: bad --log-format '%s' (text or json)\n",
+                 log_format.c_str());
+    return 2;
+  }
+  base::SetLogFormat(format);
   base::SetLogTimestamps(true);
   if (Result<net::HostPort> listen = net::ParseHostPort(options.listen, net::PortRule::kAllowZero);
       !listen.ok()) {

@@ -56,7 +56,13 @@ uint32_t EpochSeed() {
 
 void PrintCounters(const char* why, const tributary::agent::Dataplane& dp,
                    const tributary::engine::Engine& engine) {
-  const std::string report = tributary::agent::FormatCounters(why, dp, engine);
+  std::string report = tributary::agent::FormatCounters(why, dp, engine);
+  if (tributary::base::GetLogFormat() == tributary::base::LogFormat::kJson) {
+    // One object, the report as its message, like every other line.
+    while (!report.empty() && report.back() == '\n') report.pop_back();
+    report = tributary::base::FormatLogLine(tributary::base::LogLevel::kInfo, "counters",
+                                            report.c_str()) + "\n";
+  }
   std::fputs(report.c_str(), stderr);
   std::fflush(stderr);
 }
@@ -77,6 +83,9 @@ int main(int argc, char** argv) {
   }
   base::LogLevel level = base::LogLevel::kInfo;
   base::ParseLogLevel(config.log_level.c_str(), &level);  // validated already
+  base::LogFormat format = base::LogFormat::kText;
+  base::ParseLogFormat(config.log_format.c_str(), &format);  // validated already
+  base::SetLogFormat(format);
   // The daemon's own logging: its --log-level (default info), and each line
   // stamped with the time (a long-running service, often run in a terminal).
   base::SetLogLevel(level);

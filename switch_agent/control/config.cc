@@ -75,6 +75,8 @@ const Field kFields[] = {
      "(mode 0600) if missing; empty = a new key pair at every start", &Config::identity_file,
      nullptr},
     {"log_level", "trace|debug|info|warn|error|off", &Config::log_level, nullptr},
+    {"log_format", "text|json: json writes one object per line (time, host, pid, level, "
+     "subsystem, message)", &Config::log_format, nullptr},
     {"stats_interval_s", "print counters every N seconds; 0 = on SIGUSR1 and exit only", nullptr,
      &Config::stats_interval_s},
     {"straggler_interval_ms", "check for persistent stragglers every N ms (WARN naming them)",
@@ -334,6 +336,9 @@ Status ValidateConfig(const Config& c) {
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
   range("max_peers", c.max_peers, 1, 1u << 22);
   base::LogLevel level;
+  if (base::LogFormat format; !base::ParseLogFormat(c.log_format.c_str(), &format)) {
+    fail("log_format", "'" + c.log_format + "' is not one of text|json");
+  }
   if (!base::ParseLogLevel(c.log_level.c_str(), &level)) {
     fail("log_level", "'" + c.log_level + "' is not one of trace|debug|info|warn|error|off");
   }

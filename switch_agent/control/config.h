@@ -90,6 +90,8 @@ struct Config {
   std::string identity_file;
   // trace|debug|info|warn|error|off.
   std::string log_level = "info";
+  // text | json (one object per line, for log collectors).
+  std::string log_format = "text";
   // Print counters every N seconds; 0 = only on SIGUSR1 and at exit.
   uint64_t stats_interval_s = 0;
   // Straggler check: every this many ms, a child that arrived last in at

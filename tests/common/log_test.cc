@@ -50,6 +50,7 @@ class LogTest : public ::testing::Test {
     SetLogLevel(kDefaultLogLevel);
     SetLogProcessRank(-1);
     SetLogTimestamps(false);
+    SetLogFormat(LogFormat::kText);
     g_captured.clear();
   }
 };
@@ -77,6 +78,26 @@ TEST_F(LogTest, LineCarriesHostPidAndRankWhenKnown) {
   EXPECT_TRUE(std::regex_match(FormatLogLine(LogLevel::kInfo, "tributaryd", "z"),
                                std::regex("[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} " + who +
                                           ":3 \\[INFO\\] tributaryd: z")));
+}
+
+TEST_F(LogTest, JsonLinesCarryTheSameFieldsEscaped) {
+  LogFormat f;
+  ASSERT_TRUE(ParseLogFormat("json", &f));
+  EXPECT_FALSE(ParseLogFormat("JSON ", &f));
+  SetLogFormat(LogFormat::kJson);
+  const std::string prefix = "\\{\"time\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z\"," +
+                             std::string("\"host\":\"") + Host() + "\",\"pid\":" + std::to_string(getpid());
+  EXPECT_TRUE(std::regex_match(FormatLogLine(LogLevel::kWarn, "manager", "plain"),
+                               std::regex(prefix + ",\"level\":\"WARN\",\"subsystem\":\"manager\","
+                                                   "\"message\":\"plain\"\\}")))
+      << FormatLogLine(LogLevel::kWarn, "manager", "plain");
+  SetLogProcessRank(7);
+  const std::string line = FormatLogLine(LogLevel::kInfo, "x", "a \"quoted\" back\\slash\nnew\x01");
+  EXPECT_NE(line.find(",\"rank\":7,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"message\":\"a \\\"quoted\\\" back\\\\slash\\nnew\\u0001\"}"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line per message";
 }
 
 TEST_F(LogTest, SubsystemFilterFollowsNcclDebugSubsys) {

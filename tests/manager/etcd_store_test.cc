@@ -378,24 +378,38 @@ class ReplicaTest : public EtcdStoreTest {
     return req;
   }
 
+  // Two replicas on one prefix: `leader` led first (a daemon at leaf0 and
+  // one job placed through it), then `other` started, with the topology
+  // file or (b_topology false) without, leading with etcd's.
+  struct Pair {
+    std::unique_ptr<ManagerServer> leader, other;
+    std::unique_ptr<v1::Manager::Stub> leader_stub, other_stub;
+    v1::Job job;
+  };
+  void StartPairWithAJob(bool other_has_topology, Pair* p) {
+    p->leader = StartReplica(true);
+    ASSERT_TRUE(WaitUntil([&] { return p->leader->leading(); }));
+    p->other = StartReplica(other_has_topology);
+    p->leader_stub = Stub(p->leader->address());
+    p->other_stub = Stub(p->other->address());
+    ASSERT_TRUE(Register(p->leader_stub.get(), "leaf0").ok());
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(p->leader_stub->CreateJob(&ctx, JobRequest(), &p->job).ok());
+  }
+
   std::string key_file_;
   std::string topology_yaml_;
   Topology topology_;
 };
 
 TEST_F(ReplicaTest, FollowerRedirectsWritesServesReadsAndTakesOver) {
-  auto a = StartReplica(true);
-  ASSERT_TRUE(WaitUntil([&] { return a->leading(); }));
   // The second replica has no topology file: it leads with etcd's.
-  auto b = StartReplica(false);
-  auto sa = Stub(a->address());
-  auto sb = Stub(b->address());
-  ASSERT_TRUE(Register(sa.get(), "leaf0").ok());
-  v1::Job job;
-  {
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(sa->CreateJob(&ctx, JobRequest(), &job).ok());
-  }
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(StartPairWithAJob(false, &pair));
+  auto& a = pair.leader;
+  auto& b = pair.other;
+  auto& sb = pair.other_stub;
+  const v1::Job& job = pair.job;
   EXPECT_FALSE(b->leading());
   {
     v1::Job other;
@@ -455,18 +469,14 @@ std::pair<int, std::string> Scrape(const std::string& address, const std::string
 }
 
 TEST_F(ReplicaTest, MetricsShowLeadershipCallsAndSaves) {
-  auto a = StartReplica(true);
-  ASSERT_TRUE(WaitUntil([&] { return a->leading(); }));
-  auto b = StartReplica(true);
-  auto sa = Stub(a->address());
-  auto sb = Stub(b->address());
-  ASSERT_TRUE(Register(sa.get(), "leaf0").ok());
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(StartPairWithAJob(true, &pair));
+  auto& a = pair.leader;
+  auto& b = pair.other;
   {
-    v1::Job job;
+    v1::Job refused;
     grpc::ClientContext ctx;
-    ASSERT_TRUE(sa->CreateJob(&ctx, JobRequest(), &job).ok());
-    grpc::ClientContext ctx2;
-    EXPECT_FALSE(sb->CreateJob(&ctx2, JobRequest(), &job).ok());
+    EXPECT_FALSE(pair.other_stub->CreateJob(&ctx, JobRequest(), &refused).ok());
   }
   const auto [sa_code, leader_text] = Scrape(a->metrics_address(), "/metrics");
   ASSERT_EQ(sa_code, 200);

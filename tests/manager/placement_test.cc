@@ -75,6 +75,15 @@ uint32_t CheckTree(const Topology& t, const std::vector<DaemonView>& d, const Pl
   return p.nodes[p.root].level;
 }
 
+// A daemon on every node of `t`, a job over its first 8 hosts placed;
+// the tree must pass CheckTree with its root at level 2.
+void PlaceEightHostsOnTwoLevels(const Topology& t, std::vector<DaemonView>* d, Placement* p) {
+  *d = DaemonPerSwitch(t, 1024, kBig);
+  const auto req = Request(FirstHosts(t, 8));
+  ASSERT_TRUE(Place(t, *d, req, p).ok());
+  EXPECT_EQ(CheckTree(t, *d, req, *p), 2u);
+}
+
 TEST(PlacementTest, MatchesTheFourTwoOneShape) {
   Topology t;
   t.AddNode({"core0", NodeKind::kSwitch, 2, {}});
@@ -86,11 +95,9 @@ TEST(PlacementTest, MatchesTheFourTwoOneShape) {
     t.AddHost("h" + std::to_string(2 * l + 1), "leaf" + std::to_string(l));
   }
   ASSERT_TRUE(t.Finalize().ok());
-  auto d = DaemonPerSwitch(t, 1024, kBig);
-  const auto req = Request(FirstHosts(t, 8));
+  std::vector<DaemonView> d;
   Placement p;
-  ASSERT_TRUE(Place(t, d, req, &p).ok());
-  EXPECT_EQ(CheckTree(t, d, req, p), 2u);
+  ASSERT_NO_FATAL_FAILURE(PlaceEightHostsOnTwoLevels(t, &d, &p));
   EXPECT_EQ(p.nodes.size(), 7u);
   EXPECT_EQ(d[p.nodes[p.root].daemon].name, "d-core0");
   EXPECT_EQ(p.nodes[p.root].fan_in, 2u);
@@ -107,11 +114,9 @@ TEST(PlacementTest, MatchesTheFourTwoOneShape) {
 TEST(PlacementTest, DpuRackExample) {
   Topology t;
   ASSERT_TRUE(LoadTopologyFile(std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/dpu-rack.yaml", &t).ok());
-  auto d = DaemonPerSwitch(t, 1024, kBig);
-  const auto req = Request(FirstHosts(t, 8));
+  std::vector<DaemonView> d;
   Placement p;
-  ASSERT_TRUE(Place(t, d, req, &p).ok());
-  EXPECT_EQ(CheckTree(t, d, req, p), 2u);
+  ASSERT_NO_FATAL_FAILURE(PlaceEightHostsOnTwoLevels(t, &d, &p));
   EXPECT_EQ(p.nodes.size(), 11u);
   EXPECT_EQ(d[p.nodes[p.root].daemon].name, "d-spine0");
   for (int r = 0; r < 8; ++r) {

@@ -63,6 +63,10 @@ struct PlacedResult {
   uint8_t shadow = 0;
   uint64_t collective_low = 0;  // collective_id mod 2^kPlacedCollectiveBits
   size_t bytes = 0;             // payload bytes written
+  // False when the transport could not say how many bytes were written
+  // (libfabric's tcp;ofi_rxm reports 0 for a remote write's completion):
+  // `bytes` is then not checked against the fragment.
+  bool bytes_known = true;
 };
 
 // FORMAT.md §8: why a packet was rejected. Stable numbers: counters use them.

@@ -465,7 +465,7 @@ void ProgressEngine::HandlePlaced(const proto::PlacedResult& r, uint64_t now) {
     return;
   }
   const size_t bytes = static_cast<size_t>(slot.elem_count) * slot.op->elem_size;
-  if (r.bytes != bytes) {
+  if (r.bytes_known && r.bytes != bytes) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     TRIB_LOG(kWarn, "progress", "placed result for slot %u has %zu bytes, the fragment %zu",
              r.slot, r.bytes, bytes);

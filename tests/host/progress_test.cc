@@ -349,6 +349,21 @@ TEST_F(ProgressTest, PlacedResultsCompleteWithoutACopyAndCarryTheKey) {
   engine_->Poll();
   ASSERT_TRUE(Done(req, &s));
   EXPECT_TRUE(s.ok());
+  // A placement of the wrong length is refused; one whose length the
+  // transport could not tell (tcp;ofi_rxm) is taken on its addressing.
+  req = Submit(16, 3);
+  engine_->Poll();
+  const Sent c1 = Take()[0];
+  placed.result = {c1.header.slot, c1.header.shadow, 3, 60};
+  fake_->inbox.push_back(placed);
+  engine_->Poll();
+  EXPECT_FALSE(Done(req, &s));
+  EXPECT_EQ(engine_->Stats().packets_rejected, 1u);
+  placed.result = {c1.header.slot, c1.header.shadow, 3, 0, /*bytes_known=*/false};
+  fake_->inbox.push_back(placed);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok());
 }
 
 TEST_F(ProgressTest, NoPlacementWithoutATransportThatPlaces) {

@@ -261,6 +261,9 @@ int OfiTransport::Recv(RxEvent* out, int max) {
       out[n] = RxEvent{};
       out[n].kind = RxEvent::Kind::kResultPlaced;
       out[n].placed = proto::UnpackPlacedResult(e[i].data, e[i].len);
+      // tcp;ofi_rxm completes remote writes with len 0 whatever was written
+      // (an empty fragment is never placed: there is nothing to write).
+      out[n].placed.bytes_known = e[i].len != 0;
       ++n;
       continue;
     }

@@ -53,7 +53,7 @@ for round in $(seq "$ROUNDS"); do
     # with a guessed key that arrives before any rank's would create the job
     # with that key: with first-contact job creation, admission belongs to
     # the manager; see docs/RELIABILITY.md.)
-    "$TRIB" bench --node-level off --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
+    "$TRIB" bench --in-place 0 --node-level off --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
       -n 40 -w 5 -c 1 > "$work/bench.out" 2>&1 &
     bench_pid=$!
     flood_pid=""
@@ -66,7 +66,7 @@ for round in $(seq "$ROUNDS"); do
       cc=${TRIBUTARY_CONGESTION_TARGET_US:-}
       [[ "$mode" == hostile ]] && cc=0
       env ${cc:+TRIBUTARY_CONGESTION_TARGET_US=$cc} \
-        "$TRIB" bench --node-level off --daemon "$addr" --job-id $((job ^ 1)) --ranks "$RANKS" -b 64M -e 64M \
+        "$TRIB" bench --in-place 0 --node-level off --daemon "$addr" --job-id $((job ^ 1)) --ranks "$RANKS" -b 64M -e 64M \
         "${greedy[@]}" -n 100000 -w 0 -c 0 > "$work/tenant.out" 2>&1 &
       flood_pid=$!
     elif [[ "$mode" != none ]]; then
@@ -79,8 +79,8 @@ for round in $(seq "$ROUNDS"); do
     [[ -n "$flood_pid" ]] && kill "$flood_pid" 2> /dev/null && wait "$flood_pid" 2> /dev/null
     out=$(cat "$work/bench.out")
     # Columns: size count type redop time algbw busbw #wrong.
-    algbw=$(awk '/^ +[0-9]/ && NF == 8 {print $6}' <<< "$out" | tail -1)
-    wrong=$(awk '/^ +[0-9]/ && NF == 8 {print $8}' <<< "$out" | tail -1)
+    algbw=$(awk '/^ +[0-9]/ && NF >= 14 {print $7}' <<< "$out" | tail -1)
+    wrong=$(awk '/^ +[0-9]/ && NF >= 14 {print $9}' <<< "$out" | tail -1)
     if [[ $rc -ne 0 ]]; then echo "round $round $mode: bench failed (rc $rc)"; echo "$out" | tail -5; fi
     echo "# round $round: $mode algbw=$algbw wrong=$wrong"
     results[$mode]+="$algbw "

@@ -52,7 +52,7 @@ run_one() {  # name command...
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  run_one tributary timeout 600 "$TRIB" bench --node-level off --ranks "$RANKS" -b 8 -e 8 -n "$ITERS" \
+  run_one tributary timeout 600 "$TRIB" bench --in-place 0 --node-level off --ranks "$RANKS" -b 8 -e 8 -n "$ITERS" \
     -w "$WARMUP" --latency $TRIB_ARGS
   run_one udp timeout 600 "$UDP" --size 72 -n "$ITERS" -w "$WARMUP" $UDP_ARGS
 done

@@ -40,7 +40,7 @@ trap 'rm -f "$RESULTS"' EXIT
 # algbw of the one data row, recomputed from its size and time columns
 # (size / time, GB/s) for more digits than the printed algbw column.
 algbw_of() {
-  awk '!/^#/ && NF >= 8 && $5 > 0 { v = sprintf("%.4f", $1 / ($5 * 1e3)) }
+  awk '!/^#/ && NF >= 14 && $6 > 0 { v = sprintf("%.4f", $1 / ($6 * 1e3)) }
        END { if (v == "") print "FAIL"; else print v }'
 }
 
@@ -62,7 +62,7 @@ run_one() {  # name ranks command...
 
 for round in $(seq 1 "$ROUNDS"); do
   for n in $RANKS; do
-    run_one tributary "$n" timeout 600 "$TRIB" bench --ranks "$n" -b "$SIZE" -e "$SIZE" \
+    run_one tributary "$n" timeout 600 "$TRIB" bench --in-place 0 --ranks "$n" -b "$SIZE" -e "$SIZE" \
       -n "$ITERS" -w "$WARMUP" -d float -o sum -c 1 $TRIB_ARGS
     [[ $have_gloo == 1 ]] && run_one gloo "$n" timeout 600 "$GLOO" --ranks "$n" -b "$SIZE" \
       -e "$SIZE" -n "$ITERS" -w "$WARMUP" -c 1

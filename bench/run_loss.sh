@@ -101,7 +101,7 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   log="$WORK/bench-$round-$hook-$loss-$part.log"
   to0=$(lns_drops to_daemon); from0=$(lns_drops from_daemon); tx0=$(lns_tx_errors)
   t0=$(date +%s.%N)
-  ip netns exec "$NS" timeout "$TIMEOUT_S" "$TRIB" bench --node-level off --daemon "$ADDR" --ranks "$RANKS" -b "$lo" -e "$hi" \
+  ip netns exec "$NS" timeout "$TIMEOUT_S" "$TRIB" bench --in-place 0 --node-level off --daemon "$ADDR" --ranks "$RANKS" -b "$lo" -e "$hi" \
     -n "$n" -w "$w" -c 1 --timeout-ms $((TIMEOUT_S * 1000)) > "$log" 2>&1 &
   LNS_PIDS=($!)
   wait "${LNS_PIDS[0]}"
@@ -114,7 +114,7 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
     tail -8 "$log" >&2
     return 1
   fi
-  awk -v h="$hook" -v k="$loss" '/^ +[0-9]/ && NF == 8 { print h, k, $1, $5 }' "$log" >> "$WORK/sizes"
+  awk -v h="$hook" -v k="$loss" '/^ +[0-9]/ && NF >= 14 { print h, k, $1, $6 }' "$log" >> "$WORK/sizes"
   # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds early tail polls
   awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(lns_drops to_daemon) - to0))" \
       -v from="$(($(lns_drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '

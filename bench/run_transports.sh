@@ -56,7 +56,7 @@ run() {
   # run the bench in a subshell and report its children's CPU.
   (
     TRIBUTARY_TRANSPORT=$transport TRIBUTARY_OFI_PROVIDER=$provider \
-      "$TRIB" bench --node-level off --daemon "$addr" --ranks "$n" -b "$MIN" -e "$MAX" -f 4 \
+      "$TRIB" bench --in-place 0 --node-level off --daemon "$addr" --ranks "$n" -b "$MIN" -e "$MAX" -f 4 \
       -n "$ITERS" -w "$WARMUP" -c 1 > "$out" 2>&1
     rc=$?
     times > "$work/times"
@@ -71,7 +71,7 @@ run() {
     tail -5 "$out" >&2
     return 1
   fi
-  awk '/^ +[0-9]/ {print $1, $7}' "$out" >> "$work/$t-$n.tsv"
+  awk '/^ +[0-9]/ && NF >= 14 {print $1, $7}' "$out" >> "$work/$t-$n.tsv"
   # `times` line 2: children user and system, e.g. "0m1.234s 0m0.567s".
   local host_s
   host_s=$(sed -n 2p "$work/times" | awk '{

@@ -42,10 +42,10 @@ addr=$(sed -n 's/^tributaryd listening on //p' "$work/daemon.out")
 bench() {
   local job=$1 out=$2
   shift 2
-  "$TRIB" bench --node-level off --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
+  "$TRIB" bench --in-place 0 --node-level off --daemon "$addr" --job-id "$job" --ranks "$RANKS" -b "$SIZE" -e "$SIZE" \
     -n "$ITERS" -w 3 -c 1 "$@" > "$out.log" 2>&1
   local rc=$?
-  awk '/^ +[0-9]/ && NF == 8 { print $5 }' "$out.log" | tail -1 > "$out"
+  awk '/^ +[0-9]/ && NF >= 14 { print $6 }' "$out.log" | tail -1 > "$out"
   if ((rc != 0)) || [[ ! -s "$out" ]]; then
     echo "run_two_jobs: bench of job $job failed (rc $rc)" >&2
     tail -5 "$out.log" >&2

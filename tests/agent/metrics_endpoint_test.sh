@@ -39,7 +39,7 @@ base=${url%/metrics}
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/healthz") == 200 ]] || fail "/healthz is not 200"
 
 # A job that lives for many rounds: 2 ranks, 256 KiB, 2000 iterations.
-"$CLI" bench --daemon "$addr" --ranks 2 --node-level off -b 256K -e 256K -n 2000 -w 1 -c 0 \
+"$CLI" bench --in-place 0 --daemon "$addr" --ranks 2 --node-level off -b 256K -e 256K -n 2000 -w 1 -c 0 \
   > "$work/bench.log" 2>&1 &
 pids+=($!)
 found=""

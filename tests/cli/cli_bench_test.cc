@@ -2,10 +2,16 @@
 // End-to-end tests of the `tributary` command line tool, run as users run it.
 //
 // Proves: `tributary bench` starts its own tributaryd, forks the ranks, and
-// prints an nccl-tests table whose rows are the requested sizes with
-// consistent columns (busbw = algbw * 2(n-1)/n, 0 wrong) and the closing
+// prints an nccl-tests table (13 columns: size count type redop root, the
+// out-of-place and the in-place halves, then our netbw) whose rows are the
+// requested sizes with consistent columns (busbw = algbw * 2(n-1)/n, 0
+// wrong in both halves, netbw just above algbw: headers) and the closing
 // "# Avg bus bandwidth" line, exit 0, for float sum and for other
-// types/operations; `-c 0` prints N/A; wrong results (corruption that no
+// types/operations; `-c 0` prints N/A; -d all / -o all run every type and
+// operation in nccl-tests' order; -a, -z, -t, -g are accepted (notes where
+// they change nothing), -G refused with its reason, --in-place 0 prints N/A
+// in the in-place half; TRIBUTARY_TRANSPORT=ofi starts an ofi daemon (and a
+// --dataplane that disagrees is refused); wrong results (corruption that no
 // checksum catches) are counted and exit 1; --daemon uses a running daemon
 // and leaves it running; `tributary demo` passes; pointing --daemon at a port
 // where nothing listens ends within the connect timeout with a clear message
@@ -21,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -79,48 +86,81 @@ std::vector<std::string> Fields(const std::string& line) {
   return fields;
 }
 
-// Checks the table of a successful run: the header columns, one row per
-// expected size with the given type/op names, and the footer lines.
-void ExpectTable(const CommandResult& run, const std::vector<uint64_t>& sizes, size_t elem_size,
-                 const std::string& type, const std::string& op, int ranks) {
-  const std::vector<std::string> lines = Lines(run.output);
-  bool header = false;
+// The data rows of a table (every line after the column header that is
+// not a comment), split into fields.
+std::vector<std::vector<std::string>> Rows(const std::string& output) {
   std::vector<std::vector<std::string>> rows;
-  double avg_busbw = -1;
-  bool out_of_bounds_ok = false;
-  for (const std::string& line : lines) {
-    if (Fields(line) == std::vector<std::string>{"#", "size", "count", "type", "redop", "time",
-                                                 "algbw", "busbw", "#wrong"}) {
+  bool header = false;
+  for (const std::string& line : Lines(output)) {
+    if (Fields(line) == std::vector<std::string>{"#", "size", "count", "type", "redop", "root",
+                                                 "time", "algbw", "busbw", "#wrong", "time",
+                                                 "algbw", "busbw", "#wrong", "netbw"}) {
       header = true;
-    } else if (line.rfind("# Avg bus bandwidth    : ", 0) == 0) {
-      avg_busbw = std::atof(line.c_str() + std::strlen("# Avg bus bandwidth    : "));
-    } else if (line == "# Out of bounds values : 0 OK") {
-      out_of_bounds_ok = true;
-    } else if (!line.empty() && line[0] != '#' && header && line.rfind("VERDICT", 0) != 0) {
+    } else if (!line.empty() && line[0] != '#' && header && line.rfind("VERDICT", 0) != 0 &&
+               line.find("[WARN]") == std::string::npos) {
       rows.push_back(Fields(line));
     }
   }
-  EXPECT_TRUE(header) << run.output;
+  return rows;
+}
+
+// Checks one half's time algbw busbw #wrong fields from `at`.
+void ExpectHalf(const std::vector<std::string>& r, size_t at, uint64_t size, int ranks,
+                double* busbw_sum) {
+  const double time_us = std::stod(r[at]), algbw = std::stod(r[at + 1]),
+               busbw = std::stod(r[at + 2]);
+  EXPECT_GT(time_us, 0);
+  // Columns are printed with 2 decimals: compare within rounding.
+  EXPECT_NEAR(algbw, size / (time_us * 1e3), 0.006) << "size " << size;
+  EXPECT_NEAR(busbw, algbw * 2.0 * (ranks - 1) / ranks, 0.011) << "size " << size;
+  EXPECT_EQ(r[at + 3], "0") << "wrong elements at size " << size;
+  *busbw_sum += busbw;
+}
+
+// Checks the table of a successful run: the header columns, one row per
+// expected size with the given type/op names, both halves (the in-place
+// one unless `in_place` is false: then N/A), and the footer lines.
+void ExpectTable(const CommandResult& run, const std::vector<uint64_t>& sizes, size_t elem_size,
+                 const std::string& type, const std::string& op, int ranks,
+                 bool in_place = true) {
+  double avg_busbw = -1;
+  bool out_of_bounds_ok = false;
+  for (const std::string& line : Lines(run.output)) {
+    if (line.rfind("# Avg bus bandwidth    : ", 0) == 0) {
+      avg_busbw = std::atof(line.c_str() + std::strlen("# Avg bus bandwidth    : "));
+    } else if (line == "# Out of bounds values : 0 OK") {
+      out_of_bounds_ok = true;
+    }
+  }
+  const std::vector<std::vector<std::string>> rows = Rows(run.output);
   EXPECT_TRUE(out_of_bounds_ok) << run.output;
   EXPECT_GT(avg_busbw, 0) << run.output;
   ASSERT_EQ(rows.size(), sizes.size()) << run.output;
   double busbw_sum = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::vector<std::string>& r = rows[i];
-    ASSERT_EQ(r.size(), 8u) << "row " << i << " of\n" << run.output;
+    ASSERT_EQ(r.size(), 14u) << "row " << i << " of\n" << run.output;
     EXPECT_EQ(std::stoull(r[0]), sizes[i]);
     EXPECT_EQ(std::stoull(r[1]), sizes[i] / elem_size);
     EXPECT_EQ(r[2], type);
     EXPECT_EQ(r[3], op);
-    const double time_us = std::stod(r[4]), algbw = std::stod(r[5]), busbw = std::stod(r[6]);
-    EXPECT_GT(time_us, 0);
-    // Columns are printed with 2 decimals: compare within rounding.
-    EXPECT_NEAR(algbw, sizes[i] / (time_us * 1e3), 0.006) << "row " << i;
-    EXPECT_NEAR(busbw, algbw * 2.0 * (ranks - 1) / ranks, 0.011) << "row " << i;
-    EXPECT_EQ(r[7], "0") << "wrong elements in row " << i;
-    busbw_sum += busbw;
+    EXPECT_EQ(r[4], "-1");  // root: all-reduce has none
+    ExpectHalf(r, 5, sizes[i], ranks, &busbw_sum);
+    if (in_place) {
+      ExpectHalf(r, 9, sizes[i], ranks, &busbw_sum);
+    } else {
+      for (size_t f = 9; f < 13; ++f) EXPECT_EQ(r[f], "N/A") << "row " << i;
+    }
+    // netbw: the out-of-place algbw plus headers (never below it, at most
+    // 64 + 28 header bytes per fragment of at least 64 payload bytes
+    // above it), or N/A when the node level keeps every byte on the host.
+    if (r[13] != "N/A") {
+      const double algbw = std::stod(r[6]), netbw = std::stod(r[13]);
+      EXPECT_GE(netbw + 0.006, algbw) << "row " << i;
+      EXPECT_LE(netbw, algbw * (1 + 92.0 / 64) + 0.011) << "row " << i;
+    }
   }
-  EXPECT_NEAR(avg_busbw, busbw_sum / rows.size(), 0.01);
+  EXPECT_NEAR(avg_busbw, busbw_sum / (rows.size() * (in_place ? 2 : 1)), 0.01);
 }
 
 class CliBenchTest : public ::testing::Test {
@@ -201,8 +241,9 @@ TEST_F(CliBenchTest, UncheckedRunPrintsNotApplicable) {
   size_t rows = 0;
   for (const std::string& line : Lines(run.output)) {
     const std::vector<std::string> f = Fields(line);
-    if (f.size() == 8 && line[0] != '#') {
-      EXPECT_EQ(f[7], "N/A") << line;
+    if (f.size() == 14 && line[0] != '#') {
+      EXPECT_EQ(f[8], "N/A") << line;
+      EXPECT_EQ(f[12], "N/A") << line;
       ++rows;
     }
   }
@@ -356,5 +397,93 @@ TEST_F(CliBenchTest, DaemonPortOutOfRangeIsRefused) {
   EXPECT_NE(run.output.find("port 99999 is out of range 1..65535"), std::string::npos)
       << run.output;
 }
+
+// nccl-tests' -d all and -o all: every type, and sum prod max min avg, in
+// nccl-tests' order (types outermost, then operations, then sizes), every
+// row exact in both halves.
+TEST_F(CliBenchTest, AllTypesAndAllOperations) {
+  const CommandResult run =
+      RunCli("bench --ranks 2 -b 4 -e 64 -f 16 -n 1 -w 0 -d all -o all --node-level off", 300);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::vector<std::pair<std::string, uint64_t>> types = {
+      {"int8", 1},   {"uint8", 1}, {"int32", 4},  {"uint32", 4},   {"int64", 8},  {"uint64", 8},
+      {"half", 2},   {"float", 4}, {"double", 8}, {"bfloat16", 2}, {"f8e4m3", 1}, {"f8e5m2", 1}};
+  std::vector<std::string> expected;
+  for (const auto& [type, size] : types) {
+    for (const char* op : {"sum", "prod", "max", "min", "avg"}) {
+      // As nccl-tests: from -b (at least one element) times -f up to -e.
+      for (uint64_t bytes = std::max<uint64_t>(4, size); bytes <= 64; bytes *= 16) {
+        expected.push_back(std::to_string(bytes / size * size) + " " + type + " " + op);
+      }
+    }
+  }
+  std::vector<std::string> got;
+  for (const std::vector<std::string>& r : Rows(run.output)) {
+    ASSERT_EQ(r.size(), 14u) << run.output;
+    got.push_back(r[0] + " " + r[2] + " " + r[3]);
+    EXPECT_EQ(r[8], "0") << r[0] << " " << r[2] << " " << r[3];
+    EXPECT_EQ(r[12], "0") << r[0] << " " << r[2] << " " << r[3];
+  }
+  EXPECT_EQ(got, expected) << run.output;
+}
+
+// The nccl-tests flags with no meaning here are accepted and say so; -G is
+// refused with the reason; -a picks how ranks' times combine; --in-place 0
+// leaves the in-place half N/A.
+TEST_F(CliBenchTest, NcclTestsFlagsAreAcceptedOrRefusedWithAReason) {
+  const CommandResult notes =
+      RunCli("bench --ranks 2 -b 1K -e 1K -n 2 -w 0 -t 2 -g 4 -z 0 -a 3 --in-place 0", 60);
+  ASSERT_EQ(notes.exit_code, 0) << notes.output;
+  EXPECT_NE(notes.output.find("# note: -t 2 -g 4 taken as -t 1 -g 1"), std::string::npos)
+      << notes.output;
+  EXPECT_NE(notes.output.find("# note: -z 0: each all-reduce is waited for"), std::string::npos)
+      << notes.output;
+  EXPECT_NE(notes.output.find("the slowest rank's mean time per iteration (-a 3)"),
+            std::string::npos)
+      << notes.output;
+  ExpectTable(notes, {1024}, 4, "float", "sum", 2, /*in_place=*/false);
+  const CommandResult quiet = RunCli("bench --ranks 2 -b 1K -e 1K -n 1 -w 0 -z 1 -a 0", 60);
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("# note:"), std::string::npos) << quiet.output;
+  EXPECT_NE(quiet.output.find("rank 0's mean time per iteration (-a 0)"), std::string::npos)
+      << quiet.output;
+  ExpectTable(quiet, {1024}, 4, "float", "sum", 2);
+
+  const CommandResult graph = RunCli("bench --ranks 2 -e 1K -G 4", 30);
+  EXPECT_EQ(graph.exit_code, 2) << graph.output;
+  EXPECT_NE(graph.output.find("-G/--cudagraph is not supported"), std::string::npos)
+      << graph.output;
+  EXPECT_NE(graph.output.find("no stream to capture"), std::string::npos) << graph.output;
+  EXPECT_EQ(graph.output.find("# nranks"), std::string::npos) << graph.output;
+  for (const char* bad : {"-a 4", "-z 2", "--in-place 2", "-t 0", "-d nope", "-o mulsum"}) {
+    const CommandResult run = RunCli(std::string("bench --ranks 2 -e 1K ") + bad, 30);
+    EXPECT_EQ(run.exit_code, 2) << bad << "\n" << run.output;
+    EXPECT_EQ(run.output.find("# nranks"), std::string::npos) << bad << "\n" << run.output;
+  }
+}
+
+#ifdef TRIBUTARY_TEST_HAVE_OFI
+// TRIBUTARY_TRANSPORT=ofi: the bench starts tributaryd --dataplane ofi (it
+// used to start a udp daemon and fail with "sending the hello to the
+// aggregator: Resource temporarily unavailable"); a --dataplane in
+// --daemon-args that serves other ranks is refused up front, naming both.
+TEST_F(CliBenchTest, DaemonDataplaneFollowsTheTransport) {
+  const std::string env = "TRIBUTARY_TRANSPORT=ofi 'TRIBUTARY_OFI_PROVIDER=tcp;ofi_rxm'";
+  const CommandResult run =
+      RunCli("bench --ranks 2 -b 1K -e 64K -f 64 -n 2 -w 1 --node-level off", 120, env);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("dataplane ofi, started for this run"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("# transport ofi:tcp;ofi_rxm"), std::string::npos) << run.output;
+  ExpectTable(run, {1024, 65536}, 4, "float", "sum", 2);
+  const CommandResult mismatch =
+      RunCli("bench --ranks 2 -e 1K --daemon-args '--dataplane udp'", 60, env);
+  EXPECT_EQ(mismatch.exit_code, 2) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("TRIBUTARY_TRANSPORT=ofi but --daemon-args starts tributaryd "
+                                 "with --dataplane udp"),
+            std::string::npos)
+      << mismatch.output;
+}
+#endif
 
 }  // namespace

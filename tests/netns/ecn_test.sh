@@ -37,7 +37,7 @@ fail() { echo "FAIL $*" >&2; failures=$((failures + 1)); }
 # Runs the bench (exact results or a failure); prints the ECN-marked results
 # and the window decreases from its summary line.
 bench() {  # LOG
-  netns_host_exec 0 timeout 120 "$CLI_BIN" bench --node-level off --daemon "$NETNS_DAEMON" --ranks "$RANKS" \
+  netns_host_exec 0 timeout 120 "$CLI_BIN" bench --in-place 0 --node-level off --daemon "$NETNS_DAEMON" --ranks "$RANKS" \
     -b 4M -e 4M -n 8 -w 1 -d int32 -o sum -c 1 --timeout-ms 60000 > "$1" 2>&1
   local rc=$?
   if [[ $rc -ne 0 ]] || ! grep -q 'Out of bounds values : 0 OK' "$1"; then

@@ -73,7 +73,7 @@ for permille in $LOSSES; do
     log="$WORK/bench-$permille-$dtype.log"
     # -c 1: the bench exits non-zero on any wrong element. The op timeout
     # bounds a hang; 10% loss in both directions needs a few RTOs per op.
-    netns_host_exec 0 timeout 120 "$CLI_BIN" bench --node-level off --daemon "$NETNS_DAEMON" \
+    netns_host_exec 0 timeout 120 "$CLI_BIN" bench --in-place 0 --node-level off --daemon "$NETNS_DAEMON" \
       --ranks "$RANKS" -b 4K -e "$MAX_SIZE" -f 4 -n 3 -w 1 -d "$dtype" -o sum -c 1 \
       --timeout-ms 60000 > "$log" 2>&1
     rc=$?

@@ -59,7 +59,7 @@ table inet $TABLE {
 EOF
   tx_before=$(lns_tx_errors)
   log="$WORK/bench-$loss.log"
-  nsx timeout 120 "$CLI_BIN" bench --node-level off --daemon "$ADDR" --ranks "$RANKS" -b 4K -e 1M -f 4 -n 3 -w 1 \
+  nsx timeout 120 "$CLI_BIN" bench --in-place 0 --node-level off --daemon "$ADDR" --ranks "$RANKS" -b 4K -e 1M -f 4 -n 3 -w 1 \
     -d int32 -c 1 --timeout-ms 60000 > "$log" 2>&1
   rc=$?
   tx=$(($(lns_tx_errors) - tx_before))

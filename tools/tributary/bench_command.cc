@@ -31,14 +31,33 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("-d,--datatype", config->dtype_text,
                   "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64, "
-                  "f8e4m3, f8e5m2 (also fp8e4m3, fp8_e4m3, ...)")
+                  "f8e4m3, f8e5m2 (also fp8e4m3, fp8_e4m3, ...), or all")
       ->capture_default_str();
-  sub->add_option("-o,--op", config->op_text, "sum, prod, min, max, avg")->capture_default_str();
+  sub->add_option("-o,--op", config->op_text, "sum, prod, min, max, avg, or all")
+      ->capture_default_str();
   sub->add_option("-n,--iters", config->iterations, "Timed iterations per size")
       ->capture_default_str();
   sub->add_option("-w,--warmup_iters", config->warmup_iterations, "Warm-up iterations per size")
       ->capture_default_str();
   sub->add_option("-c,--check", config->check, "Check results (0/1)")->capture_default_str();
+  sub->add_option("-a,--average", config->average,
+                  "Row time from the ranks' times: 0 rank 0, 1 mean, 2 min, 3 max (as nccl-tests)")
+      ->capture_default_str();
+  sub->add_option("-z,--blocking", config->blocking,
+                  "0/1 as nccl-tests; every all-reduce is waited for before the next either way "
+                  "(host buffers have no stream)");
+  sub->add_option("-t,--nthreads", config->threads,
+                  "nccl-tests' threads per process: taken as 1 (one rank per process; --ranks)")
+      ->capture_default_str();
+  sub->add_option("-g,--ngpus", config->gpus,
+                  "nccl-tests' GPUs per thread: taken as 1 (host memory; --ranks)")
+      ->capture_default_str();
+  sub->add_option("-G,--cudagraph", config->graph_launches,
+                  "nccl-tests' CUDA graph launches: refused unless 0 (no stream to capture)");
+  sub->add_option("--in-place", config->in_place,
+                  "1: run the in-place half after the out-of-place one (nccl-tests' 13 columns); "
+                  "0: skip it (N/A in its columns)")
+      ->capture_default_str();
   sub->add_option("--ranks", config->ranks, "Rank processes to fork")->capture_default_str();
   sub->add_option("--daemon", config->daemon,
                   "HOST:PORT of a running tributaryd (default: start one on 127.0.0.1)");

@@ -90,13 +90,42 @@ Status BenchConfig::Finalize() {
   if (step_factor < 2 && min_bytes != max_bytes) {
     return invalid("-f/--stepfactor must be >= 2 (or use -b equal to -e)");
   }
-  if (!ParseDataType(dtype_text.c_str(), &dtype)) {
+  if (dtype_text == "all") {
+    // nccl-tests' order: int8 uint8 int32 uint32 int64 uint64 half float
+    // double bfloat16, then the fp8 types.
+    dtypes = {DataType::kInt8,    DataType::kUint8,     DataType::kInt32,      DataType::kUint32,
+              DataType::kInt64,   DataType::kUint64,    DataType::kFloat16,    DataType::kFloat32,
+              DataType::kFloat64, DataType::kBfloat16,  DataType::kFloat8E4m3, DataType::kFloat8E5m2};
+  } else if (ParseDataType(dtype_text.c_str(), &dtype)) {
+    dtypes = {dtype};
+  } else {
     return invalid("-d/--datatype: unknown type '" + dtype_text +
                    "' (float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64, "
-                   "f8e4m3, f8e5m2)");
+                   "f8e4m3, f8e5m2, or all)");
   }
-  if (!ParseReduceOp(op_text.c_str(), &op)) {
-    return invalid("-o/--op: unknown operation '" + op_text + "' (sum, prod, min, max, avg)");
+  dtype = dtypes.front();
+  if (op_text == "all") {
+    ops = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+  } else if (ParseReduceOp(op_text.c_str(), &op)) {
+    ops = {op};
+  } else {
+    return invalid("-o/--op: unknown operation '" + op_text +
+                   "' (sum, prod, min, max, avg, or all)");
+  }
+  op = ops.front();
+  if (average < 0 || average > 3) {
+    return invalid("-a/--average must be 0 (rank 0), 1 (mean over ranks), 2 (min) or 3 (max)");
+  }
+  if (blocking < -1 || blocking > 1) return invalid("-z/--blocking must be 0 or 1");
+  if (in_place != 0 && in_place != 1) return invalid("--in-place must be 0 or 1");
+  if (threads < 1) return invalid("-t/--nthreads must be >= 1");
+  if (gpus < 1) return invalid("-g/--ngpus must be >= 1");
+  if (graph_launches != 0) {
+    return invalid(
+        "-G/--cudagraph is not supported: it replays CUDA graphs of collectives captured on a "
+        "stream, and tributary bench runs host-memory ranks with no stream to capture (GPU "
+        "jobs reach Tributary through NCCL and libnccl-net-tributary: run nccl-tests' "
+        "all_reduce_perf -G there)");
   }
   if (iterations == 0) return invalid("-n/--iters must be >= 1");
   if (ranks == 0 || ranks > 1024) return invalid("--ranks must be in [1, 1024]");
@@ -108,8 +137,10 @@ Status BenchConfig::Finalize() {
     return invalid("--hosts " + std::to_string(hosts) + " must divide --ranks " +
                    std::to_string(ranks));
   }
-  if (max_bytes < DataTypeSize(dtype)) {
-    return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(dtype)));
+  for (DataType type : dtypes) {
+    if (max_bytes < DataTypeSize(type)) {
+      return invalid("-e/--maxbytes is smaller than one " + std::string(DataTypeName(type)));
+    }
   }
   if (!daemon.empty()) {
     if (Result<net::HostPort> address = net::ParseHostPort(daemon); !address.ok()) {
@@ -145,12 +176,12 @@ uint64_t PhysicalMemoryBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }
 
-std::vector<uint64_t> BenchConfig::Sizes() const {
+std::vector<uint64_t> BenchConfig::Sizes(DataType type) const {
   // As nccl-tests: each size rounded down to whole elements. The sweep starts
   // at one element at least, so -b 0 (or a size below one element) neither
   // measures nothing nor loops forever (0 x step stays 0).
   std::vector<uint64_t> sizes;
-  const uint64_t element = DataTypeSize(dtype);
+  const uint64_t element = DataTypeSize(type);
   for (uint64_t size = std::max(min_bytes, element); size <= max_bytes;) {
     uint64_t rounded = size / element * element;
     if (sizes.empty() || sizes.back() != rounded) sizes.push_back(rounded);
@@ -158,6 +189,33 @@ std::vector<uint64_t> BenchConfig::Sizes() const {
     size *= step_factor;
   }
   return sizes;
+}
+
+std::vector<BenchConfig::Case> BenchConfig::Cases() const {
+  std::vector<Case> cases;
+  const std::vector<DataType> types = dtypes.empty() ? std::vector<DataType>{dtype} : dtypes;
+  const std::vector<ReduceOp> operations = ops.empty() ? std::vector<ReduceOp>{op} : ops;
+  for (DataType type : types) {
+    for (ReduceOp operation : operations) {
+      for (uint64_t bytes : Sizes(type)) cases.push_back(Case{type, operation, bytes});
+    }
+  }
+  return cases;
+}
+
+std::vector<std::string> BenchConfig::CompatibilityNotes() const {
+  std::vector<std::string> notes;
+  if (threads != 1 || gpus != 1) {
+    notes.push_back("-t " + std::to_string(threads) + " -g " + std::to_string(gpus) +
+                    " taken as -t 1 -g 1: each rank is one process with host memory; --ranks " +
+                    std::to_string(ranks) + " sets how many");
+  }
+  if (blocking == 0) {
+    notes.push_back(
+        "-z 0: each all-reduce is waited for before the next starts all the same (host buffers "
+        "have no stream to queue them on), as -z 1");
+  }
+  return notes;
 }
 
 }  // namespace tributary::cli

@@ -24,14 +24,35 @@ struct BenchConfig {
   std::string max_bytes_text = "64M";
   uint64_t step_factor = 2;
 
+  // One type and operation, or "all" (every type, or sum prod max min avg,
+  // as nccl-tests' -d all / -o all). dtype/op are the first of each list.
   std::string dtype_text = "float";
   std::string op_text = "sum";
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
+  std::vector<DataType> dtypes;  // parsed by Finalize: {dtype} or every type
+  std::vector<ReduceOp> ops;     // parsed by Finalize: {op} or every operation
 
   uint32_t iterations = 20;
   uint32_t warmup_iterations = 5;
   int check = 1;  // 1: verify every size's result element by element
+  // nccl-tests -a: how the ranks' times make a row's time: 0 rank 0's,
+  // 1 the mean over ranks (nccl-tests' default), 2 the fastest, 3 the slowest.
+  int average = 1;
+  // nccl-tests -z: 1 waits for each all-reduce before the next starts. Host
+  // buffers have no stream to queue on, so an explicit 0 (nccl-tests'
+  // default) runs the same way and the preamble says so. -1: not given.
+  int blocking = -1;
+  // nccl-tests -t and -g (threads and GPUs per process): each rank is one
+  // process with host memory, so only 1 is meaningful; other values are
+  // taken as 1 with a note. -G (CUDA graph launches) is refused: nothing is
+  // launched on a stream.
+  int threads = 1;
+  int gpus = 1;
+  int graph_launches = 0;
+  // 1: after the out-of-place half, the in-place half (send == recv), as
+  // nccl-tests; 0 skips it (its columns print N/A), halving the run.
+  int in_place = 1;
 
   uint32_t ranks = 4;
   // "host:port" of a running daemon; empty: start our own tributaryd.
@@ -77,8 +98,21 @@ struct BenchConfig {
   // kernel overcommits is only found out when the ranks touch their pages
   // (the OOM killer, or swap). Needs max_bytes and ranks parsed.
   Status CheckMemory(uint64_t physical_bytes) const;
-  // The message sizes in bytes, each a whole number of elements.
-  std::vector<uint64_t> Sizes() const;
+  // The message sizes in bytes, each a whole number of elements of `type`
+  // (default: dtype).
+  std::vector<uint64_t> Sizes() const { return Sizes(dtype); }
+  std::vector<uint64_t> Sizes(DataType type) const;
+  // Every row of the run in order, as nccl-tests: for each type, for each
+  // operation, the sizes.
+  struct Case {
+    DataType dtype;
+    ReduceOp op;
+    uint64_t bytes;
+  };
+  std::vector<Case> Cases() const;
+  // Notes for the preamble about accepted nccl-tests flags that change
+  // nothing here (-t/-g other than 1, -z), one line each, without "# ".
+  std::vector<std::string> CompatibilityNotes() const;
 };
 
 // Physical memory of this machine in bytes (sysconf), 0 when unknown.

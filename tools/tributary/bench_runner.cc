@@ -3,6 +3,7 @@
 #include "tools/tributary/bench_runner.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include "proto/wire.h"
 #include "tools/tributary/daemon_launcher.h"
+#include "tools/tributary/progress_line.h"
 #include "tools/tributary/rank_group.h"
 #include "tools/tributary/rank_worker.h"
 #include "tools/tributary/results_table.h"
@@ -44,24 +47,49 @@ std::vector<std::string> SplitArgs(const std::string& text) {
   return args;
 }
 
-// What the parent knows about one message size while ranks report it.
+// What the parent knows about one row while ranks report it.
 struct SizeState {
   uint32_t reports = 0;
-  double max_avg_us = 0;
-  uint64_t wrong = 0;
-  std::string first_wrong;                  // "rank 1 element 7: got 3 expected 4"
+  bool in_place_ran = false;
+  std::vector<double> out_of_place_us;      // per rank
+  std::vector<double> in_place_us;          // per rank
+  uint64_t out_of_place_wrong = 0;
+  uint64_t in_place_wrong = 0;
   std::vector<std::vector<float>> samples;  // per rank, --latency only
 };
+
+// The dataplane a tributaryd needs for ranks on `transport` (udp, ofi,
+// verbs); "" for auto.
+std::string DataplaneFor(const std::string& transport) {
+  return transport == "auto" ? "" : transport;
+}
+
+// The transport ranks use against a daemon on `dataplane`: the dpdk
+// dataplane speaks UDP.
+std::string TransportFor(const std::string& dataplane) {
+  return dataplane == "dpdk" ? "udp" : dataplane;
+}
+
+// The value of --dataplane in tributaryd arguments, or "".
+std::string DataplaneArgument(const std::vector<std::string>& args) {
+  std::string value;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--dataplane" && i + 1 < args.size()) value = args[i + 1];
+    if (args[i].rfind("--dataplane=", 0) == 0) value = args[i].substr(12);
+  }
+  return value;
+}
 
 class BenchRun {
  public:
   explicit BenchRun(const BenchConfig& config)
       : config_(config),
-        sizes_(config.Sizes()),
-        table_(stdout, config.dtype, config.op, config.ranks, config.latency, config.check != 0) {}
+        cases_(config.Cases()),
+        table_(stdout, config.ranks, config.latency, config.check != 0),
+        progress_(stderr, isatty(STDERR_FILENO) == 1, Clock::now()) {}
 
   BenchOutcome Run() {
-    outcome_.sizes_planned = sizes_.size();
+    outcome_.sizes_planned = cases_.size();
     InstallSignalHandlers();
     if (!CheckOptions()) return Finish(kExitFailed);
     if (!StartDaemon()) return Finish(kExitFailed);
@@ -100,7 +128,7 @@ class BenchRun {
     if (!config_.node_level.empty()) options_.node_level = config_.node_level;
     Status valid = options_.Validate();
     if (!valid.ok()) return Fail("invalid options: " + valid.ToString());
-    if (sizes_.empty()) return Fail("no message size between -b and -e holds a whole element");
+    if (cases_.empty()) return Fail("no message size between -b and -e holds a whole element");
     return true;
   }
 
@@ -109,6 +137,30 @@ class BenchRun {
       outcome_.daemon_address = config_.daemon;
       return true;
     }
+    // The daemon must serve what the ranks speak: TRIBUTARY_TRANSPORT=ofi
+    // needs --dataplane ofi. Named on both sides and different: refused;
+    // named on one side: the other follows.
+    std::vector<std::string> args = SplitArgs(config_.daemon_args);
+    const std::string given = DataplaneArgument(args);
+    const std::string wanted = DataplaneFor(options_.transport);
+    if (!given.empty() && !wanted.empty() && TransportFor(given) != wanted) {
+      return Fail("TRIBUTARY_TRANSPORT=" + options_.transport +
+                  " but --daemon-args starts tributaryd with --dataplane " + given +
+                  ", which serves " + TransportFor(given) +
+                  " ranks; make them agree (or drop one of the two)");
+    }
+    if (given.empty()) {
+      dataplane_ = wanted.empty() ? "udp" : wanted;
+      if (dataplane_ != "udp") {
+        args.push_back("--dataplane");
+        args.push_back(dataplane_);
+      }
+    } else {
+      dataplane_ = given;
+    }
+    // With transport auto a rank might pick another transport than the
+    // daemon serves (verbs where an RDMA device exists): pin it.
+    if (options_.transport == "auto") rank_transport_ = TransportFor(dataplane_);
     std::string searched;
     const std::string binary = FindDaemonBinary(&searched);
     if (binary.empty()) {
@@ -117,7 +169,7 @@ class BenchRun {
           "HOST:PORT); looked in: " +
           searched);
     }
-    Status status = daemon_.Start(binary, SplitArgs(config_.daemon_args), std::chrono::seconds(10));
+    Status status = daemon_.Start(binary, args, std::chrono::seconds(10));
     if (!status.ok()) return Fail(status.ToString());
     outcome_.daemon_address = daemon_.address();
     outcome_.own_daemon = true;
@@ -142,20 +194,28 @@ class BenchRun {
   }
 
   void PrintPreamble() {
+    static const char* const kAverage[] = {"rank 0's", "the mean of the ranks'",
+                                           "the fastest rank's", "the slowest rank's"};
     std::printf(
-        "# tributary bench: all-reduce (out of place) through in-network aggregation, "
+        "# tributary bench: all-reduce (out of place%s) through in-network aggregation, "
         "libtributary %s\n",
-        Version());
+        config_.in_place ? ", then in place" : "", Version());
     std::printf(
         "# nranks %u minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %u "
-        "iters: %u validation: %d\n",
+        "iters: %u agg iters: 1 validation: %d graph: 0\n",
         config_.ranks, static_cast<unsigned long long>(config_.min_bytes),
         static_cast<unsigned long long>(config_.max_bytes),
         static_cast<unsigned long long>(config_.step_factor), config_.warmup_iterations,
         config_.iterations, config_.check);
+    std::printf("# time: %s mean time per iteration (-a %d)%s\n", kAverage[config_.average],
+                config_.average, config_.in_place ? "" : "; in-place half skipped (--in-place 0)");
+    for (const std::string& note : config_.CompatibilityNotes()) {
+      std::printf("# note: %s\n", note.c_str());
+    }
     if (outcome_.own_daemon) {
-      std::printf("# daemon %s (tributaryd pid %d, started for this run)\n",
-                  outcome_.daemon_address.c_str(), static_cast<int>(daemon_.pid()));
+      std::printf("# daemon %s (tributaryd pid %d, dataplane %s, started for this run)\n",
+                  outcome_.daemon_address.c_str(), static_cast<int>(daemon_.pid()),
+                  dataplane_.c_str());
     } else {
       std::printf("# daemon %s (given with --daemon)\n", outcome_.daemon_address.c_str());
     }
@@ -183,13 +243,18 @@ class BenchRun {
     job_key_ = (static_cast<uint64_t>(random()) << 32) | random();
     RankJob job;
     job.config = &config_;
-    job.sizes = sizes_;
+    job.cases = cases_;
+    job.transport = rank_transport_;
     job.aggregator = outcome_.daemon_address;
     if (outcome_.own_daemon) job.aggregator_key = daemon_.public_key();
     job.job_id = job_id_;
     job.job_key = job_key_;
-    states_.assign(sizes_.size(), SizeState{});
-    for (SizeState& s : states_) s.samples.resize(config_.ranks);
+    states_.assign(cases_.size(), SizeState{});
+    for (SizeState& s : states_) {
+      s.samples.resize(config_.ranks);
+      s.out_of_place_us.assign(config_.ranks, 0);
+      s.in_place_us.assign(config_.ranks, 0);
+    }
     last_seen_.assign(config_.ranks, Clock::now());
     ready_.assign(config_.ranks, false);
     Status status = ranks_.Spawn(config_.ranks, [&job](uint32_t rank, int fd) {
@@ -225,8 +290,16 @@ class BenchRun {
       if (outcome_.failure.empty() && outcome_.own_daemon && daemon_.HasExited(&how)) {
         Fail("tributaryd exited during the run (" + how + "); its output:\n" + daemon_.LogTail(20));
       }
+      if (outcome_.failure.empty() && next_row_ < cases_.size()) {
+        const BenchConfig::Case& c = cases_[next_row_];
+        progress_.Update("bench: row " + std::to_string(next_row_ + 1) + "/" +
+                             std::to_string(cases_.size()) + " (" + std::to_string(c.bytes) +
+                             " B " + NcclTestsTypeName(c.dtype) + " " + ReduceOpName(c.op) + ")",
+                         now);
+      }
     }
-    if (outcome_.failure.empty() && next_row_ < sizes_.size() && !g_interrupted) {
+    progress_.Clear();
+    if (outcome_.failure.empty() && next_row_ < cases_.size() && !g_interrupted) {
       Fail("ranks exited before reporting every size");
     }
   }
@@ -254,6 +327,7 @@ class BenchRun {
           node_ = ready;
         }
         if (std::all_of(ready_.begin(), ready_.end(), [](bool b) { return b; })) {
+          progress_.Clear();
           std::printf("# transport %s, all %u ranks joined job %u (slowest join %.1f ms)\n",
                       outcome_.transport.c_str(), config_.ranks, job_id_, slowest_create_ms_);
           PrintNodeLevel();
@@ -278,18 +352,13 @@ class BenchRun {
         if (report.size_index >= states_.size()) break;
         SizeState& s = states_[report.size_index];
         ++s.reports;
-        s.max_avg_us = std::max(s.max_avg_us, report.avg_us);
-        s.wrong += report.wrong;
-        if (report.wrong > 0 && first_wrong_.empty()) {
-          char text[200];
-          std::snprintf(text, sizeof(text),
-                        "first: rank %u, %llu-byte size, element %llu = %g, "
-                        "expected %g",
-                        r, static_cast<unsigned long long>(sizes_[report.size_index]),
-                        static_cast<unsigned long long>(report.first_wrong_index),
-                        report.first_wrong_got, report.first_wrong_expected);
-          first_wrong_ = text;
-        }
+        s.out_of_place_us[r] = report.out_of_place.avg_us;
+        s.in_place_us[r] = report.in_place.avg_us;
+        s.in_place_ran = report.in_place_ran != 0;
+        s.out_of_place_wrong += report.out_of_place.wrong;
+        s.in_place_wrong += report.in_place.wrong;
+        NoteWrong(r, report.size_index, "out-of-place", report.out_of_place);
+        NoteWrong(r, report.size_index, "in-place", report.in_place);
         PrintCompletedRows();
         break;
       }
@@ -323,11 +392,50 @@ class BenchRun {
     }
   }
 
-  // Rows print in size order as soon as every rank has reported them.
+  void NoteWrong(uint32_t r, uint32_t index, const char* half, const HalfReport& report) {
+    if (report.wrong == 0 || !first_wrong_.empty()) return;
+    const BenchConfig::Case& c = cases_[index];
+    char text[240];
+    std::snprintf(text, sizeof(text),
+                  "first: rank %u, %s %llu-byte %s %s, element %llu = %g, expected %g", r, half,
+                  static_cast<unsigned long long>(c.bytes), NcclTestsTypeName(c.dtype),
+                  ReduceOpName(c.op), static_cast<unsigned long long>(report.first_wrong_index),
+                  report.first_wrong_got, report.first_wrong_expected);
+    first_wrong_ = text;
+  }
+
+  // netbw (results_table.h): bytes per direction on a rank's link (with the
+  // node level, a host's: its ranks' stripes add up to one buffer), our
+  // header and UDP/IPv4's on every fragment, over the out-of-place time.
+  double NetBandwidth(uint64_t bytes, double time_us) const {
+    if (node_.local_ranks > 0 && node_.nodes <= 1) return -1;  // nothing leaves the host
+    if (time_us <= 0) return 0;
+    constexpr uint32_t kOverhead = proto::kHeaderSize + 8 + 20;
+    const uint64_t wire = node_.local_ranks > 0
+                              ? node_.local_ranks * WireBytes(bytes / node_.local_ranks,
+                                                              node_.payload_bytes, kOverhead)
+                              : WireBytes(bytes, node_.payload_bytes, kOverhead);
+    return static_cast<double>(wire) / (time_us * 1e3);
+  }
+
+  // Rows print in order as soon as every rank has reported them.
   void PrintCompletedRows() {
-    while (next_row_ < sizes_.size() && states_[next_row_].reports == config_.ranks) {
+    while (next_row_ < cases_.size() && states_[next_row_].reports == config_.ranks) {
+      progress_.Clear();
       const SizeState& s = states_[next_row_];
-      SizeRow row = table_.MakeRow(sizes_[next_row_], s.max_avg_us, s.wrong);
+      const BenchConfig::Case& c = cases_[next_row_];
+      SizeRow row;
+      row.bytes = c.bytes;
+      row.count = c.bytes / DataTypeSize(c.dtype);
+      row.dtype = c.dtype;
+      row.op = c.op;
+      row.out_of_place = table_.MakeHalf(
+          c.bytes, CombineRankTimes(s.out_of_place_us, config_.average), s.out_of_place_wrong);
+      if (s.in_place_ran) {
+        row.in_place = table_.MakeHalf(c.bytes, CombineRankTimes(s.in_place_us, config_.average),
+                                       s.in_place_wrong);
+      }
+      row.netbw_gbps = NetBandwidth(c.bytes, row.out_of_place.time_us);
       if (config_.latency) {
         // An iteration ends for the job when its slowest rank is done: take
         // the per-iteration maximum over ranks, then percentiles over those.
@@ -413,8 +521,11 @@ class BenchRun {
   }
 
   const BenchConfig& config_;
-  const std::vector<uint64_t> sizes_;
+  const std::vector<BenchConfig::Case> cases_;
   ResultsTable table_;
+  ProgressLine progress_;
+  std::string dataplane_;       // of the daemon this run started
+  std::string rank_transport_;  // forced on the ranks ("" = theirs)
   Options options_;
   DaemonProcess daemon_;
   RankGroup ranks_;

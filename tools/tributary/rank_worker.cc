@@ -2,6 +2,7 @@
 // One benchmark rank; see rank_worker.h.
 #include "tools/tributary/rank_worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +40,8 @@ class Rank {
     if (!status.ok()) return status;
     status = RegisterBuffers();
     if (!status.ok()) return status;
-    for (uint32_t index = 0; index < job_.sizes.size(); ++index) {
-      status = RunSize(index);
+    for (uint32_t index = 0; index < job_.cases.size(); ++index) {
+      status = RunCase(index);
       if (!status.ok()) return status;
     }
     CommStats stats = comm_->Stats();
@@ -75,6 +76,7 @@ class Rank {
     comm_config.world_size = config_.ranks;
     comm_config.options = options.value();
     comm_config.options.aggregator = job_.aggregator;
+    if (!job_.transport.empty()) comm_config.options.transport = job_.transport;
     // The daemon this run started told us its key: pin it.
     if (!job_.aggregator_key.empty()) comm_config.options.aggregator_key = job_.aggregator_key;
     if (config_.payload_bytes > 0) comm_config.options.payload_bytes = config_.payload_bytes;
@@ -100,13 +102,15 @@ class Rank {
     std::strncpy(ready.transport, stats.transport.c_str(), sizeof(ready.transport) - 1);
     ready.local_ranks = stats.local_ranks;
     ready.nodes = stats.nodes;
+    ready.payload_bytes = comm_->options().payload_bytes;
     ready.create_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     WriteReport(fd_, ReportKind::kReady, &ready, sizeof(ready));
     return Status::Ok();
   }
 
   Status RegisterBuffers() {
-    const size_t bytes = job_.sizes.empty() ? 0 : job_.sizes.back();
+    size_t bytes = 0;
+    for (const BenchConfig::Case& c : job_.cases) bytes = std::max<size_t>(bytes, c.bytes);
     send_memory_ = AllocateAligned(bytes);
     recv_memory_ = AllocateAligned(bytes);
     if (!send_memory_ || !recv_memory_) {
@@ -121,8 +125,9 @@ class Rank {
     return Status::Ok();
   }
 
-  Status AllReduceOnce(size_t count) {
-    Result<Request> request = comm_->AllReduce(send_, recv_, count, config_.dtype, config_.op);
+  Status AllReduceOnce(const Buffer& send, const Buffer& recv, size_t count,
+                       const BenchConfig::Case& c) {
+    Result<Request> request = comm_->AllReduce(send, recv, count, c.dtype, c.op);
     if (!request.ok()) return request.status();
     return request.value().Wait();
   }
@@ -135,45 +140,81 @@ class Rank {
     }
   }
 
-  Status RunSize(uint32_t index) {
-    const uint64_t bytes = job_.sizes[index];
-    const DataPattern pattern(config_.dtype, config_.op, job_.rank, config_.ranks);
-    const size_t count = bytes / pattern.element_size();
-    pattern.Fill(send_memory_.get(), count);
-    pattern.Poison(recv_memory_.get(), count);
+  // Warm-up and timed iterations from `send` into `recv`; the mean time in
+  // *avg_us, each iteration's in *samples when given.
+  Status TimeHalf(const Buffer& send, const Buffer& recv, size_t count, const BenchConfig::Case& c,
+                  const char* half, double* avg_us, std::vector<float>* samples) {
     auto fail = [&](const Status& status, const char* phase) {
-      return Status(status.code(), std::string(phase) + " all-reduce of " + std::to_string(bytes) +
-                                       " bytes failed: " + status.message());
+      return Status(status.code(), std::string(phase) + " " + half + " all-reduce of " +
+                                       std::to_string(c.bytes) + " bytes (" +
+                                       NcclTestsTypeName(c.dtype) + " " + ReduceOpName(c.op) +
+                                       ") failed: " + status.message());
     };
     for (uint32_t i = 0; i < config_.warmup_iterations; ++i) {
-      Status status = AllReduceOnce(count);
+      Status status = AllReduceOnce(send, recv, count, c);
       if (!status.ok()) return fail(status, "warm-up");
       MaybeHeartbeat();
     }
-    std::vector<float> samples;
-    if (config_.latency) samples.reserve(config_.iterations + 1);
-    samples.push_back(0);  // slot for the size index (same 4 bytes as a float)
     const Clock::time_point start = Clock::now();
     for (uint32_t i = 0; i < config_.iterations; ++i) {
-      const Clock::time_point before = config_.latency ? Clock::now() : Clock::time_point();
-      Status status = AllReduceOnce(count);
+      const Clock::time_point before = samples ? Clock::now() : Clock::time_point();
+      Status status = AllReduceOnce(send, recv, count, c);
       if (!status.ok()) return fail(status, "timed");
-      if (config_.latency) {
-        samples.push_back(std::chrono::duration<float, std::micro>(Clock::now() - before).count());
+      if (samples) {
+        samples->push_back(std::chrono::duration<float, std::micro>(Clock::now() - before).count());
       }
       MaybeHeartbeat();
     }
-    const double total_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    *avg_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
+              config_.iterations;
+    return Status::Ok();
+  }
 
+  void Check(const DataPattern& pattern, const void* result, size_t count, HalfReport* half) {
+    if (!config_.check) return;
+    Mismatch first;
+    half->wrong = pattern.Check(result, count, &first);
+    half->first_wrong_index = first.index;
+    half->first_wrong_got = first.got;
+    half->first_wrong_expected = first.expected;
+  }
+
+  Status RunCase(uint32_t index) {
+    const BenchConfig::Case& c = job_.cases[index];
+    const DataPattern pattern(c.dtype, c.op, job_.rank, config_.ranks);
+    const size_t count = c.bytes / pattern.element_size();
     SizeReport report{};
     report.size_index = index;
-    report.avg_us = total_us / config_.iterations;
-    if (config_.check) {
-      Mismatch first;
-      report.wrong = pattern.Check(recv_memory_.get(), count, &first);
-      report.first_wrong_index = first.index;
-      report.first_wrong_got = first.got;
-      report.first_wrong_expected = first.expected;
+
+    // Out of place: the input stays, so the last timed result is checked.
+    pattern.Fill(send_memory_.get(), count);
+    pattern.Poison(recv_memory_.get(), count);
+    std::vector<float> samples;
+    if (config_.latency) samples.reserve(config_.iterations + 1);
+    samples.push_back(0);  // slot for the row index (same 4 bytes as a float)
+    Status status = TimeHalf(send_, recv_, count, c, "out-of-place", &report.out_of_place.avg_us,
+                             config_.latency ? &samples : nullptr);
+    if (!status.ok()) return status;
+    Check(pattern, recv_memory_.get(), count, &report.out_of_place);
+
+    // In place: each iteration reduces the previous result, so the timed
+    // ones run on whatever values they make and one more all-reduce of a
+    // fresh input is checked.
+    if (config_.in_place) {
+      report.in_place_ran = 1;
+      pattern.Fill(recv_memory_.get(), count);
+      status = TimeHalf(recv_, recv_, count, c, "in-place", &report.in_place.avg_us, nullptr);
+      if (!status.ok()) return status;
+      if (config_.check) {
+        pattern.Fill(recv_memory_.get(), count);
+        status = AllReduceOnce(recv_, recv_, count, c);
+        if (!status.ok()) {
+          return Status(status.code(), "checked in-place all-reduce of " +
+                                           std::to_string(c.bytes) + " bytes failed: " +
+                                           status.message());
+        }
+        Check(pattern, recv_memory_.get(), count, &report.in_place);
+      }
     }
     if (config_.latency) {
       std::memcpy(samples.data(), &index, sizeof(index));

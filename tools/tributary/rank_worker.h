@@ -3,9 +3,12 @@
 //
 // The rank joins the job through tributary::Communicator, registers one send
 // and one receive buffer of the largest size once (persistent registration,
-// as NCCL does), and for each message size: fills its input, runs warm-up
-// and timed out-of-place AllReduce + Wait iterations, checks the result, and
-// reports to the parent over its pipe. Every failure is reported as a
+// as NCCL does), and for each row (type, operation, size): fills its input,
+// runs warm-up and timed out-of-place AllReduce + Wait iterations and checks
+// the result; then, unless --in-place 0, the same in place (send == recv:
+// the timed iterations reduce their own results, so the input is filled
+// again for one checked all-reduce after them); and reports to the parent
+// over its pipe. Every failure is reported as a
 // Status text before the process exits non-zero.
 //
 // Thread-safety: runs on the child's main thread; the communicator's progress
@@ -22,7 +25,8 @@ namespace tributary::cli {
 
 struct RankJob {
   const BenchConfig* config = nullptr;
-  std::vector<uint64_t> sizes;  // bytes, from BenchConfig::Sizes()
+  std::vector<BenchConfig::Case> cases;  // the rows, from BenchConfig::Cases()
+  std::string transport;        // Options::transport for the ranks; "" = from the environment
   std::string aggregator;       // "host:port"
   std::string aggregator_key;   // its public key (hex) when this run started it; else empty
   uint32_t job_id = 0;

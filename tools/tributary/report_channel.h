@@ -17,8 +17,8 @@ namespace tributary::cli {
 
 enum class ReportKind : uint32_t {
   kReady = 1,      // ReadyReport: the communicator exists
-  kSize = 2,       // SizeReport: one message size is done
-  kSamples = 3,    // uint32 size index + float microseconds per iteration
+  kSize = 2,       // SizeReport: one row (type, operation, size) is done
+  kSamples = 3,    // uint32 row index + float microseconds per out-of-place iteration
   kError = 4,      // text: why this rank failed
   kHeartbeat = 5,  // empty: still working (keeps the parent's watchdog quiet)
   kDone = 6,       // DoneReport: all sizes finished, communicator statistics
@@ -34,16 +34,24 @@ struct ReadyReport {
   double create_ms;  // time Communicator::Create took
   uint32_t local_ranks;  // CommStats: node level (0 = off)
   uint32_t nodes;
+  uint32_t payload_bytes;  // Options::payload_bytes as the communicator resolved it
+  uint32_t reserved;
 };
 
-struct SizeReport {
-  uint32_t size_index;
-  uint32_t reserved;
+// One half (out of place or in place) of a row.
+struct HalfReport {
   double avg_us;  // mean time of one AllReduce + Wait over the timed iterations
   uint64_t wrong;
   uint64_t first_wrong_index;
   double first_wrong_got;
   double first_wrong_expected;
+};
+
+struct SizeReport {
+  uint32_t size_index;  // the row: BenchConfig::Cases()[size_index]
+  uint32_t in_place_ran;  // 1: `in_place` holds the in-place half
+  HalfReport out_of_place;
+  HalfReport in_place;
 };
 
 struct DoneReport {

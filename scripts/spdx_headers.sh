@@ -25,7 +25,7 @@ comment_for() {
     *.c | host/include/tributary/*.h) echo "/* $tag */" ;;
     *.cc | *.h | *.cu | *.cuh | *.proto) echo "// $tag" ;;
     *.sh | *.py | *.cmake | *.cmake.in | */CMakeLists.txt | CMakeLists.txt | *.yaml | *.yml | \
-      *.service | *.pc.in | .ci/run) echo "# $tag" ;;
+      *.service | *.pc.in | .ci/run | */Dockerfile | .dockerignore) echo "# $tag" ;;
     *) ;;
   esac
 }

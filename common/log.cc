@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "common/check.h"
+#include "common/json_string.h"
 
 namespace tributary::base {
 namespace {
@@ -26,6 +27,7 @@ std::atomic<int> g_process_rank{-1};
 std::atomic<bool> g_timestamps{false};
 std::atomic<bool> g_json{false};
 thread_local int t_rank = -1;
+thread_local int64_t t_job = -1;
 
 std::mutex g_mu;
 LogSinkFn g_sink = nullptr;   // guarded by g_mu
@@ -142,6 +144,9 @@ int GetLogProcessRank() { return g_process_rank.load(std::memory_order_relaxed);
 ScopedLogRank::ScopedLogRank(int rank) : previous_(t_rank) { t_rank = rank; }
 ScopedLogRank::~ScopedLogRank() { t_rank = previous_; }
 
+ScopedLogJob::ScopedLogJob(uint32_t job) : previous_(t_job) { t_job = job; }
+ScopedLogJob::~ScopedLogJob() { t_job = previous_; }
+
 void SetLogTimestamps(bool on) { g_timestamps.store(on, std::memory_order_relaxed); }
 
 void SetLogFormat(LogFormat format) {
@@ -165,29 +170,6 @@ bool ParseLogFormat(const char* text, LogFormat* out) {
 
 namespace {
 
-// A JSON string literal: quotes, backslashes and control characters escaped.
-void AppendJsonString(std::string* out, const char* s) {
-  *out += '"';
-  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p != 0; ++p) {
-    const unsigned char c = *p;
-    if (c == '"' || c == '\\') {
-      *out += '\\';
-      *out += static_cast<char>(c);
-    } else if (c == '\n') {
-      *out += "\\n";
-    } else if (c == '\t') {
-      *out += "\\t";
-    } else if (c < 0x20) {
-      char u[8];
-      snprintf(u, sizeof(u), "\\u%04x", c);
-      *out += u;
-    } else {
-      *out += static_cast<char>(c);
-    }
-  }
-  *out += '"';
-}
-
 std::string FormatJsonLine(LogLevel level, const char* subsystem, const char* message) {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -203,6 +185,7 @@ std::string FormatJsonLine(LogLevel level, const char* subsystem, const char* me
   line += ",\"pid\":" + std::to_string(getpid());
   const int rank = t_rank >= 0 ? t_rank : g_process_rank.load(std::memory_order_relaxed);
   if (rank >= 0) line += ",\"rank\":" + std::to_string(rank);
+  if (t_job >= 0) line += ",\"job\":" + std::to_string(t_job);
   line += ",\"level\":";
   AppendJsonString(&line, LogLevelName(level));
   line += ",\"subsystem\":";

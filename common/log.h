@@ -89,14 +89,30 @@ class ScopedLogRank {
   int previous_;
 };
 
+// Sets the job the calling thread works for until it goes out of scope
+// (restores the previous one): JSON lines then carry "job". The host's
+// progress threads hold their communicator's; tributaryd's engine holds the
+// job of the packet it handles.
+class ScopedLogJob {
+ public:
+  explicit ScopedLogJob(uint32_t job);
+  ~ScopedLogJob();
+  ScopedLogJob(const ScopedLogJob&) = delete;
+  ScopedLogJob& operator=(const ScopedLogJob&) = delete;
+
+ private:
+  int64_t previous_;
+};
+
 // Daemons prefix each line with the UTC time of day; the library does not.
 void SetLogTimestamps(bool on);
 
 // text: `[HH:MM:SS.us ]HOST:PID[:RANK] [LEVEL] SUBSYSTEM: MESSAGE`.
 // json: one object per line, for log collectors:
 //   {"time":"2026-12-03T10:52:26.123456Z","host":"h","pid":1,"rank":2,
-//    "level":"INFO","subsystem":"manager","message":"..."}
-// ("rank" only where known; "time" always, whatever SetLogTimestamps says).
+//    "job":7,"level":"INFO","subsystem":"manager","message":"..."}
+// ("rank" and "job" only where known; "time" always, whatever
+// SetLogTimestamps says).
 enum class LogFormat { kText, kJson };
 void SetLogFormat(LogFormat format);
 LogFormat GetLogFormat();

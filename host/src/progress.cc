@@ -164,6 +164,9 @@ int64_t ProgressEngine::Poll() {
 }
 
 void ProgressEngine::Run() {
+  // This thread's log lines name its rank and job (JSON: "rank", "job").
+  base::ScopedLogRank log_rank(static_cast<int>(id_.rank));
+  base::ScopedLogJob log_job(id_.job_id);
   while (!stop_.load(std::memory_order_relaxed)) {
     int64_t wait_us = Poll();
     if (last_events_ > 0) continue;

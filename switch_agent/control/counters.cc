@@ -169,6 +169,7 @@ std::vector<std::string> StragglerMonitor::Tick(
                       c.lateness.contributions
                           ? c.lateness.lateness_sum_ns / 1000.0 / c.lateness.contributions
                           : 0.0);
+        base::ScopedLogJob log_job(j.job_id);
         TRIB_LOG(kWarn, "straggler", "%s", buf);
         warnings.push_back(buf);
       }

@@ -77,6 +77,7 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
     }
     engine->Withdraw(it->first);
     withdrew = true;
+    base::ScopedLogJob log_job(it->first);
     TRIB_LOG(kInfo, "provision", "withdrew %s", it->second.Describe().c_str());
     it = applied_.erase(it);
   }
@@ -85,6 +86,7 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
   bool retry = false;
   for (const auto& [id, a] : want) {
     if (applied_.count(id) != 0) continue;
+    base::ScopedLogJob log_job(id);
     std::string why;
     engine::JobSpec spec;
     spec.job_id = a.job_id;

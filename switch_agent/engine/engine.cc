@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "common/add_counters.h"
+#include "common/log.h"
 #include "reduce/reduce_table.h"
 #include "switch_agent/engine/job.h"
 
@@ -125,6 +126,9 @@ Engine::~Engine() = default;
 // (`rep stos`) was most of HandleContribution's own time in
 // tributary_engine_bench.
 Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns) {
+  // Lines logged while handling it carry the job the packet names (JSON
+  // "job"; unauthenticated until the handler checks its MAC).
+  base::ScopedLogJob log_job(pkt.header.job_id);
   Action out;
   authentic_job_ = nullptr;
   join_key_valid_ = false;

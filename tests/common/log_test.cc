@@ -94,6 +94,15 @@ TEST_F(LogTest, JsonLinesCarryTheSameFieldsEscaped) {
   SetLogProcessRank(7);
   const std::string line = FormatLogLine(LogLevel::kInfo, "x", "a \"quoted\" back\\slash\nnew\x01");
   EXPECT_NE(line.find(",\"rank\":7,"), std::string::npos) << line;
+  EXPECT_EQ(line.find("\"job\""), std::string::npos) << "no job known: " << line;
+  {
+    ScopedLogJob job(42);
+    const std::string with_job = FormatLogLine(LogLevel::kInfo, "engine", "m");
+    EXPECT_NE(with_job.find(",\"rank\":7,\"job\":42,\"level\""), std::string::npos) << with_job;
+    EXPECT_EQ(FormatLogLine(LogLevel::kInfo, "engine", "m").find('\n'), std::string::npos);
+  }
+  EXPECT_EQ(FormatLogLine(LogLevel::kInfo, "x", "m").find("\"job\""), std::string::npos)
+      << "the scope ended";
   EXPECT_NE(line.find("\"message\":\"a \\\"quoted\\\" back\\\\slash\\nnew\\u0001\"}"),
             std::string::npos)
       << line;

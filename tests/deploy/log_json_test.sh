@@ -3,7 +3,8 @@
 # log_json_test: tributaryd and tributary-manager with --log-format json write
 # only JSON objects to their log (one per line, each with time, host, pid,
 # level, subsystem and message), from start-up to shutdown; their stdout
-# lines ("... listening on HOST:PORT") are unchanged.
+# lines ("... listening on HOST:PORT") are unchanged; a line about a job (the
+# daemon holding a static job at INFO) carries its id as "job".
 # Usage: log_json_test.sh TRIBUTARYD TRIBUTARY_MANAGER TOPOLOGY
 set -euo pipefail
 daemon=$1 manager=$2 topology=$3
@@ -29,12 +30,18 @@ run() {  # NAME ARGS...: start, wait for its listening line, SIGTERM, wait for e
   kill -TERM "$pid"
   wait "$pid" || true
 }
-run daemon "$daemon" --listen-address 127.0.0.1 --port 0 --log-format json
+cat > "$work/jobs.yaml" << 'YAML'
+jobs:
+  - {id: 4242, key: 0x1234, fan_in: 2, slot_count: 4, payload_bytes: 1024}
+YAML
+run daemon "$daemon" --config "$work/jobs.yaml" --listen-address 127.0.0.1 --port 0 \
+  --log-format json --log-level info
 run manager "$manager" --listen 127.0.0.1:0 --topology "$topology" --state-file "$work/state" \
   --log-format json
 python3 - "$work/daemon.log" "$work/manager.log" << 'PY'
 import json, sys
 keys = {"time", "host", "pid", "level", "subsystem", "message"}
+held = False
 for path in sys.argv[1:]:
     lines = open(path).read().splitlines()
     assert lines, path + ": no log lines"
@@ -45,5 +52,9 @@ for path in sys.argv[1:]:
             sys.exit("%s:%d is not one JSON object: %r" % (path, n, line))
         missing = keys - obj.keys()
         assert not missing, "%s:%d lacks %s: %s" % (path, n, missing, line)
+        if "holding job 4242" in obj["message"]:
+            assert obj.get("job") == 4242, "%s:%d: no \"job\": 4242: %s" % (path, n, line)
+            held = True
     print("%s: %d JSON lines" % (path.rsplit("/", 1)[1], len(lines)))
+assert held, "the daemon never logged holding job 4242"
 PY

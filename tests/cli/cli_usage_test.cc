@@ -12,6 +12,7 @@
 // naming the number; `--version` prints the project version and exits 0 on
 // tributary (as `tributary version` does) and tributaryd.
 // Needs $TRIBUTARY_CLI and $TRIBUTARYD (ctest sets both).
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +93,7 @@ TEST_F(CliUsageTest, EveryUsageErrorExitsTwoWithTheMessageOnStderr) {
       {{"bench", "--ranks", "2", "stray"}, "stray"},                     // ExtrasError (109)
       {{"demo", "--ranks"}, "--ranks"},                                  // ArgumentMismatch (114)
       {{"version", "extra"}, "extra"},                                   // ExtrasError (109)
+      {{"doctor", "--timeout-ms", "soon"}, "soon"},                      // ConversionError (104)
 #ifdef TRIBUTARY_HAVE_MANAGER
       {{"job"}, "A subcommand is required"},                             // RequiredError (106)
       {{"job", "create"}, "--hosts is required"},                        // RequiredError (106)
@@ -131,6 +133,34 @@ TEST_F(CliUsageTest, BenchSizeBeyondMemoryIsRefusedUpFront) {
       << Describe(args, run);
   EXPECT_EQ(run.out.find("# nranks"), std::string::npos) << "refused before the run starts";
   EXPECT_EQ(run.out.find("# daemon"), std::string::npos) << "refused before the run starts";
+}
+
+// `tributary doctor` as a script runs it: --json on stdout, one object with
+// every check; exit 1 when one failed (here the aggregator: nothing listens
+// on the discard port), 2 for a TRIBUTARY_* variable it cannot parse.
+TEST_F(CliUsageTest, DoctorJsonAndExitCodes) {
+  const std::vector<std::string> args = {"doctor", "--json", "--daemon", "127.0.0.1:9",
+                                         "--timeout-ms", "200"};
+  const Outcome run = RunProgram(Env("TRIBUTARY_CLI"), args);
+  EXPECT_EQ(run.exit_code, 1) << Describe(args, run);
+  EXPECT_EQ(run.out.rfind("{\"checks\":[{\"check\":\"transport\",", 0), 0u)
+      << Describe(args, run);
+  EXPECT_NE(run.out.find(
+                "{\"check\":\"aggregator\",\"verdict\":\"FAIL\",\"saw\":\"127.0.0.1:9: UNAVAILABLE"),
+            std::string::npos)
+      << Describe(args, run);
+  for (const char* check : {"mtu", "socket-buffers", "ports-and-files", "dpdk", "nccl-plugin",
+                            "nccl-env"}) {
+    EXPECT_NE(run.out.find(std::string("{\"check\":\"") + check + "\""), std::string::npos)
+        << check << "\n" << Describe(args, run);
+  }
+  EXPECT_NE(run.out.find("\"summary\":{\"pass\":"), std::string::npos) << Describe(args, run);
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << "one line";
+  setenv("TRIBUTARY_WINDOW", "lots", 1);
+  const Outcome bad = RunProgram(Env("TRIBUTARY_CLI"), {"doctor"});
+  unsetenv("TRIBUTARY_WINDOW");
+  EXPECT_EQ(bad.exit_code, 2) << Describe({"doctor"}, bad);
+  EXPECT_NE(bad.err.find("TRIBUTARY_WINDOW"), std::string::npos) << Describe({"doctor"}, bad);
 }
 
 // tributary-manager's --version is tested beside it (tests/manager/cli_test.cc).

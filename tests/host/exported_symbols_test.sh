@@ -23,7 +23,7 @@ command -v nm > /dev/null || { echo "nm (binutils) not found" >&2; exit 1; }
 # address and type). A member's pattern covers its constructors and
 # overloads; libstdc++'s [abi:cxx11] tags are part of the names.
 FUNCTIONS='StatusCodeName|DataTypeSize|DataTypeName|ReduceOpName|ParseDataType|ParseReduceOp'
-FUNCTIONS+='|MemoryKindName|SetLogSink|SetLogLevel|Version'
+FUNCTIONS+='|MemoryKindName|SetLogSink|SetLogLevel|Init|Version'
 CLASSES='Status|Options|Request|StragglerReport|Communicator|CommConfig'
 ALLOWED=(
   '^trib_[a-z_]+$'
@@ -60,6 +60,7 @@ REQUIRED=(
   'tributary::Options::Validate('
   'tributary::Options::Resolved('
   'tributary::SetLogSink('
+  'tributary::Init('
   'tributary::SetLogLevel('
   'tributary::Request::Test('
   'tributary::Request::Wait('

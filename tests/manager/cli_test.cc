@@ -247,6 +247,38 @@ TEST_F(ManagerCliTest, JobCreateJobsTreeEnd) {
   EXPECT_TRUE(std::regex_search(out, std::regex(id + " +demo +ended: "))) << out;
 }
 
+// `tributary doctor --job ID`: the manager's view of a running job (PASS:
+// state, tree, daemons up) and of one that ended (FAIL, with the fix); the
+// other checks run as usual (no aggregator here: that one fails, so exit 1).
+TEST_F(ManagerCliTest, DoctorShowsTheManagersViewOfAJob) {
+  for (const char* pos : {"core0", "agg0", "agg1", "leaf0", "leaf1", "leaf2", "leaf3"}) {
+    RegisterDaemon(pos, 9300);
+  }
+  int rc = 0;
+  std::string out = Cli("job create --name doc --hosts h0,h1", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("job_id=([0-9]+)\n"))) << out;
+  const std::string id = m[1];
+  const std::string doctor = "doctor --daemon 127.0.0.1:9 --timeout-ms 300 --job " + id;
+  out = Cli(doctor, &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex("PASS  manager +job " + id + " \\(doc\\) is running, 2 ranks; tree: "
+                      "d-leaf0@127\\.0\\.0\\.1:9300 \\(level 0, fan-in 2, up\\)")))
+      << out;
+  EXPECT_NE(out.find("FAIL  aggregator"), std::string::npos) << out;
+  out = Cli("job end " + id + " --reason maintenance", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = Cli(doctor, &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("FAIL  manager +job " + id + " \\(doc\\) is ended: ")))
+      << out;
+  EXPECT_NE(out.find("fix: the job is over"), std::string::npos) << out;
+  out = Cli("doctor --daemon 127.0.0.1:9 --timeout-ms 300 --job 12345", &rc);
+  EXPECT_TRUE(std::regex_search(out, std::regex("FAIL  manager +manager .*job 12345: "))) << out;
+}
+
 TEST_F(ManagerCliTest, KeepaliveHoldsAJobAndReportsItsEnd) {
   const char* positions[] = {"core0", "agg0", "agg1", "leaf0", "leaf1", "leaf2", "leaf3"};
   for (int i = 0; i < 7; ++i) RegisterDaemon(positions[i], 9300 + i);

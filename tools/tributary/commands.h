@@ -14,6 +14,7 @@ namespace tributary::cli {
 void RegisterBenchCommand(CLI::App& app, int* exit_code);    // bench_command.cc
 void RegisterDemoCommand(CLI::App& app, int* exit_code);     // demo_command.cc
 void RegisterVersionCommand(CLI::App& app, int* exit_code);  // version_command.cc
+void RegisterDoctorCommand(CLI::App& app, int* exit_code);   // doctor_command.cc
 // "tributary X (libtributary Y)": `tributary version` and `tributary --version`.
 std::string VersionLine();                                   // version_command.cc
 

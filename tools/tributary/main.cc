@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `tributary`: the command line tool of Tributary (bench, demo, version).
+// `tributary`: the command line tool of Tributary (bench, demo, doctor,
+// version, and the control-plane commands).
 //
 // Only main() exits: subcommands return their exit code through the
 // callbacks. The process stays single-threaded until `bench` has forked its
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   tributary::cli::RegisterBenchCommand(app, &exit_code);
   tributary::cli::RegisterDemoCommand(app, &exit_code);
   tributary::cli::RegisterVersionCommand(app, &exit_code);
+  tributary::cli::RegisterDoctorCommand(app, &exit_code);
 #ifdef TRIBUTARY_HAVE_MANAGER
   tributary::cli::RegisterJobsCommand(app, &exit_code);
   tributary::cli::RegisterTreeCommand(app, &exit_code);

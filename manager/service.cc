@@ -95,15 +95,8 @@ class ServiceStats {
     w->Sample("tributary_manager_state_saves_total", "outcome=\"failed\"", save_failures_);
     w->Family("tributary_manager_state_save_seconds", "histogram",
               "Time to save a change to the store (file: write and fsync; etcd: the transaction).");
-    for (size_t i = 0; i < kBuckets.size(); ++i) {
-      char le[32];
-      std::snprintf(le, sizeof(le), "%g", kBuckets[i]);
-      w->Sample("tributary_manager_state_save_seconds_bucket", http::PrometheusLabel("le", le),
-                save_buckets_[i]);
-    }
-    w->Sample("tributary_manager_state_save_seconds_bucket", "le=\"+Inf\"", saves_ + save_failures_);
-    w->Sample("tributary_manager_state_save_seconds_sum", "", save_seconds_);
-    w->Sample("tributary_manager_state_save_seconds_count", "", saves_ + save_failures_);
+    w->Histogram("tributary_manager_state_save_seconds", "", kBuckets.data(), save_buckets_.data(),
+                 kBuckets.size(), save_seconds_, saves_ + save_failures_);
     w->Family("tributary_manager_takeovers_total", "counter",
               "Times this replica became the leader (with the state file: once, at start).");
     w->Sample("tributary_manager_takeovers_total", "", takeovers_);

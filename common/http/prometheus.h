@@ -43,6 +43,22 @@ class PrometheusWriter {
   void Sample(const std::string& name, const std::string& labels, uint64_t value) {
     out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + std::to_string(value) + "\n";
   }
+  // A histogram's samples (after its Family(..., "histogram", ...)): one
+  // NAME_bucket per bound with `cumulative[i]` values <= bounds[i], the
+  // +Inf bucket (`count`), NAME_sum and NAME_count. `labels` ("" or
+  // `job="7"`) go before `le` on each.
+  void Histogram(const std::string& name, const std::string& labels, const double* bounds,
+                 const uint64_t* cumulative, size_t n, double sum, uint64_t count) {
+    const std::string prefix = labels.empty() ? "" : labels + ",";
+    for (size_t i = 0; i < n; ++i) {
+      char le[32];
+      std::snprintf(le, sizeof(le), "%.9g", bounds[i]);
+      Sample(name + "_bucket", prefix + PrometheusLabel("le", le), cumulative[i]);
+    }
+    Sample(name + "_bucket", prefix + "le=\"+Inf\"", count);
+    Sample(name + "_sum", labels, sum);
+    Sample(name + "_count", labels, count);
+  }
   std::string Take() { return std::move(out_); }
 
  private:

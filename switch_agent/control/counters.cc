@@ -22,6 +22,8 @@ CounterReport GatherCounters(const Dataplane& dataplane, const engine::Engine& e
   CounterReport r;
   r.dataplane = dataplane.stats();
   r.engine = engine.Snapshot(3);
+  r.lanes.push_back({r.dataplane, r.engine.counters, static_cast<uint32_t>(r.engine.jobs.size())});
+  for (Dataplane::LaneFigures& lane : dataplane.Lanes()) r.lanes.push_back(std::move(lane));
   dataplane.AddLanes(&r.dataplane, &r.engine);
   return r;
 }

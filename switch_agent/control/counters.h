@@ -20,8 +20,9 @@ namespace tributary::agent {
 // Everything a report shows: `engine` plus, for a backend that runs more
 // engines (dpdk lanes), the others' latest snapshots (Dataplane::AddLanes).
 struct CounterReport {
-  DataplaneStats dataplane;
-  engine::EngineSnapshot engine;
+  DataplaneStats dataplane;  // all lanes
+  engine::EngineSnapshot engine;  // all lanes
+  std::vector<Dataplane::LaneFigures> lanes;  // each lane, lane 0 first
 };
 CounterReport GatherCounters(const Dataplane& dataplane, const engine::Engine& engine);
 

@@ -3,7 +3,9 @@
 #include "switch_agent/control/metrics.h"
 
 
+#include <algorithm>
 #include <cinttypes>
+#include <map>
 #include <cstdio>
 #include <cstring>
 
@@ -13,6 +15,60 @@ namespace tributary::agent {
 namespace {
 
 using Writer = http::PrometheusWriter;
+
+// A job striped over lanes (udp_lanes, dpdk_lanes) is held by each lane's
+// engine; Prometheus gets it once, its lanes' figures added up, its
+// children's straggler figures too (the most often last first, as the
+// engine orders them). Order: first appearance.
+struct MergedJob {
+  engine::JobInfo info;
+  std::vector<engine::ChildStat> stragglers;
+};
+
+std::vector<MergedJob> MergeLanes(const engine::EngineSnapshot& s) {
+  std::vector<MergedJob> out;
+  std::map<uint32_t, size_t> index;
+  for (size_t i = 0; i < s.jobs.size(); ++i) {
+    const engine::JobInfo& j = s.jobs[i];
+    const auto [it, fresh] = index.try_emplace(j.job_id, out.size());
+    if (fresh) out.push_back(MergedJob{j, {}});
+    MergedJob& m = out[it->second];
+    if (!fresh) {
+      engine::JobInfo& a = m.info;
+      a.fan_in = std::max(a.fan_in, j.fan_in);
+      a.joined = std::max(a.joined, j.joined);
+      a.slot_count += j.slot_count;
+      a.arena_bytes += j.arena_bytes;
+      a.completions += j.completions;
+      a.rounds_in_progress += j.rounds_in_progress;
+      a.stats.contributions += j.stats.contributions;
+      a.stats.bytes_reduced += j.stats.bytes_reduced;
+      a.stats.retransmit_answers += j.stats.retransmit_answers;
+      for (size_t k = 0; k < engine::kNumDropReasons; ++k) a.stats.drops[k] += j.stats.drops[k];
+      a.stats.round_time += j.stats.round_time;
+      a.stats.lateness += j.stats.lateness;
+    }
+    if (i >= s.stragglers.size()) continue;
+    for (const engine::ChildStat& c : s.stragglers[i]) {
+      auto same = std::find_if(m.stragglers.begin(), m.stragglers.end(),
+                               [&](const engine::ChildStat& x) { return x.child == c.child; });
+      if (same == m.stragglers.end()) {
+        m.stragglers.push_back(c);
+      } else {
+        same->lateness.rounds_last += c.lateness.rounds_last;
+        same->lateness.lateness_sum_ns += c.lateness.lateness_sum_ns;
+        same->lateness.contributions += c.lateness.contributions;
+      }
+    }
+  }
+  for (MergedJob& m : out) {
+    std::stable_sort(m.stragglers.begin(), m.stragglers.end(),
+                     [](const engine::ChildStat& a, const engine::ChildStat& b) {
+                       return a.lateness.rounds_last > b.lateness.rounds_last;
+                     });
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -60,39 +116,88 @@ std::string FormatPrometheus(const BuildInfo& build, const CounterReport& r) {
     w.Sample(family, "", value);
   });
   // Per job.
-  const size_t jobs = std::min(r.engine.jobs.size(), MetricsServer::kMaxJobs);
+  const std::vector<MergedJob> merged = MergeLanes(r.engine);
+  const size_t jobs = std::min(merged.size(), MetricsServer::kMaxJobs);
   const auto job_label = [&](size_t i) {
-    return "job=\"" + std::to_string(r.engine.jobs[i].job_id) + "\"";
+    return "job=\"" + std::to_string(merged[i].info.job_id) + "\"";
   };
-  w.Family("tributaryd_job_completions_total", "counter", "Rounds the job completed here.");
+  // One family with a sample per job.
+  const auto per_job = [&](const char* family, const char* type, const char* help,
+                           const auto& value) {
+    w.Family(family, type, help);
+    for (size_t i = 0; i < jobs; ++i) w.Sample(family, job_label(i), value(merged[i].info));
+  };
+  using Job = engine::JobInfo;
+  per_job("tributaryd_job_completions_total", "counter", "Rounds the job completed here.",
+          [](const Job& j) { return j.completions; });
+  per_job("tributaryd_job_contributions_total", "counter",
+          "Contributions of the job aggregated here (first copies).",
+          [](const Job& j) { return j.stats.contributions; });
+  per_job("tributaryd_job_bytes_reduced_total", "counter",
+          "Payload bytes of the job aggregated here.",
+          [](const Job& j) { return j.stats.bytes_reduced; });
+  per_job("tributaryd_job_retransmit_answers_total", "counter",
+          "Duplicates of the job's complete rounds answered with the result (its ranks' "
+          "retransmissions).",
+          [](const Job& j) { return j.stats.retransmit_answers; });
+  per_job("tributaryd_job_arena_bytes", "gauge", "Bytes of the job's slot arena.",
+          [](const Job& j) { return j.arena_bytes; });
+  per_job("tributaryd_job_slots", "gauge", "Slots of the job's window (each with two round sets).",
+          [](const Job& j) { return uint64_t{j.slot_count}; });
+  per_job("tributaryd_job_rounds_in_progress", "gauge",
+          "The job's round sets waiting for contributions (or for the parent's result) now; "
+          "at most twice the slots.",
+          [](const Job& j) { return uint64_t{j.rounds_in_progress}; });
+  per_job("tributaryd_job_fan_in", "gauge", "Children the job's rounds wait for.",
+          [](const Job& j) { return uint64_t{j.fan_in}; });
+  per_job("tributaryd_job_joined", "gauge", "Children that have joined the job.",
+          [](const Job& j) { return uint64_t{j.joined}; });
+  w.Family("tributaryd_job_drops_total", "counter",
+           "The job's packets refused after their MAC proved them the job's, by reason.");
   for (size_t i = 0; i < jobs; ++i) {
-    w.Sample("tributaryd_job_completions_total", job_label(i), r.engine.jobs[i].completions);
+    for (size_t k = 0; k < engine::kNumDropReasons; ++k) {
+      const uint64_t n = merged[i].info.stats.drops[k];
+      if (n == 0) continue;
+      w.Sample("tributaryd_job_drops_total",
+               job_label(i) + ",reason=\"" +
+                   engine::DropReasonName(static_cast<engine::DropReason>(k)) + "\"",
+               n);
+    }
   }
-  w.Family("tributaryd_job_arena_bytes", "gauge", "Bytes of the job's slot arena.");
-  for (size_t i = 0; i < jobs; ++i) {
-    w.Sample("tributaryd_job_arena_bytes", job_label(i), r.engine.jobs[i].arena_bytes);
-  }
-  w.Family("tributaryd_job_fan_in", "gauge", "Children the job's rounds wait for.");
-  for (size_t i = 0; i < jobs; ++i) {
-    w.Sample("tributaryd_job_fan_in", job_label(i), uint64_t{r.engine.jobs[i].fan_in});
-  }
-  w.Family("tributaryd_job_joined", "gauge", "Children that have joined the job.");
-  for (size_t i = 0; i < jobs; ++i) {
-    w.Sample("tributaryd_job_joined", job_label(i), uint64_t{r.engine.jobs[i].joined});
-  }
+  // Histograms of the job's round times and of each contribution's lateness.
+  const auto histograms = [&](const char* family, const char* help, const auto& pick) {
+    w.Family(family, "histogram", help);
+    constexpr size_t kBounded = base::Log2Histogram::kBuckets - 1;
+    double bounds[kBounded];
+    for (size_t b = 0; b < kBounded; ++b) bounds[b] = base::Log2Histogram::UpperBoundSeconds(b);
+    for (size_t i = 0; i < jobs; ++i) {
+      const base::Log2Histogram& h = pick(merged[i].info);
+      uint64_t cumulative[kBounded];
+      uint64_t running = 0;
+      for (size_t b = 0; b < kBounded; ++b) cumulative[b] = running += h.counts[b];
+      w.Histogram(family, job_label(i), bounds, cumulative, kBounded,
+                  static_cast<double>(h.sum_ns) / 1e9, h.count);
+    }
+  };
+  histograms("tributaryd_job_round_seconds",
+             "From a round's first contribution to its completion here.",
+             [](const Job& j) -> const base::Log2Histogram& { return j.stats.round_time; });
+  histograms("tributaryd_job_lateness_seconds",
+             "Each contribution's arrival after its round's first (the stragglers' delay).",
+             [](const Job& j) -> const base::Log2Histogram& { return j.stats.lateness; });
   // Stragglers: the children that most often arrived last.
   w.Family("tributaryd_job_child_last_rounds_total", "counter",
            "Rounds in which this child's contribution arrived last (the stragglers).");
-  for (size_t i = 0; i < jobs && i < r.engine.stragglers.size(); ++i) {
-    for (const engine::ChildStat& c : r.engine.stragglers[i]) {
+  for (size_t i = 0; i < jobs; ++i) {
+    for (const engine::ChildStat& c : merged[i].stragglers) {
       w.Sample("tributaryd_job_child_last_rounds_total",
                job_label(i) + ",rank=\"" + std::to_string(c.child) + "\"", c.lateness.rounds_last);
     }
   }
   w.Family("tributaryd_job_child_mean_lateness_seconds", "gauge",
            "Mean time this child's contributions arrived after the round's first.");
-  for (size_t i = 0; i < jobs && i < r.engine.stragglers.size(); ++i) {
-    for (const engine::ChildStat& c : r.engine.stragglers[i]) {
+  for (size_t i = 0; i < jobs; ++i) {
+    for (const engine::ChildStat& c : merged[i].stragglers) {
       const double mean = c.lateness.contributions
                               ? static_cast<double>(c.lateness.lateness_sum_ns) / 1e9 /
                                     static_cast<double>(c.lateness.contributions)
@@ -101,6 +206,31 @@ std::string FormatPrometheus(const BuildInfo& build, const CounterReport& r) {
                job_label(i) + ",rank=\"" + std::to_string(c.child) + "\"", mean);
     }
   }
+  // Per lane (udp_lanes, dpdk_lanes; one lane otherwise): its socket or
+  // port and its engine.
+  const auto per_lane = [&](const char* family, const char* type, const char* help,
+                            const auto& value) {
+    w.Family(family, type, help);
+    for (size_t k = 0; k < r.lanes.size(); ++k) {
+      w.Sample(family, "lane=\"" + std::to_string(k) + "\"", value(r.lanes[k]));
+    }
+  };
+  using Lane = Dataplane::LaneFigures;
+  per_lane("tributaryd_lane_rx_packets_total", "counter", "Packets the lane received.",
+           [](const Lane& l) { return l.stats.rx_packets; });
+  per_lane("tributaryd_lane_rx_bytes_total", "counter", "Bytes the lane received.",
+           [](const Lane& l) { return l.stats.rx_bytes; });
+  per_lane("tributaryd_lane_tx_packets_total", "counter", "Packets the lane sent.",
+           [](const Lane& l) { return l.stats.tx_packets; });
+  per_lane("tributaryd_lane_tx_bytes_total", "counter", "Bytes the lane sent.",
+           [](const Lane& l) { return l.stats.tx_bytes; });
+  per_lane("tributaryd_lane_contributions_total", "counter",
+           "Contributions the lane's engine aggregated.",
+           [](const Lane& l) { return l.engine.contributions; });
+  per_lane("tributaryd_lane_completions_total", "counter", "Rounds the lane's engine completed.",
+           [](const Lane& l) { return l.engine.completions; });
+  per_lane("tributaryd_lane_jobs", "gauge", "Jobs the lane holds.",
+           [](const Lane& l) { return uint64_t{l.jobs}; });
   return w.Take();
 }
 

@@ -5,10 +5,14 @@
 //
 // What /metrics shows is exactly what the text report shows (counters.h's
 // VisitCounters, every lane added up), as counters and gauges named
-// tributaryd_<group>_<name>, plus per job (at most kMaxJobs): fan-in,
-// children joined, arena bytes, completions, and for the children that most
-// often arrived last their last-arrival rounds and mean lateness; and
-// tributaryd_build_info. The loop thread publishes a report every
+// tributaryd_<group>_<name>, plus per job (at most kMaxJobs; a job striped
+// over lanes once, its lanes added up): fan-in, children joined, slots and
+// rounds in progress, arena bytes, completions, contributions and bytes
+// reduced, retransmissions answered, drops by reason after authentication,
+// histograms of round times and of contributions' lateness, and for the
+// children that most often arrived last their last-arrival rounds and mean
+// lateness; per lane (lane="k"): packets and bytes in and out,
+// contributions, completions, jobs; and tributaryd_build_info. The loop thread publishes a report every
 // kPublishNs (Publish); a scrape formats the latest, so it never touches
 // the packet path and is at most that old.
 //

@@ -114,6 +114,16 @@ class Dataplane {
     (void)snapshot;
   }
 
+  // Per lane k >= 1 of such a backend, its latest published counters, in
+  // lane order (lane 0 is stats() and the engine given at creation). Call
+  // on the loop thread. Default: none.
+  struct LaneFigures {
+    DataplaneStats stats;
+    engine::EngineCounters engine;
+    uint32_t jobs = 0;
+  };
+  virtual std::vector<LaneFigures> Lanes() const { return {}; }
+
   // Jobs placed ahead of their ranks and trees (provisioner.h): a backend
   // that can apply them in its loop and reach parent aggregators keeps the
   // pointer (not owned) and returns true. Call before Run().

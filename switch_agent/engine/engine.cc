@@ -152,10 +152,15 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
   if (out.key == nullptr && join_key_valid_) out.key = &join_key_;
   // A packet sent back for a flush is counted when it is processed.
   if (out.kind != ActionKind::kFlushAndRetry) ++counters_.packets_in;
+  authentic_job_ = nullptr;  // the job may be reaped before the next packet
   return out;
 }
 
-void Engine::Drop(DropReason reason) { ++counters_.drops[static_cast<size_t>(reason)]; }
+void Engine::Drop(DropReason reason) {
+  ++counters_.drops[static_cast<size_t>(reason)];
+  // Refused after its MAC proved it the job's: the job's own count too.
+  if (authentic_job_ != nullptr) ++authentic_job_->stats.drops[static_cast<size_t>(reason)];
+}
 
 void MakeNack(const Header& in, PeerToken to, NackCode code, Action* out) {
   out->kind = ActionKind::kSendToOne;
@@ -169,7 +174,7 @@ void MakeNack(const Header& in, PeerToken to, NackCode code, Action* out) {
 }
 
 void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reason, Action* out) {
-  ++counters_.drops[static_cast<size_t>(reason)];
+  Drop(reason);
   MakeNack(in, to, code, out);
 }
 
@@ -342,6 +347,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     ++counters_.duplicates;
     if (m.state == SetState::kComplete) {
       ++counters_.retransmit_answers;
+      ++job->stats.retransmit_answers;
       return ResultTo(job, s, v, from, out);
     }
     return StatusTo(job, h, s, v, from, out);
@@ -352,6 +358,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     if (m.state == SetState::kComplete) {
       ++counters_.duplicates;
       ++counters_.retransmit_answers;
+      ++job->stats.retransmit_answers;
       return ResultTo(job, s, v, from, out);
     }
     if (m.dtype != h.dtype || m.op != h.op || m.elem_count != h.elem_count ||
@@ -417,6 +424,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
       m.routing |= kRoutingHasData;
     }
     counters_.bytes_reduced += bytes;
+    job->stats.bytes_reduced += bytes;
   }
   if (h.flags & proto::kFlagOwner) m.routing = (m.routing & ~kNoOwner) | sender;
   Job::SetBit(seen, sender);
@@ -424,6 +432,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   ChildLateness& late = job->lateness(sender);
   late.lateness_sum_ns += now_ns - m.first_arrival_ns;
   ++late.contributions;
+  job->stats.lateness.Add(now_ns - m.first_arrival_ns);
   ++m.arrived;
   if (pkt.ce) {  // ECN: the path to us is congested; the RESULT tells the ranks
     if (m.ce_marks < 255) ++m.ce_marks;
@@ -437,6 +446,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.extra_ranks = m.extra_ranks > UINT32_MAX - extra ? UINT32_MAX : m.extra_ranks + extra;
   }
   ++counters_.contributions;
+  ++job->stats.contributions;
   if (m.arrived < job->fan_in()) return;
 
   if (!HasData(m)) {
@@ -447,6 +457,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
   }
   m.complete_ns = now_ns;
+  job->stats.round_time.Add(now_ns - m.first_arrival_ns);
   m.last_sender = sender;
   ++late.rounds_last;
   ++counters_.completions;
@@ -769,7 +780,7 @@ std::vector<JobInfo> Engine::Jobs() const {
   for (const auto& [id, job] : jobs_) {
     out.push_back(JobInfo{id, job->epoch(), job->fan_in(), job->slot_count(),
                           job->payload_bytes(), job->joined(), job->arena_bytes(),
-                          job->completions});
+                          job->completions, job->RoundsInProgress(), job->stats});
   }
   return out;
 }

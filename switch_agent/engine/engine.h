@@ -53,27 +53,6 @@ namespace tributary::engine {
 // Opaque identity of a peer, meaningful only to the dataplane that made it.
 using PeerToken = uint64_t;
 
-// Why the engine dropped a packet. Stable order: stats print these names.
-enum class DropReason : uint8_t {
-  kUnknownJob = 0,     // job id not known (sender is told: NACK kUnknownJob)
-  kBadMac,             // MAC wrong (not the job's key, or altered): counted, never answered
-  kStaleEpoch,         // epoch not the job's current one
-  kBadSlot,            // slot index out of range
-  kBadRange,           // element count larger than the job's payload
-  kMismatch,           // dtype/op/count disagree with the slot's current round
-  kBadSender,          // sender index >= fan-in
-  kForeignSource,      // sender index not registered from this peer
-  kStale,              // contribution for a round older than the set holds
-  kUnexpectedType,     // a message type aggregators do not accept (RESULT, ...)
-  kJobConflict,        // JOIN parameters disagree with the existing job
-  kJobLimit,           // too many jobs
-  kMemoryLimit,        // job would exceed the engine's memory budget
-  kBadJoin,            // JOIN parameters invalid (fan-in 0, payload not aligned ...)
-  kUnsupported,        // dtype/op combination not supported
-  kStaleJoin,          // JOIN from a new address with an incarnation not newer (a replay)
-  kCount
-};
-inline constexpr size_t kNumDropReasons = static_cast<size_t>(DropReason::kCount);
 const char* DropReasonName(DropReason r);
 
 struct EngineCounters {
@@ -178,6 +157,8 @@ struct JobInfo {
   uint32_t joined;          // children that have joined
   uint64_t arena_bytes;
   uint64_t completions;
+  uint32_t rounds_in_progress;  // of the 2 x slot_count slot sets
+  JobStats stats;
 };
 
 // A copy of what reports read from an engine, so that a thread other than

@@ -109,6 +109,15 @@ void Job::Recycle(uint32_t new_epoch) {
   left_ = 0;
   finished_ = false;
   completions = 0;
+  stats = JobStats{};
+}
+
+uint32_t Job::RoundsInProgress() const {
+  uint32_t busy = 0;
+  for (size_t i = 0; i < 2 * size_t{params_.slot_count}; ++i) {
+    busy += metas_[i].state == SetState::kPending || metas_[i].state == SetState::kUpstream;
+  }
+  return busy;
 }
 
 void Job::ClearSeen(uint32_t slot, uint32_t shadow) {

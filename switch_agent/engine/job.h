@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/log2_histogram.h"
 #include "common/rtt_estimator.h"
 #include "proto/auth.h"
 #include "proto/codec.h"
@@ -83,6 +84,42 @@ inline bool OwnerOnly(const SetMeta& m) { return (m.routing & kRoutingOwnerOnly)
 inline uint32_t RanksBehind(const SetMeta& m) {
   return m.extra_ranks > UINT32_MAX - m.arrived ? UINT32_MAX : m.arrived + m.extra_ranks;
 }
+
+// Why the engine dropped a packet. Stable order: stats print these names.
+enum class DropReason : uint8_t {
+  kUnknownJob = 0,     // job id not known (sender is told: NACK kUnknownJob)
+  kBadMac,             // MAC wrong (not the job's key, or altered): counted, never answered
+  kStaleEpoch,         // epoch not the job's current one
+  kBadSlot,            // slot index out of range
+  kBadRange,           // element count larger than the job's payload
+  kMismatch,           // dtype/op/count disagree with the slot's current round
+  kBadSender,          // sender index >= fan-in
+  kForeignSource,      // sender index not registered from this peer
+  kStale,              // contribution for a round older than the set holds
+  kUnexpectedType,     // a message type aggregators do not accept (RESULT, ...)
+  kJobConflict,        // JOIN parameters disagree with the existing job
+  kJobLimit,           // too many jobs
+  kMemoryLimit,        // job would exceed the engine's memory budget
+  kBadJoin,            // JOIN parameters invalid (fan-in 0, payload not aligned ...)
+  kUnsupported,        // dtype/op combination not supported
+  kStaleJoin,          // JOIN from a new address with an incarnation not newer (a replay)
+  kCount
+};
+inline constexpr size_t kNumDropReasons = static_cast<size_t>(DropReason::kCount);
+
+// A job's own counters (tributaryd's /metrics, per job): what it was sent
+// and what of it was refused once authenticated (an unauthenticated packet
+// is counted by the engine only), and the times of its rounds.
+struct JobStats {
+  uint64_t contributions = 0;       // first copies aggregated
+  uint64_t bytes_reduced = 0;       // their payload bytes
+  uint64_t retransmit_answers = 0;  // duplicates of complete rounds answered with the result
+  uint64_t drops[kNumDropReasons] = {};
+  // First contribution of a round to its completion here.
+  base::Log2Histogram round_time;
+  // Each contribution's arrival after the round's first (0 for the first).
+  base::Log2Histogram lateness;
+};
 
 // What the aggregator saw of one child's timing: the stragglers are named
 // from this, not guessed. Lateness of a contribution = its arrival minus the
@@ -222,6 +259,9 @@ class Job {
 
   uint64_t last_active_ns = 0;
   uint64_t completions = 0;
+  JobStats stats;
+  // Rounds (slot sets) pending here or waiting for the parent's RESULT now.
+  uint32_t RoundsInProgress() const;
   // Jobs placed by configuration or the manager (Engine::Provision) live
   // until they are withdrawn, not until their children leave or idle.
   bool provisioned = false;

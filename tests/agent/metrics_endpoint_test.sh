@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # tributaryd_metrics_endpoint_test: the daemon's Prometheus endpoint, live.
 #
-# Starts tributaryd with --metrics-address 127.0.0.1:0, runs a 2-rank
-# `tributary bench` through it (node level off, so every round reaches the
-# daemon) and scrapes /metrics while the job is alive, until its per-job
-# completions show (bounded: 60 s): the scrape must pass `promtool check
-# metrics`, carry the job's completions and the engine's, and /healthz and
-# /readyz answer 200. Then a daemon given an address it cannot bind exits 1
+# Starts tributaryd with --metrics-address 127.0.0.1:0 and two UDP lanes,
+# runs a 2-rank `tributary bench` striped over both (node level off, so
+# every round reaches the daemon) and scrapes /metrics while the job is
+# alive, until its per-job completions show (bounded: 60 s): the scrape
+# must pass `promtool check metrics`, carry the job once (not once per
+# lane) with its completions, contributions, bytes, round-time and lateness
+# histograms, both lanes' packets, and the engine's completions; /healthz
+# and /readyz answer 200. Then a daemon given an address it cannot bind exits 1
 # naming it. Loopback only; stops only the processes it started.
 # Usage: metrics_endpoint_test.sh (TRIBUTARYD, TRIBUTARY_CLI from ctest).
 set -u -o pipefail
@@ -25,7 +27,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 fail() { echo "FAIL $*" >&2; exit 1; }
 
-"$DAEMON" --port 0 --metrics-address 127.0.0.1:0 > "$work/daemon.log" 2>&1 &
+"$DAEMON" --port 0 --udp-lanes 2 --metrics-address 127.0.0.1:0 > "$work/daemon.log" 2>&1 &
 pids+=($!)
 for ((i = 0; i < 100; ++i)); do
   url=$(sed -n 's/^tributaryd metrics on \(.*\)$/\1/p' "$work/daemon.log")
@@ -39,7 +41,8 @@ base=${url%/metrics}
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/healthz") == 200 ]] || fail "/healthz is not 200"
 
 # A job that lives for many rounds: 2 ranks, 256 KiB, 2000 iterations.
-"$CLI" bench --in-place 0 --daemon "$addr" --ranks 2 --node-level off -b 256K -e 256K -n 2000 -w 1 -c 0 \
+"$CLI" bench --in-place 0 --daemon "$addr" --lanes 2 --ranks 2 --node-level off -b 256K -e 256K \
+  -n 2000 -w 1 -c 0 \
   > "$work/bench.log" 2>&1 &
 pids+=($!)
 found=""
@@ -57,6 +60,21 @@ promtool check metrics < "$work/scrape.txt" > "$work/promtool.log" 2>&1 ||
 grep -Eq '^tributaryd_engine_completions_total [1-9]' "$work/scrape.txt" ||
   fail "engine completions not counted"
 grep -q '^tributaryd_build_info{version=' "$work/scrape.txt" || fail "no build_info"
+job=$(grep -Eo '^tributaryd_job_completions_total\{job="[0-9]+"\}' "$work/scrape.txt" | head -1)
+job=${job#*job=\"}
+job=${job%%\"*}
+[[ $(grep -c "^tributaryd_job_completions_total{job=\"$job\"}" "$work/scrape.txt") -eq 1 ]] ||
+  fail "job $job appears more than once (once per lane?)"
+for family in contributions_total bytes_reduced_total round_seconds_count lateness_seconds_count; do
+  grep -Eq "^tributaryd_job_${family}\{job=\"$job\"\} [1-9]" "$work/scrape.txt" ||
+    fail "tributaryd_job_$family of job $job missing or 0"
+done
+grep -q "^tributaryd_job_round_seconds_bucket{job=\"$job\",le=\"+Inf\"}" "$work/scrape.txt" ||
+  fail "no +Inf bucket of job $job's round times"
+for lane in 0 1; do
+  grep -Eq "^tributaryd_lane_rx_packets_total\{lane=\"$lane\"\} [1-9]" "$work/scrape.txt" ||
+    fail "lane $lane received nothing (or no per-lane figures)"
+done
 echo "ok   live scrape: $(grep -c '^tributaryd_' "$work/scrape.txt") samples, promtool clean," \
   "$(grep -E '^tributaryd_job_completions_total' "$work/scrape.txt" | head -1)"
 

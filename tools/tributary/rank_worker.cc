@@ -81,6 +81,7 @@ class Rank {
     if (!job_.aggregator_key.empty()) comm_config.options.aggregator_key = job_.aggregator_key;
     if (config_.payload_bytes > 0) comm_config.options.payload_bytes = config_.payload_bytes;
     if (config_.window > 0) comm_config.options.window = config_.window;
+    if (config_.lanes > 0) comm_config.options.lanes = config_.lanes;
     if (config_.op_timeout_ms > 0) comm_config.options.op_timeout_ms = config_.op_timeout_ms;
     if (config_.connect_timeout_ms > 0) {
       comm_config.options.connect_timeout_ms = config_.connect_timeout_ms;

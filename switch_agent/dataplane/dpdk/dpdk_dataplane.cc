@@ -238,6 +238,15 @@ void DpdkDataplane::AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snap
   }
 }
 
+std::vector<Dataplane::LaneFigures> DpdkDataplane::Lanes() const {
+  std::vector<LaneFigures> out;
+  for (size_t k = 1; k < lanes_.size(); ++k) {
+    const DpdkLane::Published p = lanes_[k]->ReadPublished();
+    out.push_back({p.stats, p.engine.counters, static_cast<uint32_t>(p.engine.jobs.size())});
+  }
+  return out;
+}
+
 DpdkStats DpdkDataplane::TotalDpdkStats() const {
   DpdkStats total;
   for (size_t k = 0; k < lanes_.size(); ++k) {

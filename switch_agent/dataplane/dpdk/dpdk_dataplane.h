@@ -60,6 +60,7 @@ class DpdkDataplane final : public Dataplane {
   void Cleanup() override;
   const DataplaneStats& stats() const override { return lanes_.at(0)->stats(); }
   void AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const override;
+  std::vector<LaneFigures> Lanes() const override;
 
   size_t lane_count() const { return lanes_.size(); }
   DpdkLane& lane(size_t k) { return *lanes_.at(k); }

@@ -112,6 +112,16 @@ void UdpLanes::AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot)
   }
 }
 
+std::vector<Dataplane::LaneFigures> UdpLanes::Lanes() const {
+  std::lock_guard<std::mutex> lock(published_mu_);
+  std::vector<LaneFigures> out;
+  for (size_t k = 1; k < published_.size(); ++k) {
+    out.push_back({published_[k].stats, published_[k].engine.counters,
+                   static_cast<uint32_t>(published_[k].engine.jobs.size())});
+  }
+  return out;
+}
+
 void UdpLanes::Cleanup() {
   // Sockets and buffers go; the lanes and their counters stay for the
   // exit report.

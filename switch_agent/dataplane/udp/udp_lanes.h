@@ -52,6 +52,7 @@ class UdpLanes final : public Dataplane {
   void Cleanup() override;
   const DataplaneStats& stats() const override { return lanes_.at(0)->stats(); }
   void AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const override;
+  std::vector<LaneFigures> Lanes() const override;
   bool AttachProvisioner(Provisioner* provisioner) override;
 
   size_t lane_count() const { return lanes_.size(); }

@@ -35,6 +35,11 @@ PACKAGES=(
 )
 # kubectl renders deploy/k8s (its built-in kustomize); any kubectl will do.
 command -v kubectl > /dev/null || PACKAGES+=(kubernetes-client)
+# node and npm: the rendered manifests are checked against the Kubernetes
+# schemas offline by npm's kubernetes-models (installed below). Any node of
+# 14 or later (Debian's is 18); a node that came with its own npm is kept.
+command -v node > /dev/null || PACKAGES+=(nodejs)
+command -v npm > /dev/null || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -60,4 +65,17 @@ if ((${#missing[@]})); then
   if ((own_policy)); then rm -f /usr/sbin/policy-rc.d; fi
 else
   echo "setup-debian.sh: all packages present"
+fi
+
+# The Kubernetes API schemas for tests/deploy/k8s_schema_test.py (pinned:
+# 4.x supports node 14 and later; the schemas it carries say which API).
+KUBERNETES_MODELS=4.5.1
+npm_root=$(npm root -g)
+if NODE_PATH="$npm_root" node -e \
+    "process.exit(require('kubernetes-models/package.json').version === '$KUBERNETES_MODELS' ? 0 : 1)" \
+    2> /dev/null; then
+  echo "setup-debian.sh: kubernetes-models $KUBERNETES_MODELS present"
+elif ! npm install -g --no-fund --no-audit --loglevel=error "kubernetes-models@$KUBERNETES_MODELS"; then
+  echo "setup-debian.sh: WARNING: npm could not install kubernetes-models; the manifests'" \
+    "schema test will not be registered" >&2
 fi

@@ -52,6 +52,24 @@ if(PkgConfig_FOUND)
   pkg_check_modules(SYSTEMD IMPORTED_TARGET libsystemd)
 endif()
 tributary_feature(SYSTEMD SYSTEMD_FOUND "libsystemd not found (apt-get install libsystemd-dev)")
+# The Python bindings (host/python: the `tributary` package, its PyTorch DDP
+# hook) through pybind11 and the Python 3 headers.
+if(NOT TRIBUTARY_WITH_PYTHON STREQUAL "OFF")
+  # The system's interpreter (where Debian's python3-numpy and python3-torch
+  # live), not one that comes first on PATH (pyenv), unless one is named.
+  if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
+  find_package(pybind11 CONFIG QUIET)
+endif()
+if(Python3_FOUND AND pybind11_FOUND)
+  set(TRIBUTARY_PYTHON_DEPS_FOUND ON)
+else()
+  set(TRIBUTARY_PYTHON_DEPS_FOUND OFF)
+endif()
+tributary_feature(PYTHON TRIBUTARY_PYTHON_DEPS_FOUND
+  "pybind11 or the Python headers not found (apt-get install pybind11-dev python3-dev)")
 
 # libfabric and libibverbs are opened at run time (common/ofi/ofi_api.h,
 # common/verbs/verbs_api.h), so that a udp-only user needs neither: the ofi

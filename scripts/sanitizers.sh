@@ -70,7 +70,7 @@ configure() {  # dir sanitize
   cmake -S "$root" -B "$1" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
     -DTRIBUTARY_SANITIZE="$2" -DTRIBUTARY_BUILD_FUZZ=OFF -DTRIBUTARY_BUILD_BENCH=OFF \
-    -DTRIBUTARY_WITH_CUDA=OFF \
+    -DTRIBUTARY_WITH_CUDA=OFF -DTRIBUTARY_WITH_PYTHON=OFF \
     > "$1/configure.log" 2>&1 || { cat "$1/configure.log"; return 1; }
 }
 

@@ -32,6 +32,8 @@ PACKAGES=(
   etcd-server etcd-client  # the manager's etcd state backend: its tests run a 3-member cluster
   openssl  # the manager's TLS test makes a throwaway certificate
   python3-yaml  # tests/deploy: checks the rendered Kubernetes manifests
+  pybind11-dev python3-dev  # the Python bindings (host/python)
+  python3-numpy python3-torch  # their tests and the DDP example (PyTorch CPU, Debian's)
 )
 # kubectl renders deploy/k8s (its built-in kustomize); any kubectl will do.
 command -v kubectl > /dev/null || PACKAGES+=(kubernetes-client)

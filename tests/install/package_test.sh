@@ -4,7 +4,8 @@
 # are complete and work once installed:
 #   1. cpack builds libtributary0, libtributary-dev, tributaryd,
 #      tributary-manager, tributary-tools (and libnccl-net-tributary when the
-#      plugin is built) from BUILD_DIR;
+#      plugin is built, python3-tributary when the bindings are) from
+#      BUILD_DIR;
 #   2. each names its architecture, the programs depend on libtributary0 of
 #      the same version, /etc/tributary/tributaryd.yaml is a conffile, and no
 #      file lands outside its package's component (the daemon's unit in
@@ -13,7 +14,8 @@
 #      dpkg-shlibdeps must be satisfied by what setup-debian.sh installs);
 #   4. the installed programs run: tributary-manager --version, the units
 #      pass `systemd-analyze verify`, and `tributary demo` (the installed CLI
-#      starting the installed tributaryd) all-reduces 4 ranks, exact;
+#      starting the installed tributaryd) all-reduces 4 ranks, exact; the
+#      system's python3 imports the installed tributary package;
 #   5. `dpkg --purge` removes them again (also when a step fails).
 # Needs root and dpkg; exits 77 (ctest SKIP) without. Refuses to run when
 # one of these packages is already installed (it would not remove what it
@@ -39,6 +41,7 @@ fail() {
 
 names=(libtributary0 libtributary-dev tributaryd tributary-manager tributary-tools)
 [[ -e $build/host/nccl ]] && names+=(libnccl-net-tributary)
+[[ -e $build/python/tributary ]] && names+=(python3-tributary)
 for n in "${names[@]}"; do
   if dpkg-query -W -f='${Status}' "$n" 2> /dev/null | grep -q "ok installed"; then
     fail "package $n is already installed here; remove it first (this test installs and purges its own)"
@@ -80,4 +83,11 @@ fi
 env -u TRIBUTARYD /usr/bin/tributary demo > "$work/demo.log" 2>&1 || { cat "$work/demo.log" >&2; fail "tributary demo"; }
 grep -q "^VERDICT: PASS" "$work/demo.log" || { cat "$work/demo.log" >&2; fail "tributary demo: no PASS"; }
 grep "^VERDICT" "$work/demo.log"
+if [[ " ${names[*]} " == *" python3-tributary "* ]]; then
+  # The installed package from the system's python3, not the build tree.
+  (cd / && env -u PYTHONPATH /usr/bin/python3 -c \
+    "import tributary, sys; assert tributary.version() == '$version', tributary.version();
+assert tributary.__file__.startswith('/usr/lib/python3/dist-packages/'), tributary.__file__") \
+    > "$work/python.log" 2>&1 || { cat "$work/python.log" >&2; fail "import tributary (installed)"; }
+fi
 echo "package test: ${#names[@]} packages built, installed, run and purged"

@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tributary: in-network all-reduce, from Python.
+
+The bindings of libtributary's public API (host/include/tributary/): a
+Communicator joins a job at an aggregator (tributaryd) and all-reduces
+NumPy arrays, CPU torch tensors or any contiguous buffer in place or
+between two buffers, without copies: the library works on the objects'
+own memory, registered on first use and kept registered (the objects kept
+alive) until deregister() or close(). Operations are asynchronous: each
+returns a Request to wait() on (the GIL is released while it waits).
+Every failure raises tributary.Error, whose ``code`` is the status name
+("UNAVAILABLE", "TIMED_OUT", ...).
+
+    import numpy as np, tributary
+    comm = tributary.Communicator(job_id=7, job_key=0x1234, rank=r, world_size=n,
+                                  aggregator="10.0.0.5:17820")
+    grad = np.ones(1 << 20, dtype=np.float32)
+    comm.all_reduce(grad, op="sum").wait()      # in place
+
+Options not given as keywords come from the TRIBUTARY_* environment
+(docs/CONFIGURATION.md). tributary.torch has the DDP communication hook.
+"""
+
+from . import _tributary
+from ._tributary import CommConfig, DataType, Error, Options, ReduceOp, dtype_size
+
+__all__ = ["Communicator", "Request", "Error", "Options", "CommConfig", "DataType", "ReduceOp",
+           "dtype_size", "version"]
+
+
+def version():
+    """libtributary's version, "MAJOR.MINOR.PATCH"."""
+    return _tributary.version()
+
+
+_NUMPY_TYPES = {
+    "int8": DataType.int8, "uint8": DataType.uint8, "int32": DataType.int32,
+    "uint32": DataType.uint32, "int64": DataType.int64, "uint64": DataType.uint64,
+    "float16": DataType.float16, "float32": DataType.float32, "float64": DataType.float64,
+}
+_TORCH_TYPES = {
+    "torch.int8": DataType.int8, "torch.uint8": DataType.uint8, "torch.int32": DataType.int32,
+    "torch.int64": DataType.int64, "torch.float16": DataType.float16,
+    "torch.float32": DataType.float32, "torch.float64": DataType.float64,
+    "torch.bfloat16": DataType.bfloat16,
+    "torch.float8_e4m3fn": DataType.float8_e4m3, "torch.float8_e5m2": DataType.float8_e5m2,
+}
+_OPS = {"sum": ReduceOp.sum, "prod": ReduceOp.prod, "min": ReduceOp.min, "max": ReduceOp.max,
+        "avg": ReduceOp.avg}
+
+
+def _invalid(message):
+    error = Error("INVALID_ARGUMENT: " + message)
+    error.code = "INVALID_ARGUMENT"
+    error.message = message
+    return error
+
+
+def _memory(obj, writable):
+    """(address, nbytes, DataType) of obj's own memory, never a copy."""
+    if type(obj).__module__ == "torch" and type(obj).__name__ in ("Tensor", "Parameter"):
+        if obj.device.type != "cpu":
+            raise _invalid("a %s tensor: the Python bindings take CPU memory (GPU jobs use "
+                           "NCCL with libnccl-net-tributary, docs/NCCL.md)" % obj.device.type)
+        if not obj.is_contiguous():
+            raise _invalid("a non-contiguous tensor (call .contiguous() on a copy you keep)")
+        dtype = _TORCH_TYPES.get(str(obj.dtype))
+        if dtype is None:
+            raise _invalid("tensor type %s has no Tributary type" % obj.dtype)
+        return obj.data_ptr(), obj.numel() * obj.element_size(), dtype
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy is a dependency of the package
+        raise _invalid("NumPy is needed for buffer-protocol objects")
+    array = numpy.asarray(obj)  # no copy for arrays and buffers
+    if not array.flags.c_contiguous:
+        raise _invalid("a non-contiguous array (numpy.ascontiguousarray makes a copy)")
+    if writable and not array.flags.writeable:
+        raise _invalid("a read-only buffer cannot receive a result")
+    dtype = _NUMPY_TYPES.get(array.dtype.name)
+    if dtype is None:
+        raise _invalid("array type %s has no Tributary type" % array.dtype.name)
+    return array.ctypes.data, array.nbytes, dtype
+
+
+class Request:
+    """An asynchronous operation; keeps its buffers alive until it is done."""
+
+    def __init__(self, request, keep):
+        self._request = request
+        self._keep = keep
+
+    def wait(self, timeout_s=None):
+        """Blocks until done (GIL released); raises tributary.Error on failure or timeout."""
+        self._request.wait(timeout_s)
+        self._keep = None
+
+    def test(self):
+        """True once done; raises tributary.Error if it failed."""
+        done = self._request.test()
+        if done:
+            self._keep = None
+        return done
+
+
+class Communicator:
+    """One rank of a job at an aggregator (tributary::Communicator).
+
+    Keywords: job_id, job_key, rank, world_size (default: CommConfig.from_environment(),
+    i.e. TRIBUTARY_JOB_ID, TRIBUTARY_JOB_KEY and the launcher's rank and size), and any
+    Options field (aggregator="host:port", transport, payload_bytes, window, lanes,
+    op_timeout_ms, connect_timeout_ms, node_level, ...) over the TRIBUTARY_* environment.
+    Creating it is collective with the node level on (every rank must create one).
+    """
+
+    def __init__(self, job_id=None, job_key=None, rank=None, world_size=None, **options):
+        if None in (job_id, job_key, rank, world_size):
+            config = CommConfig.from_environment()
+        else:
+            config = CommConfig()
+            config.options = Options.from_environment()
+        for name, value in (("job_id", job_id), ("job_key", job_key), ("rank", rank),
+                            ("world_size", world_size)):
+            if value is not None:
+                setattr(config, name, value)
+        opts = config.options
+        for name, value in options.items():
+            if not hasattr(opts, name):
+                raise _invalid("unknown option %r" % name)
+            setattr(opts, name, value)
+        opts.validate()
+        config.options = opts
+        self._comm = _tributary.Communicator.create(config)
+        self._registered = {}  # address -> (Buffer, nbytes, obj)
+
+    # -- memory ---------------------------------------------------------------
+    def register(self, obj):
+        """Registers obj's memory (kept alive until deregister or close); idempotent."""
+        address, nbytes, _ = _memory(obj, writable=False)
+        return self._register(address, nbytes, obj)
+
+    def _register(self, address, nbytes, obj):
+        held = self._registered.get(address)
+        if held is not None and held[1] >= nbytes:
+            return held[0]
+        # Memory that now holds other objects (freed and reused, or grown):
+        # its old registrations go first.
+        for other, (buffer, size, _) in list(self._registered.items()):
+            if other < address + nbytes and address < other + size:
+                self._comm.deregister(buffer)
+                del self._registered[other]
+        buffer = self._comm.register_memory(address, nbytes)
+        self._registered[address] = (buffer, nbytes, obj)
+        return buffer
+
+    def deregister(self, obj):
+        """Releases obj's registration (fails while an operation uses it)."""
+        address = _memory(obj, writable=False)[0]
+        held = self._registered.get(address)
+        if held is not None:
+            self._comm.deregister(held[0])
+            del self._registered[address]
+
+    # -- collectives ----------------------------------------------------------
+    def all_reduce(self, send, recv=None, op="sum", count=None):
+        """All-reduces send into recv (recv None or send: in place); returns a Request.
+
+        op: "sum", "prod", "min", "max" or "avg" (or a ReduceOp). count: elements
+        (default: all of send). Both must have the same element type.
+        """
+        reduce_op = _OPS.get(op, op) if isinstance(op, str) else op
+        if not isinstance(reduce_op, ReduceOp):
+            raise _invalid("unknown operation %r (sum, prod, min, max, avg)" % (op,))
+        if recv is None:
+            recv = send
+        s_addr, s_bytes, s_type = _memory(send, writable=recv is send)
+        r_addr, r_bytes, r_type = _memory(recv, writable=True)
+        if s_type != r_type:
+            raise _invalid("send is %s and recv %s" % (s_type.name, r_type.name))
+        size = dtype_size(s_type)
+        if count is None:
+            count = s_bytes // size
+        if count * size > min(s_bytes, r_bytes):
+            raise _invalid("%d elements do not fit in send (%d B) and recv (%d B)"
+                           % (count, s_bytes, r_bytes))
+        self._register(s_addr, s_bytes, send)
+        if r_addr != s_addr:
+            self._register(r_addr, r_bytes, recv)
+        request = self._comm.all_reduce(s_addr, r_addr, count, s_type, reduce_op)
+        return Request(request, (send, recv))
+
+    # -- state ----------------------------------------------------------------
+    @property
+    def rank(self):
+        return self._comm.rank
+
+    @property
+    def world_size(self):
+        return self._comm.world_size
+
+    @property
+    def options(self):
+        """The options in effect (transport chosen, payload and window resolved)."""
+        return self._comm.options
+
+    def stats(self):
+        """Transport and recovery counters (tributary::CommStats) as a dict."""
+        return self._comm.stats()
+
+    def health(self):
+        """Raises tributary.Error with what aborted the communicator, if anything did."""
+        self._comm.health()
+
+    def close(self):
+        """Leaves the job; the registered objects are released."""
+        self._comm.close()
+        self._registered.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

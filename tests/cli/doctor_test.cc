@@ -66,11 +66,16 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-TEST(DoctorTest, SocketBuffersBelowAWindowOfResultsWarn) {
+// Each test's made-up machine, inputs and aggregator view.
+class DoctorTest : public ::testing::Test {
+ protected:
   FakeRoot root;
   DoctorInputs in = Inputs(root);
-  const DoctorSystem sys(root.path());
+  const DoctorSystem sys{root.path()};
   AggregatorView view;
+};
+
+TEST_F(DoctorTest, SocketBuffersBelowAWindowOfResultsWarn) {
   // Debian's default: 208 KiB, below 32 x (8192 + 108) B.
   root.Write("/proc/sys/net/core/rmem_max", "212992\n");
   root.Write("/proc/sys/net/core/wmem_max", "212992\n");
@@ -88,10 +93,7 @@ TEST(DoctorTest, SocketBuffersBelowAWindowOfResultsWarn) {
   EXPECT_EQ(CheckSocketBuffers(in, sys, view).verdict, Verdict::kSkip);
 }
 
-TEST(DoctorTest, FewEphemeralPortsAndALowFileLimitWarn) {
-  FakeRoot root;
-  const DoctorInputs in = Inputs(root);
-  const DoctorSystem sys(root.path());
+TEST_F(DoctorTest, FewEphemeralPortsAndALowFileLimitWarn) {
   root.Write("/proc/sys/net/ipv4/ip_local_port_range", "32768\t60999\n");
   root.Write("/proc/self/limits",
              "Limit                     Soft Limit           Hard Limit           Units\n"
@@ -111,10 +113,7 @@ TEST(DoctorTest, FewEphemeralPortsAndALowFileLimitWarn) {
   EXPECT_NE(f.fix.find("ulimit -n"), std::string::npos) << f.fix;
 }
 
-TEST(DoctorTest, DpdkNeedsHugepagesAndABoundNic) {
-  FakeRoot root;
-  DoctorInputs in = Inputs(root);
-  const DoctorSystem sys(root.path());
+TEST_F(DoctorTest, DpdkNeedsHugepagesAndABoundNic) {
   EXPECT_EQ(CheckDpdk(in, sys).verdict, Verdict::kSkip);
   in.dataplane = "dpdk";
   root.Write("/proc/meminfo", "HugePages_Total:       0\nHugePages_Free:        0\n"
@@ -139,11 +138,7 @@ TEST(DoctorTest, DpdkNeedsHugepagesAndABoundNic) {
   EXPECT_NE(f.saw.find("900 free of 1024 x 2048 kB"), std::string::npos) << f.saw;
 }
 
-TEST(DoctorTest, MtuBelowPayloadPlusHeaders) {
-  FakeRoot root;
-  DoctorInputs in = Inputs(root);
-  const DoctorSystem sys(root.path());
-  AggregatorView view;
+TEST_F(DoctorTest, MtuBelowPayloadPlusHeaders) {
   root.Write("/sys/class/net/lo/mtu", "1500\n");
   Finding f = CheckMtu(in, sys, view);
   EXPECT_EQ(f.verdict, Verdict::kWarn) << f.saw;
@@ -161,9 +156,7 @@ TEST(DoctorTest, MtuBelowPayloadPlusHeaders) {
   EXPECT_EQ(f.verdict, Verdict::kPass) << f.saw;
 }
 
-TEST(DoctorTest, NcclEnvironmentThatTurnsCollNetOff) {
-  FakeRoot root;
-  DoctorInputs in = Inputs(root);
+TEST_F(DoctorTest, NcclEnvironmentThatTurnsCollNetOff) {
   EXPECT_EQ(CheckNcclEnvironment(in).verdict, Verdict::kSkip);  // no NCCL, no NCCL_*
   in.env = {{"NCCL_COLLNET_ENABLE", "1"}};
   EXPECT_EQ(CheckNcclEnvironment(in).verdict, Verdict::kPass);
@@ -195,7 +188,7 @@ TEST(DoctorTest, NcclEnvironmentThatTurnsCollNetOff) {
   EXPECT_NE(f.fix.find("unset NCCL_IB_DISABLE"), std::string::npos) << f.fix;
 }
 
-TEST(DoctorTest, NcclSearchRulesAndAbiVersions) {
+TEST_F(DoctorTest, NcclSearchRulesAndAbiVersions) {
   EXPECT_EQ(NcclPluginCandidates(""), std::vector<std::string>{"libnccl-net.so"});
   EXPECT_EQ(NcclPluginCandidates("tributary"),
             (std::vector<std::string>{"tributary", "libnccl-net-tributary.so"}));
@@ -208,9 +201,7 @@ TEST(DoctorTest, NcclSearchRulesAndAbiVersions) {
   EXPECT_EQ(NewestNetAbi(0), 0);
 }
 
-TEST(DoctorTest, NcclPluginNotFoundOrNotOurs) {
-  FakeRoot root;
-  DoctorInputs in = Inputs(root);
+TEST_F(DoctorTest, NcclPluginNotFoundOrNotOurs) {
   EXPECT_EQ(CheckNcclPlugin(in).verdict, Verdict::kSkip);  // no NCCL, no NCCL_NET_PLUGIN
   in.env = {{"NCCL_NET_PLUGIN", "nonexistent"}};
   Finding f = CheckNcclPlugin(in);
@@ -226,11 +217,9 @@ TEST(DoctorTest, NcclPluginNotFoundOrNotOurs) {
 }
 
 #ifdef TRIBUTARY_TEST_HAVE_NCCL_PLUGIN
-TEST(DoctorTest, OurPluginAndTheAbiNcclWouldTake) {
+TEST_F(DoctorTest, OurPluginAndTheAbiNcclWouldTake) {
   const char* plugin = std::getenv("NCCL_PLUGIN_UNDER_TEST");
   ASSERT_NE(plugin, nullptr);
-  FakeRoot root;
-  DoctorInputs in = Inputs(root);
   in.env = {{"NCCL_NET_PLUGIN", plugin}};
   Finding f = CheckNcclPlugin(in);
   // Without NCCL the ABI it would take is unknown.
@@ -248,7 +237,7 @@ TEST(DoctorTest, OurPluginAndTheAbiNcclWouldTake) {
 }
 #endif
 
-TEST(DoctorTest, StragglersFromTheDaemonsMetrics) {
+TEST_F(DoctorTest, StragglersFromTheDaemonsMetrics) {
   const std::string metrics =
       "# TYPE tributaryd_job_completions_total counter\n"
       "tributaryd_job_completions_total{job=\"7\"} 1000\n"
@@ -266,16 +255,13 @@ TEST(DoctorTest, StragglersFromTheDaemonsMetrics) {
 // The aggregator check against nothing (FAIL, with the library's reason),
 // against a real tributaryd (PASS, round trips measured), and a transport
 // that cannot open here (FAIL on the transport).
-TEST(DoctorTest, AggregatorReachableOrNot) {
-  FakeRoot root;
-  DoctorInputs in = Inputs(root);
+TEST_F(DoctorTest, AggregatorReachableOrNot) {
   in.options.transport = "auto";
   in.options.payload_bytes = 0;
   in.options.window = 0;
   in.options.aggregator = "127.0.0.1:" + std::to_string(FreePort());
   in.aggregator_given = true;
   in.timeout_ms = 500;
-  AggregatorView view;
   std::vector<Finding> f = CheckTransportAndAggregator(in, &view);
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].check, "transport");
@@ -312,7 +298,7 @@ TEST(DoctorTest, AggregatorReachableOrNot) {
   EXPECT_EQ(f[1].verdict, Verdict::kSkip) << f[1].saw;
 }
 
-TEST(DoctorTest, ReportTextJsonAndExitCode) {
+TEST_F(DoctorTest, ReportTextJsonAndExitCode) {
   const std::vector<Finding> findings = {
       {"mtu", Verdict::kPass, "ok \"quoted\"", ""},
       {"nccl-env", Verdict::kFail, "NCCL_NET=Socket", "unset NCCL_NET"}};

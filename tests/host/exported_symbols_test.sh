@@ -24,7 +24,7 @@ command -v nm > /dev/null || { echo "nm (binutils) not found" >&2; exit 1; }
 # overloads; libstdc++'s [abi:cxx11] tags are part of the names.
 FUNCTIONS='StatusCodeName|DataTypeSize|DataTypeName|ReduceOpName|ParseDataType|ParseReduceOp'
 FUNCTIONS+='|MemoryKindName|SetLogSink|SetLogLevel|Init|Version'
-CLASSES='Status|Options|Request|StragglerReport|Communicator|CommConfig|GradientBucketer'
+CLASSES='Status|Options|Request|StragglerReport|Communicator|CommConfig|GradientBucketer|ReproducibleAllReducer'
 ALLOWED=(
   '^trib_[a-z_]+$'
   '^TRIBUTARY_0$'
@@ -70,6 +70,8 @@ REQUIRED=(
   'tributary::GradientBucketer::Create('
   'tributary::GradientBucketer::MarkReady('
   'tributary::GradientBucketer::Finalize('
+  'tributary::ReproducibleAllReducer::Create('
+  'tributary::ReproducibleAllReducer::AllReduce('
   'tributary::Communicator::~Communicator('
   'tributary::Communicator::Register(void*'
   'tributary::Communicator::Register(tributary::MemoryDesc'

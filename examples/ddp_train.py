@@ -19,6 +19,7 @@ Gaussian inputs): each rank draws its own batches. The model: an MLP
 
 import argparse
 import os
+import random
 import re
 import socket
 import subprocess
@@ -60,7 +61,7 @@ def batches(rank, steps, batch, conv):
         yield (x.view(batch, 1, 16, 16) if conv else x), y
 
 
-def worker(rank, args, backend, port, results):
+def worker(rank, args, backend, port, results, jitter=0):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
                             world_size=args.ranks)
@@ -71,12 +72,16 @@ def worker(rank, args, backend, port, results):
         # node_level off: every bucket goes through the aggregator (on one
         # machine the node level would reduce in shared memory instead).
         state = tributary.torch.hook_state(aggregator=args.aggregator, node_level="off",
-                                           aggregator_key=args.aggregator_key or "")
+                                           aggregator_key=args.aggregator_key or "",
+                                           reproducible=args.reproducible)
         model.register_comm_hook(state, tributary.torch.allreduce_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     losses, times = [], []
+    delays = random.Random(jitter * 100 + rank)
     for x, y in batches(rank, args.steps, args.batch, args.conv):
+        if jitter:  # ranks reach each step's all-reduces in another order
+            time.sleep(delays.uniform(0, jitter) / 1000)
         start = time.perf_counter()
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
@@ -97,11 +102,11 @@ def worker(rank, args, backend, port, results):
     dist.destroy_process_group()
 
 
-def run(args, backend):
+def run(args, backend, jitter=0):
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, args, backend, port, results))
+    procs = [ctx.Process(target=worker, args=(r, args, backend, port, results, jitter))
              for r in range(args.ranks)]
     for p in procs:
         p.start()
@@ -156,6 +161,10 @@ def main():
     parser.add_argument("--tolerance", type=float, default=1e-3,
                         help="largest difference allowed between the runs' losses and weights")
     parser.add_argument("--timeout-s", type=float, default=600)
+    parser.add_argument("--reproducible", action="store_true",
+                        help="bit-reproducible all-reduces: the Tributary run is made twice, the "
+                             "second with random delays per rank and step, and must give the "
+                             "same weights bit for bit")
     args = parser.parse_args()
 
     daemon = None
@@ -165,6 +174,7 @@ def main():
     try:
         gloo = run(args, "gloo")
         trib = run(args, "tributary")
+        again = run(args, "tributary", jitter=10) if args.reproducible else None
     finally:
         if daemon is not None:
             daemon.terminate()
@@ -197,6 +207,13 @@ def main():
     if stats.get("collectives_completed", 0) < args.steps:
         print("NOT THROUGH TRIBUTARY: fewer all-reduces than steps", file=sys.stderr)
         return 1
+    if again is not None:
+        same = again[2] == t_params and again[0] == t_loss
+        print("# reproducible: a second run with ranks delayed at random gave %s"
+              % ("the same weights and losses, bit for bit" if same else "OTHER weights"))
+        if not same:
+            print("NOT REPRODUCIBLE", file=sys.stderr)
+            return 1
     if loss_diff > args.tolerance or param_diff > args.tolerance:
         print("DIVERGED: the runs differ beyond float rounding", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@
 
 #include "tributary/communicator.h"
 #include "tributary/log.h"
+#include "tributary/reproducible.h"
 
 namespace py = pybind11;
 
@@ -225,4 +226,20 @@ PYBIND11_MODULE(_tributary, m) {
       .def("health", [](PyCommunicator& c) { Check(c.get().Health()); },
            "Raises tributary.Error with what aborted the communicator, if anything did")
       .def("close", &PyCommunicator::Close, "Leaves the job; later calls raise");
+
+  py::class_<ReproducibleAllReducer>(m, "ReproducibleAllReducer",
+                                     "Bit-reproducible float all-reduce (tributary/reproducible.h)")
+      .def_static("create", [](PyCommunicator& c, size_t max_count, uint32_t block) {
+        return Take(ReproducibleAllReducer::Create(&c.get(), max_count, block));
+      }, py::arg("comm"), py::arg("max_count"), py::arg("block") = 256,
+         py::keep_alive<0, 1>())
+      .def("all_reduce", [](ReproducibleAllReducer& r, uintptr_t send, uintptr_t recv,
+                            size_t count, DataType dtype, ReduceOp op) {
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = r.AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv), count, dtype, op);
+        }
+        Check(s);
+      }, "Blocking (GIL released): float32/float64 SUM and AVG bitwise reproducible");
 }

@@ -3,7 +3,9 @@
 # The Python bindings (host/python) against a real tributaryd on loopback.
 # Proves: NumPy arrays and CPU torch tensors (float32, int64, bfloat16) are
 # all-reduced exactly in place and between two buffers, without copies (the
-# result lands in the caller's own array); every operation; registrations are
+# result lands in the caller's own array); every operation; the
+# bit-reproducible all-reduce (float32 sum within rounding of the exact sum,
+# float64 average); registrations are
 # made once and reused; every failure raises tributary.Error with the status
 # name in `code` (an unreachable aggregator, mismatched types, a read-only
 # or non-contiguous buffer, too many elements, an unknown operation or
@@ -78,8 +80,20 @@ def rank_body(rank, address, job, results):
             while not r.test():
                 time.sleep(0.001)
             assert (w == 3).all()
+            # Bit-reproducible: float32 sum and float64 average, in place.
+            def inputs(k):
+                rng = np.random.default_rng(k)
+                return (rng.standard_normal(5000) * 10.0 ** rng.uniform(-3, 3, 5000)).astype(
+                    np.float32)
+            r32 = inputs(rank)
+            exact = sum(inputs(k).astype(np.float64) for k in range(RANKS))
+            comm.reproducible_all_reduce(r32)
+            assert np.allclose(r32, exact, rtol=1e-6, atol=1e-6), np.abs(r32 - exact).max()
+            r64 = np.full(300, float(rank), dtype=np.float64)
+            comm.reproducible_all_reduce(r64, op="avg")
+            assert (r64 == 1.0).all(), r64[:4]
             stats = comm.stats()
-            assert stats["transport"] == "udp" and stats["collectives_completed"] >= 9, stats
+            assert stats["transport"] == "udp" and stats["collectives_completed"] >= 13, stats
         results.put(None)
     except Exception:
         results.put("rank %d: %s" % (rank, traceback.format_exc()))

@@ -132,6 +132,7 @@ class Communicator:
         config.options = opts
         self._comm = _tributary.Communicator.create(config)
         self._registered = {}  # address -> (Buffer, nbytes, obj)
+        self._reproducible = None  # a ReproducibleAllReducer, grown on demand
 
     # -- memory ---------------------------------------------------------------
     def register(self, obj):
@@ -189,6 +190,26 @@ class Communicator:
         request = self._comm.all_reduce(s_addr, r_addr, count, s_type, reduce_op)
         return Request(request, (send, recv))
 
+    def reproducible_all_reduce(self, send, recv=None, op="sum"):
+        """Blocking all-reduce whose float results are bitwise identical whatever the
+        arrival order, losses and tree shape (float32/float64, "sum" or "avg";
+        docs/TRAINING.md). Its staging grows to the largest size asked for."""
+        reduce_op = _OPS.get(op, op) if isinstance(op, str) else op
+        if not isinstance(reduce_op, ReduceOp):
+            raise _invalid("unknown operation %r (sum, prod, min, max, avg)" % (op,))
+        if recv is None:
+            recv = send
+        s_addr, s_bytes, s_type = _memory(send, writable=recv is send)
+        r_addr, r_bytes, r_type = _memory(recv, writable=True)
+        if s_type != r_type or r_bytes < s_bytes:
+            raise _invalid("recv must be as large as send and of its type")
+        count = s_bytes // dtype_size(s_type)
+        if self._reproducible is None or self._reproducible[1] < count:
+            self._reproducible = None  # the old staging goes before the new is registered
+            self._reproducible = (_tributary.ReproducibleAllReducer.create(self._comm, count),
+                                  count)
+        self._reproducible[0].all_reduce(s_addr, r_addr, count, s_type, reduce_op)
+
     # -- state ----------------------------------------------------------------
     @property
     def rank(self):
@@ -213,6 +234,7 @@ class Communicator:
 
     def close(self):
         """Leaves the job; the registered objects are released."""
+        self._reproducible = None
         self._comm.close()
         self._registered.clear()
 

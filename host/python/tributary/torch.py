@@ -33,8 +33,9 @@ __all__ = ["HookState", "hook_state", "allreduce_hook"]
 class HookState:
     """The communicator of one DDP rank and the thread that completes its futures."""
 
-    def __init__(self, communicator):
+    def __init__(self, communicator, reproducible=False):
         self.communicator = communicator
+        self.reproducible = reproducible
         self._waiter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tributary-ddp")
 
     def close(self):
@@ -42,8 +43,12 @@ class HookState:
         self.communicator.close()
 
 
-def hook_state(process_group=None, job_id=None, job_key=None, **options):
+def hook_state(process_group=None, job_id=None, job_key=None, reproducible=False, **options):
     """Joins a Tributary job with DDP's ranks: same rank and size as the process group.
+
+    reproducible=True: each bucket is averaged bit-reproducibly (the same bits
+    whatever the arrival order, losses or tree; float32/float64 gradients;
+    docs/TRAINING.md), so two runs of a seeded training give the same weights.
 
     Rank 0 draws the job id and key (unless given) and the process group carries
     them to the others. Keywords are Options fields (aggregator="host:port", ...)
@@ -61,7 +66,7 @@ def hook_state(process_group=None, job_id=None, job_key=None, **options):
                                dist.group.WORLD else 0, group=group)
     comm = tributary.Communicator(job_id=ids[0], job_key=ids[1], rank=rank, world_size=size,
                                   **options)
-    return HookState(comm)
+    return HookState(comm, reproducible)
 
 
 def _complete(request, future, tensor):
@@ -72,10 +77,23 @@ def _complete(request, future, tensor):
         future.set_exception(error)
 
 
+def _reproducible(communicator, future, tensor):
+    try:
+        communicator.reproducible_all_reduce(tensor, op="avg")
+        future.set_result(tensor)
+    except Exception as error:
+        future.set_exception(error)
+
+
 def allreduce_hook(state, bucket):
     """DDP communication hook: the bucket's gradients averaged over the ranks."""
     tensor = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
     future = torch.futures.Future()
+    if state.reproducible:
+        # Blocking calls in bucket order on the waiter thread: the same
+        # collectives in the same order on every rank.
+        state._waiter.submit(_reproducible, state.communicator, future, tensor)
+        return future
     try:
         request = state.communicator.all_reduce(tensor, op="avg")
     except Exception as error:

@@ -20,9 +20,6 @@
 //
 // Example: overlap_bench --aggregator 127.0.0.1:17820 --ranks 4 --model resnet50
 //            --compute-ms 200 --bucket-mb 1,5,25,100
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -34,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/training/bench_ranks.h"
 #include "tributary/bucketer.h"
 #include "tributary/communicator.h"
 
@@ -99,22 +97,9 @@ double Median(std::vector<double> v) {
 // One rank. Returns 0, or 1 after printing why.
 int RunRank(const Args& args, uint32_t rank, uint32_t job, uint64_t key,
             const std::vector<size_t>& forward, const std::vector<double>& buckets_mb) {
-  CommConfig config;
-  config.job_id = job;
-  config.job_key = key;
-  config.rank = rank;
-  config.world_size = args.ranks;
-  Result<Options> env = Options::FromEnvironment();
-  if (!env.ok()) return std::fprintf(stderr, "%s\n", env.status().ToString().c_str()), 1;
-  config.options = env.value();
-  config.options.aggregator = args.aggregator;
-  config.options.aggregator_key = args.aggregator_key;
-  config.options.node_level = "off";  // every bucket through the aggregator
-  auto comm = Communicator::Create(config);
-  if (!comm.ok()) {
-    std::fprintf(stderr, "rank %u: %s\n", rank, comm.status().ToString().c_str());
-    return 1;
-  }
+  std::unique_ptr<Communicator> comm =
+      bench::JoinRank(args.aggregator, args.aggregator_key, args.ranks, rank, job, key);
+  if (!comm) return 1;
   // Backward order: the last layer's gradient comes first.
   std::vector<size_t> layers(forward.rbegin(), forward.rend());
   size_t total = 0;
@@ -133,7 +118,7 @@ int RunRank(const Args& args, uint32_t rank, uint32_t job, uint64_t key,
   for (double mb : buckets_mb) {
     BucketerOptions options;
     options.bucket_bytes = static_cast<size_t>(mb * (1 << 20));
-    auto made = GradientBucketer::Create(comm.value().get(), tensors, options);
+    auto made = GradientBucketer::Create(comm.get(), tensors, options);
     if (!made.ok()) {
       std::fprintf(stderr, "rank %u: %s\n", rank, made.status().ToString().c_str());
       return 1;
@@ -233,20 +218,7 @@ int main(int argc, char** argv) {
   std::printf("# %7s  %7s  %10s  %8s  %11s  %8s  %20s\n", "(MiB)", "", "(ms)", "(ms)", "(ms)",
               "(ms)", "");
   std::fflush(stdout);
-  std::random_device random;
-  const uint32_t job = args.job_id != 0 ? args.job_id : (random() | 1u);
-  const uint64_t key = (static_cast<uint64_t>(random()) << 32) | random();
-  std::vector<pid_t> pids;
-  for (uint32_t r = 0; r < args.ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(args, r, job, key, layers, buckets));
-    pids.push_back(pid);
-  }
-  int failures = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  return failures == 0 ? 0 : 1;
+  return bench::ForkRanks(args.ranks, args.job_id, [&](uint32_t rank, uint32_t job, uint64_t key) {
+    return RunRank(args, rank, job, key, layers, buckets);
+  });
 }

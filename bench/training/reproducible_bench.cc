@@ -6,8 +6,6 @@
 // reproducible, and their ratio; and the host-side conversion alone (the
 // reproducible path's CPU work per byte, no network).
 // Example: reproducible_bench --aggregator 127.0.0.1:17820 --ranks 4
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/training/bench_ranks.h"
 #include "tributary/communicator.h"
 #include "tributary/reproducible.h"
 
@@ -39,34 +38,24 @@ double Median(std::vector<double> v) {
 }
 
 int RunRank(const Args& a, uint32_t rank, uint32_t job, uint64_t key) {
-  CommConfig c;
-  c.job_id = job;
-  c.job_key = key;
-  c.rank = rank;
-  c.world_size = a.ranks;
-  Result<Options> env = Options::FromEnvironment();
-  if (!env.ok()) return 1;
-  c.options = env.value();
-  c.options.aggregator = a.aggregator;
-  c.options.aggregator_key = a.aggregator_key;
-  c.options.node_level = "off";
-  auto comm = Communicator::Create(c);
-  if (!comm.ok()) return std::fprintf(stderr, "%s\n", comm.status().ToString().c_str()), 1;
+  std::unique_ptr<Communicator> comm =
+      bench::JoinRank(a.aggregator, a.aggregator_key, a.ranks, rank, job, key);
+  if (!comm) return 1;
   const size_t max_count = a.max_bytes / 4;
   std::vector<float> send(max_count), recv(max_count);
   std::mt19937 rng(rank);
   std::normal_distribution<float> normal;
   for (float& x : send) x = normal(rng);
-  auto sb = comm.value()->Register(send.data(), send.size() * 4);
-  auto rb = comm.value()->Register(recv.data(), recv.size() * 4);
-  auto reducer = ReproducibleAllReducer::Create(comm.value().get(), max_count);
+  auto sb = comm->Register(send.data(), send.size() * 4);
+  auto rb = comm->Register(recv.data(), recv.size() * 4);
+  auto reducer = ReproducibleAllReducer::Create(comm.get(), max_count);
   if (!sb.ok() || !rb.ok() || !reducer.ok()) return 1;
   for (uint64_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 4) {
     const size_t count = bytes / 4;
     std::vector<double> plain, repro;
     for (int i = 0; i < a.iters + 1; ++i) {
       Clock::time_point t = Clock::now();
-      auto r = comm.value()->AllReduce(send.data(), recv.data(), count, DataType::kFloat32,
+      auto r = comm->AllReduce(send.data(), recv.data(), count, DataType::kFloat32,
                                        ReduceOp::kSum);
       if (!r.ok() || !r.value().Wait().ok()) return 1;
       const double p = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -106,20 +95,7 @@ int main(int argc, char** argv) {
   std::printf("# %8s  %10s  %12s  %6s  %13s\n", "bytes", "plain (ms)", "reproducible", "ratio",
               "plain algbw (GB/s)");
   std::fflush(stdout);
-  std::random_device random;
-  const uint32_t job = random() | 1u;
-  const uint64_t key = (static_cast<uint64_t>(random()) << 32) | random();
-  std::vector<pid_t> pids;
-  for (uint32_t r = 0; r < a.ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(a, r, job, key));
-    pids.push_back(pid);
-  }
-  int failures = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  return failures == 0 ? 0 : 1;
+  return bench::ForkRanks(a.ranks, 0, [&](uint32_t rank, uint32_t job, uint64_t key) {
+    return RunRank(a, rank, job, key);
+  });
 }

@@ -163,12 +163,9 @@ class Communicator:
             del self._registered[address]
 
     # -- collectives ----------------------------------------------------------
-    def all_reduce(self, send, recv=None, op="sum", count=None):
-        """All-reduces send into recv (recv None or send: in place); returns a Request.
-
-        op: "sum", "prod", "min", "max" or "avg" (or a ReduceOp). count: elements
-        (default: all of send). Both must have the same element type.
-        """
+    @staticmethod
+    def _operands(send, recv, op, count):
+        """The checked operands: (op, recv, send's and recv's memory, element type, count)."""
         reduce_op = _OPS.get(op, op) if isinstance(op, str) else op
         if not isinstance(reduce_op, ReduceOp):
             raise _invalid("unknown operation %r (sum, prod, min, max, avg)" % (op,))
@@ -184,31 +181,33 @@ class Communicator:
         if count * size > min(s_bytes, r_bytes):
             raise _invalid("%d elements do not fit in send (%d B) and recv (%d B)"
                            % (count, s_bytes, r_bytes))
+        return reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), s_type, count
+
+    def all_reduce(self, send, recv=None, op="sum", count=None):
+        """All-reduces send into recv (recv None or send: in place); returns a Request.
+
+        op: "sum", "prod", "min", "max" or "avg" (or a ReduceOp). count: elements
+        (default: all of send). Both must have the same element type.
+        """
+        reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), dtype, count = \
+            self._operands(send, recv, op, count)
         self._register(s_addr, s_bytes, send)
         if r_addr != s_addr:
             self._register(r_addr, r_bytes, recv)
-        request = self._comm.all_reduce(s_addr, r_addr, count, s_type, reduce_op)
+        request = self._comm.all_reduce(s_addr, r_addr, count, dtype, reduce_op)
         return Request(request, (send, recv))
 
-    def reproducible_all_reduce(self, send, recv=None, op="sum"):
+    def reproducible_all_reduce(self, send, recv=None, op="sum", count=None):
         """Blocking all-reduce whose float results are bitwise identical whatever the
         arrival order, losses and tree shape (float32/float64, "sum" or "avg";
         docs/TRAINING.md). Its staging grows to the largest size asked for."""
-        reduce_op = _OPS.get(op, op) if isinstance(op, str) else op
-        if not isinstance(reduce_op, ReduceOp):
-            raise _invalid("unknown operation %r (sum, prod, min, max, avg)" % (op,))
-        if recv is None:
-            recv = send
-        s_addr, s_bytes, s_type = _memory(send, writable=recv is send)
-        r_addr, r_bytes, r_type = _memory(recv, writable=True)
-        if s_type != r_type or r_bytes < s_bytes:
-            raise _invalid("recv must be as large as send and of its type")
-        count = s_bytes // dtype_size(s_type)
+        reduce_op, recv, (s_addr, _), (r_addr, _), dtype, count = \
+            self._operands(send, recv, op, count)
         if self._reproducible is None or self._reproducible[1] < count:
             self._reproducible = None  # the old staging goes before the new is registered
             self._reproducible = (_tributary.ReproducibleAllReducer.create(self._comm, count),
                                   count)
-        self._reproducible[0].all_reduce(s_addr, r_addr, count, s_type, reduce_op)
+        self._reproducible[0].all_reduce(s_addr, r_addr, count, dtype, reduce_op)
 
     # -- state ----------------------------------------------------------------
     @property

@@ -2,11 +2,17 @@
 // GradientBucketer; see tributary/bucketer.h.
 #include "tributary/bucketer.h"
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/status.h"
+#include "tributary/reproducible.h"
 
 namespace tributary {
 namespace internal {
@@ -25,14 +31,25 @@ class BucketerImpl {
     size_t ready = 0;  // tensors marked this iteration
     bool launched = false;
     Request request;
+    // Reproducible mode: done by the bucketer's thread, with this status.
+    bool done = false;
+    Status status;
   };
 
   BucketerImpl(Communicator* comm, std::vector<GradientTensor> tensors, BucketerOptions options)
       : comm_(comm), tensors_(std::move(tensors)), options_(options) {}
   ~BucketerImpl() {
+    if (worker_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+      }
+      cv_.notify_all();
+      worker_.join();  // finishes the buckets it was given first
+    }
     // Nothing may stay registered: the flat buffers are freed with us.
     for (Bucket& b : buckets_) {
-      if (b.launched) (void)b.request.Wait();
+      if (b.launched && !options_.reproducible) (void)b.request.Wait();
       if (b.buffer.valid()) (void)comm_->Deregister(b.buffer);
     }
   }
@@ -81,6 +98,25 @@ class BucketerImpl {
       stats_.in_place_buckets += b.in_place;
     }
     stats_.buckets = static_cast<uint32_t>(buckets_.size());
+    if (options_.reproducible) {
+      size_t largest = 0;
+      for (const Bucket& b : buckets_) {
+        if (b.dtype != DataType::kFloat32 && b.dtype != DataType::kFloat64) {
+          return InvalidArgument(std::string("GradientBucketer: reproducible buckets hold "
+                                             "float32 or float64, not ") +
+                                 DataTypeName(b.dtype));
+        }
+        largest = std::max(largest, b.count);
+      }
+      if (options_.op != ReduceOp::kSum && options_.op != ReduceOp::kAvg) {
+        return InvalidArgument("GradientBucketer: reproducible buckets sum or average");
+      }
+      Result<std::unique_ptr<ReproducibleAllReducer>> r =
+          ReproducibleAllReducer::Create(comm_, largest);
+      if (!r.ok()) return r.status();
+      reducer_ = std::move(r.value());
+      worker_ = std::thread([this] { Work(); });
+    }
     return Status::Ok();
   }
 
@@ -117,7 +153,13 @@ class BucketerImpl {
     Status s = LaunchInOrder(/*early=*/false);
     if (!s.ok() && first.ok()) first = s;
     for (Bucket& b : buckets_) {
-      if (b.launched) {
+      if (b.launched && options_.reproducible) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return b.done; });
+        if (!b.status.ok() && first.ok()) first = b.status;
+        b.done = false;
+        b.status = Status::Ok();
+      } else if (b.launched) {
         Status w = b.request.Wait();
         if (!w.ok() && first.ok()) first = w;
       }
@@ -148,14 +190,40 @@ class BucketerImpl {
   Status LaunchInOrder(bool early) {
     while (next_ < buckets_.size() && buckets_[next_].ready == buckets_[next_].tensors) {
       Bucket& b = buckets_[next_];
-      Result<Request> r = comm_->AllReduce(b.buffer, b.buffer, b.count, b.dtype, options_.op);
-      if (!r.ok()) return r.status();
-      b.request = r.value();
+      if (options_.reproducible) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          queue_.push_back(next_);
+        }
+        cv_.notify_all();
+      } else {
+        Result<Request> r = comm_->AllReduce(b.buffer, b.buffer, b.count, b.dtype, options_.op);
+        if (!r.ok()) return r.status();
+        b.request = r.value();
+      }
       b.launched = true;
       if (early) ++stats_.launched_early;
       ++next_;
     }
     return Status::Ok();
+  }
+
+  // Reproducible mode: the thread that all-reduces the queued buckets in
+  // order (the reducer blocks), marking each done under mu_.
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      Bucket& b = buckets_[queue_.front()];
+      queue_.pop_front();
+      lock.unlock();
+      Status s = reducer_->AllReduce(b.data, b.data, b.count, b.dtype, options_.op);
+      lock.lock();
+      b.status = s;
+      b.done = true;
+      cv_.notify_all();
+    }
   }
 
   Communicator* comm_;
@@ -167,6 +235,12 @@ class BucketerImpl {
   std::vector<bool> marked_;
   size_t next_ = 0;  // the next bucket to start
   BucketerStats stats_;
+  std::unique_ptr<ReproducibleAllReducer> reducer_;
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;
+  bool stopping_ = false;
 };
 
 }  // namespace internal

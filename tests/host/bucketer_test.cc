@@ -7,7 +7,8 @@
 // results are exact for the copy path (tensors apart) and the in-place path
 // (views of one arena), for sum and avg, over several iterations; buckets
 // start before Finalize when their tensors are ready (launched_early), in
-// bucket order on every rank; a tensor never marked is all-reduced as it is
+// bucket order on every rank; the same with reproducible buckets (all-reduced
+// by the bucketer's thread); a tensor never marked is all-reduced as it is
 // and counted; a double mark or an index out of range is refused; bad
 // layouts are refused at Create; the bucketer deregisters its memory when it
 // goes.
@@ -66,6 +67,16 @@ TEST_F(BucketerTest, LayoutAndRefusals) {
   EXPECT_EQ(GradientBucketer::Create(raw, {}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(GradientBucketer::Create(raw, {{nullptr, 4, DataType::kFloat32}}).status().code(),
             StatusCode::kInvalidArgument);
+  BucketerOptions repro;
+  repro.reproducible = true;
+  std::vector<int32_t> ints(10);
+  EXPECT_EQ(GradientBucketer::Create(raw, {{ints.data(), ints.size(), DataType::kInt32}}, repro)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  repro.op = ReduceOp::kMax;
+  EXPECT_EQ(GradientBucketer::Create(raw, tensors, repro).status().code(),
+            StatusCode::kInvalidArgument);
   BucketerOptions zero;
   zero.bucket_bytes = 0;
   EXPECT_EQ(GradientBucketer::Create(raw, tensors, zero).status().code(),
@@ -82,7 +93,7 @@ float Value(int rank, size_t tensor, size_t k, int it) {
 // vectors or views of one arena; marks them in an order that depends on the
 // rank; checks every element after Finalize for `iterations` iterations.
 int RunRank(const std::string& aggregator, uint32_t job, int rank, int world, bool arena,
-            ReduceOp op) {
+            ReduceOp op, bool reproducible) {
   auto comm = Communicator::Create(testing::RankConfig(aggregator, job, 99, rank, world));
   if (!comm.ok()) return testing::RankFail(rank, comm.status().ToString());
   constexpr size_t kTensors = 12;
@@ -102,6 +113,7 @@ int RunRank(const std::string& aggregator, uint32_t job, int rank, int world, bo
   BucketerOptions options;
   options.bucket_bytes = 16 << 10;  // about 4 tensors a bucket
   options.op = op;
+  options.reproducible = reproducible;
   auto bucketer = GradientBucketer::Create(comm.value().get(), tensors, options);
   if (!bucketer.ok()) return testing::RankFail(rank, bucketer.status().ToString());
   GradientBucketer& g = *bucketer.value();
@@ -157,15 +169,19 @@ TEST_F(BucketerTest, ExactAcrossRanksMarkingInDifferentOrders) {
   struct Case {
     bool arena;
     ReduceOp op;
+    bool reproducible;
   };
-  for (const Case c : {Case{false, ReduceOp::kSum}, Case{true, ReduceOp::kSum},
-                       Case{false, ReduceOp::kAvg}, Case{true, ReduceOp::kAvg}}) {
-    SCOPED_TRACE(std::string(c.arena ? "arena " : "apart ") + ReduceOpName(c.op));
+  for (const Case c : {Case{false, ReduceOp::kSum, false}, Case{true, ReduceOp::kSum, false},
+                       Case{false, ReduceOp::kAvg, false}, Case{true, ReduceOp::kAvg, false},
+                       Case{false, ReduceOp::kSum, true}, Case{true, ReduceOp::kAvg, true}}) {
+    SCOPED_TRACE(std::string(c.arena ? "arena " : "apart ") + ReduceOpName(c.op) +
+                 (c.reproducible ? " reproducible" : ""));
     const uint32_t job = testing::NextJobId(13);
     const std::string address = daemon_.address();
     EXPECT_EQ(testing::RunRanks(3, 120,
                                 [&](int rank) {
-                                  return RunRank(address, job, rank, 3, c.arena, c.op);
+                                  return RunRank(address, job, rank, 3, c.arena, c.op,
+                                                 c.reproducible);
                                 }),
               "")
         << daemon_.Output();

@@ -53,6 +53,11 @@ struct GradientTensor {
 struct BucketerOptions {
   size_t bucket_bytes = 25u << 20;  // a bucket closes once it holds at least this much
   ReduceOp op = ReduceOp::kAvg;     // kAvg: the mean gradient, as DDP; kSum also usual
+  // Bitwise-reproducible buckets (tributary/reproducible.h): every bucket is
+  // all-reduced by a ReproducibleAllReducer on a thread of the bucketer,
+  // still started at MarkReady and in bucket order. float32 and float64
+  // tensors only; op kSum or kAvg.
+  bool reproducible = false;
 };
 
 struct BucketerStats {

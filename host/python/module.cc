@@ -147,7 +147,8 @@ PYBIND11_MODULE(_tributary, m) {
       .def_readwrite("node_id", &Options::node_id)
       .def_readwrite("socket_buffer_bytes", &Options::socket_buffer_bytes)
       .def_readwrite("checksum", &Options::checksum)
-      .def_readwrite("payload_mac", &Options::payload_mac);
+      .def_readwrite("payload_mac", &Options::payload_mac)
+      .def_readwrite("block_sparse", &Options::block_sparse);
 
   py::class_<CommConfig>(m, "CommConfig")
       .def(py::init<>())

@@ -41,7 +41,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
                                 payload_mac, aggregator_key, resend_max_bytes,
                                 congestion_target_us, window_poll, node_level, node_id,
-                                node_chunk_bytes, staging_bytes, udp_offload] = o;
+                                node_chunk_bytes, staging_bytes, udp_offload, block_sparse] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -50,7 +50,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
                                 srtt_us, rto_us, stats_transport, send_errors,
                                 early_recoveries, window_decreases, window_limit,
-                                tail_probes, ecn_marks, window_polls, local_ranks, nodes] = s;
+                                tail_probes, ecn_marks, window_polls, local_ranks, nodes,
+                                zero_fragments] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -167,6 +168,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   if (TRIB_HAS_FIELD(p, node_chunk_bytes)) o.node_chunk_bytes = c.node_chunk_bytes;
   if (TRIB_HAS_FIELD(p, staging_bytes)) o.staging_bytes = c.staging_bytes;
   if (TRIB_HAS_FIELD(p, udp_offload)) o.udp_offload = c.udp_offload != 0;
+  if (TRIB_HAS_FIELD(p, block_sparse)) o.block_sparse = c.block_sparse != 0;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -235,6 +237,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(node_chunk_bytes, o.node_chunk_bytes);
   TRIB_SET(staging_bytes, o.staging_bytes);
   TRIB_SET(udp_offload, o.udp_offload ? 1 : 0);
+  TRIB_SET(block_sparse, o.block_sparse ? 1 : 0);
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);
@@ -273,6 +276,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, window_polls)) out->window_polls = s.window_polls;
   if (TRIB_HAS_FIELD(p, local_ranks)) out->local_ranks = s.local_ranks;
   if (TRIB_HAS_FIELD(p, nodes)) out->nodes = s.nodes;
+  if (TRIB_HAS_FIELD(p, zero_fragments)) out->zero_fragments = s.zero_fragments;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

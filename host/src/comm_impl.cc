@@ -343,6 +343,7 @@ void AddCounters(CommStats* total, const CommStats& s) {
   total->tail_probes += s.tail_probes;
   total->ecn_marks += s.ecn_marks;
   total->window_polls += s.window_polls;
+  total->zero_fragments += s.zero_fragments;
   total->window_limit = std::min(total->window_limit, s.window_limit);
   total->srtt_us = std::max(total->srtt_us, s.srtt_us);
   total->rto_us = std::max(total->rto_us, s.rto_us);
@@ -736,6 +737,8 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
       d.my_part = parted ? config_.rank : 0;
       d.part_count = count;
       d.window_first = parts[i].first;
+      d.sparse = config_.options.block_sparse && shape.collective == host::Collective::kAllReduce &&
+                 (op == ReduceOp::kSum || op == ReduceOp::kAvg);
       if (send) send->in_use++;
       if (recv) recv->in_use++;
       d.on_done = [send, recv] {

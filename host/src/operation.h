@@ -48,6 +48,10 @@ struct OpDesc {
   uint32_t my_part = 0;
   uint64_t part_count = 0;    // elements of a part (reduce-scatter, all-gather)
   uint64_t window_first = 0;  // the window's first element in the concatenated parts
+  // Block-sparse (Options::block_sparse; all-reduce with sum or avg only):
+  // an all-zero fragment is declared by a notice, and a notice RESULT
+  // means zeros (FORMAT.md §3.3.2).
+  bool sparse = false;
   // Called on the progress thread when the op finished (releases buffers).
   std::function<void()> on_done;
 };
@@ -120,7 +124,8 @@ struct Operation {
     return static_cast<uint32_t>(std::min<uint64_t>(elems_per_frag, SegEnd(PartOf(k)) - Position(k)));
   }
   bool Mine(uint64_t k) const { return PartOf(k) == desc.my_part; }
-  // The fragment's data to send; nullptr: a notice (all-gather, not ours).
+  // The fragment's data to send; nullptr: a notice (all-gather, not ours;
+  // block-sparse, all zero: SendFragment decides that).
   const uint8_t* SendData(uint64_t k) const {
     if (desc.collective == Collective::kAllGather) {
       return Mine(k) ? desc.send + (Position(k) - SegStart(desc.my_part)) * elem_size : nullptr;
@@ -128,7 +133,8 @@ struct Operation {
     return desc.send + (Position(k) - desc.window_first) * elem_size;
   }
   // Where the fragment's result goes; nullptr: nowhere (reduce-scatter,
-  // not ours: the aggregator sends a notice).
+  // not ours: the aggregator sends a notice). A block-sparse fragment's
+  // result may be a notice too: zeros go there.
   uint8_t* RecvData(uint64_t k) const {
     if (desc.collective == Collective::kReduceScatter) {
       return Mine(k) ? desc.recv + (Position(k) - SegStart(desc.my_part)) * elem_size : nullptr;

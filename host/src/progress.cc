@@ -15,6 +15,21 @@ namespace tributary::host {
 namespace {
 
 constexpr int kRecvBatch = 64;
+
+// Whether all n bytes are zero (block-sparse all-reduce): 64 bytes a step,
+// so that dense data leaves at its first non-zero line.
+bool AllZero(const uint8_t* p, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    uint64_t w[8];
+    std::memcpy(w, p + i, 64);
+    if ((w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0) return false;
+  }
+  for (; i < n; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
 // Probe interval floor on reliable transports (Transport::reliable()).
 constexpr uint64_t kReliableProbeNs = 1000000000;
 
@@ -119,6 +134,7 @@ CommStats ProgressEngine::Stats() const {
   s.tail_probes = counters_.tail_probes.load(std::memory_order_relaxed);
   s.ecn_marks = counters_.ecn_marks.load(std::memory_order_relaxed);
   s.window_polls = counters_.window_polls.load(std::memory_order_relaxed);
+  s.zero_fragments = counters_.zero_fragments.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -290,8 +306,17 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   h.shadow = window_.ShadowOf(slot.next_seq);
   h.aux = probe ? probe_window : 0;
   const uint8_t* payload = probe ? nullptr : op.SendData(frag);  // null: a notice
-  const size_t payload_len =
-      payload == nullptr ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
+  size_t payload_len = payload == nullptr ? 0 : static_cast<size_t>(slot.elem_count) * op.elem_size;
+  // FORMAT.md §3.3.2: an all-zero fragment of a block-sparse all-reduce is
+  // declared, not sent. Decided from the bytes at every send: they cannot
+  // change while the operation runs, so a resend declares what the first
+  // send did.
+  const bool zero = op.desc.sparse && payload != nullptr && AllZero(payload, payload_len);
+  if (zero) {
+    payload = nullptr;
+    payload_len = 0;
+    h.flags |= proto::kFlagNotice;  // the other flags as an all-gather's notices
+  }
   uint8_t* const result_at = op.RecvData(frag);  // null: the result is a notice
   // FORMAT.md §12.3: where the aggregator may write the result, when the
   // transport can place results and the receive buffer is registered with it.
@@ -334,6 +359,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     resend_rate_.OnResend();
   } else {
     counters_.fragments.fetch_add(1, std::memory_order_relaxed);
+    if (zero) counters_.zero_fragments.fetch_add(1, std::memory_order_relaxed);
     last_progress_ns_ = now;
     tail_probe_sent_ = false;
     ResendRateMonitor::Report report;
@@ -433,18 +459,25 @@ void ProgressEngine::HandleResult(const proto::PacketView& p, uint64_t now) {
   const Operation& op = *slot.op;
   const size_t bytes = static_cast<size_t>(slot.elem_count) * op.elem_size;
   // FORMAT.md §3.3.1: a notice completes exactly the fragments whose data
-  // goes to another rank (reduce-scatter); every other fragment needs data.
+  // goes to another rank (reduce-scatter); every other fragment needs data,
+  // except in a block-sparse all-reduce (§3.3.2), where a notice says the
+  // fragment is zero on every rank.
   uint8_t* const dst = op.RecvData(slot.next_seq - op.first_seq);
   const bool notice = (h.flags & proto::kFlagNotice) != 0;
+  const bool zeros = notice && op.desc.sparse;
   if (h.elem_count != slot.elem_count ||
       static_cast<uint8_t>(h.dtype) != static_cast<uint8_t>(op.desc.dtype) ||
-      notice != (dst == nullptr) || p.payload_len != (notice ? 0 : bytes)) {
+      (notice && !zeros) != (dst == nullptr) || p.payload_len != (notice ? 0 : bytes)) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     TRIB_LOG(kWarn, "progress", "result for slot %u does not match the fragment sent; dropped",
              h.slot);
     return;
   }
-  if (!notice) std::memcpy(dst, p.payload, bytes);
+  if (zeros) {
+    std::memset(dst, 0, bytes);
+  } else if (!notice) {
+    std::memcpy(dst, p.payload, bytes);
+  }
   // ECN: CE on the RESULT (the way back is congested) or, in `aux`, the
   // contributions of its round that arrived marked (FORMAT.md §3.3).
   const bool marked = p.ce || h.aux > 0;

@@ -61,6 +61,32 @@ using proto::Header;
 using proto::MsgType;
 using proto::NackCode;
 
+// One fragment of zeros, the largest there is: what a notice of a
+// block-sparse all-reduce stands for (FORMAT.md §3.3.2).
+alignas(64) const uint8_t kZeroPayload[proto::kMaxPayloadBytes] = {};
+
+// Whether a round's notices stand for +0 elements that change its result:
+// a round without an owner (block-sparse; in an all-gather a notice is no
+// contribution at all and the owner's bytes are the result), summing or
+// averaging floating-point elements, where -0 + +0 is +0. An integer sum
+// is unchanged by zeros; for the other operators a notice counts as no
+// contribution.
+bool NoticeIsZero(const SetMeta& m) {
+  if (OwnerOf(m) != kNoOwner) return false;
+  if (m.op != proto::ReduceOp::kSum && m.op != proto::ReduceOp::kAvg) return false;
+  switch (m.dtype) {
+    case proto::DataType::kFloat16:
+    case proto::DataType::kFloat32:
+    case proto::DataType::kFloat64:
+    case proto::DataType::kBfloat16:
+    case proto::DataType::kFloat8E4m3:
+    case proto::DataType::kFloat8E5m2:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 const char* DropReasonName(DropReason r) {
@@ -416,7 +442,9 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   // The first data of the round initializes the accumulator, later data
   // combines into it; a notice only counts as arrived.
-  if (!notice) {
+  if (notice) {
+    m.routing |= kRoutingHadNotice;
+  } else {
     if (HasData(m)) {
       k.combine(acc, pkt.payload, h.elem_count);
     } else {
@@ -451,10 +479,18 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
 
   if (!HasData(m)) {
     // Notices only: nothing to finish (the RESULT is a notice too).
-  } else if (k.average != nullptr && !job->has_uplink) {
-    k.average(acc, ResultBytes(job, s, v, k), h.elem_count, RanksBehind(m));
-  } else if (k.finalize != nullptr) {
-    k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
+  } else {
+    if ((m.routing & kRoutingHadNotice) && NoticeIsZero(m)) {
+      // FORMAT.md §3.3.2: the notices stood for +0 elements. Adding one
+      // zero fragment, where the dense path would have added each, gives
+      // the dense result bit for bit (-0 + +0 is +0; nothing else changes).
+      k.combine(acc, kZeroPayload, h.elem_count);
+    }
+    if (k.average != nullptr && !job->has_uplink) {
+      k.average(acc, ResultBytes(job, s, v, k), h.elem_count, RanksBehind(m));
+    } else if (k.finalize != nullptr) {
+      k.finalize(acc, ResultBytes(job, s, v, k), h.elem_count);
+    }
   }
   m.complete_ns = now_ns;
   job->stats.round_time.Add(now_ns - m.first_arrival_ns);

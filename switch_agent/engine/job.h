@@ -68,9 +68,12 @@ static_assert(sizeof(SetMeta) == 64);
 // SetMeta::routing: the index of the child that owns the round's fragment
 // (it, or a rank below it, set kFlagOwner; kNoOwner: none did), whether the
 // set holds data (a contribution with data arrived, or the parent's RESULT
-// carried data: rounds of notices only hold none), and whether the RESULT's
-// data goes to the owner alone (kFlagOwnerOnly: reduce-scatter).
+// carried data: rounds of notices only hold none), whether a child sent a
+// notice (block-sparse all-reduce: it declared the fragment all zero), and
+// whether the RESULT's data goes to the owner alone (kFlagOwnerOnly:
+// reduce-scatter).
 inline constexpr uint32_t kNoOwner = (1u << 21) - 1;  // > any child index (kMaxFanIn = 2^20)
+inline constexpr uint32_t kRoutingHadNotice = 1u << 28;  // a notice arrived (FORMAT.md §3.3.2)
 inline constexpr uint32_t kRoutingHasData = 1u << 29;
 inline constexpr uint32_t kRoutingOwnerOnly = 1u << 30;
 inline uint32_t OwnerOf(const SetMeta& m) { return m.routing & kNoOwner; }

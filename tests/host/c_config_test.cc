@@ -63,6 +63,7 @@ trib_config_t DistinctConfig() {
   c.resend_max_bytes = 4321;
   c.congestion_target_us = 2345;
   c.window_poll = 0;  // the default is 1
+  c.block_sparse = 1;  // the default is 0
   return c;
 }
 
@@ -110,6 +111,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_EQ(o.resend_max_bytes, 4321u);
   EXPECT_EQ(o.congestion_target_us, 2345u);
   EXPECT_FALSE(o.window_poll);
+  EXPECT_TRUE(o.block_sparse);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;
@@ -285,6 +287,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.tail_probes = 18;
   st.ecn_marks = 19;
   st.window_polls = 20;
+  st.zero_fragments = 21;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -310,6 +313,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.tail_probes, 18u);
   EXPECT_EQ(out.ecn_marks, 19u);
   EXPECT_EQ(out.window_polls, 20u);
+  EXPECT_EQ(out.zero_fragments, 21u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

@@ -7,13 +7,16 @@
 // op; two jobs sharing all seven daemons at once; a wrong job key refused
 // with a clear error; an inner daemon killed mid-job gives every rank a
 // clear error within the operation timeout; and per-hop recovery under
-// loss on the ranks' links. (The same tree in network namespaces and placed
+// loss on the ranks' links; block-sparse rounds exact through every level.
+// (The same tree in network namespaces and placed
 // by tributary-manager is tests/netns/tree_netns_test.sh.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -181,6 +184,85 @@ TEST_F(Tree, EveryOpAndSixtyFourMebibytes) {
   const int status = root_->Stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_NE(root_->Output().find("engine_drops: total=0 "), std::string::npos) << root_->Output();
+}
+
+// Block-sparse all-reduce (FORMAT.md §3.3.2) through every level: each
+// fragment has data on a chosen set of ranks (none; one; a leaf's two; an
+// inner daemon's four; even ranks; all; one rank whose data is all -0.0),
+// so that leaves and inner daemons forward notices, mix notices with data
+// and pass notice RESULTs down. Every element is the exact sum, with the
+// sign of zero the dense path gives (+0 wherever a rank declared zeros).
+bool HasBlock(uint32_t g, uint64_t frag) {
+  switch (frag % 8) {
+    case 0: return false;
+    case 1: return g == 0;
+    case 2: return g < 2;
+    case 3: return g < 4;
+    case 4: return g == 7;
+    case 5: return true;
+    case 6: return g % 2 == 0;
+    default: return g == 3;  // all -0.0
+  }
+}
+float BlockValue(uint32_t g, uint64_t i) {
+  if (((i / (kPayload / 4)) % 8) == 7) return -0.0f;
+  if ((i + g) % 29 == 0) return -0.0f;
+  return static_cast<float>(static_cast<int32_t>((i * 7 + g * 13) % 23) - 11);
+}
+
+TEST_F(Tree, BlockSparseExactThroughEveryLevel) {
+  const TreeJob job = NewJob();
+  StartTree({job});
+  const std::string failures = testing::RunRanks(kRanks, 300, [&](int g) {
+    CommConfig c = RankConfig(job, g);
+    c.options.block_sparse = true;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(g, comm.status().ToString());
+    constexpr uint64_t kPerFrag = kPayload / 4;
+    constexpr uint64_t kFrags = 40;
+    constexpr uint64_t kCount = kFrags * kPerFrag - 5;  // the last fragment short
+    std::vector<float> send(kCount, 0.0f), recv(kCount, std::nanf(""));
+    uint64_t zero_frags = 0;
+    for (uint64_t f = 0; f < kFrags; ++f) {
+      if (!HasBlock(g, f)) {
+        ++zero_frags;
+        continue;
+      }
+      for (uint64_t i = f * kPerFrag; i < std::min(kCount, (f + 1) * kPerFrag); ++i) {
+        send[i] = BlockValue(g, i);
+      }
+    }
+    if (!comm.value()->Register(send.data(), kCount * 4).ok() ||
+        !comm.value()->Register(recv.data(), kCount * 4).ok()) {
+      return Fail(g, "register failed");
+    }
+    auto req = comm.value()->AllReduce(send.data(), recv.data(), kCount, DataType::kFloat32,
+                                       ReduceOp::kSum);
+    if (!req.ok()) return Fail(g, req.status().ToString());
+    if (Status s = req.value().Wait(); !s.ok()) return Fail(g, s.ToString());
+    for (uint64_t i = 0; i < kCount; ++i) {
+      const uint64_t f = i / kPerFrag;
+      float want = 0.0f;
+      bool all_negative_zero = true;
+      for (uint32_t r = 0; r < kRanks; ++r) {
+        const float v = HasBlock(r, f) ? BlockValue(r, i) : 0.0f;
+        want += v;
+        all_negative_zero = all_negative_zero && v == 0.0f && std::signbit(v);
+      }
+      if (all_negative_zero) want = -0.0f;
+      if (std::memcmp(&recv[i], &want, 4) != 0) {
+        return Fail(g, "element " + std::to_string(i) + " (fragment " + std::to_string(f) +
+                           ") is " + std::to_string(recv[i]) + (std::signbit(recv[i]) ? " (-)" : "") +
+                           ", want " + std::to_string(want));
+      }
+    }
+    if (comm.value()->Stats().zero_fragments != zero_frags) {
+      return Fail(g, "declared " + std::to_string(comm.value()->Stats().zero_fragments) +
+                         " zero fragments, want " + std::to_string(zero_frags));
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << AllOutput();
 }
 
 TEST_F(Tree, TwoJobsShareEveryDaemon) {

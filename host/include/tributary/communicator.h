@@ -130,6 +130,8 @@ struct CommStats {
   uint32_t local_ranks = 0;          // node level (Options::node_level): ranks of this job on
                                      // this host; 0 when every rank talks to the aggregator
   uint32_t nodes = 0;                // node level: hosts of the job (the stripe jobs' fan-in)
+  uint64_t zero_fragments = 0;       // block-sparse all-reduce (Options::block_sparse): of
+                                     // fragments_sent, those declared all zero by a notice
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

@@ -204,6 +204,17 @@ struct TRIB_API Options {
   // datagram per socket call, as on a kernel without them (comparisons).
   bool udp_offload = true;
 
+  // Block-sparse all-reduce (docs/TRAINING.md, FORMAT.md §3.3.2): in an
+  // all-reduce with sum or avg, a fragment whose bytes are all zero is not
+  // sent; a header-only notice declares it, and a fragment that is zero on
+  // every rank comes back as a notice too (written as zeros). The block is
+  // one fragment: payload_bytes / element size elements (8 KiB, the default
+  // off loopback, is 2048 fp32); a smaller payload finds finer zero blocks
+  // at more packets per byte. Results are identical to the dense path bit for bit.
+  // Other operators and collectives always send every fragment. Costs one
+  // scan of each fragment before it is sent. Ranks of a job may differ.
+  bool block_sparse = false;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

@@ -178,6 +178,10 @@ typedef struct trib_config {
   /* UDP GSO/GRO in the udp transport (tributary::Options::udp_offload);
    * 1 = on (default), 0 = off. */
   int udp_offload;
+  /* Block-sparse all-reduce (tributary::Options::block_sparse): 1 = all-zero
+   * fragments of sum/avg all-reduces are declared, not sent; 0 = off
+   * (default). */
+  int block_sparse;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -256,6 +260,8 @@ typedef struct trib_stats {
                                  loss */
   uint32_t local_ranks;       /* node level: this job's ranks on this host; 0 = off */
   uint32_t nodes;             /* node level: hosts of the job */
+  uint64_t zero_fragments;    /* block-sparse all-reduce: of fragments_sent, those declared
+                                 all zero by a notice */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -12,7 +12,9 @@
 # take the node level (shared memory inside the host, one stripe per rank to
 # the aggregator); OpenMPI and Gloo talk TCP between the ranks of one host
 # (kernel loopback inside the host namespace, which never crosses the link).
-# - Tributary: tributary_cluster_rank (one process per host, same job).
+# - Tributary: tributary_cluster_rank (one process per host, same job);
+#   "tributary-sparse" the same with --block-sparse (all-zero fragments
+#   declared, not sent; meaningful with --density below 100).
 # - Gloo: gloo_allreduce --rank/--size/--store/--hostname <host address>;
 #   rendezvous through a FileStore directory (the filesystem is shared), so
 #   no control network is needed; data is TCP between the host addresses.
@@ -53,7 +55,11 @@ Usage: $0 [options]
   --rate RATE      link rate, tc syntax (default 1gbit)
   --mtu BYTES      link MTU (default 9000)
   --loss PERMILLE  nftables drops per 1000 packets, each direction (default 0)
-  --systems "..."  subset of "tributary gloo mpi" (default all three)
+  --systems "..."  subset of "tributary tributary-sparse gloo mpi" (default
+                   "tributary gloo mpi")
+  --density P      percent of --density-block blocks each rank keeps non-zero,
+                   independently per rank, the rest zero (default 100: dense)
+  --density-block B  bytes (default 8192)
   --out DIR        results directory (default ./cluster-bench-<date>)
   --timeout S      per-run limit in seconds (default 1200)
   --trib-args "..." extra tributary_cluster_rank flags (e.g. "--window 32")
@@ -65,7 +71,7 @@ EOF
 
 BUILD="$HERE/../../build"
 HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
-TRIB_ARGS=""; MPI_ARGS=""; PER_HOST=1; DAEMON_ARGS=""
+TRIB_ARGS=""; MPI_ARGS=""; PER_HOST=1; DAEMON_ARGS=""; DENSITY=100; DENSITY_BLOCK=8192
 RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=1200; SMOKE=0
 OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
 while (($#)); do
@@ -83,6 +89,8 @@ while (($#)); do
     --mtu) MTU=$2; shift ;;
     --loss) LOSS=$2; shift ;;
     --systems) SYSTEMS=$2; shift ;;
+    --density) DENSITY=$2; shift ;;
+    --density-block) DENSITY_BLOCK=$2; shift ;;
     --out) OUT=$2; shift ;;
     --timeout) TIMEOUT=$2; shift ;;
     --trib-args) TRIB_ARGS=$2; shift ;;
@@ -111,7 +119,7 @@ MPI_BIN=$(find_bin "$BUILD/bench/mpi_allreduce") || MPI_BIN=""
 active=()
 for sys in $SYSTEMS; do
   case $sys in
-    tributary)
+    tributary | tributary-sparse)
       if [[ -z "$DAEMON_BIN" || -z "$TRANK_BIN" ]]; then
         echo "run_cluster_bench: build tributaryd and tributary_cluster_rank in $BUILD" >&2
         exit 2
@@ -141,7 +149,8 @@ netns_trap_cleanup
 # Machine-wide CPU busy time (all CPUs) from /proc/stat: "busy total" jiffies.
 cpu_sample() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; ++i) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
-SWEEP=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1)
+SWEEP=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1
+       --density "$DENSITY" --density-block "$DENSITY_BLOCK")
 
 # Runs PER_HOST ranks per host in the background (rank = host * PER_HOST +
 # local), waits for all; rank 0's output (the table) goes to $1. CMD_FN gets
@@ -168,10 +177,11 @@ run_per_host() {  # LOG N CMD_FN
 }
 
 JOB_ID=1000
+TRIB_SPARSE=""
 tributary_cmd() {  # RANK SIZE HOST
   echo "env TRIBUTARY_NODE_ID=cluster-h$3" \
        "$TRANK_BIN --rank $1 --size $2 --daemon $NETNS_DAEMON --job-id $JOB_ID" \
-       "--job-key $JOB_KEY --timeout-ms 300000 ${SWEEP[*]} $TRIB_ARGS"
+       "--job-key $JOB_KEY --timeout-ms 300000 ${SWEEP[*]} $TRIB_SPARSE $TRIB_ARGS"
 }
 gloo_cmd() {  # RANK SIZE HOST
   echo "$GLOO_BIN --rank $1 --size $2 --store $GLOO_STORE --hostname $(netns_host_addr "$3")" \
@@ -182,9 +192,11 @@ run_system() {  # SYSTEM N ROUND
   local sys=$1 n=$2 round=$3 log rc
   log="$OUT/logs/$sys-n$n-r$round.log"
   case $sys in
-    tributary)
+    tributary | tributary-sparse)
       JOB_ID=$((JOB_ID + 1))
       JOB_KEY=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
+      TRIB_SPARSE=""
+      [[ $sys == tributary-sparse ]] && TRIB_SPARSE=--block-sparse
       run_per_host "$log" "$n" tributary_cmd ;;
     gloo)
       GLOO_STORE=$(mktemp -d "$OUT/logs/gloo-store.XXXXXX")
@@ -219,7 +231,8 @@ read -ra host_list <<< "$HOSTS"
 total=$((${#host_list[@]} * ROUNDS * ${#active[@]}))
 step=0 failures=0
 start_all=$(date +%s)
-echo "# emulated cluster: hosts {$HOSTS} x $PER_HOST rank(s), links $RATE, MTU $MTU, loss $LOSS/1000;" \
+echo "# emulated cluster: hosts {$HOSTS} x $PER_HOST rank(s), links $RATE, MTU $MTU, loss $LOSS/1000," \
+     "input density $DENSITY% of $DENSITY_BLOCK-byte blocks;" \
      "sizes $MIN..$MAX x$FACTOR, $ITERS iters + $WARMUP warm-up, $ROUNDS rounds;" \
      "systems: ${active[*]}; $(nproc) CPUs; results in $OUT" >&2
 for n in "${host_list[@]}"; do

@@ -88,7 +88,7 @@ class ClusterRank {
   Status RunSize(uint64_t bytes, double* max_us, double* wrong) {
     const size_t count = bytes / 4;
     const int rank = static_cast<int>(comm_->rank());
-    tributary::bench::FillPattern(send_mem_.get(), count, rank);
+    tributary::bench::FillSweepPattern(sweep_, send_mem_.get(), count, rank);
     std::fill(recv_mem_.get(), recv_mem_.get() + count, -1000.0f);
     for (int i = 0; i < sweep_.warmup; ++i) {
       Status s = Run(comm_, send_, recv_, count, DataType::kFloat32, ReduceOp::kSum);
@@ -101,9 +101,10 @@ class ClusterRank {
     }
     const double avg_us =
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / sweep_.iterations;
-    const double my_wrong = sweep_.check ? static_cast<double>(tributary::bench::CheckPattern(
-                                               recv_mem_.get(), count, comm_->world_size()))
-                                         : 0.0;
+    const double my_wrong =
+        sweep_.check ? static_cast<double>(tributary::bench::CheckSweepPattern(
+                           sweep_, recv_mem_.get(), count, static_cast<int>(comm_->world_size())))
+                     : 0.0;
     Status s = Gather(avg_us, ReduceOp::kMax, max_us);
     if (!s.ok()) return s;
     return Gather(my_wrong, ReduceOp::kSum, wrong);
@@ -149,6 +150,11 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", sweep.iterations, "Timed iterations")->capture_default_str();
   app.add_option("-w,--warmup_iters", sweep.warmup, "Warm-up iterations")->capture_default_str();
   app.add_option("-c,--check", sweep.check, "Check results (0/1)")->capture_default_str();
+  app.add_option("--density", sweep.density,
+                 "Percent of blocks each rank keeps non-zero (independently per rank)")
+      ->capture_default_str();
+  app.add_option("--density-block", sweep.density_block, "Block of --density, in bytes")
+      ->capture_default_str();
   app.add_option("--rank", rank, "This process's rank")->required();
   app.add_option("--size", size, "Ranks in the job")->required();
   app.add_option("--daemon", daemon, "tributaryd HOST:PORT")->required();
@@ -157,6 +163,9 @@ int main(int argc, char** argv) {
   app.add_option("--payload", payload, "Payload bytes per packet (0 = library default)");
   app.add_option("--window", window, "Fragments in flight (0 = library default)");
   app.add_option("--timeout-ms", timeout_ms, "Per-collective timeout (0 = library default)");
+  bool block_sparse = false;
+  app.add_flag("--block-sparse", block_sparse,
+               "Declare all-zero fragments instead of sending them (Options::block_sparse)");
   CLI11_PARSE(app, argc, argv);
 
   std::string error;
@@ -178,6 +187,7 @@ int main(int argc, char** argv) {
   if (payload > 0) config.options.payload_bytes = payload;
   if (window > 0) config.options.window = window;
   if (timeout_ms > 0) config.options.op_timeout_ms = timeout_ms;
+  if (block_sparse) config.options.block_sparse = true;
   auto created = Communicator::Create(config);
   if (!created.ok()) return Fail(rank, "Communicator::Create(" + daemon + ")", created.status());
   std::unique_ptr<Communicator> comm = std::move(created.value());
@@ -189,8 +199,10 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     const tributary::Options& resolved = comm->options();
     std::printf("# tributary_cluster_rank: Communicator::AllReduce via %s (%s), out of place,"
-                " payload %u B, window %u\n", daemon.c_str(), comm->Stats().transport.c_str(),
-                resolved.payload_bytes, resolved.window);
+                " payload %u B, window %u, block-sparse %s; input density %g%% of %llu-byte "
+                "blocks per rank\n", daemon.c_str(), comm->Stats().transport.c_str(),
+                resolved.payload_bytes, resolved.window, resolved.block_sparse ? "on" : "off",
+                sweep.density, static_cast<unsigned long long>(sweep.density_block));
     std::printf("# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
                 "iters: %d validation: %d\n", size,
                 static_cast<unsigned long long>(sizes.front()),
@@ -207,21 +219,24 @@ int main(int argc, char** argv) {
   }
   // Counters of the whole run (warm-up and the gathers included).
   const tributary::CommStats stats = comm->Stats();
-  double totals[6] = {static_cast<double>(stats.fragments_sent),
+  double totals[7] = {static_cast<double>(stats.fragments_sent),
                       static_cast<double>(stats.retransmissions),
                       static_cast<double>(stats.probes),
                       static_cast<double>(stats.losses_detected),
                       static_cast<double>(stats.srtt_us),
-                      static_cast<double>(stats.rto_us)};
-  for (int i = 0; i < 6; ++i) {
-    status = runner.Gather(totals[i], i < 4 ? ReduceOp::kSum : ReduceOp::kMax, &totals[i]);
+                      static_cast<double>(stats.rto_us),
+                      static_cast<double>(stats.zero_fragments)};
+  for (int i = 0; i < 7; ++i) {
+    const bool max = i == 4 || i == 5;
+    status = runner.Gather(totals[i], max ? ReduceOp::kMax : ReduceOp::kSum, &totals[i]);
     if (!status.ok()) return Fail(rank, "gathering counters", status);
   }
   if (rank == 0) {
     table.PrintFooter();
     std::printf("# fragments sent %.0f, retransmissions %.0f, probes %.0f, losses detected %.0f"
-                " (sums over ranks); srtt_us max %.0f, rto_us max %.0f\n",
-                totals[0], totals[1], totals[2], totals[3], totals[4], totals[5]);
+                ", zero fragments declared %.0f (sums over ranks); srtt_us max %.0f, rto_us max "
+                "%.0f\n", totals[0], totals[1], totals[2], totals[3], totals[6], totals[4],
+                totals[5]);
     std::fflush(stdout);
   }
   return table.wrong() == 0 ? 0 : 1;

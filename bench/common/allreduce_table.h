@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the peer all-reduce benchmarks (Gloo, MPI): the size
-// sweep flags, the fp32 check pattern and the nccl-tests table.
+// sweep flags, the fp32 check pattern (optionally block-sparse) and the
+// nccl-tests table.
 //
 // The peers print exactly the columns `tributary bench` prints (size count
 // type redop time algbw busbw #wrong, "# Avg bus bandwidth"), so one script
@@ -29,6 +30,11 @@ struct SizeSweep {
   int iterations = 20;
   int warmup = 5;
   int check = 1;
+  // Block-sparse inputs (bench/cluster/sparse_bench.sh): each rank keeps
+  // each block of `density_block` bytes of the pattern with probability
+  // density / 100, independently of the other ranks; the rest is zero.
+  double density = 100;
+  uint64_t density_block = 8192;
 };
 
 // "4096", "4K", "64M", "1G" (binary multiples, as nccl-tests).
@@ -55,6 +61,14 @@ inline bool ParseBytes(const std::string& text, uint64_t* out) {
 
 // Sizes in bytes, whole fp32 elements; empty (and *error set) if invalid.
 inline std::vector<uint64_t> Fp32Sizes(const SizeSweep& sweep, std::string* error) {
+  if (!(sweep.density >= 0 && sweep.density <= 100)) {
+    *error = "--density must be in [0, 100]";
+    return {};
+  }
+  if (sweep.density_block < 4 || sweep.density_block % 4 != 0) {
+    *error = "--density-block must be a positive multiple of 4 bytes";
+    return {};
+  }
   uint64_t lo = 0, hi = 0;
   if (!ParseBytes(sweep.min_text, &lo) || !ParseBytes(sweep.max_text, &hi) || hi < lo) {
     *error = "bad -b/-e sizes (examples: 8, 4K, 64M; -e >= -b)";
@@ -79,6 +93,29 @@ inline void FillPattern(float* data, size_t count, int rank) {
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(((rank + i) % 7)) - 3.0f;
 }
 
+// Whether `rank` keeps block `block` of the pattern at sweep.density (a
+// hash every rank can evaluate for every other rank).
+inline bool KeepsBlock(const SizeSweep& sweep, int rank, uint64_t block) {
+  if (sweep.density >= 100) return true;
+  uint64_t h = (block + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t(rank) + 1) * 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 31;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  return static_cast<double>(h >> 11) * 0x1p-53 * 100.0 < sweep.density;
+}
+
+// FillPattern with the blocks this rank does not keep zeroed.
+inline void FillSweepPattern(const SizeSweep& sweep, float* data, size_t count, int rank) {
+  FillPattern(data, count, rank);
+  if (sweep.density >= 100) return;
+  const size_t per_block = sweep.density_block / 4;
+  for (size_t b = 0; b * per_block < count; ++b) {
+    if (KeepsBlock(sweep, rank, b)) continue;
+    const size_t end = b * per_block + per_block < count ? b * per_block + per_block : count;
+    for (size_t i = b * per_block; i < end; ++i) data[i] = 0.0f;
+  }
+}
+
 // Elements of `data` that differ from the sum over `ranks` ranks of FillPattern.
 inline uint64_t CheckPattern(const float* data, size_t count, int ranks) {
   float expected[7];
@@ -89,6 +126,29 @@ inline uint64_t CheckPattern(const float* data, size_t count, int ranks) {
   }
   uint64_t wrong = 0;
   for (size_t i = 0; i < count; ++i) wrong += data[i] != expected[i % 7];
+  return wrong;
+}
+
+// Elements of `data` that differ from the sum over `ranks` ranks of
+// FillSweepPattern.
+inline uint64_t CheckSweepPattern(const SizeSweep& sweep, const float* data, size_t count,
+                                  int ranks) {
+  if (sweep.density >= 100) return CheckPattern(data, count, ranks);
+  const size_t per_block = sweep.density_block / 4;
+  std::vector<int> keepers;
+  uint64_t wrong = 0;
+  for (size_t b = 0; b * per_block < count; ++b) {
+    keepers.clear();
+    for (int r = 0; r < ranks; ++r) {
+      if (KeepsBlock(sweep, r, b)) keepers.push_back(r);
+    }
+    const size_t end = b * per_block + per_block < count ? b * per_block + per_block : count;
+    for (size_t i = b * per_block; i < end; ++i) {
+      int sum = 0;
+      for (int r : keepers) sum += static_cast<int>((r + i) % 7) - 3;
+      wrong += data[i] != static_cast<float>(sum);
+    }
+  }
   return wrong;
 }
 

@@ -90,7 +90,7 @@ int RunRank(int rank, int size, const std::string& store_dir, const std::string&
   uint32_t tag = 0;
   for (uint64_t bytes : sizes) {
     const size_t count = bytes / 4;
-    tributary::bench::FillPattern(send.data(), count, rank);
+    tributary::bench::FillSweepPattern(sweep, send.data(), count, rank);
     std::fill(recv.begin(), recv.begin() + count, -1000.0f);
     for (int i = 0; i < sweep.warmup; ++i) {
       AllReduceFloat(context, send.data(), recv.data(), count, tag++);
@@ -101,7 +101,8 @@ int RunRank(int rank, int size, const std::string& store_dir, const std::string&
     }
     const double avg_us =
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / sweep.iterations;
-    double wrong = sweep.check ? tributary::bench::CheckPattern(recv.data(), count, size) : 0;
+    double wrong =
+        sweep.check ? tributary::bench::CheckSweepPattern(sweep, recv.data(), count, size) : 0;
     const double max_us =
         ReduceOverRanks(context, avg_us, static_cast<ReduceFn>(&gloo::max<double>), tag++);
     wrong = ReduceOverRanks(context, wrong, static_cast<ReduceFn>(&gloo::sum<double>), tag++);
@@ -190,6 +191,11 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", sweep.iterations, "Timed iterations")->capture_default_str();
   app.add_option("-w,--warmup_iters", sweep.warmup, "Warm-up iterations")->capture_default_str();
   app.add_option("-c,--check", sweep.check, "Check results (0/1)")->capture_default_str();
+  app.add_option("--density", sweep.density,
+                 "Percent of blocks each rank keeps non-zero (independently per rank)")
+      ->capture_default_str();
+  app.add_option("--density-block", sweep.density_block, "Block of --density, in bytes")
+      ->capture_default_str();
   app.add_option("--ranks", ranks, "Processes to fork (ignored with --rank)")
       ->capture_default_str();
   app.add_option("--rank", rank, "This process's rank (job started elsewhere)");

@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", sweep.iterations, "Timed iterations")->capture_default_str();
   app.add_option("-w,--warmup_iters", sweep.warmup, "Warm-up iterations")->capture_default_str();
   app.add_option("-c,--check", sweep.check, "Check results (0/1)")->capture_default_str();
+  app.add_option("--density", sweep.density,
+                 "Percent of blocks each rank keeps non-zero (independently per rank)")
+      ->capture_default_str();
+  app.add_option("--density-block", sweep.density_block, "Block of --density, in bytes")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -71,7 +76,7 @@ int main(int argc, char** argv) {
   }
   for (uint64_t bytes : sizes) {
     const int count = static_cast<int>(bytes / 4);
-    tributary::bench::FillPattern(send.data(), count, rank);
+    tributary::bench::FillSweepPattern(sweep, send.data(), count, rank);
     std::fill(recv.begin(), recv.begin() + count, -1000.0f);
     for (int i = 0; i < sweep.warmup; ++i) {
       MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -85,7 +90,7 @@ int main(int argc, char** argv) {
             .count() /
         sweep.iterations;
     unsigned long long wrong =
-        sweep.check ? tributary::bench::CheckPattern(recv.data(), count, size) : 0;
+        sweep.check ? tributary::bench::CheckSweepPattern(sweep, recv.data(), count, size) : 0;
     double max_us = 0;
     unsigned long long total_wrong = 0;
     MPI_Reduce(&avg_us, &max_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

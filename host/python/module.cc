@@ -82,6 +82,7 @@ py::dict StatsDict(const CommStats& s) {
   d["transport"] = s.transport;
   d["local_ranks"] = s.local_ranks;
   d["nodes"] = s.nodes;
+  d["zero_fragments"] = s.zero_fragments;
   return d;
 }
 

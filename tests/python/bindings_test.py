@@ -99,6 +99,27 @@ def rank_body(rank, address, job, results):
         results.put("rank %d: %s" % (rank, traceback.format_exc()))
 
 
+def sparse_rank_body(rank, address, job, results):
+    """A block-sparse all-reduce: each rank has data in one fragment of 8."""
+    try:
+        with tributary.Communicator(job_id=job, job_key=0x5eed, rank=rank, world_size=RANKS,
+                                    aggregator=address, node_level="off", payload_bytes=1024,
+                                    block_sparse=True) as comm:
+            assert comm.options.block_sparse
+            x = np.zeros(256 * 8, dtype=np.float32)  # 8 fragments of 1 KiB
+            x[256 * rank:256 * (rank + 1)] = rank + 1
+            out = np.full_like(x, -1)
+            comm.all_reduce(x, out).wait()
+            want = np.zeros_like(x)
+            for r in range(RANKS):
+                want[256 * r:256 * (r + 1)] = r + 1
+            np.testing.assert_array_equal(out, want)
+            assert comm.stats()["zero_fragments"] == 7, comm.stats()
+        results.put(None)
+    except Exception:
+        results.put("rank %d: %s" % (rank, traceback.format_exc()))
+
+
 class BindingsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -129,6 +150,19 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual(raised.exception.code, code, str(raised.exception))
         self.assertTrue(str(raised.exception).startswith(code + ":"), str(raised.exception))
         return raised.exception
+
+    def test_block_sparse_all_reduce(self):
+        """block_sparse=True: zero fragments are declared, results exact."""
+        ctx = mp.get_context("spawn")
+        results = ctx.Queue()
+        procs = [ctx.Process(target=sparse_rank_body, args=(r, self.address, 4343, results))
+                 for r in range(RANKS)]
+        for p in procs:
+            p.start()
+        failures = [results.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(30)
+        self.assertEqual([f for f in failures if f], [])
 
     def test_errors_carry_the_status_name(self):
         e = self.assertError("UNAVAILABLE", tributary.Communicator, job_id=1, job_key=2, rank=0,

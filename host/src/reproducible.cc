@@ -38,6 +38,23 @@ class ReproducibleImpl {
     Result<Buffer> c = comm_->Register(plain_.data(), plain_.size() * sizeof(double));
     if (!c.ok()) return c.status();
     plain_buffer_ = c.value();
+    // The ranks of the job: a SUM of ones over it. world_size() is the
+    // aggregator's fan-in below a tree of daemons given by static
+    // configuration, not the job's size, and the headroom and AVG's
+    // divisor must count every rank for the bits not to depend on the
+    // tree's shape.
+    exps_[0] = 1;
+    if (Status s = Wait(comm_->AllReduce(exps_buffer_, exps_buffer_, 1, DataType::kInt32,
+                                         ReduceOp::kSum));
+        !s.ok()) {
+      return s;
+    }
+    if (exps_[0] < 1) {
+      return Status(StatusCode::kInternal,
+                    "ReproducibleAllReducer: the job's rank count came back as " +
+                        std::to_string(exps_[0]));
+    }
+    ranks_ = static_cast<uint32_t>(exps_[0]);
     return Status::Ok();
   }
 
@@ -122,7 +139,7 @@ class ReproducibleImpl {
       if (!s.ok()) return s;
     }
     // 3. Back to floats; the non-finite sums from the plain all-reduce.
-    const double ranks = static_cast<double>(comm_->world_size());
+    const double ranks = static_cast<double>(ranks_);
     const T* plain = reinterpret_cast<const T*>(plain_.data());
     for (size_t b = 0; b < blocks; ++b) {
       const int scale = Scale(exps_[2 * b], headroom);
@@ -141,11 +158,11 @@ class ReproducibleImpl {
     return Status::Ok();
   }
 
-  // Bits of headroom so that world-size values below 2^(62 - h) add up
+  // Bits of headroom so that one value below 2^(62 - h) per rank adds up
   // below 2^62.
   int Headroom() const {
     int h = 1;
-    while ((uint64_t{1} << (h - 1)) < comm_->world_size()) ++h;
+    while ((uint64_t{1} << (h - 1)) < ranks_) ++h;
     return h;
   }
   static int Scale(int32_t exponent, int headroom) {
@@ -155,6 +172,7 @@ class ReproducibleImpl {
   Communicator* comm_;
   size_t max_count_;
   uint32_t block_;
+  uint32_t ranks_ = 0;  // the job's ranks, counted at Init
   std::vector<int64_t> ints_;
   std::vector<int32_t> exps_;
   std::vector<double> plain_;

@@ -56,7 +56,8 @@ struct BucketerOptions {
   // Bitwise-reproducible buckets (tributary/reproducible.h): every bucket is
   // all-reduced by a ReproducibleAllReducer on a thread of the bucketer,
   // still started at MarkReady and in bucket order. float32 and float64
-  // tensors only; op kSum or kAvg.
+  // tensors only; op kSum or kAvg. Creating the bucketer is then collective
+  // (the reducer counts the job's ranks once).
   bool reproducible = false;
 };
 

@@ -12,11 +12,16 @@
 //      holds a NaN or infinity, and those are all-reduced with MAX (2 int32
 //      per block);
 //   2. every element x of a block whose largest exponent is E becomes the
-//      integer round(x * 2^(62 - h - E)), h = ceil(log2(world size)) + 1
-//      bits of headroom, so that no sum of world-size such integers
+//      integer round(x * 2^(62 - h - E)), h = ceil(log2(N)) + 1 bits of
+//      headroom for the job's N ranks, so that no sum of N such integers
 //      overflows int64; the int64s are all-reduced with SUM;
-//   3. each sum is scaled back by 2^-(62 - h - E) in double (divided by the
-//      world size for AVG) and rounded to the element type.
+//   3. each sum is scaled back by 2^-(62 - h - E) in double (divided by N
+//      for AVG) and rounded to the element type.
+// N is counted once, when the reducer is created (an int32 SUM of ones
+// over the job): below a tree of daemons given by static configuration a
+// communicator's world_size() is its aggregator's fan-in, not the job's
+// size. Create is therefore collective: every rank of the job creates its
+// reducer, in the same order relative to its other collectives.
 // Each element keeps 62 - h bits below its block's largest magnitude: more
 // than fp32 carries for elements within 2^(38 - h) of the block's largest,
 // less for much smaller ones (their bits below the block's resolution are
@@ -52,7 +57,9 @@ class ReproducibleImpl;
 class ReproducibleAllReducer {
  public:
   // Staging for up to `max_count` elements (registered with `comm`, which
-  // must outlive this). kInvalidArgument for max_count or block 0.
+  // must outlive this), and one all-reduce that counts the job's ranks
+  // (collective, see above). kInvalidArgument for max_count or block 0;
+  // the all-reduce's error if it fails.
   TRIB_API static Result<std::unique_ptr<ReproducibleAllReducer>> Create(
       Communicator* comm, size_t max_count, uint32_t block = 256);
   TRIB_API ~ReproducibleAllReducer();

@@ -19,8 +19,13 @@
 // would, one pool pass at a time, outside the engine's timing; the
 // "seal ns" column is that sender-side cost per packet.
 //
+// --dtype int64 runs int64 SUM instead (the loop then adds int64s): what
+// the engine does for a bit-reproducible all-reduce (tributary/
+// reproducible.h), which sends each float32 as an int64.
+//
 // Usage: tributary_engine_bench [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S]
 //                               [--payload BYTES] [--mac payload|header]
+//                               [--dtype float32|int64]
 // Thread-safety: single-threaded program.
 #include <algorithm>
 #include <array>
@@ -63,6 +68,13 @@ __attribute__((noinline, target_clones("avx2", "default"))) void AddInto(
     float* __restrict acc, const float* __restrict in, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += in[i];
 }
+__attribute__((noinline, target_clones("avx2", "default"))) void AddInto64(
+    int64_t* __restrict acc, const int64_t* __restrict in, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += in[i];
+}
+
+// The element type benchmarked: float32 (default) or int64.
+proto::DataType g_dtype = proto::DataType::kFloat32;
 
 struct Setup {
   uint32_t payload_bytes;
@@ -81,7 +93,13 @@ double RunLoop(Setup& s) {
     const uint32_t set = (k / s.slots) & 1;
     float* acc = s.accs.get() + (size_t{slot} * 2 + set) * elems;
     for (uint32_t c = 0; c < kFanIn; ++c) {
-      AddInto(acc, s.inputs.get() + (size_t{c} * s.slots + slot) * elems, elems);
+      const float* in = s.inputs.get() + (size_t{c} * s.slots + slot) * elems;
+      if (g_dtype == proto::DataType::kInt64) {
+        AddInto64(reinterpret_cast<int64_t*>(acc), reinterpret_cast<const int64_t*>(in),
+                  elems / 2);
+      } else {
+        AddInto(acc, in, elems);
+      }
     }
   }
   return Seconds(t0, std::chrono::steady_clock::now());
@@ -129,8 +147,9 @@ class EngineDriver {
         v.header.sender = c;
         v.header.slot = slot;
         v.header.collective_id = 1;
-        v.header.elem_count = static_cast<uint32_t>(elems);
-        v.header.dtype = proto::DataType::kFloat32;
+        v.header.elem_count =
+            static_cast<uint32_t>(g_dtype == proto::DataType::kInt64 ? elems / 2 : elems);
+        v.header.dtype = g_dtype;
         v.header.op = proto::ReduceOp::kSum;
         v.payload = reinterpret_cast<const uint8_t*>(s.inputs.get() + (size_t{c} * s.slots + slot) * elems);
         v.payload_len = s.payload_bytes;
@@ -142,7 +161,6 @@ class EngineDriver {
 
   // Seconds the engine took for one repetition (sealing excluded).
   double Run() {
-    const size_t elems = s_.payload_bytes / 4;
     double engine_seconds = 0;
     uint64_t i = 0;
     while (i < s_.fragments) {
@@ -154,7 +172,7 @@ class EngineDriver {
         const uint32_t slot = k % s_.slots;
         for (uint32_t c = 0; c < kFanIn; ++c) {
           proto::PacketView& v = views_[size_t{c} * s_.slots + slot];
-          v.header.elem_offset = k * elems;
+          v.header.elem_offset = k * v.header.elem_count;
           v.header.shadow = (k / s_.slots) & 1;
           uint8_t* raw = headers_[size_t{c} * s_.slots + slot].data();
           proto::EncodeHeader(v.header, raw);
@@ -234,6 +252,11 @@ int Main(int argc, char** argv) {
                (std::strcmp(argv[i + 1], "payload") == 0 ||
                 std::strcmp(argv[i + 1], "header") == 0)) {
       payload_mac = std::strcmp(argv[i + 1], "payload") == 0;
+    } else if (std::strcmp(argv[i], "--dtype") == 0 &&
+               (std::strcmp(argv[i + 1], "float32") == 0 ||
+                std::strcmp(argv[i + 1], "int64") == 0)) {
+      g_dtype = std::strcmp(argv[i + 1], "int64") == 0 ? proto::DataType::kInt64
+                                                       : proto::DataType::kFloat32;
     } else if (std::strcmp(argv[i], "--isa") == 0) {
       if (!reduce::SelectVariant(argv[i + 1])) {
         std::fprintf(stderr, "unknown or unsupported kernel variant '%s'\n", argv[i + 1]);
@@ -242,14 +265,15 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S] [--payload BYTES] "
-                   "[--mac payload|header]\n",
+                   "[--mac payload|header] [--dtype float32|int64]\n",
                    argv[0]);
       return 2;
     }
   }
-  std::printf("tributary_engine_bench: fp32 SUM, fan-in %u, %u slots x 2 sets, kernels=%s, "
+  std::printf("tributary_engine_bench: %s SUM, fan-in %u, %u slots x 2 sets, kernels=%s, "
               "MAC over %s, median of %d interleaved repetitions\n",
-              kFanIn, slots, reduce::ActiveVariantName(),
+              g_dtype == proto::DataType::kInt64 ? "int64" : "fp32", kFanIn, slots,
+              reduce::ActiveVariantName(),
               payload_mac ? "header and payload" : "header only", reps);
   std::printf("%8s %12s %12s %12s %12s %8s %9s\n", "payload", "engine GB/s", "engine Mpps",
               "loop GB/s", "loop Mpps", "ratio", "seal ns");

@@ -16,7 +16,10 @@
 //   overlap      MarkReady after each layer: buckets start during compute
 // and overlap / max(compute, comm), the figure that says how much of the
 // communication hides behind the compute (1.0: all of it). Forks --ranks
-// processes; rank 0 prints one line per bucket size of --bucket-mb.
+// processes; rank 0 prints one line per bucket size of --bucket-mb. With
+// --rank R (and --job-id, --job-key, the same on every rank) it runs only
+// rank R of --ranks, started elsewhere: one per host of the emulated
+// cluster (bench/cluster/overlap_cluster.sh).
 //
 // Example: overlap_bench --aggregator 127.0.0.1:17820 --ranks 4 --model resnet50
 //            --compute-ms 200 --bucket-mb 1,5,25,100
@@ -87,6 +90,8 @@ struct Args {
   int iters = 10;
   std::string bucket_mb = "1,5,25,100";
   uint32_t job_id = 0;
+  int rank = -1;          // >= 0: run only this rank of a job started elsewhere
+  uint64_t job_key = 0;  // with --rank
 };
 
 double Median(std::vector<double> v) {
@@ -190,8 +195,16 @@ int main(int argc, char** argv) {
   app.add_option("--iters", args.iters, "timed iterations per bucket size")->capture_default_str();
   app.add_option("--bucket-mb", args.bucket_mb, "bucket sizes in MiB, comma-separated")
       ->capture_default_str();
-  app.add_option("--job-id", args.job_id, "0: random");
+  app.add_option("--job-id", args.job_id, "0: random (required with --rank)");
+  app.add_option("--rank", args.rank, "run only this rank (a job started elsewhere)");
+  app.add_option("--job-key", args.job_key, "the job's key (with --rank)");
   CLI11_PARSE(app, argc, argv);
+  if (args.rank >= 0 && (static_cast<uint32_t>(args.rank) >= args.ranks || args.job_id == 0 ||
+                         args.job_key == 0)) {
+    std::fprintf(stderr, "overlap_bench: --rank needs 0 <= --rank < --ranks, --job-id and "
+                         "--job-key\n");
+    return 2;
+  }
 
   std::vector<size_t> layers;
   if (args.model == "resnet50") {
@@ -209,6 +222,10 @@ int main(int argc, char** argv) {
   for (std::string item; std::getline(list, item, ',');) buckets.push_back(std::stod(item));
   size_t params = 0;
   for (size_t n : layers) params += n;
+  if (args.rank > 0) {  // one rank of a job started elsewhere: rank 0 prints
+    return RunRank(args, static_cast<uint32_t>(args.rank), args.job_id, args.job_key, layers,
+                   buckets);
+  }
   std::printf("# overlap_bench: %s, %zu layers, %.1f M parameters (%.1f MiB fp32), %u ranks, "
               "compute %.0f ms per iteration (sleeps), median of %d iterations, aggregator %s\n",
               args.model.c_str(), layers.size(), params / 1e6, params * 4.0 / (1 << 20),
@@ -218,6 +235,7 @@ int main(int argc, char** argv) {
   std::printf("# %7s  %7s  %10s  %8s  %11s  %8s  %20s\n", "(MiB)", "", "(ms)", "(ms)", "(ms)",
               "(ms)", "");
   std::fflush(stdout);
+  if (args.rank == 0) return RunRank(args, 0, args.job_id, args.job_key, layers, buckets);
   return bench::ForkRanks(args.ranks, args.job_id, [&](uint32_t rank, uint32_t job, uint64_t key) {
     return RunRank(args, rank, job, key, layers, buckets);
   });

@@ -131,10 +131,11 @@ class BindingsTest(unittest.TestCase):
         cls.daemon.wait(30)
         os.unlink(cls.log)
 
-    def test_collectives_across_ranks(self):
+    def run_ranks(self, body, job):
+        """Runs body(rank, address, job, results) in RANKS spawned processes."""
         ctx = mp.get_context("spawn")
         results = ctx.Queue()
-        procs = [ctx.Process(target=rank_body, args=(r, self.address, 4242, results))
+        procs = [ctx.Process(target=body, args=(r, self.address, job, results))
                  for r in range(RANKS)]
         for p in procs:
             p.start()
@@ -143,6 +144,9 @@ class BindingsTest(unittest.TestCase):
             p.join(30)
         self.assertEqual([f for f in failures if f], [])
         self.assertEqual([p.exitcode for p in procs], [0] * RANKS)
+
+    def test_collectives_across_ranks(self):
+        self.run_ranks(rank_body, 4242)
 
     def assertError(self, code, fn, *args, **kwargs):
         with self.assertRaises(tributary.Error) as raised:
@@ -153,16 +157,7 @@ class BindingsTest(unittest.TestCase):
 
     def test_block_sparse_all_reduce(self):
         """block_sparse=True: zero fragments are declared, results exact."""
-        ctx = mp.get_context("spawn")
-        results = ctx.Queue()
-        procs = [ctx.Process(target=sparse_rank_body, args=(r, self.address, 4343, results))
-                 for r in range(RANKS)]
-        for p in procs:
-            p.start()
-        failures = [results.get(timeout=120) for _ in procs]
-        for p in procs:
-            p.join(30)
-        self.assertEqual([f for f in failures if f], [])
+        self.run_ranks(sparse_rank_body, 4343)
 
     def test_errors_carry_the_status_name(self):
         e = self.assertError("UNAVAILABLE", tributary.Communicator, job_id=1, job_key=2, rank=0,

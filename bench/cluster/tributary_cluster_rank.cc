@@ -219,14 +219,18 @@ int main(int argc, char** argv) {
   }
   // Counters of the whole run (warm-up and the gathers included).
   const tributary::CommStats stats = comm->Stats();
-  double totals[7] = {static_cast<double>(stats.fragments_sent),
+  double totals[11] = {static_cast<double>(stats.fragments_sent),
                       static_cast<double>(stats.retransmissions),
                       static_cast<double>(stats.probes),
                       static_cast<double>(stats.losses_detected),
                       static_cast<double>(stats.srtt_us),
                       static_cast<double>(stats.rto_us),
-                      static_cast<double>(stats.zero_fragments)};
-  for (int i = 0; i < 7; ++i) {
+                      static_cast<double>(stats.zero_fragments),
+                      static_cast<double>(stats.early_recoveries),
+                      static_cast<double>(stats.tail_probes),
+                      static_cast<double>(stats.window_polls),
+                      static_cast<double>(stats.window_decreases)};
+  for (int i = 0; i < 11; ++i) {
     const bool max = i == 4 || i == 5;
     status = runner.Gather(totals[i], max ? ReduceOp::kMax : ReduceOp::kSum, &totals[i]);
     if (!status.ok()) return Fail(rank, "gathering counters", status);
@@ -235,8 +239,10 @@ int main(int argc, char** argv) {
     table.PrintFooter();
     std::printf("# fragments sent %.0f, retransmissions %.0f, probes %.0f, losses detected %.0f"
                 ", zero fragments declared %.0f (sums over ranks); srtt_us max %.0f, rto_us max "
-                "%.0f\n", totals[0], totals[1], totals[2], totals[3], totals[6], totals[4],
-                totals[5]);
+                "%.0f; of the probes and resends: early %.0f, tail %.0f, window polls %.0f; "
+                "window decreases %.0f\n",
+                totals[0], totals[1], totals[2], totals[3], totals[6], totals[4], totals[5],
+                totals[7], totals[8], totals[9], totals[10]);
     std::fflush(stdout);
   }
   return table.wrong() == 0 ? 0 : 1;

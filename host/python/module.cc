@@ -149,7 +149,8 @@ PYBIND11_MODULE(_tributary, m) {
       .def_readwrite("socket_buffer_bytes", &Options::socket_buffer_bytes)
       .def_readwrite("checksum", &Options::checksum)
       .def_readwrite("payload_mac", &Options::payload_mac)
-      .def_readwrite("block_sparse", &Options::block_sparse);
+      .def_readwrite("block_sparse", &Options::block_sparse)
+      .def_readwrite("reproducible", &Options::reproducible);
 
   py::class_<CommConfig>(m, "CommConfig")
       .def(py::init<>())

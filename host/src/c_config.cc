@@ -41,7 +41,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
                                 payload_mac, aggregator_key, resend_max_bytes,
                                 congestion_target_us, window_poll, node_level, node_id,
-                                node_chunk_bytes, staging_bytes, udp_offload, block_sparse] = o;
+                                node_chunk_bytes, staging_bytes, udp_offload, block_sparse,
+                                reproducible] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -169,6 +170,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   if (TRIB_HAS_FIELD(p, staging_bytes)) o.staging_bytes = c.staging_bytes;
   if (TRIB_HAS_FIELD(p, udp_offload)) o.udp_offload = c.udp_offload != 0;
   if (TRIB_HAS_FIELD(p, block_sparse)) o.block_sparse = c.block_sparse != 0;
+  if (TRIB_HAS_FIELD(p, reproducible)) o.reproducible = c.reproducible != 0;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -238,6 +240,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(staging_bytes, o.staging_bytes);
   TRIB_SET(udp_offload, o.udp_offload ? 1 : 0);
   TRIB_SET(block_sparse, o.block_sparse ? 1 : 0);
+  TRIB_SET(reproducible, o.reproducible ? 1 : 0);
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);

@@ -452,6 +452,22 @@ Result<Buffer> CommImpl::Register(const MemoryDesc& memory) {
 
 Status CommImpl::Deregister(const Buffer& buffer) { return registrations_->Deregister(buffer.id()); }
 
+Status CommImpl::CheckHostRange(const std::string& what, const void* p, size_t bytes) const {
+  if (bytes == 0) return Status::Ok();
+  const std::shared_ptr<host::Registration> r = registrations_->FindContaining(p, bytes);
+  if (!r) {
+    return Status(StatusCode::kNotFound, what + " range of " + std::to_string(bytes) +
+                                             " bytes is not inside a registered buffer");
+  }
+  if (r->memory.kind != MemoryKind::kHost && r->memory.kind != MemoryKind::kHostPinned) {
+    return Status(StatusCode::kUnimplemented,
+                  what + " is " + MemoryKindName(r->memory.kind) +
+                      " memory: reproducible all-reduces (Options::reproducible) take host "
+                      "memory only");
+  }
+  return Status::Ok();
+}
+
 Result<Request> CommImpl::AllReduce(const Buffer& send, const Buffer& recv, size_t count,
                                     DataType dtype, ReduceOp op) {
   return SubmitBuffers({host::Collective::kAllReduce, "AllReduce"}, send, recv, count, dtype, op);

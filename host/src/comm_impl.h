@@ -33,6 +33,7 @@
 #include "host/src/progress.h"
 #include "host/src/registration.h"
 #include "tributary/communicator.h"
+#include "tributary/reproducible.h"
 
 namespace tributary::internal {
 
@@ -89,6 +90,20 @@ class CommImpl {
   }
 
   static Request MakeRequest(std::shared_ptr<RequestState> state);
+
+  // Options::reproducible (communicator.cc): the reducer that float SUM and
+  // AVG all-reduces go through, created at the first and re-created for a
+  // larger count (both collective: every rank sees the same counts in the
+  // same order). Reset before the communicator goes (it deregisters).
+  struct Reproducible {
+    std::mutex mu;  // one all-reduce at a time through the reducer
+    std::unique_ptr<ReproducibleAllReducer> reducer;
+    size_t count = 0;
+  };
+  Reproducible& reproducible() { return reproducible_; }
+  // [p, p + bytes) lies inside a registered buffer of host memory:
+  // kNotFound or kUnimplemented (device memory) naming `what` otherwise.
+  Status CheckHostRange(const std::string& what, const void* p, size_t bytes) const;
 
  private:
   // One aggregator lane (Options::lanes): its own transport, JOIN, epoch,
@@ -156,6 +171,7 @@ class CommImpl {
           .count());
   std::vector<Lane> lanes_;  // fixed after Create
   std::unique_ptr<host::RegistrationTable> registrations_;  // created after the lanes
+  Reproducible reproducible_;
   std::atomic<uint64_t> collectives_striped_{0};  // caller collectives done (lanes > 1)
   bool stripe_job_ = false;               // set by Open, before any join
   std::unique_ptr<NodeLevel> node_;       // fixed after Create; null: flat

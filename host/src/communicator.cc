@@ -87,7 +87,60 @@ Result<std::unique_ptr<Communicator>> Communicator::CreateFromEnvironment(const 
 }
 
 Communicator::Communicator(std::unique_ptr<internal::CommImpl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // The reducer deregisters its staging through this communicator: first.
+  impl_->reproducible().reducer.reset();
+}
+
+namespace {
+
+// Set while a thread runs an all-reduce through Options::reproducible: the
+// reducer's own collectives (MAX of exponents, int64 SUM, and a plain float
+// SUM where NaN or infinity occur) go the ordinary way.
+thread_local bool t_in_reproducible = false;
+
+}  // namespace
+
+bool Communicator::TakesReproduciblePath(DataType dtype, ReduceOp op) const {
+  return impl_->options().reproducible && !t_in_reproducible &&
+         (dtype == DataType::kFloat32 || dtype == DataType::kFloat64) &&
+         (op == ReduceOp::kSum || op == ReduceOp::kAvg);
+}
+
+// Options::reproducible: the all-reduce runs here, in the calling thread,
+// through the communicator's ReproducibleAllReducer; the Request it returns
+// is complete.
+Result<Request> Communicator::ReproducibleAllReduce(const void* send, void* recv, size_t count,
+                                                    DataType dtype, ReduceOp op) {
+  if (count > SIZE_MAX / DataTypeSize(dtype)) {
+    return InvalidArgument("AllReduce: count " + std::to_string(count) + " is too large");
+  }
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (Status s = impl_->CheckHostRange("AllReduce: send", send, bytes); !s.ok()) return s;
+  if (Status s = impl_->CheckHostRange("AllReduce: recv", recv, bytes); !s.ok()) return s;
+  internal::CommImpl::Reproducible& r = impl_->reproducible();
+  std::lock_guard<std::mutex> lock(r.mu);
+  t_in_reproducible = true;
+  Status status;
+  if (count > r.count || !r.reducer) {
+    r.reducer.reset();  // its staging goes before the larger one is registered
+    r.count = 0;
+    Result<std::unique_ptr<ReproducibleAllReducer>> made =
+        ReproducibleAllReducer::Create(this, std::max<size_t>(count, 1));
+    if (made.ok()) {
+      r.reducer = std::move(made.value());
+      r.count = std::max<size_t>(count, 1);
+    } else {
+      status = made.status();
+    }
+  }
+  if (status.ok()) status = r.reducer->AllReduce(send, recv, count, dtype, op);
+  t_in_reproducible = false;
+  if (!status.ok()) return status;
+  auto state = std::make_shared<internal::RequestState>();
+  state->Complete(Status::Ok());
+  return internal::CommImpl::MakeRequest(state);
+}
 
 Result<Buffer> Communicator::Register(void* data, size_t bytes) {
   MemoryDesc m;
@@ -110,16 +163,28 @@ Status Communicator::Deregister(const Buffer& buffer) { return impl_->Deregister
 
 Result<Request> Communicator::AllReduce(const Buffer& send, const Buffer& recv, size_t count,
                                         DataType dtype, ReduceOp op) {
+  if (TakesReproduciblePath(dtype, op)) {
+    if (!send.valid() || !recv.valid()) {
+      return InvalidArgument("AllReduce: send and recv must be registered buffers");
+    }
+    return ReproducibleAllReduce(send.data(), recv.data(), count, dtype, op);
+  }
   return impl_->AllReduce(send, recv, count, dtype, op);
 }
 
 Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t count, DataType dtype,
                                         ReduceOp op, void* cuda_stream) {
+  if (TakesReproduciblePath(dtype, op)) {
+    return Status(StatusCode::kUnimplemented,
+                  "AllReduce: the stream-ordered call has no reproducible form "
+                  "(Options::reproducible); use the host-memory call");
+  }
   return impl_->AllReduce(send, recv, count, dtype, op, cuda_stream);
 }
 
 Result<Request> Communicator::AllReduce(const void* send, void* recv, size_t count,
                                         DataType dtype, ReduceOp op) {
+  if (TakesReproduciblePath(dtype, op)) return ReproducibleAllReduce(send, recv, count, dtype, op);
   return impl_->AllReduce(send, recv, count, dtype, op);
 }
 

@@ -165,6 +165,10 @@ Status SetBlockSparse(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &e->options.block_sparse);
 }
 
+Status SetReproducible(const char* name, const char* value, EnvSettings* e) {
+  return SetBool(name, value, &e->options.reproducible);
+}
+
 Status SetWindowPoll(const char* name, const char* value, EnvSettings* e) {
   return SetBool(name, value, &e->options.window_poll);
 }
@@ -359,6 +363,10 @@ const EnvVar kEnvTable[] = {
      [](const Options& o) { return std::string(o.block_sparse ? "1" : "0"); },
      "Block-sparse all-reduce: all-zero fragments of sum/avg all-reduces are declared by a "
      "header-only notice instead of sent (the block is one fragment, payload_bytes)."},
+    {"TRIBUTARY_REPRODUCIBLE", "bool", SetReproducible,
+     [](const Options& o) { return std::string(o.reproducible ? "1" : "0"); },
+     "Bit-reproducible float32/float64 sum and avg all-reduces (exact integer sums, run in the "
+     "calling thread); every rank of the job must set it alike."},
     {"TRIBUTARY_LOG_LEVEL", "level", SetLogLevel,
      [](const Options&) { return std::string("warn"); },  // base::kDefaultLogLevel
      "trace, debug, info, warn, error or off. Applied once, when the first communicator is "
@@ -588,7 +596,7 @@ std::string DescribeOptions(const Options& o) {
            "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u "
            "congestion_target_us=%u window_poll=%d spin_us=%u checksum=%d "
            "payload_mac=%d aggregator_key=%s node_level=%s udp_offload=%d block_sparse=%d "
-           "faults=%s",
+           "reproducible=%d faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
@@ -596,7 +604,8 @@ std::string DescribeOptions(const Options& o) {
            o.spin_us,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
            o.aggregator_key.empty() ? "trust-on-first-use" : "pinned", o.node_level.c_str(),
-           o.udp_offload ? 1 : 0, o.block_sparse ? 1 : 0, o.faults.enabled() ? "on" : "off");
+           o.udp_offload ? 1 : 0, o.block_sparse ? 1 : 0, o.reproducible ? 1 : 0,
+           o.faults.enabled() ? "on" : "off");
   return buf;
 }
 

@@ -64,6 +64,7 @@ trib_config_t DistinctConfig() {
   c.congestion_target_us = 2345;
   c.window_poll = 0;  // the default is 1
   c.block_sparse = 1;  // the default is 0
+  c.reproducible = 1;  // the default is 0
   return c;
 }
 
@@ -112,6 +113,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_EQ(o.congestion_target_us, 2345u);
   EXPECT_FALSE(o.window_poll);
   EXPECT_TRUE(o.block_sparse);
+  EXPECT_TRUE(o.reproducible);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;

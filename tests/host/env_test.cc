@@ -75,6 +75,7 @@ TEST(EnvTest, EveryVariableIsApplied) {
                   {"TRIBUTARY_CONGESTION_TARGET_US", "0"},
                   {"TRIBUTARY_WINDOW_POLL", "0"},
                   {"TRIBUTARY_BLOCK_SPARSE", "on"},
+                  {"TRIBUTARY_REPRODUCIBLE", "1"},
                   {"TRIBUTARY_SPIN_US", "5"},
                   {"TRIBUTARY_SOCKET_BUFFER_BYTES", "1048576"},
                   {"TRIBUTARY_CHECKSUM", "yes"},
@@ -103,6 +104,7 @@ TEST(EnvTest, EveryVariableIsApplied) {
   EXPECT_EQ(v.congestion_target_us, 0u);
   EXPECT_FALSE(v.window_poll);
   EXPECT_TRUE(v.block_sparse);
+  EXPECT_TRUE(v.reproducible);
   EXPECT_EQ(v.spin_us, 5u);
   EXPECT_EQ(v.socket_buffer_bytes, 1048576u);
   EXPECT_TRUE(v.checksum);

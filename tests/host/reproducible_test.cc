@@ -87,6 +87,9 @@ struct Scenario {
   bool delay;       // rank r waits (3 - r) x 20 ms before each collective
   double loss;      // injected drop probability, both directions
   bool node_level;  // pairs of ranks share an emulated host
+  // Options::reproducible: Communicator::AllReduce on registered buffers
+  // (complete on return) instead of the ReproducibleAllReducer.
+  bool option = false;
 };
 
 class ReproducibleTest : public ::testing::Test {
@@ -117,14 +120,28 @@ class ReproducibleTest : public ::testing::Test {
         c.options.node_level = "on";
         c.options.node_id = "host-" + std::to_string(rank / 2);
       }
+      c.options.reproducible = s.option;
       auto comm = Communicator::Create(c);
       if (!comm.ok()) return testing::RankFail(rank, comm.status().ToString());
-      auto reducer = ReproducibleAllReducer::Create(comm.value().get(), kCount, kBlock);
-      if (!reducer.ok()) return testing::RankFail(rank, reducer.status().ToString());
       std::vector<T> send = Inputs<T>(rank, specials), recv(kCount);
-      if (s.delay) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (3 - rank)));
       T* out = in_place ? send.data() : recv.data();
-      Status st = reducer.value()->AllReduce(send.data(), out, kCount, dtype, op);
+      Status st;
+      if (s.option) {
+        if (!comm.value()->Register(send.data(), kCount * sizeof(T)).ok() ||
+            !comm.value()->Register(recv.data(), kCount * sizeof(T)).ok()) {
+          return testing::RankFail(rank, "register");
+        }
+        if (s.delay) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (3 - rank)));
+        auto req = comm.value()->AllReduce(send.data(), out, kCount, dtype, op);
+        if (!req.ok()) return testing::RankFail(rank, req.status().ToString());
+        if (!req.value().Test()) return testing::RankFail(rank, "the request is not complete");
+        st = req.value().Wait();
+      } else {
+        auto reducer = ReproducibleAllReducer::Create(comm.value().get(), kCount, kBlock);
+        if (!reducer.ok()) return testing::RankFail(rank, reducer.status().ToString());
+        if (s.delay) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (3 - rank)));
+        st = reducer.value()->AllReduce(send.data(), out, kCount, dtype, op);
+      }
       if (!st.ok()) return testing::RankFail(rank, st.ToString());
       if (s.loss > 0) {
         const CommStats stats = comm.value()->Stats();
@@ -153,7 +170,8 @@ class ReproducibleTest : public ::testing::Test {
     const Scenario scenarios[] = {{"flat", false, 0, false},
                                   {"reversed", true, 0, false},
                                   {"lossy", false, 0.1, false},
-                                  {"node-level", false, 0, true}};
+                                  {"node-level", false, 0, true},
+                                  {"option-reversed", true, 0, false, true}};
     std::vector<std::vector<T>> inputs;
     for (int r = 0; r < kRanks; ++r) inputs.push_back(Inputs<T>(r, specials));
     const std::vector<T> want = Reference(inputs, op == ReduceOp::kAvg);
@@ -239,6 +257,48 @@ TEST_F(ReproducibleTest, RefusesWhatItCannotDo) {
   ASSERT_TRUE(r.value()->AllReduce(f.data(), f.data(), 100, DataType::kFloat32, ReduceOp::kMin)
                   .ok());
   EXPECT_EQ(f[7], -3.0f);
+}
+
+// Options::reproducible: unregistered ranges and the stream-ordered call
+// are refused with the reason; other types and operators take the plain,
+// asynchronous path; a larger count than before grows the staging.
+TEST_F(ReproducibleTest, TheOptionRefusesWhatItCannotDo) {
+  CommConfig c = testing::RankConfig(daemon_.address(), testing::NextJobId(23), 1, 0, 1);
+  c.options.reproducible = true;
+  auto comm = Communicator::Create(c);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  Communicator& cm = *comm.value();
+  std::vector<float> f(4096, 1.5f), g(4096);
+  std::vector<int32_t> n(100, 2);
+  auto unregistered = cm.AllReduce(f.data(), g.data(), 100, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_FALSE(unregistered.ok());
+  EXPECT_EQ(unregistered.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unregistered.status().message().find("AllReduce: send range of 400 bytes"),
+            std::string::npos)
+      << unregistered.status().ToString();
+  ASSERT_TRUE(cm.Register(f.data(), f.size() * 4).ok());
+  ASSERT_TRUE(cm.Register(g.data(), g.size() * 4).ok());
+  ASSERT_TRUE(cm.Register(n.data(), n.size() * 4).ok());
+  auto stream = cm.AllReduce(f.data(), g.data(), 100, DataType::kFloat32, ReduceOp::kSum,
+                             /*cuda_stream=*/nullptr);
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), StatusCode::kUnimplemented);
+  // Grows: 100, then 4096 elements.
+  for (size_t count : {size_t{100}, size_t{4096}}) {
+    auto r = cm.AllReduce(f.data(), g.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r.value().Test());
+    EXPECT_EQ(g[count - 1], 1.5f);
+  }
+  // int32 SUM and float MAX: the ordinary path (a one-rank job's result
+  // is its input).
+  auto ints = cm.AllReduce(n.data(), n.data(), 100, DataType::kInt32, ReduceOp::kSum);
+  ASSERT_TRUE(ints.ok());
+  EXPECT_TRUE(ints.value().Wait().ok());
+  EXPECT_EQ(n[99], 2);
+  auto max = cm.AllReduce(f.data(), g.data(), 100, DataType::kFloat32, ReduceOp::kMax);
+  ASSERT_TRUE(max.ok());
+  EXPECT_TRUE(max.value().Wait().ok());
 }
 
 }  // namespace

@@ -256,6 +256,11 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<internal::CommImpl> impl);
+  // Options::reproducible: whether an all-reduce of dtype/op goes through
+  // the reproducible algorithm, and that path.
+  bool TakesReproduciblePath(DataType dtype, ReduceOp op) const;
+  Result<Request> ReproducibleAllReduce(const void* send, void* recv, size_t count,
+                                        DataType dtype, ReduceOp op);
   std::unique_ptr<internal::CommImpl> impl_;
 };
 

@@ -215,6 +215,19 @@ struct TRIB_API Options {
   // scan of each fragment before it is sent. Ranks of a job may differ.
   bool block_sparse = false;
 
+  // Bit-reproducible float all-reduces (tributary/reproducible.h; the job's
+  // option: every rank must set it alike): AllReduce of float32 or float64
+  // with sum or avg gives bitwise identical results whatever the arrival
+  // order, losses, tree shape and run. Such a call runs the reproducible
+  // algorithm (exact integer sums, about twice the bytes and 2.5-3.5x the
+  // time of the plain all-reduce, docs/TRAINING.md) in the calling thread
+  // and returns a Request that is already complete; host memory only (a
+  // device buffer is kUnimplemented), not the stream-ordered call. The
+  // first such call, and the first with a larger count than any before,
+  // count the job's ranks once more (collective, as every all-reduce).
+  // Other types and operators, reduce-scatter and all-gather are as always.
+  bool reproducible = false;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

@@ -182,6 +182,9 @@ typedef struct trib_config {
    * fragments of sum/avg all-reduces are declared, not sent; 0 = off
    * (default). */
   int block_sparse;
+  /* Bit-reproducible float32/float64 sum and avg all-reduces
+   * (tributary::Options::reproducible): 1 = on, 0 = off (default). */
+  int reproducible;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

@@ -22,7 +22,7 @@ constexpr uint64_t kSecond = 1000000000ull;
 // `completions`, children 0 and 1 half of the rest each.
 engine::EngineSnapshot Snapshot(uint64_t completions, uint32_t child, uint64_t last) {
   engine::EngineSnapshot s;
-  s.jobs.push_back({7, 1, 4, 16, 4096, 4, 0, completions});
+  s.jobs.push_back({7, 1, 4, 16, 4096, 4, 0, completions, 0, {}});
   const uint64_t rest = (completions - last) / 2;
   std::vector<engine::ChildStat> top = {{child, {last, 1500000ull * completions, completions}},
                                         {0, {rest, 1000ull * completions, completions}},
@@ -65,7 +65,7 @@ TEST(StragglerMonitorTest, NamesAChildLastInMostRoundsSinceThePreviousCheck) {
 TEST(StragglerMonitorTest, SingleChildJobsAndEvenSpreadsNameNobody) {
   StragglerMonitor monitor(kSecond, 10);
   engine::EngineSnapshot one;
-  one.jobs.push_back({9, 1, 1, 16, 4096, 1, 0, 0});
+  one.jobs.push_back({9, 1, 1, 16, 4096, 1, 0, 0, 0, {}});
   one.stragglers.push_back({{0, {0, 0, 0}}});
   monitor.Tick([&] { return one; }, 0);
   one.jobs[0].completions = 500;

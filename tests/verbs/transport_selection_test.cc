@@ -142,18 +142,18 @@ TEST(TransportSelectionTest, ExplicitUdpIsHonouredAndLoggedOnce) {
 // The choice is made without opening anything, and "auto" payloads follow it.
 TEST(TransportSelectionTest, PayloadIsResolvedFromTheChoice) {
   Options o = LocalOptions("auto");
-  auto verbs = ChooseTransport(o, TransportProbe{true, 1, "mlx5_0"});
+  auto verbs = ChooseTransport(o, TransportProbe{true, 1, "mlx5_0", ""});
   ASSERT_TRUE(verbs.ok()) << verbs.status().ToString();
   EXPECT_EQ(verbs.value().name, "verbs");
   EXPECT_EQ(verbs.value().options.payload_bytes, Options::kVerbsAutoPayloadBytes);
   EXPECT_EQ(verbs.value().max_payload_bytes, Options::kVerbsAutoPayloadBytes);
-  auto udp = ChooseTransport(o, TransportProbe{true, 0, ""});
+  auto udp = ChooseTransport(o, TransportProbe{true, 0, "", ""});
   ASSERT_TRUE(udp.ok());
   EXPECT_EQ(udp.value().name, "udp");
   EXPECT_EQ(udp.value().options.payload_bytes, 65024u);
   EXPECT_EQ(udp.value().options.window, 32u);
   o.payload_bytes = 1024;
-  EXPECT_EQ(ChooseTransport(o, TransportProbe{true, 1, "mlx5_0"}).value().options.payload_bytes,
+  EXPECT_EQ(ChooseTransport(o, TransportProbe{true, 1, "mlx5_0", ""}).value().options.payload_bytes,
             1024u)
       << "an explicit payload stays";
   o.transport = "carrier-pigeon";

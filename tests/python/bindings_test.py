@@ -120,6 +120,23 @@ def sparse_rank_body(rank, address, job, results):
         results.put("rank %d: %s" % (rank, traceback.format_exc()))
 
 
+def reproducible_rank_body(rank, address, job, results):
+    """reproducible=True: a float32 sum completes in the call, exactly."""
+    try:
+        with tributary.Communicator(job_id=job, job_key=0x5eed, rank=rank, world_size=RANKS,
+                                    aggregator=address, node_level="off",
+                                    reproducible=True) as comm:
+            assert comm.options.reproducible
+            x = np.full(5000, 0.25 * (rank + 1), dtype=np.float32)
+            out = np.zeros_like(x)
+            request = comm.all_reduce(x, out)
+            assert request.test(), "the reproducible all-reduce returned before completing"
+            np.testing.assert_array_equal(out, np.full_like(x, 0.25 * 6))
+        results.put(None)
+    except Exception:
+        results.put("rank %d: %s" % (rank, traceback.format_exc()))
+
+
 class BindingsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -158,6 +175,9 @@ class BindingsTest(unittest.TestCase):
     def test_block_sparse_all_reduce(self):
         """block_sparse=True: zero fragments are declared, results exact."""
         self.run_ranks(sparse_rank_body, 4343)
+
+    def test_reproducible_option(self):
+        self.run_ranks(reproducible_rank_body, 4444)
 
     def test_errors_carry_the_status_name(self):
         e = self.assertError("UNAVAILABLE", tributary.Communicator, job_id=1, job_key=2, rank=0,

@@ -210,7 +210,9 @@ struct TRIB_API Options {
   // every rank comes back as a notice too (written as zeros). The block is
   // one fragment: payload_bytes / element size elements (8 KiB, the default
   // off loopback, is 2048 fp32); a smaller payload finds finer zero blocks
-  // at more packets per byte. Results are identical to the dense path bit for bit.
+  // at more packets per byte. Results are identical to the dense path bit for bit,
+  // except a NaN's payload bits, which may differ on CPUs (Arm) where a sum of
+  // two NaNs keeps the signalling one (it is a NaN either way).
   // Other operators and collectives always send every fragment. Costs one
   // scan of each fragment before it is sent. Ranks of a job may differ.
   bool block_sparse = false;

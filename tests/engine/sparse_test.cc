@@ -64,7 +64,9 @@ Outcome RunRound(DataType dtype, ReduceOp op, const Inputs& in, const std::vecto
       p.payload_len = kPayload;
     }
     last = job.Deliver(p, JobFixture::Peer(c), 2);
-    if (i + 1 < order.size()) EXPECT_EQ(last.kind, ActionKind::kNone) << "child " << c;
+    if (i + 1 < order.size()) {
+      EXPECT_EQ(last.kind, ActionKind::kNone) << "child " << c;
+    }
   }
   Outcome out;
   EXPECT_EQ(last.kind, ActionKind::kResultToAll);

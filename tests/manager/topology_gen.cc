@@ -5,24 +5,36 @@
 #include "common/check.h"
 
 namespace tributary::manager::testing {
+namespace {
+
+// A switch node at `level` (its links are added by the caller).
+TopologyNode Switch(std::string name, int level) {
+  TopologyNode n;
+  n.name = std::move(name);
+  n.kind = NodeKind::kSwitch;
+  n.level = level;
+  return n;
+}
+
+}  // namespace
 
 Topology MakeFatTree(int k, int hosts_per_leaf) {
   Topology t;
   t.set_name("fat-tree-k" + std::to_string(k));
   const int half = k / 2;
   for (int c = 0; c < half * half; ++c) {
-    t.AddNode(TopologyNode{"core" + std::to_string(c), NodeKind::kSwitch, 2, {}});
+    t.AddNode(Switch("core" + std::to_string(c), 2));
   }
   for (int p = 0; p < k; ++p) {
     const std::string pod = std::to_string(p);
     for (int j = 0; j < half; ++j) {
-      TopologyNode agg{"agg" + pod + "-" + std::to_string(j), NodeKind::kSwitch, 1, {}};
+      TopologyNode agg = Switch("agg" + pod + "-" + std::to_string(j), 1);
       for (int c = 0; c < half; ++c) agg.uplink_names.push_back("core" + std::to_string(j * half + c));
       t.AddNode(std::move(agg));
     }
     for (int l = 0; l < half; ++l) {
       const std::string leaf = "leaf" + pod + "-" + std::to_string(l);
-      TopologyNode node{leaf, NodeKind::kSwitch, 0, {}};
+      TopologyNode node = Switch(leaf, 0);
       for (int j = 0; j < half; ++j) node.uplink_names.push_back("agg" + pod + "-" + std::to_string(j));
       t.AddNode(std::move(node));
       for (int m = 0; m < hosts_per_leaf; ++m) {
@@ -39,10 +51,10 @@ Topology MakeLeafSpine(int spines, int leaves, int hosts_per_leaf) {
   Topology t;
   t.set_name("leaf-spine");
   for (int s = 0; s < spines; ++s) {
-    t.AddNode(TopologyNode{"spine" + std::to_string(s), NodeKind::kSwitch, 1, {}});
+    t.AddNode(Switch("spine" + std::to_string(s), 1));
   }
   for (int l = 0; l < leaves; ++l) {
-    TopologyNode node{"leaf" + std::to_string(l), NodeKind::kSwitch, 0, {}};
+    TopologyNode node = Switch("leaf" + std::to_string(l), 0);
     for (int s = 0; s < spines; ++s) node.uplink_names.push_back("spine" + std::to_string(s));
     t.AddNode(std::move(node));
     for (int m = 0; m < hosts_per_leaf; ++m) {

@@ -18,6 +18,7 @@ namespace tributary::manager {
 namespace {
 
 using testing::DaemonPerSwitch;
+using testing::Switch;
 using testing::FirstHosts;
 using testing::MakeFatTree;
 using testing::MakeLeafSpine;
@@ -86,11 +87,11 @@ void PlaceEightHostsOnTwoLevels(const Topology& t, std::vector<DaemonView>* d, P
 
 TEST(PlacementTest, MatchesTheFourTwoOneShape) {
   Topology t;
-  t.AddNode({"core0", NodeKind::kSwitch, 2, {}});
-  t.AddNode({"agg0", NodeKind::kSwitch, 1, {"core0"}});
-  t.AddNode({"agg1", NodeKind::kSwitch, 1, {"core0"}});
+  t.AddNode(Switch("core0", 2));
+  t.AddNode(Switch("agg0", 1, {"core0"}));
+  t.AddNode(Switch("agg1", 1, {"core0"}));
   for (int l = 0; l < 4; ++l) {
-    t.AddNode({"leaf" + std::to_string(l), NodeKind::kSwitch, 0, {l < 2 ? "agg0" : "agg1"}});
+    t.AddNode(Switch("leaf" + std::to_string(l), 0, {l < 2 ? "agg0" : "agg1"}));
     t.AddHost("h" + std::to_string(2 * l), "leaf" + std::to_string(l));
     t.AddHost("h" + std::to_string(2 * l + 1), "leaf" + std::to_string(l));
   }

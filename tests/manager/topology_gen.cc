@@ -5,18 +5,15 @@
 #include "common/check.h"
 
 namespace tributary::manager::testing {
-namespace {
 
-// A switch node at `level` (its links are added by the caller).
-TopologyNode Switch(std::string name, int level) {
+TopologyNode Switch(std::string name, int level, std::vector<std::string> uplinks) {
   TopologyNode n;
   n.name = std::move(name);
   n.kind = NodeKind::kSwitch;
   n.level = level;
+  n.uplink_names = std::move(uplinks);
   return n;
 }
-
-}  // namespace
 
 Topology MakeFatTree(int k, int hosts_per_leaf) {
   Topology t;

@@ -17,6 +17,9 @@
 
 namespace tributary::manager::testing {
 
+// A switch node at `level` with uplinks to the named nodes.
+TopologyNode Switch(std::string name, int level, std::vector<std::string> uplinks = {});
+
 Topology MakeFatTree(int k, int hosts_per_leaf);
 Topology MakeLeafSpine(int spines, int leaves, int hosts_per_leaf);
 // One up daemon per switch named "d-<switch>", endpoint "10.<i>:9000"-style.

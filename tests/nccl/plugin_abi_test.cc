@@ -191,7 +191,9 @@ void CheckCollNet(Coll* t, const char* which) {
                           (const void*)t->close_coll, (const void*)t->close_listen}) {
     EXPECT_NE(ptr, nullptr);
   }
-  if constexpr (kContext) EXPECT_EQ(t->finalize(ctx), kSuccess);
+  if constexpr (kContext) {
+    EXPECT_EQ(t->finalize(ctx), kSuccess);
+  }
 }
 
 TEST_F(PluginAbi, CollNetTablesInitAndOfferEveryTypeWithSumProdMinMax) {

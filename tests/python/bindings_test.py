@@ -42,99 +42,91 @@ def start_daemon():
     raise RuntimeError("tributaryd did not start: " + open(log.name).read())
 
 
-def rank_body(rank, address, job, results):
-    """Runs the collective checks as one rank; puts None or the failure."""
+def run_rank(check, options, rank, address, job, results):
+    """One rank: opens its communicator (with `options` beyond the job's
+    and the daemon's), runs check(comm, rank) and puts None or the failure."""
     try:
         with tributary.Communicator(job_id=job, job_key=0x5eed, rank=rank, world_size=RANKS,
-                                    aggregator=address, node_level="off") as comm:
-            assert comm.rank == rank and comm.world_size == RANKS
-            # NumPy float32, out of place: the result is in our own array.
-            x = np.arange(1000, dtype=np.float32) * (rank + 1)
-            out = np.full_like(x, -1)
-            comm.all_reduce(x, out).wait()
-            np.testing.assert_array_equal(out, np.arange(1000, dtype=np.float32) * 6)
-            np.testing.assert_array_equal(x, np.arange(1000, dtype=np.float32) * (rank + 1))
-            # In place, int64, every operation.
-            for op, expected in (("sum", 6), ("max", 3), ("min", 1), ("prod", 6)):
-                y = np.full(300, rank + 1, dtype=np.int64)
-                comm.all_reduce(y, op=op).wait()
-                assert (y == expected).all(), (op, y[:4])
-            z = np.full(8, float(rank), dtype=np.float64)
-            comm.all_reduce(z, op="avg").wait()
-            assert (z == 1.0).all(), z
-            # torch: float32 and bfloat16 tensors, in place, memory unchanged.
-            t = torch.full((4096,), float(rank + 1))
-            ptr = t.data_ptr()
-            request = comm.all_reduce(t)
-            request.wait(timeout_s=30)
-            assert t.data_ptr() == ptr and torch.equal(t, torch.full((4096,), 6.0)), t[:4]
-            b = torch.full((64,), 0.5 * (rank + 1), dtype=torch.bfloat16)
-            comm.all_reduce(b).wait()
-            assert torch.equal(b, torch.full((64,), 3.0, dtype=torch.bfloat16)), b[:4]
-            # A registration is made once: the same array again reuses it.
-            first = comm.register(x)
-            assert comm.register(x).id == first.id
-            # test() polls.
-            w = np.ones(16, dtype=np.float32)
-            r = comm.all_reduce(w)
-            while not r.test():
-                time.sleep(0.001)
-            assert (w == 3).all()
-            # Bit-reproducible: float32 sum and float64 average, in place.
-            def inputs(k):
-                rng = np.random.default_rng(k)
-                return (rng.standard_normal(5000) * 10.0 ** rng.uniform(-3, 3, 5000)).astype(
-                    np.float32)
-            r32 = inputs(rank)
-            exact = sum(inputs(k).astype(np.float64) for k in range(RANKS))
-            comm.reproducible_all_reduce(r32)
-            assert np.allclose(r32, exact, rtol=1e-6, atol=1e-6), np.abs(r32 - exact).max()
-            r64 = np.full(300, float(rank), dtype=np.float64)
-            comm.reproducible_all_reduce(r64, op="avg")
-            assert (r64 == 1.0).all(), r64[:4]
-            stats = comm.stats()
-            assert stats["transport"] == "udp" and stats["collectives_completed"] >= 13, stats
+                                    aggregator=address, node_level="off", **options) as comm:
+            check(comm, rank)
         results.put(None)
     except Exception:
         results.put("rank %d: %s" % (rank, traceback.format_exc()))
 
 
-def sparse_rank_body(rank, address, job, results):
+def check_collectives(comm, rank):
+    """The collective checks of one rank."""
+    assert comm.rank == rank and comm.world_size == RANKS
+    # NumPy float32, out of place: the result is in our own array.
+    x = np.arange(1000, dtype=np.float32) * (rank + 1)
+    out = np.full_like(x, -1)
+    comm.all_reduce(x, out).wait()
+    np.testing.assert_array_equal(out, np.arange(1000, dtype=np.float32) * 6)
+    np.testing.assert_array_equal(x, np.arange(1000, dtype=np.float32) * (rank + 1))
+    # In place, int64, every operation.
+    for op, expected in (("sum", 6), ("max", 3), ("min", 1), ("prod", 6)):
+        y = np.full(300, rank + 1, dtype=np.int64)
+        comm.all_reduce(y, op=op).wait()
+        assert (y == expected).all(), (op, y[:4])
+    z = np.full(8, float(rank), dtype=np.float64)
+    comm.all_reduce(z, op="avg").wait()
+    assert (z == 1.0).all(), z
+    # torch: float32 and bfloat16 tensors, in place, memory unchanged.
+    t = torch.full((4096,), float(rank + 1))
+    ptr = t.data_ptr()
+    request = comm.all_reduce(t)
+    request.wait(timeout_s=30)
+    assert t.data_ptr() == ptr and torch.equal(t, torch.full((4096,), 6.0)), t[:4]
+    b = torch.full((64,), 0.5 * (rank + 1), dtype=torch.bfloat16)
+    comm.all_reduce(b).wait()
+    assert torch.equal(b, torch.full((64,), 3.0, dtype=torch.bfloat16)), b[:4]
+    # A registration is made once: the same array again reuses it.
+    first = comm.register(x)
+    assert comm.register(x).id == first.id
+    # test() polls.
+    w = np.ones(16, dtype=np.float32)
+    r = comm.all_reduce(w)
+    while not r.test():
+        time.sleep(0.001)
+    assert (w == 3).all()
+    # Bit-reproducible: float32 sum and float64 average, in place.
+    def inputs(k):
+        rng = np.random.default_rng(k)
+        return (rng.standard_normal(5000) * 10.0 ** rng.uniform(-3, 3, 5000)).astype(
+            np.float32)
+    r32 = inputs(rank)
+    exact = sum(inputs(k).astype(np.float64) for k in range(RANKS))
+    comm.reproducible_all_reduce(r32)
+    assert np.allclose(r32, exact, rtol=1e-6, atol=1e-6), np.abs(r32 - exact).max()
+    r64 = np.full(300, float(rank), dtype=np.float64)
+    comm.reproducible_all_reduce(r64, op="avg")
+    assert (r64 == 1.0).all(), r64[:4]
+    stats = comm.stats()
+    assert stats["transport"] == "udp" and stats["collectives_completed"] >= 13, stats
+
+
+def check_block_sparse(comm, rank):
     """A block-sparse all-reduce: each rank has data in one fragment of 8."""
-    try:
-        with tributary.Communicator(job_id=job, job_key=0x5eed, rank=rank, world_size=RANKS,
-                                    aggregator=address, node_level="off", payload_bytes=1024,
-                                    block_sparse=True) as comm:
-            assert comm.options.block_sparse
-            x = np.zeros(256 * 8, dtype=np.float32)  # 8 fragments of 1 KiB
-            x[256 * rank:256 * (rank + 1)] = rank + 1
-            out = np.full_like(x, -1)
-            comm.all_reduce(x, out).wait()
-            want = np.zeros_like(x)
-            for r in range(RANKS):
-                want[256 * r:256 * (r + 1)] = r + 1
-            np.testing.assert_array_equal(out, want)
-            assert comm.stats()["zero_fragments"] == 7, comm.stats()
-        results.put(None)
-    except Exception:
-        results.put("rank %d: %s" % (rank, traceback.format_exc()))
+    assert comm.options.block_sparse
+    x = np.zeros(256 * 8, dtype=np.float32)  # 8 fragments of 1 KiB
+    x[256 * rank:256 * (rank + 1)] = rank + 1
+    out = np.full_like(x, -1)
+    comm.all_reduce(x, out).wait()
+    want = np.zeros_like(x)
+    for r in range(RANKS):
+        want[256 * r:256 * (r + 1)] = r + 1
+    np.testing.assert_array_equal(out, want)
+    assert comm.stats()["zero_fragments"] == 7, comm.stats()
 
 
-def reproducible_rank_body(rank, address, job, results):
+def check_reproducible(comm, rank):
     """reproducible=True: a float32 sum completes in the call, exactly."""
-    try:
-        with tributary.Communicator(job_id=job, job_key=0x5eed, rank=rank, world_size=RANKS,
-                                    aggregator=address, node_level="off",
-                                    reproducible=True) as comm:
-            assert comm.options.reproducible
-            x = np.full(5000, 0.25 * (rank + 1), dtype=np.float32)
-            out = np.zeros_like(x)
-            request = comm.all_reduce(x, out)
-            assert request.test(), "the reproducible all-reduce returned before completing"
-            np.testing.assert_array_equal(out, np.full_like(x, 0.25 * 6))
-        results.put(None)
-    except Exception:
-        results.put("rank %d: %s" % (rank, traceback.format_exc()))
+    assert comm.options.reproducible
+    x = np.full(5000, 0.25 * (rank + 1), dtype=np.float32)
+    out = np.zeros_like(x)
+    request = comm.all_reduce(x, out)
+    assert request.test(), "the reproducible all-reduce returned before completing"
+    np.testing.assert_array_equal(out, np.full_like(x, 0.25 * 6))
 
 
 class BindingsTest(unittest.TestCase):
@@ -148,11 +140,12 @@ class BindingsTest(unittest.TestCase):
         cls.daemon.wait(30)
         os.unlink(cls.log)
 
-    def run_ranks(self, body, job):
-        """Runs body(rank, address, job, results) in RANKS spawned processes."""
+    def run_ranks(self, check, job, **options):
+        """Runs check(comm, rank) on a communicator with `options` in each of
+        RANKS spawned processes."""
         ctx = mp.get_context("spawn")
         results = ctx.Queue()
-        procs = [ctx.Process(target=body, args=(r, self.address, job, results))
+        procs = [ctx.Process(target=run_rank, args=(check, options, r, self.address, job, results))
                  for r in range(RANKS)]
         for p in procs:
             p.start()
@@ -163,7 +156,7 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual([p.exitcode for p in procs], [0] * RANKS)
 
     def test_collectives_across_ranks(self):
-        self.run_ranks(rank_body, 4242)
+        self.run_ranks(check_collectives, 4242)
 
     def assertError(self, code, fn, *args, **kwargs):
         with self.assertRaises(tributary.Error) as raised:
@@ -174,10 +167,10 @@ class BindingsTest(unittest.TestCase):
 
     def test_block_sparse_all_reduce(self):
         """block_sparse=True: zero fragments are declared, results exact."""
-        self.run_ranks(sparse_rank_body, 4343)
+        self.run_ranks(check_block_sparse, 4343, payload_bytes=1024, block_sparse=True)
 
     def test_reproducible_option(self):
-        self.run_ranks(reproducible_rank_body, 4444)
+        self.run_ranks(check_reproducible, 4444, reproducible=True)
 
     def test_errors_carry_the_status_name(self):
         e = self.assertError("UNAVAILABLE", tributary.Communicator, job_id=1, job_key=2, rank=0,

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+// The engine's jobs from JOIN to reaping: JOIN (create a job or join one,
+// sealed keys, the checks of its body against the engine's limits, a new
+// generation after all children left), LEAVE (authenticated, never
+// answered), the recycling of provisioned jobs and the reaping of ended
+// ones. Apart from engine.cc, which handles each round's packets.
+// Thread-safety: none; one Engine per thread.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "common/log.h"
+#include "switch_agent/engine/engine.h"
+#include "switch_agent/engine/job.h"
+
+namespace tributary::engine {
+namespace {
+
+// How long the JOIN of a new generation waits for the old one to leave.
+constexpr uint64_t kGenerationDrainNs = 2000ull * 1000000;
+
+using proto::Header;
+using proto::MsgType;
+using proto::NackCode;
+
+}  // namespace
+
+void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                         Action* out) {
+  *out = Action{};
+  const Header& h = pkt.header;
+  // Children send LEAVE twice (it is never answered); the copy that arrives
+  // after the last child left finds the job reaped, or recycled with a new
+  // epoch. That is not an attack and not a drop worth an operator's attention.
+  Job* job = Lookup(h.job_id);
+  if (job != nullptr && !Authentic(job, pkt)) return;
+  if (job == nullptr || h.epoch != job->epoch()) {
+    ++counters_.late_leaves;
+    return;
+  }
+  job = FindAuthenticated(pkt, from, out);
+  // A leaving rank waits for nothing: refusals are counted, never answered.
+  *out = Action{};
+  if (job == nullptr) return;
+  job->last_active_ns = now_ns;
+  ++counters_.leaves;
+  if (job->left() == 0) job->first_leave_ns = now_ns;
+  if (job->Leave(h.sender) && job->provisioned && !job->withdrawn) RecycleJob(job);
+}
+
+// A provisioned job outlives its communicators: when the last child left,
+// it starts over (job.h Recycle) and, below the root, leaves its parent so
+// the parent starts over too once all of its children did. The uplink
+// JOINs again when a child of the next generation joins here.
+void Engine::RecycleJob(Job* job) {
+  job->Recycle(next_epoch_);
+  next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;
+  ++counters_.recycles;
+  if (!job->has_uplink) return;
+  Uplink& up = job->uplink;
+  if (up.parent_epoch != 0) {
+    up.leaves_to_send = 2;
+    up.leave_epoch = up.parent_epoch;
+  }
+  up.parent_epoch = 0;
+  up.join_attempts = 0;
+  up.next_join_ns = 0;
+  up.waiting = 0;
+}
+
+// JOIN: the first one creates the job (one arena, checked against the
+// limits, a fresh epoch); later ones must agree on the parameters and
+// register their child index. Every accepted JOIN is answered with a
+// JOIN_ACK carrying the epoch and echoing the accepted body and nonce.
+// Invalid bodies are refused with NACK unsupported (a value v1 cannot
+// serve), resource_exhausted (beyond this engine's limits) or bad_sender.
+void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+                        Action* out) {
+  const Header& h = pkt.header;
+  proto::JoinBody body{};
+  if (!proto::DecodeJoinBody(pkt.payload, pkt.payload_len, &body)) {
+    return Nack(h, from, NackCode::kUnsupported, DropReason::kBadJoin, out);
+  }
+  // Authenticate first, so that every refusal below is sealed with the key
+  // the rank holds (FORMAT.md §10.2): the job's, or for a job not held here
+  // the key sealed to this aggregator's identity (open mode, §7.2).
+  Job* job = Lookup(h.job_id);
+  uint64_t job_key = 0;
+  if (job != nullptr) {
+    if (!Authentic(job, pkt)) return;
+  } else {
+    if (!limits_.create_jobs_on_join || !OpenSealedKey(pkt, &job_key)) {
+      return Nack(h, from, NackCode::kUnknownJob, DropReason::kUnknownJob, out);
+    }
+    join_key_ = proto::DeriveMacKey(h.job_id, job_key);
+    if (!proto::VerifyPacket(join_key_, pkt) || (h.flags & proto::kFlagPayloadMac) == 0) {
+      return Drop(DropReason::kBadMac);
+    }
+    join_key_valid_ = true;
+  }
+  if (body.fan_in == 0 || body.slot_count == 0 || body.payload_bytes < proto::kMinPayloadBytes ||
+      body.payload_bytes > proto::kMaxPayloadBytes ||
+      body.payload_bytes % proto::kPayloadAlign != 0) {
+    return Nack(h, from, NackCode::kUnsupported, DropReason::kBadJoin, out);
+  }
+  if (body.fan_in > limits_.max_fan_in || body.slot_count > limits_.max_slots) {
+    return NackWithText(h, from, NackCode::kResourceExhausted, DropReason::kBadJoin, out,
+                        "fan_in %u / slot_count %u beyond this daemon's limits %u / %u "
+                        "(max_slots_per_job)",
+                        body.fan_in, body.slot_count, limits_.max_fan_in, limits_.max_slots);
+  }
+  if (h.sender >= body.fan_in) {
+    return Nack(h, from, NackCode::kBadSender, DropReason::kBadJoin, out);
+  }
+
+  const JobParams params{body.fan_in, body.slot_count, body.payload_bytes};
+  const bool payload_mac = (body.join_flags & proto::kJoinHeaderMacOnly) == 0;
+  if (job != nullptr) {
+    // Generations: a child that left and joins again belongs to the job's
+    // next communicator; its rounds restart at collective 0 and must not
+    // meet the sets of the old one. It waits (unanswered; it retries its
+    // JOIN) until the old generation's other children left too, or until
+    // kGenerationDrainNs passed, after which they are dropped from the job.
+    if (job->finished()) {
+      RecycleJob(job);
+    } else if (job->HasLeft(h.sender)) {
+      if (now_ns - job->first_leave_ns < kGenerationDrainNs) {
+        ++counters_.joins_deferred;
+        return;
+      }
+      RecycleJob(job);
+    }
+    const JobParams& have = job->params();
+    if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
+        have.payload_bytes != params.payload_bytes ||
+        (job->mac_rule_set() && job->payload_mac() != payload_mac)) {
+      return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
+    }
+    if (!FreshJoin(job, h.sender, from, body.incarnation)) return Drop(DropReason::kStaleJoin);
+  } else {
+    DropReason refused;
+    bool reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
+    // Jobs that ended (every child left, or idle) still hold their place
+    // until the dataplane's next Reap: their last answers may sit in its
+    // send queue. Rather than refuse for them, have that queue flushed and,
+    // on the retry that follows at once, reap and try again.
+    if (!reserved && HasEndedJobs(now_ns)) {
+      if (!reap_pending_ || reap_burst_ + 1 != burst_) {
+        reap_pending_ = true;
+        reap_burst_ = burst_;
+        ++counters_.flush_retries;
+        out->kind = ActionKind::kFlushAndRetry;
+        return;
+      }
+      reap_pending_ = false;
+      Reap(now_ns);
+      reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
+    }
+    if (!reserved) {
+      if (refused == DropReason::kJobLimit) {
+        return NackWithText(h, from, NackCode::kResourceExhausted, refused, out,
+                            "max_jobs %u jobs already alive on this daemon", limits_.max_jobs);
+      }
+      return NackWithText(
+          h, from, NackCode::kResourceExhausted, refused, out,
+          "the job needs %.1f MiB of aggregation memory; %.1f of max_memory_mb %.0f are in use",
+          static_cast<double>(Job::ArenaBytes(params)) / (1 << 20),
+          static_cast<double>(memory_bytes_) / (1 << 20),
+          static_cast<double>(limits_.max_memory_bytes) / (1 << 20));
+    }
+    authentic_job_ = job;
+  }
+  if (!job->mac_rule_set()) job->SetMacRule(payload_mac);
+  job->incarnation(h.sender) = body.incarnation;
+  job->Register(h.sender, from);
+  job->last_active_ns = now_ns;
+  ++counters_.joins;
+
+  proto::JoinBody ack{};
+  ack.fan_in = params.fan_in;
+  ack.slot_count = params.slot_count;
+  ack.payload_bytes = params.payload_bytes;
+  ack.join_flags = payload_mac ? 0 : proto::kJoinHeaderMacOnly;
+  ack.nonce = body.nonce;
+  ack.incarnation = body.incarnation;
+  proto::EncodeJoinBody(ack, job->join_ack_body());
+  out->kind = ActionKind::kSendToOne;
+  out->header.type = MsgType::kJoinAck;
+  out->header.job_id = job->job_id();
+  out->header.epoch = job->epoch();
+  out->header.sender = h.sender;
+  out->payload = job->join_ack_body();
+  out->payload_len = proto::kJoinBodySize;
+  out->peer = from;
+}
+
+// Creates a job within the limits (the JOIN path and Provision).
+Action Engine::RefuseJoin(const proto::PacketView& join, PeerToken to, NackCode code) {
+  Action out;
+  MakeNack(join.header, to, code, &out);
+  if (Job* job = Lookup(join.header.job_id)) {
+    if (proto::VerifyPacket(job->mac_key(), join)) SealWith(job, &out);
+    return out;
+  }
+  uint64_t job_key = 0;
+  if (OpenSealedKey(join, &job_key)) {
+    join_key_ = proto::DeriveMacKey(join.header.job_id, job_key);
+    if (proto::VerifyPacket(join_key_, join)) out.key = &join_key_;
+  }
+  return out;
+}
+
+bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) const {
+  const uint8_t* sealed = proto::JoinSealedKey(pkt.payload, pkt.payload_len);
+  return sealed != nullptr && identity_ != nullptr && proto::OpenJobKey(*identity_, sealed, job_key);
+}
+
+// A registered child's address moves only with a JOIN of a newer
+// incarnation (a restarted rank); the same address may repeat its own
+// incarnation (a retried JOIN). A captured JOIN replayed from elsewhere, or
+// an old one replayed after the child moved on, changes nothing.
+bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation) {
+  if (!job->IsRegistered(sender)) return true;
+  const uint64_t have = job->incarnation(sender);
+  if (job->child(sender) == from) return incarnation >= have;
+  return incarnation > have;
+}
+
+bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params,
+                        uint64_t now_ns, Job** job, DropReason* refused) {
+  if (jobs_.size() >= limits_.max_jobs) {
+    *refused = DropReason::kJobLimit;
+    return false;
+  }
+  const uint64_t arena = Job::ArenaBytes(params);
+  if (arena > limits_.max_memory_bytes || memory_bytes_ + arena > limits_.max_memory_bytes) {
+    *refused = DropReason::kMemoryLimit;
+    return false;
+  }
+  std::unique_ptr<Job> created = Job::Create(job_id, job_key, next_epoch_, params, now_ns);
+  if (!created) {
+    *refused = DropReason::kMemoryLimit;
+    return false;
+  }
+  next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;  // 0 is never an epoch
+  *job = created.get();
+  memory_bytes_ += created->arena_bytes();
+  jobs_.emplace(job_id, std::move(created));
+  ++counters_.jobs_created;
+  return true;
+}
+
+bool Engine::Ended(const Job& job, uint64_t now_ns) const {
+  const uint64_t timeout = job.joined() < job.fan_in()
+                               ? std::min(limits_.job_idle_timeout_ns, limits_.job_join_timeout_ns)
+                               : limits_.job_idle_timeout_ns;
+  const bool idle = now_ns > job.last_active_ns && now_ns - job.last_active_ns > timeout;
+  // Provisioned jobs end when withdrawn, not when their children leave.
+  return job.provisioned ? job.withdrawn : job.finished() || idle;
+}
+
+bool Engine::HasEndedJobs(uint64_t now_ns) const {
+  for (const auto& [id, job] : jobs_) {
+    if (Ended(*job, now_ns)) return true;
+  }
+  return false;
+}
+
+size_t Engine::Reap(uint64_t now_ns) {
+  size_t freed = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const Job& job = *it->second;
+    if (Ended(job, now_ns)) {
+      if (job.has_uplink) --uplink_jobs_;
+      memory_bytes_ -= job.arena_bytes();
+      if (cached_job_ == it->second.get()) cached_job_ = nullptr;
+      it = jobs_.erase(it);
+      ++counters_.jobs_destroyed;
+      ++freed;
+    } else {
+      ++it;
+    }
+  }
+  return freed;
+}
+
+}  // namespace tributary::engine

@@ -101,6 +101,17 @@ endif()
 tributary_feature(MANAGER _grpc_found
   "gRPC/protobuf not found (apt-get install libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler)")
 
+# The scale simulation (bench/sim): SimGrid, and the manager's placement.
+if(PkgConfig_FOUND)
+  pkg_check_modules(SIMGRID IMPORTED_TARGET simgrid)
+endif()
+set(_sim_found OFF)
+if(SIMGRID_FOUND AND TRIBUTARY_HAVE_MANAGER AND TRIBUTARY_BUILD_BENCH)
+  set(_sim_found ON)
+endif()
+tributary_feature(SIM _sim_found
+  "SimGrid not found (apt-get install libsimgrid-dev), or the manager or the benchmarks are off")
+
 include(CheckLanguage)
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)

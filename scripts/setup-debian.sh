@@ -21,6 +21,7 @@ PACKAGES=(
   libgloo-dev openmpi-bin libopenmpi-dev
   iproute2 nftables procps util-linux
   gnuplot-nox  # bench/cluster plots
+  libsimgrid-dev  # bench/sim: the real engine and ranks in a simulated fat tree (1k-16k hosts)
   libfabric-dev libfabric-bin  # transport/dataplane "ofi" (providers tcp;ofi_rxm, shm here)
   libdpdk-dev dpdk  # dataplane "dpdk" (tests and bench use vdevs: net_tap, net_ring)
   libibverbs-dev  # transport "verbs" (rdma-core; builds without an RDMA device)

@@ -30,6 +30,10 @@
 # Functions (all return non-zero with a message on stderr when they fail):
 #   netns_check                 root and `ip netns` usable? (else 77-style)
 #   netns_cluster_create N [RATE] [MTU]   build it (RATE e.g. 1gbit, "" = none)
+#   netns_tree_create N RACKS RATE UPLINK_RATE [MTU]  the same hosts in RACKS
+#                               racks under a spine (see "Racks" below)
+#   netns_level_bytes           bytes sent so far on the host links and on
+#                               the rack uplinks (both directions): "H U"
 #   netns_add_control_network  a second, NOT rate-limited link per host
 #                               (ctl0 198.19.0.<i+1>, bridge ctl 198.19.0.254)
 #                               for launchers' out-of-band traffic (mpirun)
@@ -47,6 +51,17 @@
 #   netns_trap_cleanup [FN]     destroy (after FN) on EXIT, INT and TERM
 #   netns_test_init NAME DAEMON CLI  test scripts: check binaries and root,
 #                               make WORK, install the teardown trap
+#
+# Racks (netns_tree_create): the hosts' links end on rack switches instead,
+#
+#   host <P>-h<i> eth0 ==veth== h<i> on br0 of rack <P>-rack<r> (198.18.0.<200+r>)
+#   rack <P>-rack<r> uplink ==veth== r<r> on br0 of the spine <P>-sw (198.18.0.254)
+#
+# one subnet over all bridges, hosts of rack r consecutive. Host links run
+# at RATE, each rack's uplink at UPLINK_RATE (tbf at both ends, as host
+# links), so the spine is what oversubscription narrows. The spine is the
+# switch namespace: netns_start_daemon, mpirun and the control network live
+# there; a leaf daemon per rack runs on its rack's bridge address.
 #
 # Not thread-safe in any sense: one cluster per shell process.
 
@@ -161,6 +176,100 @@ netns_cluster_create() {  # N [RATE] [MTU]
   done
   if ((tries == 100)); then netns_log "bridge ports did not reach forwarding state"; return 1; fi
   return 0
+}
+
+netns_rack_ns() { echo "${NETNS_PREFIX}-rack$1"; }
+netns_rack_addr() { echo "${NETNS_SUBNET}.$((200 + $1))"; }
+NETNS_RACKS=0
+NETNS_PER_RACK=0
+
+# A bridge br0 with ADDR in namespace NS (created here), STP off.
+netns__bridge_ns() {  # NS ADDR
+  ip netns add "$1" || return 1
+  NETNS_CREATED+=("$1")
+  ip -n "$1" link set lo up
+  ip -n "$1" link add br0 type bridge || return 1
+  ip -n "$1" link set br0 type bridge stp_state 0 forward_delay 0
+  ip -n "$1" link set br0 mtu "$NETNS_MTU"
+  ip -n "$1" addr add "$2/24" dev br0
+}
+
+# Waits until COUNT ports of br0 in NS forward.
+netns__wait_ports() {  # NS COUNT
+  local tries
+  for ((tries = 0; tries < 100; ++tries)); do
+    (($(bridge -n "$1" link show | grep -c 'master br0 .*state forwarding') == $2)) && return 0
+    sleep 0.05
+  done
+  netns_log "bridge ports of $1 did not reach forwarding state"
+  return 1
+}
+
+netns_tree_create() {  # N RACKS RATE UPLINK_RATE [MTU]
+  local n=$1 racks=$2 uprate=$4 r i ns rns
+  NETNS_RATE=$3
+  NETNS_MTU=${5:-9000}
+  if ((racks < 1 || n % racks != 0 || n > 199)); then
+    netns_log "racks must divide the host count (at most 199 hosts)"
+    return 1
+  fi
+  NETNS_RACKS=$racks
+  NETNS_PER_RACK=$((n / racks))
+  netns__bridge_ns "$NETNS_SWITCH" "$NETNS_DAEMON_ADDR" || return 1
+  for ((r = 0; r < racks; ++r)); do
+    rns=$(netns_rack_ns "$r")
+    netns__bridge_ns "$rns" "$(netns_rack_addr "$r")" || return 1
+    ip -n "$rns" link add uplink mtu "$NETNS_MTU" type veth peer name "r$r" netns "$NETNS_SWITCH" \
+      mtu "$NETNS_MTU" || return 1
+    ip -n "$rns" link set uplink master br0
+    ip -n "$NETNS_SWITCH" link set "r$r" master br0
+    ip -n "$rns" link set uplink up
+    ip -n "$NETNS_SWITCH" link set "r$r" up
+    if [[ -n "$uprate" ]]; then
+      netns_tbf "$rns" uplink "$uprate" || return 1
+      netns_tbf "$NETNS_SWITCH" "r$r" "$uprate" || return 1
+    fi
+  done
+  for ((i = 0; i < n; ++i)); do
+    ns=$(netns_host_ns "$i")
+    rns=$(netns_rack_ns $((i / NETNS_PER_RACK)))
+    ip netns add "$ns" || return 1
+    NETNS_CREATED+=("$ns")
+    ip -n "$ns" link set lo up
+    ip -n "$rns" link add "h$i" mtu "$NETNS_MTU" type veth peer name eth0 netns "$ns" \
+      mtu "$NETNS_MTU" || return 1
+    ip -n "$rns" link set "h$i" master br0
+    ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$rns" link set "h$i" up
+    if [[ -n "$NETNS_RATE" ]]; then
+      netns_tbf "$ns" eth0 "$NETNS_RATE" || return 1
+      netns_tbf "$rns" "h$i" "$NETNS_RATE" || return 1
+    fi
+  done
+  ip -n "$NETNS_SWITCH" link set br0 up
+  netns__wait_ports "$NETNS_SWITCH" "$racks" || return 1
+  for ((r = 0; r < racks; ++r)); do
+    ip -n "$(netns_rack_ns "$r")" link set br0 up
+    netns__wait_ports "$(netns_rack_ns "$r")" $((NETNS_PER_RACK + 1)) || return 1
+  done
+  NETNS_NHOSTS=$n
+}
+
+# "H U": bytes sent so far over the host links (both ends of every host
+# veth) and over the rack uplinks (both ends), from the kernel's counters.
+netns_level_bytes() {
+  local i r h=0 u=0 b
+  for ((i = 0; i < NETNS_NHOSTS; ++i)); do
+    b=$(netns_host_exec "$i" cat /sys/class/net/eth0/statistics/tx_bytes); h=$((h + b))
+    b=$(ip netns exec "$(netns_rack_ns $((i / NETNS_PER_RACK)))" \
+      cat "/sys/class/net/h$i/statistics/tx_bytes"); h=$((h + b))
+  done
+  for ((r = 0; r < NETNS_RACKS; ++r)); do
+    b=$(ip netns exec "$(netns_rack_ns "$r")" cat /sys/class/net/uplink/statistics/tx_bytes); u=$((u + b))
+    b=$(netns_switch_exec cat "/sys/class/net/r$r/statistics/tx_bytes"); u=$((u + b))
+  done
+  echo "$h $u"
 }
 
 # A control network beside the data links: bridge `ctl` (198.19.0.254) in
@@ -315,6 +424,7 @@ netns_cluster_destroy() {
   for ns in "${NETNS_CREATED[@]}"; do ip netns del "$ns" 2> /dev/null; done
   NETNS_CREATED=()
   NETNS_NHOSTS=0
+  NETNS_RACKS=0
 }
 
 # Installs a trap that runs FN (optional, the caller's own cleanup) and then

@@ -26,6 +26,17 @@
 #   with --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0.
 #   Everything else is OpenMPI's default (its tuned algorithm choice).
 #
+# Racks (--rack-hosts K, --oversub X): the hosts sit in racks of K under a spine
+# (netns_lib.sh "Racks"); each rack's uplink runs at hosts-per-rack x rate /
+# X. "tributary" is then one aggregator at the spine; "tributary-tree" is
+# a 2-level tree of daemons placed by tributary-manager: a leaf daemon in
+# every rack, the root at the spine (the manager and the root run in the
+# spine namespace, `tributary job create` hands every rank its leaf, child
+# index and fan-in). Gloo and OpenMPI cross the spine between racks. With
+# a single size (--min = --max) the per-level link utilisation of every run
+# goes to levels.csv and levels.md: bytes the host links and the uplinks
+# carried per all-reduce, over what they could carry in its time.
+#
 # For each n in --hosts the cluster is built, the systems run interleaved
 # (T G M T G M ... for --rounds rounds), each run sweeping all sizes, and
 # the cluster is torn down. Results: nccl-tests tables per system, a
@@ -55,8 +66,10 @@ Usage: $0 [options]
   --rate RATE      link rate, tc syntax (default 1gbit)
   --mtu BYTES      link MTU (default 9000)
   --loss PERMILLE  nftables drops per 1000 packets, each direction (default 0)
-  --systems "..."  subset of "tributary tributary-sparse gloo mpi" (default
-                   "tributary gloo mpi")
+  --systems "..."  subset of "tributary tributary-sparse tributary-tree gloo mpi"
+                   (default "tributary gloo mpi"; tributary-tree needs --rack-hosts)
+  --rack-hosts K   hosts in racks of K under a spine (default 0: one switch)
+  --oversub X      rack uplink = hosts per rack x rate / X (default 1)
   --density P      percent of --density-block blocks each rank keeps non-zero,
                    independently per rank, the rest zero (default 100: dense)
   --density-block B  bytes (default 8192)
@@ -73,6 +86,7 @@ BUILD="$HERE/../../build"
 HOSTS="2 4 8"; MIN=4K; MAX=256M; FACTOR=4; ITERS=5; WARMUP=1; ROUNDS=3
 TRIB_ARGS=""; MPI_ARGS=""; PER_HOST=1; DAEMON_ARGS=""; DENSITY=100; DENSITY_BLOCK=8192
 RATE=1gbit; MTU=9000; LOSS=0; SYSTEMS="tributary gloo mpi"; TIMEOUT=1200; SMOKE=0
+RACK_HOSTS=0; RACKS=0; OVERSUB=1
 OUT="$PWD/cluster-bench-$(date +%Y%m%d-%H%M%S)"
 while (($#)); do
   case $1 in
@@ -96,6 +110,8 @@ while (($#)); do
     --trib-args) TRIB_ARGS=$2; shift ;;
     --daemon-args) DAEMON_ARGS=$2; shift ;;
     --mpi-args) MPI_ARGS=$2; shift ;;
+    --rack-hosts) RACK_HOSTS=$2; shift ;;
+    --oversub) OVERSUB=$2; shift ;;
     --smoke) SMOKE=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "run_cluster_bench: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -103,6 +119,10 @@ while (($#)); do
   shift
 done
 RATE_BPS=$(netns_rate_bps "$RATE") || { echo "run_cluster_bench: bad --rate $RATE" >&2; exit 2; }
+if ((RACK_HOSTS > 0 && LOSS > 0)); then
+  echo "run_cluster_bench: --loss applies to the one-switch cluster only (not --rack-hosts)" >&2
+  exit 2
+fi
 
 find_bin() {  # first existing executable among the arguments
   local f
@@ -114,6 +134,8 @@ TRANK_BIN=$(find_bin "$BUILD/bench/cluster/tributary_cluster_rank" \
   "$BUILD/tributary_cluster_rank") || TRANK_BIN=""
 GLOO_BIN=$(find_bin "$BUILD/bench/gloo_allreduce") || GLOO_BIN=""
 MPI_BIN=$(find_bin "$BUILD/bench/mpi_allreduce") || MPI_BIN=""
+CLI_BIN=$(find_bin "$BUILD/tools/tributary/tributary") || CLI_BIN=""
+MANAGER_BIN=$(find_bin "$BUILD/manager/tributary-manager") || MANAGER_BIN=""
 
 # Drop systems that cannot run, saying why; a missing Tributary is an error.
 active=()
@@ -122,6 +144,12 @@ for sys in $SYSTEMS; do
     tributary | tributary-sparse)
       if [[ -z "$DAEMON_BIN" || -z "$TRANK_BIN" ]]; then
         echo "run_cluster_bench: build tributaryd and tributary_cluster_rank in $BUILD" >&2
+        exit 2
+      fi ;;
+    tributary-tree)
+      if ((RACK_HOSTS < 1)) || [[ -z "$CLI_BIN" || -z "$MANAGER_BIN" || -z "$TRANK_BIN" ]]; then
+        echo "run_cluster_bench: tributary-tree needs --rack-hosts and tributary-manager," \
+             "tributary and tributary_cluster_rank in $BUILD" >&2
         exit 2
       fi ;;
     gloo)
@@ -188,6 +216,103 @@ gloo_cmd() {  # RANK SIZE HOST
        "${SWEEP[*]}"
 }
 
+# ---- The tree of daemons (tributary-tree) ----
+MGR_PORT=17900
+TREE_PORT=17820
+tree_cli() { netns_switch_exec timeout 60 "$CLI_BIN" "$@" --manager "$NETNS_DAEMON_ADDR:$MGR_PORT"; }
+# The manager and the daemons of the tree: the manager and the root in the
+# spine namespace, a leaf daemon in each rack; true once all registered.
+declare -a TREE_PIDS=()
+tree_start() {  # N
+  local n=$1 r topo="$OUT/logs/topology-n$1.yaml" up t
+  {
+    echo "name: emulated-racks-$n"
+    echo "switches:"
+    echo "  - {name: spine, level: 1}"
+    for ((r = 0; r < RACKS; ++r)); do echo "  - {name: rack$r, level: 0, uplinks: [spine]}"; done
+    echo "hosts:"
+    for ((r = 0; r < RACKS; ++r)); do
+      printf '  - {leaf: rack%d, names: [' "$r"
+      for ((t = r * NETNS_PER_RACK; t < (r + 1) * NETNS_PER_RACK; ++t)); do
+        printf 'h%d%s' "$t" "$( ((t + 1 < (r + 1) * NETNS_PER_RACK)) && echo ', ')"
+      done
+      echo ']}'
+    done
+  } > "$topo"
+  netns_switch_exec "$MANAGER_BIN" --listen "$NETNS_DAEMON_ADDR:$MGR_PORT" --topology "$topo" \
+    --state-file "$OUT/logs/manager-n$n.state" --daemon-timeout-ms 15000 \
+    --job-timeout-ms 3600000 > "$OUT/logs/manager-n$n.log" 2>&1 &
+  TREE_PIDS=($!)
+  # shellcheck disable=SC2086
+  netns_switch_exec "$DAEMON_BIN" --listen-address "$NETNS_DAEMON_ADDR" --port "$TREE_PORT" \
+    --manager "$NETNS_DAEMON_ADDR:$MGR_PORT" --daemon-name spine --position spine --role inner \
+    $DAEMON_ARGS > "$OUT/logs/tree-spine-n$n.log" 2>&1 &
+  TREE_PIDS+=($!)
+  for ((r = 0; r < RACKS; ++r)); do
+    # shellcheck disable=SC2086
+    ip netns exec "$(netns_rack_ns "$r")" "$DAEMON_BIN" --listen-address "$(netns_rack_addr "$r")" \
+      --port "$TREE_PORT" --manager "$NETNS_DAEMON_ADDR:$MGR_PORT" --daemon-name "rack$r" \
+      --position "rack$r" --role leaf $DAEMON_ARGS > "$OUT/logs/tree-rack$r-n$n.log" 2>&1 &
+    TREE_PIDS+=($!)
+  done
+  for ((t = 0; t < 300; ++t)); do
+    kill -0 "${TREE_PIDS[0]}" 2> /dev/null ||
+      { echo "tributary-manager exited:" >&2; tail -n 3 "$OUT/logs/manager-n$n.log" >&2; return 1; }
+    up=$(tree_cli jobs 2> /dev/null | grep -cw 'up')
+    ((up >= RACKS + 1)) && return 0
+    sleep 0.2
+  done
+  echo "run_cluster_bench: only $up of $((RACKS + 1)) daemons registered with the manager" >&2
+  return 1
+}
+tree_stop() {
+  local p
+  for p in "${TREE_PIDS[@]}"; do kill -TERM "$p" 2> /dev/null; done
+  for p in "${TREE_PIDS[@]}"; do wait "$p" 2> /dev/null; done
+  TREE_PIDS=()
+}
+# One run on the tree: the manager places a job over every host, each
+# daemon picks it up (its log says so), the ranks run, the job ends.
+run_tree() {  # LOG N
+  local log=$1 n=$2 job="$OUT/logs/job.txt" id key line rank agg child fan pids=() rc=0 r t all
+  local hosts
+  hosts=$(for ((r = 0; r < n; ++r)); do printf 'h%d,' "$r"; done)
+  tree_cli job create --hosts "${hosts%,}" --payload-bytes 8192 --slots 128 \
+    --heartbeat-timeout-ms 3600000 > "$job" 2>&1 || { cat "$job" > "$log"; return 1; }
+  id=$(sed -n 's/^job_id=//p' "$job")
+  key=$(printf '%u' "0x$(sed -n 's/^job_key=//p' "$job")")
+  for ((t = 0; t < 600; ++t)); do
+    all=1
+    for f in "$OUT/logs/tree-spine-n$n.log" "$OUT"/logs/tree-rack*-n"$n".log; do
+      grep -q "holding job $id:" "$f" || { all=0; break; }
+    done
+    ((all)) && break
+    sleep 0.1
+  done
+  ((all)) || { echo "not every daemon holds job $id after 60 s" > "$log"; return 1; }
+  while read -r line; do
+    rank=$(sed -n 's/.*rank=\([0-9]*\).*/\1/p' <<< "$line")
+    agg=$(sed -n 's/.*aggregator=\([0-9.:]*\).*/\1/p' <<< "$line")
+    child=$(sed -n 's/.* child=\([0-9]*\).*/\1/p' <<< "$line")
+    fan=$(sed -n 's/.*fan_in=\([0-9]*\).*/\1/p' <<< "$line")
+    local out="$log.rank$rank"
+    ((rank == 0)) && out=$log
+    # Node level off: its set-up exchange is a collective of the rank's
+    # leaf job alone (rank/size are per leaf there), which cannot complete
+    # through a tree (the root sees the leaves' parts disagree).
+    netns_host_exec "$rank" timeout "$TIMEOUT" env TRIBUTARY_NODE_LEVEL=off "$TRANK_BIN" \
+      --rank "$child" --size "$fan" \
+      --global-rank "$rank" --global-size "$n" --daemon "$agg" --job-id "$id" --job-key "$key" \
+      --payload 8192 --window 128 --timeout-ms 300000 "${SWEEP[@]}" $TRIB_ARGS > "$out" 2>&1 &
+    pids+=($!)
+  done < <(grep '^rank=' "$job")
+  for p in "${pids[@]}"; do wait "$p" || { r=$?; ((rc == 0)) && rc=$r; }; done
+  for ((r = 1; r < n; ++r)); do cat "$log.rank$r" >> "$log" 2> /dev/null; rm -f "$log.rank$r"; done
+  { echo "# placement:"; tree_cli tree "$id" | sed 's/^/#   /'; } >> "$log"
+  tree_cli job end "$id" > /dev/null
+  return "$rc"
+}
+
 run_system() {  # SYSTEM N ROUND
   local sys=$1 n=$2 round=$3 log rc
   log="$OUT/logs/$sys-n$n-r$round.log"
@@ -198,6 +323,8 @@ run_system() {  # SYSTEM N ROUND
       TRIB_SPARSE=""
       [[ $sys == tributary-sparse ]] && TRIB_SPARSE=--block-sparse
       run_per_host "$log" "$n" tributary_cmd ;;
+    tributary-tree)
+      run_tree "$log" "$n" ;;
     gloo)
       GLOO_STORE=$(mktemp -d "$OUT/logs/gloo-store.XXXXXX")
       run_per_host "$log" "$n" gloo_cmd
@@ -235,8 +362,24 @@ echo "# emulated cluster: hosts {$HOSTS} x $PER_HOST rank(s), links $RATE, MTU $
      "input density $DENSITY% of $DENSITY_BLOCK-byte blocks;" \
      "sizes $MIN..$MAX x$FACTOR, $ITERS iters + $WARMUP warm-up, $ROUNDS rounds;" \
      "systems: ${active[*]}; $(nproc) CPUs; results in $OUT" >&2
+UPRATE=""
+levels_csv="$OUT/levels.csv"
+((RACK_HOSTS > 0)) && echo "system,hosts,round,bytes,allreduces,time_us,host_link_bytes,uplink_bytes,host_link_util,uplink_util,uplink_rate_bps" > "$levels_csv"
 for n in "${host_list[@]}"; do
-  netns_cluster_create "$n" "$RATE" "$MTU" || { echo "cluster of $n failed" >&2; exit 1; }
+  if ((RACK_HOSTS > 0)); then
+    if ((n % RACK_HOSTS != 0 || n / RACK_HOSTS < 2)); then
+      echo "run_cluster_bench: $n hosts do not make 2 or more racks of $RACK_HOSTS" >&2
+      exit 2
+    fi
+    RACKS=$((n / RACK_HOSTS))
+    UPRATE_BPS=$(awk -v r="$RATE_BPS" -v k="$RACK_HOSTS" -v x="$OVERSUB" 'BEGIN { printf "%d", r * k / x }')
+    UPRATE="${UPRATE_BPS}bit"
+    netns_tree_create "$n" "$RACKS" "$RATE" "$UPRATE" "$MTU" ||
+      { echo "cluster of $n in $RACKS racks failed" >&2; exit 1; }
+    if [[ " ${active[*]} " == *" tributary-tree "* ]]; then tree_start "$n" || exit 1; fi
+  else
+    netns_cluster_create "$n" "$RATE" "$MTU" || { echo "cluster of $n failed" >&2; exit 1; }
+  fi
   if [[ " ${active[*]} " == *" mpi "* ]]; then netns_add_control_network || exit 1; fi
   netns_set_loss "$LOSS" || exit 1
   # shellcheck disable=SC2086
@@ -247,10 +390,12 @@ for n in "${host_list[@]}"; do
       printf '[%d/%d %4ds] n=%d round %d/%d %-9s ... ' "$step" "$total" \
         $(($(date +%s) - start_all)) "$n" "$round" "$ROUNDS" "$sys" >&2
       read -r busy0 total0 < <(cpu_sample)
+      ((RACKS > 0)) && read -r hb0 ub0 < <(netns_level_bytes)
       t0=$(date +%s.%N)
       run_system "$sys" "$n" "$round"
       rc=$?
       read -r busy1 total1 < <(cpu_sample)
+      ((RACKS > 0)) && read -r hb1 ub1 < <(netns_level_bytes)
       secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
       cpu=$(awk -v b=$((busy1 - busy0)) -v t=$((total1 - total0)) \
         'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')
@@ -265,12 +410,22 @@ for n in "${host_list[@]}"; do
       fi
       awk -v s="$sys" -v n="$n" -v r="$round" -v c="$cpu" \
         '{ print s, n, r, $1, $5, $8, c }' <<< "$rows" >> "$RAW"
+      if ((RACKS > 0)) && [[ "$MIN" == "$MAX" ]]; then
+        # Per all-reduce (warm-up included; the gathers are a few bytes):
+        # bytes over capacity in its time, both directions of every link.
+        awk -v s="$sys" -v n="$n" -v r="$round" -v a=$((ITERS + WARMUP)) -v h=$((hb1 - hb0)) \
+          -v u=$((ub1 - ub0)) -v R="$RATE_BPS" -v U="$UPRATE_BPS" -v k="$RACKS" \
+          '{ t = $5 * 1e-6; printf "%s,%d,%d,%.0f,%d,%.1f,%.0f,%.0f,%.3f,%.3f,%.0f\n", s, n, r, $1, a, $5, h, u,
+             (h / a) / (2 * n * R / 8 * t), (u / a) / (2 * k * U / 8 * t), U }' \
+          <<< "$(tail -1 <<< "$rows")" >> "$levels_csv"
+      fi
       last=$(tail -1 <<< "$rows")
       extra=$(grep -m1 '^# fragments sent' "$log" | sed 's/^# //')
       echo "done ${secs}s, CPU ${cpu}%, $(awk '{ printf "%s B: algbw %.3f GB/s", $1, $6 }' \
         <<< "$last")${extra:+; $extra}" >&2
     done
   done
+  tree_stop
   netns_cluster_destroy
 done
 
@@ -278,6 +433,27 @@ python3 "$HERE/summarize.py" --raw "$RAW" --out "$OUT" --rate-bps "$RATE_BPS" \
   --rate "$RATE" --mtu "$MTU" --loss "$LOSS" --rounds "$ROUNDS" --iters "$ITERS" \
   --warmup "$WARMUP" --systems "${active[*]}" --ranks-per-host "$PER_HOST" ||
   failures=$((failures + 1))
+if ((RACK_HOSTS > 0)) && [[ -s "$levels_csv" ]]; then
+  python3 - "$levels_csv" "$RACK_HOSTS" "$OVERSUB" > "$OUT/levels.md" << 'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+groups = {}
+for r in rows:
+    groups.setdefault((r["system"], int(r["hosts"])), []).append(r)
+print(f"Per-level link use, racks of {sys.argv[2]} hosts, uplink oversubscription {sys.argv[3]}:1 "
+      "(medians over rounds; bytes per all-reduce in units of the size S, both directions "
+      "of every link; utilisation = those bytes over what the level's links carry in the "
+      "all-reduce's time)\n")
+print("| system | n | time (s) | host links: bytes / S | utilisation | uplinks: bytes / S | utilisation |")
+print("|---|--:|--:|--:|--:|--:|--:|")
+for (s, n), g in sorted(groups.items(), key=lambda x: (x[0][1], x[0][0])):
+    med = lambda k: statistics.median(float(r[k]) for r in g)
+    per = lambda k: statistics.median(float(r[k]) / float(r["allreduces"]) / float(r["bytes"]) for r in g)
+    print(f"| {s} | {n} | {med('time_us') / 1e6:.2f} | {per('host_link_bytes'):.2f} | "
+          f"{med('host_link_util'):.0%} | {per('uplink_bytes'):.2f} | {med('uplink_util'):.0%} |")
+PY
+  cat "$OUT/levels.md" >&2
+fi
 if command -v gnuplot > /dev/null; then
   for plot in "$OUT"/plot-n*.gp; do
     [[ -e "$plot" ]] || continue

@@ -16,6 +16,7 @@ import os
 import statistics
 
 NAMES = {"tributary": "Tributary", "tributary-sparse": "Tributary block-sparse",
+         "tributary-tree": "Tributary tree of daemons",
          "gloo": "Gloo ring (TCP)", "mpi": "OpenMPI (TCP BTL)"}
 
 

@@ -9,6 +9,12 @@
 // --rank/--size/--job-id/--job-key (the same job on all ranks), exactly as a
 // launcher (torchrun, mpirun) would start a training process.
 //
+// On a tree of daemons placed by tributary-manager (run_cluster_bench.sh
+// --racks, system tributary-tree) --rank/--size are the rank's child index
+// and its leaf daemon's fan-in, as `tributary job create` hands them out,
+// and --global-rank/--global-size its place in the whole job (the data
+// pattern, the check, and who prints).
+//
 // fp32 sum with the pattern of the Gloo/MPI peers (bench/common/
 // allreduce_table.h), out of place, every size checked element by element.
 // The time column is the slowest rank's mean, gathered with a Tributary
@@ -60,8 +66,9 @@ Status Run(Communicator* comm, const Buffer& send, const Buffer& recv, size_t co
 
 class ClusterRank {
  public:
-  ClusterRank(Communicator* comm, const tributary::bench::SizeSweep& sweep)
-      : comm_(comm), sweep_(sweep) {}
+  ClusterRank(Communicator* comm, const tributary::bench::SizeSweep& sweep, int global_rank,
+              int global_size)
+      : comm_(comm), sweep_(sweep), rank_(global_rank), size_(global_size) {}
 
   // Registers the data buffers and the small one used to gather results.
   Status Setup(uint64_t max_bytes) {
@@ -87,8 +94,7 @@ class ClusterRank {
   // total of wrong elements.
   Status RunSize(uint64_t bytes, double* max_us, double* wrong) {
     const size_t count = bytes / 4;
-    const int rank = static_cast<int>(comm_->rank());
-    tributary::bench::FillSweepPattern(sweep_, send_mem_.get(), count, rank);
+    tributary::bench::FillSweepPattern(sweep_, send_mem_.get(), count, rank_);
     std::fill(recv_mem_.get(), recv_mem_.get() + count, -1000.0f);
     for (int i = 0; i < sweep_.warmup; ++i) {
       Status s = Run(comm_, send_, recv_, count, DataType::kFloat32, ReduceOp::kSum);
@@ -103,7 +109,7 @@ class ClusterRank {
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / sweep_.iterations;
     const double my_wrong =
         sweep_.check ? static_cast<double>(tributary::bench::CheckSweepPattern(
-                           sweep_, recv_mem_.get(), count, static_cast<int>(comm_->world_size())))
+                           sweep_, recv_mem_.get(), count, size_))
                      : 0.0;
     Status s = Gather(avg_us, ReduceOp::kMax, max_us);
     if (!s.ok()) return s;
@@ -124,6 +130,7 @@ class ClusterRank {
   };
   Communicator* comm_;
   const tributary::bench::SizeSweep& sweep_;
+  const int rank_, size_;  // in the whole job
   Memory send_mem_, recv_mem_;
   std::unique_ptr<double, DoubleFree> scalar_mem_;
   Buffer send_, recv_, scalar_;
@@ -160,6 +167,10 @@ int main(int argc, char** argv) {
   app.add_option("--daemon", daemon, "tributaryd HOST:PORT")->required();
   app.add_option("--job-id", job_id, "Job id, the same on all ranks")->required();
   app.add_option("--job-key", job_key, "Job key, the same on all ranks")->required();
+  int global_rank = -1, global_size = -1;
+  app.add_option("--global-rank", global_rank,
+                 "Rank in the whole job when --rank is a child index at a leaf daemon");
+  app.add_option("--global-size", global_size, "Ranks in the whole job (with --global-rank)");
   app.add_option("--payload", payload, "Payload bytes per packet (0 = library default)");
   app.add_option("--window", window, "Fragments in flight (0 = library default)");
   app.add_option("--timeout-ms", timeout_ms, "Per-collective timeout (0 = library default)");
@@ -170,9 +181,14 @@ int main(int argc, char** argv) {
 
   std::string error;
   const std::vector<uint64_t> sizes = tributary::bench::Fp32Sizes(sweep, &error);
-  if (sizes.empty() || sweep.iterations < 1 || size < 1 || rank < 0 || rank >= size) {
+  if (global_rank < 0) global_rank = rank;
+  if (global_size < 0) global_size = size;
+  if (sizes.empty() || sweep.iterations < 1 || size < 1 || rank < 0 || rank >= size ||
+      global_rank >= global_size || global_size < size) {
     std::fprintf(stderr, "tributary_cluster_rank: %s\n",
-                 error.empty() ? "need -n >= 1 and 0 <= --rank < --size" : error.c_str());
+                 error.empty() ? "need -n >= 1, 0 <= --rank < --size <= --global-size and "
+                                 "--global-rank < --global-size"
+                               : error.c_str());
     return 2;
   }
   auto options = tributary::Options::FromEnvironment();
@@ -192,11 +208,12 @@ int main(int argc, char** argv) {
   if (!created.ok()) return Fail(rank, "Communicator::Create(" + daemon + ")", created.status());
   std::unique_ptr<Communicator> comm = std::move(created.value());
 
-  ClusterRank runner(comm.get(), sweep);
+  ClusterRank runner(comm.get(), sweep, global_rank, global_size);
   Status status = runner.Setup(sizes.back());
   if (!status.ok()) return Fail(rank, "setup", status);
-  tributary::bench::AllReduceTable table(size);
-  if (rank == 0) {
+  tributary::bench::AllReduceTable table(global_size);
+  const bool printer = global_rank == 0;
+  if (printer) {
     const tributary::Options& resolved = comm->options();
     std::printf("# tributary_cluster_rank: Communicator::AllReduce via %s (%s), out of place,"
                 " payload %u B, window %u, block-sparse %s; input density %g%% of %llu-byte "
@@ -204,7 +221,7 @@ int main(int argc, char** argv) {
                 resolved.payload_bytes, resolved.window, resolved.block_sparse ? "on" : "off",
                 sweep.density, static_cast<unsigned long long>(sweep.density_block));
     std::printf("# nranks %d minBytes %llu maxBytes %llu step: %llu(factor) warmup iters: %d "
-                "iters: %d validation: %d\n", size,
+                "iters: %d validation: %d\n", global_size,
                 static_cast<unsigned long long>(sizes.front()),
                 static_cast<unsigned long long>(sizes.back()),
                 static_cast<unsigned long long>(sweep.factor), sweep.warmup, sweep.iterations,
@@ -215,7 +232,7 @@ int main(int argc, char** argv) {
     double max_us = 0, wrong = 0;
     status = runner.RunSize(bytes, &max_us, &wrong);
     if (!status.ok()) return Fail(rank, "all-reduce of " + std::to_string(bytes) + " B", status);
-    if (rank == 0) table.PrintRow(bytes, max_us, static_cast<uint64_t>(wrong));
+    if (printer) table.PrintRow(bytes, max_us, static_cast<uint64_t>(wrong));
   }
   // Counters of the whole run (warm-up and the gathers included).
   const tributary::CommStats stats = comm->Stats();
@@ -235,7 +252,7 @@ int main(int argc, char** argv) {
     status = runner.Gather(totals[i], max ? ReduceOp::kMax : ReduceOp::kSum, &totals[i]);
     if (!status.ok()) return Fail(rank, "gathering counters", status);
   }
-  if (rank == 0) {
+  if (printer) {
     table.PrintFooter();
     std::printf("# fragments sent %.0f, retransmissions %.0f, probes %.0f, losses detected %.0f"
                 ", zero fragments declared %.0f (sums over ranks); srtt_us max %.0f, rto_us max "

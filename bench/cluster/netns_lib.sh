@@ -135,6 +135,28 @@ netns_tbf() {  # NS DEV RATE
   tc -n "$1" qdisc replace dev "$2" root tbf rate "$3" burst "$burst" limit "$limit"
 }
 
+# Host I's namespace and its link: eth0 there, port h<I> on br0 of the
+# switch namespace SW, tbf at NETNS_RATE on both ends when set.
+netns__add_host() {  # I SW
+  local i=$1 sw=$2 ns
+  ns=$(netns_host_ns "$i")
+  ip netns add "$ns" || return 1
+  NETNS_CREATED+=("$ns")
+  ip -n "$ns" link set lo up
+  # Both ends are created directly in their namespaces: no name ever
+  # appears in the root namespace, so parallel runs cannot collide there.
+  ip -n "$sw" link add "h$i" mtu "$NETNS_MTU" type veth \
+    peer name eth0 netns "$ns" mtu "$NETNS_MTU" || return 1
+  ip -n "$sw" link set "h$i" master br0
+  ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$sw" link set "h$i" up
+  if [[ -n "$NETNS_RATE" ]]; then
+    netns_tbf "$ns" eth0 "$NETNS_RATE" || return 1
+    netns_tbf "$sw" "h$i" "$NETNS_RATE" || return 1
+  fi
+}
+
 netns_cluster_create() {  # N [RATE] [MTU]
   local n=$1 i ns
   NETNS_RATE=${2:-}
@@ -148,24 +170,7 @@ netns_cluster_create() {  # N [RATE] [MTU]
   ip -n "$NETNS_SWITCH" link set br0 type bridge stp_state 0 forward_delay 0
   ip -n "$NETNS_SWITCH" link set br0 mtu "$NETNS_MTU"
   ip -n "$NETNS_SWITCH" addr add "${NETNS_DAEMON_ADDR}/24" dev br0
-  for ((i = 0; i < n; ++i)); do
-    ns=$(netns_host_ns "$i")
-    ip netns add "$ns" || return 1
-    NETNS_CREATED+=("$ns")
-    ip -n "$ns" link set lo up
-    # Both ends are created directly in their namespaces: no name ever
-    # appears in the root namespace, so parallel runs cannot collide there.
-    ip -n "$NETNS_SWITCH" link add "h$i" mtu "$NETNS_MTU" type veth \
-      peer name eth0 netns "$ns" mtu "$NETNS_MTU" || return 1
-    ip -n "$NETNS_SWITCH" link set "h$i" master br0
-    ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$NETNS_SWITCH" link set "h$i" up
-    if [[ -n "$NETNS_RATE" ]]; then
-      netns_tbf "$ns" eth0 "$NETNS_RATE" || return 1
-      netns_tbf "$NETNS_SWITCH" "h$i" "$NETNS_RATE" || return 1
-    fi
-  done
+  for ((i = 0; i < n; ++i)); do netns__add_host "$i" "$NETNS_SWITCH" || return 1; done
   ip -n "$NETNS_SWITCH" link set br0 up
   NETNS_NHOSTS=$n
   # Wait until every bridge port forwards (ports come up asynchronously).
@@ -231,21 +236,7 @@ netns_tree_create() {  # N RACKS RATE UPLINK_RATE [MTU]
     fi
   done
   for ((i = 0; i < n; ++i)); do
-    ns=$(netns_host_ns "$i")
-    rns=$(netns_rack_ns $((i / NETNS_PER_RACK)))
-    ip netns add "$ns" || return 1
-    NETNS_CREATED+=("$ns")
-    ip -n "$ns" link set lo up
-    ip -n "$rns" link add "h$i" mtu "$NETNS_MTU" type veth peer name eth0 netns "$ns" \
-      mtu "$NETNS_MTU" || return 1
-    ip -n "$rns" link set "h$i" master br0
-    ip -n "$ns" addr add "$(netns_host_addr "$i")/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$rns" link set "h$i" up
-    if [[ -n "$NETNS_RATE" ]]; then
-      netns_tbf "$ns" eth0 "$NETNS_RATE" || return 1
-      netns_tbf "$rns" "h$i" "$NETNS_RATE" || return 1
-    fi
+    netns__add_host "$i" "$(netns_rack_ns $((i / NETNS_PER_RACK)))" || return 1
   done
   ip -n "$NETNS_SWITCH" link set br0 up
   netns__wait_ports "$NETNS_SWITCH" "$racks" || return 1

@@ -3,7 +3,7 @@
 # The scale study (docs/PERFORMANCE.md §14): tributary_sim swept over host
 # counts, sizes and scenarios; CSV, Markdown tables and PNG plots.
 #
-#   bash bench/sim/run_sim.sh --build build --out /tmp/sim             # all (~45 min)
+#   bash bench/sim/run_sim.sh --build build --out /tmp/sim             # all (~70 min)
 #   bash bench/sim/run_sim.sh --build build --out /tmp/sim --quick     # 64 hosts (CI smoke)
 #   --parts validation,scale,sizes,scenarios   which parts (default all)
 #   --hosts-list "64 256 1024 4096 16384"      the scale part's host counts

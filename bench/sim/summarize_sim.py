@@ -109,8 +109,9 @@ def scale(out, rows):
 set output 'sim-scale.png'
 set multiplot layout 1,2
 set logscale x 2
+set xtics (64, 256, 1024, 4096, 16384)
 set xlabel 'hosts (one rank each)'
-set key top left
+set key bottom right
 set title 'busbw at 64 MiB (GB/s), 400 Gb/s links'
 plot 'scale.dat' u 1:2 w lp t 'Tributary', '' u 1:3 w lp t 'double binary tree', \\
      '' u 1:($4>0?$4:1/0) w lp t 'ring'

@@ -162,24 +162,12 @@ netns_cluster_create() {  # N [RATE] [MTU]
   NETNS_RATE=${2:-}
   NETNS_MTU=${3:-9000}
   if ((n < 1 || n > 250)); then netns_log "hosts must be 1..250"; return 1; fi
-  ip netns add "$NETNS_SWITCH" || return 1
-  NETNS_CREATED+=("$NETNS_SWITCH")
-  ip -n "$NETNS_SWITCH" link set lo up
-  ip -n "$NETNS_SWITCH" link add br0 type bridge || return 1
-  # No STP, no forwarding delay: a port forwards as soon as it is up.
-  ip -n "$NETNS_SWITCH" link set br0 type bridge stp_state 0 forward_delay 0
-  ip -n "$NETNS_SWITCH" link set br0 mtu "$NETNS_MTU"
-  ip -n "$NETNS_SWITCH" addr add "${NETNS_DAEMON_ADDR}/24" dev br0
+  netns__bridge_ns "$NETNS_SWITCH" "$NETNS_DAEMON_ADDR" || return 1
   for ((i = 0; i < n; ++i)); do netns__add_host "$i" "$NETNS_SWITCH" || return 1; done
   ip -n "$NETNS_SWITCH" link set br0 up
   NETNS_NHOSTS=$n
-  # Wait until every bridge port forwards (ports come up asynchronously).
-  local tries
-  for ((tries = 0; tries < 100; ++tries)); do
-    (($(bridge -n "$NETNS_SWITCH" link show | grep -c 'master br0 .*state forwarding') == n)) && break
-    sleep 0.05
-  done
-  if ((tries == 100)); then netns_log "bridge ports did not reach forwarding state"; return 1; fi
+  # Ports come up asynchronously: wait until every one forwards.
+  netns__wait_ports "$NETNS_SWITCH" "$n" || return 1
   return 0
 }
 
@@ -188,7 +176,8 @@ netns_rack_addr() { echo "${NETNS_SUBNET}.$((200 + $1))"; }
 NETNS_RACKS=0
 NETNS_PER_RACK=0
 
-# A bridge br0 with ADDR in namespace NS (created here), STP off.
+# A bridge br0 with ADDR in namespace NS (created here). No STP, no
+# forwarding delay: a port forwards as soon as it is up.
 netns__bridge_ns() {  # NS ADDR
   ip netns add "$1" || return 1
   NETNS_CREATED+=("$1")

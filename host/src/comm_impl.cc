@@ -344,6 +344,8 @@ void AddCounters(CommStats* total, const CommStats& s) {
   total->ecn_marks += s.ecn_marks;
   total->window_polls += s.window_polls;
   total->zero_fragments += s.zero_fragments;
+  total->caller_sent += s.caller_sent;
+  total->caller_completed += s.caller_completed;
   total->window_limit = std::min(total->window_limit, s.window_limit);
   total->srtt_us = std::max(total->srtt_us, s.srtt_us);
   total->rto_us = std::max(total->rto_us, s.rto_us);
@@ -727,6 +729,12 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
       };
     }
   }
+  // Caller-driven progress (progress.h): a small single-part operation of an
+  // API caller (no completion hook: those run inside the engine) is sent by
+  // this thread when its lane is idle, and waiting on it drives the lane.
+  const bool small = parts.size() == 1 && !then && count > 0 &&
+                     total * esize <= config_.options.inline_progress_bytes;
+  host::ProgressEngine* owned = nullptr;
   {
     // Collective ids and the submission order must agree, so both are taken
     // under one lock.
@@ -763,9 +771,19 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
       };
       Lane& lane = lanes_[parts[i].lane];
       d.collective_id = lane.next_collective_id++;
+      if (small) {
+        state->drive = lane.progress->drive_link();
+        if (lane.progress->SubmitOwned(d)) {
+          owned = lane.progress.get();
+          continue;
+        }
+      }
       lane.progress->Submit(std::move(d));
     }
   }
+  // Sent outside the lock: another thread's submission need not wait for
+  // this one's packets.
+  if (owned) owned->SendOwned();
   return MakeRequest(state);
 }
 

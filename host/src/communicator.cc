@@ -6,6 +6,7 @@
 #include "host/src/comm_impl.h"
 #include "host/src/launcher_env.h"
 #include "host/src/init.h"
+#include "host/src/progress.h"
 #include "host/src/request_state.h"
 #include "tributary/log.h"
 
@@ -19,6 +20,9 @@ bool Request::Test(Status* status) const {
     if (status) *status = Status(StatusCode::kFailedPrecondition, "Test on an empty Request");
     return true;
   }
+  // A small operation: one pass of its engine on this thread, if its
+  // progress thread is parked (never waits for it).
+  if (state_->drive && !state_->IsDone()) host::DriveRequest(*state_, 0, false);
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->done && status) *status = state_->status;
   return state_->done;
@@ -26,6 +30,10 @@ bool Request::Test(Status* status) const {
 
 Status Request::Wait() const {
   if (!state_) return Status(StatusCode::kFailedPrecondition, "Wait on an empty Request");
+  // A small operation: run its engine on this thread until it completes
+  // (progress.h, caller-driven progress); the wait below then returns at
+  // once, or waits for the progress thread when this thread could not drive.
+  if (state_->drive && !state_->IsDone()) host::DriveRequest(*state_, UINT64_MAX, true);
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   return state_->status;
@@ -33,8 +41,15 @@ Status Request::Wait() const {
 
 Status Request::WaitFor(std::chrono::milliseconds timeout) const {
   if (!state_) return Status(StatusCode::kFailedPrecondition, "Wait on an empty Request");
+  const auto until = std::chrono::steady_clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+  if (state_->drive && !state_->IsDone()) {
+    // MonotonicNs is CLOCK_MONOTONIC, as steady_clock is on Linux.
+    const uint64_t deadline_ns = host::MonotonicNs() + static_cast<uint64_t>(std::max<int64_t>(
+                                                           0, std::chrono::nanoseconds(timeout).count()));
+    host::DriveRequest(*state_, deadline_ns, true);
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+  if (!state_->cv.wait_until(lock, until, [&] { return state_->done; })) {
     return Status(StatusCode::kTimedOut, "operation still in progress after " +
                                              std::to_string(timeout.count()) + " ms");
   }

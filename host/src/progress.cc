@@ -14,8 +14,6 @@
 namespace tributary::host {
 namespace {
 
-constexpr int kRecvBatch = 64;
-
 // Whether all n bytes are zero (block-sparse all-reduce): 64 bytes a step,
 // so that dense data leaves at its first non-zero line.
 bool AllZero(const uint8_t* p, size_t n) {
@@ -81,19 +79,27 @@ ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobId
 
 ProgressEngine::~ProgressEngine() { Stop(); }
 
-void ProgressEngine::Start() { thread_ = std::thread([this] { Run(); }); }
-
-void ProgressEngine::Submit(OpDesc op) {
+void ProgressEngine::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) {
-      if (op.on_done) op.on_done();
-      op.request->Complete(Status(StatusCode::kAborted, "communicator is being destroyed"));
-      return;
-    }
-    submitted_.push_back(std::move(op));
+    started_ = true;
   }
-  transport_->Wake();
+  {
+    std::lock_guard<std::mutex> lock(link_->mu);
+    link_->engine = this;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ProgressEngine::Submit(OpDesc op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) {
+    if (op.on_done) op.on_done();
+    op.request->Complete(Status(StatusCode::kAborted, "communicator is being destroyed"));
+    return;
+  }
+  submitted_.push_back(std::move(op));
+  KickLocked();
 }
 
 void ProgressEngine::Stop() {
@@ -101,14 +107,21 @@ void ProgressEngine::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
     stopped_ = true;
+    stop_.store(true);
+    park_cv_.notify_all();
+    parked_cv_.notify_all();
   }
-  stop_.store(true);
-  transport_->Wake();
+  transport_->Wake();  // a caller driving may wait on the transport
   if (thread_.joinable()) {
     thread_.join();
   } else {
+    std::lock_guard<std::mutex> drive(drive_mu_);
     Shutdown();  // driven by Poll() (tests): shut down on this thread
   }
+  // No caller may reach this engine any more (drive_link.h).
+  std::unique_lock<std::mutex> lock(link_->mu);
+  link_->engine = nullptr;
+  link_->cv.wait(lock, [&] { return link_->users == 0; });
 }
 
 Status ProgressEngine::Health() const {
@@ -135,6 +148,8 @@ CommStats ProgressEngine::Stats() const {
   s.ecn_marks = counters_.ecn_marks.load(std::memory_order_relaxed);
   s.window_polls = counters_.window_polls.load(std::memory_order_relaxed);
   s.zero_fragments = counters_.zero_fragments.load(std::memory_order_relaxed);
+  s.caller_sent = counters_.caller_sent.load(std::memory_order_relaxed);
+  s.caller_completed = counters_.caller_completed.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -177,37 +192,6 @@ int64_t ProgressEngine::Poll() {
   PublishTransportStats();
   last_events_ = n;
   return wait_us;
-}
-
-void ProgressEngine::Run() {
-  // This thread's log lines name its rank and job (JSON: "rank", "job").
-  base::ScopedLogRank log_rank(static_cast<int>(id_.rank));
-  base::ScopedLogJob log_job(id_.job_id);
-  while (!stop_.load(std::memory_order_relaxed)) {
-    int64_t wait_us = Poll();
-    if (last_events_ > 0) continue;
-    if (options_.spin_us > 0) {
-      // Busy-poll for a while before sleeping: lower latency, burns a core.
-      const uint64_t spin_end = clock_() + options_.spin_us * 1000ull;
-      bool got = false;
-      while (clock_() < spin_end && !stop_.load(std::memory_order_relaxed)) {
-        const int m = transport_->Recv(rx_.data(), kRecvBatch);
-        if (m > 0) {
-          PublishTransportStats();
-          const uint64_t t = clock_();
-          for (int i = 0; i < m; ++i) HandleEvent(rx_[i], t);
-          got = true;
-          break;
-        }
-        if (SubmissionsPending()) break;
-      }
-      if (got) continue;
-    }
-    if (SubmissionsPending()) continue;
-    if (!tx_.empty()) wait_us = std::min<int64_t>(wait_us < 0 ? 100 : wait_us, 100);
-    transport_->Wait(wait_us);
-  }
-  Shutdown();
 }
 
 void ProgressEngine::Shutdown() {

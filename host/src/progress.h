@@ -41,9 +41,26 @@
 // never blocks) plus Transport::Wait, so tests drive the engine with a fake
 // transport and a fake clock, no thread, no sleeps.
 //
-// Thread-safety: Submit(), Stats(), Health(), RequestStragglerReport() and
-// Stop() may be called from any thread; Poll() and everything it calls run
-// on the progress thread (or the test's thread when no thread is started).
+// Caller-driven progress (issue #15, progress_drive.cc): a thread-handed
+// 8-byte all-reduce costs four wake-ups (caller -> progress thread ->
+// aggregator -> progress thread -> caller) where a UDP ping-pong costs two.
+// So with nothing in flight the progress thread parks on a condition
+// variable instead of the socket, and a small operation
+// (Options::inline_progress_bytes) submitted then is sent by its caller
+// (SubmitOwned/SendOwned); its Wait() runs the engine on the caller's
+// thread, blocking on the socket itself, until the result is in
+// (DriveRequest). Waiting on a small operation the thread was already
+// carrying takes the engine over at the end of the thread's pass. The
+// progress thread takes back whatever a caller leaves in flight: at once
+// when a driving caller stops, and kHandoffNs after a caller sent an
+// operation it is not waiting for (so its loss recovery and result never
+// wait for a Wait). Large and overlapped operations stay with the thread.
+//
+// Thread-safety: Submit(), Stats(), Health(), RequestStragglerReport(),
+// SubmitOwned(), SendOwned(), Drive() and Stop() may be called from any
+// thread; Poll() and everything it calls run under drive_mu_, on the
+// progress thread or on a caller driving it (or on the test's thread when
+// no thread is started).
 #pragma once
 
 #include <array>
@@ -60,6 +77,7 @@
 #include "common/rtt_estimator.h"
 #include "host/src/congestion.h"
 #include "host/src/delivery_rate.h"
+#include "host/src/drive_link.h"
 #include "host/src/join_handshake.h"
 #include "host/src/loss_detection.h"
 #include "host/src/operation.h"
@@ -105,6 +123,21 @@ class ProgressEngine {
   // thread (if started) and fails pending straggler-report requests.
   void Stop();
 
+  // Caller-driven progress (progress_drive.cc). SubmitOwned queues `op`
+  // for its caller to send and drive, and takes it, only when the progress
+  // thread is parked with nothing in flight; false leaves `op` untouched
+  // (submit it normally). After a true, the caller must call SendOwned()
+  // (outside its own locks): it sends the operation and lets go.
+  bool SubmitOwned(OpDesc& op);
+  void SendOwned();
+  // Runs the engine on this thread until done() or deadline_ns
+  // (MonotonicNs); see DriveRequest (drive_link.h). False: did not drive.
+  bool Drive(internal::RequestState& state, uint64_t deadline_ns, bool block);
+  // The link small operations' Requests carry (drive_link.h).
+  const std::shared_ptr<DriveLink>& drive_link() const { return link_; }
+  // Whether the progress thread is parked (tests).
+  bool Parked() const;
+
   // One pass that never blocks: new submissions, the window, received
   // events, timers. Returns microseconds until the next timer (-1: none).
   int64_t Poll();
@@ -124,6 +157,19 @@ class ProgressEngine {
   struct TxEntry;
 
   void Run();
+  // The progress thread's park (under mu_): returns false on stop, true
+  // when the thread should run a pass.
+  bool AwaitTurn(std::unique_lock<std::mutex>& lock);
+  // One pass of the progress thread (under drive_mu_): Poll, spin, and wait
+  // on the transport unless the engine is idle or a caller wants it.
+  void RunPass();
+  // Nothing in flight, queued to send, or waited for: the thread may park.
+  bool IdleNow();
+  // Makes the progress thread look at the engine at once: notifies it when
+  // parked, else wakes the transport (whoever waits on it).
+  void KickLocked();
+  // A caller stops driving (under drive_mu_ and mu_): records what it left.
+  void ReleaseLocked(bool took_over);
   void Shutdown();
   void DrainSubmissions(uint64_t now);
   void FillWindow(uint64_t now);
@@ -208,6 +254,22 @@ class ProgressEngine {
   std::vector<std::shared_ptr<StatsWaiter>> stats_waiters_;  // guarded by mu_
   Status health_;                                            // guarded by mu_
   bool stopped_ = false;                                     // guarded by mu_
+  bool started_ = false;                                     // guarded by mu_: Start() ran
+  // Caller-driven progress (progress_drive.cc), guarded by mu_.
+  static constexpr uint64_t kHandoffNs = 2000000;
+  std::condition_variable park_cv_;    // the progress thread parks here
+  std::condition_variable parked_cv_;  // callers wait here for it to park
+  bool parked_ = false;       // the progress thread is parked, not in a pass
+  bool deep_parked_ = false;  // ... without a timeout
+  bool idle_ = false;         // the engine was idle when the last pass or drive ended
+  bool owned_ = false;        // a caller sent operations it has not driven yet
+  bool kick_ = false;         // the thread must run a pass
+  int drive_wanted_ = 0;      // callers driving or waiting to
+  uint64_t last_caller_ns_ = 0;  // MonotonicNs when a caller last sent or drove
+  // Held by whoever runs Poll(): the progress thread during its pass, or a
+  // driving caller. Lock order: drive_mu_, then mu_.
+  std::mutex drive_mu_;
+  std::shared_ptr<DriveLink> link_ = std::make_shared<DriveLink>();
 
   // Progress-thread state.
   std::deque<std::unique_ptr<Operation>> ops_;  // by first_seq
@@ -250,6 +312,7 @@ class ProgressEngine {
   uint64_t next_probe_ns_ = 0;            // no new probe before
   uint8_t probe_bytes_[4][proto::kHeaderSize + proto::kJoinSealedBodySize];  // queued copies
   uint32_t probe_bytes_next_ = 0;
+  static constexpr int kRecvBatch = 64;
   int last_events_ = 0;
   std::vector<RxEvent> rx_;
   // Packets waiting for the transport. Each entry owns its header bytes: a
@@ -271,7 +334,7 @@ class ProgressEngine {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
         early_recoveries{0}, cwnd_decreases{0}, tail_probes{0}, ecn_marks{0}, window_polls{0},
-        zero_fragments{0};
+        zero_fragments{0}, caller_sent{0}, caller_completed{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };

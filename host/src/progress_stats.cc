@@ -48,8 +48,8 @@ Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_
       return Status(StatusCode::kAborted, "communicator aborted earlier: " + health_.message());
     }
     stats_waiters_.push_back(w);
+    KickLocked();
   }
-  transport_->Wake();
   std::unique_lock<std::mutex> lock(w->mu);
   // The progress thread finishes the waiter at its deadline; the extra
   // second only guards against a progress thread that is gone.

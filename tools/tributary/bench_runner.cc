@@ -380,6 +380,8 @@ class BenchRun {
         tail_probes_ += done.tail_probes;
         ecn_marks_ += done.ecn_marks;
         window_polls_ += done.window_polls;
+        caller_sent_ += done.caller_sent;
+        caller_completed_ += done.caller_completed;
         min_window_limit_ = std::min(min_window_limit_, done.window_limit);
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
@@ -490,6 +492,12 @@ class BenchRun {
     // in flight (FORMAT.md §3.6), counted among the probes above.
     std::printf("# window polls %llu (all ranks; after a loss, the state of the whole window)\n",
                 static_cast<unsigned long long>(window_polls_));
+    // Caller-driven progress (TRIBUTARY_INLINE_PROGRESS_BYTES): operations
+    // the ranks' own threads sent and completed, without the progress thread.
+    std::printf("# caller-driven %llu sent, %llu completed (all ranks; small operations on the "
+                "caller's thread)\n",
+                static_cast<unsigned long long>(caller_sent_),
+                static_cast<unsigned long long>(caller_completed_));
     // Congestion control: how often queues beyond the target made a rank
     // keep fewer fragments in flight, and where the smallest limit ended.
     std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks), "
@@ -550,6 +558,8 @@ class BenchRun {
   uint64_t tail_probes_ = 0;
   uint64_t ecn_marks_ = 0;
   uint64_t window_polls_ = 0;
+  uint64_t caller_sent_ = 0;
+  uint64_t caller_completed_ = 0;
   ReadyReport node_{};  // rank 0's: the node level it runs
   uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;

@@ -61,6 +61,8 @@ class Rank {
     done.tail_probes = stats.tail_probes;
     done.ecn_marks = stats.ecn_marks;
     done.window_polls = stats.window_polls;
+    done.caller_sent = stats.caller_sent;
+    done.caller_completed = stats.caller_completed;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }

@@ -70,6 +70,8 @@ struct DoneReport {
   uint64_t tail_probes;
   uint64_t ecn_marks;
   uint64_t window_polls;
+  uint64_t caller_sent;
+  uint64_t caller_completed;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

@@ -60,6 +60,10 @@ class Buffer {
 };
 
 // Handle to an asynchronous collective. Copies share the same operation.
+// For a small operation (Options::inline_progress_bytes) Test, Wait and
+// WaitFor run the communicator's progress engine on the calling thread
+// (Test: one non-blocking pass, only when the progress thread is parked);
+// a Request outlives its communicator (waits then return kAborted).
 class TRIB_API Request {
  public:
   Request() = default;
@@ -132,6 +136,10 @@ struct CommStats {
   uint32_t nodes = 0;                // node level: hosts of the job (the stripe jobs' fan-in)
   uint64_t zero_fragments = 0;       // block-sparse all-reduce (Options::block_sparse): of
                                      // fragments_sent, those declared all zero by a notice
+  uint64_t caller_sent = 0;          // caller-driven progress (Options::inline_progress_bytes):
+                                     // collectives sent by the calling thread itself
+  uint64_t caller_completed = 0;     // collectives whose Wait/Test ran the progress engine on
+                                     // the calling thread until their result was in
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

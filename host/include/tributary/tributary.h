@@ -185,6 +185,11 @@ typedef struct trib_config {
   /* Bit-reproducible float32/float64 sum and avg all-reduces
    * (tributary::Options::reproducible): 1 = on, 0 = off (default). */
   int reproducible;
+  /* Caller-driven progress (tributary::Options::inline_progress_bytes):
+   * operations of at most this many bytes are sent and waited for on the
+   * calling thread when nothing else is in flight; 0 = always the progress
+   * thread. */
+  uint32_t inline_progress_bytes;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -265,6 +270,10 @@ typedef struct trib_stats {
   uint32_t nodes;             /* node level: hosts of the job */
   uint64_t zero_fragments;    /* block-sparse all-reduce: of fragments_sent, those declared
                                  all zero by a notice */
+  uint64_t caller_sent;       /* caller-driven progress (inline_progress_bytes): collectives
+                                 sent by the calling thread itself */
+  uint64_t caller_completed;  /* collectives whose wait/test ran the progress engine on the
+                                 calling thread until their result was in */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -7,7 +7,7 @@
 #                      [CORPUS dir]              seed corpus (read only)
 #                      [SMOKE_RUNS n]            inputs the ctest smoke runs (default 100000)
 #                      [DEPENDS file...]         extra files that trigger a rebuild
-#                      [LINK_LIBS flag...])      extra link flags (-lsodium)
+#                      [LINK_LIBS flag...])      extra link flags (-lsodium -lcrypto)
 #
 # Why a custom command rather than add_executable: CMake allows one C++
 # compiler per build, and the fuzzing runtime (-fsanitize=fuzzer) is clang's.

@@ -54,7 +54,7 @@ if ((install)); then
   # arm64 runtime library is installed, and the build gets its own CMake
   # package file for it (below). The others are Multi-Arch: same.
   packages=(g++-aarch64-linux-gnu qemu-user-static libcli11-dev libyaml-cpp-dev
-            libyaml-cpp0.7:arm64 libsodium-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
+            libyaml-cpp0.7:arm64 libsodium-dev:arm64 libssl-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Packet authentication with libsodium (see auth.h, FORMAT.md §7.2, §10.2).
+// Packet authentication with libsodium and OpenSSL's libcrypto (see auth.h,
+// FORMAT.md §7.2, §10.2).
 #include "proto/auth.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <sodium.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,7 +34,43 @@ inline uint64_t LoadLe64(const uint8_t* p) {
 }
 
 constexpr char kMacContext[16] = {'t', 'r', 'i', 'b', 'u', 't', 'a', 'r',
-                                  'y', '/', 'm', 'a', 'c', '/', 'v', '2'};
+                                  'y', '/', 'm', 'a', 'c', '/', 'v', '3'};
+
+// libcrypto's Poly1305, fetched once per process. Without it no packet of a
+// payload-MAC job could be made or checked: say why and stop, rather than
+// drop every packet as forged.
+[[noreturn]] void CryptoFailure(const char* what) {
+  std::fprintf(stderr, "tributary: OpenSSL libcrypto: %s (Poly1305 is required, FORMAT.md §10.2)\n",
+               what);
+  std::abort();
+}
+EVP_MAC* Poly1305() {
+  static EVP_MAC* const mac = [] {
+    // No clean-up at exit: a progress thread may still seal a packet while
+    // the process exits (a communicator never destroyed), and must not find
+    // libcrypto's providers freed under it. (Without effect when something
+    // else in the process initialised libcrypto first.)
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+    EVP_MAC* m = EVP_MAC_fetch(nullptr, "POLY1305", nullptr);
+    if (m == nullptr) CryptoFailure("no POLY1305 MAC in the loaded providers");
+    return m;
+  }();
+  return mac;
+}
+// One context per thread that hashes payloads (a context is not shareable);
+// freed when the thread ends.
+struct ThreadMacContext {
+  EVP_MAC_CTX* ctx = nullptr;
+  ~ThreadMacContext() { EVP_MAC_CTX_free(ctx); }
+  EVP_MAC_CTX* get() {
+    if (ctx == nullptr) {
+      ctx = EVP_MAC_CTX_new(Poly1305());
+      if (ctx == nullptr) CryptoFailure("EVP_MAC_CTX_new failed");
+    }
+    return ctx;
+  }
+};
+thread_local ThreadMacContext t_mac_context;
 // The largest header: header_words is a u8.
 constexpr size_t kMaxHeaderBytes = 255 * 8;
 
@@ -38,16 +78,17 @@ constexpr size_t kMaxHeaderBytes = 255 * 8;
 
 MacKey DeriveMacKey(uint32_t job_id, uint64_t job_key) {
   EnsureSodium();
-  // BLAKE2b-256 of (context, job id, job key); the halves are the keys.
+  // BLAKE2b-384 of (context, job id, job key): the header key, then the
+  // payload key.
   uint8_t in[sizeof(kMacContext) + 4 + 8];
   std::memcpy(in, kMacContext, sizeof(kMacContext));
   StoreLe32(in + sizeof(kMacContext), job_id);
   StoreLe64(in + sizeof(kMacContext) + 4, job_key);
-  uint8_t out[2 * kMacKeyBytes];
+  uint8_t out[kMacKeyBytes + kPayloadKeyBytes];
   crypto_generichash_blake2b(out, sizeof(out), in, sizeof(in), nullptr, 0);
   MacKey key;
   std::memcpy(key.header, out, kMacKeyBytes);
-  std::memcpy(key.payload, out + kMacKeyBytes, kMacKeyBytes);
+  std::memcpy(key.payload, out + kMacKeyBytes, kPayloadKeyBytes);
   sodium_memzero(in, sizeof(in));
   sodium_memzero(out, sizeof(out));
   return key;
@@ -78,19 +119,31 @@ DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, u
   return d;
 }
 
+void PayloadDigest(const MacKey& key, const uint8_t* payload, size_t payload_len,
+                   uint8_t out[kPayloadDigestBytes]) {
+  EVP_MAC_CTX* ctx = t_mac_context.get();
+  size_t n = 0;
+  static const uint8_t kEmpty[1] = {0};
+  if (EVP_MAC_init(ctx, key.payload, kPayloadKeyBytes, nullptr) != 1 ||
+      EVP_MAC_update(ctx, payload_len ? payload : kEmpty, payload_len) != 1 ||
+      EVP_MAC_final(ctx, out, &n, kPayloadDigestBytes) != 1 || n != kPayloadDigestBytes) {
+    CryptoFailure("Poly1305 failed");
+  }
+}
+
 uint64_t PacketMac(const MacKey& key, const uint8_t* header, size_t header_len,
                    const uint8_t* payload, size_t payload_len) {
   static_assert(crypto_shorthash_siphash24_BYTES == 8 && crypto_shorthash_siphash24_KEYBYTES == kMacKeyBytes);
   if (header_len > kMaxHeaderBytes) header_len = kMaxHeaderBytes;
-  alignas(64) uint8_t buf[kMaxHeaderBytes + 8];
+  alignas(64) uint8_t buf[kMaxHeaderBytes + kPayloadDigestBytes];
   std::memcpy(buf, header, header_len);
   std::memset(buf + kOffMac, 0, 8);
   std::memset(buf + kOffChecksum, 0, 4);
   size_t len = header_len;
   const uint16_t flags = uint16_t(header[kOffFlags] << 8 | header[kOffFlags + 1]);
   if (flags & kFlagPayloadMac) {
-    crypto_shorthash_siphash24(buf + len, payload, payload_len, key.payload);
-    len += 8;
+    PayloadDigest(key, payload, payload_len, buf + len);
+    len += kPayloadDigestBytes;
   }
   uint8_t tag[8];
   crypto_shorthash_siphash24(tag, buf, len, key.header);

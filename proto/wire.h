@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Constants of the Tributary data-plane wire format, version 2.
+// Constants of the Tributary data-plane wire format, version 3.
 //
 // This is the only header that defines the format's numbers; proto/FORMAT.md
 // is the normative prose they implement (section numbers cited below). It has
@@ -14,7 +14,7 @@ namespace tributary::proto {
 
 // FORMAT.md §2: fixed header.
 inline constexpr uint32_t kMagic = 0x54524942;  // "TRIB" in network byte order
-inline constexpr uint8_t kVersion = 2;         // v1 carried the job key in clear (§11)
+inline constexpr uint8_t kVersion = 3;         // v1 carried the job key in clear, v2 a SipHash payload digest (§11)
 inline constexpr size_t kHeaderSize = 64;       // fixed header, bytes
 inline constexpr uint8_t kHeaderWords = kHeaderSize / 8;
 
@@ -144,8 +144,11 @@ inline constexpr size_t kChallengeOffNonce = 8;      // u64 LE: the JOIN's nonce
 inline constexpr size_t kChallengeOffPublicKey = 16; // 32 bytes: the aggregator's X25519 key
 inline constexpr size_t kChallengeBodySize = 16 + kPublicKeyBytes;
 
-// FORMAT.md §10.2: the packet MAC is SipHash-2-4 with 64-bit tags.
+// FORMAT.md §10.2: the packet MAC is SipHash-2-4 with 64-bit tags, over
+// the header and a Poly1305 digest of the payload.
 inline constexpr size_t kMacKeyBytes = 16;
+inline constexpr size_t kPayloadKeyBytes = 32;
+inline constexpr size_t kPayloadDigestBytes = 16;
 
 // FORMAT.md §3.4: the STATS body: a summary followed by `entries` records,
 // children ordered by how often they completed a round (arrived last).

@@ -17,6 +17,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libyaml-cpp-dev
   libsodium-dev  # packet MACs, sealed job keys, JOIN cookies (proto/auth.h)
+  libssl-dev  # Poly1305 payload digests of packet MACs (proto/auth.h)
   clang libclang-rt-14-dev
   libgloo-dev openmpi-bin libopenmpi-dev
   iproute2 nftables procps util-linux

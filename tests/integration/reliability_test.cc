@@ -400,7 +400,9 @@ TEST_F(ReliabilityTest, SpoofedAggregatorPacketsDoNotDisturbARank) {
   auto forge = [&](uint8_t type, uint32_t aux, uint16_t flags, size_t payload_len) {
     std::vector<uint8_t> p(64 + payload_len);
     for (auto& x : p) x = static_cast<uint8_t>(rng());
-    const uint8_t header[16] = {'T', 'R', 'I', 'B', 2, type, uint8_t(flags >> 8), uint8_t(flags),
+    // The version byte is the sniffed RESULT's: the forgeries must get past
+    // decoding to the checks this test is about.
+    const uint8_t header[16] = {'T', 'R', 'I', 'B', result[4], type, uint8_t(flags >> 8), uint8_t(flags),
                                 uint8_t(job >> 24), uint8_t(job >> 16), uint8_t(job >> 8),
                                 uint8_t(job), 0, 0, 0, 0};
     std::memcpy(p.data(), header, sizeof(header));

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Packet authentication (proto/auth.h, FORMAT.md §3.8, §7.2, §10.2): the
 // MAC is what FORMAT.md specifies (recomputed here from its text with
-// libsodium directly), covers what it says it covers, and keys, sealed job
+// libsodium directly: its Poly1305 is an implementation independent of the
+// OpenSSL one auth.cc uses), covers what it says it covers, and keys, sealed job
 // keys and cookies are bound to what they are bound to.
 #include "proto/auth.h"
 
 #include <gtest/gtest.h>
 #include <sodium.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "proto/codec.h"
@@ -57,30 +60,42 @@ uint64_t LoadBe64(const uint8_t* p) {
 // FORMAT.md §10.2, step by step, with libsodium's primitives.
 TEST(Auth, MacIsTheConstructionFormatMdSpecifies) {
   const uint64_t job_key = 0x0123456789abcdefull;
-  // K = BLAKE2b-256("tributary/mac/v2" || LE32(job_id) || LE64(job_key)).
+  // K_h || K_p = BLAKE2b-384("tributary/mac/v3" || LE32(job_id) || LE64(job_key)).
   uint8_t in[16 + 4 + 8];
-  std::memcpy(in, "tributary/mac/v2", 16);
+  std::memcpy(in, "tributary/mac/v3", 16);
   const uint32_t job_id = 42;
   for (int i = 0; i < 4; ++i) in[16 + i] = uint8_t(job_id >> (8 * i));
   for (int i = 0; i < 8; ++i) in[20 + i] = uint8_t(job_key >> (8 * i));
-  uint8_t k[32];
+  uint8_t k[48];
   crypto_generichash_blake2b(k, sizeof(k), in, sizeof(in), nullptr, 0);
   const MacKey key = DeriveMacKey(job_id, job_key);
   ASSERT_EQ(0, std::memcmp(key.header, k, 16));
-  ASSERT_EQ(0, std::memcmp(key.payload, k + 16, 16));
+  ASSERT_EQ(0, std::memcmp(key.payload, k + 16, 32));
 
-  for (uint16_t flags : {uint16_t{0}, uint16_t{kFlagPayloadMac}}) {
-    Bytes b = Contribution(flags);
+  // Payloads of every length class Poly1305 pads differently (empty, part
+  // of a block, a block, a block and a bit, many blocks).
+  {
+    uint8_t p[16], d[kPayloadDigestBytes];
+    crypto_onetimeauth_poly1305(p, nullptr, 0, k + 16);
+    PayloadDigest(key, nullptr, 0, d);
+    EXPECT_EQ(0, std::memcmp(d, p, 16));
+  }
+  for (size_t elems : {size_t{1}, size_t{4}, size_t{5}, size_t{2048}}) {
+    for (uint16_t flags : {uint16_t{0}, uint16_t{kFlagPayloadMac}}) {
+    Bytes b = Contribution(flags, elems);
     Seal(key, &b);
     // H' = the header with mac and checksum zeroed; with the flag, then the
-    // payload's SipHash-2-4 under K_p, little-endian.
+    // payload's 16-byte Poly1305 digest under K_p.
     Bytes m(b.begin(), b.begin() + kHeaderSize);
     std::memset(m.data() + kOffMac, 0, 8);
     std::memset(m.data() + kOffChecksum, 0, 4);
     if (flags & kFlagPayloadMac) {
-      uint8_t p[8];
-      crypto_shorthash_siphash24(p, b.data() + kHeaderSize, b.size() - kHeaderSize, k + 16);
-      m.insert(m.end(), p, p + 8);
+      uint8_t p[16];
+      crypto_onetimeauth_poly1305(p, b.data() + kHeaderSize, b.size() - kHeaderSize, k + 16);
+      m.insert(m.end(), p, p + 16);
+      uint8_t d[kPayloadDigestBytes];
+      PayloadDigest(key, b.data() + kHeaderSize, b.size() - kHeaderSize, d);
+      EXPECT_EQ(0, std::memcmp(d, p, 16)) << elems;
     }
     uint8_t tag[8];
     crypto_shorthash_siphash24(tag, m.data(), m.size(), k);
@@ -88,7 +103,31 @@ TEST(Auth, MacIsTheConstructionFormatMdSpecifies) {
     for (int i = 7; i >= 0; --i) want = want << 8 | tag[i];  // the tag as a LE u64 ...
     EXPECT_EQ(LoadBe64(b.data() + kOffMac), want) << flags;  // ... written big-endian
     EXPECT_TRUE(Verifies(key, b));
+    }
   }
+}
+
+// Each thread hashes with its own libcrypto context: threads sealing and
+// verifying at once agree with a single thread's digests.
+TEST(Auth, DigestsAgreeAcrossThreads) {
+  const MacKey key = DeriveMacKey(7, 1234);
+  Bytes payload(8192);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = uint8_t(i * 131 + 5);
+  uint8_t want[kPayloadDigestBytes];
+  PayloadDigest(key, payload.data(), payload.size(), want);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        uint8_t d[kPayloadDigestBytes];
+        PayloadDigest(key, payload.data(), payload.size(), d);
+        if (std::memcmp(d, want, sizeof(d)) != 0) bad.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 // Every bit of the header (but the checksum field) is covered, and every

@@ -154,7 +154,7 @@ TEST(Codec, KnownHeaderBytes) {
   h.aux = 0xCAFEF00D;
   const uint8_t expected[kHeaderSize] = {
       0x54, 0x52, 0x49, 0x42,                          // magic "TRIB"
-      0x02, 0x04, 0x00, 0x05,                          // version, type, flags
+      0x03, 0x04, 0x00, 0x05,                          // version, type, flags
       0x00, 0x00, 0x00, 0x07,                          // job_id
       0xDE, 0xAD, 0xBE, 0xEF,                          // epoch
       0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF,  // mac
@@ -246,8 +246,9 @@ TEST(DecodeErrors, BadMagic) {
 }
 
 TEST(DecodeErrors, BadVersion) {
-  // 1: the format before authentication (job key in clear) is refused.
-  for (uint8_t v : {0, 1, 3, 255}) {
+  // 1: the format before authentication (job key in clear), 2: the SipHash
+  // payload digest (§11), are refused.
+  for (uint8_t v : {0, 1, 2, 4, 255}) {
     Bytes b = ValidPacket(MsgType::kLeave);
     b[kOffVersion] = v;
     EXPECT_EQ(DecodeBytes(b), DecodeError::kBadVersion) << int(v);

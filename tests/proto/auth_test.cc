@@ -82,27 +82,27 @@ TEST(Auth, MacIsTheConstructionFormatMdSpecifies) {
   }
   for (size_t elems : {size_t{1}, size_t{4}, size_t{5}, size_t{2048}}) {
     for (uint16_t flags : {uint16_t{0}, uint16_t{kFlagPayloadMac}}) {
-    Bytes b = Contribution(flags, elems);
-    Seal(key, &b);
-    // H' = the header with mac and checksum zeroed; with the flag, then the
-    // payload's 16-byte Poly1305 digest under K_p.
-    Bytes m(b.begin(), b.begin() + kHeaderSize);
-    std::memset(m.data() + kOffMac, 0, 8);
-    std::memset(m.data() + kOffChecksum, 0, 4);
-    if (flags & kFlagPayloadMac) {
-      uint8_t p[16];
-      crypto_onetimeauth_poly1305(p, b.data() + kHeaderSize, b.size() - kHeaderSize, k + 16);
-      m.insert(m.end(), p, p + 16);
-      uint8_t d[kPayloadDigestBytes];
-      PayloadDigest(key, b.data() + kHeaderSize, b.size() - kHeaderSize, d);
-      EXPECT_EQ(0, std::memcmp(d, p, 16)) << elems;
-    }
-    uint8_t tag[8];
-    crypto_shorthash_siphash24(tag, m.data(), m.size(), k);
-    uint64_t want = 0;
-    for (int i = 7; i >= 0; --i) want = want << 8 | tag[i];  // the tag as a LE u64 ...
-    EXPECT_EQ(LoadBe64(b.data() + kOffMac), want) << flags;  // ... written big-endian
-    EXPECT_TRUE(Verifies(key, b));
+      Bytes b = Contribution(flags, elems);
+      Seal(key, &b);
+      // H' = the header with mac and checksum zeroed; with the flag, then the
+      // payload's 16-byte Poly1305 digest under K_p.
+      Bytes m(b.begin(), b.begin() + kHeaderSize);
+      std::memset(m.data() + kOffMac, 0, 8);
+      std::memset(m.data() + kOffChecksum, 0, 4);
+      if (flags & kFlagPayloadMac) {
+        uint8_t p[16];
+        crypto_onetimeauth_poly1305(p, b.data() + kHeaderSize, b.size() - kHeaderSize, k + 16);
+        m.insert(m.end(), p, p + 16);
+        uint8_t d[kPayloadDigestBytes];
+        PayloadDigest(key, b.data() + kHeaderSize, b.size() - kHeaderSize, d);
+        EXPECT_EQ(0, std::memcmp(d, p, 16)) << elems;
+      }
+      uint8_t tag[8];
+      crypto_shorthash_siphash24(tag, m.data(), m.size(), k);
+      uint64_t want = 0;
+      for (int i = 7; i >= 0; --i) want = want << 8 | tag[i];  // the tag as a LE u64 ...
+      EXPECT_EQ(LoadBe64(b.data() + kOffMac), want) << flags;  // ... written big-endian
+      EXPECT_TRUE(Verifies(key, b));
     }
   }
 }

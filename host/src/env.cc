@@ -324,7 +324,7 @@ const EnvVar kEnvTable[] = {
      "finds every loss of a burst); 0: timers and send-time detection alone."},
     {"TRIBUTARY_SPIN_US", "u32", SetU32<&Options::spin_us, 0, 1000000>,
      U32Default<&Options::spin_us>,
-     "Progress thread busy-polls this long before sleeping: lower latency, burns a core."},
+     "Progress thread (and a caller driving a small operation) busy-polls this long before sleeping: lower latency, burns a core."},
     {"TRIBUTARY_INLINE_PROGRESS_BYTES", "u32",
      SetU32<&Options::inline_progress_bytes, 0, (1u << 30)>,
      U32Default<&Options::inline_progress_bytes>,

@@ -194,15 +194,23 @@ bool ProgressEngine::Drive(internal::RequestState& state, uint64_t deadline_ns, 
   }
   std::lock_guard<std::mutex> drive(drive_mu_);
   bool completed = false;
+  // spin_us: poll without sleeping this long after the start and after
+  // each packet, like the progress thread (RunPass).
+  const uint64_t spin_ns = uint64_t{options_.spin_us} * 1000;
+  uint64_t spin_until = spin_ns > 0 ? MonotonicNs() + spin_ns : 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     int64_t wait_us = Poll();
     if (state.IsDone()) {
       completed = true;
       break;
     }
-    if (last_events_ > 0) continue;
     const uint64_t now = MonotonicNs();
+    if (last_events_ > 0) {
+      if (spin_ns > 0) spin_until = now + spin_ns;
+      continue;
+    }
     if (!block || now >= deadline_ns) break;
+    if (now < spin_until) continue;
     if (deadline_ns != UINT64_MAX) {
       const int64_t left = UsUntil(deadline_ns, now);
       wait_us = wait_us < 0 ? left : std::min(wait_us, left);

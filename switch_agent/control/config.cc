@@ -66,6 +66,10 @@ const Field kFields[] = {
     {"udp_offload", "udp: 1 sends runs of same-size datagrams to one peer as one UDP GSO "
      "message where the kernel and the route allow it; 0 = one datagram per message", nullptr,
      &Config::udp_offload},
+    {"busy_poll_us", "udp: after a packet, poll the socket without sleeping for up to this many "
+     "microseconds before blocking (lower latency, a core spins while packets keep coming; "
+     "also asks the kernel for SO_BUSY_POLL); 0 = block at once (0-10000)", nullptr,
+     &Config::busy_poll_us},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
     {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
@@ -330,6 +334,7 @@ Status ValidateConfig(const Config& c) {
   range("batch_size", c.batch_size, 1, 1024);
   range("shed_after_ms", c.shed_after_ms, 0, 60000);
   range("udp_offload", c.udp_offload, 0, 1);
+  range("busy_poll_us", c.busy_poll_us, 0, 10000);
   if (c.fair_queue_packets != 0) {
     range("fair_queue_packets", c.fair_queue_packets, 2 * c.batch_size, 65536);
   }
@@ -488,6 +493,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.shed_after_ms = static_cast<uint32_t>(c.shed_after_ms);
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.udp_offload = c.udp_offload != 0;
+  o.busy_poll_us = static_cast<uint32_t>(c.busy_poll_us);
   o.max_peers = static_cast<uint32_t>(c.max_peers);
   o.eal_args = c.eal_args;
   o.dpdk_lanes = static_cast<uint32_t>(c.dpdk_lanes);

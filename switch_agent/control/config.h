@@ -75,6 +75,7 @@ struct Config {
   // udp: runs of same-size datagrams to one peer go out as one UDP GSO
   // message (where the kernel and the route's MTU allow); 0 = never.
   uint64_t udp_offload = 1;
+  uint64_t busy_poll_us = 0;
   // udp: share-nothing lanes (thread + socket + engine each) on ports
   // port..port+N-1; ranks stripe a job over them with TRIBUTARY_LANES=N.
   uint64_t udp_lanes = 1;

@@ -46,6 +46,7 @@ struct DataplaneOptions {
   uint64_t socket_buffer_bytes = 16u << 20;   // SO_RCVBUF/SO_SNDBUF request; 0 = OS default
   bool udp_offload = true;                    // udp: GSO runs of same-size datagrams to one peer
   uint32_t udp_lanes = 1;                     // udp: share-nothing lanes; lane k serves port+k
+  uint32_t busy_poll_us = 0;                  // udp: spin this long after a packet before sleeping
   uint32_t max_peers = 65536;                 // peer table bound; new peers refused beyond it
   int poll_timeout_ms = 100;                  // idle wake-up: stop flag, Reap, stats
   std::string eal_args;                       // dpdk only: DPDK EAL arguments, split on spaces

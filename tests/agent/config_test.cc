@@ -163,6 +163,7 @@ TEST(ConfigTest, BadValuesAreRejected) {
       {{"--batch-size", "1025"}, "batch_size"},
       {{"--fair-queue-packets", "127"}, "fair_queue_packets: 127 is out of range [128, 65536]"},
       {{"--shed-after-ms", "60001"}, "shed_after_ms"},
+      {{"--busy-poll-us", "10001"}, "busy_poll_us"},
       {{"--socket-buffer-bytes", "100"}, "socket_buffer_bytes"},
       {{"--max-peers", "0"}, "max_peers"},
       {{"--log-level", "verbose"}, "log_level"},
@@ -232,6 +233,8 @@ TEST(ConfigTest, ConversionsUseTheRightUnits) {
   c.max_memory_mb = 3;
   c.job_idle_timeout_s = 2;
   c.port = 1234;
+  c.busy_poll_us = 50;
+  EXPECT_EQ(ToDataplaneOptions(c).busy_poll_us, 50u);
   EXPECT_EQ(ToEngineLimits(c).max_memory_bytes, 3u << 20);
   EXPECT_EQ(ToEngineLimits(c).job_idle_timeout_ns, 2000000000u);
   EXPECT_EQ(ToDataplaneOptions(c).port, 1234);

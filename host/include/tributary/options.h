@@ -137,8 +137,10 @@ struct TRIB_API Options {
   // leaves recovery to the timers and send-time detection alone.
   bool window_poll = true;
 
-  // Progress thread: spin this long polling before it sleeps in the kernel.
-  // Spinning lowers latency and burns a core; 0 sleeps at once.
+  // The progress thread, and a caller driving its own small operation
+  // (inline_progress_bytes), poll this long after each packet before they
+  // sleep in the kernel. Spinning lowers latency and burns a core; 0 sleeps
+  // at once.
   uint32_t spin_us = 0;
   // Caller-driven progress: an operation of at most this many bytes,
   // submitted while nothing else is in flight on its lane, is sent by the

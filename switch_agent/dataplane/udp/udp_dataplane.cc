@@ -139,6 +139,18 @@ Status UdpDataplane::Init() {
     shed_after_ns_ = 0;
   }
 
+  // busy_poll_us: the loop spins in user space (Run); the kernel may also
+  // poll the NIC's queue for that long in a receive (SO_BUSY_POLL, which
+  // needs CAP_NET_ADMIN above net.core.busy_read; loopback has no queue).
+  if (options_.busy_poll_us > 0) {
+    const int us = static_cast<int>(options_.busy_poll_us);
+    if (setsockopt(fd_, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) != 0) {
+      TRIB_LOG(kInfo, kLog, "SO_BUSY_POLL %d us: %s; spinning in user space only", us,
+               strerror(errno));
+    }
+    TRIB_LOG(kInfo, kLog, "busy-poll: up to %d us after each packet before sleeping", us);
+  }
+
   // Every buffer the loop touches is allocated here, none per packet.
   // fair_queue_packets 0: a pool of one burst and one queue, arrival order.
   const size_t batch = options_.batch_size;
@@ -211,7 +223,12 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   TRIB_CHECK(fd_ >= 0);
   while (!stop.load(std::memory_order_relaxed)) {
     pollfd pfd{fd_, POLLIN, 0};
-    const int ready = poll(&pfd, 1, queue_->empty() ? PollTimeoutMs() : 0);
+    const int timeout_ms = queue_->empty() ? PollTimeoutMs() : 0;
+    // busy_poll_us: a packet that comes soon after the last one is read
+    // without a sleep and a wake-up; the timers still run on time.
+    const bool spun = timeout_ms > 0 && options_.busy_poll_us > 0 &&
+                      BusyPoll(stop, MonotonicNowNs() + uint64_t(timeout_ms) * 1000000);
+    const int ready = spun ? 1 : poll(&pfd, 1, timeout_ms);
     uint64_t now = MonotonicNowNs();
     ServiceProvisioning(now);
     if (ready <= 0 && queue_->empty()) {  // timeout, or EINTR: tick so the flag is seen
@@ -223,11 +240,13 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
       continue;
     }
     for (int pass = 0; pass < kMaxBurstsPerWake; ++pass) {
+      const uint64_t received = stats_.rx_packets;
       const bool more = Receive();
       // Stamped after the receive, so no packet of the batch arrived later
       // than its time: arrival order and lateness (straggler statistics)
       // never run backwards, however long the loop was descheduled.
       now = MonotonicNowNs();
+      if (stats_.rx_packets != received) last_rx_ns_ = now;
       if (!queue_->empty()) {
         ++stats_.rx_batches;
         ProcessQueued(now);
@@ -249,6 +268,15 @@ void UdpDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
 bool UdpDataplane::AttachProvisioner(Provisioner* provisioner) {
   provisioner_ = provisioner;
   return true;
+}
+
+bool UdpDataplane::BusyPoll(const std::atomic<bool>& stop, uint64_t limit_ns) {
+  const uint64_t until = std::min(limit_ns, last_rx_ns_ + uint64_t(options_.busy_poll_us) * 1000);
+  pollfd pfd{fd_, POLLIN, 0};
+  while (MonotonicNowNs() < until && !stop.load(std::memory_order_relaxed)) {
+    if (poll(&pfd, 1, 0) == 1) return true;
+  }
+  return false;
 }
 
 // While partial sums wait for a parent the uplink timers need millisecond

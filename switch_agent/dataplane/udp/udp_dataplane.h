@@ -139,6 +139,10 @@ class UdpDataplane final : public Dataplane {
   void PollUplinks(uint64_t now_ns);
   Status ResolveParent(const std::string& endpoint, engine::PeerToken* token);
   int PollTimeoutMs() const;
+  // Option busy_poll_us: polls without sleeping until a packet is ready
+  // (true), busy_poll_us after the last packet has passed, `limit_ns` is
+  // reached, or `stop` is set (false).
+  bool BusyPoll(const std::atomic<bool>& stop, uint64_t limit_ns);
 
   DataplaneOptions options_;
   engine::Engine* engine_;  // not owned
@@ -161,6 +165,7 @@ class UdpDataplane final : public Dataplane {
   std::vector<proto::PacketView> rx_views_;
   std::vector<uint8_t> rx_control_;  // per id: kControlBytes of control messages
   uint64_t behind_ns_ = 0;           // the newest datagram read waited this long in the kernel
+  uint64_t last_rx_ns_ = 0;          // when the last receive burst got a datagram (busy_poll_us)
   // The fair queue sheds only while behind_ns_ is at least this (option
   // shed_after_ms): the loop is really behind (a job ignoring congestion),
   // not absorbing a burst that congestion control will settle.

@@ -10,7 +10,9 @@
 // steering ring drops and counts, and every dropped or steered frame goes
 // back to its pool (no mbuf leak); the lanes' counters add up in reports; a
 // JOIN is challenged by the lane that owns its port, and every lane opens
-// keys sealed to the daemon's one identity.
+// keys sealed to the daemon's one identity; forged, altered, replayed and
+// misdirected frames change nothing (issue #12's attacks on this
+// dataplane).
 #include <gtest/gtest.h>
 #include <rte_mempool.h>
 #include <unistd.h>
@@ -195,6 +197,122 @@ TEST_F(LaneTest, FullSteeringRingDropsCountsAndLeaksNothing) {
                 engine::DropReason::kUnknownJob)],
             s0.steered_out);
   EXPECT_EQ(rte_mempool_avail_count(port_.pool), pool_free) << "mbufs leaked";
+}
+
+// Issue #12's attacks, on the DPDK dataplane: an attacker on the network
+// forges a contribution under a guessed key, alters the payload of a sealed
+// one, replays a rank's contribution from another address, JOINs as a rank
+// from another address, sends a RESULT and a NACK to the daemon, and replays
+// a contribution after its round completed. Nothing of it is aggregated,
+// nothing moves a rank, no answer goes to the attacker's addresses, and the
+// real round is exact (values that would show any forged contribution).
+TEST_F(LaneTest, HostileFramesChangeNothing) {
+  const uint32_t epoch = Join(0, kPort, 7, 0, 2);
+  ASSERT_NE(epoch, 0u);
+  ASSERT_EQ(Join(0, kPort, 7, 1, 2), epoch);
+  ASSERT_TRUE(Answers(0).empty());
+  auto header = [&](proto::MsgType type, uint32_t sender) {
+    proto::Header h{};
+    h.type = type;
+    h.job_id = 7;
+    h.epoch = epoch;
+    h.collective_id = 1;
+    h.sender = sender;
+    h.elem_count = 3;
+    h.dtype = proto::DataType::kInt32;
+    h.op = proto::ReduceOp::kSum;
+    return h;
+  };
+  const std::vector<int32_t> evil = {1000000, 1000000, 1000000};
+  const auto* evil_bytes = reinterpret_cast<const uint8_t*>(evil.data());
+  const auto drops = [&](engine::DropReason r) {
+    return engine_.counters().drops[static_cast<size_t>(r)];
+  };
+  // 1. A guessed key, from child 0's own address.
+  ASSERT_TRUE(port_.Send(0, 0, kPort, header(proto::MsgType::kContribution, 0), evil_bytes, 12,
+                         kKey ^ 0x5a5a));
+  // 2. Sealed with the right key, then one payload byte altered on the way.
+  {
+    proto::Header h = header(proto::MsgType::kContribution, 1);
+    h.flags |= proto::kFlagPayloadMac;
+    const std::vector<int32_t> v = {10, 20, 30};
+    std::vector<uint8_t> pkt(proto::kHeaderSize + 12);
+    ASSERT_EQ(proto::Encode(h, reinterpret_cast<const uint8_t*>(v.data()), 12, pkt.data(),
+                            pkt.size()),
+              pkt.size());
+    proto::SealPacket(proto::DeriveMacKey(7, kKey), pkt.data(), proto::kHeaderSize,
+                      pkt.data() + proto::kHeaderSize, 12);
+    pkt[proto::kHeaderSize + 1] ^= 0x40;  // 10 + 16384
+    rte_mbuf* m = port_.Frame(1, kPort, pkt.data(), pkt.size());
+    ASSERT_NE(m, nullptr);
+    ASSERT_EQ(rte_ring_enqueue(port_.rx[0], m), 0);
+  }
+  // 3. Child 0's contribution, byte for byte, from another address (a
+  // captured packet replayed; the ring port names sources by child index).
+  ASSERT_TRUE(port_.Send(0, 5, kPort, header(proto::MsgType::kContribution, 0), evil_bytes, 12,
+                         kKey));
+  // 4. A JOIN as child 0 from another address: challenged, nothing kept.
+  {
+    proto::Header h{};
+    h.type = proto::MsgType::kJoin;
+    h.job_id = 7;
+    h.sender = 0;
+    proto::JoinBody body{};
+    body.fan_in = 2;
+    body.slot_count = 4;
+    body.payload_bytes = 1024;
+    body.nonce = 0x6666;
+    uint8_t raw[proto::kJoinBodySize] = {};
+    proto::EncodeJoinBody(body, raw);
+    ASSERT_TRUE(port_.Send(0, 6, kPort, h, raw, proto::kJoinBodySize, kKey));
+  }
+  // 5. A RESULT and a NACK sent to the daemon, as if from a parent.
+  ASSERT_TRUE(port_.Send(0, 0, kPort, header(proto::MsgType::kResult, 0), evil_bytes, 12, kKey));
+  {
+    proto::Header h = header(proto::MsgType::kNack, 0);  // echoes a contribution's header
+    h.aux = static_cast<uint32_t>(proto::NackCode::kStaleEpoch);
+    ASSERT_TRUE(port_.Send(0, 1, kPort, h, nullptr, 0, kKey));
+  }
+  PollBoth();
+  const agent::DataplaneStats before_round = dp_->lane(0).stats();
+  EXPECT_EQ(before_round.join_challenges, 3u);  // two real handshakes, and the spoofed JOIN
+  EXPECT_EQ(drops(engine::DropReason::kBadMac), 2u);         // 1 and 2
+  EXPECT_EQ(drops(engine::DropReason::kForeignSource), 1u);  // 3
+  EXPECT_EQ(drops(engine::DropReason::kUnexpectedType), 2u);  // 5: this daemon has no parent
+  EXPECT_EQ(engine_.counters().contributions, 0u);
+  std::vector<uint16_t> answered;
+  port_.Drain(0, [&](uint16_t, const proto::PacketView& v) {
+    answered.push_back(static_cast<uint16_t>(v.header.type));
+  });
+  // Only the spoofed JOIN's CHALLENGE went out (to the source it claims,
+  // which proves nothing and is rate-limited); no NACK, no RESULT.
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered[0], static_cast<uint16_t>(proto::MsgType::kChallenge));
+
+  // The real round: [1,2,3] + [10,20,30], from the children's addresses.
+  for (uint32_t child = 0; child < 2; ++child) {
+    std::vector<int32_t> v = {1, 2, 3};
+    for (int32_t& x : v) x *= child == 0 ? 1 : 10;
+    ASSERT_TRUE(port_.Send(0, child, kPort, header(proto::MsgType::kContribution, child),
+                           reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
+  }
+  PollBoth();
+  std::vector<Answer> results = Answers(0);
+  ASSERT_EQ(results.size(), 2u);  // one per child, none to an attacker
+  for (const Answer& a : results) {
+    EXPECT_EQ(a.type, proto::MsgType::kResult);
+    EXPECT_EQ(a.values, (std::vector<int32_t>{11, 22, 33}));
+  }
+  // 6. Child 0's contribution replayed after the round: a duplicate (its
+  // result is re-sent to child 0), never a second contribution.
+  const std::vector<int32_t> first = {1, 2, 3};
+  ASSERT_TRUE(port_.Send(0, 0, kPort, header(proto::MsgType::kContribution, 0),
+                         reinterpret_cast<const uint8_t*>(first.data()), 12, kKey));
+  PollBoth();
+  for (const Answer& a : Answers(0)) EXPECT_EQ(a.values, (std::vector<int32_t>{11, 22, 33}));
+  EXPECT_EQ(engine_.counters().contributions, 2u);
+  EXPECT_EQ(engine_.counters().completions, 1u);
+  EXPECT_EQ(engine_.counters().duplicates, 1u);
 }
 
 TEST(LaneStartup, MoreLanesThanLcoresIsAClearError) {

@@ -8,7 +8,11 @@
 #
 # Usage: bench/run_latency.sh [BUILD_DIR]
 # Environment: ROUNDS (5), ITERS (20000), WARMUP (1000), RANKS (2),
-# TRIB_ARGS (extra `tributary bench` flags), UDP_ARGS (e.g. "--busy-poll").
+# TRIB_ARGS (extra `tributary bench` flags), UDP_ARGS (e.g. "--busy-poll"),
+# DAEMON_ARGS (extra tributaryd flags, e.g. "--busy-poll-us 200"),
+# PIN (0): 1 runs tributaryd pinned to the last CPU and the ranks to the
+# others (taskset), so that with RANKS=1 on a 2-CPU machine each of the two
+# processes has a core, like the two of the ping-pong (which may use any).
 set -u -o pipefail
 
 BUILD=${1:-build}
@@ -18,9 +22,12 @@ WARMUP=${WARMUP:-1000}
 RANKS=${RANKS:-2}
 TRIB_ARGS=${TRIB_ARGS:-}
 UDP_ARGS=${UDP_ARGS:-}
+DAEMON_ARGS=${DAEMON_ARGS:-}
+PIN=${PIN:-0}
 TRIB="$BUILD/tools/tributary/tributary"
 UDP="$BUILD/bench/udp_pingpong"
-for b in "$TRIB" "$UDP"; do
+DAEMON="$BUILD/switch_agent/tributaryd"
+for b in "$TRIB" "$UDP" "$DAEMON"; do
   if [[ ! -x "$b" ]]; then
     echo "run_latency: $b not found; build tributary_cli and udp_pingpong in $BUILD" >&2
     exit 2
@@ -28,7 +35,27 @@ for b in "$TRIB" "$UDP"; do
 done
 
 RESULTS=$(mktemp)
-trap 'rm -f "$RESULTS"' EXIT
+DAEMON_OUT=$(mktemp)
+source "$(dirname "${BASH_SOURCE[0]}")/daemon_lib.sh"
+trap 'bench_daemon_stop; rm -f "$RESULTS" "$DAEMON_OUT"' EXIT
+
+# Where the ranks run and how they reach a daemon: with PIN=1 a daemon of
+# our own on the last CPU, the ranks on the others; else `tributary bench`
+# starts its own (with DAEMON_ARGS).
+RANK_PIN=()
+DAEMON_FLAGS=()
+if [[ $PIN == 1 ]]; then
+  command -v taskset > /dev/null || { echo "run_latency: PIN=1 needs taskset (util-linux)" >&2; exit 2; }
+  last=$(($(nproc) - 1))
+  ((last >= 1)) || { echo "run_latency: PIN=1 needs 2 CPUs or more" >&2; exit 2; }
+  # shellcheck disable=SC2086
+  bench_daemon_start "$DAEMON_OUT" "$DAEMON_OUT" taskset -c "$last" "$DAEMON" \
+    --listen-address 127.0.0.1 --port 0 $DAEMON_ARGS || exit 1
+  RANK_PIN=(taskset -c "0-$((last - 1))")
+  DAEMON_FLAGS=(--daemon "$BENCH_DAEMON_ADDR")
+elif [[ -n $DAEMON_ARGS ]]; then
+  DAEMON_FLAGS=(--daemon-args "$DAEMON_ARGS")
+fi
 
 # Both programs print "# latency N B: p50 X us p99 Y us ...".
 parse() {  # name -> "name p50 p99" or "name FAIL FAIL"
@@ -52,8 +79,8 @@ run_one() {  # name command...
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  run_one tributary timeout 600 "$TRIB" bench --in-place 0 --node-level off --ranks "$RANKS" -b 8 -e 8 -n "$ITERS" \
-    -w "$WARMUP" --latency $TRIB_ARGS
+  run_one tributary timeout 600 "${RANK_PIN[@]}" "$TRIB" bench --in-place 0 --node-level off \
+    "${DAEMON_FLAGS[@]}" --ranks "$RANKS" -b 8 -e 8 -n "$ITERS" -w "$WARMUP" --latency $TRIB_ARGS
   run_one udp timeout 600 "$UDP" --size 72 -n "$ITERS" -w "$WARMUP" $UDP_ARGS
 done
 
@@ -71,8 +98,10 @@ ratio() {
 tp50=$(median tributary 2); tp99=$(median tributary 3)
 up50=$(median udp 2); up99=$(median udp 3)
 echo
-echo "8-byte fp32 all-reduce ($RANKS ranks, tributaryd on 127.0.0.1) vs UDP round trip of 72 bytes;" \
-     "median of $ROUNDS interleaved rounds of $ITERS iterations; $(nproc) CPUs, $(uname -r)"
+echo "8-byte fp32 all-reduce ($RANKS ranks, tributaryd on 127.0.0.1${DAEMON_ARGS:+ with $DAEMON_ARGS}" \
+     "$([[ $PIN == 1 ]] && echo "pinned to CPU $last, ranks to the others"))" \
+     "vs UDP round trip of 72 bytes; median of $ROUNDS interleaved rounds of $ITERS iterations;" \
+     "$(nproc) CPUs, $(uname -r)"
 echo
 echo "| | p50 (us) | p99 (us) |"
 echo "|---|---:|---:|"

@@ -83,6 +83,21 @@ class LaneTest : public ::testing::Test {
                       [&] { PollBoth(); });
   }
 
+  // The header of collective 1 of `job`: three int32 summed.
+  static proto::Header RoundHeader(proto::MsgType type, uint32_t job, uint32_t epoch,
+                                   uint32_t sender) {
+    proto::Header h{};
+    h.type = type;
+    h.job_id = job;
+    h.epoch = epoch;
+    h.collective_id = 1;
+    h.sender = sender;
+    h.elem_count = 3;
+    h.dtype = proto::DataType::kInt32;
+    h.op = proto::ReduceOp::kSum;
+    return h;
+  }
+
   struct Answer {
     uint16_t from_port;
     proto::MsgType type;
@@ -132,15 +147,7 @@ TEST_F(LaneTest, SteersToTheOwningLaneAndAggregatesExactly) {
   for (uint32_t child = 0; child < 2; ++child) {
     std::vector<int32_t> v = {1, 2, 3};
     for (int32_t& x : v) x *= child == 0 ? 1 : 10;
-    proto::Header h{};
-    h.type = proto::MsgType::kContribution;
-    h.job_id = 5;
-    h.epoch = epoch;
-    h.collective_id = 1;
-    h.sender = child;
-    h.elem_count = 3;
-    h.dtype = proto::DataType::kInt32;
-    h.op = proto::ReduceOp::kSum;
+    const proto::Header h = RoundHeader(proto::MsgType::kContribution, 5, epoch, child);
     ASSERT_TRUE(
         port_.Send(0, child, kPort + 1, h, reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
   }
@@ -212,16 +219,7 @@ TEST_F(LaneTest, HostileFramesChangeNothing) {
   ASSERT_EQ(Join(0, kPort, 7, 1, 2), epoch);
   ASSERT_TRUE(Answers(0).empty());
   auto header = [&](proto::MsgType type, uint32_t sender) {
-    proto::Header h{};
-    h.type = type;
-    h.job_id = 7;
-    h.epoch = epoch;
-    h.collective_id = 1;
-    h.sender = sender;
-    h.elem_count = 3;
-    h.dtype = proto::DataType::kInt32;
-    h.op = proto::ReduceOp::kSum;
-    return h;
+    return RoundHeader(type, 7, epoch, sender);
   };
   const std::vector<int32_t> evil = {1000000, 1000000, 1000000};
   const auto* evil_bytes = reinterpret_cast<const uint8_t*>(evil.data());

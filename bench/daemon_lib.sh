@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # A tributaryd for a benchmark script on loopback: started, its address
 # learned from its "tributaryd listening on" line, and stopped by pid (only
-# the daemon the script started). Sourced by bench/run_transports.sh and
-# bench/run_udp_daemon.sh.
+# the daemon the script started); and the CPU time of a benchmark run in a
+# subshell. Sourced by bench/run_transports.sh, bench/run_udp_daemon.sh,
+# bench/run_latency.sh and bench/run_cpu_per_gb.sh.
 #   bench_daemon_start OUT ERR CMD...  runs CMD (tributaryd and its flags,
 #                        `env VAR=... tributaryd ...` for variables) with
 #                        stdout to OUT and stderr to ERR (may be the same
@@ -11,6 +12,9 @@
 #                        returns 1 (printing ERR) if no listening line came
 #                        within 5 s
 #   bench_daemon_stop    TERM and wait; a no-op when none runs
+#   bench_children_cpu_s FILE  the children's user + system seconds from a
+#                        subshell's `times` output saved in FILE (line 2,
+#                        e.g. "0m1.234s 0m0.567s"): the CPU of what it ran
 
 BENCH_DAEMON_PID=""
 BENCH_DAEMON_ADDR=""
@@ -38,4 +42,11 @@ bench_daemon_stop() {
     wait "$BENCH_DAEMON_PID" 2> /dev/null
     BENCH_DAEMON_PID=""
   fi
+}
+
+bench_children_cpu_s() {
+  sed -n 2p "$1" | awk '{
+      s = 0
+      for (i = 1; i <= 2; ++i) { split($i, a, "m"); sub("s", "", a[2]); s += a[1] * 60 + a[2] }
+      print s }'
 }

@@ -51,10 +51,7 @@ run() {
   ) || { echo "run_cpu_per_gb: bench failed ($setting):" >&2; tail -5 "$work/out" >&2; exit 1; }
   d1=$(ticks "$BENCH_DAEMON_PID")
   local host_s
-  host_s=$(sed -n 2p "$work/times" | awk '{
-      s = 0
-      for (i = 1; i <= 2; ++i) { split($i, a, "m"); sub("s", "", a[2]); s += a[1] * 60 + a[2] }
-      print s }')
+  host_s=$(bench_children_cpu_s "$work/times")
   echo "$host_s $(awk -v a="$d0" -v b="$d1" -v hz="$hz" 'BEGIN {print (b - a) / hz}') \
 $(awk '/^ +[0-9]/ {print $7}' "$work/out")"
 }

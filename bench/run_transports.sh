@@ -72,12 +72,8 @@ run() {
     return 1
   fi
   awk '/^ +[0-9]/ && NF >= 14 {print $1, $7}' "$out" >> "$work/$t-$n.tsv"
-  # `times` line 2: children user and system, e.g. "0m1.234s 0m0.567s".
   local host_s
-  host_s=$(sed -n 2p "$work/times" | awk '{
-      s = 0
-      for (i = 1; i <= 2; ++i) { split($i, a, "m"); sub("s", "", a[2]); s += a[1] * 60 + a[2] }
-      print s }')
+  host_s=$(bench_children_cpu_s "$work/times")
   local bytes
   bytes=$(awk -v n="$n" -v it=$((ITERS + WARMUP)) '/^ +[0-9]/ {b += $1 * it * n} END {print b}' "$out")
   echo "$host_s $(awk -v a="$d0" -v b="$d1" -v hz="$hz" 'BEGIN {print (b - a) / hz}') $bytes" \

@@ -30,8 +30,11 @@
 // (contribution payload bytes aggregated) and ns per RX packet, as the
 // median and the best of 0.25 s windows, and the harness's sealing ns per
 // packet (what the same MAC costs a sender).
+// --fair-queue N sets the lanes' fair queue (frames read ahead of serving,
+// lane.h; the daemon's default 256), 0 serves in arrival order: the cost of
+// the fair queue with one job.
 // Usage: tributary_dpdk_bench [--seconds S] [--payload BYTES] [--lanes N] [--steer]
-//                             [--mac payload|header]
+//                             [--mac payload|header] [--fair-queue N]
 // Thread-safety: one thread (EAL lcore) per lane; the harness's only shared
 // state is the steering mode's in-flight counter.
 #include <rte_ethdev.h>
@@ -219,13 +222,14 @@ uint32_t Join(RingPort& port, DpdkDataplane& dp, uint16_t queue, uint16_t job_la
 }
 
 void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, bool steer,
-             bool payload_mac) {
+             bool payload_mac, uint32_t fair_queue) {
   static const proto::Identity identity = proto::GenerateIdentity();
   engine::Engine engine(engine::EngineLimits{}, payload);
   engine.SetIdentity(&identity);
   agent::DataplaneOptions options;
   options.listen_address = dpdk_harness::kDaemonIp;
   options.dpdk_lanes = lanes;
+  options.fair_queue_packets = fair_queue;
   DpdkDataplane dp(options, &engine);
   if (Status s = dp.Init(); !s.ok()) {
     std::fprintf(stderr, "init: %s\n", s.message().c_str());
@@ -313,6 +317,7 @@ int main(int argc, char** argv) {
   unsigned lanes = 1;
   bool steer = false;
   bool payload_mac = true;
+  uint32_t fair_queue = agent::DataplaneOptions{}.fair_queue_packets;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--seconds") == 0 && has_value) {
@@ -327,10 +332,12 @@ int main(int argc, char** argv) {
                (std::strcmp(argv[i + 1], "payload") == 0 ||
                 std::strcmp(argv[i + 1], "header") == 0)) {
       payload_mac = std::strcmp(argv[++i], "payload") == 0;
+    } else if (std::strcmp(argv[i], "--fair-queue") == 0 && has_value) {
+      fair_queue = static_cast<uint32_t>(std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seconds S] [--payload BYTES] [--lanes N] [--steer] "
-                   "[--mac payload|header]\n",
+                   "[--mac payload|header] [--fair-queue N]\n",
                    argv[0]);
       return 2;
     }
@@ -350,9 +357,12 @@ int main(int argc, char** argv) {
     return 77;
   }
   std::printf("tributary_dpdk_bench: ring port, fp32 SUM, fan-in %u, %u slots x 2 sets, "
-              "%u lane(s)%s, %.1f s per size; result payloads copied into mbufs; MAC over %s\n",
+              "%u lane(s)%s, %.1f s per size; result payloads copied into mbufs; MAC over %s; "
+              "%s\n",
               kFanIn, kSlots, lanes, steer ? " (software steering)" : "", seconds,
-              payload_mac ? "header and payload" : "header only");
+              payload_mac ? "header and payload" : "header only",
+              fair_queue > 0 ? ("fair queue of " + std::to_string(fair_queue) + " frames").c_str()
+                             : "arrival order");
   for (uint32_t payload : payloads) {
     // A fresh port per size: the dataplane's Cleanup closes it.
     RingPort port;
@@ -360,7 +370,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
       return 1;
     }
-    RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer, payload_mac);
+    RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer, payload_mac, fair_queue);
     port.Destroy();
   }
   agent::dpdk::EalCleanup();

@@ -55,8 +55,8 @@ const Field kFields[] = {
     {"job_join_timeout_s", "seconds without a packet before a job not every rank joined is "
      "reaped", nullptr, &Config::job_join_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
-    {"fair_queue_packets", "udp: packets (64 KiB each) queued between receive and processing "
-     "and served to jobs round-robin; 0 = arrival order (0, 2*batch_size-65536)", nullptr,
+    {"fair_queue_packets", "udp and dpdk: packets (udp: 64 KiB each) queued between receive and "
+     "processing and served to jobs round-robin; 0 = arrival order (0, 2*batch_size-65536)", nullptr,
      &Config::fair_queue_packets},
     {"shed_after_ms", "udp: the fair queue drops packets only while those it reads waited this "
      "long in the socket; 0 = whenever its pool is full (0-60000)", nullptr,

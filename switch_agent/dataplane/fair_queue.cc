@@ -66,7 +66,7 @@ void FairQueue::Push(uint32_t id, uint32_t job_id, uint32_t bytes, bool known_jo
   }
   bucket.tail = id;
   bucket.cost += cost_[id];
-  ++bucket.packets;
+  if (bucket.packets++ == 0) ++holding_;
   if (!bucket.active) Activate(b);
 }
 
@@ -76,7 +76,7 @@ uint32_t FairQueue::PopHead(uint32_t b) {
   bucket.head = next_[id];
   if (bucket.head == kNone) bucket.tail = kNone;
   bucket.cost -= cost_[id];
-  --bucket.packets;
+  if (--bucket.packets == 0) --holding_;
   return id;
 }
 
@@ -123,21 +123,19 @@ bool FairQueue::Pop(uint32_t* id) {
   return false;
 }
 
-bool FairQueue::ShedLongest(uint32_t* job_id) {
+bool FairQueue::ShedLongest(uint32_t* job_id, uint32_t* shed_id) {
+  if (holding_ < 2) return false;  // nobody else to make room for
   uint32_t longest = kNone;
   uint64_t most = 0;
-  uint32_t holding = 0;
   for (uint32_t b = active_head_; b != kNone; b = buckets_[b].next_active) {
-    if (buckets_[b].packets == 0) continue;
-    ++holding;
     if (buckets_[b].packets > most) {
       most = buckets_[b].packets;
       longest = b;
     }
   }
-  if (holding < 2) return false;  // nobody else to make room for
   const uint32_t id = PopHead(longest);
   if (job_id != nullptr) *job_id = job_[id];
+  if (shed_id != nullptr) *shed_id = id;
   free_.push_back(id);
   // An emptied bucket stays in the ring until Pop passes it.
   return true;

@@ -49,6 +49,9 @@ class FairQueue {
   static constexpr uint32_t kPacketCost = 4096;
   // DRR quantum: at least the largest packet, so every visit sends one.
   static constexpr uint32_t kQuantum = 65536 + kPacketCost;
+  // Buckets the dataplanes use (stochastic fairness: two jobs share one
+  // with probability 1/1023).
+  static constexpr uint32_t kBuckets = 1024;
 
   // `capacity` packet ids (0..capacity-1), `buckets` > 0 queues.
   FairQueue(uint32_t capacity, uint32_t buckets, uint64_t seed);
@@ -57,6 +60,8 @@ class FairQueue {
   uint32_t free_count() const { return static_cast<uint32_t>(free_.size()); }
   uint32_t queued() const { return capacity() - free_count() - taken_; }
   bool empty() const { return queued() == 0; }
+  // Buckets holding packets: ShedLongest can make room only when >= 2.
+  uint32_t holding() const { return holding_; }
 
   // Takes a free packet id for a receive; false when none is free.
   bool Take(uint32_t* id);
@@ -75,8 +80,9 @@ class FairQueue {
   // its id. Only for another bucket's sake: false (nothing dropped) unless
   // two or more buckets hold packets; a lone job's backlog waits in the
   // kernel's queue as it did without this class. *job_id (if not null) is
-  // the dropped packet's job.
-  bool ShedLongest(uint32_t* job_id);
+  // the dropped packet's job, *id (if not null) its id, already free again
+  // (the caller frees what the id held, e.g. an mbuf).
+  bool ShedLongest(uint32_t* job_id, uint32_t* id = nullptr);
 
   // The bucket of a known job, 1..buckets-1 (0 with a single bucket).
   uint32_t BucketOf(uint32_t job_id) const;
@@ -106,6 +112,7 @@ class FairQueue {
   std::vector<uint32_t> free_;     // stack of free ids
   std::vector<Bucket> buckets_;
   uint32_t taken_ = 0;             // ids taken and not queued (receiving or processing)
+  uint32_t holding_ = 0;           // buckets with packets > 0
   uint32_t active_head_ = kNone;
   uint32_t active_tail_ = kNone;
   uint64_t seed_;

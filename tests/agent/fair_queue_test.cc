@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <vector>
@@ -129,10 +130,13 @@ TEST(FairQueueTest, ShedDropsTheOldestOfTheLongest) {
   std::vector<uint32_t> greedy_ids, modest_ids;
   for (int i = 0; i < 40; ++i) greedy_ids.push_back(Add(q, greedy, 1000));
   for (int i = 0; i < 8; ++i) modest_ids.push_back(Add(q, modest, 1000));
+  EXPECT_EQ(q.holding(), 2u);
   for (int i = 0; i < 30; ++i) {
     uint32_t job = 0;
-    ASSERT_TRUE(q.ShedLongest(&job));
+    uint32_t shed = UINT32_MAX;
+    ASSERT_TRUE(q.ShedLongest(&job, &shed));
     EXPECT_EQ(job, greedy) << "shed " << i;
+    EXPECT_EQ(shed, greedy_ids[i]) << "the oldest goes first, and its id is named";
   }
   EXPECT_EQ(q.queued(), 18u);
   EXPECT_EQ(q.free_count(), 64u - 18u);
@@ -147,6 +151,7 @@ TEST(FairQueueTest, ShedDropsTheOldestOfTheLongest) {
   EXPECT_EQ(out_modest, modest_ids);
   // The 10 greedy packets left are the newest, in order.
   EXPECT_EQ(out_greedy, std::vector<uint32_t>(greedy_ids.begin() + 30, greedy_ids.end()));
+  EXPECT_EQ(q.holding(), 0u);
 }
 
 // Proves: "the most" is counted in buffers, not bytes: every packet takes a
@@ -171,6 +176,7 @@ TEST(FairQueueTest, ALoneJobIsNeverShed) {
   FairQueue q(32, 64, kSeed);
   EXPECT_FALSE(q.ShedLongest(nullptr));
   for (int i = 0; i < 32; ++i) Add(q, 5, 64);
+  EXPECT_EQ(q.holding(), 1u);
   EXPECT_FALSE(q.ShedLongest(nullptr));
   EXPECT_EQ(q.queued(), 32u);
 }

@@ -12,7 +12,8 @@
 // JOIN is challenged by the lane that owns its port, and every lane opens
 // keys sealed to the daemon's one identity; forged, altered, replayed and
 // misdirected frames change nothing (issue #12's attacks on this
-// dataplane).
+// dataplane); a job flooding a lane loses its own frames to the fair queue,
+// never another job's.
 #include <gtest/gtest.h>
 #include <rte_mempool.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@ class LaneTest : public ::testing::Test {
     options.listen_address = dpdk_harness::kDaemonIp;
     options.port = kPort;
     options.dpdk_lanes = 2;
+    options.fair_queue_packets = fair_queue_packets_;
     engine_.SetIdentity(&identity_);
     dp_ = std::make_unique<DpdkDataplane>(options, &engine_);
     const Status s = dp_->Init();
@@ -118,6 +120,7 @@ class LaneTest : public ::testing::Test {
   static inline bool eal_ok_ = false;
   static inline std::string eal_error_;
   static inline int counter_ = 0;
+  uint32_t fair_queue_packets_ = 256;  // the default
   RingPort port_;
   proto::Identity identity_ = proto::GenerateIdentity();
   engine::Engine engine_{engine::EngineLimits{}, 1};
@@ -205,6 +208,75 @@ TEST_F(LaneTest, FullSteeringRingDropsCountsAndLeaksNothing) {
             s0.steered_out);
   EXPECT_EQ(rte_mempool_avail_count(port_.pool), pool_free) << "mbufs leaked";
 }
+
+// The fair queue's size, as a parameter: 128 frames (two batches of a
+// burst per source) or 0 (arrival order).
+class LaneFairnessTest : public LaneTest, public ::testing::WithParamInterface<uint32_t> {
+ protected:
+  LaneFairnessTest() { fair_queue_packets_ = GetParam(); }
+};
+
+// Proves (issue #12, per-job fairness on the DPDK dataplane): a backlog in
+// lane 0's RX ring of 200 forged frames for job 7 (a guessed key), job 8's
+// two real contributions, then 300 more forgeries. With a fair queue of 128
+// frames the lane reads ahead of what it serves; once job 8's frames are
+// queued beside job 7's and more arrive, the frames shed are the oldest of
+// job 7 (the job holding the most), never job 8's: its round completes
+// exactly, every forgery is either shed or dropped by the MAC check, none
+// lost uncounted, and every mbuf goes back to its pool. In arrival order
+// (0) nothing is shed: the RX ring held the whole backlog.
+TEST_P(LaneFairnessTest, AFloodingJobLosesOnlyItsOwnFrames) {
+  const uint32_t flood_epoch = Join(0, kPort, 7, 0, 2);
+  ASSERT_NE(flood_epoch, 0u);
+  ASSERT_EQ(Join(0, kPort, 7, 1, 2), flood_epoch);
+  const uint32_t epoch = Join(0, kPort, 8, 0, 2);
+  ASSERT_NE(epoch, 0u);
+  ASSERT_EQ(Join(0, kPort, 8, 1, 2), epoch);
+  ASSERT_TRUE(Answers(0).empty());
+  const unsigned pool_free = rte_mempool_avail_count(port_.pool);
+  const std::vector<int32_t> evil = {1000000, 1000000, 1000000};
+  const auto forge = [&](int frames) {
+    const proto::Header h = RoundHeader(proto::MsgType::kContribution, 7, flood_epoch, 0);
+    for (int i = 0; i < frames; ++i) {
+      ASSERT_TRUE(port_.Send(0, 0, kPort, h, reinterpret_cast<const uint8_t*>(evil.data()), 12,
+                             kKey ^ 0x5a5a));
+    }
+  };
+  forge(200);
+  for (uint32_t child = 0; child < 2; ++child) {
+    std::vector<int32_t> v = {1, 2, 3};
+    for (int32_t& x : v) x *= child == 0 ? 1 : 10;
+    ASSERT_TRUE(port_.Send(0, child, kPort, RoundHeader(proto::MsgType::kContribution, 8, epoch, child),
+                           reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
+  }
+  forge(300);
+  for (int i = 0; i < 50; ++i) dp_->lane(0).PollOnce(agent::MonotonicNowNs());
+
+  EXPECT_EQ(rte_ring_count(port_.rx[0]), 0u);
+  EXPECT_EQ(dp_->lane(0).queued(), 0u);
+  std::vector<Answer> results = Answers(0);
+  ASSERT_EQ(results.size(), 2u);  // job 8's result, one per child
+  for (const Answer& a : results) {
+    EXPECT_EQ(a.type, proto::MsgType::kResult);
+    EXPECT_EQ(a.values, (std::vector<int32_t>{11, 22, 33}));
+  }
+  EXPECT_EQ(engine_.counters().completions, 1u);
+  EXPECT_EQ(engine_.counters().contributions, 2u);
+  const uint64_t shed = dp_->lane(0).stats().rx_shed;
+  const uint64_t bad_mac =
+      engine_.counters().drops[static_cast<size_t>(engine::DropReason::kBadMac)];
+  EXPECT_EQ(bad_mac + shed, 500u);
+  if (GetParam() == 0) {
+    EXPECT_EQ(dp_->lane(0).queue_capacity(), 64u);  // a burst per source (2 lanes)
+    EXPECT_EQ(shed, 0u);
+  } else {
+    EXPECT_EQ(dp_->lane(0).queue_capacity(), GetParam());
+    EXPECT_GT(shed, 0u);
+  }
+  EXPECT_EQ(rte_mempool_avail_count(port_.pool), pool_free) << "mbufs leaked";
+}
+
+INSTANTIATE_TEST_SUITE_P(QueueSize, LaneFairnessTest, ::testing::Values(128u, 0u));
 
 // Issue #12's attacks, on the DPDK dataplane: an attacker on the network
 // forges a contribution under a guessed key, alters the payload of a sealed

@@ -130,6 +130,8 @@ Status DpdkDataplane::InitLanes() {
     s.max_peers = options_.max_peers;
     s.rx_ip_checksum = port_.rx_ip_checksum;
     s.tx_ip_checksum = port_.tx_ip_checksum;
+    s.fair_queue_packets = options_.fair_queue_packets;
+    s.seed = (uint64_t{RandomSeed()} << 32) | RandomSeed();
     engine::Engine* e = engine_;
     if (i > 0) {
       own_engines_.push_back(engine_->NewLane(RandomSeed()));
@@ -292,6 +294,7 @@ void DpdkDataplane::Cleanup() {
     // Run has joined the lanes' loops (or they never ran): publishing their
     // final counters from here races with nothing.
     for (auto& lane : lanes_) {
+      lane->DropQueued();
       lane->Flush();
       if (lane->index() > 0) lane->Publish();
     }

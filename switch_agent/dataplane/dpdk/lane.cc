@@ -7,6 +7,7 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mempool.h>
 #include <rte_ring.h>
 
 #include <algorithm>
@@ -29,7 +30,25 @@ DpdkLane::DpdkLane(const LaneSetup& setup, engine::Engine* engine)
     : setup_(setup), engine_(engine), peers_(setup.max_peers) {
   TRIB_CHECK(engine_ != nullptr && setup_.pool != nullptr && setup_.index < setup_.count);
   our_port_be_ = htons(static_cast<uint16_t>(ntohs(setup_.first_port_be) + setup_.index));
-  rx_done_.resize(size_t{kRxBurst} * setup_.count);
+  // One burst per source (the RX queue and each other lane's ring) is
+  // served per poll. fair_queue_packets 0: a queue of exactly that, one
+  // bucket, arrival order. Otherwise at least two batches (with one, every
+  // poll would start with room for a batch and nothing could be shed), and
+  // at most a quarter of the mbuf pool, which also feeds the RX ring.
+  serve_batch_ = uint32_t{kRxBurst} * setup_.count;
+  fair_ = setup_.fair_queue_packets > 0;
+  uint32_t capacity = serve_batch_;
+  if (fair_) {
+    const uint32_t most = std::max(2 * serve_batch_, setup_.pool->size / 4);
+    capacity = std::clamp(setup_.fair_queue_packets, 2 * serve_batch_, most);
+    if (capacity < setup_.fair_queue_packets) {
+      TRIB_LOG(kWarn, kLog, "lane %u: fair queue of %u frames, not %u: the mbuf pool holds %u",
+               setup_.index, capacity, setup_.fair_queue_packets, setup_.pool->size);
+    }
+  }
+  queue_ = std::make_unique<FairQueue>(capacity, fair_ ? FairQueue::kBuckets : 1, setup_.seed);
+  held_.resize(capacity);
+  rx_done_.resize(size_t{kRxBurst} * (setup_.count + 1));
   steer_.resize(setup_.count);
   to_lanes_.assign(setup_.count, nullptr);
   from_lanes_.assign(setup_.count, nullptr);
@@ -89,35 +108,72 @@ DpdkLane::Published DpdkLane::ReadPublished() const {
 }
 
 uint16_t DpdkLane::PollOnce(uint64_t now_ns) {
-  uint16_t handled = rte_eth_rx_burst(setup_.port_id, setup_.index, rx_.data(), kRxBurst);
-  if (handled > 0) {
-    ++stats_.rx_batches;
-    for (uint16_t i = 0; i < handled; ++i) {
-      if (i + 1 < handled) rte_prefetch0(rte_pktmbuf_mtod(rx_[i + 1], void*));
-      ProcessFrame(rx_[i], now_ns, false);
-    }
-  }
-  for (rte_ring* ring : from_lanes_) {
-    if (ring == nullptr) continue;
-    const unsigned n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(rx_.data()),
-                                                 kRxBurst, nullptr);
-    for (unsigned i = 0; i < n; ++i) ProcessFrame(rx_[i], now_ns, true);
-    dpdk_stats_.steered_in += n;
-    handled = static_cast<uint16_t>(handled + n);
+  uint32_t handled = Receive(now_ns);
+  uint32_t id = 0;
+  for (uint32_t i = 0; i < serve_batch_ && queue_->Pop(&id); ++i, ++handled) {
+    Serve(held_[id], now_ns);
+    Done(held_[id].m);
+    queue_->Release(id);
   }
   if (handled == 0) return 0;
   FlushSteered();
   // Payloads were copied into TX frames: the received frames go back to
   // their pools in one bulk put (cheaper than one free per frame).
-  if (rx_done_count_ > 0) {
-    rte_pktmbuf_free_bulk(rx_done_.data(), rx_done_count_);
-    rx_done_count_ = 0;
-  }
+  FreeDone();
   Flush();
-  return handled;
+  return static_cast<uint16_t>(std::min<uint32_t>(handled, UINT16_MAX));
 }
 
-void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
+void DpdkLane::DropQueued() {
+  uint32_t id = 0;
+  while (queue_->Pop(&id)) {
+    Done(held_[id].m);
+    queue_->Release(id);
+  }
+  FreeDone();
+}
+
+void DpdkLane::FreeDone() {
+  if (rx_done_count_ == 0) return;
+  rte_pktmbuf_free_bulk(rx_done_.data(), static_cast<unsigned>(rx_done_count_));
+  rx_done_count_ = 0;
+}
+
+uint32_t DpdkLane::Receive(uint64_t now_ns) {
+  uint32_t done = 0;
+  uint32_t read = 0;
+  // Bursts from each source in turn (the RX queue, then each lane's ring),
+  // until a pool's worth is read or every source is drained.
+  for (bool more = true; more && read < queue_->capacity();) {
+    more = false;
+    for (size_t source = 0; source <= from_lanes_.size(); ++source) {
+      rte_ring* ring = source == 0 ? nullptr : from_lanes_[source - 1];
+      if (source > 0 && ring == nullptr) continue;
+      // A burst fits; or room is made by shedding, which needs two jobs
+      // holding frames; else the queue is one job's backlog: serve it first.
+      uint32_t want = std::min<uint32_t>(kRxBurst, queue_->free_count());
+      if (want < kRxBurst && queue_->holding() >= 2) want = kRxBurst;
+      if (want == 0) return done;
+      unsigned n;
+      if (ring == nullptr) {
+        n = rte_eth_rx_burst(setup_.port_id, setup_.index, rx_.data(), static_cast<uint16_t>(want));
+        if (n > 0) ++stats_.rx_batches;
+      } else {
+        n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(rx_.data()), want, nullptr);
+        dpdk_stats_.steered_in += n;
+      }
+      for (unsigned i = 0; i < n; ++i) {
+        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(rx_[i + 1], void*));
+        done += Ingest(rx_[i], ring != nullptr, now_ns);
+      }
+      read += n;
+      if (n == want) more = true;
+    }
+  }
+  return done;
+}
+
+uint32_t DpdkLane::Ingest(rte_mbuf* m, bool steered_in, uint64_t now_ns) {
   // A steered frame was counted by the lane that received it.
   if (!steered_in) {
     ++stats_.rx_packets;
@@ -127,7 +183,7 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
     ++dpdk_stats_.rx_multi_segment;
     ++stats_.rx_truncated;
     Done(m);
-    return;
+    return 1;
   }
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   UdpFrameInfo info;
@@ -137,8 +193,9 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
                                           &info, setup_.count, checked);
   if (!steered_in) ++dpdk_stats_.frames[static_cast<int>(verdict)];
   if (verdict == FrameVerdict::kUdp && info.lane != setup_.index) {
-    steer_[info.lane].push_back(m);  // at most one burst: kRxBurst reserved
-    return;
+    steer_[info.lane].push_back(m);  // at most one burst: flushed below when full
+    if (steer_[info.lane].size() == kRxBurst) FlushSteered();
+    return 1;
   }
   if (verdict == FrameVerdict::kArpRequest) {
     const size_t len = MakeArpReply(frame, setup_.mac, setup_.ip_be);
@@ -146,15 +203,59 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
     m->pkt_len = static_cast<uint32_t>(len);
     ++dpdk_stats_.arp_replies;
     QueueFrame(m);  // the request's mbuf becomes the reply
-    return;
+    return 1;
   }
   if (verdict != FrameVerdict::kUdp) {
     Done(m);
-    return;
+    return 1;
   }
-  proto::PacketView view;
-  const proto::DecodeError err = proto::Decode(frame + info.payload_offset, info.payload_len, &view);
-  view.ce = info.ce;
+  if (!fair_) {  // arrival order: served at once, nothing held
+    Held now{m, {}, {info.src_mac, info.src_ip_be, info.src_port_be}};
+    if (Decoded(frame, info, &now.view)) Serve(now, now_ns);
+    Done(m);
+    return 1;
+  }
+  uint32_t id = 0;
+  uint32_t done = 0;
+  if (!queue_->Take(&id)) {
+    uint32_t job = 0;
+    uint32_t shed = 0;
+    if (queue_->ShedLongest(&job, &shed)) {
+      // Room for this frame, from the job that holds the most.
+      Done(held_[shed].m);
+      ++done;
+      if (PowerOfTwo(++stats_.rx_shed)) {
+        TRIB_LOG(kWarn, kLog,
+                 "lane %u overloaded: dropped a packet of job %u, the job holding the most of the "
+                 "fair queue (%llu so far; that job's ranks will slow down and resend)",
+                 setup_.index, job, static_cast<unsigned long long>(stats_.rx_shed));
+      }
+    } else if (queue_->Pop(&id)) {
+      // One job holds the whole queue (it emptied while this burst came):
+      // serve its oldest frame now, in arrival order.
+      Serve(held_[id], now_ns);
+      Done(held_[id].m);
+      queue_->Release(id);
+      ++done;
+    }
+    TRIB_CHECK(queue_->Take(&id));
+  }
+  Held& held = held_[id];
+  held.m = m;
+  if (!Decoded(frame, info, &held.view)) {
+    queue_->Release(id);  // never answered: we cannot trust anything in it
+    Done(m);
+    return done + 1;
+  }
+  held.source = {info.src_mac, info.src_ip_be, info.src_port_be};
+  // Known jobs get their own bucket, the rest share one.
+  const uint32_t job = held.view.header.job_id;
+  queue_->Push(id, job, static_cast<uint32_t>(info.payload_len), engine_->HoldsJob(job));
+  return done;
+}
+
+bool DpdkLane::Decoded(const uint8_t* frame, const UdpFrameInfo& info, proto::PacketView* view) {
+  const proto::DecodeError err = proto::Decode(frame + info.payload_offset, info.payload_len, view);
   if (err != proto::DecodeError::kOk) {
     ++stats_.decode_errors[static_cast<int>(err)];
     if (err == proto::DecodeError::kLengthMismatch &&
@@ -167,22 +268,24 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
                setup_.index, static_cast<size_t>(info.payload_len),
                static_cast<unsigned long long>(stats_.decode_errors[static_cast<int>(err)]));
     }
-    Done(m);
-    return;
+    return false;
   }
-  current_source_.mac = info.src_mac;
-  current_source_.ip_be = info.src_ip_be;
-  current_source_.port_be = info.src_port_be;
+  view->ce = info.ce;
+  return true;
+}
+
+void DpdkLane::Serve(const Held& held, uint64_t now_ns) {
+  const proto::PacketView& view = held.view;
+  current_source_ = held.source;
   if (view.header.type == proto::MsgType::kJoin) {
     // FORMAT.md §3.8: the source address must prove it receives first.
     uint8_t source[6];
-    std::memcpy(source, &info.src_ip_be, 4);
-    std::memcpy(source + 4, &info.src_port_be, 2);
+    std::memcpy(source, &current_source_.ip_be, 4);
+    std::memcpy(source + 4, &current_source_.port_be, 2);
     engine::Action challenge;
     if (!replies_.AdmitJoin(view, source, sizeof(source), 4, engine_, kTransientPeer, now_ns,
                             &stats_, &challenge)) {
       Queue(challenge, false);
-      Done(m);
       return;
     }
   }
@@ -193,11 +296,10 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
       if (!peers_.Insert(current_source_, now_ns, &token)) {
         if (PowerOfTwo(++stats_.peer_table_full)) {
           TRIB_LOG(kWarn, kLog, "lane %u: peer table full (%u peers): refusing %s (raise max_peers)",
-                   setup_.index, peers_.capacity(), FormatIpv4(info.src_ip_be).c_str());
+                   setup_.index, peers_.capacity(), FormatIpv4(current_source_.ip_be).c_str());
         }
         Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
               (view.header.flags & proto::kFlagChecksum) != 0);
-        Done(m);
         return;
       }
       inserted = true;
@@ -210,7 +312,6 @@ void DpdkLane::ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in) {
       replies_.Process(engine_, view, token, now_ns, [&] { Flush(); }, &joined);
   // Copies the payload: the RX mbuf may go now.
   Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
-  Done(m);
   if (inserted && !joined) peers_.Remove(token);
   stats_.peers = peers_.size();
 }

@@ -10,9 +10,19 @@
 // through a single-producer/single-consumer ring (software steering, used
 // when the NIC could not steer by UDP port itself); everything else is
 // dropped and counted by FrameVerdict. Our datagrams are decoded
-// (proto::Decode) and handed to the Engine. Answers are built as whole
-// frames addressed to the peer's MAC/IP/port as learned from its packets:
-// no neighbour table, no ARP requests of our own.
+// (proto::Decode) and held, by job, in the lane's fair queue
+// (fair_queue.h, as the UDP dataplane does): each poll reads ahead, up to
+// `fair_queue_packets` frames from the RX queue and the steering rings,
+// then serves one batch (kRxBurst per source) to the Engine by deficit
+// round robin over the jobs. When the queue is full while two or more jobs
+// hold frames in it and more arrive, the oldest frame of the job holding
+// the most is dropped (`rx_shed`): a job flooding the lane loses its own
+// frames instead of the NIC's RX ring dropping everyone's. A lone job is
+// never shed; its backlog waits in the RX ring. fair_queue_packets 0: one
+// queue of one burst per source, arrival order (the behaviour before the
+// fair queue). Answers are built as whole frames addressed to the peer's
+// MAC/IP/port as learned from its packets: no neighbour table, no ARP
+// requests of our own.
 //
 // Transmit: every answer is a freshly allocated mbuf into which the payload
 // is COPIED, one per destination (a result fanned out to N children is N
@@ -35,12 +45,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/fair_queue.h"
 #include "switch_agent/dataplane/reply_policy.h"
 #include "switch_agent/dataplane/dpdk/packet.h"
 #include "switch_agent/dataplane/dpdk/peer_table.h"
@@ -78,6 +90,10 @@ struct LaneSetup {
   uint32_t max_peers = 65536;
   bool rx_ip_checksum = false;  // the port verifies IPv4 header checksums (PortState)
   bool tx_ip_checksum = false;  // the port computes them
+  // Frames held between receive and processing (fair queue); 0 = arrival
+  // order. Raised to two bursts, capped at a quarter of the mbuf pool.
+  uint32_t fair_queue_packets = 256;
+  uint64_t seed = 0;            // secret: which job shares whose bucket
 };
 
 class DpdkLane {
@@ -101,17 +117,24 @@ class DpdkLane {
 
   // Serves until `stop`; calls `tick` (may be empty) every kHousekeepingNs.
   void Loop(const std::atomic<bool>& stop, const TickFn& tick);
-  // One poll: the RX queue, then the frames other lanes steered to us;
-  // process, flush. Returns frames handled. Benchmarks call it directly.
+  // One poll: reads the RX queue and the frames other lanes steered to us
+  // into the fair queue, serves a batch from it, flushes. Returns the
+  // frames done with: served, dropped or steered (0: idle). Benchmarks call
+  // it directly.
   uint16_t PollOnce(uint64_t now_ns);
   void Housekeeping(uint64_t now_ns, const TickFn& tick);
   // Hands every queued answer to the NIC (and calls Engine::EndBurst).
   void Flush();
+  // Frees the frames still held in the fair queue, unserved (shutdown).
+  void DropQueued();
 
   const DataplaneStats& stats() const { return stats_; }
   const DpdkStats& dpdk_stats() const { return dpdk_stats_; }
   engine::Engine* engine() const { return engine_; }
   uint16_t index() const { return setup_.index; }
+  // Frames held in the fair queue now, and how many it holds at most.
+  uint32_t queued() const { return queue_->queued(); }
+  uint32_t queue_capacity() const { return queue_->capacity(); }
 
   // The counters as of the last publication (lanes > 1). Any thread.
   struct Published {
@@ -123,13 +146,33 @@ class DpdkLane {
   void Publish();
 
  private:
-  void ProcessFrame(rte_mbuf* m, uint64_t now_ns, bool steered_in);
+  // A frame the fair queue holds: the mbuf, its decoded packet (pointing
+  // into the mbuf) and where it came from.
+  struct Held {
+    rte_mbuf* m = nullptr;
+    proto::PacketView view;
+    PeerAddress source{};
+  };
+  // Reads up to a pool's worth of frames into the fair queue; returns the
+  // frames done with on the way (dropped, steered, answered as ARP, shed).
+  uint32_t Receive(uint64_t now_ns);
+  // Classifies, decodes and queues one frame (arrival order: serves it);
+  // returns what Receive counts.
+  uint32_t Ingest(rte_mbuf* m, bool steered_in, uint64_t now_ns);
+  // Decodes our datagram in `frame`; false (counted) when it is malformed.
+  bool Decoded(const uint8_t* frame, const UdpFrameInfo& info, proto::PacketView* view);
+  // Hands a decoded frame to the Engine; the caller frees the mbuf.
+  void Serve(const Held& held, uint64_t now_ns);
+  void FreeDone();
   void FlushSteered();
   void Queue(const engine::Action& action, bool incoming_checksum);
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
               const PeerAddress& to);
   void QueueFrame(rte_mbuf* m);
-  void Done(rte_mbuf* m) { rx_done_[rx_done_count_++] = m; }
+  void Done(rte_mbuf* m) {
+    if (rx_done_count_ == rx_done_.size()) FreeDone();
+    rx_done_[rx_done_count_++] = m;
+  }
 
   LaneSetup setup_;
   uint16_t our_port_be_ = 0;
@@ -144,10 +187,13 @@ class DpdkLane {
   uint32_t idle_polls_ = 0;
 
   std::array<rte_mbuf*, kRxBurst> rx_{};
-  // Received frames to free after the burst: our own burst plus, per lane
-  // that steered frames to us, one more burst.
+  std::unique_ptr<FairQueue> queue_;
+  std::vector<Held> held_;  // by fair-queue id
+  bool fair_ = false;  // fair_queue_packets > 0: a bucket per job
+  uint32_t serve_batch_ = kRxBurst;  // frames served per poll: a burst per source
+  // Frames done with, freed in bulk at the end of the poll (or when full).
   std::vector<rte_mbuf*> rx_done_;
-  unsigned rx_done_count_ = 0;
+  size_t rx_done_count_ = 0;
   std::array<rte_mbuf*, kTxCapacity> tx_{};
   size_t tx_count_ = 0;
 

@@ -161,7 +161,7 @@ Status UdpDataplane::Init() {
       fair ? std::max<uint32_t>(options_.fair_queue_packets, 2 * options_.batch_size)
            : options_.batch_size;
   std::random_device seed;
-  queue_ = std::make_unique<FairQueue>(pool, fair ? kFairQueueBuckets : 1,
+  queue_ = std::make_unique<FairQueue>(pool, fair ? FairQueue::kBuckets : 1,
                                        (uint64_t{seed()} << 32) | seed());
   rx_buffers_ = AlignedAlloc(pool * kRxBufferBytes);
   tx_headers_ = AlignedAlloc(kTxCapacity * proto::kHeaderSize);

@@ -80,9 +80,6 @@ class UdpDataplane final : public Dataplane {
   static constexpr size_t kTxSmallPayload = 1024;
   // EAGAIN/ENOBUFS retries of one flush before the rest is counted as dropped.
   static constexpr int kMaxSendRetries = 8;
-  // Buckets of the fair queue (stochastic fairness: two jobs share one
-  // with probability 1/1023).
-  static constexpr uint32_t kFairQueueBuckets = 1024;
   // Control messages per received datagram: TOS (ECN) and the arrival stamp.
   static constexpr size_t kControlBytes = net::kEcnControlBytes + CMSG_SPACE(sizeof(timespec));
   // Bursts drained per wake-up before the loop ticks anyway.

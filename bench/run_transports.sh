@@ -13,7 +13,8 @@
 #
 # Usage: bench/run_transports.sh [BUILD_DIR]
 # Environment: RANKS ("2 4"), MIN (4K), MAX (256M), ITERS (5), WARMUP (1),
-# ROUNDS (1). Loopback only; stops only the daemons it started.
+# ROUNDS (1), TRANSPORTS ("udp ofi-tcp ofi-shm": any of them, in that
+# order). Loopback only; stops only the daemons it started.
 set -u -o pipefail
 BUILD=${1:-build}
 RANKS_LIST=${RANKS:-"2 4"}
@@ -80,7 +81,11 @@ run() {
     >> "$work/$t-$n.cpu"
 }
 
-transports=(udp ofi-tcp ofi-shm)
+read -r -a transports <<< "${TRANSPORTS:-udp ofi-tcp ofi-shm}"
+for t in "${transports[@]}"; do
+  case $t in udp | ofi-tcp | ofi-shm) ;; *) echo "run_transports: unknown transport '$t'" >&2; exit 2 ;; esac
+done
+declare -A column=([udp]="udp" [ofi-tcp]="ofi tcp;ofi_rxm" [ofi-shm]="ofi shm")
 for n in $RANKS_LIST; do
   for round in $(seq "$ROUNDS"); do
     for t in "${transports[@]}"; do
@@ -97,9 +102,11 @@ for n in $RANKS_LIST; do
   echo
   echo "All-reduce fp32 sum on loopback, $n ranks: algbw GB/s (median of $ROUNDS round(s), $ITERS iterations each)"
   echo
-  echo "| size | udp | ofi tcp;ofi_rxm | ofi shm |"
-  echo "|---:|---:|---:|---:|"
-  for size in $(awk '{print $1}' "$work/udp-$n.tsv" | sort -gu); do
+  header="| size" rule="|---:"
+  for t in "${transports[@]}"; do header+=" | ${column[$t]}" rule+="|---:"; done
+  echo "$header |"
+  echo "$rule|"
+  for size in $(awk '{print $1}' "$work/${transports[0]}-$n.tsv" | sort -gu); do
     row="| $(human "$size")"
     for t in "${transports[@]}"; do
       row+=" | $(awk -v s="$size" '$1 == s {print $2}' "$work/$t-$n.tsv" | median)"
@@ -109,8 +116,10 @@ for n in $RANKS_LIST; do
   echo
   echo "CPU seconds per GB all-reduced ($n ranks, whole sweep):"
   echo
-  echo "| | udp | ofi tcp;ofi_rxm | ofi shm |"
-  echo "|---|---:|---:|---:|"
+  header="|" rule="|---"
+  for t in "${transports[@]}"; do header+=" | ${column[$t]}" rule+="|---:"; done
+  echo "$header |"
+  echo "$rule|"
   for col in 1 2; do
     [[ $col == 1 ]] && row="| ranks (host)" || row="| daemon"
     for t in "${transports[@]}"; do

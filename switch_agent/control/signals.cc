@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// See signals.h. Thread-safety: async-signal-safe handler, atomic flags.
+// See signals.h. Thread-safety: the flags are atomics; one thread waits for
+// the signals and sets them.
 #include "switch_agent/control/signals.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <cstring>
+#include <thread>
+
+#include "common/log.h"
 
 namespace tributary::agent {
 namespace {
 
-// A signal handler cannot be handed a pointer, so the flags are the one
-// global of the daemon.
+// The flags outlive every thread that reads them: the one global of the
+// daemon.
 SignalFlags g_flags;
-static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
-              "signal handlers need lock-free atomics");
 
-void OnSignal(int sig) {
+void Record(int sig) {
   g_flags.last_signal.store(sig, std::memory_order_relaxed);
   if (sig == SIGUSR1) {
     g_flags.dump_counters.store(true, std::memory_order_relaxed);
@@ -29,15 +32,27 @@ void OnSignal(int sig) {
 }  // namespace
 
 SignalFlags& InstallSignalHandlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = &OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: interrupt poll() so the loop reacts now
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGUSR1, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  static const bool installed = [] {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaddset(&set, sig);
+    // Blocked here, before any other thread exists, so every thread started
+    // later inherits the mask and only sigwait() below ever takes them.
+    const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    if (rc != 0) {
+      TRIB_LOG(kError, "tributaryd", "pthread_sigmask: %s (signals keep their default action)",
+               std::strerror(rc));
+      return false;
+    }
+    std::thread([set] {
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) == 0) Record(sig);
+      }
+    }).detach();  // waits until the process exits
+    return true;
+  }();
+  (void)installed;
   signal(SIGPIPE, SIG_IGN);
   return g_flags;
 }

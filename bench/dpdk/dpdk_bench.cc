@@ -30,11 +30,18 @@
 // (contribution payload bytes aggregated) and ns per RX packet, as the
 // median and the best of 0.25 s windows, and the harness's sealing ns per
 // packet (what the same MAC costs a sender).
+// --flood F (one lane): beside the measured job, a second job's forged
+// 64-byte contributions (a guessed key: each costs the lane its decode and
+// header MAC check, then is dropped), F per poll, as many as the RX ring
+// takes while leaving room for the measured job's frames, which are sent
+// with a window (at most kFloodWindow in flight, as a rank would). The figure is
+// then the measured job's contributions per second: with the fair queue,
+// against --fair-queue 0, and against --flood 0.
 // --fair-queue N sets the lanes' fair queue (frames read ahead of serving,
 // lane.h; the daemon's default 256), 0 serves in arrival order: the cost of
 // the fair queue with one job.
 // Usage: tributary_dpdk_bench [--seconds S] [--payload BYTES] [--lanes N] [--steer]
-//                             [--mac payload|header] [--fair-queue N]
+//                             [--mac payload|header] [--fair-queue N] [--flood F]
 // Thread-safety: one thread (EAL lcore) per lane; the harness's only shared
 // state is the steering mode's in-flight counter.
 #include <rte_ethdev.h>
@@ -75,6 +82,12 @@ constexpr uint32_t kFragmentsPerPoll = DpdkLane::kRxBurst / kFanIn;  // 8 x 4 = 
 // --steer: frames between injection and lane 1. Below the 256 reusable
 // frames (4 children x 64 slots), so none is rewritten while still queued.
 constexpr int64_t kMaxInFlight = 128;
+// --flood: the measured job's frames queued (ring and fair queue) at most.
+// A quarter of the default fair queue: with 128 (half of it) the job at
+// times held more of the queue than the flood, lost frames to the shedding
+// (what the policy means: the job holding the most loses), and a harness
+// without loss recovery then stalls on the rounds it never completes.
+constexpr uint64_t kFloodWindow = 64;
 
 struct Figures {
   double median = 0, best = 0;
@@ -96,9 +109,35 @@ struct LaneWork {
   std::atomic<int64_t>* in_flight = nullptr;  // --steer only
   bool count = true;           // this lane's frames are the figure
   bool payload_mac = true;     // --mac payload (default) or header
+  uint32_t flood = 0;          // --flood: forged frames of another job per poll
+  rte_mbuf* flood_frame = nullptr;
   double seconds = 1;
   Figures out;
 };
+
+// The flooding job's forged contribution: job kFloodJob, child kFloodChild,
+// 64 bytes, sealed under a key that is not the job's.
+constexpr uint32_t kFloodJob = 1000;
+constexpr uint32_t kFloodChild = 16;
+rte_mbuf* BuildFloodFrame(RingPort& port, uint32_t epoch) {
+  proto::Header h{};
+  h.type = proto::MsgType::kContribution;
+  h.job_id = kFloodJob;
+  h.epoch = epoch;
+  h.sender = kFloodChild;
+  h.collective_id = 1;
+  h.elem_count = 16;
+  h.dtype = proto::DataType::kFloat32;
+  h.op = proto::ReduceOp::kSum;
+  h.flags = proto::kFlagPayloadMac;
+  std::vector<uint8_t> pkt(proto::kHeaderSize + 64, 0x11);
+  if (proto::Encode(h, pkt.data() + proto::kHeaderSize, 64, pkt.data(), pkt.size()) != pkt.size()) {
+    return nullptr;
+  }
+  proto::SealPacket(proto::DeriveMacKey(kFloodJob, kJobKey ^ 1), pkt.data(), proto::kHeaderSize,
+                    pkt.data() + proto::kHeaderSize, 64);
+  return port.Frame(kFloodChild, kFirstPort, pkt.data(), pkt.size());
+}
 
 void BuildFrames(LaneWork& w) {
   const uint32_t elems = w.payload / 4;
@@ -144,7 +183,12 @@ int TimedLoop(void* arg) {
   auto t = t0;
   while (t < end) {
     for (int iter = 0; iter < 64; ++iter) {
-      if (w.inject && (w.in_flight == nullptr || w.in_flight->load() < kMaxInFlight)) {
+      // --flood: the measured job keeps at most kFloodWindow frames queued.
+      const uint64_t done_before = w.lane->engine()->counters().contributions;
+      const bool window_open =
+          w.flood == 0 || sealed - done_before + DpdkLane::kRxBurst <= uint64_t{kFloodWindow};
+      if (w.inject && window_open &&
+          (w.in_flight == nullptr || w.in_flight->load() < kMaxInFlight)) {
         rte_mbuf* burst[DpdkLane::kRxBurst];
         unsigned n = 0;
         const auto seal_start = std::chrono::steady_clock::now();
@@ -170,7 +214,20 @@ int TimedLoop(void* arg) {
         rte_ring_enqueue_burst(w.port->rx[w.inject_queue], reinterpret_cast<void**>(burst), n,
                                nullptr);
       }
-      const uint16_t got = w.lane->PollOnce(k);
+      if (w.flood > 0) {
+        // As many forgeries as the ring takes, leaving room for a window.
+        rte_ring* rx = w.port->rx[w.inject_queue];
+        const unsigned room = rte_ring_free_count(rx);
+        const unsigned n = room > 2 * kMaxInFlight ? std::min<unsigned>(w.flood, room - 2 * kMaxInFlight) : 0;
+        rte_mbuf* burst[256];
+        for (unsigned i = 0; i < n; ++i) burst[i] = w.flood_frame;
+        rte_mbuf_refcnt_update(w.flood_frame, static_cast<int16_t>(n));
+        rte_ring_enqueue_burst(rx, reinterpret_cast<void**>(burst), n, nullptr);
+      }
+      uint16_t got = w.lane->PollOnce(k);
+      if (w.flood > 0) {
+        got = static_cast<uint16_t>(w.lane->engine()->counters().contributions - done_before);
+      }
       if (w.count) {
         w.out.frames += got;
         window_rx += got;
@@ -222,7 +279,7 @@ uint32_t Join(RingPort& port, DpdkDataplane& dp, uint16_t queue, uint16_t job_la
 }
 
 void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, bool steer,
-             bool payload_mac, uint32_t fair_queue) {
+             bool payload_mac, uint32_t fair_queue, uint32_t flood) {
   static const proto::Identity identity = proto::GenerateIdentity();
   engine::Engine engine(engine::EngineLimits{}, payload);
   engine.SetIdentity(&identity);
@@ -243,6 +300,7 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
     w.lane = &dp.lane(k);
     w.payload = payload;
     w.payload_mac = payload_mac;
+    w.flood = flood;
     w.seconds = seconds;
     if (steer) {
       // Lane 0 receives lane 1's frames and steers them; lane 1 aggregates.
@@ -263,6 +321,22 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
       for (LaneWork& w : work) {
         if (w.job_lane == k) w.epoch = epoch;
       }
+    }
+  }
+  if (flood > 0) {
+    // The flooding job exists (one JOIN of 17): its forgeries take its own
+    // bucket of the fair queue, as a real tenant's would.
+    proto::JoinBody body{};
+    body.fan_in = kFloodChild + 1;
+    body.slot_count = kSlots;
+    body.payload_bytes = 64;
+    const uint32_t flood_epoch =
+        port.Join(0, 0, kFloodChild, kFirstPort, kFloodJob, body, kJobKey,
+                  [&] { dp.lane(0).PollOnce(agent::MonotonicNowNs()); });
+    work[0].flood_frame = flood_epoch == 0 ? nullptr : BuildFloodFrame(port, flood_epoch);
+    if (work[0].flood_frame == nullptr) {
+      std::fprintf(stderr, "cannot set up the flooding job\n");
+      std::exit(1);
     }
   }
   for (LaneWork& w : work) {
@@ -305,6 +379,14 @@ void RunSize(RingPort& port, uint32_t payload, double seconds, uint16_t lanes, b
   }
   for (LaneWork& w : work) {
     for (rte_mbuf* m : w.frames) rte_pktmbuf_free(m);
+    if (w.flood_frame != nullptr) rte_pktmbuf_free(w.flood_frame);
+  }
+  if (flood > 0) {
+    std::printf("%6u B payload, flood of %u forged frames per poll: %llu shed by the fair queue, "
+                "%llu dropped by the MAC check\n",
+                payload, flood, static_cast<unsigned long long>(dp.lane(0).stats().rx_shed),
+                static_cast<unsigned long long>(
+                    engine.counters().drops[static_cast<size_t>(engine::DropReason::kBadMac)]));
   }
   dp.Cleanup();
 }
@@ -318,6 +400,7 @@ int main(int argc, char** argv) {
   bool steer = false;
   bool payload_mac = true;
   uint32_t fair_queue = agent::DataplaneOptions{}.fair_queue_packets;
+  uint32_t flood = 0;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--seconds") == 0 && has_value) {
@@ -332,17 +415,23 @@ int main(int argc, char** argv) {
                (std::strcmp(argv[i + 1], "payload") == 0 ||
                 std::strcmp(argv[i + 1], "header") == 0)) {
       payload_mac = std::strcmp(argv[++i], "payload") == 0;
+    } else if (std::strcmp(argv[i], "--flood") == 0 && has_value) {
+      flood = static_cast<uint32_t>(std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--fair-queue") == 0 && has_value) {
       fair_queue = static_cast<uint32_t>(std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seconds S] [--payload BYTES] [--lanes N] [--steer] "
-                   "[--mac payload|header] [--fair-queue N]\n",
+                   "[--mac payload|header] [--fair-queue N] [--flood F]\n",
                    argv[0]);
       return 2;
     }
   }
   if (steer) lanes = 2;
+  if (flood > 256 || (flood > 0 && lanes != 1)) {
+    std::fprintf(stderr, "--flood takes 0..256 frames per poll, with one lane\n");
+    return 2;
+  }
   if (lanes < 1 || lanes > 16) {
     std::fprintf(stderr, "--lanes must be 1..16\n");
     return 2;
@@ -363,6 +452,10 @@ int main(int argc, char** argv) {
               payload_mac ? "header and payload" : "header only",
               fair_queue > 0 ? ("fair queue of " + std::to_string(fair_queue) + " frames").c_str()
                              : "arrival order");
+  if (flood > 0) {
+    std::printf("beside a job flooding the lane with %u forged 64-byte frames per poll; the "
+                "figures are the measured job's contributions\n", flood);
+  }
   for (uint32_t payload : payloads) {
     // A fresh port per size: the dataplane's Cleanup closes it.
     RingPort port;
@@ -370,7 +463,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
       return 1;
     }
-    RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer, payload_mac, fair_queue);
+    RunSize(port, payload, seconds, static_cast<uint16_t>(lanes), steer, payload_mac, fair_queue,
+            flood);
     port.Destroy();
   }
   agent::dpdk::EalCleanup();

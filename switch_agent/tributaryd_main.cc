@@ -216,7 +216,14 @@ int main(int argc, char** argv) {
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s with dataplane '%s'",
              dataplane->LocalAddress().c_str(), dataplane->name());
 #endif
+  // Signals are blocked and taken here (control/signals.h), once a
+  // millisecond at most: the tick runs after every burst when busy.
+  uint64_t next_signal_poll_ns = 0;
   dataplane->Run(signals.stop, [&](uint64_t now_ns) {
+    if (now_ns >= next_signal_poll_ns) {
+      agent::PollSignals();
+      next_signal_poll_ns = now_ns + 1000000;
+    }
 #if TRIBUTARY_HAVE_METRICS
     if (metrics && metrics->Due(now_ns)) {
       metrics->Publish(agent::GatherCounters(*dataplane, engine), now_ns);

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// See signals.h. Thread-safety: the flags are atomics; one thread waits for
-// the signals and sets them.
+// See signals.h. Thread-safety: the flags are atomics; PollSignals may run
+// on any thread (tributaryd calls it from the serving loop's tick).
 #include "switch_agent/control/signals.h"
 
-#include <pthread.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "common/log.h"
 
@@ -17,6 +16,13 @@ namespace {
 // The flags outlive every thread that reads them: the one global of the
 // daemon.
 SignalFlags g_flags;
+
+sigset_t Handled() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaddset(&set, sig);
+  return set;
+}
 
 void Record(int sig) {
   g_flags.last_signal.store(sig, std::memory_order_relaxed);
@@ -32,29 +38,30 @@ void Record(int sig) {
 }  // namespace
 
 SignalFlags& InstallSignalHandlers() {
-  static const bool installed = [] {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaddset(&set, sig);
-    // Blocked here, before any other thread exists, so every thread started
-    // later inherits the mask and only sigwait() below ever takes them.
-    const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    if (rc != 0) {
-      TRIB_LOG(kError, "tributaryd", "pthread_sigmask: %s (signals keep their default action)",
-               std::strerror(rc));
-      return false;
-    }
-    std::thread([set] {
-      for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig) == 0) Record(sig);
-      }
-    }).detach();  // waits until the process exits
-    return true;
-  }();
-  (void)installed;
+  // Blocked before any other thread exists, so every thread started later
+  // inherits the mask: the signals stay pending until PollSignals takes them.
+  const sigset_t set = Handled();
+  const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (rc != 0) {
+    TRIB_LOG(kError, "tributaryd", "pthread_sigmask: %s (signals keep their default action)",
+             std::strerror(rc));
+  }
   signal(SIGPIPE, SIG_IGN);
   return g_flags;
+}
+
+void PollSignals() {
+  const sigset_t set = Handled();
+  const timespec now{0, 0};
+  // Every pending one: a SIGUSR1 and a SIGTERM sent together are both seen.
+  for (int i = 0; i < 8; ++i) {
+    const int sig = sigtimedwait(&set, nullptr, &now);
+    if (sig > 0) {
+      Record(sig);
+    } else if (errno != EINTR) {
+      return;  // EAGAIN: none pending
+    }
+  }
 }
 
 }  // namespace tributary::agent

@@ -12,6 +12,9 @@
 #                        returns 1 (printing ERR) if no listening line came
 #                        within 5 s
 #   bench_daemon_stop    TERM and wait; a no-op when none runs
+#   bench_binaries NAME BUILD  sets TRIB and DAEMON (the tributary CLI and
+#                        tributaryd of BUILD); exits 2 naming NAME and the
+#                        missing binary when either is not built
 #   bench_children_cpu_s FILE  the children's user + system seconds from a
 #                        subshell's `times` output saved in FILE (line 2,
 #                        e.g. "0m1.234s 0m0.567s"): the CPU of what it ran
@@ -42,6 +45,15 @@ bench_daemon_stop() {
     wait "$BENCH_DAEMON_PID" 2> /dev/null
     BENCH_DAEMON_PID=""
   fi
+}
+
+bench_binaries() {
+  TRIB="$2/tools/tributary/tributary"
+  DAEMON="$2/switch_agent/tributaryd"
+  local b
+  for b in "$TRIB" "$DAEMON"; do
+    [[ -x "$b" ]] || { echo "$1: $b not built" >&2; exit 2; }
+  done
 }
 
 bench_children_cpu_s() {

@@ -22,13 +22,9 @@ SIZE=${SIZE:-64M}
 N1=${N1:-5}
 N2=${N2:-25}
 ROUNDS=${ROUNDS:-5}
-TRIB="$BUILD/tools/tributary/tributary"
-DAEMON="$BUILD/switch_agent/tributaryd"
-for b in "$TRIB" "$DAEMON"; do
-  [[ -x "$b" ]] || { echo "run_cpu_per_gb: $b not built" >&2; exit 2; }
-done
-work=$(mktemp -d /tmp/tributary-cpu.XXXXXX)
 source "$(dirname "${BASH_SOURCE[0]}")/daemon_lib.sh"
+bench_binaries run_cpu_per_gb "$BUILD"
+work=$(mktemp -d /tmp/tributary-cpu.XXXXXX)
 cleanup() { bench_daemon_stop; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
 

@@ -23,16 +23,11 @@ MAX=${MAX:-256M}
 ITERS=${ITERS:-5}
 WARMUP=${WARMUP:-1}
 ROUNDS=${ROUNDS:-1}
-TRIB="$BUILD/tools/tributary/tributary"
-DAEMON="$BUILD/switch_agent/tributaryd"
-work=$(mktemp -d /tmp/tributary-transports.XXXXXX)
 source "$(dirname "${BASH_SOURCE[0]}")/daemon_lib.sh"
+bench_binaries run_transports "$BUILD"
+work=$(mktemp -d /tmp/tributary-transports.XXXXXX)
 cleanup() { bench_daemon_stop; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
-
-for b in "$TRIB" "$DAEMON"; do
-  [[ -x "$b" ]] || { echo "run_transports: $b not built" >&2; exit 2; }
-done
 
 # CPU ticks (user + system) of a process, from /proc.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2> /dev/null || echo 0; }

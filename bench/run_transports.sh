@@ -9,7 +9,11 @@
 #
 # CPU: the user+system time of the bench process tree (the ranks) and of the
 # daemon, each divided by the bytes all-reduced (sum over sizes and timed +
-# warmup iterations of size x ranks), in CPU seconds per GB.
+# warmup iterations of size x ranks), in CPU seconds per GB. The whole
+# sweep counts what the bench itself does besides all-reducing (start-up,
+# first touch, fills and checks of every size's buffers); the last row is
+# the bench's own `# rank CPU` figure: the ranks' CPU in the timed
+# iterations only.
 #
 # Usage: bench/run_transports.sh [BUILD_DIR]
 # Environment: RANKS ("2 4"), MIN (4K), MAX (256M), ITERS (5), WARMUP (1),
@@ -74,6 +78,8 @@ run() {
   bytes=$(awk -v n="$n" -v it=$((ITERS + WARMUP)) '/^ +[0-9]/ {b += $1 * it * n} END {print b}' "$out")
   echo "$host_s $(awk -v a="$d0" -v b="$d1" -v hz="$hz" 'BEGIN {print (b - a) / hz}') $bytes" \
     >> "$work/$t-$n.cpu"
+  # The bench's own figure: the ranks' CPU in the timed iterations only.
+  awk '/^# rank CPU / {print $4}' "$out" >> "$work/$t-$n.timed"
 }
 
 read -r -a transports <<< "${TRANSPORTS:-udp ofi-tcp ofi-shm}"
@@ -122,4 +128,9 @@ for n in $RANKS_LIST; do
     done
     echo "$row |"
   done
+  row="| ranks, timed all-reduces only"
+  for t in "${transports[@]}"; do
+    row+=" | $(median < "$work/$t-$n.timed" | xargs printf '%.2f')"
+  done
+  echo "$row |"
 done

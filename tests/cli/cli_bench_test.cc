@@ -189,6 +189,20 @@ TEST_F(CliBenchTest, FloatSumTwoRanksPrintsNcclTestsTable) {
   ExpectTable(run, sizes, 4, "float", "sum", 2);
   EXPECT_NE(run.output.find("# nranks 2 "), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("started for this run"), std::string::npos) << run.output;
+  // The ranks' CPU per GB of the timed all-reduces: positive, the sum of
+  // its user and system parts (each printed to 3 decimals).
+  const size_t at = run.output.find("# rank CPU ");
+  ASSERT_NE(at, std::string::npos) << run.output;
+  double total = -1, user = -1, system = -1;
+  ASSERT_EQ(std::sscanf(run.output.c_str() + at,
+                        "# rank CPU %lf s per GB all-reduced: user %lf, system %lf", &total, &user,
+                        &system),
+            3)
+      << run.output.substr(at, 120);
+  EXPECT_GT(total, 0);
+  EXPECT_GE(user, 0);
+  EXPECT_GE(system, 0);
+  EXPECT_NEAR(total, user + system, 0.0015 + 1e-9);
 }
 
 TEST_F(CliBenchTest, OtherTypesAndOperationsAreExact) {

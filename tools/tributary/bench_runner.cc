@@ -382,6 +382,9 @@ class BenchRun {
         window_polls_ += done.window_polls;
         caller_sent_ += done.caller_sent;
         caller_completed_ += done.caller_completed;
+        timed_user_us_ += done.timed_user_us;
+        timed_system_us_ += done.timed_system_us;
+        timed_bytes_ += done.timed_bytes;
         min_window_limit_ = std::min(min_window_limit_, done.window_limit);
         max_srtt_us_ = std::max(max_srtt_us_, done.srtt_us);
         max_rto_us_ = std::max(max_rto_us_, done.rto_us);
@@ -498,6 +501,16 @@ class BenchRun {
                 "caller's thread)\n",
                 static_cast<unsigned long long>(caller_sent_),
                 static_cast<unsigned long long>(caller_completed_));
+    // What the all-reduces cost the ranks' CPUs (caller and progress
+    // threads, user and kernel), per GB all-reduced: a rank that is busy
+    // shows here, where a wall-clock figure cannot say why it is slow.
+    if (timed_bytes_ > 0) {
+      const double gb = static_cast<double>(timed_bytes_) / 1e9;
+      std::printf("# rank CPU %.3f s per GB all-reduced: user %.3f, system %.3f (all ranks, "
+                  "timed iterations only)\n",
+                  (timed_user_us_ + timed_system_us_) / 1e6 / gb, timed_user_us_ / 1e6 / gb,
+                  timed_system_us_ / 1e6 / gb);
+    }
     // Congestion control: how often queues beyond the target made a rank
     // keep fewer fragments in flight, and where the smallest limit ended.
     std::printf("# window decreases %llu (all ranks), window limit at the end %u (min over ranks), "
@@ -560,6 +573,9 @@ class BenchRun {
   uint64_t window_polls_ = 0;
   uint64_t caller_sent_ = 0;
   uint64_t caller_completed_ = 0;
+  uint64_t timed_user_us_ = 0;
+  uint64_t timed_system_us_ = 0;
+  uint64_t timed_bytes_ = 0;
   ReadyReport node_{};  // rank 0's: the node level it runs
   uint32_t min_window_limit_ = UINT32_MAX;
   uint32_t max_srtt_us_ = 0;

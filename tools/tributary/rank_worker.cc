@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/resource.h>
+
 #include "common/status.h"
 #include "tools/tributary/data_pattern.h"
 #include "tools/tributary/report_channel.h"
@@ -28,6 +30,10 @@ using AlignedBuffer = std::unique_ptr<void, AlignedFree>;
 AlignedBuffer AllocateAligned(size_t bytes) {
   const size_t rounded = (bytes + 4095) / 4096 * 4096;
   return AlignedBuffer(std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded));
+}
+
+uint64_t Microseconds(const timeval& t) {
+  return static_cast<uint64_t>(t.tv_sec) * 1000000 + static_cast<uint64_t>(t.tv_usec);
 }
 
 class Rank {
@@ -63,6 +69,9 @@ class Rank {
     done.window_polls = stats.window_polls;
     done.caller_sent = stats.caller_sent;
     done.caller_completed = stats.caller_completed;
+    done.timed_user_us = timed_user_us_;
+    done.timed_system_us = timed_system_us_;
+    done.timed_bytes = timed_bytes_;
     WriteReport(fd_, ReportKind::kDone, &done, sizeof(done));
     return Status::Ok();
   }
@@ -158,6 +167,8 @@ class Rank {
       if (!status.ok()) return fail(status, "warm-up");
       MaybeHeartbeat();
     }
+    rusage cpu_before{};
+    getrusage(RUSAGE_SELF, &cpu_before);
     const Clock::time_point start = Clock::now();
     for (uint32_t i = 0; i < config_.iterations; ++i) {
       const Clock::time_point before = samples ? Clock::now() : Clock::time_point();
@@ -170,6 +181,11 @@ class Rank {
     }
     *avg_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() /
               config_.iterations;
+    rusage cpu_after{};
+    getrusage(RUSAGE_SELF, &cpu_after);
+    timed_user_us_ += Microseconds(cpu_after.ru_utime) - Microseconds(cpu_before.ru_utime);
+    timed_system_us_ += Microseconds(cpu_after.ru_stime) - Microseconds(cpu_before.ru_stime);
+    timed_bytes_ += uint64_t{c.bytes} * config_.iterations;
     return Status::Ok();
   }
 
@@ -236,6 +252,10 @@ class Rank {
   Buffer send_;
   Buffer recv_;
   Clock::time_point last_heartbeat_ = Clock::now();
+  // CPU time of the timed iterations (DoneReport).
+  uint64_t timed_user_us_ = 0;
+  uint64_t timed_system_us_ = 0;
+  uint64_t timed_bytes_ = 0;
 };
 
 }  // namespace

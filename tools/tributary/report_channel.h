@@ -72,6 +72,12 @@ struct DoneReport {
   uint64_t window_polls;
   uint64_t caller_sent;
   uint64_t caller_completed;
+  // The rank process's CPU time (all its threads: caller and progress)
+  // during the timed iterations only, and the bytes they all-reduced
+  // (size x timed iterations, both halves).
+  uint64_t timed_user_us;
+  uint64_t timed_system_us;
+  uint64_t timed_bytes;
 };
 
 // Writes one frame, retrying short writes and EINTR. False if the parent is

@@ -24,8 +24,11 @@
 # decides their mean: hence 100 (after 10, which also absorb the
 # communicator's start: JOINs lost under loss). Printed: the
 # median busbw per size without loss, its ratio under each setting (the
-# ratio of median times: busbw = S/t * 2(n-1)/n for both), and per setting
-# the recovery counters of the median run of the large sizes.
+# ratio of median times: busbw = S/t * 2(n-1)/n for both), with more than
+# one round the spread (the lowest and highest of the per-round ratios, each
+# round's loss-free time over its own lossy time), and per setting the
+# recovery counters of the median run of the large sizes (of the small ones
+# when no large size ran).
 #
 # Usage: bench/run_loss.sh [--build DIR] [--ranks N] [--min 1K] [--max 16M]
 #          [--split 1M] [--iters 100] [--warmup 10] [--large-iters 3]
@@ -114,7 +117,8 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
     tail -8 "$log" >&2
     return 1
   fi
-  awk -v h="$hook" -v k="$loss" '/^ +[0-9]/ && NF >= 14 { print h, k, $1, $6 }' "$log" >> "$WORK/sizes"
+  awk -v h="$hook" -v k="$loss" -v r="$round" '/^ +[0-9]/ && NF >= 14 { print h, k, $1, $6, r }' \
+    "$log" >> "$WORK/sizes"
   # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds early tail polls
   awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(lns_drops to_daemon) - to0))" \
       -v from="$(($(lns_drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
@@ -173,8 +177,41 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
     done
     echo "$row"
   done
+  if ((ROUNDS > 1)); then
+    # How far single rounds stray: each round's loss-free time over its own
+    # lossy time, lowest and highest. On a shared machine a cell of the
+    # table above means little when its range here is wide.
+    echo
+    echo "Spread: the lowest and highest of the $ROUNDS per-round ratios (each round's loss-free"
+    echo "time over its lossy time)."
+    echo
+    echo "$header" | sed 's/busbw 0% (GB\/s)/rounds/'; echo "$rule"
+    for size in $(awk '{ print $3 }' "$WORK/sizes" | sort -gu); do
+      row=$(awk -v z="$size" 'BEGIN {
+        printf "| %s |", (z >= 1048576 ? sprintf("%d MiB", z / 1048576) : sprintf("%d KiB", z / 1024)) }')
+      row+=" $(awk -v z="$size" '$1 == "none" && $3 == z' "$WORK/sizes" | wc -l) |"
+      for s in "${settings[@]:1}"; do
+        read -r hook loss <<< "$s"
+        row+=$(awk -v z="$size" -v h="$hook" -v k="$loss" '
+          $3 == z && $1 == "none" { base[$5] = $4 }
+          $3 == z && $1 == h && $2 == k { lossy[$5] = $4 }
+          END {
+            lo = ""; hi = ""
+            for (r in lossy) if (r in base && lossy[r] > 0) {
+              x = base[r] / lossy[r]
+              if (lo == "" || x < lo) lo = x
+              if (hi == "" || x > hi) hi = x
+            }
+            if (lo == "") printf " - |"; else printf " %.2f-%.2f |", lo, hi }' "$WORK/sizes")
+      done
+      echo "$row"
+    done
+  fi
   echo
-  echo "Recovery counters of the large sizes ($SPLIT..$MAX), the run with the median wall time"
+  # The large part's counters, or the small part's when no large part ran.
+  part=large span="the large sizes ($SPLIT..$MAX)"
+  ((MAX_B < SPLIT_B)) && part=small span="sizes $MIN..$MAX"
+  echo "Recovery counters of $span, the run with the median wall time"
   echo "per setting; summed over ranks except srtt/rto (max over ranks at the end of the run);"
   echo "drops: packets the nftables rules dropped to / from the daemon; send errors: sends the"
   echo "ranks' kernel refused (EPERM); tx_errors: the daemon's; early: recoveries started"
@@ -186,7 +223,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for s in "${settings[@]}"; do
     read -r hook loss <<< "$s"
-    awk -v h="$hook" -v k="$loss" '$2 == h && $3 == k && $4 == "large"' "$WORK/counters" |
+    awk -v h="$hook" -v k="$loss" -v p="$part" '$2 == h && $3 == k && $4 == p' "$WORK/counters" |
       sort -k15,15g | awk '{ v[NR] = $0 } END { if (NR) print v[int((NR + 1) / 2)] }' |
       awk '{ printf "| %s %s%% | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
              $2, $3, $15, $5, $6, $7, $18, $16, $17, $8, $9, $14, $12, $13, $10, $11 }'

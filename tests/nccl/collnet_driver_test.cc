@@ -5,7 +5,8 @@
 // sum/prod/min/max against the exact reference, in place and out of place,
 // four in flight, 0 elements and 4 Mi floats, without and with injected
 // loss; iallgather and ireducescatter over windows of the parts (whole,
-// inside one part, across two boundaries); and the failures NCCL must see as an error code with a logged
+// inside one part, across two boundaries); the same collectives through
+// the v8-v11 tables; and the failures NCCL must see as an error code with a logged
 // reason, never a hang: an aggregator that does not answer, a rank whose
 // key does not match, and a rank that dies before its contribution.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "host/nccl/nccl_abi.h"
@@ -26,16 +28,24 @@ namespace {
 
 // One CollNet rank: init, listen, swap handles, connect. `tamper` changes
 // the key of rank 0's handle before connecting (a rank with the wrong key).
-int CollSetup(Exchange* x, int rank, int ranks, CollNetV12** coll, void** comm, bool tamper,
-              NcclResult* connect_result) {
-  *coll = Load<CollNetV12>("ncclCollNetPlugin_v12");
-  if (*coll == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  if ((*coll)->init(&ctx, 1, Logger) != kSuccess) return Fail(rank, "init");
+// Any table version: v8-v10 init and listen without a context, v11 and
+// v12 with one.
+template <typename Coll>
+int CollSetup(Exchange* x, int rank, int ranks, Coll** coll, void** comm, bool tamper,
+              NcclResult* connect_result, const char* symbol = "ncclCollNetPlugin_v12") {
+  *coll = Load<Coll>(symbol);
+  if (*coll == nullptr) return Fail(rank, std::string("load ") + symbol);
   void* listen = nullptr;
-  if ((*coll)->listen(ctx, 0, x->coll_handles[rank], &listen) != kSuccess) {
-    return Fail(rank, "listen");
+  NcclResult listened;
+  if constexpr (std::is_same_v<decltype((*coll)->listen), ListenV11Fn>) {
+    void* ctx = nullptr;
+    if ((*coll)->init(&ctx, 1, Logger) != kSuccess) return Fail(rank, "init");
+    listened = (*coll)->listen(ctx, 0, x->coll_handles[rank], &listen);
+  } else {
+    if ((*coll)->init(Logger) != kSuccess) return Fail(rank, "init");
+    listened = (*coll)->listen(0, x->coll_handles[rank], &listen);
   }
+  if (listened != kSuccess) return Fail(rank, "listen");
   if (!Barrier(x, 2, ranks)) return Fail(rank, "barrier 2");
   char copy[kMaxRanks][kHandleMaxBytes];
   void* handles[kMaxRanks];
@@ -57,7 +67,8 @@ int CollSetup(Exchange* x, int rank, int ranks, CollNetV12** coll, void** comm, 
 // is one SGE, the other side points at this rank's share of the window.
 float Global(int r, size_t i) { return static_cast<float>((r + 1) * 3 + static_cast<int>(i % 1009)); }
 
-int GatherScatterRank(CollNetV12* coll, void* comm, int rank) {
+template <typename Coll, typename SgeT = Sge<size_t>>
+int GatherScatterRank(Coll* coll, void* comm, int rank) {
   constexpr size_t kPer = 1000;  // floats per rank
   constexpr size_t kB = kPer * 4;
   std::vector<float> mine(kPer), window(kRanks * kPer), input(kRanks * kPer), out(kPer);
@@ -74,7 +85,7 @@ int GatherScatterRank(CollNetV12* coll, void* comm, int rank) {
     // All-gather: rank r's part holds Global(r, i).
     for (size_t i = 0; i < kPer; ++i) mine[i] = Global(rank, i);
     std::fill(window.begin(), window.end(), -1.0f);
-    Sge<size_t> part{m2, window.data(), bytes};
+    SgeT part{m2, window.data(), static_cast<decltype(SgeT::size)>(bytes)};
     void* request;
     int size = -1;
     auto* own = reinterpret_cast<uint8_t*>(mine.data()) + (off < own_hi ? share : 0);
@@ -93,7 +104,8 @@ int GatherScatterRank(CollNetV12* coll, void* comm, int rank) {
     // Reduce-scatter: rank r's input holds Global(r, i) + i over all parts.
     for (size_t i = 0; i < kRanks * kPer; ++i) input[i] = Global(rank, i) + static_cast<float>(i);
     std::fill(out.begin(), out.end(), -1.0f);
-    Sge<size_t> in{m3, reinterpret_cast<uint8_t*>(input.data()) + off, bytes};
+    SgeT in{m3, reinterpret_cast<uint8_t*>(input.data()) + off,
+             static_cast<decltype(SgeT::size)>(bytes)};
     auto* dst = reinterpret_cast<uint8_t*>(out.data()) + (off < own_hi ? share : 0);
     if (!Posted([&](void** q) {
           return coll->ireducescatter(comm, 1, &in, dst, kB, off, bytes, kNcclFloat32, kNcclSum,
@@ -229,6 +241,50 @@ int CollectiveRank(Exchange* x, int rank) {
   return coll->close_coll(comm) == kSuccess ? 0 : Fail(rank, "closeColl");
 }
 
+// Through an older table (what NCCL 2.19-2.27 load): connect, an
+// all-reduce of every type (sum) out of place, and the all-gather and
+// reduce-scatter windows; each adapter's argument conversions (v8's int
+// count and 32-bit SGE sizes, the context-free init and listen) reach the
+// same implementation.
+template <typename Coll, typename SgeT = Sge<size_t>>
+int OlderTableRank(Exchange* x, int rank, const char* symbol) {
+  Coll* coll;
+  void* comm;
+  NcclResult connected;
+  if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected, symbol)) return rc;
+  if (connected != kSuccess) return Fail(rank, std::string(symbol) + " connect");
+  constexpr size_t kCount = 1031;
+  std::vector<uint8_t> send(kCount * 8), recv(kCount * 8);
+  void *smh, *rmh;
+  if (coll->reg_mr(comm, send.data(), send.size(), kPtrHost, &smh) != kSuccess ||
+      coll->reg_mr(comm, recv.data(), recv.size(), kPtrHost, &rmh) != kSuccess) {
+    return Fail(rank, std::string(symbol) + " regMr");
+  }
+  for (int type = 0; type < kNcclNumTypes; ++type) {
+    DataType t = testing::kAllTypes[type];
+    testing::Fill(t, ReduceOp::kSum, static_cast<uint32_t>(rank), send.data(), kCount);
+    std::fill(recv.begin(), recv.end(), 0xa5);
+    void* request;
+    int size = -1;
+    if (!Posted([&](void** q) {
+          return coll->iallreduce(comm, send.data(), recv.data(), kCount,
+                                  static_cast<NcclDataType>(type), kNcclSum, smh, rmh, q);
+        }, &request) ||
+        Wait(coll->test, request, &size) != kSuccess ||
+        static_cast<size_t>(size) != kCount * DataTypeSize(t)) {
+      return Fail(rank, std::string(symbol) + " iallreduce " + DataTypeName(t));
+    }
+    std::string first;
+    if (testing::Check(t, ReduceOp::kSum, kRanks, recv.data(), kCount, &first) != 0) {
+      return Fail(rank, std::string(symbol) + " " + DataTypeName(t) + ": " + first);
+    }
+  }
+  coll->dereg_mr(comm, smh);
+  coll->dereg_mr(comm, rmh);
+  if (int rc = GatherScatterRank<Coll, SgeT>(coll, comm, rank)) return rc;
+  return coll->close_coll(comm) == kSuccess ? 0 : Fail(rank, std::string(symbol) + " closeColl");
+}
+
 class CollNetDriver : public PluginDriver {
  protected:
   void SetUp() override {
@@ -253,6 +309,23 @@ TEST_F(CollNetDriver, EveryTypeAndOpIsExact) {
   Exchange* x = x_;
   EXPECT_EQ(testing::RunRanks(kRanks, 240, [x](int rank) { return CollectiveRank(x, rank); }), "");
 }
+
+// The v8, v9, v10 and v11 tables run collectives too, each in processes of
+// its own (NCCL loads one version per process).
+std::string RunOlderTable(Exchange* x, int version) {
+  return testing::RunRanks(kRanks, 240, [x, version](int rank) {
+    switch (version) {
+      case 8: return OlderTableRank<CollNetV8, Sge<uint32_t>>(x, rank, "ncclCollNetPlugin_v8");
+      case 9: return OlderTableRank<CollNetV9>(x, rank, "ncclCollNetPlugin_v9");
+      case 10: return OlderTableRank<CollNetV10>(x, rank, "ncclCollNetPlugin_v10");
+      default: return OlderTableRank<CollNetV11>(x, rank, "ncclCollNetPlugin_v11");
+    }
+  });
+}
+TEST_F(CollNetDriver, V8TableRunsCollectives) { EXPECT_EQ(RunOlderTable(x_, 8), ""); }
+TEST_F(CollNetDriver, V9TableRunsCollectives) { EXPECT_EQ(RunOlderTable(x_, 9), ""); }
+TEST_F(CollNetDriver, V10TableRunsCollectives) { EXPECT_EQ(RunOlderTable(x_, 10), ""); }
+TEST_F(CollNetDriver, V11TableRunsCollectives) { EXPECT_EQ(RunOlderTable(x_, 11), ""); }
 
 // The same under 5% loss each way on every rank (the host library's fault
 // injection, TRIBUTARY_FAULT_*): recovery happens under the plugin, results

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/status.h"
@@ -154,9 +155,10 @@ struct RingPort {
     return epoch;
   }
 
-  // Takes every frame from TX queue `queue`; calls fn(src_port, view) for
-  // each one that decodes (the view is valid during the call). Returns how
-  // many frames there were.
+  // Takes every frame from TX queue `queue`; calls fn(src_port, view), or
+  // fn(src_port, dst_port, view), for each one that decodes (the view is
+  // valid during the call; ports in host order: a child's is 40000 +
+  // child). Returns how many frames there were.
   template <typename Fn>
   size_t Drain(uint16_t queue, Fn&& fn) {
     rte_mbuf* out[256];
@@ -170,10 +172,14 @@ struct RingPort {
             proto::Decode(f + agent::dpdk::kFrameOverhead,
                           out[i]->data_len - agent::dpdk::kFrameOverhead, &view) ==
                 proto::DecodeError::kOk) {
-          uint16_t src_port_be;
-          std::memcpy(&src_port_be, f + agent::dpdk::kEthHeaderBytes +
-                                        agent::dpdk::kIpv4HeaderBytes, 2);
-          fn(ntohs(src_port_be), view);
+          uint16_t ports_be[2];
+          std::memcpy(ports_be, f + agent::dpdk::kEthHeaderBytes + agent::dpdk::kIpv4HeaderBytes,
+                      4);
+          if constexpr (std::is_invocable_v<Fn, uint16_t, uint16_t, const proto::PacketView&>) {
+            fn(ntohs(ports_be[0]), ntohs(ports_be[1]), view);
+          } else {
+            fn(ntohs(ports_be[0]), view);
+          }
         }
       }
       rte_pktmbuf_free_bulk(out, n);

@@ -13,11 +13,13 @@
 // keys sealed to the daemon's one identity; forged, altered, replayed and
 // misdirected frames change nothing (issue #12's attacks on this
 // dataplane); a job flooding a lane loses its own frames to the fair queue,
-// never another job's.
+// never another job's; reduce-scatter and all-gather answers reach the
+// right children.
 #include <gtest/gtest.h>
 #include <rte_mempool.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -178,6 +180,74 @@ TEST_F(LaneTest, SteersToTheOwningLaneAndAggregatesExactly) {
   EXPECT_NE(text.find("lanes=2 steering=rings steered_out=8 steered_in=8 steer_drops=0"),
             std::string::npos) << text;
   EXPECT_NE(text.find("lane_completions=0,1"), std::string::npos) << text;
+}
+
+// Reduce-scatter and all-gather rounds (FORMAT.md §3.3.1) through a lane:
+// the reduce-scatter RESULT's data goes to the owner alone and a notice
+// (no payload) to the other child; the all-gather RESULT carries the
+// owner's bytes to both. Every answer verifies under the job's keys.
+TEST_F(LaneTest, ReduceScatterAndAllGatherRoundsReachTheRightChildren) {
+  const uint32_t epoch = Join(0, kPort, 9, 0, 2);
+  ASSERT_NE(epoch, 0u);
+  ASSERT_EQ(Join(0, kPort, 9, 1, 2), epoch);
+  ASSERT_TRUE(Answers(0).empty());
+  struct Routed {
+    uint32_t child;
+    uint16_t flags;
+    std::vector<int32_t> values;
+  };
+  const proto::MacKey key = proto::DeriveMacKey(9, kKey);
+  const auto drain = [&] {
+    std::vector<Routed> out;
+    port_.Drain(0, [&](uint16_t, uint16_t dst_port, const proto::PacketView& v) {
+      EXPECT_EQ(v.header.type, proto::MsgType::kResult);
+      EXPECT_TRUE(proto::VerifyPacket(key, v));
+      Routed r{static_cast<uint32_t>(dst_port - 40000), v.header.flags, {}};
+      r.values.resize(v.payload_len / 4);
+      std::memcpy(r.values.data(), v.payload, r.values.size() * 4);
+      out.push_back(r);
+    });
+    std::sort(out.begin(), out.end(), [](const Routed& a, const Routed& b) { return a.child < b.child; });
+    return out;
+  };
+  // Reduce-scatter, child 1 owns the fragment.
+  for (uint32_t child = 0; child < 2; ++child) {
+    proto::Header h = RoundHeader(proto::MsgType::kContribution, 9, epoch, child);
+    h.flags = proto::kFlagOwnerOnly | (child == 1 ? proto::kFlagOwner : 0);
+    const std::vector<int32_t> v = {static_cast<int32_t>(1 + child * 9), 2, 3};
+    ASSERT_TRUE(port_.Send(0, child, kPort, h, reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
+  }
+  PollBoth();
+  std::vector<Routed> got = drain();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].child, 0u);
+  EXPECT_NE(got[0].flags & proto::kFlagNotice, 0);
+  EXPECT_TRUE(got[0].values.empty());
+  EXPECT_EQ(got[1].child, 1u);
+  EXPECT_EQ(got[1].flags & proto::kFlagNotice, 0);
+  EXPECT_EQ(got[1].values, (std::vector<int32_t>{11, 4, 6}));
+  // All-gather (collective 2, in slot 1), child 0 owns the fragment, child
+  // 1 sends a notice first.
+  proto::Header notice = RoundHeader(proto::MsgType::kContribution, 9, epoch, 1);
+  notice.collective_id = 2;
+  notice.slot = 1;
+  notice.flags = proto::kFlagNotice;
+  ASSERT_TRUE(port_.Send(0, 1, kPort, notice, nullptr, 0, kKey));
+  proto::Header owner = RoundHeader(proto::MsgType::kContribution, 9, epoch, 0);
+  owner.collective_id = 2;
+  owner.slot = 1;
+  owner.flags = proto::kFlagOwner;
+  const std::vector<int32_t> mine = {-7, 0, 123456};
+  ASSERT_TRUE(port_.Send(0, 0, kPort, owner, reinterpret_cast<const uint8_t*>(mine.data()), 12, kKey));
+  PollBoth();
+  got = drain();
+  ASSERT_EQ(got.size(), 2u);
+  for (uint32_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(got[c].child, c);
+    EXPECT_EQ(got[c].flags & proto::kFlagNotice, 0);
+    EXPECT_EQ(got[c].values, mine);
+  }
+  EXPECT_EQ(engine_.counters().completions, 2u);
 }
 
 TEST_F(LaneTest, FullSteeringRingDropsCountsAndLeaksNothing) {

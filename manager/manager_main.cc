@@ -8,11 +8,11 @@
 // supervisor or a test using --listen 127.0.0.1:0 learns the port.
 // Exit codes: 0 clean stop or --help/--version, 1 could not start (state
 // file, etcd URL or key, port, TLS files), 2 bad flags or topology.
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -26,8 +26,18 @@
 
 namespace {
 
-std::atomic<int> g_signal{0};
-void OnSignal(int sig) { g_signal.store(sig); }
+// SIGTERM and SIGINT, blocked in every thread from the first line of main()
+// (threads inherit the mask: gRPC's, etcd's) and taken by main() with
+// sigwait(). No asynchronous handler: a signal that arrives while a thread
+// sits in a library call is not lost or deferred (tributaryd had that hang
+// under TSan, see switch_agent/control/signals.h).
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
 
 }  // namespace
 
@@ -37,6 +47,9 @@ void OnSignal(int sig) { g_signal.store(sig); }
 
 int main(int argc, char** argv) {
   using namespace tributary;
+  const sigset_t stop_signals = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
   CLI::App app{"tributary-manager: places Tributary jobs on aggregation daemons"};
   app.set_version_flag("--version", std::string("tributary-manager ") + TRIBUTARY_VERSION);
   manager::ServerOptions options;
@@ -154,13 +167,6 @@ int main(int argc, char** argv) {
            options.core.daemon_timeout_ms, options.core.job_timeout_ms,
            options.state.empty() ? options.state_file.c_str() : options.state.c_str());
 
-  struct sigaction sa {};
-  sa.sa_handler = &OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
   manager::ManagerServer server(std::move(topology), options);
   Status s = server.Start();
   if (!s.ok()) {
@@ -172,9 +178,11 @@ int main(int argc, char** argv) {
   }
   std::printf("tributary-manager listening on %s\n", server.address().c_str());
   std::fflush(stdout);
-  // gRPC's threads serve; this one only waits for the signal flag.
-  while (g_signal.load() == 0) usleep(50 * 1000);
-  TRIB_LOG(kInfo, "manager", "signal %d: shutting down", g_signal.load());
+  // gRPC's threads serve; this one only waits for the signal.
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  TRIB_LOG(kInfo, "manager", "signal %d: shutting down", sig);
   server.Shutdown();
   return 0;
 }

@@ -13,9 +13,11 @@
 // Single-threaded (gRPC's own threads aside).
 #include <grpcpp/grpcpp.h>
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -230,11 +232,15 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
   keep->add_option("--for-s", keep_args->for_s, "stop after this many seconds (0: until a signal)");
   AddManagerOptions(keep, &keep_args->manager);
   keep->callback([keep_args, exit_code] {
-    static std::atomic<bool> stop{false};
-    struct sigaction sa {};
-    sa.sa_handler = [](int) { stop.store(true); };
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    // SIGTERM and SIGINT blocked before gRPC starts its threads (they
+    // inherit the mask) and taken between heartbeats with sigtimedwait(): no
+    // asynchronous handler (see manager/manager_main.cc).
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    bool stop = false;
     uint64_t key = 0;
     try {
       size_t used = 0;
@@ -251,7 +257,7 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
                            ? std::chrono::steady_clock::time_point::max()
                            : std::chrono::steady_clock::now() + std::chrono::seconds(keep_args->for_s);
     bool unreachable = false;
-    while (!stop.load() && std::chrono::steady_clock::now() < until) {
+    while (!stop && std::chrono::steady_clock::now() < until) {
       v1::JobHeartbeatRequest request;
       request.set_job_id(keep_args->job_id);
       request.set_job_key(key);
@@ -278,9 +284,14 @@ void RegisterJobCommand(CLI::App& app, int* exit_code) {
                      manager->Describe().c_str(), s.error_message().c_str());
       }
       unreachable = !s.ok();
-      for (uint32_t waited = 0; waited < keep_args->every_ms && !stop.load(); waited += 10) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      // The pause, cut short by SIGTERM or SIGINT (one that came during the
+      // call above is pending and returns at once).
+      const timespec pause{static_cast<time_t>(keep_args->every_ms / 1000),
+                           static_cast<long>(keep_args->every_ms % 1000) * 1000000};
+      int sig;
+      while ((sig = sigtimedwait(&stop_signals, nullptr, &pause)) < 0 && errno == EINTR) {
       }
+      stop = sig > 0;
     }
   });
 

@@ -28,12 +28,12 @@
 #if TRIBUTARY_HAVE_MANAGER
 #include "proto/manager_endpoints.h"
 #include "switch_agent/control/manager_client.h"
+#endif
 #if TRIBUTARY_HAVE_METRICS
 #include "switch_agent/control/metrics.h"
 #endif
 #if TRIBUTARY_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
-#endif
 #endif
 #include "switch_agent/dataplane/provisioner.h"
 #include "switch_agent/dataplane/dataplane.h"

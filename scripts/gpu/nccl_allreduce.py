@@ -77,7 +77,9 @@ def main():
             dist.all_reduce(buf)
         return (time.perf_counter() - t0) * 1e6 / iters
 
-    rows = []
+    # Rank 0 writes each size's row as soon as it is timed, so a sweep cut
+    # short by its timeout still reports every size it finished.
+    out = open(a.out, "w") if rank == 0 else None
     failures = 0
     nbytes = a.min_bytes
     while nbytes <= a.max_bytes:
@@ -109,15 +111,17 @@ def main():
         us = statistics.median(times)
         # busbw as nccl-tests computes it for all-reduce: 2(n-1)/n x bytes / time.
         busbw = 2.0 * (world - 1) / world * nbytes / us / 1e3 if us > 0 else 0.0
-        rows.append({"label": a.label, "bytes": nbytes, "us": round(us, 2),
-                     "busbw_GBps": round(busbw, 3), "iters": iters, "rounds": a.rounds,
-                     "wrong": wrong})
+        row = {"label": a.label, "bytes": nbytes, "us": round(us, 2),
+               "busbw_GBps": round(busbw, 3), "iters": iters, "rounds": a.rounds,
+               "wrong": wrong}
+        print(f"sweep {a.label}: {json.dumps(row)}", flush=True)
+        if out:
+            out.write(json.dumps(row) + "\n")
+            out.flush()
         nbytes *= 2
     dist.barrier()
-    if rank == 0:
-        with open(a.out, "w") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    if out:
+        out.close()
     dist.destroy_process_group()
     return 1 if failures else 0
 

@@ -55,7 +55,7 @@ bool ValidDataType(DataType t) { return DataTypeSize(t) != 0; }
 bool OnHost(const std::shared_ptr<host::Registration>& r) {
   return !r || r->memory.kind == MemoryKind::kHost || r->memory.kind == MemoryKind::kHostPinned;
 }
-// A NodeOp or StagedAllReduce with the operation's buffers and arguments.
+// A NodeOp or StagedOp with the operation's buffers and arguments.
 template <class T>
 T OperationOf(const uint8_t* send, uint8_t* recv, size_t count, DataType dtype, ReduceOp op) {
   T t;
@@ -399,15 +399,16 @@ Result<DeviceStager*> CommImpl::Stager() {
   Result<const CudaApi*> api = LoadCudaApi();
   if (!api.ok()) return api.status();
   auto stager = DeviceStager::Create(
-      api.value(), config_.options.staging_bytes,
+      api.value(), config_.options.staging_bytes, config_.world_size,
       [this](void* data, size_t bytes) {
         return Register(MemoryDesc{data, bytes, MemoryKind::kHostPinned}).status();
       },
-      [this](uint8_t* host, size_t count, DataType dtype, ReduceOp op,
-             std::function<void(const Status&)> then) -> Status {
-        const size_t bytes = count * DataTypeSize(dtype);
-        auto reg = registrations_->FindContaining(host, bytes);
-        return Submit({host::Collective::kAllReduce, "AllReduce"}, reg, reg, host, host, count,
+      [this](host::Collective collective, const uint8_t* send, uint8_t* recv, size_t count,
+             DataType dtype, ReduceOp op, std::function<void(const Status&)> then) -> Status {
+        const Shape shape{collective, host::CollectiveName(collective)};
+        const Extent extent = ExtentOf(shape, count, DataTypeSize(dtype));
+        return Submit(shape, registrations_->FindContaining(send, extent.send_bytes),
+                      registrations_->FindContaining(recv, extent.recv_bytes), send, recv, count,
                       dtype, op, std::move(then), /*in_order=*/true)
             .status();
       });
@@ -638,14 +639,17 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   }
   const bool device = !OnHost(send) || !OnHost(recv);
   if (!in_order && (device || stream.set)) {
-    if (shape.collective != host::Collective::kAllReduce) {
+    if (shape.collective != host::Collective::kAllReduce &&
+        (stream.set || shape.window_first != 0 || shape.window_count != kWholeWindow)) {
       return Status(StatusCode::kUnimplemented,
-                    what + " of CUDA device memory or on a CUDA stream is not supported yet "
-                           "(AllReduce is); use host memory");
+                    what + (stream.set ? " on a CUDA stream" : " of a window of CUDA device memory") +
+                        " is not supported yet (AllReduce is; whole ReduceScatter and AllGather "
+                        "calls of device memory are); use host memory");
     }
     Result<DeviceStager*> stager = Stager();
     if (!stager.ok()) return Status(stager.status().code(), what + ": " + stager.status().message());
-    auto staged = OperationOf<StagedAllReduce>(send_ptr, recv_ptr, count, dtype, op);
+    auto staged = OperationOf<StagedOp>(send_ptr, recv_ptr, count, dtype, op);
+    staged.collective = shape.collective;
     staged.request = std::make_shared<RequestState>();
     staged.on_done = HoldBuffers(send, recv);
     std::shared_ptr<RequestState> state = staged.request;

@@ -15,9 +15,9 @@ constexpr size_t kMaxListedFragments = 8;
 std::string DescribeIncomplete(const Operation& op, const FragmentWindow& window, uint64_t now) {
   char head[256];
   snprintf(head, sizeof(head),
-           "all-reduce of collective %" PRIu64 " (%" PRIu64 " x %s %s) timed out after %" PRIu64
+           "%s of collective %" PRIu64 " (%" PRIu64 " x %s %s) timed out after %" PRIu64
            " ms: %" PRIu64 " of %" PRIu64 " fragments never completed",
-           op.desc.collective_id, op.desc.count, DataTypeName(op.desc.dtype),
+           CollectiveNoun(op.desc.collective), op.desc.collective_id, op.desc.count, DataTypeName(op.desc.dtype),
            ReduceOpName(op.desc.op), (now - op.submit_ns) / 1000000,
            op.nfrags - op.done_frags, op.nfrags);
   std::string out = head;

@@ -31,6 +31,24 @@ namespace tributary::host {
 // whole window; NCCL's CollNet and lanes cut it into smaller ones (FORMAT.md
 // §3.3.1). An all-reduce is one part that is the whole window.
 enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
+// The API's name of a collective ("AllReduce", ...), for messages.
+inline const char* CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "AllReduce";
+    case Collective::kReduceScatter: return "ReduceScatter";
+    case Collective::kAllGather: return "AllGather";
+  }
+  return "collective";
+}
+// The same in prose ("all-reduce", ...), for log lines and errors.
+inline const char* CollectiveNoun(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all-reduce";
+    case Collective::kReduceScatter: return "reduce-scatter";
+    case Collective::kAllGather: return "all-gather";
+  }
+  return "collective";
+}
 
 struct OpDesc {
   std::shared_ptr<internal::RequestState> request;

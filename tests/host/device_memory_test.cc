@@ -10,8 +10,10 @@
 // host collectives issued behind staged ones keep the order on every rank;
 // a stream-ordered all-reduce starts only after the work before it on the
 // stream (held by a latch the test opens) and work enqueued after it sees
-// the result; the fallback without stream memory operations; refusals
-// (host memory claimed as device memory, ReduceScatter of device memory);
+// the result; the fallback without stream memory operations; staged
+// reduce-scatters and all-gathers exact over many chunks, in place and not,
+// at 3 ranks, with a host collective right behind each; refusals (host
+// memory claimed as device memory, a window of device memory);
 // a failing copy fails the request, marks the communicator, and still
 // releases the caller's stream.
 #include <gtest/gtest.h>
@@ -29,6 +31,7 @@
 
 #include "host/src/cuda/cuda_api.h"
 #include "tests/common/daemon_process.h"
+#include "tests/common/part_patterns.h"
 #include "tests/common/patterns.h"
 #include "tests/common/rank_config.h"
 #include "tributary/communicator.h"
@@ -329,6 +332,106 @@ TEST_F(DeviceMemoryTest, StagedAllReducesAreExactAndKeepOrderWithHostCollectives
   });
 }
 
+TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
+  constexpr uint32_t kWorld = 3;
+  // 16 KiB slots hold 4 parts of 1024 floats: 5000 elements per part are 5
+  // chunks of 3 x 1024 elements copied in, the last one partial.
+  RunRanksWithFake(kWorld, 45, true, [&](int rank, FakeCuda& f, Communicator& comm) {
+    const uint32_t me = static_cast<uint32_t>(rank);
+    std::vector<int32_t> hin(500, rank + 1), hout(500, 0);
+    auto hs = comm.Register(hin.data(), hin.size() * 4);
+    auto hr = comm.Register(hout.data(), hout.size() * 4);
+    CHILD_OK(hs.ok() && hr.ok(), "host Register");
+    // A host all-reduce right behind each staged call: the next collective
+    // on every rank although the stager submits the chunks from its thread.
+    auto host_behind = [&]() -> std::string {
+      std::fill(hout.begin(), hout.end(), 0);
+      auto h = comm.AllReduce(hs.value(), hr.value(), hin.size(), DataType::kInt32, ReduceOp::kSum);
+      if (!h.ok()) return "host AllReduce: " + h.status().ToString();
+      if (Status s = h.value().Wait(); !s.ok()) return "host Wait: " + s.ToString();
+      for (int32_t v : hout) {
+        if (v != 6) return "host result " + std::to_string(v);
+      }
+      return "";
+    };
+    for (const size_t count : {size_t{5000}, size_t{1}, size_t{0}, size_t{1024}}) {
+      for (const bool in_place : {false, true}) {
+        for (const auto [t, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
+                                   std::pair{DataType::kInt32, ReduceOp::kMax}}) {
+          const std::string where = std::string("reduce-scatter ") + DataTypeName(t) + " count " +
+                                    std::to_string(count) + (in_place ? " in place" : "");
+          auto* send = static_cast<uint8_t*>(f.DeviceAlloc(kWorld * count * 4 + 4));
+          auto* recv = in_place ? send + me * count * 4 : static_cast<uint8_t*>(f.DeviceAlloc(count * 4 + 4));
+          for (uint32_t p = 0; p < kWorld; ++p) {
+            for (size_t i = 0; i < count; ++i) {
+              const int32_t v = PartInput(me, p, i);
+              const float fv = static_cast<float>(v);
+              std::memcpy(send + (p * count + i) * 4, t == DataType::kFloat32 ? static_cast<const void*>(&fv) : &v, 4);
+            }
+          }
+          auto sb = comm.Register(MemoryDesc{send, kWorld * count * 4 + 4, MemoryKind::kCudaDevice});
+          CHILD_OK(sb.ok(), where + ": Register: " + sb.status().ToString());
+          Result<Buffer> rb = sb;
+          if (!in_place) rb = comm.Register(MemoryDesc{recv, count * 4 + 4, MemoryKind::kCudaDevice});
+          CHILD_OK(rb.ok(), where + ": Register: " + rb.status().ToString());
+          auto req = comm.ReduceScatter(send, recv, count, t, op);
+          CHILD_OK(req.ok(), where + ": " + req.status().ToString());
+          const std::string behind = host_behind();
+          CHILD_OK(behind.empty(), where + ": " + behind);
+          Status s = req.value().Wait();
+          CHILD_OK(s.ok(), where + ": Wait: " + s.ToString());
+          for (size_t i = 0; i < count; ++i) {
+            const int64_t want = PartExpected(op, kWorld, me, i);
+            int32_t iv;
+            float fv;
+            std::memcpy(&iv, recv + i * 4, 4);
+            std::memcpy(&fv, recv + i * 4, 4);
+            const int64_t got = t == DataType::kFloat32 ? static_cast<int64_t>(fv) : iv;
+            CHILD_OK(got == want, where + ": element " + std::to_string(i) + " is " +
+                                      std::to_string(got) + ", want " + std::to_string(want));
+          }
+          CHILD_OK(comm.Deregister(sb.value()).ok(), where + ": Deregister");
+          if (!in_place) CHILD_OK(comm.Deregister(rb.value()).ok(), where + ": Deregister");
+        }
+        const std::string where = std::string("all-gather count ") + std::to_string(count) +
+                                  (in_place ? " in place" : "");
+        auto* recv = static_cast<uint8_t*>(f.DeviceAlloc(kWorld * count * 2 + 2));
+        std::memset(recv, 0xa5, kWorld * count * 2 + 2);
+        auto* send = in_place ? recv + me * count * 2 : static_cast<uint8_t*>(f.DeviceAlloc(count * 2 + 2));
+        for (size_t i = 0; i < count; ++i) {
+          const uint16_t w = GatherWord(me, i);
+          std::memcpy(send + i * 2, &w, 2);
+        }
+        auto rb = comm.Register(MemoryDesc{recv, kWorld * count * 2 + 2, MemoryKind::kCudaDevice});
+        CHILD_OK(rb.ok(), where + ": Register: " + rb.status().ToString());
+        Result<Buffer> sb = rb;
+        if (!in_place) sb = comm.Register(MemoryDesc{send, count * 2 + 2, MemoryKind::kCudaDevice});
+        CHILD_OK(sb.ok(), where + ": Register: " + sb.status().ToString());
+        auto req = comm.AllGather(send, recv, count, DataType::kFloat16);
+        CHILD_OK(req.ok(), where + ": " + req.status().ToString());
+        const std::string behind = host_behind();
+        CHILD_OK(behind.empty(), where + ": " + behind);
+        Status s = req.value().Wait();
+        CHILD_OK(s.ok(), where + ": Wait: " + s.ToString());
+        for (uint32_t p = 0; p < kWorld; ++p) {
+          for (size_t i = 0; i < count; ++i) {
+            uint16_t w;
+            std::memcpy(&w, recv + (p * count + i) * 2, 2);
+            CHILD_OK(w == GatherWord(p, i), where + ": part " + std::to_string(p) + " word " +
+                                                std::to_string(i) + " wrong");
+          }
+        }
+        // Nothing written past the parts.
+        CHILD_OK(recv[kWorld * count * 2] == 0xa5 && recv[kWorld * count * 2 + 1] == 0xa5,
+                 where + ": wrote past the last part");
+        CHILD_OK(comm.Deregister(rb.value()).ok(), where + ": Deregister");
+        if (!in_place) CHILD_OK(comm.Deregister(sb.value()).ok(), where + ": Deregister");
+      }
+    }
+    return 0;
+  });
+}
+
 TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
   RunRanksWithFake(2, 42, true, [&](int rank, FakeCuda& f, Communicator& comm) {
     const size_t count = 50000;
@@ -419,10 +522,11 @@ TEST_F(DeviceMemoryTest, RefusalsAndACopyFailureThatStillReleasesTheStream) {
     void* d = f.DeviceAlloc(count * 4 * 2);
     auto b = comm.Register(MemoryDesc{d, count * 4 * 2, MemoryKind::kCudaDevice});
     CHILD_OK(b.ok(), "Register");
-    auto rs = comm.ReduceScatter(d, static_cast<float*>(d) + count, count, DataType::kFloat32,
-                                          ReduceOp::kSum);
-    CHILD_OK(!rs.ok() && rs.status().code() == StatusCode::kUnimplemented,
-             "ReduceScatter of device memory: " + rs.status().ToString());
+    auto rs = comm.ReduceScatterWindow(d, static_cast<float*>(d) + count, count, 0, count,
+                                       DataType::kFloat32, ReduceOp::kSum);
+    CHILD_OK(!rs.ok() && rs.status().code() == StatusCode::kUnimplemented &&
+                 rs.status().message().find("window of CUDA device memory") != std::string::npos,
+             "a window of device memory: " + rs.status().ToString());
     // The third copy fails: the request fails, the stream is released.
     void* stream = nullptr;
     f.api.stream_create(&stream, 0);

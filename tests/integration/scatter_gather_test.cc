@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/common/daemon_process.h"
+#include "tests/common/part_patterns.h"
 #include "tests/common/rank_config.h"
 #include "tests/common/status_matchers.h"
 #include "tributary/communicator.h"
@@ -37,11 +38,6 @@ CommConfig MakeConfig(const DaemonProcess& d, uint32_t job, uint32_t rank, uint3
 
 int Fail(uint32_t rank, const std::string& what) { return testing::RankFail(rank, what); }
 
-// Rank r's input element i of part p (small integers: float sums are exact).
-int32_t Input(uint32_t r, uint32_t p, uint64_t i) {
-  return static_cast<int32_t>((r + 1) * 7 + p * 131 + (i % 977) * 3) - 1500;
-}
-
 // One reduce-scatter of `count` int32 or float elements per part; checks
 // this rank's part. In place: recv is this rank's part of send.
 int ReduceScatterOnce(Communicator* comm, uint32_t rank, uint32_t world, uint64_t count,
@@ -49,7 +45,7 @@ int ReduceScatterOnce(Communicator* comm, uint32_t rank, uint32_t world, uint64_
                       std::vector<uint8_t>* recv) {
   for (uint32_t p = 0; p < world; ++p) {
     for (uint64_t i = 0; i < count; ++i) {
-      const int32_t v = Input(rank, p, i);
+      const int32_t v = testing::PartInput(rank, p, i);
       if (t == DataType::kFloat32) {
         const float f = static_cast<float>(v);
         std::memcpy(send->data() + (p * count + i) * 4, &f, 4);
@@ -63,11 +59,7 @@ int ReduceScatterOnce(Communicator* comm, uint32_t rank, uint32_t world, uint64_
   if (!req.ok()) return Fail(rank, req.status().ToString());
   if (Status s = req.value().Wait(); !s.ok()) return Fail(rank, s.ToString());
   for (uint64_t i = 0; i < count; ++i) {
-    int64_t want = op == ReduceOp::kMax ? INT64_MIN : 0;
-    for (uint32_t r = 0; r < world; ++r) {
-      const int64_t v = Input(r, rank, i);
-      want = op == ReduceOp::kMax ? std::max(want, v) : want + v;
-    }
+    const int64_t want = testing::PartExpected(op, world, rank, i);
     int64_t got;
     if (t == DataType::kFloat32) {
       float f;
@@ -87,19 +79,13 @@ int ReduceScatterOnce(Communicator* comm, uint32_t rank, uint32_t world, uint64_
   return 0;
 }
 
-// One all-gather of `count` fp16 words per rank: arbitrary bit patterns
-// (NaNs, -0) must arrive unchanged in every part.
-uint16_t Word(uint32_t r, uint64_t i) {
-  static const uint16_t special[] = {0x8000, 0x7e01, 0xfc00, 0x7c00, 0xffff, 0x0001};
-  return i % 11 == 0 ? special[(i / 11 + r) % 6] : static_cast<uint16_t>((r * 40503u) ^ (i * 2654435761u));
-}
-
+// One all-gather of `count` fp16 words per rank (testing::GatherWord).
 int AllGatherOnce(Communicator* comm, uint32_t rank, uint32_t world, uint64_t count,
                   bool in_place, std::vector<uint8_t>* send, std::vector<uint8_t>* recv) {
   std::fill(recv->begin(), recv->end(), 0xa5);
   uint8_t* in = in_place ? recv->data() + rank * count * 2 : send->data();
   for (uint64_t i = 0; i < count; ++i) {
-    const uint16_t w = Word(rank, i);
+    const uint16_t w = testing::GatherWord(rank, i);
     std::memcpy(in + i * 2, &w, 2);
   }
   auto req = comm->AllGather(in, recv->data(), count, DataType::kFloat16);
@@ -109,7 +95,7 @@ int AllGatherOnce(Communicator* comm, uint32_t rank, uint32_t world, uint64_t co
     for (uint64_t i = 0; i < count; ++i) {
       uint16_t w;
       std::memcpy(&w, recv->data() + (p * count + i) * 2, 2);
-      if (w != Word(p, i)) {
+      if (w != testing::GatherWord(p, i)) {
         return Fail(rank, "all-gather count " + std::to_string(count) + " part " +
                               std::to_string(p) + " word " + std::to_string(i) + " wrong");
       }

@@ -223,7 +223,8 @@ class Communicator {
   // rank r receives the reduction of every rank's part r (count elements)
   // in `recv`. The aggregator sends each part's result to its owner alone
   // (FORMAT.md §3.3.1). count may be 0. In place when `recv` is this
-  // rank's part of `send`.
+  // rank's part of `send`. Registered CUDA device memory is staged through
+  // pinned host memory as for AllReduce (not the windowed forms below).
   TRIB_API Result<Request> ReduceScatter(const Buffer& send, const Buffer& recv, size_t count,
                                          DataType dtype, ReduceOp op);
   TRIB_API Result<Request> ReduceScatter(const void* send, void* recv, size_t count,
@@ -231,7 +232,8 @@ class Communicator {
   // All-gather: every rank's `count` elements of `send` land, bit for bit,
   // in part r (elements r * count ..) of every rank's `recv`, which holds
   // world_size() * count elements. Each rank sends only its own part. In
-  // place when `send` is this rank's part of `recv`.
+  // place when `send` is this rank's part of `recv`. Device memory as for
+  // ReduceScatter.
   TRIB_API Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count,
                                      DataType dtype);
   TRIB_API Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
@@ -241,7 +243,7 @@ class Communicator {
   // window (reduce-scatter's send, all-gather's recv) points at its first
   // element; the other side at this rank's share of it (its part's overlap
   // with the window; unused when there is none). Every rank passes the same
-  // window.
+  // window. Host memory only (kUnimplemented for device memory).
   TRIB_API Result<Request> ReduceScatterWindow(const void* send, void* recv, size_t count,
                                                size_t window_first, size_t window_count,
                                                DataType dtype, ReduceOp op);

@@ -27,14 +27,15 @@ struct Signal {
 }  // namespace
 
 Result<std::unique_ptr<DeviceStager>> DeviceStager::Create(const CudaApi* api, size_t staging_bytes,
-                                                           RegisterFn register_fn, SubmitFn submit) {
+                                                           uint32_t world, RegisterFn register_fn,
+                                                           SubmitFn submit) {
   const size_t slot = staging_bytes / kSlots / 4096 * 4096;
   if (slot == 0) {
     return Status(StatusCode::kInvalidArgument,
                   "staging_bytes=" + std::to_string(staging_bytes) + " is below " +
                       std::to_string(kSlots * 4096) + " bytes");
   }
-  std::unique_ptr<DeviceStager> s(new DeviceStager(api, slot));
+  std::unique_ptr<DeviceStager> s(new DeviceStager(api, slot, std::max<uint32_t>(world, 1)));
   Status st = CudaCall(*api, api->stream_create(&s->stream_, kCudaStreamNonBlocking),
                        "cudaStreamCreateWithFlags (staging stream)");
   void* staging = nullptr;
@@ -66,8 +67,8 @@ Result<std::unique_ptr<DeviceStager>> DeviceStager::Create(const CudaApi* api, s
   return s;
 }
 
-DeviceStager::DeviceStager(const CudaApi* api, size_t slot_bytes)
-    : api_(api), slot_bytes_(slot_bytes) {}
+DeviceStager::DeviceStager(const CudaApi* api, size_t slot_bytes, uint32_t world)
+    : api_(api), slot_bytes_(slot_bytes), world_(world) {}
 
 void DeviceStager::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -84,8 +85,8 @@ DeviceStager::~DeviceStager() {
   bool any_stream = false;
   for (Item& item : queue_) {
     if (item.direct) continue;
-    item.op.request->Complete(Status(StatusCode::kAborted, "the communicator was destroyed "
-                                                            "before this all-reduce ran"));
+    item.op.request->Complete(Status(StatusCode::kAborted, std::string("the communicator was destroyed before this ") +
+                                                            host::CollectiveName(item.op.collective) + " ran"));
     if (item.op.on_done) item.op.on_done();
     if (item.stream_ordered) {
       last = item.seq;
@@ -114,14 +115,14 @@ void DeviceStager::Push(Item item) {
   cv_.notify_all();
 }
 
-void DeviceStager::Enqueue(StagedAllReduce op) {
+void DeviceStager::Enqueue(StagedOp op) {
   std::lock_guard<std::mutex> lock(mu_);
   Item item;
   item.op = std::move(op);
   Push(std::move(item));
 }
 
-Status DeviceStager::EnqueueOnStream(StagedAllReduce op, CudaStream stream) {
+Status DeviceStager::EnqueueOnStream(StagedOp op, CudaStream stream) {
   if (api_->stream_wait_value32 == nullptr || api_->stream_write_value32 == nullptr) {
     // No stream memory operations: order by synchronizing, then wait.
     Status s = CudaCall(*api_, api_->stream_synchronize(stream), "cudaStreamSynchronize");
@@ -187,7 +188,8 @@ void DeviceStager::Worker() {
     } else {
       Status s = Run(item);
       if (!s.ok()) {
-        TRIB_LOG(kError, "cuda", "staged all-reduce failed: %s", s.ToString().c_str());
+        TRIB_LOG(kError, "cuda", "staged %s failed: %s", host::CollectiveName(item.op.collective),
+                 s.ToString().c_str());
       }
       item.op.request->Complete(s);
       if (item.op.on_done) item.op.on_done();
@@ -198,10 +200,25 @@ void DeviceStager::Worker() {
 }
 
 Status DeviceStager::Run(Item& item) {
-  const StagedAllReduce& op = item.op;
+  const StagedOp& op = item.op;
   const size_t esize = DataTypeSize(op.dtype);
-  const size_t per = slot_bytes_ / esize;
-  const size_t nchunks = op.count == 0 ? 1 : (op.count + per - 1) / per;
+  // The parts of a chunk: 1 for an all-reduce (in place in the slot), N for
+  // a reduce-scatter or all-gather, whose slot also holds one more part (the
+  // reduce-scatter's result, the all-gather's input) after them.
+  const bool parted = op.collective != host::Collective::kAllReduce;
+  const size_t nparts = parted ? world_ : 1;
+  const size_t per = slot_bytes_ / esize / (parted ? nparts + 1 : 1);
+  Status error;
+  if (per == 0) {
+    error = Status(StatusCode::kInvalidArgument,
+                   std::string("a staging slot of ") + std::to_string(slot_bytes_) +
+                       " bytes cannot hold " + std::to_string(nparts + 1) + " parts of one " +
+                       DataTypeName(op.dtype) + " element for a " +
+                       host::CollectiveName(op.collective) + " of device memory; raise " +
+                       "staging_bytes to at least " +
+                       std::to_string(DeviceStager::kSlots * (nparts + 1) * esize) + " bytes");
+  }
+  const size_t nchunks = per == 0 ? 0 : op.count == 0 ? 1 : (op.count + per - 1) / per;
   std::vector<Chunk> chunks(nchunks);
   std::vector<Signal> in_sig(nchunks), out_sig(nchunks);
   for (size_t i = 0; i < nchunks; ++i) {
@@ -213,9 +230,49 @@ Status DeviceStager::Run(Item& item) {
   std::vector<size_t> free_slots;
   for (size_t k = kSlots; k-- > 0;) free_slots.push_back(k);
   auto slot_ptr = [&](const Chunk& c) { return staging_ + c.slot * slot_bytes_; };
+  // Where a chunk's parts lie in its slot and in the caller's buffers.
+  auto part_in_slot = [&](const Chunk& c, size_t p) { return slot_ptr(c) + p * c.count * esize; };
+  auto extra_part = [&](const Chunk& c) { return part_in_slot(c, nparts); };
+  auto copy = [&](void* dst, const void* src, size_t count, const char* what) {
+    return CudaCall(*api_, api_->memcpy_async(dst, src, count * esize, kCudaMemcpyDefault, stream_),
+                    what);
+  };
+  // Device-to-host copies of chunk c's input.
+  auto copy_in = [&](const Chunk& c) -> Status {
+    switch (op.collective) {
+      case host::Collective::kAllReduce:
+        return copy(slot_ptr(c), op.send + c.first * esize, c.count, "cudaMemcpyAsync (to staging)");
+      case host::Collective::kReduceScatter:
+        for (size_t p = 0; p < nparts; ++p) {
+          Status s = copy(part_in_slot(c, p), op.send + (p * op.count + c.first) * esize, c.count,
+                          "cudaMemcpyAsync (to staging)");
+          if (!s.ok()) return s;
+        }
+        return Status::Ok();
+      case host::Collective::kAllGather:
+        return copy(extra_part(c), op.send + c.first * esize, c.count, "cudaMemcpyAsync (to staging)");
+    }
+    return Status::Ok();
+  };
+  // Host-to-device copies of chunk c's result.
+  auto copy_out = [&](const Chunk& c) -> Status {
+    switch (op.collective) {
+      case host::Collective::kAllReduce:
+        return copy(op.recv + c.first * esize, slot_ptr(c), c.count, "cudaMemcpyAsync (from staging)");
+      case host::Collective::kReduceScatter:
+        return copy(op.recv + c.first * esize, extra_part(c), c.count, "cudaMemcpyAsync (from staging)");
+      case host::Collective::kAllGather:
+        for (size_t p = 0; p < nparts; ++p) {
+          Status s = copy(op.recv + (p * op.count + c.first) * esize, part_in_slot(c, p), c.count,
+                          "cudaMemcpyAsync (from staging)");
+          if (!s.ok()) return s;
+        }
+        return Status::Ok();
+    }
+    return Status::Ok();
+  };
   size_t started = 0, submitted = 0, copied_out = 0, finished = 0, scan_from = 0;
-  Status error;
-  if (Status f = Failure(); !f.ok()) {
+  if (Status f = Failure(); !f.ok() && error.ok()) {
     error = Status(StatusCode::kAborted, "staging failed earlier: " + f.message());
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -237,11 +294,7 @@ Status DeviceStager::Run(Item& item) {
       if (started == 0 && item.stream_ordered) {
         s = CudaCall(*api_, api_->stream_wait_event(stream_, item.start, 0), "cudaStreamWaitEvent");
       }
-      if (s.ok() && c.count > 0) {
-        s = CudaCall(*api_, api_->memcpy_async(slot_ptr(c), op.send + c.first * esize, c.count * esize,
-                                               kCudaMemcpyDefault, stream_),
-                     "cudaMemcpyAsync (to staging)");
-      }
+      if (s.ok() && c.count > 0) s = copy_in(c);
       if (s.ok()) s = CudaCall(*api_, api_->launch_host_func(stream_, OnCopied, &in_sig[started]), "cudaLaunchHostFunc");
       lock.lock();
       if (!s.ok()) {
@@ -262,7 +315,9 @@ Status DeviceStager::Run(Item& item) {
         continue;
       }
       lock.unlock();
-      Status s = submit_(slot_ptr(c), c.count, op.dtype, op.op, [this, &c](const Status& st) {
+      const uint8_t* in = op.collective == host::Collective::kAllGather ? extra_part(c) : slot_ptr(c);
+      uint8_t* out = op.collective == host::Collective::kReduceScatter ? extra_part(c) : slot_ptr(c);
+      Status s = submit_(op.collective, in, out, c.count, op.dtype, op.op, [this, &c](const Status& st) {
         std::lock_guard<std::mutex> l(mu_);
         c.wire_status = st;
         c.wire_done = true;
@@ -285,11 +340,7 @@ Status DeviceStager::Run(Item& item) {
       }
       lock.unlock();
       Status s;
-      if (c.count > 0) {
-        s = CudaCall(*api_, api_->memcpy_async(op.recv + c.first * esize, slot_ptr(c), c.count * esize,
-                                               kCudaMemcpyDefault, stream_),
-                     "cudaMemcpyAsync (from staging)");
-      }
+      if (c.count > 0) s = copy_out(c);
       if (s.ok()) s = CudaCall(*api_, api_->launch_host_func(stream_, OnCopied, &out_sig[&c - chunks.data()]), "cudaLaunchHostFunc");
       lock.lock();
       if (!s.ok()) {

@@ -1,15 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-// DeviceStager: all-reduces of CUDA device memory through pinned host
-// staging buffers, pipelined, and the order of every collective of a
-// communicator that has one.
+// DeviceStager: all-reduces, reduce-scatters and all-gathers of CUDA device
+// memory through pinned host staging buffers, pipelined, and the order of
+// every collective of a communicator that has one.
 //
 // Without GPUDirect RDMA the transports reach host memory only. A staged
-// all-reduce is cut into chunks of one staging slot each (staging_bytes / 4;
+// operation is cut into chunks of one staging slot each (staging_bytes / 4;
 // the same on every rank, so every rank cuts alike); for each chunk, on the
-// stager's own CUDA stream: a device-to-host copy into a free slot, then the
-// chunk's all-reduce in place on the slot (an ordinary host collective), then
-// a host-to-device copy of the result. Four slots keep the copy of chunk i+1
-// and the result copy of chunk i-1 running while chunk i is on the wire.
+// stager's own CUDA stream: device-to-host copies into a free slot, then the
+// chunk's collective on the slot (an ordinary host collective), then
+// host-to-device copies of the result. Four slots keep the copy of chunk
+// i+1 and the result copy of chunk i-1 running while chunk i is on the wire.
+//
+// A chunk of an all-reduce is c elements, reduced in place in the slot. A
+// chunk of a reduce-scatter or all-gather of N ranks is the elements
+// [f, f + c) of every rank's part: the slot holds N parts of c elements
+// and one more part, so c is at most slot / (N + 1) elements.
+//   reduce-scatter: N copies in (send[p*count + f ..] to part p of the slot),
+//     a reduce-scatter of c elements per part whose result goes to the
+//     slot's last part, one copy out (to recv[f ..]);
+//   all-gather: one copy in (send[f ..] to the slot's last part), an
+//     all-gather into the slot's N parts, N copies out (part p to
+//     recv[p*count + f ..]).
+// In-place forms (recv inside send, or send inside recv, at this rank's
+// part) work: a chunk's copies out touch only elements of chunks already
+// copied in.
 // Copies signal completion with cudaLaunchHostFunc (the callback only sets
 // a flag and wakes the worker thread; it calls no CUDA function).
 //
@@ -44,15 +58,17 @@
 #include <vector>
 
 #include "host/src/cuda/cuda_api.h"
+#include "host/src/operation.h"
 #include "host/src/request_state.h"
 #include "tributary/communicator.h"
 
 namespace tributary::internal {
 
-struct StagedAllReduce {
+struct StagedOp {
+  host::Collective collective = host::Collective::kAllReduce;
   const uint8_t* send = nullptr;  // device or host memory
   uint8_t* recv = nullptr;
-  size_t count = 0;
+  size_t count = 0;  // reduce-scatter and all-gather: elements per part
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   std::shared_ptr<RequestState> request;
@@ -61,27 +77,32 @@ struct StagedAllReduce {
 
 class DeviceStager {
  public:
-  // Submits an in-place all-reduce of `count` elements at `host` (inside a
-  // slot) as an ordinary collective; `then` runs once when it completes.
-  using SubmitFn = std::function<Status(uint8_t* host, size_t count, DataType, ReduceOp,
-                                        std::function<void(const Status&)> then)>;
+  // Submits a collective of `count` elements (per part) from `send` to
+  // `recv`, both inside a slot, as an ordinary collective; `then` runs once
+  // when it completes.
+  using SubmitFn =
+      std::function<Status(host::Collective, const uint8_t* send, uint8_t* recv, size_t count,
+                           DataType, ReduceOp, std::function<void(const Status&)> then)>;
   // Registers the pinned staging memory with the communicator.
   using RegisterFn = std::function<Status(void* data, size_t bytes)>;
 
   static constexpr size_t kSlots = 4;
 
+  // `world`: the communicator's ranks (the parts of a reduce-scatter or
+  // all-gather).
   static Result<std::unique_ptr<DeviceStager>> Create(const CudaApi* api, size_t staging_bytes,
-                                                      RegisterFn register_fn, SubmitFn submit);
+                                                      uint32_t world, RegisterFn register_fn,
+                                                      SubmitFn submit);
   ~DeviceStager();
   DeviceStager(const DeviceStager&) = delete;
   DeviceStager& operator=(const DeviceStager&) = delete;
 
-  // Queues a staged all-reduce; the caller made sure the data is ready.
-  void Enqueue(StagedAllReduce op);
+  // Queues a staged operation; the caller made sure the data is ready.
+  void Enqueue(StagedOp op);
   // Queues it after the work already on `stream` (see above). When the
   // driver lacks stream memory operations, synchronizes `stream` first and
   // returns only when the op completed (documented fallback).
-  Status EnqueueOnStream(StagedAllReduce op, CudaStream stream);
+  Status EnqueueOnStream(StagedOp op, CudaStream stream);
   // Submits another collective in call order: now if the stager is idle,
   // else after the queued work (by the worker).
   void EnqueueDirect(std::function<void()> submit);
@@ -100,14 +121,14 @@ class DeviceStager {
  private:
   struct Item {
     std::function<void()> direct;  // set: a direct collective
-    StagedAllReduce op;
+    StagedOp op;
     CudaEvent start = nullptr;  // stream-ordered: the caller's stream reached the call
     uint32_t seq = 0;           // stream-ordered: written when done
     bool stream_ordered = false;
   };
   struct Chunk;
 
-  DeviceStager(const CudaApi* api, size_t slot_bytes);
+  DeviceStager(const CudaApi* api, size_t slot_bytes, uint32_t world);
   void Worker();
   Status Run(Item& item);
   static void OnCopied(void* flag);
@@ -115,6 +136,7 @@ class DeviceStager {
 
   const CudaApi* api_;
   const size_t slot_bytes_;
+  const uint32_t world_;
   CudaStream stream_ = nullptr;
   uint8_t* staging_ = nullptr;      // kSlots * slot_bytes_, pinned
   uint32_t* flag_ = nullptr;        // mapped pinned: the last finished sequence number

@@ -123,7 +123,15 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(lns_drops to_daemon) - to0))" \
       -v from="$(($(lns_drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
     /^# fragments sent/ { gsub(/,/, ""); f = $4; re = $6 }
-    /^# probes/ { gsub(/,/, ""); pr = $3; lo = $6; sr = $8; rt = $11 }
+    /^# probes/ {
+      gsub(/,/, "")
+      for (i = 2; i < NF; ++i) {
+        if ($i == "probes") pr = $(i + 1)
+        if ($i == "detected") lo = $(i + 1)
+        if ($i == "srtt") sr = $(i + 1)
+        if ($i == "rto") rt = $(i + 1)
+      }
+    }
     /^# send errors/ { gsub(/,/, ""); se = $4 }
     /^# early recoveries/ { er = $4; if ($(NF - 1) == "probes") tp = $NF }
     /^# window polls/ { wp = $4 }

@@ -52,7 +52,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 srtt_us, rto_us, stats_transport, send_errors,
                                 early_recoveries, window_decreases, window_limit,
                                 tail_probes, ecn_marks, window_polls, local_ranks, nodes,
-                                zero_fragments, caller_sent, caller_completed] = s;
+                                zero_fragments, caller_sent, caller_completed, timer_recoveries] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -284,6 +284,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, zero_fragments)) out->zero_fragments = s.zero_fragments;
   if (TRIB_HAS_FIELD(p, caller_sent)) out->caller_sent = s.caller_sent;
   if (TRIB_HAS_FIELD(p, caller_completed)) out->caller_completed = s.caller_completed;
+  if (TRIB_HAS_FIELD(p, timer_recoveries)) out->timer_recoveries = s.timer_recoveries;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

@@ -150,6 +150,7 @@ CommStats ProgressEngine::Stats() const {
   s.zero_fragments = counters_.zero_fragments.load(std::memory_order_relaxed);
   s.caller_sent = counters_.caller_sent.load(std::memory_order_relaxed);
   s.caller_completed = counters_.caller_completed.load(std::memory_order_relaxed);
+  s.timer_recoveries = counters_.timer_recoveries.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which

@@ -265,6 +265,7 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
     Slot& slot = window_.slot(expired_[k]);
     if (k < budget) {
       slot.retries++;
+      counters_.timer_recoveries.fetch_add(1, std::memory_order_relaxed);
       Recover(expired_[k], now, /*timer=*/true);
     } else {
       // Not resent: it waits one more (backed-off) timeout. Its timer did

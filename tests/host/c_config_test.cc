@@ -290,6 +290,9 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.ecn_marks = 19;
   st.window_polls = 20;
   st.zero_fragments = 21;
+  st.caller_sent = 22;
+  st.caller_completed = 23;
+  st.timer_recoveries = 24;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -316,6 +319,9 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.ecn_marks, 19u);
   EXPECT_EQ(out.window_polls, 20u);
   EXPECT_EQ(out.zero_fragments, 21u);
+  EXPECT_EQ(out.caller_sent, 22u);
+  EXPECT_EQ(out.caller_completed, 23u);
+  EXPECT_EQ(out.timer_recoveries, 24u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

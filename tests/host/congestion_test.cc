@@ -372,10 +372,12 @@ TEST_F(ProgressTest, AMassTimeoutResendsOnlyUpToTheHalvedLimitAndStretchesTheTim
   // Two round trips without a result: the tail loss probe resends it (it
   // is small), the aggregator holds it; the timer, restarted by that
   // resend, is twice the RTO.
+  const uint64_t timer_recoveries = engine_->Stats().timer_recoveries;
   now_ += 2 * uint64_t{engine_->Stats().srtt_us} * 1000 + 1000;
   engine_->Poll();
   ASSERT_EQ(Take().size(), 1u);
   EXPECT_EQ(engine_->Stats().tail_probes, 1u);
+  EXPECT_EQ(engine_->Stats().timer_recoveries, timer_recoveries) << "a tail probe, not the timer";
   SendStatus(d[0], /*held=*/true, {1});
   engine_->Poll();
   ExpectOneProbeAfter(2 * rto2 - kMs, 2 * kMs);  // held: probed

@@ -93,12 +93,14 @@ TEST_F(ProgressTest, TimeoutAdaptsToTheRoundTripAndKarnSkipsRetransmittedFragmen
   Answer(c[1]);
   engine_->Poll();
   EXPECT_EQ(engine_->Stats().probes, 0u);
+  EXPECT_EQ(engine_->Stats().timer_recoveries, 0u);
   EXPECT_EQ(engine_->Stats().srtt_us, 2000u);
   EXPECT_EQ(engine_->Stats().rto_us, 5000u);
   // Slots 2 and 3 were sent at t0 with the initial 10 ms timeout: they probe.
   now_ += 4 * kMs;  // t0 + 11 ms
   engine_->Poll();
   EXPECT_GE(engine_->Stats().probes, 2u);
+  EXPECT_EQ(engine_->Stats().timer_recoveries, 2u);
   // Their results now come after a retransmission timer: no sample (Karn).
   const uint32_t srtt = engine_->Stats().srtt_us;
   Answer(c[2]);
@@ -172,6 +174,7 @@ TEST_F(ProgressTest, ProbesTwiceThenResendsTheData) {
   EXPECT_EQ(c[0].payload.size(), 64u);
   EXPECT_EQ(engine_->Stats().probes, 2u);
   EXPECT_EQ(engine_->Stats().retransmissions, 1u);
+  EXPECT_EQ(engine_->Stats().timer_recoveries, 3u) << "each of the three came from the timer";
 }
 
 // The delivery rate that turns queued bytes into waiting time counts only

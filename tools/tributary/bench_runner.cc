@@ -382,6 +382,7 @@ class BenchRun {
         window_polls_ += done.window_polls;
         caller_sent_ += done.caller_sent;
         caller_completed_ += done.caller_completed;
+        timer_recoveries_ += done.timer_recoveries;
         timed_user_us_ += done.timed_user_us;
         timed_system_us_ += done.timed_system_us;
         timed_bytes_ += done.timed_bytes;
@@ -476,11 +477,23 @@ class BenchRun {
                 static_cast<unsigned long long>(fragments_sent_),
                 static_cast<unsigned long long>(retransmissions_),
                 static_cast<unsigned long long>(rejected_));
-    // How loss recovery behaved: header-only probes after timeouts, data
-    // found missing by the aggregator, and the adaptive timer at the end.
-    std::printf("# probes %llu, losses detected %llu, srtt %u us, rto %u us (max over ranks)\n",
+    // How loss recovery behaved: header-only probes, the recoveries the
+    // timer started, data found missing by the aggregator, and the adaptive
+    // timer at the end.
+    std::printf("# probes %llu, timer expiries %llu, losses detected %llu, srtt %u us, rto %u us "
+                "(max over ranks)\n",
                 static_cast<unsigned long long>(probes_),
+                static_cast<unsigned long long>(timer_recoveries_),
                 static_cast<unsigned long long>(losses_detected_), max_srtt_us_, max_rto_us_);
+    if (retransmissions_ + probes_ > 0 && losses_detected_ == 0) {
+      // Recoveries without a single STATUS naming missing data: timers and
+      // tail probes that fired while results were on their way or waited
+      // for other ranks, or losses whose small fragments were resent whole
+      // (the aggregator then answers with the result, not a STATUS).
+      std::printf("# no loss was reported by the aggregator: the retransmissions above answer "
+                  "timers and tail probes (a round trip longer than the RTO: a slower rank, a "
+                  "loaded CPU) or losses of small fragments resent whole (RELIABILITY.md)\n");
+    }
     // Packets the ranks' kernels refused to send (EPERM from a firewall's
     // drop on the output path): lost before the wire, recovered like losses.
     std::printf("# send errors %llu (all ranks; packets the OS refused to send, counted as lost)\n",
@@ -573,6 +586,7 @@ class BenchRun {
   uint64_t window_polls_ = 0;
   uint64_t caller_sent_ = 0;
   uint64_t caller_completed_ = 0;
+  uint64_t timer_recoveries_ = 0;
   uint64_t timed_user_us_ = 0;
   uint64_t timed_system_us_ = 0;
   uint64_t timed_bytes_ = 0;

@@ -69,6 +69,7 @@ class Rank {
     done.window_polls = stats.window_polls;
     done.caller_sent = stats.caller_sent;
     done.caller_completed = stats.caller_completed;
+    done.timer_recoveries = stats.timer_recoveries;
     done.timed_user_us = timed_user_us_;
     done.timed_system_us = timed_system_us_;
     done.timed_bytes = timed_bytes_;

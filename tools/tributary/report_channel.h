@@ -72,6 +72,7 @@ struct DoneReport {
   uint64_t window_polls;
   uint64_t caller_sent;
   uint64_t caller_completed;
+  uint64_t timer_recoveries;
   // The rank process's CPU time (all its threads: caller and progress)
   // during the timed iterations only, and the bytes they all-reduced
   // (size x timed iterations, both halves).

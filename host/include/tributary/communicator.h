@@ -140,6 +140,9 @@ struct CommStats {
                                      // collectives sent by the calling thread itself
   uint64_t caller_completed = 0;     // collectives whose Wait/Test ran the progress engine on
                                      // the calling thread until their result was in
+  uint64_t timer_recoveries = 0;     // probes or resends the retransmission timer started:
+                                     // no answer within the RTO (a loss, or a wait for a slower
+                                     // rank or a loaded CPU; losses_detected tells which)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

@@ -274,6 +274,8 @@ typedef struct trib_stats {
                                  sent by the calling thread itself */
   uint64_t caller_completed;  /* collectives whose wait/test ran the progress engine on the
                                  calling thread until their result was in */
+  uint64_t timer_recoveries;  /* probes or resends the retransmission timer started: no
+                                 answer within the RTO (a loss, or a wait for a slower rank) */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -33,7 +33,8 @@
 # Device memory in the host library (issue #14): device_allreduce, two
 # ranks on the one GPU through tributaryd on loopback: cudaMalloc buffers
 # staged through pinned host memory, stream-ordered, exact, 1 MiB ..
-# DEVICE_MAX_BYTES (256 MiB), and the same all-reduce from host buffers.
+# DEVICE_MAX_BYTES (256 MiB), and the same all-reduce from host buffers;
+# then a reduce-scatter and an all-gather of device memory, exact.
 #
 # The device tool returns at most 8 files: everything but the summary goes
 # into OUTDIR/logs.tar.gz.

@@ -6,16 +6,21 @@
 // cudaStreamSynchronize; the same sizes from host buffers for comparison.
 // Every result is copied back and checked element by element against the
 // exact sum (tests/common/patterns.h). Rank 0 prints one line per (memory,
-// size): bytes, mean time over --iters after --warmup, algbw.
+// size): bytes, mean time over --iters after --warmup, algbw. Then one
+// reduce-scatter (fp32 sum) and one all-gather (fp16 bit patterns) of
+// device memory, 16 MiB of parts each, checked element by element
+// (tests/common/part_patterns.h), with their time.
 // Exit: 0 all exact, 1 a wrong element, 2 any error.
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "tests/common/part_patterns.h"
 #include "tests/common/patterns.h"
 #include "tributary/communicator.h"
 
@@ -121,6 +126,51 @@ int main(int argc, char** argv) {
       const double us = total_us / iters;
       if (rank == 0) std::printf("%s %zu %.1f %.3f\n", memory, bytes, us, bytes / (us * 1e3));
     }
+  }
+  // Reduce-scatter and all-gather of device memory (staged, not on a stream).
+  const size_t parts_bytes = std::min<size_t>(max_bytes, size_t{16} << 20);
+  const size_t per_part = parts_bytes / 4 / size;
+  {
+    std::vector<float> in(per_part * size);
+    for (uint32_t p = 0; p < size; ++p) {
+      for (size_t i = 0; i < per_part; ++i) {
+        in[p * per_part + i] = static_cast<float>(tributary::testing::PartInput(rank, p, i));
+      }
+    }
+    cudaMemcpy(dsend, in.data(), in.size() * 4, cudaMemcpyHostToDevice);
+    const auto t0 = Clock::now();
+    auto req = comm.value()->ReduceScatter(dsend, drecv, per_part, DataType::kFloat32, ReduceOp::kSum);
+    if (!req.ok()) return Fail("ReduceScatter: " + req.status().ToString());
+    if (auto s = req.value().Wait(); !s.ok()) return Fail("ReduceScatter Wait: " + s.ToString());
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    std::vector<float> out(per_part);
+    cudaMemcpy(out.data(), drecv, per_part * 4, cudaMemcpyDeviceToHost);
+    size_t wrong = 0;
+    for (size_t i = 0; i < per_part; ++i) {
+      wrong += out[i] != static_cast<float>(tributary::testing::PartExpected(ReduceOp::kSum, size, rank, i));
+    }
+    if (wrong) rc = 1;
+    std::printf("device reduce-scatter %zu bytes of parts: %s, %.1f us (rank %u)\n", per_part * 4 * size,
+                wrong ? (std::to_string(wrong) + " wrong").c_str() : "exact", us, rank);
+  }
+  {
+    std::vector<uint16_t> in(per_part), out(per_part * size);
+    for (size_t i = 0; i < per_part; ++i) in[i] = tributary::testing::GatherWord(rank, i);
+    cudaMemcpy(dsend, in.data(), per_part * 2, cudaMemcpyHostToDevice);
+    cudaMemset(drecv, 0xa5, per_part * 2 * size);
+    const auto t0 = Clock::now();
+    auto req = comm.value()->AllGather(dsend, drecv, per_part, DataType::kFloat16);
+    if (!req.ok()) return Fail("AllGather: " + req.status().ToString());
+    if (auto s = req.value().Wait(); !s.ok()) return Fail("AllGather Wait: " + s.ToString());
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    cudaMemcpy(out.data(), drecv, out.size() * 2, cudaMemcpyDeviceToHost);
+    size_t wrong = 0;
+    for (uint32_t p = 0; p < size; ++p) {
+      for (size_t i = 0; i < per_part; ++i) wrong += out[p * per_part + i] != tributary::testing::GatherWord(p, i);
+    }
+    if (wrong) rc = 1;
+    std::printf("device all-gather %zu bytes of parts: %s, %.1f us (rank %u)\n", per_part * 2 * size,
+                wrong ? (std::to_string(wrong) + " wrong").c_str() : "exact", us, rank);
   }
   cudaFree(dsend);
   cudaFree(drecv);

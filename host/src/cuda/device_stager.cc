@@ -216,7 +216,8 @@ Status DeviceStager::Run(Item& item) {
                        DataTypeName(op.dtype) + " element for a " +
                        host::CollectiveName(op.collective) + " of device memory; raise " +
                        "staging_bytes to at least " +
-                       std::to_string(DeviceStager::kSlots * (nparts + 1) * esize) + " bytes");
+                       std::to_string(DeviceStager::kSlots * (((nparts + 1) * esize + 4095) / 4096 * 4096)) +
+                       " bytes");
   }
   const size_t nchunks = per == 0 ? 0 : op.count == 0 ? 1 : (op.count + per - 1) / per;
   std::vector<Chunk> chunks(nchunks);

@@ -519,6 +519,21 @@ trib_status_t trib_allgather_ptr(trib_comm_t* comm, const void* send, void* recv
   });
 }
 
+trib_status_t trib_reduce_scatter_stream(trib_comm_t* comm, const void* send, void* recv,
+                                         size_t count, trib_dtype_t dtype, trib_op_t op,
+                                         void* cuda_stream, trib_request_t** out) {
+  return SubmitPointerCall(comm, "trib_reduce_scatter_stream", dtype, op, out, [&](auto t, auto o) {
+    return comm->comm->ReduceScatter(send, recv, count, t, o, cuda_stream);
+  });
+}
+
+trib_status_t trib_allgather_stream(trib_comm_t* comm, const void* send, void* recv, size_t count,
+                                    trib_dtype_t dtype, void* cuda_stream, trib_request_t** out) {
+  return SubmitPointerCall(comm, "trib_allgather_stream", dtype, TRIB_SUM, out, [&](auto t, auto) {
+    return comm->comm->AllGather(send, recv, count, t, cuda_stream);
+  });
+}
+
 trib_status_t trib_test(trib_request_t* request, int* done) {
   return Guard([&] {
     if (request == nullptr || done == nullptr) return NullArgument("trib_test");

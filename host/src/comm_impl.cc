@@ -511,10 +511,26 @@ Result<Request> CommImpl::AllGather(const Buffer& send, const Buffer& recv, size
 }
 
 Result<Request> CommImpl::AllGather(const void* send, void* recv, size_t count, DataType dtype) {
+  return SubmitAllGather(send, recv, count, dtype, StreamArg{});
+}
+
+Result<Request> CommImpl::ReduceScatter(const void* send, void* recv, size_t count,
+                                        DataType dtype, ReduceOp op, void* stream) {
+  return SubmitPointers({host::Collective::kReduceScatter, "ReduceScatter"}, send, recv, count,
+                        dtype, op, StreamArg{true, stream});
+}
+
+Result<Request> CommImpl::AllGather(const void* send, void* recv, size_t count, DataType dtype,
+                                    void* stream) {
+  return SubmitAllGather(send, recv, count, dtype, StreamArg{true, stream});
+}
+
+Result<Request> CommImpl::SubmitAllGather(const void* send, void* recv, size_t count,
+                                          DataType dtype, StreamArg stream) {
   if (!ValidDataType(dtype)) return InvalidArg("AllGather: invalid dtype " + std::to_string(static_cast<int>(dtype)));
   if (count > SIZE_MAX / DataTypeSize(dtype)) return InvalidArg("AllGather: count " + std::to_string(count) + " is too large");
   return SubmitPointers({host::Collective::kAllGather, "AllGather"}, send, recv,
-                        count * DataTypeSize(dtype), DataType::kUint8, ReduceOp::kSum);
+                        count * DataTypeSize(dtype), DataType::kUint8, ReduceOp::kSum, stream);
 }
 
 // The window of a reduce-scatter or all-gather (the whole concatenation
@@ -640,12 +656,10 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
   }
   const bool device = !OnHost(send) || !OnHost(recv);
   if (!in_order && (device || stream.set)) {
-    if (shape.collective != host::Collective::kAllReduce &&
-        (stream.set || shape.window_first != 0 || shape.window_count != kWholeWindow)) {
+    if (shape.window_first != 0 || shape.window_count != kWholeWindow) {
       return Status(StatusCode::kUnimplemented,
-                    what + (stream.set ? " on a CUDA stream" : " of a window of CUDA device memory") +
-                        " is not supported yet (AllReduce is; whole ReduceScatter and AllGather "
-                        "calls of device memory are); use host memory");
+                    what + " of a window of CUDA device memory or on a CUDA stream is not "
+                           "supported (whole calls are); use host memory");
     }
     Result<DeviceStager*> stager = Stager();
     if (!stager.ok()) return Status(stager.status().code(), what + ": " + stager.status().message());

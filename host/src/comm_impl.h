@@ -68,6 +68,10 @@ class CommImpl {
                                 ReduceOp op);
   Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count, DataType dtype);
   Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
+  Result<Request> ReduceScatter(const void* send, void* recv, size_t count, DataType dtype,
+                                ReduceOp op, void* stream);
+  Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype,
+                            void* stream);
   // Windowed forms: elements window_first .. + window_count of the
   // concatenated parts (NCCL's CollNet calls).
   Result<Request> ReduceScatterWindow(const void* send, void* recv, size_t count,
@@ -149,6 +153,9 @@ class CommImpl {
                                 size_t count, DataType dtype, ReduceOp op);
   Result<Request> SubmitPointers(const Shape& shape, const void* send, void* recv, size_t count,
                                  DataType dtype, ReduceOp op, StreamArg stream = {});
+  // All-gather moves bytes: `count` elements of dtype travel as uint8.
+  Result<Request> SubmitAllGather(const void* send, void* recv, size_t count, DataType dtype,
+                                  StreamArg stream);
   // `then`: runs once when the request completes (set before submission).
   // `in_order`: the caller is the device stager's worker, which keeps the
   // order of collectives itself (a communicator with a stager queues every

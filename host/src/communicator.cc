@@ -213,6 +213,11 @@ Result<Request> Communicator::ReduceScatter(const void* send, void* recv, size_t
   return impl_->ReduceScatter(send, recv, count, dtype, op);
 }
 
+Result<Request> Communicator::ReduceScatter(const void* send, void* recv, size_t count,
+                                            DataType dtype, ReduceOp op, void* cuda_stream) {
+  return impl_->ReduceScatter(send, recv, count, dtype, op, cuda_stream);
+}
+
 Result<Request> Communicator::AllGather(const Buffer& send, const Buffer& recv, size_t count,
                                         DataType dtype) {
   return impl_->AllGather(send, recv, count, dtype);
@@ -221,6 +226,11 @@ Result<Request> Communicator::AllGather(const Buffer& send, const Buffer& recv, 
 Result<Request> Communicator::AllGather(const void* send, void* recv, size_t count,
                                         DataType dtype) {
   return impl_->AllGather(send, recv, count, dtype);
+}
+
+Result<Request> Communicator::AllGather(const void* send, void* recv, size_t count, DataType dtype,
+                                        void* cuda_stream) {
+  return impl_->AllGather(send, recv, count, dtype, cuda_stream);
 }
 
 Result<Request> Communicator::ReduceScatterWindow(const void* send, void* recv, size_t count,

@@ -330,6 +330,13 @@ int tributary_c_api_config_check(const char* aggregator, unsigned job_id) {
                   TRIB_INVALID_ARGUMENT);
   EXPECT(129, trib_allreduce_stream(NULL, a, b, 4, TRIB_INT64, TRIB_SUM, NULL, &req) ==
                   TRIB_INVALID_ARGUMENT);
+  EXPECT(130, trib_reduce_scatter_stream(comm, a, b, 4, TRIB_INT64, TRIB_SUM, NULL, NULL) ==
+                  TRIB_INVALID_ARGUMENT);
+  EXPECT(131, trib_reduce_scatter_stream(comm, a, b, 4, TRIB_INT64, (trib_op_t)42, NULL, &req) ==
+                  TRIB_INVALID_ARGUMENT);
+  EXPECT(132, trib_allgather_stream(NULL, a, b, 4, TRIB_INT64, NULL, &req) == TRIB_INVALID_ARGUMENT);
+  EXPECT(133, trib_allgather_stream(comm, a, b, 4, (trib_dtype_t)42, NULL, &req) ==
+                  TRIB_INVALID_ARGUMENT);
 
   /* Stats: a full struct, an older smaller one, wrong sizes. */
   trib_stats_t stats;

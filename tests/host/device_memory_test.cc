@@ -12,13 +12,15 @@
 // stream (held by a latch the test opens) and work enqueued after it sees
 // the result; the fallback without stream memory operations; staged
 // reduce-scatters and all-gathers exact over many chunks, in place and not,
-// at 3 ranks, with a host collective right behind each; refusals (host
-// memory claimed as device memory, a window of device memory);
+// at 3 ranks, with a host collective right behind each, and on a stream
+// between the work around them; refusals (host memory claimed as device
+// memory, a window of device memory);
 // a failing copy fails the request, marks the communicator, and still
 // releases the caller's stream.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -278,6 +280,16 @@ class DeviceMemoryTest : public ::testing::Test {
   DaemonProcess daemon_;
 };
 
+// Two zeroed device buffers of `bytes`, registered with `comm`.
+bool RegisterZeroedPair(FakeCuda& f, Communicator& comm, size_t bytes, void** send, void** recv) {
+  *send = f.DeviceAlloc(bytes);
+  *recv = f.DeviceAlloc(bytes);
+  std::memset(*send, 0, bytes);
+  std::memset(*recv, 0, bytes);
+  return comm.Register(MemoryDesc{*send, bytes, MemoryKind::kCudaDevice}).ok() &&
+         comm.Register(MemoryDesc{*recv, bytes, MemoryKind::kCudaDevice}).ok();
+}
+
 #define CHILD_OK(cond, msg) \
   if (!(cond)) return RankFail(rank, msg)
 
@@ -436,13 +448,9 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
   RunRanksWithFake(2, 42, true, [&](int rank, FakeCuda& f, Communicator& comm) {
     const size_t count = 50000;
     const size_t bytes = count * 4;
-    void* dsend = f.DeviceAlloc(bytes);
-    void* drecv = f.DeviceAlloc(bytes);
-    std::memset(dsend, 0, bytes);
-    std::memset(drecv, 0, bytes);
-    auto sb = comm.Register(MemoryDesc{dsend, bytes, MemoryKind::kCudaDevice});
-    auto rb = comm.Register(MemoryDesc{drecv, bytes, MemoryKind::kCudaDevice});
-    CHILD_OK(sb.ok() && rb.ok(), "Register");
+    void* dsend = nullptr;
+    void* drecv = nullptr;
+    CHILD_OK(RegisterZeroedPair(f, comm, bytes, &dsend, &drecv), "Register");
     void* stream = nullptr;
     f.api.stream_create(&stream, 0);
     // The "kernel" producing the input: held until the latch opens.
@@ -486,6 +494,77 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
     held.Open();
     FakeCuda::Sync(nullptr);
     CHILD_OK(Check(DataType::kFloat32, ReduceOp::kMin, 2, drecv, count, &first) == 0, first);
+    f.api.stream_destroy(stream);
+    return 0;
+  });
+}
+
+TEST_F(DeviceMemoryTest, StreamOrderedReduceScatterAndAllGatherRunBetweenTheWorkAroundThem) {
+  constexpr uint32_t kWorld = 2;
+  RunRanksWithFake(kWorld, 46, true, [&](int rank, FakeCuda& f, Communicator& comm) {
+    const uint32_t me = static_cast<uint32_t>(rank);
+    const size_t count = 6000;  // per part: several chunks
+    void* send = nullptr;
+    void* recv = nullptr;
+    CHILD_OK(RegisterZeroedPair(f, comm, kWorld * count * 4, &send, &recv), "Register");
+    auto* dsend = static_cast<uint8_t*>(send);
+    auto* drecv = static_cast<uint8_t*>(recv);
+    void* stream = nullptr;
+    f.api.stream_create(&stream, 0);
+    // Reduce-scatter: the "kernel" writing the input is held by a latch.
+    Latch latch;
+    FakeCuda::Enqueue(stream, [&] {
+      latch.Wait();
+      for (uint32_t p = 0; p < kWorld; ++p) {
+        for (size_t i = 0; i < count; ++i) {
+          const int32_t v = PartInput(me, p, i);
+          std::memcpy(dsend + (p * count + i) * 4, &v, 4);
+        }
+      }
+    });
+    auto rs = comm.ReduceScatter(dsend, drecv, count, DataType::kInt32, ReduceOp::kSum, stream);
+    CHILD_OK(rs.ok(), "ReduceScatter on stream: " + rs.status().ToString());
+    CHILD_OK(!rs.value().Test(), "the reduce-scatter completed before the stream reached it");
+    std::vector<int32_t> seen(count);
+    FakeCuda::Enqueue(stream, [&] { std::memcpy(seen.data(), drecv, count * 4); });
+    // Time for a stager that did not wait for the stream to copy the unset
+    // input (the verdict of a correct one does not depend on it).
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    latch.Open();
+    FakeCuda::Sync(stream);
+    for (size_t i = 0; i < count; ++i) {
+      CHILD_OK(seen[i] == PartExpected(ReduceOp::kSum, kWorld, me, i),
+               "work after the reduce-scatter saw element " + std::to_string(i) + " = " +
+                   std::to_string(seen[i]));
+    }
+    CHILD_OK(rs.value().Wait().ok(), "ReduceScatter Wait");
+    // All-gather of fp16 words, in place (send is this rank's part of recv).
+    Latch gather_latch;
+    uint8_t* mine = drecv + me * count * 2;
+    FakeCuda::Enqueue(stream, [&] {
+      gather_latch.Wait();
+      for (size_t i = 0; i < count; ++i) {
+        const uint16_t w = GatherWord(me, i);
+        std::memcpy(mine + i * 2, &w, 2);
+      }
+    });
+    auto ag = comm.AllGather(mine, drecv, count, DataType::kFloat16, stream);
+    CHILD_OK(ag.ok(), "AllGather on stream: " + ag.status().ToString());
+    CHILD_OK(!ag.value().Test(), "the all-gather completed before the stream reached it");
+    std::vector<uint16_t> gathered(kWorld * count);
+    FakeCuda::Enqueue(stream, [&] { std::memcpy(gathered.data(), drecv, kWorld * count * 2); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gather_latch.Open();
+    FakeCuda::Sync(stream);
+    for (uint32_t p = 0; p < kWorld; ++p) {
+      for (size_t i = 0; i < count; ++i) {
+        CHILD_OK(gathered[p * count + i] == GatherWord(p, i),
+                 "work after the all-gather saw part " + std::to_string(p) + " word " +
+                     std::to_string(i) + " wrong");
+      }
+    }
+    CHILD_OK(ag.value().Wait().ok(), "AllGather Wait");
+    CHILD_OK(f.wait_value_calls.load() == 2, "one cuStreamWaitValue32 per stream-ordered call");
     f.api.stream_destroy(stream);
     return 0;
   });

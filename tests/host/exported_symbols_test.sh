@@ -45,7 +45,7 @@ REQUIRED=(
   trib_config_init_from_env trib_comm_create_with_config trib_comm_create_from_env
   trib_comm_rank trib_comm_world_size trib_comm_health trib_comm_stats
   trib_comm_straggler_report trib_memory_kind_name trib_register_memory trib_buffer_info
-  trib_allreduce_ptr trib_allreduce_stream trib_reduce_scatter_ptr trib_allgather_ptr trib_wait_timeout trib_set_log_sink trib_set_log_level
+  trib_allreduce_ptr trib_allreduce_stream trib_reduce_scatter_ptr trib_allgather_ptr trib_reduce_scatter_stream trib_allgather_stream trib_wait_timeout trib_set_log_sink trib_set_log_level
   'tributary::CommConfig::FromEnvironment('
   'tributary::Communicator::CreateFromEnvironment('
   'tributary::StatusCodeName('

@@ -232,6 +232,10 @@ class Communicator {
                                          DataType dtype, ReduceOp op);
   TRIB_API Result<Request> ReduceScatter(const void* send, void* recv, size_t count,
                                          DataType dtype, ReduceOp op);
+  // Stream-ordered, as the stream-ordered AllReduce: after the work already
+  // on `cuda_stream` (a cudaStream_t), before the work enqueued after it.
+  TRIB_API Result<Request> ReduceScatter(const void* send, void* recv, size_t count,
+                                         DataType dtype, ReduceOp op, void* cuda_stream);
   // All-gather: every rank's `count` elements of `send` land, bit for bit,
   // in part r (elements r * count ..) of every rank's `recv`, which holds
   // world_size() * count elements. Each rank sends only its own part. In
@@ -240,6 +244,9 @@ class Communicator {
   TRIB_API Result<Request> AllGather(const Buffer& send, const Buffer& recv, size_t count,
                                      DataType dtype);
   TRIB_API Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype);
+  // Stream-ordered, as the stream-ordered AllReduce.
+  TRIB_API Result<Request> AllGather(const void* send, void* recv, size_t count, DataType dtype,
+                                     void* cuda_stream);
   // Windowed forms, as NCCL's CollNet asks for them: only elements
   // window_first .. window_first + window_count - 1 of the concatenated
   // parts (world_size() x count elements). The side that holds the whole

@@ -371,6 +371,14 @@ TRIB_API trib_status_t trib_reduce_scatter_ptr(trib_comm_t* comm, const void* se
  * (world_size x count elements). */
 TRIB_API trib_status_t trib_allgather_ptr(trib_comm_t* comm, const void* send, void* recv,
                                           size_t count, trib_dtype_t dtype, trib_request_t** out);
+/* Their stream-ordered twins (as trib_allreduce_stream): after the work
+ * already on `cuda_stream`, before the work enqueued after them. */
+TRIB_API trib_status_t trib_reduce_scatter_stream(trib_comm_t* comm, const void* send, void* recv,
+                                                  size_t count, trib_dtype_t dtype, trib_op_t op,
+                                                  void* cuda_stream, trib_request_t** out);
+TRIB_API trib_status_t trib_allgather_stream(trib_comm_t* comm, const void* send, void* recv,
+                                             size_t count, trib_dtype_t dtype, void* cuda_stream,
+                                             trib_request_t** out);
 /* *done = 1 when finished; returns the operation's status then. */
 TRIB_API trib_status_t trib_test(trib_request_t* request, int* done);
 /* Blocks until finished (bounded by the operation timeout). */

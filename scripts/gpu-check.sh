@@ -158,8 +158,8 @@ sweep() {
 
 # algorithms LABEL: the algorithm NCCL chose per all-reduce size on rank 0.
 algorithms() {
-  grep -hoE 'AllReduce: +[0-9]+ Bytes -> Algo [A-Za-z_]+ proto [A-Za-z0-9_]+' \
-    "$logs/$1/rank0.log" 2> /dev/null | awk '{ print $2, $6, $8 }' | sort -n -u |
+  grep -hoE 'AllReduce: +[0-9]+ Bytes -> Algo [A-Za-z0-9_]+ proto [A-Za-z0-9_]+' \
+    "$logs/$1/rank0.log" 2> /dev/null | awk '{ print $2, $6, $8 }' | sort -u |
     awk '{ a[$1] = a[$1] (a[$1] ? "," : "") $2 "/" $3 } END { for (b in a) print b, a[b] }' | sort -n
 }
 

@@ -16,6 +16,11 @@
 // engine. The raw-pointer AllReduce (the NCCL-style API) finds the
 // registration containing each range once per operation.
 //
+// Files: comm_impl.cc holds the communicator's life (create, JOIN, lanes,
+// LEAVE, stats, health, memory); comm_collectives.cc the collective calls
+// (argument checks, then the device stager, the node level or the lanes);
+// comm_node.cc the node level's setup.
+//
 // Thread-safety: every public method may be called from any thread; the
 // table guards itself, and collective ids and submission order are taken
 // under mu_.

@@ -17,7 +17,7 @@ std::string DescribeIncomplete(const Operation& op, const FragmentWindow& window
   snprintf(head, sizeof(head),
            "%s of collective %" PRIu64 " (%" PRIu64 " x %s %s) timed out after %" PRIu64
            " ms: %" PRIu64 " of %" PRIu64 " fragments never completed",
-           CollectiveNoun(op.desc.collective), op.desc.collective_id, op.desc.count, DataTypeName(op.desc.dtype),
+           CollectiveName(op.desc.collective, /*prose=*/true), op.desc.collective_id, op.desc.count, DataTypeName(op.desc.dtype),
            ReduceOpName(op.desc.op), (now - op.submit_ns) / 1000000,
            op.nfrags - op.done_frags, op.nfrags);
   std::string out = head;

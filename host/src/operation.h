@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 
 #include "host/src/registration.h"
@@ -31,23 +32,13 @@ namespace tributary::host {
 // whole window; NCCL's CollNet and lanes cut it into smaller ones (FORMAT.md
 // §3.3.1). An all-reduce is one part that is the whole window.
 enum class Collective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
-// The API's name of a collective ("AllReduce", ...), for messages.
-inline const char* CollectiveName(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "AllReduce";
-    case Collective::kReduceScatter: return "ReduceScatter";
-    case Collective::kAllGather: return "AllGather";
-  }
-  return "collective";
-}
-// The same in prose ("all-reduce", ...), for log lines and errors.
-inline const char* CollectiveNoun(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "all-reduce";
-    case Collective::kReduceScatter: return "reduce-scatter";
-    case Collective::kAllGather: return "all-gather";
-  }
-  return "collective";
+// A collective's names for messages: the API's ("AllReduce", ...) and in
+// prose ("all-reduce", ...), for log lines and errors.
+inline const char* CollectiveName(Collective c, bool prose = false) {
+  static constexpr const char* kNames[][2] = {
+      {"AllReduce", "all-reduce"}, {"ReduceScatter", "reduce-scatter"}, {"AllGather", "all-gather"}};
+  const auto i = static_cast<size_t>(c);
+  return i < std::size(kNames) ? kNames[i][prose ? 1 : 0] : "collective";
 }
 
 struct OpDesc {

@@ -366,6 +366,30 @@ TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
       }
       return "";
     };
+    // Registers `a` and, unless it is the same buffer, `b`; "" or the error.
+    auto register_both = [&](void* a, size_t a_bytes, void* b, size_t b_bytes, bool same,
+                             std::vector<Buffer>* out) -> std::string {
+      const std::pair<void*, size_t> both[] = {{a, a_bytes}, {b, b_bytes}};
+      for (size_t k = 0; k < (same ? 1 : 2); ++k) {
+        auto r = comm.Register(MemoryDesc{both[k].first, both[k].second, MemoryKind::kCudaDevice});
+        if (!r.ok()) return "Register: " + r.status().ToString();
+        out->push_back(r.value());
+      }
+      return "";
+    };
+    // The staged call, the host all-reduce behind it, then its Wait.
+    auto complete = [&](Result<Request> req) -> std::string {
+      if (!req.ok()) return req.status().ToString();
+      if (std::string behind = host_behind(); !behind.empty()) return behind;
+      Status s = req.value().Wait();
+      return s.ok() ? "" : "Wait: " + s.ToString();
+    };
+    auto deregister = [&](const std::vector<Buffer>& buffers) {
+      for (const Buffer& b : buffers) {
+        if (!comm.Deregister(b).ok()) return false;
+      }
+      return true;
+    };
     for (const size_t count : {size_t{5000}, size_t{1}, size_t{0}, size_t{1024}}) {
       for (const bool in_place : {false, true}) {
         for (const auto [t, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
@@ -381,17 +405,11 @@ TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
               std::memcpy(send + (p * count + i) * 4, t == DataType::kFloat32 ? static_cast<const void*>(&fv) : &v, 4);
             }
           }
-          auto sb = comm.Register(MemoryDesc{send, kWorld * count * 4 + 4, MemoryKind::kCudaDevice});
-          CHILD_OK(sb.ok(), where + ": Register: " + sb.status().ToString());
-          Result<Buffer> rb = sb;
-          if (!in_place) rb = comm.Register(MemoryDesc{recv, count * 4 + 4, MemoryKind::kCudaDevice});
-          CHILD_OK(rb.ok(), where + ": Register: " + rb.status().ToString());
-          auto req = comm.ReduceScatter(send, recv, count, t, op);
-          CHILD_OK(req.ok(), where + ": " + req.status().ToString());
-          const std::string behind = host_behind();
-          CHILD_OK(behind.empty(), where + ": " + behind);
-          Status s = req.value().Wait();
-          CHILD_OK(s.ok(), where + ": Wait: " + s.ToString());
+          std::vector<Buffer> buffers;
+          std::string e = register_both(send, kWorld * count * 4 + 4, recv, count * 4 + 4, in_place, &buffers);
+          CHILD_OK(e.empty(), where + ": " + e);
+          e = complete(comm.ReduceScatter(send, recv, count, t, op));
+          CHILD_OK(e.empty(), where + ": " + e);
           for (size_t i = 0; i < count; ++i) {
             const int64_t want = PartExpected(op, kWorld, me, i);
             int32_t iv;
@@ -402,8 +420,7 @@ TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
             CHILD_OK(got == want, where + ": element " + std::to_string(i) + " is " +
                                       std::to_string(got) + ", want " + std::to_string(want));
           }
-          CHILD_OK(comm.Deregister(sb.value()).ok(), where + ": Deregister");
-          if (!in_place) CHILD_OK(comm.Deregister(rb.value()).ok(), where + ": Deregister");
+          CHILD_OK(deregister(buffers), where + ": Deregister");
         }
         const std::string where = std::string("all-gather count ") + std::to_string(count) +
                                   (in_place ? " in place" : "");
@@ -414,17 +431,11 @@ TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
           const uint16_t w = GatherWord(me, i);
           std::memcpy(send + i * 2, &w, 2);
         }
-        auto rb = comm.Register(MemoryDesc{recv, kWorld * count * 2 + 2, MemoryKind::kCudaDevice});
-        CHILD_OK(rb.ok(), where + ": Register: " + rb.status().ToString());
-        Result<Buffer> sb = rb;
-        if (!in_place) sb = comm.Register(MemoryDesc{send, count * 2 + 2, MemoryKind::kCudaDevice});
-        CHILD_OK(sb.ok(), where + ": Register: " + sb.status().ToString());
-        auto req = comm.AllGather(send, recv, count, DataType::kFloat16);
-        CHILD_OK(req.ok(), where + ": " + req.status().ToString());
-        const std::string behind = host_behind();
-        CHILD_OK(behind.empty(), where + ": " + behind);
-        Status s = req.value().Wait();
-        CHILD_OK(s.ok(), where + ": Wait: " + s.ToString());
+        std::vector<Buffer> buffers;
+        std::string e = register_both(recv, kWorld * count * 2 + 2, send, count * 2 + 2, in_place, &buffers);
+        CHILD_OK(e.empty(), where + ": " + e);
+        e = complete(comm.AllGather(send, recv, count, DataType::kFloat16));
+        CHILD_OK(e.empty(), where + ": " + e);
         for (uint32_t p = 0; p < kWorld; ++p) {
           for (size_t i = 0; i < count; ++i) {
             uint16_t w;
@@ -436,8 +447,7 @@ TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
         // Nothing written past the parts.
         CHILD_OK(recv[kWorld * count * 2] == 0xa5 && recv[kWorld * count * 2 + 1] == 0xa5,
                  where + ": wrote past the last part");
-        CHILD_OK(comm.Deregister(rb.value()).ok(), where + ": Deregister");
-        if (!in_place) CHILD_OK(comm.Deregister(sb.value()).ok(), where + ": Deregister");
+        CHILD_OK(deregister(buffers), where + ": Deregister");
       }
     }
     return 0;

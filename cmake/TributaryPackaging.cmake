@@ -40,6 +40,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
 #   tributary-manager       manager  the manager and its unit
 #   tributary-tools         tools    the `tributary` CLI
 #   libnccl-net-tributary   nccl     the NCCL net plugin (when built)
+# Not packaged: the `cuda` component (libtributary-kernels.so, the node
+# level's reduce kernel) needs the CUDA runtime, which no Debian package
+# provides; `cmake --install` installs it beside libtributary.so.
 # Shared-library dependencies come from dpkg-shlibdeps; a cross build
 # (dpu/cross-build.sh) states them by hand, as dpkg-shlibdeps would need the
 # target's libraries installed.

@@ -56,6 +56,16 @@ bool Available();
 // launch). The current device is the one that runs it.
 Status LaunchReduce(const ReduceArgs& args);
 
+// The shared library libtributary-kernels.so (built with CUDA) exports
+// LaunchReduce as a C function, so that libtributary.so, which links no
+// CUDA library, loads it at run time for the node level's peer path
+// (host/src/cuda/cuda_api.h):
+//   extern "C" int tributary_kernels_reduce_v1(const ReduceArgs* args,
+//                                              char* error, size_t error_bytes);
+// 0 on success, else the StatusCode with the message in `error`.
+inline constexpr const char* kLibrary = "libtributary-kernels.so";
+inline constexpr const char* kReduceEntryPoint = "tributary_kernels_reduce_v1";
+
 // Whether `device` can join a multicast object
 // (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED); `why` says why not.
 bool MulticastSupported(int device, std::string* why);

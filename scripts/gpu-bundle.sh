@@ -19,11 +19,14 @@ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DTRIBUTARY_WITH_DPDK=OFF -DTRIBUTARY_WITH_VERBS=OFF -DTRIBUTARY_WITH_MANAGER=OFF \
   -DTRIBUTARY_WITH_OFI=ON -DTRIBUTARY_BUILD_FUZZ=OFF -DTRIBUTARY_BUILD_BENCH=OFF > /dev/null
 cmake --build "$build" -j "$(nproc)" --target tributaryd nccl_net_tributary \
-  tributary_kernels_gpu_test kernel_reduce_bandwidth device_allreduce
+  tributary_kernels_gpu_test kernel_reduce_bandwidth device_allreduce tributary_kernels_shared
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/switch_agent/tributaryd" "$bundle/bin/"
 cp "$build/host/nccl/libnccl-net-tributary.so" "$bundle/lib/"
+# The node level's reduce kernel, which libtributary.so loads from its own
+# directory (the ldd loop below copies libtributary.so itself).
+cp "$build/host/libtributary-kernels.so" "$bundle/lib/"
 # The CUDA kernels (kernels/): their GPU test and bandwidth table. They load
 # the CUDA runtime they were built with (copied below) and the machine's
 # driver (libcuda.so.1, never copied).
@@ -35,7 +38,8 @@ cp -L "$libfabric" "$bundle/lib/libfabric.so.1"
 # The C and C++ runtimes are the image's own (newer than Debian 12's, and
 # backward compatible); everything else travels.
 runtime='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+)\.'
-for f in "$bundle/bin/"* "$bundle/lib/libnccl-net-tributary.so" "$bundle/lib/libfabric.so.1"; do
+for f in "$bundle/bin/"* "$bundle/lib/libnccl-net-tributary.so" "$bundle/lib/libfabric.so.1" \
+  "$bundle/lib/libtributary-kernels.so"; do
   ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r name path; do
   if [[ ! $name =~ $runtime ]] && [[ ! -e $bundle/lib/$name ]]; then cp -L "$path" "$bundle/lib/$name"; fi

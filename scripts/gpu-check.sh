@@ -34,7 +34,9 @@
 # ranks on the one GPU through tributaryd on loopback: cudaMalloc buffers
 # staged through pinned host memory, stream-ordered, exact, 1 MiB ..
 # DEVICE_MAX_BYTES (256 MiB), and the same all-reduce from host buffers;
-# then a reduce-scatter and an all-gather of device memory, exact.
+# then a reduce-scatter and an all-gather of device memory, exact. Then the
+# same two ranks as one host (--node-level on): the node level's peer path,
+# the reduce kernel over CUDA IPC pointers, up to NODE_MAX_BYTES (64 MiB).
 #
 # The device tool returns at most 8 files: everything but the summary goes
 # into OUTDIR/logs.tar.gz.
@@ -229,23 +231,42 @@ for dtype in float32 bfloat16; do
   tee -a "$summary" < "$logs/kernel-bandwidth-$dtype.txt"
 done
 
+# Two device_allreduce ranks on the GPU: device_pair LABEL CAP ARGS...;
+# logs/LABEL-rank*.txt; returns 0 when both ranks were exact.
+device_pair() {
+  local label=$1 limit rc=0 pids=() rank p
+  limit=$(cap "$2")
+  shift 2
+  ((limit >= 10)) || return 1
+  for rank in 0 1; do
+    TRIBUTARY_LOG_LEVEL=info LD_LIBRARY_PATH=$bin_lib timeout -k 5 "$limit" "$bundle/bin/device_allreduce" \
+      --rank $rank --size 2 --aggregator "$addr" "$@" > "$logs/$label-rank$rank.txt" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+verdict() { if (($1 == 0)); then echo exact; else echo "FAILED, see logs/$2-rank*.txt"; fi; }
+# Table lines only (not the library's log lines).
+table() { grep -v "^\S*:[0-9]*:[0-9]* \[" "$logs/$1-rank0.txt" 2> /dev/null | tee -a "$summary"; }
+
 # 5. Device memory through the host library's staging, against host buffers.
 t0=$(date +%s)
-device_rc=1
-limit=$(cap 60)
-if ((limit >= 10)); then
-  dev_pids=()
-  for rank in 0 1; do
-    LD_LIBRARY_PATH=$bin_lib timeout -k 5 "$limit" "$bundle/bin/device_allreduce" --rank $rank --size 2 --aggregator "$addr" \
-      --job-id 7001 --job-key 77 --max-bytes "${DEVICE_MAX_BYTES:-268435456}" \
-      > "$logs/device-allreduce-rank$rank.txt" 2>&1 &
-    dev_pids+=($!)
-  done
-  device_rc=0
-  for p in "${dev_pids[@]}"; do wait "$p" || device_rc=1; done
-fi
-say "device-memory all-reduce (2 ranks, staged, stream-ordered): $([[ $device_rc == 0 ]] && echo exact || echo "FAILED, see logs/device-allreduce-rank*.txt") in $(($(date +%s) - t0)) s"
-tee -a "$summary" < "$logs/device-allreduce-rank0.txt" 2> /dev/null
+device_rc=0
+device_pair device-allreduce 60 --job-id 7001 --job-key 77 --max-bytes "${DEVICE_MAX_BYTES:-268435456}" || device_rc=1
+say "device-memory all-reduce (2 ranks, staged, stream-ordered): $(verdict $device_rc device-allreduce) in $(($(date +%s) - t0)) s"
+table device-allreduce
+
+# 6. The same on the node level: two processes of one host, the peer path
+# (the reduce kernel over CUDA IPC pointers on the one GPU; the log says
+# which path ran and why).
+t0=$(date +%s)
+node_rc=0
+device_pair node-allreduce 45 --job-id 7003 --job-key 79 --node-level on \
+  --max-bytes "${NODE_MAX_BYTES:-67108864}" || node_rc=1
+say "device-memory all-reduce on the node level (2 processes, one GPU): $(verdict $node_rc node-allreduce) in $(($(date +%s) - t0)) s"
+grep -h "node level" "$logs/node-allreduce-rank0.txt" 2> /dev/null | head -3 | tee -a "$summary"
+table node-allreduce
 
 "$python" - "$logs" <<'PY' | tee -a "$summary"
 import json, sys
@@ -271,4 +292,4 @@ for b in sorted(set().union(*[d.keys() for _, d in sweeps]) if sweeps else []):
     print(line + "  " + ", ".join(ratios))
 PY
 say "gpu-check took $(($(date +%s) - start_s)) s"
-[[ $kernels_rc == 0 && $device_rc == 0 && $plugin_rc == 0 && $socket_rc == 0 && $loaded -gt 0 ]]
+[[ $kernels_rc == 0 && $device_rc == 0 && $node_rc == 0 && $plugin_rc == 0 && $socket_rc == 0 && $loaded -gt 0 ]]

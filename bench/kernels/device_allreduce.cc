@@ -52,6 +52,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-bytes", max_bytes, "largest size (from 1 MiB, x4)");
   app.add_option("--iters", iters);
   app.add_option("--warmup", warmup);
+  std::string node_level = "off";
+  app.add_option("--node-level", node_level,
+                 "off: both ranks stand for hosts of their own (staged through pinned host "
+                 "memory); on: one host, the node level (the peer path: the reduce kernel over "
+                 "CUDA IPC)")
+      ->check(CLI::IsMember({"off", "on"}));
   CLI11_PARSE(app, argc, argv);
 
   tributary::CommConfig config;
@@ -60,7 +66,7 @@ int main(int argc, char** argv) {
   config.rank = rank;
   config.world_size = size;
   config.options.aggregator = aggregator;
-  config.options.node_level = "off";  // both ranks stand for hosts of their own
+  config.options.node_level = node_level;
   auto comm = tributary::Communicator::Create(config);
   if (!comm.ok()) return Fail("Create: " + comm.status().ToString());
 
@@ -81,7 +87,10 @@ int main(int argc, char** argv) {
   if (!ds.ok() || !dr.ok() || !hs.ok() || !hr.ok()) {
     return Fail("Register: " + ds.status().ToString() + " " + hs.status().ToString());
   }
-  if (rank == 0) std::printf("# memory bytes time_us algbw_GBps (fp32 sum, %u ranks)\n", size);
+  if (rank == 0) {
+    std::printf("# memory bytes time_us algbw_GBps (fp32 sum, %u ranks, node level %s)\n", size,
+                node_level.c_str());
+  }
   int rc = 0;
   for (const char* memory : {"device", "host"}) {
     const bool device = std::string(memory) == "device";

@@ -396,4 +396,26 @@ Request CommImpl::MakeRequest(std::shared_ptr<RequestState> state) {
   return r;
 }
 
+Status CommImpl::RunDeviceAllReduceOnNode(const CudaApi* api, const StagedOp& op) {
+  auto state = std::make_shared<RequestState>();
+  NodeOp nop = OperationOf<NodeOp>(op.send, op.recv, op.count, op.dtype, op.op);
+  nop.request = state;
+  nop.cuda = api;
+  const auto device = [api](const void* p) {
+    CudaPointerAttributes a;
+    return api->pointer_get_attributes(&a, p) == 0 &&
+           (a.type == kCudaMemoryDevice || a.type == kCudaMemoryManaged);
+  };
+  nop.send_on_device = device(op.send);
+  nop.recv_on_device = device(op.recv);
+  {
+    std::lock_guard<std::mutex> lock(node_mu_);
+    if (node_closing_) return Status(StatusCode::kAborted, "the communicator is being destroyed");
+    node_->Submit(std::move(nop));
+  }
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->done; });
+  return state->status;
+}
+
 }  // namespace tributary::internal

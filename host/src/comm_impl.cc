@@ -273,6 +273,11 @@ CommImpl::CommImpl(const CommConfig& config) : config_(config) {}
 CommImpl::~CommImpl() {
   DeviceStager* stager = stager_.load();
   if (stager) stager->Stop();  // no new staged work; in-flight work fails below
+  {
+    // The stager's worker may be handing the node level an all-reduce.
+    std::lock_guard<std::mutex> lock(node_mu_);
+    node_closing_ = true;
+  }
   node_.reset();  // it leaves its stripe job and releases its segment
   for (Lane& lane : lanes_) {
     lane.progress->Stop();
@@ -376,7 +381,11 @@ Result<DeviceStager*> CommImpl::Stager() {
                       registrations_->FindContaining(recv, extent.recv_bytes), send, recv, count,
                       dtype, op, std::move(then), /*in_order=*/true)
             .status();
-      });
+      },
+      node_ ? DeviceStager::NodeFn([this, api = api.value()](const StagedOp& op) {
+        return RunDeviceAllReduceOnNode(api, op);
+      })
+            : DeviceStager::NodeFn());
   if (!stager.ok()) return stager.status();
   stager_.store(stager.value().release());
   return stager_.load();

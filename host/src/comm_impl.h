@@ -44,6 +44,8 @@ namespace tributary::internal {
 
 class NodeLevel;
 class DeviceStager;
+struct CudaApi;
+struct StagedOp;
 
 // The stream of a stream-ordered call (a null cudaStream_t is the legacy
 // default stream, so `set` says whether there is one).
@@ -172,6 +174,9 @@ class CommImpl {
                          StreamArg stream = {});
   // The stager, created with the first device-memory registration.
   Result<DeviceStager*> Stager();
+  // An all-reduce of device memory handed whole to the node level (the
+  // stager's NodeFn): submits it and waits for it.
+  Status RunDeviceAllReduceOnNode(const CudaApi* api, const StagedOp& op);
 
   const CommConfig config_;
   // FORMAT.md §3.1: grows with every new communicator of this rank (wall-
@@ -187,6 +192,8 @@ class CommImpl {
   std::atomic<uint64_t> collectives_striped_{0};  // caller collectives done (lanes > 1)
   bool stripe_job_ = false;               // set by Open, before any join
   std::unique_ptr<NodeLevel> node_;       // fixed after Create; null: flat
+  std::mutex node_mu_;                    // the stager's hand-over against ~CommImpl
+  bool node_closing_ = false;             // guarded by node_mu_
   std::mutex stager_mu_;                  // creating stager_
   std::atomic<DeviceStager*> stager_{nullptr};  // owned; set once, deleted in ~CommImpl
 

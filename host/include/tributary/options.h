@@ -186,8 +186,10 @@ struct TRIB_API Options {
   // same number k >= 2 of the job's ranks and every rank can map the
   // segment and join its stripe job, else off (logged at INFO with the
   // reason); "on": the same, and Create fails with the reason when it
-  // cannot; "off": every rank talks to the aggregator itself. Host memory
-  // only; reduce-scatter and all-gather always go flat. Unless "off", a
+  // cannot; "off": every rank talks to the aggregator itself. All-reduces
+  // of CUDA device memory too (on GPUs: the reduce kernel over CUDA IPC
+  // peer pointers; ARCHITECTURE.md, "The GPU node level"); reduce-scatter
+  // and all-gather always go flat. Unless "off", a
   // Communicator::Create with more than one rank is collective: it returns
   // once every rank has created its communicator. Every rank of a job must
   // use the same value.

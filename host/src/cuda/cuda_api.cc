@@ -6,13 +6,46 @@
 
 #include <atomic>
 #include <mutex>
+#include <vector>
 
 #include "common/log.h"
+#include "kernels/reduce_kernels.h"
 
 namespace tributary::internal {
 namespace {
 
 std::atomic<const CudaApi*> g_testing{nullptr};
+
+// The kernels library: beside this library first (an install or the build
+// tree keeps them together), then wherever the loader finds it.
+void LoadKernels(CudaApi* api) {
+  static std::string why;
+  std::string tried;
+  std::vector<std::string> candidates;
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&LoadCudaApi), &self) != 0 && self.dli_fname != nullptr) {
+    std::string dir = self.dli_fname;
+    const size_t slash = dir.rfind('/');
+    if (slash != std::string::npos) candidates.push_back(dir.substr(0, slash + 1) + kernels::kLibrary);
+  }
+  candidates.push_back(kernels::kLibrary);
+  for (const std::string& c : candidates) {
+    if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      api->reduce = reinterpret_cast<decltype(api->reduce)>(dlsym(h, kernels::kReduceEntryPoint));
+      if (api->reduce != nullptr) {
+        why = c;
+        api->kernels = why.c_str();
+        return;
+      }
+      tried += (tried.empty() ? "" : "; ") + c + " lacks " + kernels::kReduceEntryPoint;
+    } else {
+      const char* e = dlerror();
+      tried += (tried.empty() ? "" : "; ") + std::string(e ? e : c.c_str());
+    }
+  }
+  why = "no kernels library (" + tried + ")";
+  api->kernels = why.c_str();
+}
 
 template <typename Fn>
 bool Bind(void* handle, const char* name, Fn* slot, std::string* missing) {
@@ -70,6 +103,14 @@ Result<CudaApi> Load() {
     return Status(StatusCode::kUnavailable,
                   std::string(runtime) + " lacks " + missing + " (a CUDA runtime >= 12 is needed)");
   }
+  std::string pin_missing;
+  Bind(rt, "cudaHostRegister", &api.host_register, &pin_missing);
+  Bind(rt, "cudaHostUnregister", &api.host_unregister, &pin_missing);
+  if (!pin_missing.empty()) api.host_register = nullptr, api.host_unregister = nullptr;
+  std::string ipc_missing;
+  Bind(rt, "cudaIpcGetMemHandle", &api.ipc_get_mem_handle, &ipc_missing);
+  Bind(rt, "cudaIpcOpenMemHandle", &api.ipc_open_mem_handle, &ipc_missing);
+  Bind(rt, "cudaIpcCloseMemHandle", &api.ipc_close_mem_handle, &ipc_missing);
   // The stream memory operations are the driver's; without them the
   // stream-ordered call falls back to synchronizing the stream.
   if (void* drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
@@ -80,9 +121,27 @@ Result<CudaApi> Load() {
       api.stream_wait_value32 = nullptr;
       api.stream_write_value32 = nullptr;
     }
+    Bind(drv, "cuMemGetAddressRange_v2", &api.mem_get_address_range, &ipc_missing);
+  } else if (ipc_missing.empty()) {
+    ipc_missing = "libcuda.so.1";
   }
-  TRIB_LOG(kInfo, "cuda", "CUDA runtime %s loaded for device memory; stream memory operations %s",
-           runtime, api.stream_wait_value32 ? "available" : "unavailable (stream-ordered calls synchronize)");
+  if (!ipc_missing.empty()) {
+    api.ipc_get_mem_handle = nullptr;
+    api.ipc_open_mem_handle = nullptr;
+    api.ipc_close_mem_handle = nullptr;
+    api.mem_get_address_range = nullptr;
+  }
+  LoadKernels(&api);
+  std::string peer = "available (kernels: " + std::string(api.kernels) + ")";
+  if (api.reduce == nullptr) {
+    peer = std::string("unavailable (") + api.kernels + ")";
+  } else if (api.ipc_get_mem_handle == nullptr) {
+    peer = "unavailable (no CUDA IPC: lacks " + ipc_missing + ")";
+  }
+  TRIB_LOG(kInfo, "cuda", "CUDA runtime %s loaded for device memory; stream memory operations %s; "
+           "node level peer path %s", runtime,
+           api.stream_wait_value32 ? "available" : "unavailable (stream-ordered calls synchronize)",
+           peer.c_str());
   return api;
 }
 

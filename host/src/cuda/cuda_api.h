@@ -43,6 +43,13 @@ inline constexpr int kCudaMemcpyDefault = 4;
 inline constexpr unsigned kCudaStreamNonBlocking = 1;
 inline constexpr unsigned kCudaEventDisableTiming = 2;
 inline constexpr unsigned kCudaHostAllocPortableMapped = 1 | 2;
+inline constexpr unsigned kCudaIpcMemLazyEnablePeerAccess = 1;
+inline constexpr unsigned kCudaHostRegisterPortable = 1;
+
+// cudaIpcMemHandle_t: 64 opaque bytes, passed by value like CUDA's.
+struct CudaIpcHandle {
+  char bytes[64];
+};
 
 struct CudaApi {
   const char* runtime = "";  // which libcudart, for messages
@@ -66,6 +73,24 @@ struct CudaApi {
   // stream-ordered call then synchronizes the stream instead).
   int (*stream_wait_value32)(CudaStream, uint64_t address, uint32_t value, unsigned flags) = nullptr;
   int (*stream_write_value32)(CudaStream, uint64_t address, uint32_t value, unsigned flags) = nullptr;
+
+  // The node level's peer path (node_level.h); all null when unavailable
+  // (the node level then stages device memory through shared host memory).
+  // Runtime: CUDA IPC of device allocations between the ranks of a host.
+  int (*ipc_get_mem_handle)(CudaIpcHandle*, void* base) = nullptr;
+  int (*ipc_open_mem_handle)(void** ptr, CudaIpcHandle, unsigned flags) = nullptr;
+  int (*ipc_close_mem_handle)(void* ptr) = nullptr;
+  // Driver (cuMemGetAddressRange_v2): the allocation holding `ptr`.
+  int (*mem_get_address_range)(uint64_t* base, size_t* bytes, uint64_t ptr) = nullptr;
+  // Pins the node level's shared segment for the staged path's copies
+  // (cudaHostRegister, portable); null: the copies use pageable memory.
+  int (*host_register)(void* ptr, size_t bytes, unsigned flags) = nullptr;
+  int (*host_unregister)(void* ptr) = nullptr;
+  // libtributary-kernels.so (kernels/, built with nvcc):
+  // kernels::LaunchReduce behind a C entry point. `args` is a
+  // kernels::ReduceArgs; returns 0 or a StatusCode with `error` filled.
+  int (*reduce)(const void* args, char* error, size_t error_bytes) = nullptr;
+  const char* kernels = "";  // which kernels library, or why none (messages)
 };
 // cuStreamWaitValue32 flag: wait until (int32_t)(*addr - value) >= 0.
 inline constexpr unsigned kCuStreamWaitValueGeq = 0;

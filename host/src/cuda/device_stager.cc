@@ -28,7 +28,7 @@ struct Signal {
 
 Result<std::unique_ptr<DeviceStager>> DeviceStager::Create(const CudaApi* api, size_t staging_bytes,
                                                            uint32_t world, RegisterFn register_fn,
-                                                           SubmitFn submit) {
+                                                           SubmitFn submit, NodeFn node) {
   const size_t slot = staging_bytes / kSlots / 4096 * 4096;
   if (slot == 0) {
     return Status(StatusCode::kInvalidArgument,
@@ -60,6 +60,7 @@ Result<std::unique_ptr<DeviceStager>> DeviceStager::Create(const CudaApi* api, s
   if (st.ok()) st = register_fn(s->staging_, kSlots * slot);
   if (!st.ok()) return st;
   s->submit_ = std::move(submit);
+  s->node_ = std::move(node);
   s->worker_ = std::thread([p = s.get()] { p->Worker(); });
   TRIB_LOG(kInfo, "cuda",
            "device memory is staged through %zu pinned host slots of %zu bytes (%s)", kSlots,
@@ -188,7 +189,7 @@ void DeviceStager::Worker() {
     } else {
       Status s = Run(item);
       if (!s.ok()) {
-        TRIB_LOG(kError, "cuda", "staged %s failed: %s", host::CollectiveName(item.op.collective),
+        TRIB_LOG(kError, "cuda", "%s of device memory failed: %s", host::CollectiveName(item.op.collective),
                  s.ToString().c_str());
       }
       item.op.request->Complete(s);
@@ -199,7 +200,34 @@ void DeviceStager::Worker() {
   }
 }
 
+Status DeviceStager::ReleaseStream(Item& item) {
+  Status s = CudaCall(*api_, api_->stream_write_value32(stream_, flag_device_, item.seq, 0),
+                      "cuStreamWriteValue32");
+  api_->event_destroy(item.start);
+  return s;
+}
+
+Status DeviceStager::RunOnNode(Item& item) {
+  Status s;
+  if (Status f = Failure(); !f.ok()) {
+    s = Status(StatusCode::kAborted, "staging failed earlier: " + f.message());
+  }
+  if (s.ok() && item.stream_ordered) {
+    // The node level starts once the caller's stream reached the call.
+    s = CudaCall(*api_, api_->stream_wait_event(stream_, item.start, 0), "cudaStreamWaitEvent");
+    if (s.ok()) s = CudaCall(*api_, api_->stream_synchronize(stream_), "cudaStreamSynchronize");
+  }
+  if (s.ok()) s = node_(item.op);
+  if (item.stream_ordered) {
+    // The node level waited for its copies: the result is in place.
+    Status r = ReleaseStream(item);
+    if (!r.ok() && s.ok()) s = r;
+  }
+  return s;
+}
+
 Status DeviceStager::Run(Item& item) {
+  if (node_ && item.op.collective == host::Collective::kAllReduce) return RunOnNode(item);
   const StagedOp& op = item.op;
   const size_t esize = DataTypeSize(op.dtype);
   // The parts of a chunk: 1 for an all-reduce (in place in the slot), N for
@@ -371,10 +399,8 @@ Status DeviceStager::Run(Item& item) {
   if (item.stream_ordered) {
     // After the result copies on the staging stream; also on failure, so
     // that the caller's stream does not wait forever.
-    Status s = CudaCall(*api_, api_->stream_write_value32(stream_, flag_device_, item.seq, 0),
-                        "cuStreamWriteValue32");
+    Status s = ReleaseStream(item);
     if (!s.ok() && error.ok()) error = s;
-    api_->event_destroy(item.start);
   }
   return error;
 }

@@ -85,14 +85,19 @@ class DeviceStager {
                            DataType, ReduceOp, std::function<void(const Status&)> then)>;
   // Registers the pinned staging memory with the communicator.
   using RegisterFn = std::function<Status(void* data, size_t bytes)>;
+  // Runs a whole all-reduce of device memory on the node level (which copies
+  // and reduces device memory itself), returning when it completed.
+  using NodeFn = std::function<Status(const StagedOp&)>;
 
   static constexpr size_t kSlots = 4;
 
   // `world`: the communicator's ranks (the parts of a reduce-scatter or
   // all-gather).
+  // `node`: set when the communicator has a node level; all-reduces then go
+  // to it whole (after the stream-ordered wait), not in staged chunks.
   static Result<std::unique_ptr<DeviceStager>> Create(const CudaApi* api, size_t staging_bytes,
                                                       uint32_t world, RegisterFn register_fn,
-                                                      SubmitFn submit);
+                                                      SubmitFn submit, NodeFn node = nullptr);
   ~DeviceStager();
   DeviceStager(const DeviceStager&) = delete;
   DeviceStager& operator=(const DeviceStager&) = delete;
@@ -131,6 +136,9 @@ class DeviceStager {
   DeviceStager(const CudaApi* api, size_t slot_bytes, uint32_t world);
   void Worker();
   Status Run(Item& item);
+  Status RunOnNode(Item& item);
+  // After a stream-ordered item: releases the caller's stream.
+  Status ReleaseStream(Item& item);
   static void OnCopied(void* flag);
   void Push(Item item);
 
@@ -144,6 +152,7 @@ class DeviceStager {
   uint32_t next_seq_ = 0;           // guarded by mu_
 
   SubmitFn submit_;
+  NodeFn node_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -9,6 +9,8 @@
 
 #include "common/log.h"
 #include "host/src/comm_impl.h"
+#include "host/src/cuda/cuda_api.h"
+#include "kernels/reduce_kernels.h"
 #include "reduce/reduce_table.h"
 
 namespace tributary::internal {
@@ -31,6 +33,14 @@ void EmitResult(const reduce::Kernel& k, void* acc, uint8_t* out, size_t n, uint
     dst = a;  // the accumulator is the result
   }
   if (dst != out) std::memcpy(out, dst, n * k.wire_size);
+}
+
+// Local rank r's stripe of a round of `count` elements split over n ranks:
+// the first count % n stripes have one element more.
+void StripeOf(size_t count, uint32_t n, uint32_t r, size_t* first, size_t* stripe) {
+  const size_t q = count / n, rem = count % n;
+  *first = r * q + std::min<size_t>(r, rem);
+  *stripe = q + (r < rem ? 1 : 0);
 }
 
 }  // namespace
@@ -130,13 +140,14 @@ void NodeLevel::Run() {
       queue_.pop_front();
       busy_ = true;
     }
-    Status s = Execute(op);
+    bool fatal = true;
+    Status s = Execute(op, &fatal);
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
       if (s.ok()) ++completed_;
     }
-    if (!s.ok()) Fail(s);
+    if (!s.ok() && fatal) Fail(s);
     if (op.on_done) op.on_done();
     op.request->Complete(s);
   }
@@ -164,7 +175,98 @@ Status NodeLevel::WaitNetwork(const Request& request, uint64_t deadline) {
   }
 }
 
-Status NodeLevel::Execute(const NodeOp& op) {
+Status NodeLevel::CheckOffers(const NodeOffer& mine, std::vector<NodeOffer>* offers) const {
+  const uint32_t n_local = shape_.local_size;
+  offers->resize(n_local);
+  for (uint32_t r = 0; r < n_local; ++r) {
+    std::memcpy(&(*offers)[r], segment_->mailbox(r), sizeof(NodeOffer));
+  }
+  for (uint32_t r = 0; r < n_local; ++r) {
+    const NodeOffer& o = (*offers)[r];
+    if (o.round != mine.round) {
+      return Status(StatusCode::kInternal,
+                    "node level: local rank " + std::to_string(r) + " offered for round " +
+                        std::to_string(o.round) + ", this rank is at round " +
+                        std::to_string(mine.round) + " (the local ranks are out of step)");
+    }
+  }
+  // The peer path needs every rank on it; host and staged mix.
+  for (uint32_t r = 0; r < n_local; ++r) {
+    const NodeOffer& o = (*offers)[r];
+    if ((o.mode == NodeOffer::kPeer) != (mine.mode == NodeOffer::kPeer)) {
+      const uint32_t me = shape_.local_rank;
+      return Status(StatusCode::kFailedPrecondition,
+                    "node level: local rank " + std::to_string(me) + " offers " +
+                        NodeModeName(mine.mode) + " and local rank " + std::to_string(r) + " " +
+                        NodeModeName(o.mode) +
+                        " to the same all-reduce; pass device memory on every local rank of a "
+                        "host, or host memory on every one");
+    }
+  }
+  return Status::Ok();
+}
+
+Status NodeLevel::MapPeers(const NodeOp& op, const std::vector<NodeOffer>& offers,
+                           std::vector<uint8_t*>* send, std::vector<uint8_t*>* recv) {
+  for (uint32_t r = 0; r < shape_.local_size; ++r) {
+    if (r == shape_.local_rank) {
+      (*send)[r] = const_cast<uint8_t*>(op.send);
+      (*recv)[r] = op.recv;
+      continue;
+    }
+    for (const bool is_recv : {false, true}) {
+      auto p = device_->Map(offers[r], is_recv);
+      if (!p.ok()) {
+        return Status(p.status().code(), "node level: local rank " + std::to_string(r) +
+                                             (is_recv ? "'s recv" : "'s send") +
+                                             " buffer: " + p.status().message());
+      }
+      (is_recv ? *recv : *send)[r] = p.value();
+    }
+  }
+  return Status::Ok();
+}
+
+Status NodeLevel::PeerReduce(const NodeOp& op, const std::vector<uint8_t*>& peer_send,
+                             size_t first, size_t count, uint8_t* staging) {
+  if (count == 0) return Status::Ok();
+  const size_t off = first * DataTypeSize(op.dtype);
+  kernels::ReduceArgs a;
+  for (uint32_t r = 0; r < shape_.local_size; ++r) a.inputs[r] = peer_send[r] + off;
+  a.k = static_cast<int>(shape_.local_size);
+  a.out = op.recv + off;
+  a.count = count;
+  a.dtype = static_cast<proto::DataType>(op.dtype);
+  // Across hosts AVG travels as SUM (divided after the network).
+  const ReduceOp kernel_op = stripe_ && op.op == ReduceOp::kAvg ? ReduceOp::kSum : op.op;
+  a.op = static_cast<proto::ReduceOp>(kernel_op);
+  a.avg_divisor = shape_.world_size;
+  Status s = device_->Reduce(a);
+  if (s.ok() && stripe_) {
+    s = device_->Copy(staging, op.recv + off, count * DataTypeSize(op.dtype),
+                      "cudaMemcpyAsync (stripe to the network)");
+  }
+  if (s.ok()) s = device_->Sync();
+  return s.ok() ? s : Status(s.code(), "node level: " + s.message());
+}
+
+Status NodeLevel::PeerGather(const NodeOp& op, const std::vector<uint8_t*>& peer_recv,
+                             size_t round_first, size_t round_count) {
+  const size_t esize = DataTypeSize(op.dtype);
+  for (uint32_t r = 0; r < shape_.local_size; ++r) {
+    size_t first = 0, n = 0;
+    StripeOf(round_count, shape_.local_size, r, &first, &n);
+    if (r == shape_.local_rank || n == 0) continue;
+    const size_t off = (round_first + first) * esize;
+    Status s = device_->Copy(op.recv + off, peer_recv[r] + off, n * esize,
+                             "node level: cudaMemcpyAsync (a peer's stripe)");
+    if (!s.ok()) return s;
+  }
+  return device_->Sync();
+}
+
+Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
+  *fatal = true;
   if (op.count == 0) return Status::Ok();
   const auto dtype = static_cast<proto::DataType>(op.dtype);
   const reduce::Kernel* kernel = reduce::FindKernel(dtype, static_cast<proto::ReduceOp>(op.op));
@@ -186,6 +288,38 @@ Status NodeLevel::Execute(const NodeOp& op) {
       (reinterpret_cast<uintptr_t>(acc_storage_.data()) + 63) & ~uintptr_t{63});
   const uint64_t deadline = host::NodeNowMs() + op_timeout_ms_;
   const uint64_t base = rounds_done_;
+  // Counter values are global round numbers + 1, mod 2^32.
+  auto mark = [](uint64_t g) { return static_cast<uint32_t>(g + 1); };
+
+  // This rank's offer (node_device.h), published with the first round.
+  NodeOffer offer;
+  if (op.cuda != nullptr) {
+    if (!device_) device_ = std::make_unique<NodeDevice>(op.cuda);
+    Status s = device_->Prepare(op.send, op.recv, op.send_on_device, op.recv_on_device, n_local,
+                                &offer);
+    if (!s.ok()) return Status(s.code(), "node level: " + s.message());
+    if (offer.mode == NodeOffer::kStaged || stripe_) {
+      // The staged path copies whole rounds through the slots, the peer
+      // path its stripe to and from the network.
+      device_->PinHost(segment_->data(), segment_->data_bytes());
+    }
+  } else {
+    offer.mode = NodeOffer::kHost;
+  }
+  offer.round = mark(base);
+  const bool peer = offer.mode == NodeOffer::kPeer;
+  std::vector<NodeOffer> offers;
+  std::vector<uint8_t*> peer_send(n_local), peer_recv(n_local);
+  // Input into a slot, results out of one: CUDA copies for device buffers
+  // (waited for: the slot is shared), memcpy for host ones.
+  auto copy = [&](uint8_t* dst, const uint8_t* src, size_t bytes, bool on_device) -> Status {
+    if (!on_device) {
+      std::memcpy(dst, src, bytes);
+      return Status::Ok();
+    }
+    Status s = device_->Copy(dst, src, bytes, "node level: cudaMemcpyAsync (staged)");
+    return s.ok() ? device_->Sync() : s;
+  };
 
   struct Round {
     size_t first = 0, count = 0;        // elements of the operation
@@ -196,13 +330,9 @@ Status NodeLevel::Execute(const NodeOp& op) {
     Round d;
     d.first = r * round_elems;
     d.count = std::min<size_t>(round_elems, op.count - d.first);
-    const size_t q = d.count / n_local, rem = d.count % n_local;
-    d.stripe_first = me * q + std::min<size_t>(me, rem);
-    d.stripe_count = q + (me < rem ? 1 : 0);
+    StripeOf(d.count, n_local, me, &d.stripe_first, &d.stripe_count);
     return d;
   };
-  // Counter values are global round numbers + 1, mod 2^32.
-  auto mark = [](uint64_t g) { return static_cast<uint32_t>(g + 1); };
   std::deque<Round> in_flight;
   uint64_t next_in = 0, next_out = 0;
   while (next_out < rounds) {
@@ -218,21 +348,53 @@ Status NodeLevel::Execute(const NodeOp& op) {
         s = segment_->WaitAll(NodeSegment::kResDone, freed, deadline, "result slot reuse");
         if (!s.ok()) return s;
       }
-      std::memcpy(segment_->input(me, g), op.send + d.first * esize, d.count * esize);
+      if (!peer) {
+        Status s = copy(segment_->input(me, g), op.send + d.first * esize, d.count * esize,
+                        op.send_on_device);
+        if (!s.ok()) return s;
+      }
+      if (next_in == 0) std::memcpy(segment_->mailbox(me), &offer, sizeof(offer));
       segment_->Publish(NodeSegment::kInReady, mark(g));
       Status s = segment_->WaitAll(NodeSegment::kInReady, mark(g), deadline, "inputs");
       if (!s.ok()) return s;
-      uint8_t* out = segment_->result(g) + d.stripe_first * esize;
-      if (d.stripe_count > 0) {
-        const size_t off = d.stripe_first * esize;
-        k.init(acc, segment_->input(0, g) + off, d.stripe_count);
-        for (uint32_t r = 1; r < n_local; ++r) k.combine(acc, segment_->input(r, g) + off, d.stripe_count);
+      if (next_in == 0) {
+        s = CheckOffers(offer, &offers);
+        if (!s.ok()) {
+          if (s.code() != StatusCode::kFailedPrecondition) return s;
+          // Every local rank read the same offers and refuses alike: close
+          // the round on every counter, and wait until all have read them.
+          for (auto c : {NodeSegment::kInDone, NodeSegment::kResReady, NodeSegment::kResDone}) {
+            segment_->Publish(c, mark(g));
+          }
+          Status w = segment_->WaitAll(NodeSegment::kResDone, mark(g), deadline, "refusal");
+          if (!w.ok()) return w;
+          rounds_done_ = base + 1;
+          *fatal = false;
+          return s;
+        }
+        if (peer) {
+          s = MapPeers(op, offers, &peer_send, &peer_recv);
+          if (!s.ok()) return s;
+        }
       }
-      segment_->Publish(NodeSegment::kInDone, mark(g));
-      if (d.stripe_count > 0) {
-        // One host: the node's sum is the whole sum, AVG divides it now.
-        const bool divide = !stripe_ && op.op == ReduceOp::kAvg;
-        EmitResult(k, acc, out, d.stripe_count, divide ? shape_.world_size : 0);
+      uint8_t* out = segment_->result(g) + d.stripe_first * esize;
+      if (peer) {
+        // The stripe, reduced on this GPU from every local rank's send.
+        s = PeerReduce(op, peer_send, d.first + d.stripe_first, d.stripe_count, out);
+        if (!s.ok()) return s;
+        segment_->Publish(NodeSegment::kInDone, mark(g));
+      } else {
+        if (d.stripe_count > 0) {
+          const size_t off = d.stripe_first * esize;
+          k.init(acc, segment_->input(0, g) + off, d.stripe_count);
+          for (uint32_t r = 1; r < n_local; ++r) k.combine(acc, segment_->input(r, g) + off, d.stripe_count);
+        }
+        segment_->Publish(NodeSegment::kInDone, mark(g));
+        if (d.stripe_count > 0) {
+          // One host: the node's sum is the whole sum, AVG divides it now.
+          const bool divide = !stripe_ && op.op == ReduceOp::kAvg;
+          EmitResult(k, acc, out, d.stripe_count, divide ? shape_.world_size : 0);
+        }
       }
       if (d.stripe_count > 0 && stripe_) {
         // Every host has the same stripe sizes: all issue this or none.
@@ -260,15 +422,33 @@ Status NodeLevel::Execute(const NodeOp& op) {
         k.init(acc, out, d.stripe_count);
         EmitResult(k, acc, out, d.stripe_count, shape_.world_size);
       }
+      if (peer) {
+        const size_t off = (d.first + d.stripe_first) * esize;
+        Status c = device_->Copy(op.recv + off, out, d.stripe_count * esize,
+                                 "node level: cudaMemcpyAsync (stripe from the network)");
+        if (c.ok()) c = device_->Sync();
+        if (!c.ok()) return c;
+      }
     }
     segment_->Publish(NodeSegment::kResReady, mark(g));
     Status s = segment_->WaitAll(NodeSegment::kResReady, mark(g), deadline, "results");
     if (!s.ok()) return s;
-    std::memcpy(op.recv + d.first * esize, segment_->result(g), d.count * esize);
+    if (peer) {
+      s = PeerGather(op, peer_recv, d.first, d.count);
+    } else {
+      s = copy(op.recv + d.first * esize, segment_->result(g), d.count * esize, op.recv_on_device);
+    }
+    if (!s.ok()) return s;
     segment_->Publish(NodeSegment::kResDone, mark(g));
     ++next_out;
   }
   rounds_done_ = base + rounds;
+  if (peer) {
+    // The peers read this rank's send and recv until they are done.
+    Status s = segment_->WaitAll(NodeSegment::kResDone, mark(base + rounds - 1), deadline,
+                                 "peers' gathers");
+    if (!s.ok()) return s;
+  }
   return Status::Ok();
 }
 

@@ -17,6 +17,11 @@
 // Four rounds are in flight: while round g is on the network, rounds g+1..
 // are copied and reduced. Each host sends each byte once, whatever k is.
 //
+// Device memory (NodeOp::cuda): the same rounds, with the peer path (the
+// k-input kernel over CUDA IPC peer pointers, then device-to-device gathers)
+// when every local rank can take it, else staged through the slots with
+// CUDA copies; node_device.h says which and why.
+//
 // Operations run one after another on a worker thread, in submission order
 // (every rank submits the same sequence). A failure (a local peer gone, a
 // stripe job's error, a timeout) aborts the segment, so every local rank
@@ -36,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "host/src/node/node_device.h"
 #include "host/src/node/node_segment.h"
 #include "host/src/request_state.h"
 #include "tributary/communicator.h"
@@ -60,6 +66,11 @@ struct NodeOp {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   std::function<void()> on_done;  // releases the buffers (before the request completes)
+  // Device memory (node_device.h): the CUDA table, and which buffers are on
+  // a GPU. Null for host buffers.
+  const CudaApi* cuda = nullptr;
+  bool send_on_device = false;
+  bool recv_on_device = false;
 };
 
 class NodeLevel {
@@ -82,7 +93,23 @@ class NodeLevel {
 
  private:
   void Run();
-  Status Execute(const NodeOp& op);
+  // *fatal: false for a refusal every local rank reached alike (their
+  // offers do not mix), after which the segment is still in step.
+  Status Execute(const NodeOp& op, bool* fatal);
+  // Reads every local rank's offer for the operation starting at round
+  // `first` and checks that they can work together.
+  Status CheckOffers(const NodeOffer& mine, std::vector<NodeOffer>* offers) const;
+  // The peer path's steps (node_device.h): the local ranks' buffers mapped
+  // into this process (this rank's own as they are); this rank's stripe
+  // [first, first + count) reduced on its GPU into its recv (and copied to
+  // `staging` for the network when there are several hosts); the other
+  // stripes of a round gathered from the peers' recv.
+  Status MapPeers(const NodeOp& op, const std::vector<NodeOffer>& offers,
+                  std::vector<uint8_t*>* send, std::vector<uint8_t*>* recv);
+  Status PeerReduce(const NodeOp& op, const std::vector<uint8_t*>& peer_send, size_t first,
+                    size_t count, uint8_t* staging);
+  Status PeerGather(const NodeOp& op, const std::vector<uint8_t*>& peer_recv, size_t round_first,
+                    size_t round_count);
   Status WaitNetwork(const Request& request, uint64_t deadline);
   void Fail(const Status& s);
 
@@ -93,6 +120,7 @@ class NodeLevel {
   const uint32_t op_timeout_ms_;
   uint64_t rounds_done_ = 0;  // worker thread only: global round counter
   std::vector<uint8_t> acc_storage_;  // worker thread only: the stripe's accumulator
+  std::unique_ptr<NodeDevice> device_;  // worker thread only: made by the first device op
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -19,10 +19,12 @@ namespace tributary::host {
 namespace {
 
 constexpr uint64_t kMagic = 0x54524942'4e4f4445ull;  // "TRIBNODE"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kHeaderBytes = 8192;
 constexpr size_t kCountersBytes = 4 * NodeSegment::kMaxLocalRanks * 64;
-constexpr size_t kDataOffset = kHeaderBytes + kCountersBytes;
+constexpr size_t kMailboxesBytes = NodeSegment::kMaxLocalRanks * NodeSegment::kMailboxBytes;
+constexpr size_t kMailboxOffset = kHeaderBytes + kCountersBytes;
+constexpr size_t kDataOffset = kMailboxOffset + kMailboxesBytes;
 
 void FutexWake(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
@@ -216,6 +218,10 @@ uint8_t* NodeSegment::input(uint32_t rank, uint64_t g) const {
 
 uint8_t* NodeSegment::results_base() const {
   return data_ + static_cast<size_t>(local_size_) * kDepth * round_bytes_;
+}
+
+uint8_t* NodeSegment::mailbox(uint32_t rank) const {
+  return static_cast<uint8_t*>(map_) + kMailboxOffset + rank * kMailboxBytes;
 }
 
 uint8_t* NodeSegment::result(uint64_t g) const { return results_base() + (g % kDepth) * round_bytes_; }

@@ -8,7 +8,8 @@
 // left in /dev/shm whatever happens to the processes afterwards.
 //
 // Layout: a header (who attached, their pids, an abort word with its
-// reason), four arrays of per-rank round counters, then the data: for each
+// reason), four arrays of per-rank round counters, a mailbox per rank
+// (what each rank offers to an operation: node_level.h), then the data: for each
 // local rank `depth` input slots of one round (k stripes) and `depth`
 // shared result slots. The counters only grow (mod 2^32, compared with
 // wrap-around) and are futex words: a rank that must wait for a peer
@@ -44,6 +45,7 @@ class NodeSegment {
  public:
   static constexpr uint32_t kMaxLocalRanks = 64;
   static constexpr uint32_t kDepth = 4;  // rounds in flight
+  static constexpr size_t kMailboxBytes = 256;
 
   // The four counters of each local rank (in rounds).
   enum Counter : uint32_t {
@@ -69,6 +71,12 @@ class NodeSegment {
   // Input slot of `rank` for global round g, and the result slot of round g.
   uint8_t* input(uint32_t rank, uint64_t g) const;
   uint8_t* result(uint64_t g) const;
+  // Local rank `rank`'s mailbox: kMailboxBytes it writes and its peers
+  // read, ordered by the counters (the node level's per-operation offer).
+  uint8_t* mailbox(uint32_t rank) const;
+  // Every input and result slot, contiguous (the GPU node level pins it).
+  uint8_t* data() const { return data_; }
+  size_t data_bytes() const { return round_bytes_ * kDepth * (local_size_ + 1); }
   // The result slots, contiguous (the stripe jobs register them).
   uint8_t* results_base() const;
   size_t results_bytes() const { return round_bytes_ * kDepth; }

@@ -10,8 +10,8 @@
 //   - every dtype x op on the peer path at 2 and 8 local ranks;
 //   - the peer path (kernel over IPC-mapped peer buffers, device-to-device
 //     gathers) is exact for several dtypes/ops, counts smaller than the
-//     local ranks, in place, over many rounds, on one host (no network) and
-//     on two hosts (stripes through the aggregator); a host all-reduce
+//     local ranks, in place, on one host (no network, one round) and on two
+//     hosts (stripes through the aggregator, many rounds); a host all-reduce
 //     issued right behind each keeps its place; the kernel ran and peers'
 //     buffers were opened through IPC, with the mappings bounded;
 //   - a stream-ordered all-reduce on the peer path starts after the work
@@ -129,7 +129,7 @@ int AllReduceChecked(int rank, int world, FakeCuda& f, Communicator& comm, const
 }
 
 const Case kCases[] = {
-    {DataType::kFloat32, ReduceOp::kSum, 100000, false},  // 25 rounds at 4 ranks
+    {DataType::kFloat32, ReduceOp::kSum, 100000, false},  // 49 rounds on two hosts of 2
     {DataType::kInt64, ReduceOp::kMax, 4099, false},
     {DataType::kBfloat16, ReduceOp::kAvg, 70001, false},
     {DataType::kInt8, ReduceOp::kProd, 5, false},  // stripes of 2, 1, 1, 1

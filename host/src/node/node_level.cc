@@ -282,8 +282,6 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
   const uint32_t n_local = shape_.local_size;
   const uint32_t me = shape_.local_rank;
   const size_t per_stripe = chunk_bytes_ / esize;
-  const size_t round_elems = per_stripe * n_local;
-  const uint64_t rounds = (op.count + round_elems - 1) / round_elems;
   void* acc = reinterpret_cast<void*>(
       (reinterpret_cast<uintptr_t>(acc_storage_.data()) + 63) & ~uintptr_t{63});
   const uint64_t deadline = host::NodeNowMs() + op_timeout_ms_;
@@ -308,6 +306,13 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
   }
   offer.round = mark(base);
   const bool peer = offer.mode == NodeOffer::kPeer;
+  // Rounds bound what passes through the segment's slots and pipeline the
+  // network. The peer path on one host uses neither: one round, so one
+  // kernel and one gather per rank, not one per 256 KiB. (A rank whose
+  // offer does not match counts differently, but every rank stops after
+  // the first round then.)
+  const size_t round_elems = peer && !stripe_ ? op.count : per_stripe * n_local;
+  const uint64_t rounds = (op.count + round_elems - 1) / round_elems;
   std::vector<NodeOffer> offers;
   std::vector<uint8_t*> peer_send(n_local), peer_recv(n_local);
   // Input into a slot, results out of one: CUDA copies for device buffers

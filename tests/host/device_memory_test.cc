@@ -255,14 +255,10 @@ TEST_F(DeviceMemoryTest, StreamOrderedAllReduceRunsBetweenTheWorkAroundIt) {
     void* dsend = nullptr;
     void* drecv = nullptr;
     CHILD_OK(RegisterZeroedPair(f, comm, bytes, &dsend, &drecv), "Register");
-    void* stream = nullptr;
-    f.api.stream_create(&stream, 0);
     // The "kernel" producing the input: held until the latch opens.
     Latch latch;
-    FakeCuda::Enqueue(stream, [&] {
-      latch.Wait();
-      Fill(DataType::kFloat32, ReduceOp::kSum, rank, dsend, count);
-    });
+    void* stream =
+        f.HeldStream(latch, [&] { Fill(DataType::kFloat32, ReduceOp::kSum, rank, dsend, count); });
     auto req = comm.AllReduce(dsend, drecv, count, DataType::kFloat32, ReduceOp::kSum, stream);
     CHILD_OK(req.ok(), "AllReduce on stream: " + req.status().ToString());
     CHILD_OK(f.wait_value_calls.load() == 1, "no cuStreamWaitValue32 on the caller's stream");
@@ -313,12 +309,9 @@ TEST_F(DeviceMemoryTest, StreamOrderedReduceScatterAndAllGatherRunBetweenTheWork
     CHILD_OK(RegisterZeroedPair(f, comm, kWorld * count * 4, &send, &recv), "Register");
     auto* dsend = static_cast<uint8_t*>(send);
     auto* drecv = static_cast<uint8_t*>(recv);
-    void* stream = nullptr;
-    f.api.stream_create(&stream, 0);
     // Reduce-scatter: the "kernel" writing the input is held by a latch.
     Latch latch;
-    FakeCuda::Enqueue(stream, [&] {
-      latch.Wait();
+    void* stream = f.HeldStream(latch, [&] {
       for (uint32_t p = 0; p < kWorld; ++p) {
         for (size_t i = 0; i < count; ++i) {
           const int32_t v = PartInput(me, p, i);

@@ -43,6 +43,22 @@ struct FakeEvent {
   uint64_t done = 0;      // records the stream has reached
 };
 
+// A latch the test holds a stream on (a "kernel" that has not finished).
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  void Open() {
+    std::lock_guard<std::mutex> l(mu);
+    open = true;
+    cv.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return open; });
+  }
+};
+
 class FakeCuda {
  public:
   static FakeCuda& Get() {
@@ -86,6 +102,18 @@ class FakeCuda {
     s->queue.push_back(std::move(task));
     s->cv.notify_all();
   }
+  // A new stream whose first work waits for `latch`, then runs `produce`:
+  // the "kernel" writing the input of a stream-ordered call, held until the
+  // test opens the latch.
+  void* HeldStream(Latch& latch, std::function<void()> produce) {
+    void* stream = nullptr;
+    api.stream_create(&stream, 0);
+    Enqueue(stream, [&latch, produce = std::move(produce)] {
+      latch.Wait();
+      produce();
+    });
+    return stream;
+  }
   static void Sync(void* stream) {
     auto* s = Resolve(stream);
     std::unique_lock<std::mutex> l(s->mu);
@@ -125,21 +153,6 @@ class FakeCuda {
 };
 
 
-// A latch the test holds a stream on (a "kernel" that has not finished).
-struct Latch {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  void Open() {
-    std::lock_guard<std::mutex> l(mu);
-    open = true;
-    cv.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return open; });
-  }
-};
 
 
 }  // namespace tributary::testing

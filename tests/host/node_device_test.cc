@@ -188,15 +188,11 @@ TEST_F(NodeDeviceTest, StreamOrderedPeerAllReduceRunsBetweenTheWorkAroundIt) {
     std::memset(d, 0, count * 4);
     auto b = comm.Register(MemoryDesc{d, count * 4, MemoryKind::kCudaDevice});
     CHILD_OK(b.ok(), "Register");
-    void* stream = nullptr;
-    f.api.stream_create(&stream, 0);
     // The input is written by work held on the stream, the result read by
     // work enqueued after the call.
     Latch latch;
-    FakeCuda::Enqueue(stream, [&] {
-      latch.Wait();
-      Fill(DataType::kFloat32, ReduceOp::kSum, rank, d, count);
-    });
+    void* stream =
+        f.HeldStream(latch, [&] { Fill(DataType::kFloat32, ReduceOp::kSum, rank, d, count); });
     auto req = comm.AllReduce(d, d, count, DataType::kFloat32, ReduceOp::kSum, stream);
     CHILD_OK(req.ok(), req.status().ToString());
     std::vector<float> seen(count);

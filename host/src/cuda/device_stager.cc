@@ -86,9 +86,10 @@ DeviceStager::~DeviceStager() {
   bool any_stream = false;
   for (Item& item : queue_) {
     if (item.direct) continue;
+    // Release the buffers first: a caller woken by Complete may deregister them.
+    if (item.op.on_done) item.op.on_done();
     item.op.request->Complete(Status(StatusCode::kAborted, std::string("the communicator was destroyed before this ") +
                                                             host::CollectiveName(item.op.collective) + " ran"));
-    if (item.op.on_done) item.op.on_done();
     if (item.stream_ordered) {
       last = item.seq;
       any_stream = true;
@@ -192,8 +193,9 @@ void DeviceStager::Worker() {
         TRIB_LOG(kError, "cuda", "%s of device memory failed: %s", host::CollectiveName(item.op.collective),
                  s.ToString().c_str());
       }
-      item.op.request->Complete(s);
+      // Release the buffers first: a caller woken by Complete may deregister them.
       if (item.op.on_done) item.op.on_done();
+      item.op.request->Complete(s);
     }
     lock.lock();
     busy_ = false;

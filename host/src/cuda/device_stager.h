@@ -72,7 +72,7 @@ struct StagedOp {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   std::shared_ptr<RequestState> request;
-  std::function<void()> on_done;  // after completion (buffer in_use counts)
+  std::function<void()> on_done;  // releases the buffers (before the request completes)
 };
 
 class DeviceStager {

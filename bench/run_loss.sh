@@ -34,7 +34,9 @@
 #          [--split 1M] [--iters 100] [--warmup 10] [--large-iters 3]
 #          [--losses "1 5 10"] [--hooks "input output"] [--rounds 3]
 #          [--timeout-s 900] [--out FILE.md]
-# Needs root, `ip netns` and nft (exits 77 otherwise).
+# Needs root, `ip netns` and nft (exits 77 otherwise). DAEMON_ARGS adds
+# tributaryd flags (e.g. "--redundant-max-bytes 0"); the ranks take
+# TRIBUTARY_* variables from the environment.
 set -u -o pipefail
 
 BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=100; WARMUP=10; LARGE_ITERS=3
@@ -79,7 +81,8 @@ lns_init run_loss trib_loss_bench
 # nftables sees a UDP GSO run as one packet and would drop it whole, where a
 # real link loses datagrams one by one: no offloads here.
 export TRIBUTARY_UDP_OFFLOAD=0
-lns_start_daemon "$DAEMON" --udp-offload 0
+# shellcheck disable=SC2086  # DAEMON_ARGS: more tributaryd flags, split on spaces
+lns_start_daemon "$DAEMON" --udp-offload 0 ${DAEMON_ARGS:-}
 
 # Replaces the loss rules: LOSS% of the UDP packets to and from the daemon's
 # port, on HOOK; loss 0 removes them.
@@ -119,7 +122,7 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   fi
   awk -v h="$hook" -v k="$loss" -v r="$round" '/^ +[0-9]/ && NF >= 14 { print h, k, $1, $6, r }' \
     "$log" >> "$WORK/sizes"
-  # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds early tail polls
+  # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds early tail polls redundant
   awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(lns_drops to_daemon) - to0))" \
       -v from="$(($(lns_drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
     /^# fragments sent/ { gsub(/,/, ""); f = $4; re = $6 }
@@ -135,7 +138,8 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
     /^# send errors/ { gsub(/,/, ""); se = $4 }
     /^# early recoveries/ { er = $4; if ($(NF - 1) == "probes") tp = $NF }
     /^# window polls/ { wp = $4 }
-    END { print r, h, k, p, f, re, pr, lo, (se == "" ? "-" : se), sr, rt, to, from, tx, s, (er == "" ? "-" : er), (tp == "" ? "-" : tp), (wp == "" ? "-" : wp) }' \
+    /^# redundant copies/ { rd = $4 }
+    END { print r, h, k, p, f, re, pr, lo, (se == "" ? "-" : se), sr, rt, to, from, tx, s, (er == "" ? "-" : er), (tp == "" ? "-" : tp), (wp == "" ? "-" : wp), (rd == "" ? "-" : rd) }' \
     "$log" >> "$WORK/counters"
   echo "round $round $hook $loss% sizes $lo..$hi: $(tail -1 "$WORK/counters" | cut -d' ' -f5-)" >&2
 }
@@ -225,16 +229,17 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
   echo "ranks' kernel refused (EPERM); tx_errors: the daemon's; early: recoveries started"
   echo "before the timer because results of later fragments arrived first; tail: recoveries of"
   echo "the newest fragment after two round trips without a result (tail loss probes); polls:"
-  echo "probes over the whole window after a loss (TRIBUTARY_WINDOW_POLL)."
+  echo "probes over the whole window after a loss (TRIBUTARY_WINDOW_POLL); redundant: small"
+  echo "fragments sent twice while the daemon reported loss (TRIBUTARY_REDUNDANT_MAX_BYTES)."
   echo
-  echo "| setting | wall (s) | fragments | resends | probes | polls | early | tail | losses detected | send errors | tx_errors | drops to | drops from | srtt (us) | rto (us) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| setting | wall (s) | fragments | resends | probes | polls | early | tail | redundant | losses detected | send errors | tx_errors | drops to | drops from | srtt (us) | rto (us) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for s in "${settings[@]}"; do
     read -r hook loss <<< "$s"
     awk -v h="$hook" -v k="$loss" -v p="$part" '$2 == h && $3 == k && $4 == p' "$WORK/counters" |
       sort -k15,15g | awk '{ v[NR] = $0 } END { if (NR) print v[int((NR + 1) / 2)] }' |
-      awk '{ printf "| %s %s%% | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-             $2, $3, $15, $5, $6, $7, $18, $16, $17, $8, $9, $14, $12, $13, $10, $11 }'
+      awk '{ printf "| %s %s%% | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+             $2, $3, $15, $5, $6, $7, $18, $16, $17, $19, $8, $9, $14, $12, $13, $10, $11 }'
   done
 } > "$WORK/table.md"
 cat "$WORK/table.md"

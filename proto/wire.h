@@ -66,9 +66,13 @@ inline constexpr uint16_t kFlagWindow = 1u << 5;  // STATUS: the payload is a wi
 inline constexpr uint16_t kFlagOwner = 1u << 6;      // CONTRIBUTION: the fragment's owner is the sender or below it
 inline constexpr uint16_t kFlagOwnerOnly = 1u << 7;  // CONTRIBUTION: the RESULT's data goes to the owner only
 inline constexpr uint16_t kFlagNotice = 1u << 8;     // CONTRIBUTION or RESULT without data
+// Loss (FORMAT.md §8.4). CONTRIBUTION: a redundant copy of a first send;
+// RESULT: the aggregator sees loss on this job's paths and sends small
+// RESULTs twice (the child should send small contributions twice).
+inline constexpr uint16_t kFlagRedundant = 1u << 9;
 inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment |
                                           kFlagHeld | kFlagPayloadMac | kFlagWindow | kFlagOwner |
-                                          kFlagOwnerOnly | kFlagNotice;
+                                          kFlagOwnerOnly | kFlagNotice | kFlagRedundant;
 
 // FORMAT.md §4: element types. Payload elements are little-endian.
 enum class DataType : uint8_t {

@@ -42,7 +42,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 payload_mac, aggregator_key, resend_max_bytes,
                                 congestion_target_us, window_poll, node_level, node_id,
                                 node_chunk_bytes, staging_bytes, udp_offload, block_sparse,
-                                reproducible, inline_progress_bytes] = o;
+                                reproducible, inline_progress_bytes, redundant_max_bytes] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -52,7 +52,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 srtt_us, rto_us, stats_transport, send_errors,
                                 early_recoveries, window_decreases, window_limit,
                                 tail_probes, ecn_marks, window_polls, local_ranks, nodes,
-                                zero_fragments, caller_sent, caller_completed, timer_recoveries] = s;
+                                zero_fragments, caller_sent, caller_completed, timer_recoveries,
+                                redundant_copies] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -172,6 +173,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   if (TRIB_HAS_FIELD(p, block_sparse)) o.block_sparse = c.block_sparse != 0;
   if (TRIB_HAS_FIELD(p, reproducible)) o.reproducible = c.reproducible != 0;
   if (TRIB_HAS_FIELD(p, inline_progress_bytes)) o.inline_progress_bytes = c.inline_progress_bytes;
+  if (TRIB_HAS_FIELD(p, redundant_max_bytes)) o.redundant_max_bytes = c.redundant_max_bytes;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -243,6 +245,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(block_sparse, o.block_sparse ? 1 : 0);
   TRIB_SET(reproducible, o.reproducible ? 1 : 0);
   TRIB_SET(inline_progress_bytes, o.inline_progress_bytes);
+  TRIB_SET(redundant_max_bytes, o.redundant_max_bytes);
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);
@@ -285,6 +288,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, caller_sent)) out->caller_sent = s.caller_sent;
   if (TRIB_HAS_FIELD(p, caller_completed)) out->caller_completed = s.caller_completed;
   if (TRIB_HAS_FIELD(p, timer_recoveries)) out->timer_recoveries = s.timer_recoveries;
+  if (TRIB_HAS_FIELD(p, redundant_copies)) out->redundant_copies = s.redundant_copies;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

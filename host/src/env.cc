@@ -330,6 +330,10 @@ const EnvVar kEnvTable[] = {
      U32Default<&Options::inline_progress_bytes>,
      "Operations up to this size, submitted with nothing else in flight, are sent and waited "
      "for on the calling thread (no hand-off to the progress thread); 0: never."},
+    {"TRIBUTARY_REDUNDANT_MAX_BYTES", "u32", SetU32<&Options::redundant_max_bytes, 0, (1u << 16)>,
+     U32Default<&Options::redundant_max_bytes>,
+     "While the aggregator reports loss on the job's paths, fragments of at most this many "
+     "bytes are sent twice at their first send; 0: never."},
     {"TRIBUTARY_SOCKET_BUFFER_BYTES", "u32",
      SetU32<&Options::socket_buffer_bytes, 65536, (1u << 30)>,
      U32Default<&Options::socket_buffer_bytes>, "UDP socket send/receive buffer request."},
@@ -595,18 +599,19 @@ Options ResolveForTransport(const Options& in, const std::string& transport) {
 }
 
 std::string DescribeOptions(const Options& o) {
-  char buf[768];
+  char buf[1024];
   snprintf(buf, sizeof(buf),
            "aggregator=%s transport=%s payload_bytes=%u window=%u lanes=%u op_timeout_ms=%u "
            "connect_timeout_ms=%u rto_us=[%u..%u, initial %u] resend_max_bytes=%u "
-           "congestion_target_us=%u window_poll=%d spin_us=%u inline_progress_bytes=%u checksum=%d "
+           "congestion_target_us=%u window_poll=%d spin_us=%u inline_progress_bytes=%u "
+           "redundant_max_bytes=%u checksum=%d "
            "payload_mac=%d aggregator_key=%s node_level=%s udp_offload=%d block_sparse=%d "
            "reproducible=%d faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
            o.op_timeout_ms,
            o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
            o.congestion_target_us, o.window_poll ? 1 : 0,
-           o.spin_us, o.inline_progress_bytes,
+           o.spin_us, o.inline_progress_bytes, o.redundant_max_bytes,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
            o.aggregator_key.empty() ? "trust-on-first-use" : "pinned", o.node_level.c_str(),
            o.udp_offload ? 1 : 0, o.block_sparse ? 1 : 0, o.reproducible ? 1 : 0,

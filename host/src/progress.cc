@@ -151,6 +151,7 @@ CommStats ProgressEngine::Stats() const {
   s.caller_sent = counters_.caller_sent.load(std::memory_order_relaxed);
   s.caller_completed = counters_.caller_completed.load(std::memory_order_relaxed);
   s.timer_recoveries = counters_.timer_recoveries.load(std::memory_order_relaxed);
+  s.redundant_copies = counters_.redundant_copies.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -311,21 +312,33 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
           : nullptr;
   const bool placed = result_memory != nullptr && result_memory->registered();
   const size_t header_len = placed ? proto::kMaxHeaderSize : proto::kHeaderSize;
-  uint8_t* header = QueueTx(payload, payload_len, header_len);
-  TxEntry& e = tx_.back();
-  e.owner = &op;
-  if (!probe && op.desc.send_registration) {
-    e.payload_memory = &op.desc.send_registration->lane(id_.lane);
+  // FORMAT.md §8.4: while the aggregator reports loss, a small fragment's
+  // first send goes out twice (the second copy marked redundant), so that
+  // losing one copy costs nothing.
+  const int copies = !retransmit && !probe && redundant_ && !reliable_ &&
+                             options_.redundant_max_bytes > 0 &&
+                             payload_len <= options_.redundant_max_bytes
+                         ? 2
+                         : 1;
+  for (int c = 0; c < copies; ++c) {
+    if (c == 1) h.flags |= proto::kFlagRedundant;
+    uint8_t* header = QueueTx(payload, payload_len, header_len);
+    TxEntry& e = tx_.back();
+    e.owner = &op;
+    if (!probe && op.desc.send_registration) {
+      e.payload_memory = &op.desc.send_registration->lane(id_.lane);
+    }
+    if (placed) {
+      const proto::Placement where{result_memory->RemoteAddress(result_at),
+                                   result_memory->remote_key};
+      proto::EncodeHeaderWithPlacement(h, where, header);
+    } else {
+      proto::EncodeHeader(h, header);
+    }
+    proto::SealPacket(mac_key_, header, header_len, payload, payload_len);
+    if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
   }
-  if (placed) {
-    const proto::Placement where{result_memory->RemoteAddress(result_at),
-                                 result_memory->remote_key};
-    proto::EncodeHeaderWithPlacement(h, where, header);
-  } else {
-    proto::EncodeHeader(h, header);
-  }
-  proto::SealPacket(mac_key_, header, header_len, payload, payload_len);
-  if (options_.checksum) proto::EncodeChecksum(header, payload, payload_len, header_len);
+  if (copies > 1) counters_.redundant_copies.fetch_add(1, std::memory_order_relaxed);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
   const uint64_t order = ++tx_order_;
@@ -458,6 +471,8 @@ void ProgressEngine::HandleResult(const proto::PacketView& p, uint64_t now) {
              h.slot);
     return;
   }
+  // FORMAT.md §8.4: the aggregator says whether the job's paths lose packets.
+  redundant_ = (h.flags & proto::kFlagRedundant) != 0;
   if (zeros) {
     std::memset(dst, 0, bytes);
   } else if (!notice) {

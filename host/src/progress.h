@@ -245,6 +245,9 @@ class ProgressEngine {
   const ClockFn clock_;
   const bool reliable_;        // transport_->reliable(): timers only probe, at >= 1 s
   const bool places_results_;  // transport_->places_results()
+  // The last RESULT carried kFlagRedundant: the aggregator sees loss on the
+  // job's paths (FORMAT.md §8.4). Progress thread (or the driving caller).
+  bool redundant_ = false;
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
@@ -334,7 +337,8 @@ class ProgressEngine {
     std::atomic<uint64_t> collectives{0}, fragments{0}, retransmissions{0}, results{0},
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
         early_recoveries{0}, cwnd_decreases{0}, tail_probes{0}, ecn_marks{0}, window_polls{0},
-        zero_fragments{0}, caller_sent{0}, caller_completed{0}, timer_recoveries{0};
+        zero_fragments{0}, caller_sent{0}, caller_completed{0}, timer_recoveries{0},
+        redundant_copies{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };

@@ -72,6 +72,9 @@ const Field kFields[] = {
      &Config::busy_poll_us},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
+    {"redundant_max_bytes", "while a job's paths lose packets (2% of first copies, until under "
+     "1%), RESULTs of at most this many payload bytes go out twice and ask the ranks to send "
+     "small contributions twice; 0 = never (0-65536)", nullptr, &Config::redundant_max_bytes},
     {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
      "127.0.0.1:9464); empty = off; port 0 picks one (printed on stdout)",
      &Config::metrics_address, nullptr},
@@ -340,6 +343,7 @@ Status ValidateConfig(const Config& c) {
   }
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
   range("max_peers", c.max_peers, 1, 1u << 22);
+  range("redundant_max_bytes", c.redundant_max_bytes, 0, 65536);
   base::LogLevel level;
   if (base::LogFormat format; !base::ParseLogFormat(c.log_format.c_str(), &format)) {
     fail("log_format", "'" + c.log_format + "' is not one of text|json");
@@ -510,6 +514,7 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   l.job_idle_timeout_ns = c.job_idle_timeout_s * 1000000000ull;
   l.job_join_timeout_ns = c.job_join_timeout_s * 1000000000ull;
   l.create_jobs_on_join = c.manager.empty();
+  l.redundant_max_bytes = static_cast<uint32_t>(c.redundant_max_bytes);
   return l;
 }
 

@@ -44,6 +44,7 @@ std::vector<MergedJob> MergeLanes(const engine::EngineSnapshot& s) {
       a.stats.contributions += j.stats.contributions;
       a.stats.bytes_reduced += j.stats.bytes_reduced;
       a.stats.retransmit_answers += j.stats.retransmit_answers;
+      a.stats.redundant_results += j.stats.redundant_results;
       for (size_t k = 0; k < engine::kNumDropReasons; ++k) a.stats.drops[k] += j.stats.drops[k];
       a.stats.round_time += j.stats.round_time;
       a.stats.lateness += j.stats.lateness;
@@ -140,6 +141,9 @@ std::string FormatPrometheus(const BuildInfo& build, const CounterReport& r) {
           "Duplicates of the job's complete rounds answered with the result (its ranks' "
           "retransmissions).",
           [](const Job& j) { return j.stats.retransmit_answers; });
+  per_job("tributaryd_job_redundant_results_total", "counter",
+          "The job's RESULTs sent twice because its paths lose packets (FORMAT.md 8.4).",
+          [](const Job& j) { return j.stats.redundant_results; });
   per_job("tributaryd_job_arena_bytes", "gauge", "Bytes of the job's slot arena.",
           [](const Job& j) { return j.arena_bytes; });
   per_job("tributaryd_job_slots", "gauge", "Slots of the job's window (each with two round sets).",

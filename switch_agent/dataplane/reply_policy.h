@@ -221,10 +221,12 @@ class ReplyPolicy {
         }
         return;
       }
-      if (action.owner_only && peer != action.owner) {
-        send(notice, static_cast<const uint8_t*>(nullptr), size_t{0}, *to);
-      } else {
-        send(header, action.payload, action.payload_len, *to);
+      for (uint8_t c = 0; c < action.copies; ++c) {
+        if (action.owner_only && peer != action.owner) {
+          send(notice, static_cast<const uint8_t*>(nullptr), size_t{0}, *to);
+        } else {
+          send(header, action.payload, action.payload_len, *to);
+        }
       }
     });
   }

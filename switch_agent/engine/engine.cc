@@ -291,6 +291,7 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.op = m.op;
   r.shadow = static_cast<uint8_t>(shadow);
   r.aux = m.ce_marks;  // FORMAT.md §3.3: contributions of the round marked CE
+  r.flags = job->lossy ? proto::kFlagRedundant : 0;  // FORMAT.md §8.4
   out->peers = job->children();
   out->peer_count = job->fan_in();
   // FORMAT.md §3.3.1: a round without data answers with a notice; a
@@ -307,6 +308,32 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
     out->owner_only = true;
     out->owner = job->child(OwnerOf(m));
   }
+}
+
+// FORMAT.md §8.4: one sample of the job's loss (whether a contribution's
+// first copy was lost), as a moving average over about 128 samples; the job
+// is lossy above 2% until it falls below 1%. A resend for a round already
+// complete is no sample: its RESULT may have been lost, or may have been
+// on its way to a rank that gave up waiting too soon (a loaded CPU does
+// that often, and would make a loss-free job look lossy).
+void Engine::NoteLoss(Job* job, bool lost) {
+  constexpr uint32_t kShift = 7;
+  constexpr uint32_t kEnter = 65536 / 50, kLeave = 65536 / 100;
+  const uint32_t sample = lost ? 65536u : 0u;
+  job->loss_q16 = sample >= job->loss_q16 ? job->loss_q16 + ((sample - job->loss_q16) >> kShift)
+                                          : job->loss_q16 - ((job->loss_q16 - sample) >> kShift);
+  if (limits_.redundant_max_bytes == 0) return;
+  if (!job->lossy && job->loss_q16 > kEnter) job->lossy = true;
+  if (job->lossy && job->loss_q16 < kLeave) job->lossy = false;
+}
+
+// A completed round's RESULT to every child: sent twice while the job is
+// lossy, when small (FORMAT.md §8.4).
+void Engine::RedundantCopies(Job* job, Action* out) {
+  if (!job->lossy || out->payload_len > limits_.redundant_max_bytes) return;
+  out->copies = 2;
+  ++counters_.redundant_results;
+  ++job->stats.redundant_results;
 }
 
 // The same RESULT, addressed to one peer (a retransmission answer): the
@@ -365,9 +392,16 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   uint64_t* seen = job->seen(s, v);
   const bool same_round = SameRound(h, m);
 
+  // FORMAT.md §8.4: a redundant copy whose first copy arrived is dropped
+  // unanswered (answering it would double the answers, not the odds).
+  const bool redundant = (h.flags & proto::kFlagRedundant) != 0;
   if (Job::TestBit(seen, sender)) {
     if (!same_round) return Drop(DropReason::kStale);
     ++counters_.duplicates;
+    if (redundant) {
+      ++counters_.redundant_drops;
+      return;
+    }
     if (m.state == SetState::kComplete) {
       ++counters_.retransmit_answers;
       ++job->stats.retransmit_answers;
@@ -380,6 +414,10 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   if (same_round) {
     if (m.state == SetState::kComplete) {
       ++counters_.duplicates;
+      if (redundant) {
+        ++counters_.redundant_drops;
+        return;
+      }
       ++counters_.retransmit_answers;
       ++job->stats.retransmit_answers;
       return ResultTo(job, s, v, from, out);
@@ -452,6 +490,9 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     job->stats.bytes_reduced += bytes;
   }
   if (h.flags & proto::kFlagOwner) m.routing = (m.routing & ~kNoOwner) | sender;
+  // A new contribution that is a resend or a redundant copy: the first
+  // copy was lost.
+  NoteLoss(job, (h.flags & (proto::kFlagRetransmit | proto::kFlagRedundant)) != 0);
   Job::SetBit(seen, sender);
   Job::ClearBit(other, sender);
   ChildLateness& late = job->lateness(sender);
@@ -509,6 +550,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   m.state = SetState::kComplete;
   ResultAction(job, s, v, out);
+  RedundantCopies(job, out);
 }
 
 // STATS: the job's straggler statistics, for a rank that asks (the host

@@ -72,6 +72,10 @@ struct EngineCounters {
   uint64_t joins_deferred = 0;    // JOINs of a next generation waiting for the old one to leave
   uint64_t recycles = 0;          // provisioned jobs restarted after all children left
   uint64_t flush_retries = 0;     // packets that had to wait for a flush (kFlushAndRetry)
+  // Loss (FORMAT.md §8.4): redundant copies of contributions whose first
+  // copy had arrived (dropped unanswered), and RESULTs sent twice.
+  uint64_t redundant_drops = 0;
+  uint64_t redundant_results = 0;
   // Trees (non-root nodes): traffic with the parent aggregator.
   uint64_t uplink_joins = 0;      // JOINs sent to parents
   uint64_t uplink_sends = 0;      // partial sums sent to parents (first copies)
@@ -100,6 +104,10 @@ struct EngineLimits {
   // rank that races ahead of the placement is told unknown_job and retries,
   // and a leaf never aggregates a job before it knows its parent.
   bool create_jobs_on_join = true;
+  // FORMAT.md §8.4: while a job's paths lose packets, RESULTs of at most
+  // this many payload bytes go out twice and carry kFlagRedundant (which
+  // asks ranks to send small contributions twice). 0: never.
+  uint32_t redundant_max_bytes = 8192;
 };
 
 // What the dataplane sends after one input packet.
@@ -133,6 +141,9 @@ struct Action {
   // notice (kFlagNotice, no payload).
   bool owner_only = false;
   PeerToken owner = 0;
+  // Copies of the packet each addressee gets (2: a small RESULT while the
+  // job's paths lose packets, FORMAT.md §8.4).
+  uint8_t copies = 1;
 };
 
 // Makes `h` the notice form of a RESULT or CONTRIBUTION header (FORMAT.md
@@ -346,6 +357,8 @@ class Engine {
   static uint8_t* ResultBytes(Job* job, uint32_t slot, uint32_t shadow, const reduce::Kernel& k);
   void ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out);
   void ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Action* out);
+  void NoteLoss(Job* job, bool lost);
+  void RedundantCopies(Job* job, Action* out);
   void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
                 Action* out);
 

@@ -117,6 +117,7 @@ struct JobStats {
   uint64_t contributions = 0;       // first copies aggregated
   uint64_t bytes_reduced = 0;       // their payload bytes
   uint64_t retransmit_answers = 0;  // duplicates of complete rounds answered with the result
+  uint64_t redundant_results = 0;   // RESULTs sent twice (FORMAT.md §8.4)
   uint64_t drops[kNumDropReasons] = {};
   // First contribution of a round to its completion here.
   base::Log2Histogram round_time;
@@ -262,6 +263,10 @@ class Job {
 
   uint64_t last_active_ns = 0;
   uint64_t completions = 0;
+  // FORMAT.md §8.4: the share of contributions whose first copy was lost
+  // (a moving average, 1/65536 units), and whether the job counts as lossy.
+  uint32_t loss_q16 = 0;
+  bool lossy = false;
   JobStats stats;
   // Rounds (slot sets) pending here or waiting for the parent's RESULT now.
   uint32_t RoundsInProgress() const;

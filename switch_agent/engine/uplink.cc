@@ -410,6 +410,7 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   ++counters_.uplink_results;
   job->last_active_ns = now_ns;
   ResultAction(job, h.slot, h.shadow, out);
+  RedundantCopies(job, out);
 }
 
 }  // namespace tributary::engine

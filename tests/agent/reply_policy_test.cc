@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "proto/auth.h"
@@ -165,23 +166,30 @@ TEST_F(ReplyPolicyTest, HostsThatKeepCreatingJobsAreRefusedUntilTheirBucketRefil
   EXPECT_TRUE(created);
 }
 
-TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
-  ReplyPolicy policy;
-  const proto::MacKey key = proto::DeriveMacKey(5, 6);
-  const std::vector<float> data(16, 2.5f);
+// A RESULT of job 5 carrying `data` (fp32 SUM) to every one of `peers`.
+engine::Action ResultToAll(const proto::MacKey& key, const std::vector<float>& data,
+                           const engine::PeerToken (&peers)[3]) {
   engine::Action a;
   a.kind = engine::ActionKind::kResultToAll;
   a.header.type = proto::MsgType::kResult;
   a.header.job_id = 5;
   a.header.dtype = proto::DataType::kFloat32;
   a.header.op = proto::ReduceOp::kSum;
-  a.header.elem_count = 16;
+  a.header.elem_count = static_cast<uint32_t>(data.size());
   a.key = &key;
   a.payload = reinterpret_cast<const uint8_t*>(data.data());
-  a.payload_len = 64;
-  const engine::PeerToken peers[3] = {10, 11, 12};
+  a.payload_len = data.size() * 4;
   a.peers = peers;
   a.peer_count = 3;
+  return a;
+}
+
+TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
+  ReplyPolicy policy;
+  const proto::MacKey key = proto::DeriveMacKey(5, 6);
+  const std::vector<float> data(16, 2.5f);
+  const engine::PeerToken peers[3] = {10, 11, 12};
+  engine::Action a = ResultToAll(key, data, peers);
   a.owner_only = true;
   a.owner = 11;
   DataplaneStats stats;
@@ -209,6 +217,33 @@ TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
       EXPECT_EQ(v.header.elem_count, 16u);
     }
   }
+}
+
+// FORMAT.md §8.4: an Action with two copies (a small RESULT of a lossy job)
+// reaches every addressee twice, both copies sealed and flagged alike.
+TEST(ReplyPolicyDeliver, EveryAddresseeGetsEachCopy) {
+  ReplyPolicy policy;
+  const proto::MacKey key = proto::DeriveMacKey(5, 6);
+  const std::vector<float> data(4, 1.5f);
+  const engine::PeerToken peers[3] = {10, 11, 12};
+  engine::Action a = ResultToAll(key, data, peers);
+  a.header.flags = proto::kFlagRedundant;
+  a.copies = 2;
+  DataplaneStats stats;
+  std::map<engine::PeerToken, int> copies;
+  policy.Deliver(
+      a, false, static_cast<const engine::PeerToken*>(nullptr),
+      [&](engine::PeerToken p) { return &peers[p - 10]; }, &stats,
+      [&](const uint8_t* header, const uint8_t* payload, size_t len, engine::PeerToken to) {
+        std::vector<uint8_t> bytes(header, header + proto::kHeaderSize);
+        bytes.insert(bytes.end(), payload, payload + len);
+        proto::PacketView v;
+        ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+        EXPECT_TRUE(proto::VerifyPacket(key, v));
+        EXPECT_NE(v.header.flags & proto::kFlagRedundant, 0);
+        ++copies[to];
+      });
+  EXPECT_EQ(copies, (std::map<engine::PeerToken, int>{{10, 2}, {11, 2}, {12, 2}}));
 }
 
 }  // namespace

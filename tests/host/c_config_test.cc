@@ -65,6 +65,7 @@ trib_config_t DistinctConfig() {
   c.window_poll = 0;  // the default is 1
   c.block_sparse = 1;  // the default is 0
   c.reproducible = 1;  // the default is 0
+  c.redundant_max_bytes = 1234;
   return c;
 }
 
@@ -114,6 +115,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_FALSE(o.window_poll);
   EXPECT_TRUE(o.block_sparse);
   EXPECT_TRUE(o.reproducible);
+  EXPECT_EQ(o.redundant_max_bytes, 1234u);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;
@@ -293,6 +295,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.caller_sent = 22;
   st.caller_completed = 23;
   st.timer_recoveries = 24;
+  st.redundant_copies = 25;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -322,6 +325,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.caller_sent, 22u);
   EXPECT_EQ(out.caller_completed, 23u);
   EXPECT_EQ(out.timer_recoveries, 24u);
+  EXPECT_EQ(out.redundant_copies, 25u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

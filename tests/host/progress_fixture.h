@@ -134,6 +134,7 @@ class ProgressTest : public ::testing::Test {
     options_.resend_max_bytes = resend_max_bytes_;  // 0: probe first at every size
     options_.congestion_target_us = congestion_target_us_;  // 0: the whole window
     options_.window_poll = window_poll_;
+    options_.redundant_max_bytes = redundant_max_bytes_;
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = op_timeout_ms_;
     auto t = std::make_unique<FakeTransport>();
@@ -167,6 +168,8 @@ class ProgressTest : public ::testing::Test {
   // RESULT itself.
   uint32_t result_aux_ = 0;
   bool result_ce_ = false;
+  uint16_t result_flags_ = 0;  // e.g. kFlagRedundant: the aggregator sees loss
+  uint32_t redundant_max_bytes_ = 8192;
   uint32_t op_timeout_ms_ = 1000;
   void TearDown() override {
     engine_->Stop();
@@ -210,6 +213,7 @@ class ProgressTest : public ::testing::Test {
     std::vector<uint8_t> payload;
     if (type == proto::MsgType::kResult) {
       h.aux = result_aux_;
+      h.flags = result_flags_;
       payload = c.payload;
       for (size_t i = 0; i + 4 <= payload.size(); i += 4) {
         float v;

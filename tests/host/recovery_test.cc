@@ -249,6 +249,84 @@ TEST_F(ProgressTest, SmallFragmentsAreResentInsteadOfProbed) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
+// Redundancy under loss (FORMAT.md §8.4): after a RESULT flagged
+// kFlagRedundant, a fragment of at most redundant_max_bytes goes out twice
+// at its first send (the second copy flagged, same payload); resends, big
+// fragments and reliable transports once; a RESULT without the flag ends it.
+TEST_F(ProgressTest, SmallFragmentsGoOutTwiceWhileTheAggregatorReportsLoss) {
+  Make(4);
+  auto round = [&](size_t floats, size_t expect_packets) {
+    auto req = Submit(floats, ++collective_);
+    engine_->Poll();
+    std::vector<Sent> c = Take();
+    EXPECT_EQ(c.size(), expect_packets) << floats << " floats";
+    for (size_t i = 0; i < c.size(); ++i) {
+      EXPECT_EQ(c[i].header.type, proto::MsgType::kContribution);
+      const bool second = c.size() == 2 * ((floats + 15) / 16) && i % 2 == 1;
+      EXPECT_EQ((c[i].header.flags & proto::kFlagRedundant) != 0, second) << i;
+      if (second) {
+        EXPECT_EQ(c[i].payload, c[i - 1].payload);
+        EXPECT_EQ(c[i].header.slot, c[i - 1].header.slot);
+        EXPECT_EQ(c[i].header.elem_offset, c[i - 1].header.elem_offset);
+      }
+    }
+    // One round trip later (no tail probe: that waits two), each fragment
+    // answered once.
+    now_ += 1 * kMs;
+    for (const Sent& s : c) {
+      if ((s.header.flags & proto::kFlagRedundant) == 0) Answer(s);
+    }
+    engine_->Poll();
+    tributary::Status st;
+    EXPECT_TRUE(Done(req, &st));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return c;
+  };
+  MeasureRoundTrip(1 * kMs);  // srtt 1 ms; no RESULT said anything yet
+  round(16, 1);
+  result_flags_ = proto::kFlagRedundant;
+  round(16, 1);  // sent before the flagged RESULT came
+  round(16, 2);
+  EXPECT_EQ(engine_->Stats().redundant_copies, 1u);
+  round(32, 4);  // two fragments of 64 bytes, each twice
+  EXPECT_EQ(engine_->Stats().redundant_copies, 3u);
+  // A resend goes once.
+  {
+    auto req = Submit(16, ++collective_);
+    engine_->Poll();
+    std::vector<Sent> c = Take();
+    ASSERT_EQ(c.size(), 2u);
+    now_ += 200 * kMs;
+    engine_->Poll();
+    std::vector<Sent> again = Take();
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].header.type, proto::MsgType::kResultRequest);  // 64 B > resend_max_bytes 0
+    Answer(c[0]);
+    engine_->Poll();
+    tributary::Status st;
+    EXPECT_TRUE(Done(req, &st));
+  }
+  result_flags_ = 0;
+  round(16, 2);  // the last RESULT was flagged
+  round(16, 1);  // this one's was not
+  EXPECT_EQ(engine_->Stats().redundant_copies, 5u);
+  // Fragments bigger than redundant_max_bytes, and a reliable transport:
+  // once, whatever the RESULTs say.
+  redundant_max_bytes_ = 32;
+  Make(4);
+  result_flags_ = proto::kFlagRedundant;
+  MeasureRoundTrip(1 * kMs);
+  round(16, 1);
+  round(16, 1);
+  redundant_max_bytes_ = 8192;
+  reliable_ = true;
+  Make(4);
+  MeasureRoundTrip(1 * kMs);
+  round(16, 1);
+  round(16, 1);
+  EXPECT_EQ(engine_->Stats().redundant_copies, 0u);
+}
+
 // Loss detection by send time (FORMAT.md §9.4, RACK): once a fragment sent
 // after another was answered, the older one is overdue when that answer's
 // round trip plus srtt/2 has passed since its own send, and is recovered

@@ -383,6 +383,7 @@ class BenchRun {
         caller_sent_ += done.caller_sent;
         caller_completed_ += done.caller_completed;
         timer_recoveries_ += done.timer_recoveries;
+        redundant_copies_ += done.redundant_copies;
         timed_user_us_ += done.timed_user_us;
         timed_system_us_ += done.timed_system_us;
         timed_bytes_ += done.timed_bytes;
@@ -508,6 +509,11 @@ class BenchRun {
     // in flight (FORMAT.md §3.6), counted among the probes above.
     std::printf("# window polls %llu (all ranks; after a loss, the state of the whole window)\n",
                 static_cast<unsigned long long>(window_polls_));
+    // FORMAT.md §8.4: small fragments sent twice while the aggregator
+    // reported loss on the job's paths.
+    std::printf("# redundant copies %llu (all ranks; small fragments sent twice while the "
+                "aggregator reported loss)\n",
+                static_cast<unsigned long long>(redundant_copies_));
     // Caller-driven progress (TRIBUTARY_INLINE_PROGRESS_BYTES): operations
     // the ranks' own threads sent and completed, without the progress thread.
     std::printf("# caller-driven %llu sent, %llu completed (all ranks; small operations on the "
@@ -587,6 +593,7 @@ class BenchRun {
   uint64_t caller_sent_ = 0;
   uint64_t caller_completed_ = 0;
   uint64_t timer_recoveries_ = 0;
+  uint64_t redundant_copies_ = 0;
   uint64_t timed_user_us_ = 0;
   uint64_t timed_system_us_ = 0;
   uint64_t timed_bytes_ = 0;

@@ -73,6 +73,7 @@ struct DoneReport {
   uint64_t caller_sent;
   uint64_t caller_completed;
   uint64_t timer_recoveries;
+  uint64_t redundant_copies;
   // The rank process's CPU time (all its threads: caller and progress)
   // during the timed iterations only, and the bytes they all-reduced
   // (size x timed iterations, both halves).

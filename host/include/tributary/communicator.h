@@ -143,6 +143,8 @@ struct CommStats {
   uint64_t timer_recoveries = 0;     // probes or resends the retransmission timer started:
                                      // no answer within the RTO (a loss, or a wait for a slower
                                      // rank or a loaded CPU; losses_detected tells which)
+  uint64_t redundant_copies = 0;     // second copies of small fragments sent while the
+                                     // aggregator reported loss (Options::redundant_max_bytes)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

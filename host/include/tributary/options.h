@@ -151,6 +151,11 @@ struct TRIB_API Options {
   // leaves in flight (at once when it stops waiting, 2 ms after a send it
   // does not wait for). 0: every operation goes through the progress thread.
   uint32_t inline_progress_bytes = 64u << 10;
+  // Redundancy under loss (docs/RELIABILITY.md; FORMAT.md §8.4): while the
+  // aggregator's RESULTs say the job's paths lose packets, a fragment of at
+  // most this many bytes goes out twice at its first send (a one-fragment
+  // all-reduce then rarely waits for a loss to be found). 0: never.
+  uint32_t redundant_max_bytes = 8192;
 
   // Socket buffer sizes requested for the UDP transport (bytes).
   uint32_t socket_buffer_bytes = 8u << 20;

@@ -190,6 +190,10 @@ typedef struct trib_config {
    * calling thread when nothing else is in flight; 0 = always the progress
    * thread. */
   uint32_t inline_progress_bytes;
+  /* Redundancy under loss (tributary::Options::redundant_max_bytes): while
+   * the aggregator reports loss, fragments of at most this many bytes are
+   * sent twice; 0 = never. */
+  uint32_t redundant_max_bytes;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the
@@ -276,6 +280,8 @@ typedef struct trib_stats {
                                  calling thread until their result was in */
   uint64_t timer_recoveries;  /* probes or resends the retransmission timer started: no
                                  answer within the RTO (a loss, or a wait for a slower rank) */
+  uint64_t redundant_copies;  /* second copies of small fragments sent while the aggregator
+                                 reported loss (redundant_max_bytes) */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -312,12 +312,14 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
           : nullptr;
   const bool placed = result_memory != nullptr && result_memory->registered();
   const size_t header_len = placed ? proto::kMaxHeaderSize : proto::kHeaderSize;
-  // FORMAT.md §8.4: while the aggregator reports loss, a small fragment's
-  // first send goes out twice (the second copy marked redundant), so that
-  // losing one copy costs nothing.
+  // FORMAT.md §8.4: while the aggregator reports loss, the first send of a
+  // fragment within the first redundant_max_bytes of its collective goes
+  // out twice (the second copy marked redundant), so that losing one copy
+  // costs nothing: small collectives whole, at most that much of big ones.
   const int copies = !retransmit && !probe && redundant_ && !reliable_ &&
                              options_.redundant_max_bytes > 0 &&
-                             payload_len <= options_.redundant_max_bytes
+                             (slot.elem_offset + slot.elem_count) * op.elem_size <=
+                                 options_.redundant_max_bytes
                          ? 2
                          : 1;
   for (int c = 0; c < copies; ++c) {

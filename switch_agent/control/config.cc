@@ -73,8 +73,9 @@ const Field kFields[] = {
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
     {"redundant_max_bytes", "while a job's paths lose packets (2% of first copies, until under "
-     "1%), RESULTs of at most this many payload bytes go out twice and ask the ranks to send "
-     "small contributions twice; 0 = never (0-65536)", nullptr, &Config::redundant_max_bytes},
+     "1%), RESULTs within the first this many bytes of their collective go out twice, and the "
+     "ranks are asked to do the same; 0 = never (0-65536)", nullptr,
+     &Config::redundant_max_bytes},
     {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
      "127.0.0.1:9464); empty = off; port 0 picks one (printed on stdout)",
      &Config::metrics_address, nullptr},

@@ -328,9 +328,12 @@ void Engine::NoteLoss(Job* job, bool lost) {
 }
 
 // A completed round's RESULT to every child: sent twice while the job is
-// lossy, when small (FORMAT.md §8.4).
+// lossy, when it lies within the first redundant_max_bytes of its collective
+// (FORMAT.md §8.4: small collectives whole, at most that much of big ones).
 void Engine::RedundantCopies(Job* job, Action* out) {
-  if (!job->lossy || out->payload_len > limits_.redundant_max_bytes) return;
+  const Header& r = out->header;
+  const uint64_t end = (r.elem_offset + r.elem_count) * proto::DataTypeSize(r.dtype);
+  if (!job->lossy || limits_.redundant_max_bytes == 0 || end > limits_.redundant_max_bytes) return;
   out->copies = 2;
   ++counters_.redundant_results;
   ++job->stats.redundant_results;

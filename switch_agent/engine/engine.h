@@ -104,9 +104,10 @@ struct EngineLimits {
   // rank that races ahead of the placement is told unknown_job and retries,
   // and a leaf never aggregates a job before it knows its parent.
   bool create_jobs_on_join = true;
-  // FORMAT.md §8.4: while a job's paths lose packets, RESULTs of at most
-  // this many payload bytes go out twice and carry kFlagRedundant (which
-  // asks ranks to send small contributions twice). 0: never.
+  // FORMAT.md §8.4: while a job's paths lose packets, every RESULT carries
+  // kFlagRedundant (ranks then send the start of each collective twice), and
+  // RESULTs within the first this many bytes of their collective go out
+  // twice. 0: never.
   uint32_t redundant_max_bytes = 8192;
 };
 

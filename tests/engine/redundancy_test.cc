@@ -23,9 +23,9 @@ using testing::TestEngine;
 
 // One fp32 SUM contribution with `flags`.
 Action Send(JobFixture& job, uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
-            const std::vector<float>& values, uint16_t flags) {
+            const std::vector<float>& values, uint16_t flags, uint64_t offset = 0) {
   proto::PacketView p;
-  p.header = job.Header(MsgType::kContribution, sender, slot, shadow, collective, 0,
+  p.header = job.Header(MsgType::kContribution, sender, slot, shadow, collective, offset,
                         proto::DataType::kFloat32,
                         proto::ReduceOp::kSum, static_cast<uint32_t>(values.size()));
   p.header.flags = flags;
@@ -36,12 +36,12 @@ Action Send(JobFixture& job, uint32_t sender, uint32_t slot, uint32_t shadow, ui
 
 // Collective c of a 2-rank job on slot c % 4: child 0 sends `first`'s flags,
 // child 1 a plain first copy. Returns the completing Action.
-Action Round(JobFixture& job, uint64_t c, uint16_t first, size_t elems = 4) {
+Action Round(JobFixture& job, uint64_t c, uint16_t first, size_t elems = 4, uint64_t offset = 0) {
   const uint32_t slot = static_cast<uint32_t>(c % 4);
   const uint32_t shadow = static_cast<uint32_t>((c / 4) % 2);
   const std::vector<float> v(elems, 1.0f);
-  Send(job, 0, slot, shadow, c, v, first);
-  return Send(job, 1, slot, shadow, c, v, 0);
+  Send(job, 0, slot, shadow, c, v, first, offset);
+  return Send(job, 1, slot, shadow, c, v, 0, offset);
 }
 
 TEST(EngineRedundancy, LossyAboveTwoPercentOfFirstCopiesLostAndNotBelowOne) {
@@ -79,7 +79,7 @@ TEST(EngineRedundancy, LossyAboveTwoPercentOfFirstCopiesLostAndNotBelowOne) {
   EXPECT_GT(rounds, 20u) << "no hysteresis: it left the lossy state at once";
 }
 
-TEST(EngineRedundancy, BigResultsGoOnceWithTheFlagAndResendAnswersOnce) {
+TEST(EngineRedundancy, OnlyTheStartOfACollectiveGoesTwiceAndResendAnswersOnce) {
   EngineLimits limits;
   limits.redundant_max_bytes = 16;  // 4 floats
   TestEngine engine(limits, 1);
@@ -89,6 +89,11 @@ TEST(EngineRedundancy, BigResultsGoOnceWithTheFlagAndResendAnswersOnce) {
   const Action small = Round(job, c++, 0, 4);
   EXPECT_EQ(small.copies, 2);
   EXPECT_NE(small.header.flags & proto::kFlagRedundant, 0);
+  // The second packet of a collective (its first 256 elements filled a
+  // 1 KiB payload) lies beyond the first 16 bytes: once.
+  const Action later = Round(job, c++, 0, 1, 256);
+  EXPECT_EQ(later.copies, 1) << "bytes 1024..1028 of the collective";
+  EXPECT_NE(later.header.flags & proto::kFlagRedundant, 0);
   const Action big = Round(job, c, 0, 5);
   EXPECT_EQ(big.copies, 1) << "20 bytes > redundant_max_bytes";
   EXPECT_NE(big.header.flags & proto::kFlagRedundant, 0) << "the flag tells the ranks anyway";

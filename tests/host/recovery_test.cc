@@ -262,7 +262,7 @@ TEST_F(ProgressTest, SmallFragmentsGoOutTwiceWhileTheAggregatorReportsLoss) {
     EXPECT_EQ(c.size(), expect_packets) << floats << " floats";
     for (size_t i = 0; i < c.size(); ++i) {
       EXPECT_EQ(c[i].header.type, proto::MsgType::kContribution);
-      const bool second = c.size() == 2 * ((floats + 15) / 16) && i % 2 == 1;
+      const bool second = i > 0 && c[i].header.slot == c[i - 1].header.slot;
       EXPECT_EQ((c[i].header.flags & proto::kFlagRedundant) != 0, second) << i;
       if (second) {
         EXPECT_EQ(c[i].payload, c[i - 1].payload);
@@ -310,14 +310,22 @@ TEST_F(ProgressTest, SmallFragmentsGoOutTwiceWhileTheAggregatorReportsLoss) {
   round(16, 2);  // the last RESULT was flagged
   round(16, 1);  // this one's was not
   EXPECT_EQ(engine_->Stats().redundant_copies, 5u);
-  // Fragments bigger than redundant_max_bytes, and a reliable transport:
-  // once, whatever the RESULTs say.
-  redundant_max_bytes_ = 32;
+  // Only the first redundant_max_bytes of a collective go twice: a whole
+  // one-fragment collective (64 bytes), then the first fragment of two.
+  redundant_max_bytes_ = 64;
   Make(4);
   result_flags_ = proto::kFlagRedundant;
   MeasureRoundTrip(1 * kMs);
+  round(16, 2);
+  round(32, 3);
+  EXPECT_EQ(engine_->Stats().redundant_copies, 2u);
+  redundant_max_bytes_ = 32;
+  Make(4);
+  MeasureRoundTrip(1 * kMs);
   round(16, 1);
   round(16, 1);
+  EXPECT_EQ(engine_->Stats().redundant_copies, 0u);
+  // A reliable transport: once, whatever the RESULTs say.
   redundant_max_bytes_ = 8192;
   reliable_ = true;
   Make(4);

@@ -152,9 +152,10 @@ struct TRIB_API Options {
   // does not wait for). 0: every operation goes through the progress thread.
   uint32_t inline_progress_bytes = 64u << 10;
   // Redundancy under loss (docs/RELIABILITY.md; FORMAT.md §8.4): while the
-  // aggregator's RESULTs say the job's paths lose packets, a fragment of at
-  // most this many bytes goes out twice at its first send (a one-fragment
-  // all-reduce then rarely waits for a loss to be found). 0: never.
+  // aggregator's RESULTs say the job's paths lose packets, the fragments
+  // within the first this many bytes of a collective go out twice at their
+  // first send (a small all-reduce then rarely waits for a loss to be
+  // found; a big one sends at most this much more). 0: never.
   uint32_t redundant_max_bytes = 8192;
 
   // Socket buffer sizes requested for the UDP transport (bytes).

@@ -191,8 +191,8 @@ typedef struct trib_config {
    * thread. */
   uint32_t inline_progress_bytes;
   /* Redundancy under loss (tributary::Options::redundant_max_bytes): while
-   * the aggregator reports loss, fragments of at most this many bytes are
-   * sent twice; 0 = never. */
+   * the aggregator reports loss, the fragments within the first this many
+   * bytes of a collective are sent twice; 0 = never. */
   uint32_t redundant_max_bytes;
 } trib_config_t;
 

@@ -72,8 +72,8 @@ const Field kFields[] = {
      &Config::busy_poll_us},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
-    {"redundant_max_bytes", "while a job's paths lose packets (2% of first copies, until under "
-     "1%), RESULTs within the first this many bytes of their collective go out twice, and the "
+    {"redundant_max_bytes", "while a job's paths lose packets (3% of first copies, until under "
+     "1.5%), RESULTs within the first this many bytes of their collective go out twice, and the "
      "ranks are asked to do the same; 0 = never (0-65536)", nullptr,
      &Config::redundant_max_bytes},
     {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "

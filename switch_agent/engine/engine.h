@@ -108,7 +108,7 @@ struct EngineLimits {
   // kFlagRedundant (ranks then send the start of each collective twice), and
   // RESULTs within the first this many bytes of their collective go out
   // twice. 0: never.
-  uint32_t redundant_max_bytes = 8192;
+  uint32_t redundant_max_bytes = 65536;
 };
 
 // What the dataplane sends after one input packet.

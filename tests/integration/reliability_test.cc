@@ -800,12 +800,12 @@ TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
 // Redundancy under loss (FORMAT.md §8.4), end to end: every rank loses 10%
 // of what it sends and receives (injected), and runs 300 one-fragment
 // all-reduces, each checked. The daemon's estimate sees about a tenth of
-// the first copies lost (far above its 2%), so the job turns lossy, its
+// the first copies lost (far above its 3%), so the job turns lossy, its
 // RESULTs go twice and the ranks send second copies; redundant copies are
 // never aggregated twice (every result exact) and those of arrived first
 // copies are dropped. Why the verdict holds under any schedule: which
 // packets are lost depends on the order of sends, but the loss rate does
-// not, and over 1200 contributions a job under 10% loss stays below 2% of
+// not, and over 1200 contributions a job under 10% loss stays below 3% of
 // lost first copies for the last 128 or so with a probability far below
 // 1e-20.
 TEST_F(ReliabilityTest, SmallAllReducesUnderLossAreSentTwiceAndStayExact) {

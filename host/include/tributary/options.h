@@ -156,7 +156,7 @@ struct TRIB_API Options {
   // within the first this many bytes of a collective go out twice at their
   // first send (a small all-reduce then rarely waits for a loss to be
   // found; a big one sends at most this much more). 0: never.
-  uint32_t redundant_max_bytes = 8192;
+  uint32_t redundant_max_bytes = 65536;
 
   // Socket buffer sizes requested for the UDP transport (bytes).
   uint32_t socket_buffer_bytes = 8u << 20;

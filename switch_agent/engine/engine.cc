@@ -312,11 +312,11 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
 
 // FORMAT.md §8.4: one sample of the job's loss (whether a contribution's
 // first copy was lost), as a moving average over about 128 samples; the job
-// is lossy above 3% until it falls below 1.5% (at 1% loss the copies cost
-// a CPU-bound host more than the losses they save: RELIABILITY.md). A resend for a round already
-// complete is no sample: its RESULT may have been lost, or may have been
-// on its way to a rank that gave up waiting too soon (a loaded CPU does
-// that often, and would make a loss-free job look lossy).
+// is lossy above 3% until it falls below 1.5% (at 1% loss the copies cost a
+// CPU-bound host more than the losses they save: RELIABILITY.md). A resend
+// for a round already complete is no sample: its RESULT may have been lost,
+// or may have been on its way to a rank that gave up waiting too soon (a
+// loaded CPU does that often, and would make a loss-free job look lossy).
 void Engine::NoteLoss(Job* job, bool lost) {
   constexpr uint32_t kShift = 7;
   constexpr uint32_t kEnter = 65536 * 3 / 100, kLeave = 65536 * 3 / 200;
@@ -334,7 +334,9 @@ void Engine::NoteLoss(Job* job, bool lost) {
 void Engine::RedundantCopies(Job* job, Action* out) {
   const Header& r = out->header;
   const uint64_t end = (r.elem_offset + r.elem_count) * proto::DataTypeSize(r.dtype);
-  if (!job->lossy || limits_.redundant_max_bytes == 0 || end > limits_.redundant_max_bytes) return;
+  if (!job->lossy || limits_.redundant_max_bytes == 0 || end > limits_.redundant_max_bytes) {
+    return;
+  }
   out->copies = 2;
   ++counters_.redundant_results;
   ++job->stats.redundant_results;

@@ -23,6 +23,8 @@
 # Usage: bench/cluster/loss_bench.sh [--build DIR] [--hosts N] [--size S]
 #        [--iters N] [--rounds N] [--rate RATE] [--losses "0 1 10"]
 #        [--fixed-rto-us US] [--trib-args "..."] [--out FILE.md]
+# DAEMON_ARGS adds tributaryd flags (e.g. "--redundant-max-bytes 0"); the
+# ranks take TRIBUTARY_* variables from the environment.
 # Needs root (exits 77 otherwise). Removes everything it made on exit.
 set -u -o pipefail
 
@@ -55,7 +57,8 @@ if [[ -n $FIXED_RTO ]]; then
   TIMER="fixed $FIXED_RTO us"
 fi
 WORK=$(mktemp -d /tmp/trib-loss-bench.XXXXXX)
-cleanup_work() { rm -rf "$WORK"; }
+# KEEP_LOGS=1 keeps the daemon's and ranks' logs (netns_lib.sh does the same).
+cleanup_work() { if [[ ${KEEP_LOGS:-0} == 1 ]]; then echo "logs kept in $WORK" >&2; else rm -rf "$WORK"; fi; }
 netns_trap_cleanup cleanup_work
 
 netns_cluster_create "$HOSTS" "$RATE" 9000 || exit 1
@@ -63,7 +66,8 @@ netns_cluster_create "$HOSTS" "$RATE" 9000 || exit 1
 # real link loses datagrams one by one: the ranks and the daemon run without
 # the offloads here, so the loss is per datagram.
 export TRIBUTARY_UDP_OFFLOAD=0
-netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" --udp-offload 0 || exit 1
+# shellcheck disable=SC2086  # DAEMON_ARGS: more tributaryd flags, split on spaces
+netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" --udp-offload 0 ${DAEMON_ARGS:-} || exit 1
 
 # One job over all hosts; prints "time_us fragments resends probes losses srtt rto".
 run_job() {

@@ -192,7 +192,7 @@ class Tree {
   // Ranks' contributions arrive marked CE (ECN) while set.
   void set_contribute_ce(bool ce) { contribute_ce_ = ce; }
   uint32_t epoch(int i) const { return epoch_[i]; }
-  // Both ranks of leaf `i` leave (each LEAVE sent twice, as ranks do).
+  // Both ranks of leaf `i` leave (each LEAVE sent twice; ranks send four).
   void LeaveAll(int i) {
     for (uint32_t r = 0; r < ranks_[i]; ++r) {
       proto::PacketView p;

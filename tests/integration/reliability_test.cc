@@ -808,7 +808,9 @@ TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
 // not, and over 1200 contributions a job under 10% loss stays below 3% of
 // lost first copies for the last 128 or so with a probability far below
 // 1e-20.
-TEST_F(ReliabilityTest, SmallAllReducesUnderLossAreSentTwiceAndStayExact) {
+TEST(ReliabilityRedundancy, SmallAllReducesUnderLossAreSentTwiceAndStayExact) {
+  DaemonProcess daemon_;  // the copies are off by default (tributaryd.yaml)
+  ASSERT_TRUE(IsOk(daemon_.Start({"--redundant-max-bytes", "65536"})));
   const uint32_t job = NextJobId();
   const std::string addr = daemon_.address();
   std::string failures = testing::RunRanks(4, 120, [&](int rank) {

@@ -184,14 +184,11 @@ engine::Action ResultToAll(const proto::MacKey& key, const std::vector<float>& d
   return a;
 }
 
-TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
+// What a fresh ReplyPolicy's Deliver sends for `a`: each packet's bytes
+// (header, then payload), with its addressee, in the order sent.
+std::vector<std::pair<engine::PeerToken, std::vector<uint8_t>>> DeliverAll(
+    const engine::Action& a, const engine::PeerToken (&peers)[3]) {
   ReplyPolicy policy;
-  const proto::MacKey key = proto::DeriveMacKey(5, 6);
-  const std::vector<float> data(16, 2.5f);
-  const engine::PeerToken peers[3] = {10, 11, 12};
-  engine::Action a = ResultToAll(key, data, peers);
-  a.owner_only = true;
-  a.owner = 11;
   DataplaneStats stats;
   std::vector<std::pair<engine::PeerToken, std::vector<uint8_t>>> sent;
   policy.Deliver(
@@ -202,6 +199,17 @@ TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
         if (len > 0) bytes.insert(bytes.end(), payload, payload + len);
         sent.emplace_back(to, std::move(bytes));
       });
+  return sent;
+}
+
+TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
+  const proto::MacKey key = proto::DeriveMacKey(5, 6);
+  const std::vector<float> data(16, 2.5f);
+  const engine::PeerToken peers[3] = {10, 11, 12};
+  engine::Action a = ResultToAll(key, data, peers);
+  a.owner_only = true;
+  a.owner = 11;
+  const auto sent = DeliverAll(a, peers);
   ASSERT_EQ(sent.size(), 3u);
   for (const auto& [to, bytes] : sent) {
     proto::PacketView v;
@@ -222,27 +230,20 @@ TEST(ReplyPolicyDeliver, ReduceScatterDataGoesToTheOwnerAndNoticesToTheOthers) {
 // FORMAT.md §8.4: an Action with two copies (a small RESULT of a lossy job)
 // reaches every addressee twice, both copies sealed and flagged alike.
 TEST(ReplyPolicyDeliver, EveryAddresseeGetsEachCopy) {
-  ReplyPolicy policy;
   const proto::MacKey key = proto::DeriveMacKey(5, 6);
   const std::vector<float> data(4, 1.5f);
   const engine::PeerToken peers[3] = {10, 11, 12};
   engine::Action a = ResultToAll(key, data, peers);
   a.header.flags = proto::kFlagRedundant;
   a.copies = 2;
-  DataplaneStats stats;
   std::map<engine::PeerToken, int> copies;
-  policy.Deliver(
-      a, false, static_cast<const engine::PeerToken*>(nullptr),
-      [&](engine::PeerToken p) { return &peers[p - 10]; }, &stats,
-      [&](const uint8_t* header, const uint8_t* payload, size_t len, engine::PeerToken to) {
-        std::vector<uint8_t> bytes(header, header + proto::kHeaderSize);
-        bytes.insert(bytes.end(), payload, payload + len);
-        proto::PacketView v;
-        ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
-        EXPECT_TRUE(proto::VerifyPacket(key, v));
-        EXPECT_NE(v.header.flags & proto::kFlagRedundant, 0);
-        ++copies[to];
-      });
+  for (const auto& [to, bytes] : DeliverAll(a, peers)) {
+    proto::PacketView v;
+    ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+    EXPECT_TRUE(proto::VerifyPacket(key, v));
+    EXPECT_NE(v.header.flags & proto::kFlagRedundant, 0);
+    ++copies[to];
+  }
   EXPECT_EQ(copies, (std::map<engine::PeerToken, int>{{10, 2}, {11, 2}, {12, 2}}));
 }
 

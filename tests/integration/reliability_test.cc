@@ -8,8 +8,8 @@
 // serves new jobs; ranks that disagree on dtype, op or count get MISMATCH or
 // a timeout naming the culprit, while the daemon keeps serving other jobs;
 // the daemon's job, memory, slot and peer limits refuse clearly, naming the
-// limit; fault injection limited to one rank stays on that rank; under loss
-// small all-reduces go out twice (FORMAT.md §8.4) and stay exact.
+// limit; fault injection limited to one rank stays on that rank.
+// (Redundant copies under loss: redundancy_test.cc, same binary.)
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +28,7 @@
 #include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
 #include "tests/common/verdicts.h"
+#include "tests/integration/reliability_util.h"
 #include "tributary/communicator.h"
 
 namespace tributary {
@@ -37,40 +38,6 @@ using Clock = std::chrono::steady_clock;
 using testing::DaemonProcess;
 using testing::kSchedulingSlackMs;
 using testing::NamesWaitedRank;
-
-uint32_t NextJobId() {
-  static std::mt19937 rng(static_cast<uint32_t>(getpid()) * 7919u);
-  return rng() | 1;
-}
-
-CommConfig Config(const std::string& address, uint32_t job, uint32_t rank, uint32_t world) {
-  CommConfig c = testing::RankConfig(address, job, 0xfeed0000ull ^ job, rank, world);
-  c.options.op_timeout_ms = 3000;
-  return c;
-}
-
-int Fail(uint32_t rank, const std::string& what) {
-  fprintf(stderr, "rank %u: %s\n", rank, what.c_str());
-  return 1;
-}
-
-// One in-place all-reduce of `buf` (a pattern of this rank) and a check of
-// every element. Returns the collective's status; *wrong is set when the
-// collective succeeded with a wrong result.
-template <typename T>
-Status ReduceAndCheck(Communicator& comm, const Buffer& b, std::vector<T>& buf, DataType t,
-                      ReduceOp op, uint32_t rank, uint32_t world, std::string* wrong) {
-  testing::Fill(t, op, rank, buf.data(), buf.size());
-  Status s = comm.AllReduce(b, b, buf.size(), t, op).value().Wait();
-  if (s.ok() && testing::Check(t, op, world, buf.data(), buf.size(), wrong) == 0) wrong->clear();
-  return s;
-}
-
-// The last value of counter `name` in a daemon's output (-1: absent).
-long CounterIn(const std::string& out, const std::string& name) {
-  const size_t at = out.rfind(" " + name + "=");
-  return at == std::string::npos ? -1 : atol(out.c_str() + at + name.size() + 2);
-}
 
 // Reads `n` bytes (or EOF) from `fd` within `timeout_ms`; false on timeout.
 bool AwaitBytes(int fd, int n, int timeout_ms) {
@@ -795,53 +762,6 @@ TEST_F(ReliabilityTest, OnlyTheListedRankIsLossy) {
     return 0;
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
-}
-
-// Redundancy under loss (FORMAT.md §8.4), end to end: every rank loses 10%
-// of what it sends and receives (injected), and runs 300 one-fragment
-// all-reduces, each checked. The daemon's estimate sees about a tenth of
-// the first copies lost (far above its 3%), so the job turns lossy, its
-// RESULTs go twice and the ranks send second copies; redundant copies are
-// never aggregated twice (every result exact) and those of arrived first
-// copies are dropped. Why the verdict holds under any schedule: which
-// packets are lost depends on the order of sends, but the loss rate does
-// not, and over 1200 contributions a job under 10% loss stays below 3% of
-// lost first copies for the last 128 or so with a probability far below
-// 1e-20.
-TEST(ReliabilityRedundancy, SmallAllReducesUnderLossAreSentTwiceAndStayExact) {
-  DaemonProcess daemon_;  // the copies are off by default (tributaryd.yaml)
-  ASSERT_TRUE(IsOk(daemon_.Start({"--redundant-max-bytes", "65536"})));
-  const uint32_t job = NextJobId();
-  const std::string addr = daemon_.address();
-  std::string failures = testing::RunRanks(4, 120, [&](int rank) {
-    CommConfig c = Config(addr, job, rank, 4);
-    c.options.op_timeout_ms = 30000;
-    c.options.faults.tx_drop = 0.1;
-    c.options.faults.rx_drop = 0.1;
-    c.options.faults.seed = 7 + rank;
-    auto comm = Communicator::Create(c);
-    if (!comm.ok()) return Fail(rank, comm.status().ToString());
-    std::vector<int32_t> buf(256);  // 1 KiB: one fragment
-    auto b = comm.value()->Register(buf.data(), buf.size() * 4);
-    for (int it = 0; it < 300; ++it) {
-      std::string wrong;
-      Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum,
-                                rank, 4, &wrong);
-      if (!s.ok()) return Fail(rank, "all-reduce " + std::to_string(it) + ": " + s.ToString());
-      if (!wrong.empty()) return Fail(rank, "all-reduce " + std::to_string(it) + ": " + wrong);
-    }
-    const CommStats st = comm.value()->Stats();
-    fprintf(stderr, "rank %d: redundant copies %llu retransmissions %llu duplicate results %llu\n",
-            rank, static_cast<unsigned long long>(st.redundant_copies),
-            static_cast<unsigned long long>(st.retransmissions),
-            static_cast<unsigned long long>(st.duplicate_results));
-    if (st.redundant_copies == 0) return Fail(rank, "no redundant copies under 10% loss");
-    return 0;
-  });
-  EXPECT_EQ(failures, "") << daemon_.Output();
-  daemon_.Stop();
-  EXPECT_GE(CounterIn(daemon_.Output(), "redundant_results"), 1) << daemon_.Output();
-  EXPECT_GE(CounterIn(daemon_.Output(), "redundant_drops"), 1) << daemon_.Output();
 }
 
 }  // namespace

@@ -122,7 +122,7 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
   fi
   awk -v h="$hook" -v k="$loss" -v r="$round" '/^ +[0-9]/ && NF >= 14 { print h, k, $1, $6, r }' \
     "$log" >> "$WORK/sizes"
-  # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds early tail polls redundant
+  # fragments retransmissions probes losses send_errors srtt rto to from tx_errors seconds early tail polls redundant gaps
   awk -v r="$round" -v h="$hook" -v k="$loss" -v p="$part" -v to="$(($(lns_drops to_daemon) - to0))" \
       -v from="$(($(lns_drops from_daemon) - from0))" -v tx="$((tx1 - tx0))" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" '
     /^# fragments sent/ { gsub(/,/, ""); f = $4; re = $6 }
@@ -139,7 +139,8 @@ run_bench() {  # ROUND HOOK LOSS PART LO HI ITERS WARMUP
     /^# early recoveries/ { er = $4; if ($(NF - 1) == "probes") tp = $NF }
     /^# window polls/ { wp = $4 }
     /^# redundant copies/ { rd = $4 }
-    END { print r, h, k, p, f, re, pr, lo, (se == "" ? "-" : se), sr, rt, to, from, tx, s, (er == "" ? "-" : er), (tp == "" ? "-" : tp), (wp == "" ? "-" : wp), (rd == "" ? "-" : rd) }' \
+    /^# gap resends/ { gp = $4 }
+    END { print r, h, k, p, f, re, pr, lo, (se == "" ? "-" : se), sr, rt, to, from, tx, s, (er == "" ? "-" : er), (tp == "" ? "-" : tp), (wp == "" ? "-" : wp), (rd == "" ? "-" : rd), (gp == "" ? "-" : gp) }' \
     "$log" >> "$WORK/counters"
   echo "round $round $hook $loss% sizes $lo..$hi: $(tail -1 "$WORK/counters" | cut -d' ' -f5-)" >&2
 }
@@ -230,16 +231,18 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
   echo "before the timer because results of later fragments arrived first; tail: recoveries of"
   echo "the newest fragment after two round trips without a result (tail loss probes); polls:"
   echo "probes over the whole window after a loss (TRIBUTARY_WINDOW_POLL); redundant: small"
-  echo "fragments sent twice while the daemon reported loss (TRIBUTARY_REDUNDANT_MAX_BYTES)."
+  echo "fragments sent twice while the daemon reported loss (TRIBUTARY_REDUNDANT_MAX_BYTES);"
+  echo "gaps: fragments resent at once because the daemon took the next one without them"
+  echo "(gap reports, tributaryd gap_reports)."
   echo
-  echo "| setting | wall (s) | fragments | resends | probes | polls | early | tail | redundant | losses detected | send errors | tx_errors | drops to | drops from | srtt (us) | rto (us) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| setting | wall (s) | fragments | resends | probes | polls | early | tail | redundant | gaps | losses detected | send errors | tx_errors | drops to | drops from | srtt (us) | rto (us) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for s in "${settings[@]}"; do
     read -r hook loss <<< "$s"
     awk -v h="$hook" -v k="$loss" -v p="$part" '$2 == h && $3 == k && $4 == p' "$WORK/counters" |
       sort -k15,15g | awk '{ v[NR] = $0 } END { if (NR) print v[int((NR + 1) / 2)] }' |
-      awk '{ printf "| %s %s%% | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-             $2, $3, $15, $5, $6, $7, $18, $16, $17, $19, $8, $9, $14, $12, $13, $10, $11 }'
+      awk '{ printf "| %s %s%% | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+             $2, $3, $15, $5, $6, $7, $18, $16, $17, $19, $20, $8, $9, $14, $12, $13, $10, $11 }'
   done
 } > "$WORK/table.md"
 cat "$WORK/table.md"

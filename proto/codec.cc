@@ -67,7 +67,7 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
       // owner flags belong to contributions.
       const uint16_t flags = LoadBe16(p + kOffFlags);
       const bool notice = (flags & kFlagNotice) != 0;
-      if ((notice && (flags & kFlagOwner)) ||
+      if ((notice && (flags & kFlagOwner)) || (flags & kFlagGap) ||
           (type == MsgType::kResult && (flags & (kFlagOwner | kFlagOwnerOnly)))) {
         return DecodeError::kBadFlags;
       }
@@ -95,7 +95,13 @@ DecodeError CheckBody(const uint8_t* p, MsgType type, const uint8_t* payload, si
       return payload_len <= kMaxNackTextBytes ? DecodeError::kOk : DecodeError::kBadBody;
     }
     case MsgType::kStatus: {
-      if (LoadBe16(p + kOffFlags) & kFlagWindow) {
+      const uint16_t flags = LoadBe16(p + kOffFlags);
+      // §3.6.1: a gap report is header-only.
+      if (flags & kFlagGap) {
+        if (flags & kFlagWindow) return DecodeError::kBadFlags;
+        return payload_len == 0 ? DecodeError::kOk : DecodeError::kBadBody;
+      }
+      if (flags & kFlagWindow) {
         // A window's held and complete bitmaps of aux bits each (§3.6).
         const uint32_t fragments = LoadBe32(p + kOffAux);
         if (fragments == 0 || fragments > kMaxStatusWindow) return DecodeError::kBadBody;

@@ -70,9 +70,12 @@ inline constexpr uint16_t kFlagNotice = 1u << 8;     // CONTRIBUTION or RESULT w
 // RESULT: the aggregator sees loss on this job's paths and sends small
 // RESULTs twice (the child should send small contributions twice).
 inline constexpr uint16_t kFlagRedundant = 1u << 9;
+// STATUS only, a gap report (FORMAT.md §3.6.1): the aggregator took this
+// fragment's first copy while the addressee's fragment before it was missing.
+inline constexpr uint16_t kFlagGap = 1u << 10;
 inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment |
                                           kFlagHeld | kFlagPayloadMac | kFlagWindow | kFlagOwner |
-                                          kFlagOwnerOnly | kFlagNotice | kFlagRedundant;
+                                          kFlagOwnerOnly | kFlagNotice | kFlagRedundant | kFlagGap;
 
 // FORMAT.md §4: element types. Payload elements are little-endian.
 enum class DataType : uint8_t {

@@ -53,7 +53,7 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 early_recoveries, window_decreases, window_limit,
                                 tail_probes, ecn_marks, window_polls, local_ranks, nodes,
                                 zero_fragments, caller_sent, caller_completed, timer_recoveries,
-                                redundant_copies] = s;
+                                redundant_copies, gap_resends] = s;
 }
 
 // Strings handed out in a trib_config_t: interned for the process's life.
@@ -289,6 +289,7 @@ void StatsToC(const CommStats& s, trib_stats_t* out) {
   if (TRIB_HAS_FIELD(p, caller_completed)) out->caller_completed = s.caller_completed;
   if (TRIB_HAS_FIELD(p, timer_recoveries)) out->timer_recoveries = s.timer_recoveries;
   if (TRIB_HAS_FIELD(p, redundant_copies)) out->redundant_copies = s.redundant_copies;
+  if (TRIB_HAS_FIELD(p, gap_resends)) out->gap_resends = s.gap_resends;
 }
 
 Status MemoryDescFromC(const trib_memory_desc_t& c, MemoryDesc* out) {

@@ -323,6 +323,7 @@ void AddCounters(CommStats* total, const CommStats& s) {
   total->caller_completed += s.caller_completed;
   total->timer_recoveries += s.timer_recoveries;
   total->redundant_copies += s.redundant_copies;
+  total->gap_resends += s.gap_resends;
   total->window_limit = std::min(total->window_limit, s.window_limit);
   total->srtt_us = std::max(total->srtt_us, s.srtt_us);
   total->rto_us = std::max(total->rto_us, s.rto_us);

@@ -152,6 +152,7 @@ CommStats ProgressEngine::Stats() const {
   s.caller_completed = counters_.caller_completed.load(std::memory_order_relaxed);
   s.timer_recoveries = counters_.timer_recoveries.load(std::memory_order_relaxed);
   s.redundant_copies = counters_.redundant_copies.load(std::memory_order_relaxed);
+  s.gap_resends = counters_.gap_resends.load(std::memory_order_relaxed);
   s.window_decreases = counters_.cwnd_decreases.load(std::memory_order_relaxed);
   s.transport = transport_->name();
   // The transport's own counters belong to the progress thread, which
@@ -595,6 +596,7 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
 void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
   if (h.slot >= window_.size() || h.epoch != id_.epoch) return;
+  if (h.flags & proto::kFlagGap) return HandleGapReport(p, now);
   Slot& slot = window_.slot(h.slot);
   if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
       slot.elem_offset != h.elem_offset) {
@@ -654,6 +656,35 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   if (!resend) return;
   counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
   SendFragment(h.slot, now, true, false);
+}
+
+// The aggregator took the first copy of fragment k (the one named) while
+// our fragment k - 1 was missing: every copy of k - 1 sent before k's was
+// lost (a datagram path keeps one rank's order; one that reorders costs a
+// needless resend, which idempotence absorbs). Acted on only while k is
+// still out with its data sent once, k - 1 is the fragment of the slot
+// before and its last copy went out before k's: a late or replayed report,
+// or one about a k - 1 resent since, changes nothing. Saves the round trip
+// of a RESULT of a later fragment plus RACK's wait and a probe.
+void ProgressEngine::HandleGapReport(const proto::PacketView& p, uint64_t now) {
+  const proto::Header& h = p.header;
+  const Slot& after = window_.slot(h.slot);
+  if (!after.busy || after.op->desc.collective_id != h.collective_id ||
+      after.elem_offset != h.elem_offset || h.shadow != window_.ShadowOf(after.next_seq) ||
+      after.data_resent || after.next_seq == 0 || window_.size() < 2 || reliable_) {
+    // (A reliable transport loses nothing: a gap there is reordering.)
+    return;
+  }
+  const uint32_t i = h.slot == 0 ? window_.size() - 1 : h.slot - 1;
+  const Slot& before = window_.slot(i);
+  if (!before.busy || before.next_seq + 1 != after.next_seq || before.held ||
+      before.data_order > after.data_order) {
+    return;
+  }
+  counters_.gap_resends.fetch_add(1, std::memory_order_relaxed);
+  counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
+  polls_left_ = kPollsWhenArmed;  // a loss: more may follow (the window poll)
+  SendFragment(i, now, true, false);
 }
 
 // Fragment base_seq + j lives in slot (base_seq + j) mod W; a bit about a

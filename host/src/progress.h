@@ -205,6 +205,9 @@ class ProgressEngine {
   // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed.
   void QueueLeave(uint32_t epoch);
   void HandleStatus(const proto::PacketView& p, uint64_t now);
+  // A gap report (FORMAT.md §3.6.1): the aggregator took the named
+  // fragment's first copy while the one before it was missing.
+  void HandleGapReport(const proto::PacketView& p, uint64_t now);
   // The rest of a windowed STATUS (FORMAT.md §3.6): the fragments after
   // `base_seq` whose data went out before the probe (`probe_order`).
   // Returns the fragments it resent or asked the RESULT of.
@@ -338,7 +341,7 @@ class ProgressEngine {
         duplicate_results{0}, rejected{0}, nacks{0}, probes{0}, lost_detected{0},
         early_recoveries{0}, cwnd_decreases{0}, tail_probes{0}, ecn_marks{0}, window_polls{0},
         zero_fragments{0}, caller_sent{0}, caller_completed{0}, timer_recoveries{0},
-        redundant_copies{0};
+        redundant_copies{0}, gap_resends{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
   };

@@ -76,6 +76,9 @@ const Field kFields[] = {
      "1.5%), RESULTs within the first this many bytes of their collective go out twice, and the "
      "ranks are asked to do the same; 0 = never (0-65536)", nullptr,
      &Config::redundant_max_bytes},
+    {"gap_reports", "1 tells a rank at once (a header-only STATUS) when its first copy of a "
+     "fragment arrives while its fragment before it is missing, so that it resends that one "
+     "without waiting for later results; 0 = never", nullptr, &Config::gap_reports},
     {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
      "127.0.0.1:9464); empty = off; port 0 picks one (printed on stdout)",
      &Config::metrics_address, nullptr},
@@ -345,6 +348,7 @@ Status ValidateConfig(const Config& c) {
   if (c.socket_buffer_bytes != 0) range("socket_buffer_bytes", c.socket_buffer_bytes, 65536, 1ull << 30);
   range("max_peers", c.max_peers, 1, 1u << 22);
   range("redundant_max_bytes", c.redundant_max_bytes, 0, 65536);
+  range("gap_reports", c.gap_reports, 0, 1);
   base::LogLevel level;
   if (base::LogFormat format; !base::ParseLogFormat(c.log_format.c_str(), &format)) {
     fail("log_format", "'" + c.log_format + "' is not one of text|json");
@@ -516,6 +520,10 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   l.job_join_timeout_ns = c.job_join_timeout_s * 1000000000ull;
   l.create_jobs_on_join = c.manager.empty();
   l.redundant_max_bytes = static_cast<uint32_t>(c.redundant_max_bytes);
+  // Datagram dataplanes only: ofi and verbs are reliable (nothing is lost)
+  // and may complete one child's receives out of order, so a gap there is
+  // never a loss (FORMAT.md §3.6.1).
+  l.gap_reports = c.gap_reports != 0 && (c.dataplane == "udp" || c.dataplane == "dpdk");
   return l;
 }
 

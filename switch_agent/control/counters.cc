@@ -77,6 +77,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "flush_retries", e.flush_retries);
   visit(g, "redundant_drops", e.redundant_drops);
   visit(g, "redundant_results", e.redundant_results);
+  visit(g, "gap_reports", e.gap_reports);
   visit(g, "jobs_created", e.jobs_created);
   visit(g, "jobs_destroyed", e.jobs_destroyed);
   g = "uplink";

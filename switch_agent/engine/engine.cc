@@ -519,7 +519,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   ++counters_.contributions;
   ++job->stats.contributions;
-  if (m.arrived < job->fan_in()) return;
+  if (m.arrived < job->fan_in()) return MaybeGapReport(job, h, from, out);
 
   if (!HasData(m)) {
     // Notices only: nothing to finish (the RESULT is a notice too).

@@ -76,6 +76,9 @@ struct EngineCounters {
   // copy had arrived (dropped unanswered), and RESULTs sent twice.
   uint64_t redundant_drops = 0;
   uint64_t redundant_results = 0;
+  // STATUS gap reports sent (FORMAT.md §3.6.1): a rank's first copy of a
+  // fragment arrived while its fragment before it was missing.
+  uint64_t gap_reports = 0;
   // Trees (non-root nodes): traffic with the parent aggregator.
   uint64_t uplink_joins = 0;      // JOINs sent to parents
   uint64_t uplink_sends = 0;      // partial sums sent to parents (first copies)
@@ -109,6 +112,9 @@ struct EngineLimits {
   // RESULTs within the first this many bytes of their collective go out
   // twice. 0: never.
   uint32_t redundant_max_bytes = 65536;
+  // FORMAT.md §3.6.1: tell a rank at once when its first copy of a fragment
+  // arrives while its fragment before it is missing (lost on the way).
+  bool gap_reports = true;
 };
 
 // What the dataplane sends after one input packet.
@@ -362,6 +368,9 @@ class Engine {
   void RedundantCopies(Job* job, Action* out);
   void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
                 Action* out);
+  // FORMAT.md §3.6.1: the gap report for `in` (a rank's first copy, taken
+  // into a round it did not complete), if its fragment before is missing.
+  void MaybeGapReport(Job* job, const proto::Header& in, PeerToken to, Action* out);
 
   bool Ended(const Job& job, uint64_t now_ns) const;
   bool HasEndedJobs(uint64_t now_ns) const;  // a scan: JOIN refusals only

@@ -240,6 +240,23 @@ TEST(ConfigTest, ConversionsUseTheRightUnits) {
   EXPECT_EQ(ToDataplaneOptions(c).port, 1234);
 }
 
+// Proves: gap reports (FORMAT.md §3.6.1) are on for the datagram
+// dataplanes and off for the reliable ones, whatever the setting says.
+TEST(ConfigTest, GapReportsOnlyOnDatagramDataplanes) {
+  Config c;
+  for (const char* d : {"udp", "dpdk"}) {
+    c.dataplane = d;
+    EXPECT_TRUE(ToEngineLimits(c).gap_reports) << d;
+  }
+  for (const char* d : {"ofi", "verbs"}) {
+    c.dataplane = d;
+    EXPECT_FALSE(ToEngineLimits(c).gap_reports) << d;
+  }
+  c.dataplane = "udp";
+  c.gap_reports = 0;
+  EXPECT_FALSE(ToEngineLimits(c).gap_reports);
+}
+
 
 // Proves: the example configuration shipped in deploy/ is valid, sets every
 // key, and its values are the documented defaults.

@@ -213,6 +213,21 @@ class JobFixture {
                       values.size() * 4);
   }
 
+  // The same with header flags and `aux` (a child aggregator's rank count).
+  Action SendWith(uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
+                  uint64_t offset, const std::vector<float>& values, uint16_t flags,
+                  uint32_t aux = 0) {
+    proto::PacketView p;
+    p.header = Header(proto::MsgType::kContribution, sender, slot, shadow, collective, offset,
+                      proto::DataType::kFloat32, proto::ReduceOp::kSum,
+                      static_cast<uint32_t>(values.size()));
+    p.header.flags = flags;
+    p.header.aux = aux;
+    p.payload = reinterpret_cast<const uint8_t*>(values.data());
+    p.payload_len = values.size() * 4;
+    return Deliver(p, Peer(sender), 2);
+  }
+
   Action Request(uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
                  uint64_t offset) {
     proto::PacketView p;

@@ -24,14 +24,7 @@ using testing::TestEngine;
 // One fp32 SUM contribution with `flags`.
 Action Send(JobFixture& job, uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
             const std::vector<float>& values, uint16_t flags, uint64_t offset = 0) {
-  proto::PacketView p;
-  p.header = job.Header(MsgType::kContribution, sender, slot, shadow, collective, offset,
-                        proto::DataType::kFloat32,
-                        proto::ReduceOp::kSum, static_cast<uint32_t>(values.size()));
-  p.header.flags = flags;
-  p.payload = reinterpret_cast<const uint8_t*>(values.data());
-  p.payload_len = values.size() * 4;
-  return job.Deliver(p, JobFixture::Peer(sender), 2);
+  return job.SendWith(sender, slot, shadow, collective, offset, values, flags);
 }
 
 // Collective c of a 2-rank job on slot c % 4: child 0 sends `first`'s flags,

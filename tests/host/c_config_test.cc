@@ -296,6 +296,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   st.caller_completed = 23;
   st.timer_recoveries = 24;
   st.redundant_copies = 25;
+  st.gap_resends = 26;
   trib_stats_t out;
   memset(&out, 0, sizeof(out));
   out.struct_size = sizeof(out);
@@ -326,6 +327,7 @@ TEST(CConfigTest, StatsMemoryAndStragglerConversions) {
   EXPECT_EQ(out.caller_completed, 23u);
   EXPECT_EQ(out.timer_recoveries, 24u);
   EXPECT_EQ(out.redundant_copies, 25u);
+  EXPECT_EQ(out.gap_resends, 26u);
   memset(&out, 0, sizeof(out));
   out.struct_size = StatsMinSize();
   StatsToC(st, &out);

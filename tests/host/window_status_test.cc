@@ -7,7 +7,8 @@
 // answer resends what the aggregator lacks of the data sent before the
 // oldest probe still out, leaves later data alone, asks for RESULTs of
 // rounds that completed without one arriving, and is rejected with no
-// probe out (a replay); the poll starts only after a loss or a RESULT
+// probe out (a replay); a gap report resends the fragment before the one it
+// names at once, and only while that is what it can be about; the poll starts only after a loss or a RESULT
 // that overtook the fragment before it, follows the pass that sent data,
 // waits longer after answers that find nothing, and stops after 8 of them.
 #include <gtest/gtest.h>
@@ -56,6 +57,7 @@ class WindowTest : public ProgressTest {
     ASSERT_TRUE(Done(req_, &st));
     EXPECT_TRUE(st.ok()) << st.ToString();
   }
+  void Gap(const Sent& k, uint64_t key = kKey);
   std::shared_ptr<internal::RequestState> req_;
   std::vector<Sent> c_;
 };
@@ -288,6 +290,69 @@ TEST_F(WindowTest, AnAnswerIsTakenForTheOldestProbeOut) {
     EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
   }
   EXPECT_EQ(engine_->Stats().losses_detected, 1u);
+  Finish();
+}
+
+// The aggregator's gap report (FORMAT.md §3.6.1) naming fragment `k`.
+void WindowTest::Gap(const Sent& k, uint64_t key) {
+  proto::Header h = k.header;
+  h.type = proto::MsgType::kStatus;
+  h.flags = proto::kFlagGap | proto::kFlagHeld;
+  h.aux = 0;
+  Deliver(h, {}, key);
+  engine_->Poll();
+}
+
+// A gap report (FORMAT.md §3.6.1): the aggregator took fragment k's first
+// copy while k - 1 was missing. k - 1 goes again at once, before any timer
+// or later RESULT; the same report again (k - 1 was sent after k now), one
+// whose k - 1 is not in flight, one naming no fragment in flight, one whose
+// k - 1 the aggregator said it holds, and a forged one change nothing.
+TEST_F(WindowTest, GapReportResendsTheFragmentBeforeAtOnceAndOnlyThen) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  // Fragment 2 (slot 2) arrived without fragment 1 (slot 1).
+  Gap(c_[1]);
+  std::vector<Sent> resent = Take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
+  EXPECT_EQ(resent[0].header.slot, 1u);
+  EXPECT_TRUE(resent[0].header.flags & proto::kFlagRetransmit);
+  EXPECT_EQ(engine_->Stats().gap_resends, 1u);
+  EXPECT_EQ(engine_->Stats().losses_detected, 1u);
+  // Replayed: fragment 1 went again after fragment 2.
+  Gap(c_[1]);
+  EXPECT_TRUE(Take().empty());
+  // Fragment 1's predecessor (slot 0, the round trip's) is done.
+  Gap(c_[0]);
+  EXPECT_TRUE(Take().empty());
+  // A report naming no fragment in flight.
+  Sent stale = c_[2];
+  stale.header.collective_id += 7;
+  Gap(stale);
+  EXPECT_TRUE(Take().empty());
+  // The aggregator said it holds fragment 3: a report about it is stale.
+  SendStatus(c_[2], /*held=*/true, {0});
+  engine_->Poll();
+  Gap(c_[3]);
+  EXPECT_TRUE(Take().empty());
+  // Forged (another key): rejected before it is read.
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  Gap(c_[2], kKey ^ 1);
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
+  EXPECT_EQ(engine_->Stats().gap_resends, 1u);
+  Finish();
+  EXPECT_EQ(recv_[63], 126.0f);
+}
+
+// Over a reliable transport nothing is lost: a gap there is reordering,
+// and the report changes nothing.
+TEST_F(WindowTest, GapReportsOverAReliableTransportChangeNothing) {
+  reliable_ = true;
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  Gap(c_[1]);
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().gap_resends, 0u);
   Finish();
 }
 

@@ -34,11 +34,14 @@ for size in "1 KiB" "2 KiB"; do
   awk -F'[|-]' '{ if ($4 + 0 > $5 + 0) exit 1 }' <<< "$row" || fail "spread lowest > highest: $row"
 done
 grep -Eq '^\| none 0% \|' <<< "$out" || fail "no counters row without loss"
-drops=$(awk -F'|' '/^\| input 5% \|/ { gsub(/ /, "", $14); print $14 }' <<< "$out")
+drops=$(awk -F'|' '/^\| input 5% \|/ { gsub(/ /, "", $15); print $15 }' <<< "$out")
 [[ -n $drops && $drops -gt 0 ]] || fail "the 5% row shows no drops to the daemon ('$drops')"
-# The redundant copies column (FORMAT.md §8.4) holds a count in both rows.
+# The redundant copies (FORMAT.md §8.4) and gap resends (§3.6.1) columns
+# hold a count in both rows.
 for row in "none 0%" "input 5%"; do
   copies=$(awk -F'|' -v r="$row" '$2 == " " r " " { gsub(/ /, "", $10); print $10 }' <<< "$out")
   [[ $copies =~ ^[0-9]+$ ]] || fail "no redundant copies count in the $row row ('$copies')"
+  gaps=$(awk -F'|' -v r="$row" '$2 == " " r " " { gsub(/ /, "", $11); print $11 }' <<< "$out")
+  [[ $gaps =~ ^[0-9]+$ ]] || fail "no gap resends count in the $row row ('$gaps')"
 done
 echo "loss_bench_smoke_test: PASS"

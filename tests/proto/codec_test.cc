@@ -438,6 +438,20 @@ TEST(DecodeErrors, StatusWindowSizes) {
   EXPECT_FALSE(WindowBit(bits.data(), 8));
 }
 
+// FORMAT.md §3.6.1: a gap report is a header-only STATUS; the flag means
+// nothing on any other type and is refused there, and with kFlagWindow.
+TEST(DecodeErrors, GapReportsAreHeaderOnlyStatuses) {
+  Header status = BaseHeader(MsgType::kStatus);
+  status.flags = kFlagGap | kFlagHeld;
+  EXPECT_EQ(DecodeBytes(EncodeToVector(status, {})), DecodeError::kOk);
+  EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(4))), DecodeError::kBadBody);
+  status.flags = kFlagGap | kFlagWindow;
+  status.aux = 1;
+  EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(8))), DecodeError::kBadFlags);
+  EXPECT_EQ(DecodeBytes(ValidPacket(MsgType::kContribution, kFlagGap)), DecodeError::kBadFlags);
+  EXPECT_EQ(DecodeBytes(ValidPacket(MsgType::kResult, kFlagGap)), DecodeError::kBadFlags);
+}
+
 // Rules apply in FORMAT.md §8 order: a packet breaking several gets the first.
 TEST(DecodeErrors, FirstBrokenRuleWins) {
   Bytes b = ValidPacket(MsgType::kContribution, kFlagChecksum);

@@ -384,6 +384,7 @@ class BenchRun {
         caller_completed_ += done.caller_completed;
         timer_recoveries_ += done.timer_recoveries;
         redundant_copies_ += done.redundant_copies;
+        gap_resends_ += done.gap_resends;
         timed_user_us_ += done.timed_user_us;
         timed_system_us_ += done.timed_system_us;
         timed_bytes_ += done.timed_bytes;
@@ -514,6 +515,11 @@ class BenchRun {
     std::printf("# redundant copies %llu (all ranks; small fragments sent twice while the "
                 "aggregator reported loss)\n",
                 static_cast<unsigned long long>(redundant_copies_));
+    // FORMAT.md §3.6.1: fragments resent when the aggregator reported
+    // that the next one arrived without them.
+    std::printf("# gap resends %llu (all ranks; resent when the aggregator took the next fragment "
+                "without them)\n",
+                static_cast<unsigned long long>(gap_resends_));
     // Caller-driven progress (TRIBUTARY_INLINE_PROGRESS_BYTES): operations
     // the ranks' own threads sent and completed, without the progress thread.
     std::printf("# caller-driven %llu sent, %llu completed (all ranks; small operations on the "
@@ -594,6 +600,7 @@ class BenchRun {
   uint64_t caller_completed_ = 0;
   uint64_t timer_recoveries_ = 0;
   uint64_t redundant_copies_ = 0;
+  uint64_t gap_resends_ = 0;
   uint64_t timed_user_us_ = 0;
   uint64_t timed_system_us_ = 0;
   uint64_t timed_bytes_ = 0;

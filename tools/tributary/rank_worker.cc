@@ -71,6 +71,7 @@ class Rank {
     done.caller_completed = stats.caller_completed;
     done.timer_recoveries = stats.timer_recoveries;
     done.redundant_copies = stats.redundant_copies;
+    done.gap_resends = stats.gap_resends;
     done.timed_user_us = timed_user_us_;
     done.timed_system_us = timed_system_us_;
     done.timed_bytes = timed_bytes_;

@@ -74,6 +74,7 @@ struct DoneReport {
   uint64_t caller_completed;
   uint64_t timer_recoveries;
   uint64_t redundant_copies;
+  uint64_t gap_resends;
   // The rank process's CPU time (all its threads: caller and progress)
   // during the timed iterations only, and the bytes they all-reduced
   // (size x timed iterations, both halves).

@@ -145,6 +145,8 @@ struct CommStats {
                                      // rank or a loaded CPU; losses_detected tells which)
   uint64_t redundant_copies = 0;     // second copies of small fragments sent while the
                                      // aggregator reported loss (Options::redundant_max_bytes)
+  uint64_t gap_resends = 0;          // fragments resent because the aggregator reported that
+                                     // the next one arrived without them (FORMAT.md §3.6.1)
 };
 
 // What the aggregator saw of each rank's timing: who arrives last, and how

@@ -282,6 +282,8 @@ typedef struct trib_stats {
                                  answer within the RTO (a loss, or a wait for a slower rank) */
   uint64_t redundant_copies;  /* second copies of small fragments sent while the aggregator
                                  reported loss (redundant_max_bytes) */
+  uint64_t gap_resends;       /* fragments resent because the aggregator reported that the
+                                 next one arrived without them */
 } trib_stats_t;
 
 TRIB_API trib_status_t trib_comm_stats(trib_comm_t* comm, trib_stats_t* stats);

@@ -328,6 +328,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
     uint8_t* header = QueueTx(payload, payload_len, header_len);
     TxEntry& e = tx_.back();
     e.owner = &op;
+    e.copy_payload = retransmit && !probe;
     if (!probe && op.desc.send_registration) {
       e.payload_memory = &op.desc.send_registration->lane(id_.lane);
     }
@@ -369,7 +370,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
 }
 
 uint8_t* ProgressEngine::QueueTx(const uint8_t* payload, size_t payload_len, size_t header_len) {
-  tx_.push_back(TxEntry{{}, header_len, payload, payload_len, nullptr, nullptr});
+  tx_.push_back(TxEntry{{}, header_len, payload, payload_len, nullptr, nullptr, false});
   return tx_.back().header;
 }
 
@@ -379,7 +380,8 @@ void ProgressEngine::Flush() {
   // reallocation of tx_ cannot leave one dangling.
   tx_view_.clear();
   for (const TxEntry& e : tx_) {
-    tx_view_.push_back({e.header, e.header_len, e.payload, e.payload_len, e.payload_memory});
+    tx_view_.push_back(
+        {e.header, e.header_len, e.payload, e.payload_len, e.payload_memory, e.copy_payload});
   }
   const int sent = transport_->Send(tx_view_.data(), static_cast<int>(tx_view_.size()));
   // Unsent packets (socket buffer full) stay queued, in order, with their

@@ -331,6 +331,7 @@ class ProgressEngine {
     size_t payload_len;
     const TransportMemory* payload_memory;
     const Operation* owner;  // whose memory payload points into, or null
+    bool copy_payload;       // TxPacket::copy_payload (a resend)
   };
   std::vector<TxEntry> tx_;
   std::vector<TxPacket> tx_view_;  // scratch for Flush

@@ -35,6 +35,7 @@ struct Sent {
   std::vector<uint8_t> payload;
   std::vector<uint8_t> extension;
   const TransportMemory* payload_memory = nullptr;
+  bool copy_payload = false;  // TxPacket::copy_payload
 };
 
 class FakeTransport final : public Transport {
@@ -63,6 +64,7 @@ class FakeTransport final : public Transport {
       s.payload.assign(v.payload, v.payload + v.payload_len);
       s.extension.assign(v.extension, v.extension + v.extension_len);
       s.payload_memory = p[i].payload_memory;
+      s.copy_payload = p[i].copy_payload;
       sent.push_back(std::move(s));
     }
     return take;

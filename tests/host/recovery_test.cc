@@ -6,7 +6,8 @@
 // Karn's rule) and follows the fastest recent result and probe round
 // trips, not waits for other ranks; on expiry the engine probes first and
 // resends after two unanswered probes, or at once for fragments of at most
-// resend_max_bytes; the delivery rate behind the queueing allowance counts
+// resend_max_bytes (resends ask the transport to copy their payload); the
+// delivery rate behind the queueing allowance counts
 // only busy time, windows of a round trip, the fastest of the recent ones;
 // losses are found by send time (RACK): a fragment sent before an answered
 // one (or earlier in its burst) is recovered before its timer once the
@@ -232,6 +233,10 @@ TEST_F(ProgressTest, SmallFragmentsAreResentInsteadOfProbed) {
   EXPECT_EQ(a[0].header.type, proto::MsgType::kContribution);
   EXPECT_TRUE(a[0].header.flags & proto::kFlagRetransmit);
   EXPECT_EQ(a[0].payload, c[0].payload);
+  // The resend's payload may be read by the transport after the operation
+  // completed from the first copy: it asks to have it copied (TxPacket).
+  EXPECT_FALSE(c[0].copy_payload);
+  EXPECT_TRUE(a[0].copy_payload);
   EXPECT_EQ(engine_->Stats().probes, 0u);
   EXPECT_EQ(engine_->Stats().retransmissions, 1u);
   // Held (others are missing): never resent, probed.

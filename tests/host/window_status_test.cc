@@ -317,6 +317,7 @@ TEST_F(WindowTest, GapReportResendsTheFragmentBeforeAtOnceAndOnlyThen) {
   EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
   EXPECT_EQ(resent[0].header.slot, 1u);
   EXPECT_TRUE(resent[0].header.flags & proto::kFlagRetransmit);
+  EXPECT_TRUE(resent[0].copy_payload);
   EXPECT_EQ(engine_->Stats().gap_resends, 1u);
   EXPECT_EQ(engine_->Stats().losses_detected, 1u);
   // Replayed: fragment 1 went again after fragment 2.

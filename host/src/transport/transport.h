@@ -60,6 +60,12 @@ struct TxPacket {
   const void* payload = nullptr;
   size_t payload_len = 0;
   const TransportMemory* payload_memory = nullptr;
+  // The payload's memory may go back to its owner before this send
+  // completes: a resend, whose operation may complete from an earlier copy
+  // (and its caller free the buffer) while this one is still queued. A
+  // transport that reads the payload after Send returns (libfabric, verbs)
+  // copies it first; one that copies at once (sendmmsg) need not.
+  bool copy_payload = false;
 };
 
 // One received event; views stay valid until the next Recv() call.

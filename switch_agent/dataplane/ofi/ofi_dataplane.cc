@@ -291,8 +291,11 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       }
     }
     proto::Placement where;
-    if (proto::DecodePlacement(view, &where)) {
-      // §12.3: where this rank wants the round's result written.
+    // §12.3: where this rank wants the round's result written, from its
+    // first copy only. A resend's answer may arrive after the rank took the
+    // result from an earlier answer and gave the buffer back to its caller:
+    // written in place then, it would overwrite what the caller put there.
+    if ((h.flags & proto::kFlagRetransmit) == 0 && proto::DecodePlacement(view, &where)) {
       Peer& peer = peers_[token];
       const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
       if (at < 2 * size_t(proto::kMaxSlotCount)) {

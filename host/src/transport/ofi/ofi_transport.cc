@@ -197,8 +197,16 @@ int OfiTransport::Send(const TxPacket* packets, int n) {
       memcpy(c.header, header, header_len);
       header = c.header;
     }
+    const void* payload = p.payload;
+    if (p.copy_payload && p.payload_len > 0) {
+      // The provider reads it after we return, maybe after the operation
+      // completed from an earlier copy and its buffer was freed.
+      const auto* bytes = static_cast<const uint8_t*>(p.payload);
+      c.payload_copy.assign(bytes, bytes + p.payload_len);
+      payload = c.payload_copy.data();
+    }
     iovec iov[2] = {{const_cast<uint8_t*>(header), header_len},
-                    {const_cast<void*>(p.payload), p.payload_len}};
+                    {const_cast<void*>(payload), p.payload_len}};
     fi_msg msg{};
     msg.msg_iov = iov;
     msg.iov_count = p.payload_len > 0 ? 2 : 1;

@@ -73,6 +73,9 @@ class OfiTransport final : public Transport, private ofi::RdmEndpoint {
   struct TxContext {
     fi_context2 ctx;  // first: the completion's op_context points here
     alignas(64) uint8_t header[proto::kMaxHeaderSize];
+    // A resend's payload (TxPacket::copy_payload), kept until the send
+    // completes; allocated the first time this context carries one.
+    std::vector<uint8_t> payload_copy;
   };
   struct RxContext {
     fi_context2 ctx;

@@ -187,7 +187,9 @@ int VerbsTransport::Send(const TxPacket* packets, int n) {
     const TxPacket& p = packets[sent];
     uint8_t* slot = send_area_ + (posted_ % plan_.send_slots) * plan_.send_slot_bytes;
     verbs::SgeList sges;
-    const uint32_t lkey = p.payload_len && p.payload_memory != nullptr
+    // A resend's payload is copied into the send slot (TxPacket::copy_payload):
+    // the NIC reads it after we return, maybe after its buffer went back.
+    const uint32_t lkey = p.payload_len && p.payload_memory != nullptr && !p.copy_payload
                               ? p.payload_memory->local_key
                               : 0;
     if (!verbs::Packetize(p, slot, send_mr_->lkey, lkey, mtu_, &sges).ok()) {

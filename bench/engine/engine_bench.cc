@@ -25,7 +25,10 @@
 //
 // Usage: tributary_engine_bench [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S]
 //                               [--payload BYTES] [--mac payload|header]
-//                               [--dtype float32|int64]
+//                               [--dtype float32|int64] [--gap-reports 0|1]
+//
+// --gap-reports 0 turns the engine's gap reports off (FORMAT.md §3.6.1; the
+// bench's in-order streams never draw one, so this is the cost of looking).
 // Thread-safety: single-threaded program.
 #include <algorithm>
 #include <array>
@@ -80,6 +83,7 @@ struct Setup {
   uint32_t payload_bytes;
   uint32_t slots;
   bool payload_mac = true;
+  bool gap_reports = true;
   uint64_t fragments;  // per repetition
   Buffer inputs;       // [child][slot][elems]
   Buffer accs;         // loop accumulators: [slot][set][elems]
@@ -109,7 +113,12 @@ double RunLoop(Setup& s) {
 // repetitions (elem_offset grows), exactly as a long training job would.
 class EngineDriver {
  public:
-  explicit EngineDriver(Setup& s) : s_(s), engine_(EngineLimits{}, 1) {
+  static EngineLimits Limits(const Setup& s) {
+    EngineLimits l;
+    l.gap_reports = s.gap_reports;
+    return l;
+  }
+  explicit EngineDriver(Setup& s) : s_(s), engine_(Limits(s), 1) {
     static const proto::Identity identity = proto::GenerateIdentity();
     engine_.SetIdentity(&identity);
     proto::JoinBody body{};
@@ -234,6 +243,7 @@ double Median(std::vector<double> v) {
 
 int Main(int argc, char** argv) {
   int reps = 11;
+  bool gap_reports = true;
   uint32_t slots = 64;
   uint32_t only_payload = 0;
   bool payload_mac = true;
@@ -257,6 +267,9 @@ int Main(int argc, char** argv) {
                 std::strcmp(argv[i + 1], "int64") == 0)) {
       g_dtype = std::strcmp(argv[i + 1], "int64") == 0 ? proto::DataType::kInt64
                                                        : proto::DataType::kFloat32;
+    } else if (std::strcmp(argv[i], "--gap-reports") == 0 &&
+               (std::strcmp(argv[i + 1], "0") == 0 || std::strcmp(argv[i + 1], "1") == 0)) {
+      gap_reports = argv[i + 1][0] == '1';
     } else if (std::strcmp(argv[i], "--isa") == 0) {
       if (!reduce::SelectVariant(argv[i + 1])) {
         std::fprintf(stderr, "unknown or unsupported kernel variant '%s'\n", argv[i + 1]);
@@ -265,7 +278,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--reps N] [--isa scalar|sse2|avx2|neon] [--slots S] [--payload BYTES] "
-                   "[--mac payload|header] [--dtype float32|int64]\n",
+                   "[--mac payload|header] [--dtype float32|int64] [--gap-reports 0|1]\n",
                    argv[0]);
       return 2;
     }
@@ -284,6 +297,7 @@ int Main(int argc, char** argv) {
     s.payload_bytes = payload;
     s.slots = slots;
     s.payload_mac = payload_mac;
+    s.gap_reports = gap_reports;
     // About 128 MiB of payload per repetition, whole passes over the pool.
     s.fragments = std::max<uint64_t>(2 * slots, (128ull << 20) / (uint64_t{payload} * kFanIn));
     s.fragments = (s.fragments + 2 * slots - 1) / (2 * slots) * (2 * slots);

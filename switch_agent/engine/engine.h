@@ -369,8 +369,10 @@ class Engine {
   void StatusTo(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
                 Action* out);
   // FORMAT.md §3.6.1: the gap report for `in` (a rank's first copy, taken
-  // into a round it did not complete), if its fragment before is missing.
-  void MaybeGapReport(Job* job, const proto::Header& in, PeerToken to, Action* out);
+  // into a round it did not complete), if its fragment before is missing;
+  // (p, pv): that fragment's set, which lacks the sender's bit.
+  [[gnu::cold]] void MaybeGapReport(Job* job, const proto::Header& in, uint32_t p, uint32_t pv,
+                                    PeerToken to, Action* out);
 
   bool Ended(const Job& job, uint64_t now_ns) const;
   bool HasEndedJobs(uint64_t now_ns) const;  // a scan: JOIN refusals only

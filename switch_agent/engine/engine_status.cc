@@ -126,35 +126,4 @@ void Engine::WindowStatus(Job* job, const Header& in, PeerToken to, Action* out)
   EchoStatus(in, to, flags, w, held, 2 * bytes, out);
 }
 
-// A rank sends its first copies in stream order (FORMAT.md §9.1: the
-// lowest ready fragment first), and one rank's packets arrive in order on
-// a datagram path. Fragment k - 1 of the sender lives in the slot before
-// k's (the other shadow set when k's slot is 0). Its first copy was lost
-// when that set lacks the sender's bit while the slot's other set holds
-// the sender's fragment k - 1 - S, complete: the sender had its RESULT
-// (or has it on the way), so it sent k - 1 before k. Anything else (the
-// sender's k - 1 - S still pending, a job just started, S = 1, a resend or
-// a redundant copy of k, a child aggregator's partial sums, which go up in
-// the order their rounds complete: aux > 0) reports nothing. One report at
-// most per fragment k, since only its first copy is looked at. The rank
-// checks it against what it sent (§8.3).
-void Engine::MaybeGapReport(Job* job, const Header& in, PeerToken to, Action* out) {
-  const uint32_t slots = job->slot_count();
-  if (!limits_.gap_reports || slots < 2 || in.aux != 0 ||
-      (in.flags & (proto::kFlagRetransmit | proto::kFlagRedundant)) != 0) {
-    return;
-  }
-  const uint32_t p = in.slot == 0 ? slots - 1 : in.slot - 1;
-  const uint32_t pv = in.slot == 0 ? in.shadow ^ 1u : in.shadow;
-  const SetMeta& before = job->meta(p, pv);
-  const SetMeta& older = job->meta(p, pv ^ 1u);
-  if (Job::TestBit(job->seen(p, pv), in.sender) || !Job::TestBit(job->seen(p, pv ^ 1u), in.sender) ||
-      older.state != SetState::kComplete || !IsNewer(in, older) ||
-      (before.state != SetState::kUnused && !IsNewer(in, before))) {
-    return;
-  }
-  ++counters_.gap_reports;
-  EchoStatus(in, to, proto::kFlagGap | proto::kFlagHeld, 0, nullptr, 0, out);
-}
-
 }  // namespace tributary::engine

@@ -148,6 +148,17 @@ std::string EtcdClient::Describe() const {
   return out;
 }
 
+bool EtcdMemberCouldNotAnswer(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <typename Attempt>
 Status EtcdClient::Run(const char* what, const Attempt& attempt) {
   grpc::Status last;
@@ -162,9 +173,9 @@ Status EtcdClient::Run(const char* what, const Attempt& attempt) {
       current_.store(i);
       return Status::Ok();
     }
-    const grpc::StatusCode c = last.error_code();
-    if (c != grpc::StatusCode::UNAVAILABLE && c != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return Internal(std::string(what) + " on " + endpoints_[i] + ": " + last.error_message());
+    if (!EtcdMemberCouldNotAnswer(last)) {
+      return Internal("etcd member " + endpoints_[i] + " refused the " + what + ": " +
+                      last.error_message());
     }
     Failed(i, stubs);
   }

@@ -55,6 +55,13 @@ struct EtcdTls {
 Status LoadEtcdTls(const std::string& ca_file, const std::string& cert_file,
                    const std::string& key_file, EtcdTls* out);
 
+// Whether a failed call says only that this member could not answer
+// (unreachable, no quorum, timed out on either side), so that another member
+// may: gRPC UNAVAILABLE and DEADLINE_EXCEEDED, and UNKNOWN, which is how an
+// etcd 3.4 member reports its own request context running out ("context
+// deadline exceeded") when it cannot reach a quorum in time.
+bool EtcdMemberCouldNotAnswer(const grpc::Status& status);
+
 class EtcdClient {
  public:
   // `timeout_ms` bounds each attempt of each call.

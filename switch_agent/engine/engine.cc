@@ -25,7 +25,7 @@
 //     the ranks it stands for (aux, 0 meaning one rank: FORMAT.md §3.3) are
 //     added to the round's count; when all fan-in children arrived the
 //     result is finalized once (AVG: divided by that count, at the root
-//     only) and sent to every child (kResultToAll).
+//     only) and sent to every child (kResultToAll) but those that left.
 // A sender whose bit is still set in a PENDING other set has skipped ahead
 // of a round that has not completed, which the sequence rule forbids;
 // clearing that bit would let it count twice, so such a packet is refused
@@ -292,8 +292,8 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.shadow = static_cast<uint8_t>(shadow);
   r.aux = m.ce_marks;  // FORMAT.md §3.3: contributions of the round marked CE
   r.flags = job->lossy ? proto::kFlagRedundant : 0;  // FORMAT.md §8.4
-  out->peers = job->children();
-  out->peer_count = job->fan_in();
+  out->peers = job->addressees();  // not to children that left
+  out->peer_count = job->addressee_count();
   // FORMAT.md §3.3.1: a round without data answers with a notice; a
   // reduce-scatter round's data goes to its owner alone (to nobody when
   // the owner is not below this node: the parent sent a notice).
@@ -643,7 +643,8 @@ std::vector<JobInfo> Engine::Jobs() const {
   for (const auto& [id, job] : jobs_) {
     out.push_back(JobInfo{id, job->epoch(), job->fan_in(), job->slot_count(),
                           job->payload_bytes(), job->joined(), job->arena_bytes(),
-                          job->completions, job->RoundsInProgress(), job->stats});
+                          job->completions, job->RoundsInProgress(), job->stats,
+                          job->left()});
   }
   return out;
 }

@@ -177,6 +177,7 @@ struct JobInfo {
   uint64_t completions;
   uint32_t rounds_in_progress;  // of the 2 x slot_count slot sets
   JobStats stats;
+  uint32_t left = 0;        // children of this generation that sent LEAVE
 };
 
 // A copy of what reports read from an engine, so that a thread other than

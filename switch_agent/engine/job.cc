@@ -89,12 +89,14 @@ void Job::Register(uint32_t i, PeerToken peer) {
   }
   children_[i] = peer;
   finished_ = false;
+  if (left_ > 0) RebuildAddressees();
 }
 
 bool Job::Leave(uint32_t i) {
   if (!TestBit(left_bits_, i)) {
     SetBit(left_bits_, i);
     ++left_;
+    RebuildAddressees();
   }
   finished_ = joined_ > 0 && left_ == joined_;
   return finished_;
@@ -107,9 +109,17 @@ void Job::Recycle(uint32_t new_epoch) {
   payload_mac_ = true;
   joined_ = 0;
   left_ = 0;
+  live_.clear();
   finished_ = false;
   completions = 0;
   stats = JobStats{};
+}
+
+void Job::RebuildAddressees() {
+  live_.clear();
+  for (uint32_t c = 0; c < params_.fan_in; ++c) {
+    if (TestBit(registered_, c) && !TestBit(left_bits_, c)) live_.push_back(children_[c]);
+  }
 }
 
 uint32_t Job::RoundsInProgress() const {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/log2_histogram.h"
 #include "common/rtt_estimator.h"
@@ -225,6 +226,15 @@ class Job {
   // communicator: no children, every set unused, statistics cleared, a new
   // epoch (packets of the old generation are stale). The arena is kept.
   void Recycle(uint32_t new_epoch);
+  // Where a RESULT goes: every child while none has left, then the
+  // registered children that have not (a rank that left gave its buffers
+  // back to its caller: a late answer, above all one written into its
+  // memory over RDMA, must not reach it). Valid until the next Register,
+  // Leave or Recycle.
+  const PeerToken* addressees() const { return left_ == 0 ? children_ : live_.data(); }
+  uint32_t addressee_count() const {
+    return left_ == 0 ? params_.fan_in : static_cast<uint32_t>(live_.size());
+  }
   uint32_t joined() const { return joined_; }
   uint32_t left() const { return left_; }
   bool HasLeft(uint32_t i) const { return TestBit(left_bits_, i); }
@@ -284,6 +294,7 @@ class Job {
 
  private:
   Job() = default;
+  void RebuildAddressees();
 
   uint32_t job_id_ = 0;
   uint64_t job_key_ = 0;
@@ -303,6 +314,7 @@ class Job {
   PeerToken* children_ = nullptr;
   uint64_t* registered_ = nullptr;
   uint64_t* left_bits_ = nullptr;
+  std::vector<PeerToken> live_;  // addressees() once a child left
   ChildLateness* lateness_ = nullptr;
   uint64_t* incarnations_ = nullptr;
   SetMeta* metas_ = nullptr;

@@ -562,6 +562,43 @@ TEST(EngineLifecycle, ReapFreesFinishedAndIdleJobs) {
   EXPECT_EQ(engine.counters().jobs_destroyed, 2u);
 }
 
+// A child that left gets no RESULT of rounds that complete after its LEAVE
+// (FORMAT.md §3.2): it gave its buffers back, and over ofi the result
+// would be written into them. The others still get theirs, exact.
+TEST(EngineLifecycle, ResultsGoOnlyToChildrenThatStayed) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 3, 2, 64);
+  // Before anyone leaves: all three.
+  EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {2}).kind, ActionKind::kNone);
+  const Action all = job.Send(2, 0, 0, 1, 0, {4});
+  ASSERT_EQ(all.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(all.peer_count, 3u);
+  // Child 1 contributes to the next round and leaves before it completes.
+  EXPECT_EQ(job.Send(1, 1, 0, 2, 0, {20}).kind, ActionKind::kNone);
+  proto::PacketView leave;
+  leave.header = job.Header(MsgType::kLeave, 1, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  EXPECT_EQ(job.Deliver(leave, JobFixture::Peer(1), 10).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(0, 1, 0, 2, 0, {10}).kind, ActionKind::kNone);
+  const Action done = job.Send(2, 1, 0, 2, 0, {40});
+  ASSERT_EQ(done.kind, ActionKind::kResultToAll);
+  EXPECT_EQ(PayloadFloats(done), (std::vector<float>{70}));
+  ASSERT_EQ(done.peer_count, 2u);
+  EXPECT_EQ(done.peers[0], JobFixture::Peer(0));
+  EXPECT_EQ(done.peers[1], JobFixture::Peer(2));
+  // A retransmission answer still reaches the child that asks.
+  const Action again = job.Send(0, 1, 0, 2, 0, {10});
+  ASSERT_EQ(again.kind, ActionKind::kSendToOne);
+  EXPECT_EQ(again.peer, JobFixture::Peer(0));
+  EXPECT_EQ(PayloadFloats(again), (std::vector<float>{70}));
+  // When the others leave too the job ends; nobody is left to answer.
+  leave.header.sender = 0;
+  job.Deliver(leave, JobFixture::Peer(0), 11);
+  leave.header.sender = 2;
+  job.Deliver(leave, JobFixture::Peer(2), 11);
+  EXPECT_EQ(engine.Reap(12), 1u);
+}
+
 // A job that ended (all children left) but is not reaped yet does not hold
 // its place against a new job: the JOIN asks for a flush (the ended job's
 // last answers may be queued), and its retry, in the next burst, reaps and

@@ -12,11 +12,15 @@
 // here fails fast, on the host and in the daemon, naming those that do; and
 // reduce-scatter and all-gather exact and placed over the same path.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <regex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -272,6 +276,94 @@ TEST_P(OfiAllReduce, ReduceScatterAndAllGatherExactAndPlaced) {
     return 0;
   });
   EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
+// A rank that gave up on a round (its operation timed out: it aborted and
+// sent LEAVE) gets nothing of that round when it completes later, above all
+// no result written into its registered receive buffer (FORMAT.md §3.2,
+// §12.3). Rank 0 contributes and times out while rank 1 holds back; once the
+// daemon has counted rank 0's LEAVE (SIGUSR1 report), rank 1 contributes and
+// gets the exact sum. Rank 0's buffer still holds its sentinel after its
+// communicator is gone (closing it drives the provider's progress, where a
+// late write over tcp;ofi_rxm would land; over shm it would land at once),
+// and the daemon wrote exactly one result in place: rank 1's.
+TEST_P(OfiAllReduce, ARankThatGaveUpGetsNoLateResultInItsMemory) {
+  const uint32_t job = NextJobId();
+  constexpr uint64_t kN = 1024;  // one fragment
+  constexpr float kSentinel = -7.0f;
+  int gave_up[2], go[2], done[2];
+  ASSERT_EQ(pipe(gave_up), 0);
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(done), 0);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    pids.push_back(testing::ForkChild([&, rank] {
+      // Only the ends this rank uses stay open, so a peer's death ends a wait.
+      for (int fd : rank == 0 ? std::vector<int>{gave_up[0], go[0], go[1], done[1]}
+                              : std::vector<int>{gave_up[0], gave_up[1], go[1], done[0]}) {
+        close(fd);
+      }
+      SetLogSink(&CaptureSink, nullptr);
+      SetLogLevel(LogLevel::kInfo);
+      std::vector<float> send(kN, float(rank + 1)), recv(kN, kSentinel);
+      char byte = 1;
+      {
+        CommConfig config = Config(job, rank, 2);
+        if (rank == 0) config.options.op_timeout_ms = 1500;
+        auto comm = Communicator::Create(config);
+        if (!comm.ok()) return Fail(rank, comm.status().ToString());
+        auto sb = comm.value()->Register(send.data(), kN * 4);
+        auto rb = comm.value()->Register(recv.data(), kN * 4);
+        if (!sb.ok() || !rb.ok()) return Fail(rank, "register failed");
+        if (rank == 1 && read(go[0], &byte, 1) != 1) return Fail(rank, "no go");
+        auto req = comm.value()->AllReduce(sb.value(), rb.value(), kN, DataType::kFloat32,
+                                           ReduceOp::kSum);
+        if (!req.ok()) return Fail(rank, req.status().ToString());
+        const Status s = req.value().Wait();
+        if (rank == 1) {
+          if (!s.ok()) return Fail(rank, s.ToString());
+          for (uint64_t i = 0; i < kN; ++i) {
+            if (recv[i] != 3.0f) return Fail(rank, "element " + std::to_string(i) + " wrong");
+          }
+          if (write(done[1], &byte, 1) != 1) return Fail(rank, "pipe");
+        } else {
+          if (s.code() != StatusCode::kTimedOut) return Fail(rank, "not timed out: " + s.ToString());
+          if (write(gave_up[1], &byte, 1) != 1) return Fail(rank, "pipe");
+          if (read(done[0], &byte, 1) != 1) return Fail(rank, "rank 1 did not finish");
+        }
+      }
+      if (rank == 0) {
+        for (uint64_t i = 0; i < kN; ++i) {
+          if (recv[i] != kSentinel) {
+            return Fail(rank, "element " + std::to_string(i) + " of the buffer it had back is " +
+                                  std::to_string(recv[i]) + ": a late result was written there");
+          }
+        }
+        if (Field(g_closing, "results placed ") != 0) {
+          return Fail(rank, "a result was placed after the rank gave up: " + g_closing);
+        }
+      }
+      return 0;
+    }));
+  }
+  char byte = 0;
+  const bool got = read(gave_up[0], &byte, 1) == 1;
+  bool left = false;
+  for (int i = 0; got && !left && i < 600; ++i) {  // bounded: 60 s
+    kill(daemon_.pid(), SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = std::regex_search(daemon_.Output(), std::regex(" leaves=[1-9]"));
+  }
+  if (left) EXPECT_EQ(write(go[1], &byte, 1), 1);
+  for (int fd : {gave_up[1], go[1], done[1]}) close(fd);  // a rank waiting on them fails
+  EXPECT_EQ(testing::WaitChildren(pids, 120), "") << daemon_.Output();
+  ASSERT_TRUE(got) << "rank 0 did not give up";
+  ASSERT_TRUE(left) << "the daemon never counted rank 0's LEAVE\n" << daemon_.Output();
+  daemon_.Stop();
+  std::smatch m;
+  const std::string out = daemon_.Output();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("(\\d+) results written in place"))) << out;
+  EXPECT_EQ(m[1], "1") << "only rank 1's result may be written in place\n" << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiAllReduce, ::testing::Values("tcp;ofi_rxm", "shm"),

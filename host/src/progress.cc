@@ -759,6 +759,15 @@ void ProgressEngine::Abort(Status reason, Operation* culprit) {
   // once, even if this process never gets to destroy its communicator. A
   // communicator being destroyed sends its own LEAVEs.
   if (first && id_.epoch != 0 && reason.code() != StatusCode::kAborted) QueueLeave(id_.epoch);
+  // The failed requests complete below and their callers may free the
+  // buffers at once: first the transport must stop touching them (sends a
+  // provider still reads from them, results it would write there). The
+  // LEAVEs go out first; a communicator being destroyed does this as its
+  // transport closes.
+  if (first && reason.code() != StatusCode::kAborted) {
+    Flush();
+    transport_->Fence(kFenceTimeoutUs);
+  }
   // The op that caused the failure (or the oldest one) gets the reason
   // itself; the others are aborted because of it.
   if (culprit == nullptr) {

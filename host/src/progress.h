@@ -319,6 +319,9 @@ class ProgressEngine {
   uint8_t probe_bytes_[4][proto::kHeaderSize + proto::kJoinSealedBodySize];  // queued copies
   uint32_t probe_bytes_next_ = 0;
   static constexpr int kRecvBatch = 64;
+  // How long a failure waits for the transport's outstanding sends before
+  // it abandons them (Transport::Fence).
+  static constexpr int64_t kFenceTimeoutUs = 1000000;
   int last_events_ = 0;
   std::vector<RxEvent> rx_;
   // Packets waiting for the transport. Each entry owns its header bytes: a

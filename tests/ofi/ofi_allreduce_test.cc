@@ -10,9 +10,13 @@
 // deregistration while idle and re-registration; clear errors for an
 // unregistered or too-small buffer; and that a provider that does not exist
 // here fails fast, on the host and in the daemon, naming those that do; and
-// reduce-scatter and all-gather exact and placed over the same path.
+// reduce-scatter and all-gather exact and placed over the same path; that a
+// rank that gave up gets no late result (the daemon leaves it out after its
+// LEAVE) and that a failed request's buffers may be freed at once (the
+// transport fences itself before the request completes).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -364,6 +368,85 @@ TEST_P(OfiAllReduce, ARankThatGaveUpGetsNoLateResultInItsMemory) {
   const std::string out = daemon_.Output();
   ASSERT_TRUE(std::regex_search(out, m, std::regex("(\\d+) results written in place"))) << out;
   EXPECT_EQ(m[1], "1") << "only rank 1's result may be written in place\n" << out;
+}
+
+// A failed operation's buffers are the caller's again when its request
+// completes (communicator.h), even while the aggregator is about to write
+// the round's result into them. Rank 1 contributes; the daemon is stopped
+// (SIGSTOP); rank 0 contributes (its packet waits in the daemon's socket),
+// times out, and at once unmaps its receive buffer (still registered: the
+// caller only got its request back). Then the daemon runs: rank 0's
+// contribution completes the round before its LEAVE is read (one ordered
+// stream), so the daemon writes the result to both ranks over RDMA. Rank 0
+// keeps its communicator a while and closes it: it must not crash (without
+// Transport::Fence the provider applied the write inside rank 0's progress,
+// into the unmapped buffer: SIGSEGV, with both providers, 4 of 4 runs), and
+// rank 1's result is exact. The fragment is small (an eager message): a
+// larger one travels by another protocol than the LEAVE behind it and may
+// arrive after it, and then the daemon sends rank 0 nothing (§3.2).
+TEST_P(OfiAllReduce, AFailedOperationsBuffersAreFreeWhenItsRequestCompletes) {
+  const uint32_t job = NextJobId();
+  constexpr uint64_t kN = 1024;  // one fragment, an eager message (ordered with the LEAVE)
+  const size_t bytes = 1u << 20;  // a mapping of its own
+  int ready[2], go0[2], go1[2], freed[2], resumed[2], contributed[2];
+  for (int* p : {ready, go0, go1, freed, resumed, contributed}) ASSERT_EQ(pipe(p), 0);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    pids.push_back(testing::ForkChild([&, rank] {
+      for (int fd : {ready[0], go0[1], go1[1], freed[0], resumed[1], contributed[0]}) close(fd);
+      const int go = rank == 0 ? go0[0] : go1[0];
+      char byte = 1;
+      CommConfig config = Config(job, rank, 2);
+      if (rank == 0) config.options.op_timeout_ms = 1500;
+      auto comm = Communicator::Create(config);
+      if (!comm.ok()) return Fail(rank, comm.status().ToString());
+      std::vector<float> send(kN, float(rank + 1));
+      void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED) return Fail(rank, "mmap");
+      auto sb = comm.value()->Register(send.data(), kN * 4);
+      auto rb = comm.value()->Register(mem, bytes);
+      if (!sb.ok() || !rb.ok()) return Fail(rank, "register failed");
+      if (write(ready[1], &byte, 1) != 1 || read(go, &byte, 1) != 1) return Fail(rank, "pipe");
+      auto req = comm.value()->AllReduce(sb.value(), rb.value(), kN, DataType::kFloat32,
+                                         ReduceOp::kSum);
+      if (!req.ok()) return Fail(rank, req.status().ToString());
+      if (rank == 1) {
+        if (write(contributed[1], &byte, 1) != 1) return Fail(rank, "pipe");
+        if (Status s = req.value().Wait(); !s.ok()) return Fail(rank, s.ToString());
+        for (uint64_t i = 0; i < kN; ++i) {
+          if (static_cast<float*>(mem)[i] != 3.0f) return Fail(rank, "wrong result");
+        }
+        return 0;
+      }
+      const Status s = req.value().Wait();
+      if (s.code() != StatusCode::kTimedOut) return Fail(rank, "not timed out: " + s.ToString());
+      munmap(mem, bytes);  // the caller's memory again: gone
+      if (write(freed[1], &byte, 1) != 1 || read(resumed[0], &byte, 1) != 1) return Fail(rank, "pipe");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      comm.value().reset();
+      return 0;
+    }));
+  }
+  for (int fd : {ready[1], go0[0], go1[0], freed[1], resumed[0], contributed[1]}) close(fd);
+  char byte = 0;
+  bool ok = read(ready[0], &byte, 1) == 1 && read(ready[0], &byte, 1) == 1;
+  // Rank 1 first, until the daemon counted its contribution.
+  if (ok) ok = write(go1[1], &byte, 1) == 1 && read(contributed[0], &byte, 1) == 1;
+  bool counted = false;
+  for (int i = 0; ok && !counted && i < 600; ++i) {  // bounded: 60 s
+    kill(daemon_.pid(), SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    counted = std::regex_search(daemon_.Output(), std::regex(" contributions=1"));
+  }
+  if (counted) {
+    kill(daemon_.pid(), SIGSTOP);
+    ok = write(go0[1], &byte, 1) == 1 && read(freed[0], &byte, 1) == 1;  // rank 0
+  }
+  kill(daemon_.pid(), SIGCONT);  // whatever happened: the fixture stops it later
+  if (counted && ok) EXPECT_EQ(write(resumed[1], &byte, 1), 1);
+  for (int fd : {ready[0], go0[1], go1[1], freed[0], resumed[1], contributed[0]}) close(fd);
+  EXPECT_EQ(testing::WaitChildren(pids, 120), "") << daemon_.Output();
+  EXPECT_TRUE(counted && ok) << daemon_.Output();
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiAllReduce, ::testing::Values("tcp;ofi_rxm", "shm"),

@@ -73,6 +73,7 @@ class FaultTransport final : public Transport {
   void DeregisterMemory(const TransportMemory& memory) override {
     inner_->DeregisterMemory(memory);
   }
+  bool Fence(int64_t timeout_us) override { return inner_->Fence(timeout_us); }
   TransportStats stats() const override { return inner_->stats(); }
   const FaultStats& fault_stats() const { return fstats_; }
 

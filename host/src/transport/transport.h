@@ -143,6 +143,17 @@ class Transport {
   }
   virtual void DeregisterMemory(const TransportMemory& memory) {}
 
+  // After a failure, before the failed requests complete (their callers may
+  // free the buffers at once): returns once the transport touches no caller
+  // memory any more, neither reading it for a send handed over so far nor
+  // letting the aggregator write into it. Waits up to `timeout_us` for the
+  // outstanding sends (the LEAVE among them); then stops for good: later
+  // Sends are dropped and Recv returns nothing. False if sends were still
+  // outstanding at the timeout (they are then abandoned, never completed).
+  // Transports whose Send copies (the kernel's sendmsg) and that take no
+  // remote writes have nothing to do.
+  virtual bool Fence(int64_t timeout_us) { return true; }
+
   virtual TransportStats stats() const = 0;
 };
 

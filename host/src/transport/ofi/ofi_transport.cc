@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -100,7 +101,7 @@ Status OfiTransport::Open(const Options& options) {
 }
 
 OfiTransport::~OfiTransport() {
-  if (ep_ != nullptr) {
+  if (info_ != nullptr) {
     TRIB_LOG(kInfo, kLog,
              "%s closing: memory registrations %llu releases %llu; results placed %llu",
              name_.c_str(), static_cast<unsigned long long>(registrations_.load()),
@@ -143,6 +144,7 @@ Status OfiTransport::SendHello() {
 }
 
 void OfiTransport::PostRecv(size_t index) {
+  if (fenced_) return;
   int rc = static_cast<int>(fi_recv(ep_, recv_area_ + index * kRecvBufBytes, kRecvBufBytes,
                                     nullptr, FI_ADDR_UNSPEC, &rx_ctx_[index].ctx));
   if (rc == -FI_EAGAIN) {
@@ -180,6 +182,7 @@ void OfiTransport::ReapTx() {
 }
 
 int OfiTransport::Send(const TxPacket* packets, int n) {
+  if (fenced_) return n;  // dropped: the communicator failed (Fence)
   ReapTx();
   int sent = 0;
   for (; sent < n; ++sent) {
@@ -232,6 +235,7 @@ int OfiTransport::Send(const TxPacket* packets, int n) {
 }
 
 int OfiTransport::Recv(RxEvent* out, int max) {
+  if (fenced_) return 0;
   ReapTx();
   if (!repost_.empty()) {
     std::vector<int> again;
@@ -285,7 +289,7 @@ int OfiTransport::Recv(RxEvent* out, int max) {
 }
 
 void OfiTransport::Wait(int64_t timeout_us) {
-  if (cq_fd_ >= 0) {
+  if (cq_fd_ >= 0 && !fenced_) {
     fid* fids[1] = {&rx_cq_->fid};
     // fi_trywait says whether the fd may block: completions may be queued
     // without the fd being readable.
@@ -294,7 +298,7 @@ void OfiTransport::Wait(int64_t timeout_us) {
     timeout_us = kPollIntervalUs;
   }
   pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {cq_fd_, POLLIN, 0}};
-  const nfds_t count = cq_fd_ >= 0 ? 2 : 1;
+  const nfds_t count = cq_fd_ >= 0 && !fenced_ ? 2 : 1;
   timespec ts{timeout_us / 1000000, (timeout_us % 1000000) * 1000};
   if (ppoll(fds, count, timeout_us < 0 ? nullptr : &ts, nullptr) > 0 &&
       (fds[0].revents & POLLIN)) {
@@ -326,6 +330,27 @@ Result<TransportMemory> OfiTransport::RegisterMemory(const MemoryDesc& memory) {
   m.base = reinterpret_cast<uintptr_t>(memory.data);
   m.virtual_addressing = virt_addr_;
   return m;
+}
+
+bool OfiTransport::Fence(int64_t timeout_us) {
+  if (fenced_) return true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+  ReapTx();
+  while (tx_free_.size() < tx_ctx_.size() && std::chrono::steady_clock::now() < deadline) {
+    usleep(static_cast<useconds_t>(kPollIntervalUs));
+    ReapTx();  // drives the provider's progress: a rendezvous send completes here
+  }
+  const size_t outstanding = tx_ctx_.size() - tx_free_.size();
+  fi_close(&ep_->fid);  // drops what is outstanding; nothing progresses any more
+  ep_ = nullptr;
+  fenced_ = true;
+  if (outstanding > 0) {
+    TRIB_LOG(kWarn, kLog,
+             "%zu send(s) to the aggregator had not completed %lld ms after the failure; the "
+             "endpoint is closed, so the provider reads none of them from the caller's buffers",
+             outstanding, static_cast<long long>(timeout_us / 1000));
+  }
+  return outstanding == 0;
 }
 
 void OfiTransport::DeregisterMemory(const TransportMemory& memory) {

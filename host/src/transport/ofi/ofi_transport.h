@@ -19,6 +19,13 @@
 // as a kResultPlaced event, and the progress engine skips its copy. The
 // transport sends header bytes as the engine encoded them.
 //
+// Fence (after a failure): waits, bounded, until every send has completed,
+// then closes the endpoint. libfabric drops what is still outstanding on a
+// closed endpoint, and nothing progresses there any more: no provider reads
+// a send's payload from, or writes a placed result into, a buffer the
+// caller may free once its failed request completes (tcp;ofi_rxm reads
+// rendezvous payloads and applies remote writes inside our progress calls).
+//
 // Waiting: the receive CQ's wait fd (FI_WAIT_FD, after fi_trywait) plus an
 // eventfd for Wake(); providers without a wait object (shm) are polled every
 // kPollIntervalUs instead.
@@ -57,6 +64,7 @@ class OfiTransport final : public Transport, private ofi::RdmEndpoint {
   void Wake() override;
   Result<TransportMemory> RegisterMemory(const MemoryDesc& memory) override;
   void DeregisterMemory(const TransportMemory& memory) override;
+  bool Fence(int64_t timeout_us) override;
   TransportStats stats() const override { return stats_; }
 
  private:
@@ -94,6 +102,7 @@ class OfiTransport final : public Transport, private ofi::RdmEndpoint {
   std::vector<TxContext> tx_ctx_;
   std::vector<int> tx_free_;
   std::vector<uint8_t> hello_;
+  bool fenced_ = false;  // Fence closed the endpoint: nothing goes in or out
 
   uint64_t placed_ = 0;  // results written into registered memory
   std::atomic<uint64_t> registrations_{0}, releases_{0};

@@ -52,8 +52,8 @@ const Field kFields[] = {
      nullptr, &Config::max_slots_per_job},
     {"job_idle_timeout_s", "seconds without a packet before a job is reaped", nullptr,
      &Config::job_idle_timeout_s},
-    {"job_join_timeout_s", "seconds without a packet before a job not every rank joined is "
-     "reaped", nullptr, &Config::job_join_timeout_s},
+    {"job_join_timeout_s", "seconds without a packet before a job not every rank joined, or "
+     "that a rank left, is reaped", nullptr, &Config::job_join_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
     {"fair_queue_packets", "udp and dpdk: packets (udp: 64 KiB each) queued between receive and "
      "processing and served to jobs round-robin; 0 = arrival order (0, 2*batch_size-65536)", nullptr,

@@ -55,9 +55,10 @@ struct Config {
   uint64_t max_slots_per_job = 65536;
   // A job with no packet for this long is reaped (ranks that died).
   uint64_t job_idle_timeout_s = 300;
-  // A job that not every rank joined, with no packet for this long, is
-  // reaped sooner: ranks still joining resend their JOIN at least every
-  // second, so it was abandoned (or squatted by a flood of first JOINs).
+  // A job that not every rank joined, or that a rank left, with no packet
+  // for this long, is reaped sooner: ranks still joining resend their JOIN
+  // at least every second, so it was abandoned (or squatted by a flood of
+  // first JOINs); a job a rank left cannot complete another round.
   uint64_t job_join_timeout_s = 30;
   // Datagrams per recvmmsg burst: larger amortises syscalls, smaller cuts latency.
   uint64_t batch_size = 64;

@@ -252,9 +252,13 @@ bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& para
 }
 
 bool Engine::Ended(const Job& job, uint64_t now_ns) const {
-  const uint64_t timeout = job.joined() < job.fan_in()
-                               ? std::min(limits_.job_idle_timeout_ns, limits_.job_join_timeout_ns)
-                               : limits_.job_idle_timeout_ns;
+  // A job some child has not joined, or has left, cannot complete a new
+  // round: silent for the join timeout, it is abandoned (ranks that died
+  // without a LEAVE), not merely idle.
+  const bool partial = job.joined() < job.fan_in() || job.left() > 0;
+  const uint64_t timeout =
+      partial ? std::min(limits_.job_idle_timeout_ns, limits_.job_join_timeout_ns)
+              : limits_.job_idle_timeout_ns;
   const bool idle = now_ns > job.last_active_ns && now_ns - job.last_active_ns > timeout;
   // Provisioned jobs end when withdrawn, not when their children leave.
   return job.provisioned ? job.withdrawn : job.finished() || idle;

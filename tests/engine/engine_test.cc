@@ -511,7 +511,9 @@ TEST(EngineJoin, HeaderOnlyMacIsTheJobsChoiceForAllItsRanks) {
 
 // A job not every child joined is reaped after job_join_timeout_ns without
 // a packet (abandoned at creation, or opened by a flood of first JOINs),
-// long before the idle timeout; a complete job only after the idle timeout.
+// long before the idle timeout, and so is one that some child left (it
+// cannot complete another round; the others died without a LEAVE or will
+// leave soon); a complete job only after the idle timeout.
 TEST(EngineLifecycle, IncompleteJobsAreReapedSooner) {
   EngineLimits limits;
   limits.job_idle_timeout_ns = 1000000;
@@ -520,8 +522,13 @@ TEST(EngineLifecycle, IncompleteJobsAreReapedSooner) {
   JobFixture complete(&engine, 1, 2, 2, 1, 64);                            // both joined at t=1
   ASSERT_EQ(engine.OnPacket(JoinPacket(2, 3, 0, JoinPayload(3, 1, 64)), 9, 1).header.type,
             MsgType::kJoinAck);                                            // 1 of 3 joined
+  JobFixture deserted(&engine, 4, 5, 2, 1, 64);
+  proto::PacketView leave;
+  leave.header =
+      deserted.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  deserted.Deliver(leave, JobFixture::Peer(0), 1);                         // 1 of 2 left
   EXPECT_EQ(engine.Reap(1000), 0u);
-  EXPECT_EQ(engine.Reap(1002), 1u);
+  EXPECT_EQ(engine.Reap(1002), 2u);
   ASSERT_EQ(engine.Jobs().size(), 1u);
   EXPECT_EQ(engine.Jobs()[0].job_id, 1u);
   EXPECT_EQ(engine.Reap(1000002), 1u);

@@ -202,6 +202,7 @@ const char* NackCodeName(NackCode c) {
     case NackCode::kBadSender: return "bad_sender";
     case NackCode::kUnsupported: return "unsupported";
     case NackCode::kBadChecksum: return "bad_checksum";
+    case NackCode::kPeerLeft: return "peer_left";
   }
   return "unknown";
 }

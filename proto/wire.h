@@ -111,8 +111,9 @@ enum class NackCode : uint32_t {
   kBadSender = 8,         // sender index >= fan-in
   kUnsupported = 9,       // dtype/op combination not supported
   kBadChecksum = 10,      // payload failed CRC32C (only sent when header authenticated)
+  kPeerLeft = 11,         // the round waits for a child that left: it can never complete
 };
-inline constexpr uint32_t kMaxNackCode = 10;
+inline constexpr uint32_t kMaxNackCode = 11;
 
 // FORMAT.md §3.1: the JOIN body (little-endian like payloads).
 struct JoinBody {

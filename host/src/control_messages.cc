@@ -42,6 +42,11 @@ Status NackToStatus(const proto::PacketView& p, const std::string& aggregator, u
       sc = StatusCode::kResourceExhausted;
       msg = "aggregator is out of resources";
       break;
+    case proto::NackCode::kPeerLeft:
+      msg = "aggregator " + aggregator + ": " + where +
+            " can never complete: a member of the job left it (its communicator failed or was "
+            "destroyed; its own log says why)";
+      break;
     default:
       sc = StatusCode::kInternal;
       msg = std::string("aggregator refused a packet: ") + proto::NackCodeName(code) + " (" +

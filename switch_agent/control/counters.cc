@@ -67,6 +67,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "duplicates", e.duplicates);
   visit(g, "retransmit_answers", e.retransmit_answers);
   visit(g, "window_statuses", e.window_statuses);
+  visit(g, "peer_left_nacks", e.peer_left_nacks);
   visit(g, "completions", e.completions);
   visit(g, "bytes_reduced", e.bytes_reduced);
   visit(g, "joins", e.joins);

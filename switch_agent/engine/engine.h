@@ -79,6 +79,9 @@ struct EngineCounters {
   // STATUS gap reports sent (FORMAT.md §3.6.1): a rank's first copy of a
   // fragment arrived while its fragment before it was missing.
   uint64_t gap_reports = 0;
+  // NACK peer_left sent (FORMAT.md §5): a request for a round that waits for
+  // a child that left.
+  uint64_t peer_left_nacks = 0;
   // Trees (non-root nodes): traffic with the parent aggregator.
   uint64_t uplink_joins = 0;      // JOINs sent to parents
   uint64_t uplink_sends = 0;      // partial sums sent to parents (first copies)
@@ -321,6 +324,10 @@ class Engine {
   // fragments from the one it names the job holds, and which of them are
   // complete (FORMAT.md §3.6).
   void WindowStatus(Job* job, const proto::Header& in, PeerToken to, Action* out);
+  // NACK peer_left (true) when the requested round, held in (slot, shadow)
+  // if `started`, waits for a child that left; false otherwise.
+  bool NackIfDeserted(Job* job, const proto::Header& in, uint32_t slot, uint32_t shadow,
+                      bool started, PeerToken to, Action* out);
   void HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                           Action* out);
   void HandleContribution(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,

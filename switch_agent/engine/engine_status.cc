@@ -6,6 +6,7 @@
 // Apart from engine.cc, which aggregates contributions, because these
 // only read the sets. Thread-safety: none; one Engine per thread.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "switch_agent/engine/engine.h"
@@ -29,6 +30,7 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     // Older than the set's round: a stale request, ignore it. Otherwise the
     // round has not started here: tell the requester to resend its data.
     if (m.state != SetState::kUnused && !IsNewer(h, m)) return Drop(DropReason::kStale);
+    if (NackIfDeserted(job, h, h.slot, h.shadow, false, from, out)) return;
     if (h.aux > 1) return WindowStatus(job, h, from, out);
     return StatusNotStarted(job, h, from, out);
   }
@@ -36,8 +38,31 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     ++counters_.retransmit_answers;
     return ResultTo(job, h.slot, h.shadow, from, out);
   }
+  if (NackIfDeserted(job, h, h.slot, h.shadow, true, from, out)) return;
   if (h.aux > 1) return WindowStatus(job, h, from, out);
   StatusTo(job, h, h.slot, h.shadow, from, out);
+}
+
+// FORMAT.md §5: a round that waits for a child that left (LEAVE: it aborted
+// or was destroyed) can never complete. The requester learns so at once,
+// with the child named, instead of after its operation's timeout. A round
+// not started here waits for everyone; one started, for the children whose
+// bit is clear. Only once some child left: O(fan-in) then.
+bool Engine::NackIfDeserted(Job* job, const Header& in, uint32_t slot, uint32_t shadow,
+                            bool started, PeerToken to, Action* out) {
+  if (job->left() == 0) return false;
+  const uint64_t* seen = started ? job->seen(slot, shadow) : nullptr;
+  for (uint32_t c = 0; c < job->fan_in(); ++c) {
+    if (!job->HasLeft(c) || (seen != nullptr && Job::TestBit(seen, c))) continue;
+    ++counters_.peer_left_nacks;
+    MakeNack(in, to, proto::NackCode::kPeerLeft, out);
+    const int n = std::snprintf(nack_text_, sizeof(nack_text_),
+                                "child %u left the job without contributing to this round", c);
+    out->payload = reinterpret_cast<const uint8_t*>(nack_text_);
+    out->payload_len = n <= 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(nack_text_) - 1);
+    return true;
+  }
+  return false;
 }
 
 // A STATUS for a pending set: aux = number of missing children, payload =

@@ -3,9 +3,11 @@
 // missing senders of a pending round, a round not started, a stale
 // request, and the windowed STATUS: held and complete bitmaps across the
 // shadow-set wrap, older rounds not counted, W cut to the slot count, and
-// the plain form for aux 0 and 1.
+// the plain form for aux 0 and 1; and NACK peer_left for a round that waits
+// for a child that left.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "tests/engine/engine_test_util.h"
@@ -137,6 +139,46 @@ TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
   EXPECT_EQ(listed[2], 4u);
   const std::vector<uint8_t> wire = testing::EncodeAction(st2);  // a valid packet
   EXPECT_EQ(proto::Decode(wire.data(), wire.size(), nullptr), proto::DecodeError::kOk);
+}
+
+// A round that waits for a child that left can never complete (FORMAT.md
+// §5): a request for it gets NACK peer_left naming the child, sealed like
+// every answer to an authentic packet, whether the round started (the
+// child's bit clear) or not. A round the child contributed to before it
+// left is only waiting for the others: STATUS as before. Before anyone
+// left: STATUS.
+TEST(EngineStatus, ARoundThatWaitsForAChildThatLeftIsRefusedNamingIt) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/3, /*slots=*/4, 64);
+  const std::vector<float> v(16, 1.0f);
+  auto request = [&](uint32_t slot, uint64_t collective) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kResultRequest, 0, slot, 0, collective, 0, DataType::kFloat32,
+                          ReduceOp::kSum, 16);
+    return job.Deliver(p, JobFixture::Peer(0), 5);
+  };
+  job.Send(0, 0, 0, 1, 0, v);  // collective 1: rank 0 only
+  job.Send(2, 1, 0, 2, 0, v);  // collective 2: rank 2 only
+  job.Send(0, 1, 0, 2, 0, v);  // and rank 0
+  EXPECT_EQ(request(0, 1).header.type, MsgType::kStatus);
+  proto::PacketView leave;
+  leave.header = job.Header(MsgType::kLeave, 2, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  job.Deliver(leave, JobFixture::Peer(2), 4);
+
+  const Action started = request(0, 1);
+  ASSERT_EQ(started.header.type, MsgType::kNack);
+  EXPECT_EQ(started.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
+  EXPECT_EQ(started.header.collective_id, 1u);
+  EXPECT_EQ(started.peer, JobFixture::Peer(0));
+  EXPECT_NE(started.key, nullptr);
+  const std::string text(reinterpret_cast<const char*>(started.payload), started.payload_len);
+  EXPECT_NE(text.find("child 2 left"), std::string::npos) << text;
+  const Action not_started = request(2, 3);
+  ASSERT_EQ(not_started.header.type, MsgType::kNack);
+  EXPECT_EQ(not_started.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
+  // Rank 2 is in collective 2: that round waits for rank 1 only.
+  EXPECT_EQ(request(1, 2).header.type, MsgType::kStatus);
+  EXPECT_EQ(engine.counters().peer_left_nacks, 2u);
 }
 
 }  // namespace

@@ -27,7 +27,8 @@
 #   5. a wrong job key is refused with an error that says so;
 #   6. an inner daemon killed mid-job, once every rank has completed a
 #      collective: every rank's next collective fails with TIMED_OUT (or
-#      UNAVAILABLE once the manager failed the job) within the operation
+#      UNAVAILABLE once the manager failed the job, or once a rank of its
+#      leaf timed out first and left: peer_left) within the operation
 #      timeout (+3 s), none hangs;
 #   7. ending jobs frees every slot (tributary jobs shows 0 used).
 # Needs root and `ip netns`; exits 77 (ctest SKIP) without.

@@ -169,13 +169,17 @@ int main(int argc, char** argv) {
             fprintf(stderr, "%s %u: %s\n", me, global_rank, s.ToString().c_str());
             return 1;
           }
-          // TIMED_OUT naming the wait, or UNAVAILABLE "no longer knows job"
-          // once the manager failed the job and the daemons withdrew it
-          // (whichever comes first): both within the operation timeout.
-          const bool clear = (s.code() == StatusCode::kTimedOut ||
-                              (s.code() == StatusCode::kUnavailable &&
-                               s.message().find("no longer knows job") != std::string::npos)) &&
-                             ms <= timeout_ms + 3000;
+          // TIMED_OUT naming the wait, UNAVAILABLE "no longer knows job"
+          // once the manager failed the job and the daemons withdrew it, or
+          // UNAVAILABLE "left the job" once a rank of this leaf timed out
+          // first and left (NACK peer_left, FORMAT.md §5): whichever comes
+          // first, all within the operation timeout.
+          const bool unavailable =
+              s.code() == StatusCode::kUnavailable &&
+              (s.message().find("no longer knows job") != std::string::npos ||
+               s.message().find("left the job") != std::string::npos);
+          const bool clear =
+              (s.code() == StatusCode::kTimedOut || unavailable) && ms <= timeout_ms + 3000;
           printf("%s %u: failed after %lld ms as expected: %.300s\n", me, global_rank,
                  static_cast<long long>(ms), s.ToString().c_str());
           return clear ? 0 : 1;

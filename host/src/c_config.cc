@@ -42,7 +42,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 payload_mac, aggregator_key, resend_max_bytes,
                                 congestion_target_us, window_poll, node_level, node_id,
                                 node_chunk_bytes, staging_bytes, udp_offload, block_sparse,
-                                reproducible, inline_progress_bytes, redundant_max_bytes] = o;
+                                reproducible, inline_progress_bytes, redundant_max_bytes,
+                                redundant_auto] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
@@ -174,6 +175,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   if (TRIB_HAS_FIELD(p, reproducible)) o.reproducible = c.reproducible != 0;
   if (TRIB_HAS_FIELD(p, inline_progress_bytes)) o.inline_progress_bytes = c.inline_progress_bytes;
   if (TRIB_HAS_FIELD(p, redundant_max_bytes)) o.redundant_max_bytes = c.redundant_max_bytes;
+  if (TRIB_HAS_FIELD(p, redundant_auto)) o.redundant_auto = c.redundant_auto != 0;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -246,6 +248,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(reproducible, o.reproducible ? 1 : 0);
   TRIB_SET(inline_progress_bytes, o.inline_progress_bytes);
   TRIB_SET(redundant_max_bytes, o.redundant_max_bytes);
+  TRIB_SET(redundant_auto, o.redundant_auto ? 1 : 0);
   TRIB_SET(fault_seed, f.seed);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);

@@ -76,6 +76,7 @@
 
 #include "common/rtt_estimator.h"
 #include "host/src/congestion.h"
+#include "host/src/copy_choice.h"
 #include "host/src/delivery_rate.h"
 #include "host/src/drive_link.h"
 #include "host/src/join_handshake.h"
@@ -221,6 +222,8 @@ class ProgressEngine {
   void Flush();
   void PublishTransportStats();
   void FinishOp(Operation* op, Status status);
+  void ChooseCopies(const Operation& op);
+  void LogCopyChoice(uint64_t now);
   void PopFinished();
   void Abort(Status reason, Operation* culprit);
   void Sample(uint64_t rtt_ns);
@@ -251,6 +254,10 @@ class ProgressEngine {
   // The last RESULT carried kFlagRedundant: the aggregator sees loss on the
   // job's paths (FORMAT.md §8.4). Progress thread (or the driving caller).
   bool redundant_ = false;
+  // Whether the copies pay on this path: measured (copy_choice.h).
+  CopyChoice copy_choice_{options_.redundant_auto};
+  static constexpr uint64_t kCopyChoiceLogNs = 10000000000ull;  // one INFO per 10 s at most
+  uint64_t copy_choice_logged_ns_ = 0;
   std::thread thread_;
   std::atomic<bool> stop_{false};
 

@@ -73,8 +73,9 @@ const Field kFields[] = {
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
     {"redundant_max_bytes", "while a job's paths lose packets (3% of first copies, until under "
-     "1.5%), RESULTs within the first this many bytes of their collective go out twice, and the "
-     "ranks are asked to do the same; 0 = never (0-65536)", nullptr,
+     "1.5%), the ranks are asked to send the first this many bytes of each collective twice "
+     "where that pays on their path (they measure it), and RESULTs within them go out twice "
+     "while they do; 0 = never (0-65536)", nullptr,
      &Config::redundant_max_bytes},
     {"gap_reports", "1 tells a rank at once (a header-only STATUS) when its first copy of a "
      "fragment arrives while its fragment before it is missing, so that it resends that one "

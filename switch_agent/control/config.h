@@ -85,7 +85,7 @@ struct Config {
   std::string metrics_address;
   // Peer table bound (distinct sender addresses); new peers beyond it are refused.
   uint64_t max_peers = 65536;
-  uint64_t redundant_max_bytes = 0;  // FORMAT.md §8.4; 0 = never (the default: RELIABILITY.md)
+  uint64_t redundant_max_bytes = 65536;  // FORMAT.md §8.4; 0 = never
   uint64_t gap_reports = 1;          // FORMAT.md §3.6.1; 0 = never
   // The daemon's X25519 key pair (FORMAT.md §7.2): ranks seal their job keys
   // to its public key. A file holding the secret key as 64 hex digits,

@@ -329,12 +329,14 @@ void Engine::NoteLoss(Job* job, bool lost) {
 }
 
 // A completed round's RESULT to every child: sent twice while the job is
-// lossy, when it lies within the first redundant_max_bytes of its collective
-// (FORMAT.md §8.4: small collectives whole, at most that much of big ones).
+// lossy and its children send copies, when it lies within the first
+// redundant_max_bytes of its collective (FORMAT.md §8.4: small collectives
+// whole, at most that much of big ones).
 void Engine::RedundantCopies(Job* job, Action* out) {
   const Header& r = out->header;
   const uint64_t end = (r.elem_offset + r.elem_count) * proto::DataTypeSize(r.dtype);
-  if (!job->lossy || limits_.redundant_max_bytes == 0 || end > limits_.redundant_max_bytes) {
+  if (!job->lossy || limits_.redundant_max_bytes == 0 || end > limits_.redundant_max_bytes ||
+      !job->ChildrenCopy(r.collective_id)) {
     return;
   }
   out->copies = 2;
@@ -401,6 +403,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   // FORMAT.md §8.4: a redundant copy whose first copy arrived is dropped
   // unanswered (answering it would double the answers, not the odds).
   const bool redundant = (h.flags & proto::kFlagRedundant) != 0;
+  if (redundant) job->NoteCopy(h.collective_id);
   if (Job::TestBit(seen, sender)) {
     if (!same_round) return Drop(DropReason::kStale);
     ++counters_.duplicates;

@@ -277,6 +277,21 @@ class Job {
   // (a moving average, 1/65536 units), and whether the job counts as lossy.
   uint32_t loss_q16 = 0;
   bool lossy = false;
+  // FORMAT.md §8.4: the newest collective a child sent a redundant copy of
+  // (copies_seen: any yet). RESULTs go twice only while children copy:
+  // a rank that finds copies slow on its path stops, and so do the
+  // aggregator's copies to it.
+  bool copies_seen = false;
+  uint64_t copied_collective = 0;
+  void NoteCopy(uint64_t collective_id) {
+    if (!copies_seen || collective_id > copied_collective) copied_collective = collective_id;
+    copies_seen = true;
+  }
+  // The children copied collective `collective_id`, or the one before it
+  // (the last child's copy arrives after its first copy completed the round).
+  bool ChildrenCopy(uint64_t collective_id) const {
+    return copies_seen && collective_id <= copied_collective + 1;
+  }
   JobStats stats;
   // Rounds (slot sets) pending here or waiting for the parent's RESULT now.
   uint32_t RoundsInProgress() const;

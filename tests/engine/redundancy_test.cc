@@ -3,7 +3,8 @@
 // estimate moves only with first copies that were lost (a resend or a
 // redundant copy taken as new); above 3% the job is lossy: small RESULTs go
 // out twice and every RESULT carries kFlagRedundant; under 1.5% it is not any
-// more. A redundant copy whose first copy arrived is dropped unanswered,
+// more. RESULTs go twice only while the children send copies (a rank stops
+// where copies do not pay). A redundant copy whose first copy arrived is dropped unanswered,
 // never aggregated twice; one whose first copy was lost is aggregated like
 // the first. Resends for complete rounds (a RESULT lost, or a rank that gave
 // up waiting too soon) move nothing. redundant_max_bytes 0 turns it off.
@@ -37,6 +38,18 @@ Action Round(JobFixture& job, uint64_t c, uint16_t first, size_t elems = 4, uint
   return Send(job, 1, slot, shadow, c, v, 0, offset);
 }
 
+// The same, child 0 sending a redundant copy after its first copy.
+Action RoundCopied(JobFixture& job, uint64_t c, size_t elems = 4, uint64_t offset = 0) {
+  const uint32_t slot = static_cast<uint32_t>(c % 4);
+  const uint32_t shadow = static_cast<uint32_t>((c / 4) % 2);
+  const std::vector<float> v(elems, 1.0f);
+  Send(job, 0, slot, shadow, c, v, 0, offset);
+  EXPECT_EQ(Send(job, 0, slot, shadow, c, v, proto::kFlagRedundant, offset).kind, ActionKind::kNone);
+  return Send(job, 1, slot, shadow, c, v, 0, offset);
+}
+
+bool Flagged(const Action& a) { return (a.header.flags & proto::kFlagRedundant) != 0; }
+
 TEST(EngineRedundancy, LossyAboveThreePercentOfFirstCopiesLostUntilUnderOneAndAHalf) {
   TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 2, 4, 1024);
@@ -54,19 +67,21 @@ TEST(EngineRedundancy, LossyAboveThreePercentOfFirstCopiesLostUntilUnderOneAndAH
   for (; c < 200 && !lossy; ++c) {
     const Action a = Round(job, c, c % 10 == 0 ? proto::kFlagRetransmit : 0);
     ASSERT_EQ(a.kind, ActionKind::kResultToAll);
-    lossy = a.copies == 2;
-    EXPECT_EQ(lossy, (a.header.flags & proto::kFlagRedundant) != 0);
+    lossy = Flagged(a);
+    EXPECT_EQ(a.copies, 1) << "no child sends copies yet";
   }
   ASSERT_TRUE(lossy) << "still not lossy after 100 rounds at 5%";
   EXPECT_GT(c, 110u) << "lossy too soon: a few losses are not 3%";
+  EXPECT_EQ(RoundCopied(job, c++).copies, 2);
   EXPECT_GE(engine.counters().redundant_results, 1u);
   EXPECT_EQ(engine.Jobs()[0].stats.redundant_results, engine.counters().redundant_results);
   // Loss-free again: the average falls under 1.5% and the job is not lossy.
   bool still = true;
   uint64_t rounds = 0;
   for (; rounds < 400 && still; ++rounds, ++c) {
-    const Action a = Round(job, c, 0);
-    still = a.copies == 2;
+    const Action a = RoundCopied(job, c);
+    still = Flagged(a);
+    EXPECT_EQ(a.copies, still ? 2 : 1);
   }
   EXPECT_FALSE(still) << "lossy after 400 loss-free rounds";
   EXPECT_GT(rounds, 20u) << "no hysteresis: it left the lossy state at once";
@@ -79,7 +94,7 @@ TEST(EngineRedundancy, OnlyTheStartOfACollectiveGoesTwiceAndResendAnswersOnce) {
   JobFixture job(&engine, 1, 2, 2, 4, 1024);
   uint64_t c = 0;
   for (; c < 100; ++c) Round(job, c, proto::kFlagRetransmit);  // half the first copies lost
-  const Action small = Round(job, c++, 0, 4);
+  const Action small = RoundCopied(job, c++, 4);
   EXPECT_EQ(small.copies, 2);
   EXPECT_NE(small.header.flags & proto::kFlagRedundant, 0);
   // The second packet of a collective (its first 256 elements filled a
@@ -87,7 +102,7 @@ TEST(EngineRedundancy, OnlyTheStartOfACollectiveGoesTwiceAndResendAnswersOnce) {
   const Action later = Round(job, c++, 0, 1, 256);
   EXPECT_EQ(later.copies, 1) << "bytes 1024..1028 of the collective";
   EXPECT_NE(later.header.flags & proto::kFlagRedundant, 0);
-  const Action big = Round(job, c, 0, 5);
+  const Action big = RoundCopied(job, c, 5);
   EXPECT_EQ(big.copies, 1) << "20 bytes > redundant_max_bytes";
   EXPECT_NE(big.header.flags & proto::kFlagRedundant, 0) << "the flag tells the ranks anyway";
   // Child 1 resends the round that just completed: answered once, flagged.
@@ -98,6 +113,31 @@ TEST(EngineRedundancy, OnlyTheStartOfACollectiveGoesTwiceAndResendAnswersOnce) {
   EXPECT_EQ(again.header.type, MsgType::kResult);
   EXPECT_EQ(again.copies, 1);
   EXPECT_NE(again.header.flags & proto::kFlagRedundant, 0);
+}
+
+// A rank that finds copies slow on its path stops sending them, and the
+// aggregator's copies stop with it: RESULTs go twice for a collective the
+// children copied and the one after it (the last child's copy may arrive
+// after its first copy completed the round), not later.
+TEST(EngineRedundancy, ResultsGoTwiceOnlyWhileTheChildrenCopy) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 4, 1024);
+  uint64_t c = 0;
+  for (; c < 100; ++c) Round(job, c, proto::kFlagRetransmit);
+  Action a = Round(job, c++, 0);
+  ASSERT_TRUE(Flagged(a)) << "the job is lossy";
+  EXPECT_EQ(a.copies, 1) << "no child copied yet";
+  EXPECT_EQ(RoundCopied(job, c++).copies, 2);
+  a = Round(job, c++, 0);
+  EXPECT_EQ(a.copies, 2) << "the collective after a copied one";
+  a = Round(job, c++, 0);
+  EXPECT_EQ(a.copies, 1) << "the children stopped copying";
+  EXPECT_TRUE(Flagged(a)) << "the ranks still hear of the loss";
+  // A replayed copy of an old collective switches nothing back on.
+  const std::vector<float> v(4, 1.0f);
+  EXPECT_EQ(Send(job, 0, 0, 0, 0, v, proto::kFlagRedundant).kind, ActionKind::kNone);
+  EXPECT_EQ(Round(job, c++, 0).copies, 1);
+  EXPECT_EQ(RoundCopied(job, c++).copies, 2);
 }
 
 TEST(EngineRedundancy, RedundantCopiesCountOnceAndAreNeverAnswered) {

@@ -66,6 +66,7 @@ trib_config_t DistinctConfig() {
   c.block_sparse = 1;  // the default is 0
   c.reproducible = 1;  // the default is 0
   c.redundant_max_bytes = 1234;
+  c.redundant_auto = 0;  // the default is 1
   return c;
 }
 
@@ -116,6 +117,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_TRUE(o.block_sparse);
   EXPECT_TRUE(o.reproducible);
   EXPECT_EQ(o.redundant_max_bytes, 1234u);
+  EXPECT_FALSE(o.redundant_auto);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;

@@ -137,6 +137,7 @@ class ProgressTest : public ::testing::Test {
     options_.congestion_target_us = congestion_target_us_;  // 0: the whole window
     options_.window_poll = window_poll_;
     options_.redundant_max_bytes = redundant_max_bytes_;
+    options_.redundant_auto = redundant_auto_;
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = op_timeout_ms_;
     auto t = std::make_unique<FakeTransport>();
@@ -172,6 +173,7 @@ class ProgressTest : public ::testing::Test {
   bool result_ce_ = false;
   uint16_t result_flags_ = 0;  // e.g. kFlagRedundant: the aggregator sees loss
   uint32_t redundant_max_bytes_ = 8192;
+  bool redundant_auto_ = true;
   uint32_t op_timeout_ms_ = 1000;
   void TearDown() override {
     engine_->Stop();

@@ -340,6 +340,47 @@ TEST_F(ProgressTest, SmallFragmentsGoOutTwiceWhileTheAggregatorReportsLoss) {
   EXPECT_EQ(engine_->Stats().redundant_copies, 0u);
 }
 
+// Whether copies pay is measured (copy_choice.h): of each 128 collectives
+// sent while the aggregator reports loss, the first 16 go with copies, the
+// next 16 without, and the rest as the faster of those two trials did.
+TEST_F(ProgressTest, CopiesAreKeptOnlyWhereTheyMakeCollectivesFaster) {
+  Make(4);
+  MeasureRoundTrip(1 * kMs);
+  result_flags_ = proto::kFlagRedundant;
+  // One collective, answered `latency` after its send; how many packets it sent.
+  auto collective = [&](uint64_t id, uint64_t latency_if_copied, uint64_t latency) {
+    auto req = Submit(16, id);
+    engine_->Poll();
+    std::vector<Sent> c = Take();
+    now_ += c.size() == 2 ? latency_if_copied : latency;
+    Answer(c[0]);
+    engine_->Poll();
+    tributary::Status st;
+    EXPECT_TRUE(Done(req, &st)) << id;
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return c.size();
+  };
+  EXPECT_EQ(collective(2, 1 * kMs, 1 * kMs), 1u) << "sent before a RESULT reported loss";
+  const uint64_t cycle = CopyChoice::kEpoch * CopyChoice::kCycle;
+  // Copies slower (3 ms against 1 ms): after the trials, none.
+  for (uint64_t j = 0; j < cycle; ++j) {
+    const size_t expect = j < CopyChoice::kEpoch ? 2 : 1;
+    EXPECT_EQ(collective(cycle + j, 3 * kMs, 1 * kMs), expect) << j;
+  }
+  // Copies faster: the next cycle's trials turn them back on.
+  for (uint64_t j = 0; j < cycle; ++j) {
+    const size_t expect = j >= CopyChoice::kEpoch && j < 2 * CopyChoice::kEpoch ? 1 : 2;
+    EXPECT_EQ(collective(2 * cycle + j, 1 * kMs, 3 * kMs), expect) << j;
+  }
+  // TRIBUTARY_REDUNDANT_AUTO=0: copies whenever the aggregator reports loss.
+  redundant_auto_ = false;
+  Make(4);
+  MeasureRoundTrip(1 * kMs);  // its RESULT reports loss
+  for (uint64_t j = 0; j < 2 * CopyChoice::kEpoch + 8; ++j) {
+    EXPECT_EQ(collective(cycle + j, 3 * kMs, 1 * kMs), 2u) << j;
+  }
+}
+
 // Loss detection by send time (FORMAT.md §9.4, RACK): once a fragment sent
 // after another was answered, the older one is overdue when that answer's
 // round trip plus srtt/2 has passed since its own send, and is recovered

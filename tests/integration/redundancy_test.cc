@@ -22,8 +22,10 @@ using testing::DaemonProcess;
 // Redundancy under loss (FORMAT.md §8.4), end to end: every rank loses 10%
 // of what it sends and receives (injected), and runs 300 one-fragment
 // all-reduces, each checked. The daemon's estimate sees about a tenth of
-// the first copies lost (far above its 3%), so the job turns lossy, its
-// RESULTs go twice and the ranks send second copies; redundant copies are
+// the first copies lost (far above its 3%), so the job turns lossy: the
+// ranks send second copies (at least in their first trial, collectives
+// 0-63, whatever they then choose: copy_choice.h) and its RESULTs go twice
+// while they do; redundant copies are
 // never aggregated twice (every result exact) and those of arrived first
 // copies are dropped. Why the verdict holds under any schedule: which
 // packets are lost depends on the order of sends, but the loss rate does
@@ -31,8 +33,8 @@ using testing::DaemonProcess;
 // lost first copies for the last 128 or so with a probability far below
 // 1e-20.
 TEST(ReliabilityRedundancy, SmallAllReducesUnderLossAreSentTwiceAndStayExact) {
-  DaemonProcess daemon_;  // the copies are off by default (tributaryd.yaml)
-  ASSERT_TRUE(IsOk(daemon_.Start({"--redundant-max-bytes", "65536"})));
+  DaemonProcess daemon_;  // the default redundant_max_bytes, 65536
+  ASSERT_TRUE(IsOk(daemon_.Start({})));
   const uint32_t job = NextJobId();
   const std::string addr = daemon_.address();
   std::string failures = testing::RunRanks(4, 120, [&](int rank) {

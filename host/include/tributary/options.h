@@ -157,6 +157,11 @@ struct TRIB_API Options {
   // first send (a small all-reduce then rarely waits for a loss to be
   // found; a big one sends at most this much more). 0: never.
   uint32_t redundant_max_bytes = 65536;
+  // Whether copies pay on this path is measured (host/src/copy_choice.h):
+  // trials of 64 collectives with and without copies, at most every 1024
+  // collectives, and the faster kept. false: copy whenever the aggregator
+  // reports loss.
+  bool redundant_auto = true;
 
   // Socket buffer sizes requested for the UDP transport (bytes).
   uint32_t socket_buffer_bytes = 8u << 20;

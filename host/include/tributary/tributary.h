@@ -194,6 +194,10 @@ typedef struct trib_config {
    * the aggregator reports loss, the fragments within the first this many
    * bytes of a collective are sent twice; 0 = never. */
   uint32_t redundant_max_bytes;
+  /* Whether the copies pay is measured per path (tributary::Options::
+   * redundant_auto): 1 = on (default), 0 = copy whenever the aggregator
+   * reports loss. */
+  int redundant_auto;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

@@ -17,9 +17,9 @@
 // job shares, so all ranks try the same collectives the same way (the
 // aggregator doubles RESULTs only while children copy). Per cycle of
 // kCycle epochs of kEpoch collectives (1024): epoch 0 with copies, epoch 1
-// without, then the choice (7/8 of the collectives). Only collectives
-// whose every fragment could be copied (small ones, sent while the
-// aggregator reported loss) are measured, from submission to completion,
+// without, then the choice (7/8 of the collectives). Only collectives sent
+// while the aggregator reported loss are measured (small ones, and big
+// ones whose start may go twice), from submission to completion,
 // and not the first kSettle of a trial: the path is still in the state the
 // other mode left (a bucket that filled up without copies lets the first
 // copies through at wire speed; the trials were short at first, 16
@@ -75,11 +75,14 @@ class CopyChoice {
 
   // Whether collective `id`'s first copies go twice (the aggregator reports
   // loss and its fragments are small enough: the caller's conditions).
-  bool CopiesFor(uint64_t id) const {
+  // `whole`: all of the collective lies within the bytes that may go twice.
+  // Until the first decision, only such small collectives copy outside the
+  // trials: the start of a big one saves little, and on a slow link costs.
+  bool CopiesFor(uint64_t id, bool whole = true) const {
     if (!automatic_) return true;
     const uint64_t epoch = Epoch(id);
-    if (epoch >= 2 || !TrialCycle(id)) return copies_;
-    return epoch == 0;
+    if (epoch < 2 && TrialCycle(id)) return epoch == 0;
+    return decisions_ > 0 ? copies_ : whole;
   }
 
   // A measurable collective (see above) completed `latency_ns` after its

@@ -80,9 +80,9 @@ struct Operation {
   uint64_t submit_ns = 0;
   uint64_t deadline_ns = 0;  // op_timeout_ms after the start
   bool finished = false;
-  // Every first send of it could go twice (FORMAT.md §8.4): the aggregator
-  // reported loss and its fragments lay within redundant_max_bytes; its
-  // latency then tells whether copies pay (copy_choice.h).
+  // Every first send of it went while the aggregator reported loss
+  // (FORMAT.md §8.4): its latency then tells whether copies pay
+  // (copy_choice.h).
   bool copy_measurable = true;
 
   bool Owns(uint64_t seq) const { return seq >= first_seq && seq < first_seq + nfrags; }

@@ -319,12 +319,11 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   // costs nothing: small collectives whole, at most that much of big ones;
   // where the copies pay on this path (copy_choice.h).
   const bool first_send = !retransmit && !probe;
-  const bool copyable = first_send && redundant_ && !reliable_ &&
-                        options_.redundant_max_bytes > 0 &&
-                        (slot.elem_offset + slot.elem_count) * op.elem_size <=
-                            options_.redundant_max_bytes;
-  if (first_send && !copyable) op.copy_measurable = false;
-  if (copyable) {
+  const bool lossy = first_send && redundant_ && !reliable_ && options_.redundant_max_bytes > 0;
+  const bool copyable = lossy && (slot.elem_offset + slot.elem_count) * op.elem_size <=
+                                     options_.redundant_max_bytes;
+  if (first_send && !lossy) op.copy_measurable = false;
+  if (lossy) {
     const uint64_t decisions = copy_choice_.decisions();
     if (copy_choice_.Advance(op.desc.collective_id)) LogCopyChoice(now);
     if (copy_choice_.decisions() != decisions) {
@@ -334,7 +333,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
                copy_choice_.without_ns() / 1e3);
     }
   }
-  const int copies = copyable && copy_choice_.CopiesFor(op.desc.collective_id) ? 2 : 1;
+  const bool whole = op.desc.count * op.elem_size <= options_.redundant_max_bytes;
+  const int copies = copyable && copy_choice_.CopiesFor(op.desc.collective_id, whole) ? 2 : 1;
   for (int c = 0; c < copies; ++c) {
     if (c == 1) h.flags |= proto::kFlagRedundant;
     uint8_t* header = QueueTx(payload, payload_len, header_len);

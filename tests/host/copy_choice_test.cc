@@ -112,6 +112,23 @@ TEST(CopyChoiceTest, TooFewOrUnlikeSamplesDecideNothing) {
   EXPECT_FALSE(e.copies());
 }
 
+// Outside the trials, a big collective (only its start may go twice) copies
+// only once a trial found copies faster; small ones copy until a decision.
+TEST(CopyChoiceTest, BigCollectivesCopyOnlyOnceCopiesWon) {
+  CopyChoice c;
+  EXPECT_TRUE(c.CopiesFor(0, false)) << "the trial with copies";
+  EXPECT_FALSE(c.CopiesFor(kEpoch, false)) << "the trial without";
+  EXPECT_FALSE(c.CopiesFor(2 * kEpoch, false)) << "no decision yet";
+  EXPECT_TRUE(c.CopiesFor(2 * kEpoch, true));
+  RunCycle(&c, 0, 200 * kUs, 600 * kUs);
+  EXPECT_TRUE(c.CopiesFor(kCycleLen + 2 * kEpoch, false));
+  // (That trial confirmed the first choice: the next is in cycle 2.)
+  RunCycle(&c, 2 * kCycleLen, 900 * kUs, 300 * kUs);
+  EXPECT_FALSE(c.copies());
+  EXPECT_FALSE(c.CopiesFor(2 * kCycleLen + 3 * kEpoch, false));
+  EXPECT_FALSE(c.CopiesFor(2 * kCycleLen + 3 * kEpoch, true));
+}
+
 // Trials that confirm the choice come ever less often (every 8th cycle at
 // most); one that changes it brings them back to every cycle.
 TEST(CopyChoiceTest, ConfirmedChoicesAreTriedLessOften) {

@@ -112,6 +112,9 @@ void Job::Recycle(uint32_t new_epoch) {
   live_.clear();
   finished_ = false;
   completions = 0;
+  // The new generation numbers its collectives from the start again.
+  copies_seen = false;
+  copied_collective = 0;
   stats = JobStats{};
 }
 

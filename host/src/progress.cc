@@ -313,28 +313,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
           : nullptr;
   const bool placed = result_memory != nullptr && result_memory->registered();
   const size_t header_len = placed ? proto::kMaxHeaderSize : proto::kHeaderSize;
-  // FORMAT.md §8.4: while the aggregator reports loss, the first send of a
-  // fragment within the first redundant_max_bytes of its collective goes
-  // out twice (the second copy marked redundant), so that losing one copy
-  // costs nothing: small collectives whole, at most that much of big ones;
-  // where the copies pay on this path (copy_choice.h).
-  const bool first_send = !retransmit && !probe;
-  const bool lossy = first_send && redundant_ && !reliable_ && options_.redundant_max_bytes > 0;
-  const bool copyable = lossy && (slot.elem_offset + slot.elem_count) * op.elem_size <=
-                                     options_.redundant_max_bytes;
-  if (first_send && !lossy) op.copy_measurable = false;
-  if (lossy) {
-    const uint64_t decisions = copy_choice_.decisions();
-    if (copy_choice_.Advance(op.desc.collective_id)) LogCopyChoice(now);
-    if (copy_choice_.decisions() != decisions) {
-      TRIB_LOG(kDebug, "progress", "collective %llu: copies %s (%.0f us with, %.0f us without)",
-               static_cast<unsigned long long>(op.desc.collective_id),
-               copy_choice_.copies() ? "on" : "off", copy_choice_.with_ns() / 1e3,
-               copy_choice_.without_ns() / 1e3);
-    }
-  }
-  const bool whole = op.desc.count * op.elem_size <= options_.redundant_max_bytes;
-  const int copies = copyable && copy_choice_.CopiesFor(op.desc.collective_id, whole) ? 2 : 1;
+  // FORMAT.md §8.4: twice while the aggregator reports loss, where it pays.
+  const int copies = Copies(op, slot, !retransmit && !probe, now);
   for (int c = 0; c < copies; ++c) {
     if (c == 1) h.flags |= proto::kFlagRedundant;
     uint8_t* header = QueueTx(payload, payload_len, header_len);
@@ -752,26 +732,6 @@ void ProgressEngine::FinishOp(Operation* op, Status status) {
   // Release the buffers first: a caller woken by Complete may deregister them.
   if (op->desc.on_done) op->desc.on_done();
   op->desc.request->Complete(std::move(status));
-}
-
-// FORMAT.md §8.4, copy_choice.h: a small collective completed while the
-// aggregator reported loss; its latency is a sample of the trial it fell in.
-void ProgressEngine::ChooseCopies(const Operation& op) {
-  copy_choice_.OnComplete(op.desc.collective_id, op.desc.count * op.elem_size,
-                          clock_() - op.submit_ns);
-}
-
-// The choice changed: at INFO, at most once per kCopyChoiceLogNs.
-void ProgressEngine::LogCopyChoice(uint64_t now) {
-  if (copy_choice_logged_ns_ != 0 && now - copy_choice_logged_ns_ < kCopyChoiceLogNs) return;
-  copy_choice_logged_ns_ = now;
-  TRIB_LOG(kInfo, "progress",
-           "job %u rank %u: redundant copies %s on this path under loss (small collectives took "
-           "%.0f us with them, %.0f us without; tried again within %llu collectives)",
-           id_.job_id, id_.rank, copy_choice_.copies() ? "pay" : "do not pay",
-           copy_choice_.with_ns() / 1e3, copy_choice_.without_ns() / 1e3,
-           static_cast<unsigned long long>(CopyChoice::kEpoch * CopyChoice::kCycle *
-                                           CopyChoice::kMaxSkip));
 }
 
 void ProgressEngine::PopFinished() {

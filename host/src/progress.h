@@ -222,6 +222,9 @@ class ProgressEngine {
   void Flush();
   void PublishTransportStats();
   void FinishOp(Operation* op, Status status);
+  // How many copies slot's fragment's send goes out as (progress_copies.cc,
+  // FORMAT.md §8.4): 2 while the aggregator reports loss, where it pays.
+  int Copies(Operation& op, const Slot& slot, bool first_send, uint64_t now);
   void ChooseCopies(const Operation& op);
   void LogCopyChoice(uint64_t now);
   void PopFinished();

@@ -270,7 +270,7 @@ void ProgressEngine::FillWindow(uint64_t now) {
 }
 
 void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe,
-                                  uint32_t probe_window) {
+                                  uint32_t probe_window, bool poll) {
   Slot& slot = window_.slot(index);
   Operation& op = *slot.op;
   proto::Header h;
@@ -278,7 +278,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   h.flags = (retransmit ? proto::kFlagRetransmit : 0) |
             (options_.checksum ? proto::kFlagChecksum : 0) |
             (!probe && op.IsLast(slot.next_seq) ? proto::kFlagLastFragment : 0) |
-            (!probe && options_.payload_mac ? proto::kFlagPayloadMac : 0);
+            (!probe && options_.payload_mac ? proto::kFlagPayloadMac : 0) |
+            (probe && poll ? proto::kFlagWindow : 0);
   const uint64_t frag = slot.next_seq - op.first_seq;
   if (!probe) h.flags |= op.RoutingFlags(frag);
   h.job_id = id_.job_id;
@@ -687,18 +688,21 @@ void ProgressEngine::HandleGapReport(const proto::PacketView& p, uint64_t now) {
 // the data sent before it was lost (a datagram path keeps order: one that
 // reorders costs a needless resend, which idempotence absorbs) and goes
 // again at once. Held and complete with no RESULT here: that RESULT left
-// before this STATUS and was lost; a single probe asks for it.
+// before this STATUS and was lost; a single probe asks for it. That holds
+// for the fragment named too (j = 0), whose round a window poll's answer
+// may report complete; its held bit is the header's (HandleStatus).
 uint32_t ProgressEngine::ApplyStatusWindow(const proto::PacketView& p, uint64_t base_seq,
                                            uint64_t probe_order, uint64_t now) {
   uint32_t acted = 0;
   const uint32_t w = std::min(p.header.aux, window_.size());
   const uint8_t* held = p.payload;
   const uint8_t* complete = p.payload + proto::WindowBitmapBytes(p.header.aux);
-  for (uint32_t j = 1; j < w; ++j) {
+  for (uint32_t j = 0; j < w; ++j) {
     const uint64_t seq = base_seq + j;
     const auto i = static_cast<uint32_t>(seq % window_.size());
     Slot& s = window_.slot(i);
     if (!s.busy || s.next_seq != seq || s.data_order > probe_order) continue;
+    if (j == 0 && !proto::WindowBit(held, 0)) continue;
     if (!proto::WindowBit(held, j)) {
       s.held = false;
       counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);

@@ -153,7 +153,8 @@ uint64_t ProgressEngine::MaybePollWindow(uint64_t now) {
   poll_seq_ = s.next_seq;
   poll_sent_ns_ = now;
   counters_.window_polls.fetch_add(1, std::memory_order_relaxed);
-  SendFragment(base, now, true, /*probe=*/true, WindowFrom(base));
+  SendFragment(base, now, true, /*probe=*/true, std::max<uint32_t>(1, WindowFrom(base)),
+               /*poll=*/true);
   poll_order_ = s.probe_order;
   return now + std::min(rtt_.RtoNs(), std::max(2 * poll_rtt_ns_, rtt_.srtt_ns()));
 }

@@ -91,6 +91,27 @@ TEST(EngineStatus, WindowBitmapsSayWhichFragmentsAreHeldAndComplete) {
                         proto::ReduceOp::kSum, 16);
   p.header.aux = 4;
   EXPECT_EQ(job.Deliver(p, JobFixture::Peer(0), 3).header.type, MsgType::kResult);
+  EXPECT_EQ(engine.counters().retransmit_answers, 1u);
+  // ... unless the request is a window poll (kFlagWindow): then the
+  // windowed STATUS, whose complete bit 0 says the RESULT went out.
+  p.header.flags |= proto::kFlagWindow;
+  const Action poll = job.Deliver(p, JobFixture::Peer(0), 3);
+  ASSERT_EQ(poll.header.type, MsgType::kStatus);
+  EXPECT_EQ(poll.header.flags, proto::kFlagWindow | proto::kFlagHeld);
+  ASSERT_EQ(poll.header.aux, 4u);
+  EXPECT_TRUE(proto::WindowBit(poll.payload, 0));
+  EXPECT_TRUE(proto::WindowBit(poll.payload + proto::WindowBitmapBytes(4), 0));
+  EXPECT_EQ(engine.counters().retransmit_answers, 1u);
+  EXPECT_EQ(engine.counters().window_statuses, 4u);
+  // A poll of one fragment (aux 1) too; without the flag, its RESULT.
+  p.header.aux = 1;
+  const Action one = job.Deliver(p, JobFixture::Peer(0), 3);
+  ASSERT_EQ(one.header.type, MsgType::kStatus);
+  EXPECT_EQ(one.header.aux, 1u);
+  EXPECT_TRUE(proto::WindowBit(one.payload + proto::WindowBitmapBytes(1), 0));
+  p.header.flags &= static_cast<uint16_t>(~proto::kFlagWindow);
+  EXPECT_EQ(job.Deliver(p, JobFixture::Peer(0), 3).header.type, MsgType::kResult);
+  EXPECT_EQ(engine.counters().retransmit_answers, 2u);
   // aux 0 or 1: the plain STATUS of §3.6.
   p.header = job.Header(MsgType::kResultRequest, 0, 2, 0, 1, 32, proto::DataType::kFloat32,
                         proto::ReduceOp::kSum, 16);
@@ -98,7 +119,7 @@ TEST(EngineStatus, WindowBitmapsSayWhichFragmentsAreHeldAndComplete) {
   const Action d = job.Deliver(p, JobFixture::Peer(0), 3);
   EXPECT_EQ(d.header.flags, proto::kFlagHeld);
   EXPECT_EQ(StatusSenders(d), std::vector<uint32_t>{1});
-  EXPECT_EQ(engine.counters().window_statuses, 3u);
+  EXPECT_EQ(engine.counters().window_statuses, 5u);  // the plain one is not windowed
 }
 
 // STATUS lists exactly the missing children, beyond one bitmap word, and at

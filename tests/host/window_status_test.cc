@@ -10,7 +10,9 @@
 // probe out (a replay); a gap report resends the fragment before the one it
 // names at once, and only while that is what it can be about; the poll starts only after a loss or a RESULT
 // that overtook the fragment before it, follows the pass that sent data,
-// waits longer after answers that find nothing, and stops after 8 of them.
+// waits longer after answers that find nothing, and stops after 8 of them;
+// a poll is marked as one, and one that finds its own round complete asks
+// for that RESULT.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -156,6 +158,11 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
   EXPECT_EQ(sent[1].header.type, proto::MsgType::kResultRequest);
   EXPECT_EQ(sent[1].header.slot, 1u);
   EXPECT_EQ(sent[1].header.aux, 4u);
+  // A poll says so (kFlagWindow): the aggregator answers with the window's
+  // state even where fragment 1's round is complete. Recovery probes ask
+  // for the RESULT itself.
+  EXPECT_NE(sent[1].header.flags & proto::kFlagWindow, 0);
+  for (const Sent& p : probes) EXPECT_EQ(p.header.flags & proto::kFlagWindow, 0);
   EXPECT_EQ(engine_->Stats().window_polls, 1u);
   // Nothing more while it is unanswered.
   engine_->Poll();
@@ -217,6 +224,45 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
     Take();
   }
   EXPECT_EQ(engine_->Stats().window_polls, polls);
+  Finish();
+}
+
+// A poll's answer that reports the round of the fragment it names (the
+// lowest in flight) complete, while that RESULT never came: the RESULT left
+// before the STATUS (one path keeps order) and was lost, so a plain request
+// asks for it. Reported held only, or complete once the RESULT is here:
+// nothing.
+TEST_F(WindowTest, APollThatFindsItsOwnRoundCompleteAsksForTheResult) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  now_ += kMs / 2;
+  Answer(c_[0]);  // fragment 1: in order
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  Answer(c_[2]);  // fragment 3 overtakes fragment 2: the poll is armed
+  engine_->Poll();
+  std::vector<Sent> poll = Take();
+  ASSERT_EQ(poll.size(), 1u);
+  ASSERT_EQ(poll[0].header.slot, 2u);
+  ASSERT_NE(poll[0].header.flags & proto::kFlagWindow, 0);
+  now_ += kMs / 2;
+  SendWindowStatus(poll[0], {0, 2}, {});  // fragment 2 held, not complete
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  // The next poll (after two of its round trips): fragment 2 complete.
+  std::vector<Sent> next;
+  for (int step = 0; step < 40 && next.empty(); ++step) {
+    now_ += kMs / 4;
+    engine_->Poll();
+    next = Take();
+  }
+  ASSERT_EQ(next.size(), 1u);
+  ASSERT_EQ(next[0].header.slot, 2u);
+  ASSERT_NE(next[0].header.flags & proto::kFlagWindow, 0);
+  now_ += kMs / 2;
+  SendWindowStatus(next[0], {0, 2}, {0});
+  engine_->Poll();
+  ASSERT_NO_FATAL_FAILURE(ExpectResultAskedOf(2));
+  EXPECT_EQ(engine_->Stats().window_polls, 2u);
   Finish();
 }
 

@@ -270,7 +270,7 @@ void ProgressEngine::FillWindow(uint64_t now) {
 }
 
 void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe,
-                                  uint32_t probe_window, bool poll) {
+                                  uint32_t probe_window, bool state_only) {
   Slot& slot = window_.slot(index);
   Operation& op = *slot.op;
   proto::Header h;
@@ -279,7 +279,7 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
             (options_.checksum ? proto::kFlagChecksum : 0) |
             (!probe && op.IsLast(slot.next_seq) ? proto::kFlagLastFragment : 0) |
             (!probe && options_.payload_mac ? proto::kFlagPayloadMac : 0) |
-            (probe && poll ? proto::kFlagWindow : 0);
+            (probe && state_only ? proto::kFlagWindow : 0);
   const uint64_t frag = slot.next_seq - op.first_seq;
   if (!probe) h.flags |= op.RoutingFlags(frag);
   h.job_id = id_.job_id;

@@ -175,11 +175,11 @@ class ProgressEngine {
   void DrainSubmissions(uint64_t now);
   void FillWindow(uint64_t now);
   // A probe (RESULT_REQUEST) asks about `probe_window` fragments from this
-  // one (its aux, FORMAT.md §3.4); 0 about this one alone. `poll`: the
-  // window poll (kFlagWindow), answered by a STATUS even when this
-  // fragment's round is complete.
+  // one (its aux, FORMAT.md §3.4); 0 about this one alone. `state_only`
+  // (kFlagWindow): answered by the windowed STATUS even when this
+  // fragment's round is complete, never by its RESULT.
   void SendFragment(uint32_t index, uint64_t now, bool retransmit, bool probe,
-                    uint32_t probe_window = 0, bool poll = false);
+                    uint32_t probe_window = 0, bool state_only = false);
   // How many fragments a probe of slot i's asks about: up to the newest in
   // flight (0 on a reliable transport, which loses nothing).
   uint32_t ProbeWindow(uint32_t i) const;

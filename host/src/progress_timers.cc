@@ -102,7 +102,12 @@ void ProgressEngine::Recover(uint32_t i, uint64_t now, bool timer) {
   if (resend) slot.unanswered_probes = 0;
   slot.probe_pending = !resend;
   if (!resend) slot.probe_sent_ns = now;
-  SendFragment(i, now, true, /*probe=*/!resend, resend ? 0 : ProbeWindow(i));
+  // A windowed probe asks for state only (kFlagWindow, FORMAT.md §3.4): a
+  // RESULT still on its way is not sent again behind itself; the STATUS
+  // says the round is complete, and the RESULT is asked for if it did not
+  // arrive before that STATUS (ApplyStatusWindow).
+  const uint32_t w = resend ? 0 : ProbeWindow(i);
+  SendFragment(i, now, true, /*probe=*/!resend, w, /*state_only=*/w > 1);
 }
 
 uint32_t ProgressEngine::ProbeWindow(uint32_t i) const {
@@ -154,7 +159,7 @@ uint64_t ProgressEngine::MaybePollWindow(uint64_t now) {
   poll_sent_ns_ = now;
   counters_.window_polls.fetch_add(1, std::memory_order_relaxed);
   SendFragment(base, now, true, /*probe=*/true, std::max<uint32_t>(1, WindowFrom(base)),
-               /*poll=*/true);
+               /*state_only=*/true);
   poll_order_ = s.probe_order;
   return now + std::min(rtt_.RtoNs(), std::max(2 * poll_rtt_ns_, rtt_.srtt_ns()));
 }

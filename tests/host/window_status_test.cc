@@ -113,19 +113,34 @@ TEST_F(WindowTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTh
 
 // Held fragments only wait; held and complete with no RESULT here means the
 // RESULT was lost: one plain probe asks for it, and its answer completes it.
+// That holds for the fragment the probe names too.
 TEST_F(WindowTest, WindowedStatusAsksForResultsThatWereLost) {
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
   std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
+  // Timer probes over a window ask for state only (kFlagWindow, FORMAT.md
+  // §3.4): a RESULT still on its way is not sent again. The newest
+  // fragment's probe asks about itself alone, a plain request.
+  for (const Sent& p : probes) {
+    EXPECT_EQ((p.header.flags & proto::kFlagWindow) != 0, p.header.aux > 1) << p.header.slot;
+  }
+  EXPECT_EQ(probes[3].header.aux, 0u);
   // Slot 3's own probe is answered "held" (a fragment whose own probe is
   // still out waits for that answer instead).
   now_ += 1 * kMs;
   SendStatus(c_[2], /*held=*/true, {0});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
-  SendWindowStatus(probes[0], {0, 1, 2, 3}, {2});
+  // Slot 1's own round (bit 0) and slot 3's complete, neither RESULT here.
+  SendWindowStatus(probes[0], {0, 1, 2, 3}, {0, 2});
   engine_->Poll();
-  ASSERT_NO_FATAL_FAILURE(ExpectResultAskedOf(3));
+  std::vector<Sent> asked = Take();
+  ASSERT_EQ(asked.size(), 2u);
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(asked[k].header.type, proto::MsgType::kResultRequest);
+    EXPECT_EQ(asked[k].header.slot, k == 0 ? 1u : 3u);
+    EXPECT_EQ(asked[k].header.aux, 0u);
+  }
   EXPECT_EQ(engine_->Stats().losses_detected, 0u);
   // Slot 2's probe answered alike: slot 3 was asked after that probe.
   SendWindowStatus(probes[1], {0, 1, 2}, {1});
@@ -158,11 +173,9 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
   EXPECT_EQ(sent[1].header.type, proto::MsgType::kResultRequest);
   EXPECT_EQ(sent[1].header.slot, 1u);
   EXPECT_EQ(sent[1].header.aux, 4u);
-  // A poll says so (kFlagWindow): the aggregator answers with the window's
-  // state even where fragment 1's round is complete. Recovery probes ask
-  // for the RESULT itself.
+  // A poll asks for state only (kFlagWindow): the aggregator answers with
+  // the window's state even where fragment 1's round is complete.
   EXPECT_NE(sent[1].header.flags & proto::kFlagWindow, 0);
-  for (const Sent& p : probes) EXPECT_EQ(p.header.flags & proto::kFlagWindow, 0);
   EXPECT_EQ(engine_->Stats().window_polls, 1u);
   // Nothing more while it is unanswered.
   engine_->Poll();

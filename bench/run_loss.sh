@@ -19,7 +19,9 @@
 # Settings are interleaved per round (0%, then every hook x loss), so machine
 # noise hits all alike. Sizes below --split run with --iters timed iterations
 # (after --warmup), sizes from --split up with --large-iters (after one
-# warm-up): at 10% loss a 16 MiB all-reduce takes seconds. A small
+# warm-up): 20, where 3 (the default until 2026-12-05, when a 16 MiB
+# all-reduce took seconds at 10% loss) left the 1-2 MiB cells swinging
+# between 0.4x and 1.0x from run to run. A small
 # all-reduce takes 0.1-0.3 ms and one slow recovery among 10 of them
 # decides their mean: hence 100 (after 10, which also absorb the
 # communicator's start: JOINs lost under loss). Printed: the
@@ -31,7 +33,7 @@
 # when no large size ran).
 #
 # Usage: bench/run_loss.sh [--build DIR] [--ranks N] [--min 1K] [--max 16M]
-#          [--split 1M] [--iters 100] [--warmup 10] [--large-iters 3]
+#          [--split 1M] [--iters 100] [--warmup 10] [--large-iters 20]
 #          [--losses "1 5 10"] [--hooks "input output"] [--rounds 3]
 #          [--timeout-s 900] [--out FILE.md]
 # Needs root, `ip netns` and nft (exits 77 otherwise). DAEMON_ARGS adds
@@ -39,7 +41,7 @@
 # TRIBUTARY_* variables from the environment.
 set -u -o pipefail
 
-BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=100; WARMUP=10; LARGE_ITERS=3
+BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=100; WARMUP=10; LARGE_ITERS=20
 LOSSES="1 5 10"; HOOKS="input output"; ROUNDS=3; TIMEOUT_S=900; OUT=""
 ARGS_TEXT="$*"
 while (($#)); do

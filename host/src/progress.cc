@@ -689,8 +689,9 @@ void ProgressEngine::HandleGapReport(const proto::PacketView& p, uint64_t now) {
 // reorders costs a needless resend, which idempotence absorbs) and goes
 // again at once. Held and complete with no RESULT here: that RESULT left
 // before this STATUS and was lost; a single probe asks for it. That holds
-// for the fragment named too (j = 0), whose round a window poll's answer
-// may report complete; its held bit is the header's (HandleStatus).
+// for the fragment named too (j = 0), whose round the answer to a
+// state-only request may report complete; its held bit is the header's
+// (HandleStatus).
 uint32_t ProgressEngine::ApplyStatusWindow(const proto::PacketView& p, uint64_t base_seq,
                                            uint64_t probe_order, uint64_t now) {
   uint32_t acted = 0;

@@ -26,11 +26,11 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
   Job* job = FindSlot(pkt, from, now_ns, out);
   if (job == nullptr) return;
   const SetMeta& m = job->meta(h.slot, h.shadow);
-  // FORMAT.md §3.4: aux >= 2 asks about a window; kFlagWindow makes the
-  // request a window poll, answered by the windowed STATUS whatever the
-  // state of the round it names.
-  const bool poll = h.aux >= 1 && (h.flags & proto::kFlagWindow) != 0;
-  const bool windowed = h.aux > 1 || poll;
+  // FORMAT.md §3.4: aux >= 2 asks about a window; kFlagWindow asks for
+  // state only, answered by the windowed STATUS whatever the state of the
+  // round it names.
+  const bool state_only = h.aux >= 1 && (h.flags & proto::kFlagWindow) != 0;
+  const bool windowed = h.aux > 1 || state_only;
   if (!SameRound(h, m)) {
     // Older than the set's round: a stale request, ignore it. Otherwise the
     // round has not started here: tell the requester to resend its data.
@@ -40,11 +40,11 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     return StatusNotStarted(job, h, from, out);
   }
   if (m.state == SetState::kComplete) {
-    // A window poll asks what is missing, not for this RESULT: it is most
+    // The child asks what is missing, not for this RESULT: it is most
     // likely still on its way (behind a rate-limited link's queue), and
     // sending it again would double that queue. The complete bit says it
     // went out; the child asks for it if it never arrives.
-    if (poll) return WindowStatus(job, h, from, out);
+    if (state_only) return WindowStatus(job, h, from, out);
     ++counters_.retransmit_answers;
     return ResultTo(job, h.slot, h.shadow, from, out);
   }

@@ -276,14 +276,26 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
       return MakeRequest(state);
     }
   }
-  if (node_ && shape.collective == host::Collective::kAllReduce && OnHost(send) && OnHost(recv)) {
-    auto state = std::make_shared<RequestState>();
-    state->then = then;
-    auto nop = OperationOf<NodeOp>(send_ptr, recv_ptr, count, dtype, op);
-    nop.request = state;
-    nop.on_done = HoldBuffers(send, recv);
-    node_->Submit(std::move(nop));
-    return MakeRequest(state);
+  if (shape.collective == host::Collective::kAllReduce && OnHost(send) && OnHost(recv)) {
+    // The stager's worker (in_order) hands over under node_mu_, as the
+    // device path does (RunDeviceAllReduceOnNode): ~CommImpl takes the node
+    // level away once it holds node_mu_, and the stager does not wait for
+    // the work it is running when it stops. The caller's own thread cannot
+    // be destroying the communicator meanwhile.
+    std::unique_lock<std::mutex> lock(node_mu_, std::defer_lock);
+    if (in_order) {
+      lock.lock();
+      if (node_closing_) return Status(StatusCode::kAborted, "the communicator is being destroyed");
+    }
+    if (node_) {
+      auto state = std::make_shared<RequestState>();
+      state->then = then;
+      auto nop = OperationOf<NodeOp>(send_ptr, recv_ptr, count, dtype, op);
+      nop.request = state;
+      nop.on_done = HoldBuffers(send, recv);
+      node_->Submit(std::move(nop));
+      return MakeRequest(state);
+    }
   }
   // The parts, one per lane: whole packets, contiguous, in lane order (every
   // rank cuts the same way). A count of 0 is one empty part on lane 0.

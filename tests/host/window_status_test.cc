@@ -43,6 +43,18 @@ class WindowTest : public ProgressTest {
     EXPECT_EQ(probes.size(), 4u);
     return probes;
   }
+  // Fragment 1's RESULT in order (arms nothing), then fragment 3's while
+  // fragment 2 waits (arms the poll): what that pass sent.
+  std::vector<Sent> OvertakeFragmentTwo() {
+    now_ += kMs / 2;
+    Answer(c_[0]);  // fragment 1: in order
+    engine_->Poll();
+    EXPECT_TRUE(Take().empty());
+    EXPECT_EQ(engine_->Stats().window_polls, 0u);
+    Answer(c_[2]);  // fragment 3, while fragment 2 waits
+    engine_->Poll();
+    return Take();
+  }
   // What was sent is one plain RESULT_REQUEST, for `slot`'s fragment.
   void ExpectResultAskedOf(uint32_t slot) {
     std::vector<Sent> asked = Take();
@@ -247,13 +259,7 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
 // nothing.
 TEST_F(WindowTest, APollThatFindsItsOwnRoundCompleteAsksForTheResult) {
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
-  now_ += kMs / 2;
-  Answer(c_[0]);  // fragment 1: in order
-  engine_->Poll();
-  EXPECT_TRUE(Take().empty());
-  Answer(c_[2]);  // fragment 3 overtakes fragment 2: the poll is armed
-  engine_->Poll();
-  std::vector<Sent> poll = Take();
+  std::vector<Sent> poll = OvertakeFragmentTwo();
   ASSERT_EQ(poll.size(), 1u);
   ASSERT_EQ(poll[0].header.slot, 2u);
   ASSERT_NE(poll[0].header.flags & proto::kFlagWindow, 0);
@@ -300,14 +306,7 @@ TEST_F(WindowTest, WithoutWindowPollNothingPolls) {
 // Results in order arm nothing.
 TEST_F(WindowTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
-  now_ += kMs / 2;
-  Answer(c_[0]);  // fragment 1: in order
-  engine_->Poll();
-  EXPECT_TRUE(Take().empty());
-  EXPECT_EQ(engine_->Stats().window_polls, 0u);
-  Answer(c_[2]);  // fragment 3, while fragment 2 waits
-  engine_->Poll();
-  std::vector<Sent> poll = Take();
+  std::vector<Sent> poll = OvertakeFragmentTwo();
   ASSERT_EQ(poll.size(), 1u);
   EXPECT_EQ(poll[0].header.type, proto::MsgType::kResultRequest);
   EXPECT_EQ(poll[0].header.slot, 2u);  // the lowest in flight

@@ -41,6 +41,7 @@ ManagerCore::ManagerCore(const Topology* topology, ManagerOptions options)
     : topology_(topology), options_(options) {}
 
 uint32_t ManagerCore::heartbeat_interval_ms() const {
+  if (options_.heartbeat_interval_ms != 0) return options_.heartbeat_interval_ms;
   return std::max<uint32_t>(1, options_.daemon_timeout_ms / 3);
 }
 

@@ -33,12 +33,13 @@
 
 namespace tributary::manager {
 
-namespace v1 = ::tributary::manager::v1;
-
 struct ManagerOptions {
   // A daemon silent for this long is down and its jobs fail. Three times it is the grace
   // period daemons get to re-heartbeat after a manager restart.
   uint32_t daemon_timeout_ms = 3000;
+  // How often daemons heartbeat, which is also how soon a daemon learns a
+  // new job; 0: a third of daemon_timeout_ms. Below daemon_timeout_ms.
+  uint32_t heartbeat_interval_ms = 0;
   // Default job timeout (CreateJobRequest.heartbeat_timeout_ms = 0).
   uint32_t job_timeout_ms = 10000;
   uint32_t default_payload_bytes = 8192;  // multiple of 64 in [64, 65024]

@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
                  "a daemon silent this long is down and its jobs fail")
       ->capture_default_str()
       ->check(CLI::Range(10u, 3600000u));
+  app.add_option("--heartbeat-interval-ms", options.core.heartbeat_interval_ms,
+                 "how often daemons heartbeat, so how soon they learn new jobs "
+                 "(default: a third of --daemon-timeout-ms; below it)")
+      ->check(CLI::Range(1u, 3600000u));
   app.add_option("--job-timeout-ms", options.core.job_timeout_ms,
                  "default: a job without JobHeartbeat this long is ended")
       ->capture_default_str()
@@ -130,6 +134,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (options.core.heartbeat_interval_ms == 0) {
+    options.core.heartbeat_interval_ms = std::max(1u, options.core.daemon_timeout_ms / 3);
+  } else if (options.core.heartbeat_interval_ms >= options.core.daemon_timeout_ms) {
+    std::fprintf(stderr, "tributary-manager: --heartbeat-interval-ms %u must be below "
+                 "--daemon-timeout-ms %u (a daemon would be down between two heartbeats)\n",
+                 options.core.heartbeat_interval_ms, options.core.daemon_timeout_ms);
+    return 2;
+  }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     std::fprintf(stderr, "tributary-manager: --tls-cert and --tls-key go together\n");
     return 2;
@@ -163,8 +175,9 @@ int main(int argc, char** argv) {
     text << in.rdbuf();
     options.topology_yaml = text.str();
   }
-  TRIB_LOG(kInfo, "manager", "daemon timeout %u ms, job timeout %u ms, state %s",
-           options.core.daemon_timeout_ms, options.core.job_timeout_ms,
+  TRIB_LOG(kInfo, "manager", "daemon timeout %u ms, heartbeats every %u ms, job timeout %u ms, "
+           "state %s", options.core.daemon_timeout_ms,
+           options.core.heartbeat_interval_ms, options.core.job_timeout_ms,
            options.state.empty() ? options.state_file.c_str() : options.state.c_str());
 
   manager::ManagerServer server(std::move(topology), options);

@@ -161,6 +161,7 @@ TEST(ManagerUsageTest, VersionHelpAndFlagErrors) {
       {"", "--topology is required"},
       {"--topology t.yaml --no-such-flag", "--no-such-flag"},
       {"--topology t.yaml --daemon-timeout-ms 1", "--daemon-timeout-ms"},
+      {"--topology t.yaml --daemon-timeout-ms 900 --heartbeat-interval-ms 900", "must be below"},
       {"--topology", "--topology"},
   };
   for (const auto& [args, message] : bad) {

@@ -222,5 +222,25 @@ TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
   EXPECT_EQ(UsedSlots(restarted), 0u);
 }
 
+// Daemons heartbeat at the interval the registration reply names, and learn
+// new jobs only then: a third of the daemon timeout unless configured.
+TEST_F(CoreTest, TheRegistrationReplyNamesTheHeartbeatInterval) {
+  v1::DaemonInfo info;
+  info.set_name("d-leaf0");
+  info.set_endpoint("127.0.0.1:9000");
+  info.set_position("leaf0");
+  info.set_capacity_slots(8);
+  info.set_capacity_bytes(1ull << 30);
+  v1::RegisterReply reply;
+  ASSERT_TRUE(core_.RegisterDaemon(info, 0, &reply).ok());
+  EXPECT_EQ(reply.heartbeat_interval_ms(), 33u);  // 100 ms / 3
+
+  ManagerOptions options = Options();
+  options.heartbeat_interval_ms = 20;
+  ManagerCore configured(&topo_, options);
+  ASSERT_TRUE(configured.RegisterDaemon(info, 0, &reply).ok());
+  EXPECT_EQ(reply.heartbeat_interval_ms(), 20u);
+}
+
 }  // namespace
 }  // namespace tributary::manager

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 
 namespace tributary {
 
@@ -275,8 +277,36 @@ std::string StragglerReport::ToString() const {
 
 const char* Version() { return TRIBUTARY_VERSION_STRING; }
 
+namespace {
+
+// The public sink behind the library's own: the two take different (if
+// alike) enum types, and a call through a cast function pointer of another
+// type is undefined (clang's UBSan reports it). Called under the log mutex,
+// which base::SetLogSink also takes: once it returns, the previous
+// PublicSink is no longer in use and may be freed.
+struct PublicSink {
+  LogSink fn;
+  void* user;
+};
+std::mutex g_public_sink_mu;                // serializes SetLogSink
+std::unique_ptr<PublicSink> g_public_sink;  // guarded by g_public_sink_mu
+
+static_assert(static_cast<int>(LogLevel::kTrace) == static_cast<int>(base::LogLevel::kTrace) &&
+              static_cast<int>(LogLevel::kOff) == static_cast<int>(base::LogLevel::kOff));
+
+void CallPublicSink(base::LogLevel level, const char* subsystem, const char* message,
+                    void* sink) {
+  const auto* s = static_cast<const PublicSink*>(sink);
+  s->fn(static_cast<LogLevel>(level), subsystem, message, s->user);
+}
+
+}  // namespace
+
 void SetLogSink(LogSink sink, void* user) {
-  base::SetLogSink(reinterpret_cast<base::LogSinkFn>(sink), user);
+  std::lock_guard<std::mutex> lock(g_public_sink_mu);
+  auto next = sink != nullptr ? std::make_unique<PublicSink>(PublicSink{sink, user}) : nullptr;
+  base::SetLogSink(next ? &CallPublicSink : nullptr, next.get());
+  g_public_sink = std::move(next);  // frees the previous one: no longer called
 }
 void SetLogLevel(LogLevel level) {
   host::NoteExplicitLogLevel();

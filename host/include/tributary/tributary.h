@@ -22,7 +22,15 @@
  * uses defaults for the others. A struct_size larger than the library knows
  * (a newer header than the library) is refused with TRIB_INVALID_ARGUMENT,
  * as is one too small to hold the struct's first fields (each struct says
- * which). The older trib_comm_config_t and trib_comm_create are unchanged. */
+ * which). The older trib_comm_config_t and trib_comm_create are unchanged.
+ *
+ * Enumerations. A function taking an enumeration (trib_dtype_t, trib_op_t,
+ * trib_memory_kind_t, trib_log_level_t) refuses a value it does not know
+ * with TRIB_INVALID_ARGUMENT. Each of them ends with a *_MAX_ENUM
+ * enumerator (0x7fffffff) that is no valid value: it only makes every
+ * non-negative int a value of the type in C++ too, where the library reads
+ * it (without it, an unknown value such as 261 read as the enumeration
+ * would be undefined behaviour). */
 #ifndef TRIBUTARY_TRIBUTARY_H_
 #define TRIBUTARY_TRIBUTARY_H_
 
@@ -58,12 +66,16 @@ typedef enum {
   TRIB_INT8 = 1, TRIB_UINT8 = 2, TRIB_INT32 = 3, TRIB_UINT32 = 4, TRIB_INT64 = 5,
   TRIB_UINT64 = 6, TRIB_FLOAT16 = 7, TRIB_FLOAT32 = 8, TRIB_FLOAT64 = 9, TRIB_BFLOAT16 = 10,
   TRIB_FLOAT8E4M3 = 11, /* OCP FP8 E4M3: saturates at +-448 */
-  TRIB_FLOAT8E5M2 = 12  /* OCP FP8 E5M2: overflows to infinity */
+  TRIB_FLOAT8E5M2 = 12, /* OCP FP8 E5M2: overflows to infinity */
+  TRIB_DTYPE_MAX_ENUM = 0x7fffffff /* not a type: see "Enumerations" above */
 } trib_dtype_t;
 
 /* TRIB_AVG: the sum divided once by the number of ranks (integers truncate
    toward zero); semantics in tributary/types.h. */
-typedef enum { TRIB_SUM = 1, TRIB_PROD = 2, TRIB_MIN = 3, TRIB_MAX = 4, TRIB_AVG = 5 } trib_op_t;
+typedef enum {
+  TRIB_SUM = 1, TRIB_PROD = 2, TRIB_MIN = 3, TRIB_MAX = 4, TRIB_AVG = 5,
+  TRIB_OP_MAX_ENUM = 0x7fffffff /* not an operation */
+} trib_op_t;
 
 typedef struct trib_comm trib_comm_t;
 typedef struct trib_request trib_request_t;
@@ -323,7 +335,8 @@ typedef enum {
   TRIB_MEMORY_HOST = 0,        /* pageable host memory */
   TRIB_MEMORY_HOST_PINNED = 1, /* page-locked host memory (cudaHostAlloc, mlock) */
   TRIB_MEMORY_CUDA_DEVICE = 2, /* cudaMalloc; data is a device pointer */
-  TRIB_MEMORY_DMABUF = 3       /* a dma-buf: dmabuf_fd + dmabuf_offset */
+  TRIB_MEMORY_DMABUF = 3,      /* a dma-buf: dmabuf_fd + dmabuf_offset */
+  TRIB_MEMORY_MAX_ENUM = 0x7fffffff /* not a kind */
 } trib_memory_kind_t;
 
 /* "host", "host_pinned", "cuda_device", "dmabuf"; NULL for an invalid value. */
@@ -411,7 +424,8 @@ typedef enum {
   TRIB_LOG_INFO = 2,
   TRIB_LOG_WARN = 3,
   TRIB_LOG_ERROR = 4,
-  TRIB_LOG_OFF = 5
+  TRIB_LOG_OFF = 5,
+  TRIB_LOG_MAX_ENUM = 0x7fffffff /* not a level */
 } trib_log_level_t;
 
 /* Called once per message, from whichever thread logs (the progress thread

@@ -17,4 +17,10 @@ if(TRIBUTARY_SANITIZE)
   target_compile_options(tributary_build_flags INTERFACE
     -fsanitize=${TRIBUTARY_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(tributary_build_flags INTERFACE -fsanitize=${TRIBUTARY_SANITIZE})
+  if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND TRIBUTARY_SANITIZE MATCHES "undefined")
+    # clang links a C program with UBSan's C runtime; libtributary's C++
+    # objects need the C++ one (vptr checks), and that one libstdc++.
+    target_link_options(tributary_build_flags INTERFACE
+      $<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime> $<$<LINK_LANGUAGE:C>:-lstdc++>)
+  endif()
 endif()

@@ -78,7 +78,8 @@ TEST(FairQueueTest, OneBucketIsArrivalOrder) {
 // the small-packet job gets many packets per turn, not one.
 TEST(FairQueueTest, BackloggedJobsShareByCost) {
   FairQueue q(2048, 64, kSeed);
-  const auto [small, large] = TwoJobs(q);
+  const auto [small_job, large_job] = TwoJobs(q);
+  const uint32_t small = small_job, large = large_job;  // lambdas capture variables, not bindings
   std::map<uint32_t, uint32_t> job_of;  // id -> job
   std::map<uint32_t, uint64_t> served;  // job -> cost
   auto refill = [&] {
@@ -185,7 +186,8 @@ TEST(FairQueueTest, ALoneJobIsNeverShed) {
 // it is served again (no stale ring entry, no lost id).
 TEST(FairQueueTest, ABucketEmptiedByShedIsSkipped) {
   FairQueue q(16, 64, kSeed);
-  const auto [a, b] = TwoJobs(q);
+  const auto [a_job, b_job] = TwoJobs(q);
+  const uint32_t a = a_job, b = b_job;  // the lambda below captures b
   Add(q, a, 100);  // a enters the ring first
   const uint32_t b_last = [&] {
     uint32_t id = 0;

@@ -10,6 +10,52 @@
 namespace tributary::testing {
 namespace {
 
+// IEEE binary16 through the compiler's own _Float16: a reference
+// independent of the reduce library's conversions. clang before 15 has no
+// _Float16 on x86-64 (and its __fp16 needs compiler-rt's builtins, which
+// its default runtime leaves out); there, the same conversions by hand: one
+// rounding from double, to nearest with ties to even.
+#if defined(__clang__) && __clang_major__ < 15 && defined(__x86_64__)
+double LoadHalf(const uint8_t* p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  const int exp = (h >> 10) & 0x1f;
+  const int man = h & 0x3ff;
+  const double v = exp == 0    ? std::ldexp(man, -24)
+                   : exp == 31 ? (man != 0 ? NAN : INFINITY)
+                               : std::ldexp(man | 0x400, exp - 25);
+  return (h & 0x8000) != 0 ? -v : v;
+}
+void StoreHalf(uint8_t* p, double d) {
+  uint16_t h = std::signbit(d) ? 0x8000 : 0;
+  const double a = std::fabs(d);
+  if (std::isnan(d)) {
+    h |= 0x7e00;
+  } else if (a >= 65520.0) {  // 65504 + half its quantum and above: infinity
+    h |= 0x7c00;
+  } else if (a != 0) {
+    int e;
+    std::frexp(a, &e);                                  // 2^(e-1) <= a < 2^e
+    int ex = std::max(e - 1, -14);                      // subnormals share 2^-14's quantum
+    double m = std::nearbyint(std::ldexp(a, 10 - ex));  // exact scaling, then one rounding
+    if (m == 2048) m = 1024, ++ex;                      // rounded up into the next binade
+    h |= m < 1024 ? static_cast<uint16_t>(m)            // subnormal (ex == -14)
+                  : static_cast<uint16_t>(((ex + 15) << 10) | (static_cast<int>(m) - 1024));
+  }
+  memcpy(p, &h, 2);
+}
+#else
+double LoadHalf(const uint8_t* p) {
+  _Float16 v;
+  memcpy(&v, p, 2);
+  return static_cast<double>(v);
+}
+void StoreHalf(uint8_t* p, double d) {
+  const _Float16 v = static_cast<_Float16>(d);
+  memcpy(p, &v, 2);
+}
+#endif
+
 uint16_t FloatToBf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -127,7 +173,7 @@ double LoadAsDouble(DataType t, const void* buf, uint64_t i) {
     case DataType::kUint32: { uint32_t v; memcpy(&v, b + 4 * i, 4); return v; }
     case DataType::kInt64: { int64_t v; memcpy(&v, b + 8 * i, 8); return static_cast<double>(v); }
     case DataType::kUint64: { uint64_t v; memcpy(&v, b + 8 * i, 8); return static_cast<double>(v); }
-    case DataType::kFloat16: { _Float16 v; memcpy(&v, b + 2 * i, 2); return static_cast<double>(v); }
+    case DataType::kFloat16: return LoadHalf(b + 2 * i);
     case DataType::kFloat32: { float v; memcpy(&v, b + 4 * i, 4); return v; }
     case DataType::kFloat64: { double v; memcpy(&v, b + 8 * i, 8); return v; }
     case DataType::kBfloat16: { uint16_t v; memcpy(&v, b + 2 * i, 2); return Bf16ToFloat(v); }
@@ -153,7 +199,7 @@ void StoreFromDouble(DataType t, void* buf, uint64_t i, double d) {
     case DataType::kUint64: {
       uint64_t v = static_cast<uint64_t>(static_cast<int64_t>(d)); memcpy(b + 8 * i, &v, 8); return;
     }
-    case DataType::kFloat16: { _Float16 v = static_cast<_Float16>(d); memcpy(b + 2 * i, &v, 2); return; }
+    case DataType::kFloat16: StoreHalf(b + 2 * i, d); return;
     case DataType::kFloat32: { float v = static_cast<float>(d); memcpy(b + 4 * i, &v, 4); return; }
     case DataType::kFloat64: { memcpy(b + 8 * i, &d, 8); return; }
     case DataType::kBfloat16: {

@@ -343,7 +343,10 @@ class Engine {
   void UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out);
   void UplinkJoinAction(Job* job, uint64_t now_ns, Action* out);
   void LeaveAction(Job* job, Action* out);
-  void UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out);
+  // A header-only RESULT_REQUEST for the set's round; `state_only`: with
+  // kFlagWindow, answered by a STATUS even when the round is complete.
+  void UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns, Action* out,
+                         bool state_only);
   bool ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params, uint64_t now_ns,
                   Job** job, DropReason* refused);
   // A JOIN for a job this engine does not hold: its key, opened from the

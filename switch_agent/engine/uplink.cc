@@ -20,9 +20,14 @@
 //
 // Per-hop recovery, probe first as the host library does: when a partial
 // sum's RESULT is overdue (RTO from this hop's own send-to-result times,
-// doubling per expiry) PollUplinks sends a header-only RESULT_REQUEST; the
-// parent answers with the RESULT (complete), or a STATUS saying whether it
-// holds our contribution. Most overdue results are waits for a sibling
+// doubling per expiry) PollUplinks sends a header-only RESULT_REQUEST that
+// asks for state only (FORMAT.md §3.4): the parent answers with a STATUS
+// saying whether it holds our contribution and whether the round's RESULT
+// went out. It does not send the RESULT again: on a saturated link it is
+// most likely still queued ahead of that STATUS, and a second copy would
+// only lengthen the queue. A STATUS that says "went out" while the RESULT
+// has not arrived means it was lost (one path keeps order): a plain request
+// asks for it. Most overdue results are waits for a sibling
 // subtree that is itself recovering a loss, and re-sending kilobytes of data
 // for those would only add load. The data goes again when the parent says
 // it lacks it, or after two unanswered probes. A NACK stale_epoch /
@@ -197,10 +202,12 @@ void Engine::LeaveAction(Job* job, Action* out) {
 }
 
 void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
-                               Action* out) {
+                               Action* out, bool state_only) {
   const SetMeta& m = job->meta(slot, shadow);
   job->meta(slot, shadow).complete_ns = now_ns;
-  UplinkPacket(job, m, slot, shadow, MsgType::kResultRequest, proto::kFlagRetransmit, out);
+  UplinkPacket(job, m, slot, shadow, MsgType::kResultRequest,
+               proto::kFlagRetransmit | (state_only ? proto::kFlagWindow : uint16_t{0}), out);
+  if (state_only) out->header.aux = 1;  // a window of this round alone
   ++counters_.uplink_probes;
 }
 
@@ -276,7 +283,7 @@ size_t Engine::PollUplinks(uint64_t now_ns, Action* out, size_t max) {
           UpstreamAction(job, s, v, now_ns, &out[n++]);
         } else {
           ++m.uplink_probes;
-          UplinkProbeAction(job, s, v, now_ns, &out[n++]);
+          UplinkProbeAction(job, s, v, now_ns, &out[n++], true);
         }
         if (n == max) return n;
       }
@@ -340,6 +347,16 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
         // The parent lacks our partial sum: re-send it at the next poll.
         m.uplink_resend = 1;
         m.complete_ns = 0;
+        return;
+      }
+      // The answer to a state-only probe, its complete bit set: the parent
+      // sent this round's RESULT before this STATUS, on the same path, and
+      // it has not arrived (it would have completed the set): lost. Ask for
+      // it with a plain request, which the stored RESULT answers.
+      const size_t bitmap = proto::WindowBitmapBytes(std::max<uint32_t>(h.aux, 1));
+      if ((h.flags & proto::kFlagWindow) != 0 && pkt.payload_len >= 2 * bitmap &&
+          proto::WindowBit(pkt.payload + bitmap, 0)) {
+        UplinkProbeAction(job, h.slot, h.shadow, now_ns, out, false);
       }
       return;
     }

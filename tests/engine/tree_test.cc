@@ -348,8 +348,10 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
   t.Pump(drop);  // the round completes; the RESULT to leaf 1 is lost
   EXPECT_EQ(lost_down, 1);
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
-  // Leaf 1's next probe (after the doubled RTO) is answered with the
-  // stored RESULT: no data re-sent for a packet the parent already had.
+  // Leaf 1's next probe (after the doubled RTO) asks for state: the root
+  // says the round is complete, so its RESULT was lost, and leaf 1 asks for
+  // it with a plain request (a third), answered with the stored RESULT. No
+  // data re-sent for a packet the parent already had.
   t.now() += 60'000'000;
   t.Poll();
   t.Pump();
@@ -357,11 +359,33 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
   t.now() += 60'000'000;
   t.Poll();
   t.Pump();
-  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 2u);
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 3u);
   EXPECT_EQ(t.leaf(1).counters().uplink_resends, 0u);
-  EXPECT_GE(t.root().counters().retransmit_answers, 1u);
+  EXPECT_EQ(t.root().counters().retransmit_answers, 1u);
   ExpectResults(&t, 0);
   EXPECT_EQ(t.root().counters().contributions, 2u);  // no double counting
+}
+
+// A probe that reaches the parent after the round completed, while the
+// RESULT is still on its way (queued ahead of the answer, as on a saturated
+// link), draws a STATUS, not a second RESULT; the RESULT completes the set
+// and the STATUS behind it changes nothing.
+TEST(EngineTree, AProbeOfARoundWhoseResultIsOnItsWayDrawsNoSecondResult) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 0));
+  t.Pump();  // the root holds leaf 1's partial sum
+  t.now() += 60'000'000;  // past leaf 1's RTO
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 0, 0, 0, Values(0, r, 0));
+  t.Poll();  // leaf 1's probe, on the wire behind leaf 0's partial sum
+  t.Pump();
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 1u);
+  EXPECT_EQ(t.leaf(0).counters().uplink_probes, 0u);
+  EXPECT_EQ(t.root().counters().retransmit_answers, 0u);  // was 1: the RESULT twice
+  EXPECT_EQ(t.leaf(1).counters().uplink_drops, 0u);       // no duplicate RESULT arrived
+  EXPECT_EQ(t.leaf(1).counters().uplink_results, 1u);
+  ExpectResults(&t, 0);
 }
 
 TEST(EngineTree, ParentRestartIsRecoveredByRejoinAndResend) {

@@ -186,7 +186,7 @@ TEST_F(DeviceMemoryTest, StagedReduceScatterAndAllGatherAreExactInEveryForm) {
     };
     for (const size_t count : {size_t{5000}, size_t{1}, size_t{0}, size_t{1024}}) {
       for (const bool in_place : {false, true}) {
-        for (const auto [t, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
+        for (const auto& [t, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
                                    std::pair{DataType::kInt32, ReduceOp::kMax}}) {
           const std::string where = std::string("reduce-scatter ") + DataTypeName(t) + " count " +
                                     std::to_string(count) + (in_place ? " in place" : "");

@@ -135,7 +135,7 @@ int GatherScatterRank(Coll* coll, void* comm, int rank) {
 int CollectiveRank(Exchange* x, int rank) {
   CollNetV12* coll;
   void* comm;
-  NcclResult connected;
+  NcclResult connected = kInternalError;  // until CollSetup says
   if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
   if (connected != kSuccess) return Fail(rank, "connect");
   constexpr size_t kCount = 1031;
@@ -250,7 +250,7 @@ template <typename Coll, typename SgeT = Sge<size_t>>
 int OlderTableRank(Exchange* x, int rank, const char* symbol) {
   Coll* coll;
   void* comm;
-  NcclResult connected;
+  NcclResult connected = kInternalError;  // until CollSetup says
   if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected, symbol)) return rc;
   if (connected != kSuccess) return Fail(rank, std::string(symbol) + " connect");
   constexpr size_t kCount = 1031;
@@ -359,7 +359,7 @@ TEST_F(CollNetDriver, UnreachableAggregatorFailsConnectLoudly) {
                               [x](int rank) {
                                 CollNetV12* coll;
                                 void* comm;
-                                NcclResult connected;
+                                NcclResult connected = kInternalError;  // until CollSetup says
                                 if (int rc = CollSetup(x, rank, 2, &coll, &comm, false, &connected)) {
                                   return rc;
                                 }
@@ -391,7 +391,7 @@ TEST_F(CollNetDriver, WrongKeyFailsOneRankAndTheOtherTimesOut) {
                               [x](int rank) {
                                 CollNetV12* coll;
                                 void* comm;
-                                NcclResult connected;
+                                NcclResult connected = kInternalError;  // until CollSetup says
                                 if (int rc = CollSetup(x, rank, 2, &coll, &comm, rank == 1,
                                                        &connected)) {
                                   return rc;
@@ -434,7 +434,7 @@ TEST_F(CollNetDriver, RankThatDiesMidCollectiveIsAnErrorNotAHang) {
   std::string failures = testing::RunRanks(kRanks, 90, [x](int rank) {
     CollNetV12* coll;
     void* comm;
-    NcclResult connected;
+    NcclResult connected = kInternalError;  // until CollSetup says
     if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
     if (connected != kSuccess) return Fail(rank, "connect");
     if (rank == 2) _exit(0);  // dies before its contribution

@@ -358,7 +358,9 @@ TEST_P(OfiAllReduce, ARankThatGaveUpGetsNoLateResultInItsMemory) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     left = std::regex_search(daemon_.Output(), std::regex(" leaves=[1-9]"));
   }
-  if (left) EXPECT_EQ(write(go[1], &byte, 1), 1);
+  if (left) {
+    EXPECT_EQ(write(go[1], &byte, 1), 1);
+  }
   for (int fd : {gave_up[1], go[1], done[1]}) close(fd);  // a rank waiting on them fails
   EXPECT_EQ(testing::WaitChildren(pids, 120), "") << daemon_.Output();
   ASSERT_TRUE(got) << "rank 0 did not give up";
@@ -443,7 +445,9 @@ TEST_P(OfiAllReduce, AFailedOperationsBuffersAreFreeWhenItsRequestCompletes) {
     ok = write(go0[1], &byte, 1) == 1 && read(freed[0], &byte, 1) == 1;  // rank 0
   }
   kill(daemon_.pid(), SIGCONT);  // whatever happened: the fixture stops it later
-  if (counted && ok) EXPECT_EQ(write(resumed[1], &byte, 1), 1);
+  if (counted && ok) {
+    EXPECT_EQ(write(resumed[1], &byte, 1), 1);
+  }
   for (int fd : {ready[0], go0[1], go1[1], freed[0], resumed[1], contributed[0]}) close(fd);
   EXPECT_EQ(testing::WaitChildren(pids, 120), "") << daemon_.Output();
   EXPECT_TRUE(counted && ok) << daemon_.Output();

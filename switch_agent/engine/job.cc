@@ -115,6 +115,11 @@ void Job::Recycle(uint32_t new_epoch) {
   // The new generation numbers its collectives from the start again.
   copies_seen = false;
   copied_collective = 0;
+  // Its loss estimate too: the next generation's ranks may sit elsewhere,
+  // and RESULTs flagged redundant would tell them to copy before any of
+  // their own packets was lost (FORMAT.md §8.4).
+  loss_q16 = 0;
+  lossy = false;
   stats = JobStats{};
 }
 

@@ -87,6 +87,44 @@ TEST(EngineRedundancy, LossyAboveThreePercentOfFirstCopiesLostUntilUnderOneAndAH
   EXPECT_GT(rounds, 20u) << "no hysteresis: it left the lossy state at once";
 }
 
+// A provisioned job that every rank left starts over (Job::Recycle): its
+// next generation is not lossy because the last one was.
+TEST(EngineRedundancy, ARecycledJobForgetsItsLossEstimate) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobSpec spec;
+  spec.job_id = 1;
+  spec.job_key = 2;
+  spec.params = {2, 4, 1024};
+  ASSERT_EQ(engine.Provision(spec, 1), ProvisionResult::kCreated);
+  uint32_t first_epoch = 0;
+  {
+    JobFixture job(&engine, 1, 2, 2, 4, 1024);
+    first_epoch = job.epoch();
+    bool lossy = false;
+    for (uint64_t c = 0; c < 300 && !lossy; ++c) {
+      lossy = Flagged(Round(job, c, c % 5 == 0 ? proto::kFlagRetransmit : 0));
+    }
+    ASSERT_TRUE(lossy) << "never lossy at 10% of first copies lost";
+    for (uint32_t child = 0; child < 2; ++child) {
+      proto::PacketView p;
+      p.header.type = MsgType::kLeave;
+      p.header.job_id = 1;
+      p.header.epoch = job.epoch();
+      p.header.sender = child;
+      engine.OnPacket(testing::Sealed(p, 2), JobFixture::Peer(child), 2);
+    }
+  }
+  ASSERT_EQ(engine.counters().recycles, 1u);
+  JobFixture again(&engine, 1, 2, 2, 4, 1024);
+  EXPECT_NE(again.epoch(), first_epoch);
+  for (uint64_t c = 0; c < 8; ++c) {
+    const Action a = Round(again, c, 0);
+    ASSERT_EQ(a.kind, ActionKind::kResultToAll);
+    EXPECT_FALSE(Flagged(a)) << "collective " << c << " of the new generation";
+  }
+  EXPECT_EQ(engine.Jobs()[0].stats.redundant_results, 0u);
+}
+
 TEST(EngineRedundancy, OnlyTheStartOfACollectiveGoesTwiceAndResendAnswersOnce) {
   EngineLimits limits;
   limits.redundant_max_bytes = 16;  // 4 floats

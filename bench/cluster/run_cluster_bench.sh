@@ -408,8 +408,18 @@ for n in "${host_list[@]}"; do
         failures=$((failures + 1))
         continue
       fi
-      awk -v s="$sys" -v n="$n" -v r="$round" -v c="$cpu" \
-        '{ print s, n, r, $1, $5, $8, c }' <<< "$rows" >> "$RAW"
+      # Machine CPU-s per GB over each size's timed iterations, from rank
+      # 0's "# machine-cpu" lines (allreduce_table.h); nan where absent or
+      # where the window held under 1 CPU-second (/proc/stat ticks 10 ms).
+      awk -v s="$sys" -v n="$n" -v r="$round" -v c="$cpu" '
+        /^# machine-cpu / { b = ""; g = ""; t = 0
+          for (i = 3; i <= NF; ++i) { split($i, kv, "=")
+            if (kv[1] == "bytes") b = kv[2]; else if (kv[1] == "cpu_s_per_gb") g = kv[2]; else if (kv[1] == "total_s") t = kv[2] }
+          if (b != "" && t >= 1.0) per_gb[b] = g; next }
+        !/^#/ && NF == 8 && $1 ~ /^[0-9]+$/ { row[++k] = $0 }
+        END { for (i = 1; i <= k; ++i) { split(row[i], f, " ")
+                print s, n, r, f[1], f[5], f[8], c, (f[1] in per_gb ? per_gb[f[1]] : "nan") } }' \
+        "$log" >> "$RAW"
       if ((RACKS > 0)) && [[ "$MIN" == "$MAX" ]]; then
         # Per all-reduce (warm-up included; the gathers are a few bytes):
         # bytes over capacity in its time, both directions of every link.

@@ -84,7 +84,7 @@ for d in densities:
     times = {}
     if os.path.exists(raw):
         for line in open(raw):
-            s, _, _, _, t, wrong, _ = line.split()
+            s, t = line.split()[0], line.split()[4]
             times.setdefault(s, []).append(float(t))
     med = {s: statistics.median(v) for s, v in times.items()}
     rows.append((d, med))

@@ -2,8 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tables, CSV and gnuplot scripts from run_cluster_bench.sh's raw results.
 
-Input lines (raw.txt): "system hosts round bytes time_us wrong cpu_busy_pct",
-one per size per run; time_us is the slowest rank's mean iteration time.
+Input lines (raw.txt): "system hosts round bytes time_us wrong cpu_busy_pct
+cpu_s_per_gb", one per size per run; time_us is the slowest rank's mean
+iteration time; cpu_busy_pct the machine's over the whole run; cpu_s_per_gb
+the machine's busy CPU seconds over that size's timed iterations per GB
+(1e9 bytes) of vector all-reduced ("nan" where the run did not report it;
+older raw files lack the column).
 Per (system, hosts, size) the median time over rounds is reported (the
 rounds were interleaved, so noise hits all systems alike). Bounds, with R
 the link rate in bytes/s and S the size: in-network aggregation needs S/R
@@ -12,6 +16,7 @@ the link rate in bytes/s and S the size: in-network aggregation needs S/R
 """
 import argparse
 import collections
+import math
 import os
 import statistics
 
@@ -44,25 +49,31 @@ def main():
     rows = []
     with open(a.raw) as f:
         for line in f:
-            s, n, r, size, t, wrong, cpu = line.split()
-            rows.append((s, int(n), int(r), int(size), float(t), int(wrong), float(cpu)))
+            f = line.split()
+            s, n, r, size, t, wrong, cpu = f[:7]
+            per_gb = float(f[7]) if len(f) > 7 else math.nan
+            rows.append((s, int(n), int(r), int(size), float(t), int(wrong), float(cpu), per_gb))
     if not rows:
         print("summarize: no results")
         return 1
 
     with open(os.path.join(a.out, "results.csv"), "w") as f:
         f.write("system,hosts,round,bytes,time_us,algbw_GBps,busbw_GBps,wrong,"
-                "run_cpu_busy_pct,link_rate_bps,loss_permille\n")
-        for s, n, r, size, t, wrong, cpu in rows:
+                "run_cpu_busy_pct,cpu_s_per_gb,link_rate_bps,loss_permille\n")
+        for s, n, r, size, t, wrong, cpu, per_gb in rows:
             algbw = size / (t * 1e3)
             f.write(f"{s},{n},{r},{size},{t:.2f},{algbw:.4f},{algbw * 2 * (n * k - 1) / (n * k):.4f},"
-                    f"{wrong},{cpu:.0f},{a.rate_bps},{a.loss}\n")
+                    f"{wrong},{cpu:.0f},{'' if math.isnan(per_gb) else f'{per_gb:.3f}'},"
+                    f"{a.rate_bps},{a.loss}\n")
 
     times = collections.defaultdict(list)
     cpus = collections.defaultdict(dict)
-    for s, n, r, size, t, wrong, cpu in rows:
+    cpu_per_gb = collections.defaultdict(list)
+    for s, n, r, size, t, wrong, cpu, per_gb in rows:
         times[(s, n, size)].append(t)
         cpus[(s, n)][r] = cpu
+        if not math.isnan(per_gb):
+            cpu_per_gb[(s, n, size)].append(per_gb)
     med = {k: statistics.median(v) for k, v in times.items()}
     hosts = sorted({n for _, n, *_ in rows})
     sizes = sorted({x[3] for x in rows})
@@ -133,6 +144,21 @@ def main():
             for s in systems if (s, n) in cpus)
         p(f"Machine CPU busy during the runs (median over rounds, all CPUs, whole sweep): "
           f"{cpu_line}.\n")
+        shown = [s for s in systems if any((s, n, size) in cpu_per_gb for size in sizes)]
+        if shown:
+            # Same window for every system: the timed iterations of one size,
+            # every process and the kernel's network work on the machine.
+            p(f"Machine CPU seconds per GB all-reduced, n = {n} (busy time of all CPUs over "
+              f"each size's timed iterations, per 1e9 bytes of vector x iterations; median "
+              f"over rounds; lower is better; '-' where the timed iterations spanned under "
+              f"1 CPU-second, which /proc/stat's 10 ms ticks cannot resolve):\n")
+            p("| size | " + " | ".join(NAMES.get(s, s) for s in shown) + " |")
+            p("|---:|" + "---:|" * len(shown))
+            for size in sizes:
+                cells = [f"{statistics.median(cpu_per_gb[(s, n, size)]):.2f}"
+                         if (s, n, size) in cpu_per_gb else "-" for s in shown]
+                p(f"| {human(size)} | " + " | ".join(cells) + " |")
+            p("")
 
         # gnuplot: algbw vs size per system, with both link-bound lines.
         dat = f"plot-n{n}.dat"

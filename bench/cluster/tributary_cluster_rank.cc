@@ -92,7 +92,9 @@ class ClusterRank {
 
   // Times one size; *max_us gets the slowest rank's mean, *wrong the job's
   // total of wrong elements.
-  Status RunSize(uint64_t bytes, double* max_us, double* wrong) {
+  // cpu_begin/cpu_end: the machine's CPU time around the timed iterations.
+  Status RunSize(uint64_t bytes, double* max_us, double* wrong,
+                 tributary::bench::MachineCpu* cpu_begin, tributary::bench::MachineCpu* cpu_end) {
     const size_t count = bytes / 4;
     tributary::bench::FillSweepPattern(sweep_, send_mem_.get(), count, rank_);
     std::fill(recv_mem_.get(), recv_mem_.get() + count, -1000.0f);
@@ -100,6 +102,7 @@ class ClusterRank {
       Status s = Run(comm_, send_, recv_, count, DataType::kFloat32, ReduceOp::kSum);
       if (!s.ok()) return s;
     }
+    *cpu_begin = tributary::bench::SampleMachineCpu();
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < sweep_.iterations; ++i) {
       Status s = Run(comm_, send_, recv_, count, DataType::kFloat32, ReduceOp::kSum);
@@ -107,6 +110,7 @@ class ClusterRank {
     }
     const double avg_us =
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / sweep_.iterations;
+    *cpu_end = tributary::bench::SampleMachineCpu();
     const double my_wrong =
         sweep_.check ? static_cast<double>(tributary::bench::CheckSweepPattern(
                            sweep_, recv_mem_.get(), count, size_))
@@ -230,9 +234,13 @@ int main(int argc, char** argv) {
   }
   for (uint64_t bytes : sizes) {
     double max_us = 0, wrong = 0;
-    status = runner.RunSize(bytes, &max_us, &wrong);
+    tributary::bench::MachineCpu cpu_begin, cpu_end;
+    status = runner.RunSize(bytes, &max_us, &wrong, &cpu_begin, &cpu_end);
     if (!status.ok()) return Fail(rank, "all-reduce of " + std::to_string(bytes) + " B", status);
-    if (printer) table.PrintRow(bytes, max_us, static_cast<uint64_t>(wrong));
+    if (printer) {
+      table.PrintRow(bytes, max_us, static_cast<uint64_t>(wrong));
+      table.PrintMachineCpu(bytes, sweep.iterations, cpu_begin, cpu_end);
+    }
   }
   // Counters of the whole run (warm-up and the gathers included).
   const tributary::CommStats stats = comm->Stats();

@@ -9,8 +9,8 @@
 // `tributary bench` uses for float sum: ((rank + i) % 7) - 3, whose sum over
 // ranks is exact in fp32 whatever the reduction order.
 //
-// Header-only; no dependencies beyond the C++ library. Thread-safety: plain
-// functions on caller-owned data.
+// Header-only; no dependencies beyond the C++ library and POSIX (sysconf).
+// Thread-safety: plain functions on caller-owned data.
 #pragma once
 
 #include <cctype>
@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace tributary::bench {
 
@@ -152,6 +154,36 @@ inline uint64_t CheckSweepPattern(const SizeSweep& sweep, const float* data, siz
   return wrong;
 }
 
+// Machine-wide CPU time from the first line of /proc/stat (all CPUs, every
+// process, the kernel's softirqs included; a network namespace does not
+// change it), in clock ticks. busy is everything but idle and iowait, as
+// bench/cluster/run_cluster_bench.sh counts it for a whole run. ok is false
+// where /proc/stat cannot be read.
+struct MachineCpu {
+  uint64_t busy = 0;
+  uint64_t total = 0;
+  bool ok = false;
+};
+
+inline MachineCpu SampleMachineCpu() {
+  MachineCpu cpu;
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return cpu;
+  char label[8] = {};
+  unsigned long long v[10] = {};
+  const int n = std::fscanf(f, "%7s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", label, &v[0],
+                            &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+  std::fclose(f);
+  if (n < 5 || std::string(label) != "cpu") return cpu;
+  // user nice system idle iowait irq softirq steal guest guest_nice: guest
+  // time is already counted in user (and guest_nice in nice).
+  const int fields = n - 1 < 8 ? n - 1 : 8;
+  for (int i = 0; i < fields; ++i) cpu.total += v[i];
+  cpu.busy = cpu.total - v[3] - (fields > 4 ? v[4] : 0);
+  cpu.ok = true;
+  return cpu;
+}
+
 class AllReduceTable {
  public:
   AllReduceTable(int ranks) : ranks_(ranks) {}
@@ -176,6 +208,28 @@ class AllReduceTable {
     busbw_sum_ += busbw;
     ++rows_;
     wrong_ += wrong;
+  }
+
+  // After a row: the machine's CPU time over that size's timed iterations
+  // (begin and end sampled around them by the printing rank), and that
+  // time per GB (1e9 bytes) of vector all-reduced, i.e. per bytes x
+  // iterations. The same measure for every system of a comparison (the
+  // daemon, every rank, the emulated network's softirqs), where
+  // run_cluster_bench.sh's "CPU busy" covers whole runs, start-up included.
+  // One line, "# machine-cpu bytes=B iters=N busy_s=X total_s=Y cpu_s_per_gb=Z".
+  void PrintMachineCpu(uint64_t bytes, int iterations, const MachineCpu& begin,
+                       const MachineCpu& end) const {
+    if (!begin.ok || !end.ok || end.total < begin.total || end.busy < begin.busy ||
+        iterations <= 0 || bytes == 0) {
+      return;
+    }
+    const double tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double busy_s = static_cast<double>(end.busy - begin.busy) * tick;
+    const double total_s = static_cast<double>(end.total - begin.total) * tick;
+    const double gb = static_cast<double>(bytes) * iterations / 1e9;
+    std::printf("# machine-cpu bytes=%llu iters=%d busy_s=%.2f total_s=%.2f cpu_s_per_gb=%.3f\n",
+                static_cast<unsigned long long>(bytes), iterations, busy_s, total_s, busy_s / gb);
+    std::fflush(stdout);
   }
 
   void PrintFooter() const {

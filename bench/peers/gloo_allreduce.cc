@@ -95,18 +95,23 @@ int RunRank(int rank, int size, const std::string& store_dir, const std::string&
     for (int i = 0; i < sweep.warmup; ++i) {
       AllReduceFloat(context, send.data(), recv.data(), count, tag++);
     }
+    const tributary::bench::MachineCpu cpu_begin = tributary::bench::SampleMachineCpu();
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < sweep.iterations; ++i) {
       AllReduceFloat(context, send.data(), recv.data(), count, tag++);
     }
     const double avg_us =
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / sweep.iterations;
+    const tributary::bench::MachineCpu cpu_end = tributary::bench::SampleMachineCpu();
     double wrong =
         sweep.check ? tributary::bench::CheckSweepPattern(sweep, recv.data(), count, size) : 0;
     const double max_us =
         ReduceOverRanks(context, avg_us, static_cast<ReduceFn>(&gloo::max<double>), tag++);
     wrong = ReduceOverRanks(context, wrong, static_cast<ReduceFn>(&gloo::sum<double>), tag++);
-    if (rank == 0) table.PrintRow(bytes, max_us, static_cast<uint64_t>(wrong));
+    if (rank == 0) {
+      table.PrintRow(bytes, max_us, static_cast<uint64_t>(wrong));
+      table.PrintMachineCpu(bytes, sweep.iterations, cpu_begin, cpu_end);
+    }
   }
   if (rank == 0) table.PrintFooter();
   return table.wrong() == 0 ? 0 : 1;

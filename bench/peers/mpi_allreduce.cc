@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < sweep.warmup; ++i) {
       MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
+    const tributary::bench::MachineCpu cpu_begin = tributary::bench::SampleMachineCpu();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < sweep.iterations; ++i) {
       MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -89,13 +90,17 @@ int main(int argc, char** argv) {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
             .count() /
         sweep.iterations;
+    const tributary::bench::MachineCpu cpu_end = tributary::bench::SampleMachineCpu();
     unsigned long long wrong =
         sweep.check ? tributary::bench::CheckSweepPattern(sweep, recv.data(), count, size) : 0;
     double max_us = 0;
     unsigned long long total_wrong = 0;
     MPI_Reduce(&avg_us, &max_us, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&wrong, &total_wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0) table.PrintRow(bytes, max_us, total_wrong);
+    if (rank == 0) {
+      table.PrintRow(bytes, max_us, total_wrong);
+      table.PrintMachineCpu(bytes, sweep.iterations, cpu_begin, cpu_end);
+    }
   }
   if (rank == 0) table.PrintFooter();
   const int code = table.wrong() == 0 ? 0 : 1;

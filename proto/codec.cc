@@ -10,6 +10,7 @@
 // Pure functions, thread-safe, no allocation.
 #include "proto/codec.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace tributary::proto {
@@ -205,6 +206,21 @@ const char* NackCodeName(NackCode c) {
     case NackCode::kPeerLeft: return "peer_left";
   }
   return "unknown";
+}
+
+const char* LeaveCauseText(uint32_t cause, char* buf, size_t len) {
+  switch (static_cast<LeaveCause>(cause)) {
+    case LeaveCause::kUnspecified: return "no cause given";
+    case LeaveCause::kClosed: return "closed by its owner";
+    case LeaveCause::kTimedOut: return "failed: an operation timed out";
+    case LeaveCause::kAggregatorLost: return "failed: it lost the aggregator";
+    case LeaveCause::kMismatch: return "failed: the ranks disagreed (count, dtype, op or order)";
+    case LeaveCause::kPeerLeft: return "failed: another member left first";
+    case LeaveCause::kResourceExhausted: return "failed: out of resources";
+    case LeaveCause::kFailed: return "failed";
+  }
+  std::snprintf(buf, len, "cause %u", cause);
+  return buf;
 }
 
 size_t DataTypeSize(DataType t) {

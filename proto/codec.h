@@ -93,6 +93,9 @@ const char* MsgTypeName(MsgType t);
 const char* DataTypeName(DataType t);
 const char* ReduceOpName(ReduceOp op);
 const char* NackCodeName(NackCode c);
+// FORMAT.md §3.2: "closed by its owner", "an operation timed out", ...; for
+// a cause this build does not know, "cause N" written into `buf`.
+const char* LeaveCauseText(uint32_t cause, char* buf, size_t len);
 
 // Size in bytes of one element; 0 for an undefined type.
 size_t DataTypeSize(DataType t);

@@ -115,6 +115,21 @@ enum class NackCode : uint32_t {
 };
 inline constexpr uint32_t kMaxNackCode = 11;
 
+// FORMAT.md §3.2: why a child leaves, carried in a LEAVE's aux field.
+// Diagnostic only: receivers accept any value (an unknown one is shown as
+// its number), and an aggregator that predates the field ignores it.
+enum class LeaveCause : uint32_t {
+  kUnspecified = 0,        // not given (children that predate the field)
+  kClosed = 1,             // its owner closed it (communicator destroyed)
+  kTimedOut = 2,           // an operation timed out
+  kAggregatorLost = 3,     // the aggregator became unreachable or forgot the job
+  kMismatch = 4,           // the ranks disagreed (count, dtype, op, order)
+  kPeerLeft = 5,           // another member of the job left first
+  kResourceExhausted = 6,  // it ran out of resources
+  kFailed = 7,             // any other failure
+};
+inline constexpr uint32_t kMaxLeaveCause = 7;
+
 // FORMAT.md §3.1: the JOIN body (little-endian like payloads).
 struct JoinBody {
   uint32_t fan_in;         // number of children of the aggregator for this job

@@ -261,6 +261,8 @@ void CommImpl::Leave(Lane& lane) {
   h.job_id = lane.identity.job_id;
   h.epoch = lane.identity.epoch;
   h.sender = lane.identity.rank;
+  // Why (FORMAT.md §3.2): the lane's first failure, else closed by its owner.
+  h.aux = lane.progress->LeaveCause();
   uint8_t packet[proto::kHeaderSize];
   proto::EncodeHeader(h, packet);
   proto::SealPacket(proto::DeriveMacKey(h.job_id, lane.identity.job_key), packet, sizeof(packet),

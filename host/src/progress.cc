@@ -577,7 +577,10 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
     TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
              s.message().c_str());
   }
-  Abort(s, nullptr);
+  Abort(s, nullptr,
+        static_cast<proto::NackCode>(h.aux) == proto::NackCode::kPeerLeft
+            ? proto::LeaveCause::kPeerLeft
+            : LeaveCauseOf(s.code()));
 }
 
 // STATUS answers a probe (RESULT_REQUEST) or a duplicate contribution while
@@ -743,10 +746,22 @@ void ProgressEngine::PopFinished() {
   while (!ops_.empty() && ops_.front()->finished) ops_.pop_front();
 }
 
-void ProgressEngine::Abort(Status reason, Operation* culprit) {
+proto::LeaveCause ProgressEngine::LeaveCauseOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kAborted: return proto::LeaveCause::kClosed;  // destroyed meanwhile
+    case StatusCode::kTimedOut: return proto::LeaveCause::kTimedOut;
+    case StatusCode::kUnavailable: return proto::LeaveCause::kAggregatorLost;
+    case StatusCode::kMismatch: return proto::LeaveCause::kMismatch;
+    case StatusCode::kResourceExhausted: return proto::LeaveCause::kResourceExhausted;
+    default: return proto::LeaveCause::kFailed;
+  }
+}
+
+void ProgressEngine::Abort(Status reason, Operation* culprit, proto::LeaveCause cause) {
   const bool first = !aborted_;
   if (!aborted_) {
     aborted_ = true;
+    leave_cause_.store(static_cast<uint32_t>(cause), std::memory_order_release);
     std::lock_guard<std::mutex> lock(mu_);
     if (health_.ok()) health_ = reason;
   }

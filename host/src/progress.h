@@ -147,6 +147,9 @@ class ProgressEngine {
 
   CommStats Stats() const;
   Status Health() const;
+  // What this rank's LEAVE says (FORMAT.md §3.2, proto::LeaveCause): why
+  // its first failure happened, else "closed by its owner".
+  uint32_t LeaveCause() const { return leave_cause_.load(std::memory_order_acquire); }
   // Asks the aggregator for the job's straggler statistics (STATS_REQUEST),
   // resending every 50 ms until an answer or `timeout_ms`. Blocks the
   // caller until the progress thread (or a test calling Poll) answers it.
@@ -205,7 +208,7 @@ class ProgressEngine {
   void MaybeStartProbe(uint64_t now);
   bool HandleProbeAnswer(const proto::PacketView& p, uint64_t now);
   void QueueProbePacket(const uint8_t* packet, size_t len);
-  // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed.
+  // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed, saying LeaveCause().
   void QueueLeave(uint32_t epoch);
   void HandleStatus(const proto::PacketView& p, uint64_t now);
   // A gap report (FORMAT.md §3.6.1): the aggregator took the named
@@ -230,7 +233,13 @@ class ProgressEngine {
   void ChooseCopies(const Operation& op);
   void LogCopyChoice(uint64_t now);
   void PopFinished();
-  void Abort(Status reason, Operation* culprit);
+  // `cause` for the LEAVE: by default from reason's code (LeaveCauseOf).
+  void Abort(Status reason, Operation* culprit, proto::LeaveCause cause);
+  void Abort(Status reason, Operation* culprit) {
+    const proto::LeaveCause cause = LeaveCauseOf(reason.code());
+    Abort(std::move(reason), culprit, cause);
+  }
+  static proto::LeaveCause LeaveCauseOf(StatusCode code);
   void Sample(uint64_t rtt_ns);
   // A result's latency (first send to RESULT): the RTT estimator gets the
   // minimum of the last 8, so that waiting for other ranks' recovery does
@@ -320,6 +329,7 @@ class ProgressEngine {
   bool cwnd_logged_ = false;
   bool ecn_logged_ = false;
   bool aborted_ = false;
+  std::atomic<uint32_t> leave_cause_{static_cast<uint32_t>(proto::LeaveCause::kClosed)};
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
   // An unauthenticated NACK unknown_job arrived: an aggregator that lost the

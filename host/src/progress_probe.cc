@@ -25,6 +25,7 @@ void ProgressEngine::QueueLeave(uint32_t epoch) {
   leave.job_id = id_.job_id;
   leave.epoch = epoch;
   leave.sender = id_.rank;
+  leave.aux = LeaveCause();
   for (int copy = 0; copy < 2; ++copy) {
     uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
     proto::EncodeHeader(leave, header);

@@ -73,6 +73,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "joins", e.joins);
   visit(g, "leaves", e.leaves);
   visit(g, "late_leaves", e.late_leaves);
+  visit(g, "failed_leaves", e.failed_leaves);
   visit(g, "recycles", e.recycles);
   visit(g, "joins_deferred", e.joins_deferred);
   visit(g, "flush_retries", e.flush_retries);

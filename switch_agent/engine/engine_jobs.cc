@@ -45,8 +45,13 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   if (job == nullptr) return;
   job->last_active_ns = now_ns;
   ++counters_.leaves;
+  // aux: why (FORMAT.md §3.2); 2 and up, its communicator failed. A further
+  // copy changes nothing: the first one's cause stands.
+  if (!job->HasLeft(h.sender) && h.aux >= static_cast<uint32_t>(proto::LeaveCause::kTimedOut)) {
+    ++counters_.failed_leaves;
+  }
   if (job->left() == 0) job->first_leave_ns = now_ns;
-  if (job->Leave(h.sender) && job->provisioned && !job->withdrawn) RecycleJob(job);
+  if (job->Leave(h.sender, h.aux) && job->provisioned && !job->withdrawn) RecycleJob(job);
 }
 
 // A provisioned job outlives its communicators: when the last child left,

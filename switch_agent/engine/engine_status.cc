@@ -66,8 +66,11 @@ bool Engine::NackIfDeserted(Job* job, const Header& in, uint32_t slot, uint32_t 
     if (!job->HasLeft(c) || (seen != nullptr && Job::TestBit(seen, c))) continue;
     ++counters_.peer_left_nacks;
     MakeNack(in, to, proto::NackCode::kPeerLeft, out);
-    const int n = std::snprintf(nack_text_, sizeof(nack_text_),
-                                "child %u left the job without contributing to this round", c);
+    char unknown[24];
+    const int n = std::snprintf(
+        nack_text_, sizeof(nack_text_),
+        "child %u left the job without contributing to this round (its communicator: %s)", c,
+        proto::LeaveCauseText(job->leave_cause(c), unknown, sizeof(unknown)));
     out->payload = reinterpret_cast<const uint8_t*>(nack_text_);
     out->payload_len = n <= 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(nack_text_) - 1);
     return true;

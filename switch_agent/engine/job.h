@@ -220,8 +220,10 @@ class Job {
   // Registers (or re-registers, after a rank restart) child `i` from `peer`;
   // clears its "left" mark.
   void Register(uint32_t i, PeerToken peer);
-  // Marks child `i` as gone. Returns true if every joined child has now left.
-  bool Leave(uint32_t i);
+  // Marks child `i` as gone, for `cause` (FORMAT.md §3.2, a LEAVE's aux;
+  // the first LEAVE's stays). Returns true if every joined child has now
+  // left.
+  bool Leave(uint32_t i, uint32_t cause = 0);
   // A provisioned job whose children all left starts over for the next
   // communicator: no children, every set unused, statistics cleared, a new
   // epoch (packets of the old generation are stale). The arena is kept.
@@ -238,6 +240,9 @@ class Job {
   uint32_t joined() const { return joined_; }
   uint32_t left() const { return left_; }
   bool HasLeft(uint32_t i) const { return TestBit(left_bits_, i); }
+  // Why child `i` left (proto::LeaveCause, or a newer value); meaningful
+  // while HasLeft(i).
+  uint32_t leave_cause(uint32_t i) const { return leave_causes_[i]; }
   uint64_t first_leave_ns = 0;  // when the first child of this generation left
   bool finished() const { return finished_; }
 
@@ -332,6 +337,7 @@ class Job {
   std::vector<PeerToken> live_;  // addressees() once a child left
   ChildLateness* lateness_ = nullptr;
   uint64_t* incarnations_ = nullptr;
+  uint32_t* leave_causes_ = nullptr;
   SetMeta* metas_ = nullptr;
   uint64_t* seen_ = nullptr;
   uint8_t* data_ = nullptr;

@@ -197,6 +197,8 @@ void Engine::LeaveAction(Job* job, Action* out) {
   out->header.job_id = job->job_id();
   out->header.epoch = up.leave_epoch;
   out->header.sender = up.child_index;
+  // Every child below left: this generation is over, not failed (§3.2).
+  out->header.aux = static_cast<uint32_t>(proto::LeaveCause::kClosed);
   out->peer = up.parent;
   SealWith(job, out);
 }

@@ -4,7 +4,7 @@
 // request, and the windowed STATUS: held and complete bitmaps across the
 // shadow-set wrap, older rounds not counted, W cut to the slot count, and
 // the plain form for aux 0 and 1; and NACK peer_left for a round that waits
-// for a child that left.
+// for a child that left, quoting why it left.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -200,6 +200,53 @@ TEST(EngineStatus, ARoundThatWaitsForAChildThatLeftIsRefusedNamingIt) {
   // Rank 2 is in collective 2: that round waits for rank 1 only.
   EXPECT_EQ(request(1, 2).header.type, MsgType::kStatus);
   EXPECT_EQ(engine.counters().peer_left_nacks, 2u);
+  EXPECT_NE(text.find("no cause given"), std::string::npos) << text;  // aux 0
+  EXPECT_EQ(engine.counters().failed_leaves, 0u);
+}
+
+// A LEAVE says why in aux (FORMAT.md §3.2); the refusal of a round that
+// waits for that child quotes it, so the ranks that stay can say why the
+// job ended. The first copy's cause stands; an unknown cause is shown as
+// its number; causes from 2 up count as failed leaves.
+TEST(EngineStatus, ThePeerLeftRefusalSaysWhyTheChildLeft) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/4, /*slots=*/4, 64);
+  auto leave = [&](uint32_t child, uint32_t cause) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum,
+                          0);
+    p.header.aux = cause;
+    return job.Deliver(p, JobFixture::Peer(child), 4);
+  };
+  auto refusal = [&](uint32_t slot, uint64_t collective) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kResultRequest, 0, slot, 0, collective, 0, DataType::kFloat32,
+                          ReduceOp::kSum, 16);
+    const Action a = job.Deliver(p, JobFixture::Peer(0), 5);
+    EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
+    return std::string(reinterpret_cast<const char*>(a.payload), a.payload_len);
+  };
+  const std::vector<float> v(16, 1.0f);
+  // Collective 1 (slot 0) has children 0, 2 and 3; collective 2 (slot 1)
+  // children 0, 1 and 3; collective 3 (slot 2) children 0, 1 and 2.
+  for (uint32_t c : {0u, 2u, 3u}) job.Send(c, 0, 0, 1, 0, v);
+  for (uint32_t c : {0u, 1u, 3u}) job.Send(c, 1, 0, 2, 0, v);
+  for (uint32_t c : {0u, 1u, 2u}) job.Send(c, 2, 0, 3, 0, v);
+  EXPECT_EQ(leave(1, static_cast<uint32_t>(proto::LeaveCause::kTimedOut)).kind, ActionKind::kNone);
+  leave(1, static_cast<uint32_t>(proto::LeaveCause::kClosed));  // a later copy: changes nothing
+  leave(2, 99);
+  leave(3, static_cast<uint32_t>(proto::LeaveCause::kClosed));
+  std::string text = refusal(0, 1);
+  EXPECT_NE(text.find("child 1 left"), std::string::npos) << text;
+  EXPECT_NE(text.find("an operation timed out"), std::string::npos) << text;
+  text = refusal(1, 2);
+  EXPECT_NE(text.find("child 2 left"), std::string::npos) << text;
+  EXPECT_NE(text.find("cause 99"), std::string::npos) << text;
+  text = refusal(2, 3);
+  EXPECT_NE(text.find("child 3 left"), std::string::npos) << text;
+  EXPECT_NE(text.find("closed by its owner"), std::string::npos) << text;
+  EXPECT_EQ(engine.counters().leaves, 4u);
+  EXPECT_EQ(engine.counters().failed_leaves, 2u);  // child 1 (timed out) and child 2 (99)
 }
 
 }  // namespace

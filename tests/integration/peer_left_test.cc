@@ -4,6 +4,8 @@
 // of after their operation timeout (FORMAT.md §5, NACK peer_left): a real
 // tributaryd and real rank processes over UDP.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -17,6 +19,14 @@ namespace tributary {
 namespace {
 
 using testing::DaemonProcess;
+
+// Rank `rank` of a 3-rank job on `addr`, with that operation timeout.
+Result<std::unique_ptr<Communicator>> Join(const std::string& addr, uint32_t job, int rank,
+                                           uint32_t op_timeout_ms) {
+  CommConfig c = Config(addr, job, static_cast<uint32_t>(rank), 3);
+  c.options.op_timeout_ms = op_timeout_ms;
+  return Communicator::Create(c);
+}
 
 // Three ranks complete one all-reduce; rank 2 then destroys its
 // communicator (LEAVE) and ranks 0 and 1 start another, which can never
@@ -32,9 +42,7 @@ TEST(ReliabilityPeerLeft, OthersFailAtOnceNamingTheRankThatLeft) {
   const uint32_t job = NextJobId();
   const std::string addr = daemon.address();
   const std::string failures = testing::RunRanks(3, 120, [&](int rank) {
-    CommConfig c = Config(addr, job, static_cast<uint32_t>(rank), 3);
-    c.options.op_timeout_ms = 60000;
-    auto comm = Communicator::Create(c);
+    auto comm = Join(addr, job, rank, 60000);
     if (!comm.ok()) return Fail(rank, comm.status().ToString());
     std::vector<int32_t> buf(1024);
     auto b = comm.value()->Register(buf.data(), buf.size() * 4);
@@ -48,8 +56,9 @@ TEST(ReliabilityPeerLeft, OthersFailAtOnceNamingTheRankThatLeft) {
                        static_cast<uint32_t>(rank), 3, &wrong);
     if (s.code() != StatusCode::kUnavailable ||
         s.message().find("can never complete") == std::string::npos ||
-        s.message().find("child 2 left") == std::string::npos) {
-      return Fail(rank, "expected UNAVAILABLE naming child 2's leave: " + s.ToString());
+        s.message().find("child 2 left") == std::string::npos ||
+        s.message().find("closed by its owner") == std::string::npos) {
+      return Fail(rank, "expected UNAVAILABLE naming child 2's leave and why: " + s.ToString());
     }
     // The communicator is aborted with that reason.
     if (comm.value()->Health().message() != s.message()) {
@@ -57,6 +66,56 @@ TEST(ReliabilityPeerLeft, OthersFailAtOnceNamingTheRankThatLeft) {
     }
     return 0;
   });
+  EXPECT_EQ(failures, "") << daemon.Output();
+}
+
+// Rank 2's communicator fails (its all-reduce times out: ranks 0 and 1 do
+// not start theirs until it has), and its LEAVE says so (FORMAT.md §3.2):
+// the error ranks 0 and 1 get names child 2 and "an operation timed out".
+// Why the verdict holds under any schedule: rank 2 sends its LEAVE before
+// its own call returns the timeout, so before it tells the others through
+// the pipe; the others' first all-reduce completes from rank 2's data sent
+// before it failed (or also draws the refusal), and every later one can
+// only be refused, with that cause, since it is kept with the child.
+TEST(ReliabilityPeerLeft, OthersLearnWhyTheRankLeft) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(IsOk(daemon.Start({})));
+  const uint32_t job = NextJobId();
+  const std::string addr = daemon.address();
+  int done[2];
+  ASSERT_EQ(pipe(done), 0);
+  const std::string failures = testing::RunRanks(3, 120, [&](int rank) {
+    auto comm = Join(addr, job, rank, rank == 2 ? 500 : 60000);
+    if (!comm.ok()) return Fail(rank, comm.status().ToString());
+    std::vector<int32_t> buf(1024);
+    auto b = comm.value()->Register(buf.data(), buf.size() * 4);
+    if (!b.ok()) return Fail(rank, b.status().ToString());
+    std::string wrong;
+    if (rank == 2) {
+      Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum,
+                                2, 3, &wrong);
+      if (s.code() != StatusCode::kTimedOut) return Fail(rank, "expected TIMED_OUT: " + s.ToString());
+      const char go[2] = {1, 1};
+      return write(done[1], go, 2) == 2 ? 0 : Fail(rank, "pipe");
+    }
+    pollfd p{done[0], POLLIN, 0};
+    char go = 0;
+    if (poll(&p, 1, 60000) != 1 || read(done[0], &go, 1) != 1) return Fail(rank, "no word from rank 2");
+    for (int i = 0; i < 3; ++i) {
+      Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum,
+                                static_cast<uint32_t>(rank), 3, &wrong);
+      if (s.ok()) continue;  // the round rank 2 had contributed to before it failed
+      if (s.code() != StatusCode::kUnavailable ||
+          s.message().find("child 2 left") == std::string::npos ||
+          s.message().find("an operation timed out") == std::string::npos) {
+        return Fail(rank, "expected UNAVAILABLE naming child 2 and its timeout: " + s.ToString());
+      }
+      return 0;
+    }
+    return Fail(rank, "three all-reduces completed without rank 2");
+  });
+  close(done[0]);
+  close(done[1]);
   EXPECT_EQ(failures, "") << daemon.Output();
 }
 

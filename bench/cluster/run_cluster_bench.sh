@@ -175,7 +175,9 @@ export NETNS_PREFIX  # ns_rsh.sh needs it under mpirun
 netns_trap_cleanup
 
 # Machine-wide CPU busy time (all CPUs) from /proc/stat: "busy total" jiffies.
-cpu_sample() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; ++i) t += $i; print t - $5 - $6, t }' /proc/stat; }
+# Fields user nice system idle iowait irq softirq steal (guest time is
+# already in user, guest_nice in nice).
+cpu_sample() { awk '/^cpu / { t = 0; for (i = 2; i <= 9 && i <= NF; ++i) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
 SWEEP=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" -c 1
        --density "$DENSITY" --density-block "$DENSITY_BLOCK")
@@ -410,15 +412,16 @@ for n in "${host_list[@]}"; do
       fi
       # Machine CPU-s per GB over each size's timed iterations, from rank
       # 0's "# machine-cpu" lines (allreduce_table.h); nan where absent or
-      # where the window held under 1 CPU-second (/proc/stat ticks 10 ms).
+      # where the timed iterations lasted under 0.5 s (every CPU's counter
+      # ticks every 10 ms: up to one tick of error per CPU).
       awk -v s="$sys" -v n="$n" -v r="$round" -v c="$cpu" '
-        /^# machine-cpu / { b = ""; g = ""; t = 0
-          for (i = 3; i <= NF; ++i) { split($i, kv, "=")
-            if (kv[1] == "bytes") b = kv[2]; else if (kv[1] == "cpu_s_per_gb") g = kv[2]; else if (kv[1] == "total_s") t = kv[2] }
-          if (b != "" && t >= 1.0) per_gb[b] = g; next }
-        !/^#/ && NF == 8 && $1 ~ /^[0-9]+$/ { row[++k] = $0 }
-        END { for (i = 1; i <= k; ++i) { split(row[i], f, " ")
-                print s, n, r, f[1], f[5], f[8], c, (f[1] in per_gb ? per_gb[f[1]] : "nan") } }' \
+        /^# machine-cpu / { delete f; for (i = 3; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] }
+          k = f["cpus"] > 0 ? f["cpus"] : 1
+          if (f["bytes"] != "" && f["total_s"] / k >= 0.5) per_gb[f["bytes"]] = f["cpu_s_per_gb"]
+          next }
+        !/^#/ && NF == 8 && $1 ~ /^[0-9]+$/ { row[++rows] = $0 }
+        END { for (i = 1; i <= rows; ++i) { split(row[i], w, " ")
+                print s, n, r, w[1], w[5], w[8], c, (w[1] in per_gb ? per_gb[w[1]] : "nan") } }' \
         "$log" >> "$RAW"
       if ((RACKS > 0)) && [[ "$MIN" == "$MAX" ]]; then
         # Per all-reduce (warm-up included; the gathers are a few bytes):

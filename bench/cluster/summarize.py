@@ -150,8 +150,8 @@ def main():
             # every process and the kernel's network work on the machine.
             p(f"Machine CPU seconds per GB all-reduced, n = {n} (busy time of all CPUs over "
               f"each size's timed iterations, per 1e9 bytes of vector x iterations; median "
-              f"over rounds; lower is better; '-' where the timed iterations spanned under "
-              f"1 CPU-second, which /proc/stat's 10 ms ticks cannot resolve):\n")
+              f"over rounds; lower is better; '-' where the timed iterations lasted under "
+              f"0.5 s, too short for /proc/stat's 10 ms ticks):\n")
             p("| size | " + " | ".join(NAMES.get(s, s) for s in shown) + " |")
             p("|---:|" + "---:|" * len(shown))
             for size in sizes:

@@ -216,7 +216,9 @@ class AllReduceTable {
   // iterations. The same measure for every system of a comparison (the
   // daemon, every rank, the emulated network's softirqs), where
   // run_cluster_bench.sh's "CPU busy" covers whole runs, start-up included.
-  // One line, "# machine-cpu bytes=B iters=N busy_s=X total_s=Y cpu_s_per_gb=Z".
+  // One line, "# machine-cpu bytes=B iters=N busy_s=X total_s=Y cpus=C
+  // cpu_s_per_gb=Z": total_s counts every CPU, idle included (C times the
+  // window's wall time), each in 10 ms ticks.
   void PrintMachineCpu(uint64_t bytes, int iterations, const MachineCpu& begin,
                        const MachineCpu& end) const {
     if (!begin.ok || !end.ok || end.total < begin.total || end.busy < begin.busy ||
@@ -227,8 +229,10 @@ class AllReduceTable {
     const double busy_s = static_cast<double>(end.busy - begin.busy) * tick;
     const double total_s = static_cast<double>(end.total - begin.total) * tick;
     const double gb = static_cast<double>(bytes) * iterations / 1e9;
-    std::printf("# machine-cpu bytes=%llu iters=%d busy_s=%.2f total_s=%.2f cpu_s_per_gb=%.3f\n",
-                static_cast<unsigned long long>(bytes), iterations, busy_s, total_s, busy_s / gb);
+    std::printf(
+        "# machine-cpu bytes=%llu iters=%d busy_s=%.2f total_s=%.2f cpus=%ld cpu_s_per_gb=%.3f\n",
+        static_cast<unsigned long long>(bytes), iterations, busy_s, total_s,
+        sysconf(_SC_NPROCESSORS_ONLN), busy_s / gb);
     std::fflush(stdout);
   }
 

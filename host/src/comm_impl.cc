@@ -255,14 +255,13 @@ namespace {
 constexpr int kLeaveCopies = 4;
 }  // namespace
 
-void CommImpl::Leave(Lane& lane) {
+void CommImpl::Leave(Lane& lane, uint32_t cause) {
   proto::Header h;
   h.type = proto::MsgType::kLeave;
   h.job_id = lane.identity.job_id;
   h.epoch = lane.identity.epoch;
   h.sender = lane.identity.rank;
-  // Why (FORMAT.md §3.2): the lane's first failure, else closed by its owner.
-  h.aux = lane.progress->LeaveCause();
+  h.aux = cause;  // FORMAT.md §3.2
   uint8_t packet[proto::kHeaderSize];
   proto::EncodeHeader(h, packet);
   proto::SealPacket(proto::DeriveMacKey(h.job_id, lane.identity.job_key), packet, sizeof(packet),
@@ -287,10 +286,18 @@ CommImpl::~CommImpl() {
     node_closing_ = true;
   }
   node_.reset();  // it leaves its stripe job and releases its segment
+  for (Lane& lane : lanes_) lane.progress->Stop();
+  // Every lane's LEAVE says why the communicator ends: the first failure of
+  // any lane (a healthy lane of a failed communicator did not close by
+  // itself), else closed by its owner.
+  uint32_t cause = static_cast<uint32_t>(proto::LeaveCause::kClosed);
   for (Lane& lane : lanes_) {
-    lane.progress->Stop();
-    Leave(lane);
+    if (lane.progress->LeaveCause() != static_cast<uint32_t>(proto::LeaveCause::kClosed)) {
+      cause = lane.progress->LeaveCause();
+      break;
+    }
   }
+  for (Lane& lane : lanes_) Leave(lane, cause);
   // Its in-flight chunks completed (with errors) as the lanes stopped; it
   // releases its staging memory's CUDA resources, then the registrations go.
   delete stager;

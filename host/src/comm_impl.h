@@ -140,7 +140,9 @@ class CommImpl {
   Status SetUpCollective(bool gather, const void* send, void* recv, size_t bytes);
   Status Join(host::Transport* transport, const Options& o, uint32_t* epoch);
   host::JoinRequest JoinRequestFor(const Options& lane_options) const;
-  void Leave(Lane& lane);
+  // The lane's LEAVEs (best effort, unanswered), saying `cause`
+  // (proto::LeaveCause, FORMAT.md §3.2).
+  void Leave(Lane& lane, uint32_t cause);
   std::string LaneTag(size_t k) const;  // "lane k (HOST:PORT): ", for messages
   // Which collective, and its name for messages.
   static constexpr size_t kWholeWindow = SIZE_MAX;

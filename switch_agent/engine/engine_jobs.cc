@@ -45,9 +45,11 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   if (job == nullptr) return;
   job->last_active_ns = now_ns;
   ++counters_.leaves;
-  // aux: why (FORMAT.md §3.2); 2 and up, its communicator failed. A further
-  // copy changes nothing: the first one's cause stands.
-  if (!job->HasLeft(h.sender) && h.aux >= static_cast<uint32_t>(proto::LeaveCause::kTimedOut)) {
+  // aux: why (FORMAT.md §3.2); the known causes from 2 on say its
+  // communicator failed. A further copy changes nothing: the first one's
+  // cause stands.
+  if (!job->HasLeft(h.sender) && h.aux >= static_cast<uint32_t>(proto::LeaveCause::kTimedOut) &&
+      h.aux <= proto::kMaxLeaveCause) {
     ++counters_.failed_leaves;
   }
   if (job->left() == 0) job->first_leave_ns = now_ns;

@@ -62,8 +62,19 @@ bool Engine::NackIfDeserted(Job* job, const Header& in, uint32_t slot, uint32_t 
                             bool started, PeerToken to, Action* out) {
   if (job->left() == 0) return false;
   const uint64_t* seen = started ? job->seen(slot, shadow) : nullptr;
-  for (uint32_t c = 0; c < job->fan_in(); ++c) {
-    if (!job->HasLeft(c) || (seen != nullptr && Job::TestBit(seen, c))) continue;
+  // The child named: one that left for a reason of its own, if any did (a
+  // rank that was refused so leaves with cause kPeerLeft, and a round it
+  // never joined should not hide the one that started it all).
+  uint32_t c = job->fan_in();
+  for (uint32_t i = 0; i < job->fan_in(); ++i) {
+    if (!job->HasLeft(i) || (seen != nullptr && Job::TestBit(seen, i))) continue;
+    if (c == job->fan_in()) c = i;
+    if (job->leave_cause(i) != static_cast<uint32_t>(proto::LeaveCause::kPeerLeft)) {
+      c = i;
+      break;
+    }
+  }
+  if (c < job->fan_in()) {
     ++counters_.peer_left_nacks;
     MakeNack(in, to, proto::NackCode::kPeerLeft, out);
     char unknown[24];

@@ -14,8 +14,8 @@
 // after the JOIN:
 //
 //   [children: PeerToken x fan_in][registered bits][left bits]
-//   [lateness: ChildLateness x fan_in]
-//   [SetMeta x 2S][seen bitmaps: 2S x W words][data: 2S x SetDataStride(P) bytes]
+//   [lateness: ChildLateness x fan_in][incarnations: u64 x fan_in]
+//   [leave causes: u32 x fan_in][SetMeta x 2S][seen bitmaps: 2S x W words][data: 2S x SetDataStride(P) bytes]
 //
 // (S = slot_count, W = ceil(fan_in / 64), P = payload_bytes; each region
 // starts on a 64-byte boundary; set index = 2 * slot + shadow.)

@@ -207,7 +207,7 @@ TEST(EngineStatus, ARoundThatWaitsForAChildThatLeftIsRefusedNamingIt) {
 // A LEAVE says why in aux (FORMAT.md §3.2); the refusal of a round that
 // waits for that child quotes it, so the ranks that stay can say why the
 // job ended. The first copy's cause stands; an unknown cause is shown as
-// its number; causes from 2 up count as failed leaves.
+// its number; the known causes from 2 on count as failed leaves.
 TEST(EngineStatus, ThePeerLeftRefusalSaysWhyTheChildLeft) {
   TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, /*fan_in=*/4, /*slots=*/4, 64);
@@ -246,7 +246,43 @@ TEST(EngineStatus, ThePeerLeftRefusalSaysWhyTheChildLeft) {
   EXPECT_NE(text.find("child 3 left"), std::string::npos) << text;
   EXPECT_NE(text.find("closed by its owner"), std::string::npos) << text;
   EXPECT_EQ(engine.counters().leaves, 4u);
-  EXPECT_EQ(engine.counters().failed_leaves, 2u);  // child 1 (timed out) and child 2 (99)
+  EXPECT_EQ(engine.counters().failed_leaves, 1u);  // child 1 (timed out); 99 is no known failure
+}
+
+// A rank refused so leaves too, with cause "another member left first":
+// a round that misses both it and the rank that started it names the
+// latter, whatever their order.
+TEST(EngineStatus, ThePeerLeftRefusalNamesTheChildThatLeftFirstForItsOwnReason) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/3, /*slots=*/4, 64);
+  auto leave = [&](uint32_t child, proto::LeaveCause cause) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum,
+                          0);
+    p.header.aux = static_cast<uint32_t>(cause);
+    job.Deliver(p, JobFixture::Peer(child), 4);
+  };
+  auto refusal = [&](uint32_t slot, uint64_t collective) {
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kResultRequest, 0, slot, 0, collective, 0, DataType::kFloat32,
+                          ReduceOp::kSum, 16);
+    const Action a = job.Deliver(p, JobFixture::Peer(0), 5);
+    EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
+    return std::string(reinterpret_cast<const char*>(a.payload), a.payload_len);
+  };
+  const std::vector<float> v(16, 1.0f);
+  job.Send(0, 0, 0, 1, 0, v);  // collective 1: child 0 only
+  job.Send(0, 1, 0, 2, 0, v);  // collective 2: children 0 and 2
+  job.Send(2, 1, 0, 2, 0, v);
+  leave(2, proto::LeaveCause::kTimedOut);
+  leave(1, proto::LeaveCause::kPeerLeft);
+  std::string text = refusal(0, 1);
+  EXPECT_NE(text.find("child 2 left"), std::string::npos) << text;
+  EXPECT_NE(text.find("an operation timed out"), std::string::npos) << text;
+  text = refusal(1, 2);  // only child 1 is missing there
+  EXPECT_NE(text.find("child 1 left"), std::string::npos) << text;
+  EXPECT_NE(text.find("another member left first"), std::string::npos) << text;
+  EXPECT_EQ(engine.counters().failed_leaves, 2u);
 }
 
 }  // namespace

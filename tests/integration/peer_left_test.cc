@@ -72,18 +72,31 @@ TEST(ReliabilityPeerLeft, OthersFailAtOnceNamingTheRankThatLeft) {
 // Rank 2's communicator fails (its all-reduce times out: ranks 0 and 1 do
 // not start theirs until it has), and its LEAVE says so (FORMAT.md §3.2):
 // the error ranks 0 and 1 get names child 2 and "an operation timed out".
-// Why the verdict holds under any schedule: rank 2 sends its LEAVE before
-// its own call returns the timeout, so before it tells the others through
-// the pipe; the others' first all-reduce completes from rank 2's data sent
-// before it failed (or also draws the refusal), and every later one can
-// only be refused, with that cause, since it is kept with the child.
+// Why the verdict holds under any schedule: rank 2 starts its all-reduce
+// only once ranks 0 and 1 have joined (pipe `joined`), so the job is not
+// over when it leaves; it sends its LEAVE before its own call returns the
+// timeout, so before it tells the others (pipe `failed`); the others'
+// first all-reduce completes from rank 2's data sent before it failed (or
+// also draws the refusal), and every later one can only be refused, with
+// that cause, since it is kept with the child.
 TEST(ReliabilityPeerLeft, OthersLearnWhyTheRankLeft) {
   DaemonProcess daemon;
   ASSERT_TRUE(IsOk(daemon.Start({})));
   const uint32_t job = NextJobId();
   const std::string addr = daemon.address();
-  int done[2];
-  ASSERT_EQ(pipe(done), 0);
+  int joined[2], failed[2];
+  ASSERT_EQ(pipe(joined), 0);
+  ASSERT_EQ(pipe(failed), 0);
+  // One byte per rank that may read it, within 60 s.
+  auto await = [](int fd, int bytes) {
+    for (int got = 0; got < bytes; ++got) {
+      pollfd p{fd, POLLIN, 0};
+      char b = 0;
+      if (poll(&p, 1, 60000) != 1 || read(fd, &b, 1) != 1) return false;
+    }
+    return true;
+  };
+  const char two[2] = {1, 1};
   const std::string failures = testing::RunRanks(3, 120, [&](int rank) {
     auto comm = Join(addr, job, rank, rank == 2 ? 500 : 60000);
     if (!comm.ok()) return Fail(rank, comm.status().ToString());
@@ -92,15 +105,14 @@ TEST(ReliabilityPeerLeft, OthersLearnWhyTheRankLeft) {
     if (!b.ok()) return Fail(rank, b.status().ToString());
     std::string wrong;
     if (rank == 2) {
+      if (!await(joined[0], 2)) return Fail(rank, "ranks 0 and 1 did not join");
       Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum,
                                 2, 3, &wrong);
       if (s.code() != StatusCode::kTimedOut) return Fail(rank, "expected TIMED_OUT: " + s.ToString());
-      const char go[2] = {1, 1};
-      return write(done[1], go, 2) == 2 ? 0 : Fail(rank, "pipe");
+      return write(failed[1], two, 2) == 2 ? 0 : Fail(rank, "pipe");
     }
-    pollfd p{done[0], POLLIN, 0};
-    char go = 0;
-    if (poll(&p, 1, 60000) != 1 || read(done[0], &go, 1) != 1) return Fail(rank, "no word from rank 2");
+    if (write(joined[1], two, 1) != 1) return Fail(rank, "pipe");
+    if (!await(failed[0], 1)) return Fail(rank, "no word from rank 2");
     for (int i = 0; i < 3; ++i) {
       Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum,
                                 static_cast<uint32_t>(rank), 3, &wrong);
@@ -114,8 +126,7 @@ TEST(ReliabilityPeerLeft, OthersLearnWhyTheRankLeft) {
     }
     return Fail(rank, "three all-reduces completed without rank 2");
   });
-  close(done[0]);
-  close(done[1]);
+  for (int fd : {joined[0], joined[1], failed[0], failed[1]}) close(fd);
   EXPECT_EQ(failures, "") << daemon.Output();
 }
 

@@ -204,6 +204,28 @@ TEST(EngineStatus, ARoundThatWaitsForAChildThatLeftIsRefusedNamingIt) {
   EXPECT_EQ(engine.counters().failed_leaves, 0u);
 }
 
+// Child `child` LEAVEs with cause `cause` (FORMAT.md §3.2).
+Action LeaveWith(JobFixture& job, uint32_t child, uint32_t cause) {
+  proto::PacketView p;
+  p.header = job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  p.header.aux = cause;
+  return job.Deliver(p, JobFixture::Peer(child), 4);
+}
+Action LeaveWith(JobFixture& job, uint32_t child, proto::LeaveCause cause) {
+  return LeaveWith(job, child, static_cast<uint32_t>(cause));
+}
+
+// Child 0's request for (slot, collective), which must draw NACK
+// peer_left: its text.
+std::string PeerLeftText(JobFixture& job, uint32_t slot, uint64_t collective) {
+  proto::PacketView p;
+  p.header = job.Header(MsgType::kResultRequest, 0, slot, 0, collective, 0, DataType::kFloat32,
+                        ReduceOp::kSum, 16);
+  const Action a = job.Deliver(p, JobFixture::Peer(0), 5);
+  EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
+  return std::string(reinterpret_cast<const char*>(a.payload), a.payload_len);
+}
+
 // A LEAVE says why in aux (FORMAT.md §3.2); the refusal of a round that
 // waits for that child quotes it, so the ranks that stay can say why the
 // job ended. The first copy's cause stands; an unknown cause is shown as
@@ -211,38 +233,23 @@ TEST(EngineStatus, ARoundThatWaitsForAChildThatLeftIsRefusedNamingIt) {
 TEST(EngineStatus, ThePeerLeftRefusalSaysWhyTheChildLeft) {
   TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, /*fan_in=*/4, /*slots=*/4, 64);
-  auto leave = [&](uint32_t child, uint32_t cause) {
-    proto::PacketView p;
-    p.header = job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum,
-                          0);
-    p.header.aux = cause;
-    return job.Deliver(p, JobFixture::Peer(child), 4);
-  };
-  auto refusal = [&](uint32_t slot, uint64_t collective) {
-    proto::PacketView p;
-    p.header = job.Header(MsgType::kResultRequest, 0, slot, 0, collective, 0, DataType::kFloat32,
-                          ReduceOp::kSum, 16);
-    const Action a = job.Deliver(p, JobFixture::Peer(0), 5);
-    EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
-    return std::string(reinterpret_cast<const char*>(a.payload), a.payload_len);
-  };
   const std::vector<float> v(16, 1.0f);
   // Collective 1 (slot 0) has children 0, 2 and 3; collective 2 (slot 1)
   // children 0, 1 and 3; collective 3 (slot 2) children 0, 1 and 2.
   for (uint32_t c : {0u, 2u, 3u}) job.Send(c, 0, 0, 1, 0, v);
   for (uint32_t c : {0u, 1u, 3u}) job.Send(c, 1, 0, 2, 0, v);
   for (uint32_t c : {0u, 1u, 2u}) job.Send(c, 2, 0, 3, 0, v);
-  EXPECT_EQ(leave(1, static_cast<uint32_t>(proto::LeaveCause::kTimedOut)).kind, ActionKind::kNone);
-  leave(1, static_cast<uint32_t>(proto::LeaveCause::kClosed));  // a later copy: changes nothing
-  leave(2, 99);
-  leave(3, static_cast<uint32_t>(proto::LeaveCause::kClosed));
-  std::string text = refusal(0, 1);
+  EXPECT_EQ(LeaveWith(job, 1, proto::LeaveCause::kTimedOut).kind, ActionKind::kNone);
+  LeaveWith(job, 1, proto::LeaveCause::kClosed);  // a later copy: changes nothing
+  LeaveWith(job, 2, 99);
+  LeaveWith(job, 3, proto::LeaveCause::kClosed);
+  std::string text = PeerLeftText(job, 0, 1);
   EXPECT_NE(text.find("child 1 left"), std::string::npos) << text;
   EXPECT_NE(text.find("an operation timed out"), std::string::npos) << text;
-  text = refusal(1, 2);
+  text = PeerLeftText(job, 1, 2);
   EXPECT_NE(text.find("child 2 left"), std::string::npos) << text;
   EXPECT_NE(text.find("cause 99"), std::string::npos) << text;
-  text = refusal(2, 3);
+  text = PeerLeftText(job, 2, 3);
   EXPECT_NE(text.find("child 3 left"), std::string::npos) << text;
   EXPECT_NE(text.find("closed by its owner"), std::string::npos) << text;
   EXPECT_EQ(engine.counters().leaves, 4u);
@@ -255,31 +262,16 @@ TEST(EngineStatus, ThePeerLeftRefusalSaysWhyTheChildLeft) {
 TEST(EngineStatus, ThePeerLeftRefusalNamesTheChildThatLeftFirstForItsOwnReason) {
   TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, /*fan_in=*/3, /*slots=*/4, 64);
-  auto leave = [&](uint32_t child, proto::LeaveCause cause) {
-    proto::PacketView p;
-    p.header = job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum,
-                          0);
-    p.header.aux = static_cast<uint32_t>(cause);
-    job.Deliver(p, JobFixture::Peer(child), 4);
-  };
-  auto refusal = [&](uint32_t slot, uint64_t collective) {
-    proto::PacketView p;
-    p.header = job.Header(MsgType::kResultRequest, 0, slot, 0, collective, 0, DataType::kFloat32,
-                          ReduceOp::kSum, 16);
-    const Action a = job.Deliver(p, JobFixture::Peer(0), 5);
-    EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
-    return std::string(reinterpret_cast<const char*>(a.payload), a.payload_len);
-  };
   const std::vector<float> v(16, 1.0f);
   job.Send(0, 0, 0, 1, 0, v);  // collective 1: child 0 only
   job.Send(0, 1, 0, 2, 0, v);  // collective 2: children 0 and 2
   job.Send(2, 1, 0, 2, 0, v);
-  leave(2, proto::LeaveCause::kTimedOut);
-  leave(1, proto::LeaveCause::kPeerLeft);
-  std::string text = refusal(0, 1);
+  LeaveWith(job, 2, proto::LeaveCause::kTimedOut);
+  LeaveWith(job, 1, proto::LeaveCause::kPeerLeft);
+  std::string text = PeerLeftText(job, 0, 1);
   EXPECT_NE(text.find("child 2 left"), std::string::npos) << text;
   EXPECT_NE(text.find("an operation timed out"), std::string::npos) << text;
-  text = refusal(1, 2);  // only child 1 is missing there
+  text = PeerLeftText(job, 1, 2);  // only child 1 is missing there
   EXPECT_NE(text.find("child 1 left"), std::string::npos) << text;
   EXPECT_NE(text.find("another member left first"), std::string::npos) << text;
   EXPECT_EQ(engine.counters().failed_leaves, 2u);

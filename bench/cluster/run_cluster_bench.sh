@@ -42,7 +42,10 @@
 # the cluster is torn down. Results: nccl-tests tables per system, a
 # comparison table against the link-bound limits (S/R in-network,
 # 2(n-1)/n·S/R for a ring), CSV, PNG plots (gnuplot), CPU use of the
-# machine during every run (/proc/stat), all under --out.
+# machine during every run (/proc/stat) and, per size, its busy CPU seconds
+# over the timed iterations per GB all-reduced (rank 0 of every system
+# samples /proc/stat around them: bench/common/allreduce_table.h), all
+# under --out.
 #
 # Needs root (exits 77 otherwise, which ctest reads as SKIP). Always removes
 # its namespaces and processes, also on failure and Ctrl-C. Exit: 0 all

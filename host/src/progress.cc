@@ -746,17 +746,6 @@ void ProgressEngine::PopFinished() {
   while (!ops_.empty() && ops_.front()->finished) ops_.pop_front();
 }
 
-proto::LeaveCause ProgressEngine::LeaveCauseOf(StatusCode code) {
-  switch (code) {
-    case StatusCode::kAborted: return proto::LeaveCause::kClosed;  // destroyed meanwhile
-    case StatusCode::kTimedOut: return proto::LeaveCause::kTimedOut;
-    case StatusCode::kUnavailable: return proto::LeaveCause::kAggregatorLost;
-    case StatusCode::kMismatch: return proto::LeaveCause::kMismatch;
-    case StatusCode::kResourceExhausted: return proto::LeaveCause::kResourceExhausted;
-    default: return proto::LeaveCause::kFailed;
-  }
-}
-
 void ProgressEngine::Abort(Status reason, Operation* culprit, proto::LeaveCause cause) {
   const bool first = !aborted_;
   if (!aborted_) {

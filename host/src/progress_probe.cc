@@ -19,6 +19,17 @@ constexpr uint64_t kProbeIntervalNs = 1000000000;  // at most one JOIN probe per
 constexpr uint64_t kProbeTimeoutNs = 1000000000;
 }  // namespace
 
+proto::LeaveCause ProgressEngine::LeaveCauseOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kAborted: return proto::LeaveCause::kClosed;  // destroyed meanwhile
+    case StatusCode::kTimedOut: return proto::LeaveCause::kTimedOut;
+    case StatusCode::kUnavailable: return proto::LeaveCause::kAggregatorLost;
+    case StatusCode::kMismatch: return proto::LeaveCause::kMismatch;
+    case StatusCode::kResourceExhausted: return proto::LeaveCause::kResourceExhausted;
+    default: return proto::LeaveCause::kFailed;
+  }
+}
+
 void ProgressEngine::QueueLeave(uint32_t epoch) {
   proto::Header leave;
   leave.type = proto::MsgType::kLeave;

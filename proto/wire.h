@@ -73,6 +73,15 @@ inline constexpr uint16_t kFlagRedundant = 1u << 9;
 // STATUS only, a gap report (FORMAT.md §3.6.1): the aggregator took this
 // fragment's first copy while the addressee's fragment before it was missing.
 inline constexpr uint16_t kFlagGap = 1u << 10;
+// RESULT only (FORMAT.md §3.3.3), two STATUS bits reused: where the round of
+// the addressee's fragment before this one (the same collective, the
+// elements right before) stands at the aggregator as this RESULT leaves.
+// Complete: its RESULT left earlier on the same path, so one that has not
+// arrived was lost. Pending: it waits for contributions (or the parent).
+// Neither: not known (the first fragment of a collective, or an older
+// aggregator). Readers before these meanings ignore both bits on a RESULT.
+inline constexpr uint16_t kFlagPrevPending = kFlagHeld;
+inline constexpr uint16_t kFlagPrevComplete = kFlagWindow;
 inline constexpr uint16_t kFlagsDefined = kFlagRetransmit | kFlagChecksum | kFlagLastFragment |
                                           kFlagHeld | kFlagPayloadMac | kFlagWindow | kFlagOwner |
                                           kFlagOwnerOnly | kFlagNotice | kFlagRedundant | kFlagGap;

@@ -481,7 +481,7 @@ void ProgressEngine::HandleResult(const proto::PacketView& p, uint64_t now) {
   const bool marked = p.ce || h.aux > 0;
   if (marked) counters_.ecn_marks.fetch_add(1, std::memory_order_relaxed);
   cwnd_.OnResultMarks(marked);
-  CompleteFragment(h.slot, bytes, now);
+  CompleteFragment(h.slot, bytes, now, h.flags);
 }
 
 // FORMAT.md §12.3: the aggregator wrote the result into our registered
@@ -505,10 +505,11 @@ void ProgressEngine::HandlePlaced(const proto::PlacedResult& r, uint64_t now) {
              r.slot, r.bytes, bytes);
     return;
   }
-  CompleteFragment(r.slot, bytes, now);
+  CompleteFragment(r.slot, bytes, now, 0);
 }
 
-void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now) {
+void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now,
+                                      uint16_t result_flags) {
   Slot& slot = window_.slot(index);
   Operation* op = slot.op;
   counters_.results.fetch_add(1, std::memory_order_relaxed);
@@ -538,12 +539,25 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   delivery_.Note(bytes, now, rtt_.srtt_ns());
   // Results out of order: the fragment before this one is still waiting.
   // Its round may wait for another rank, or its RESULT was lost; a probe
-  // of it may have been answered "held" long ago, and its backed-off timer
-  // is far away. Polls find out (O(1): only the fragment just before).
+  // of it may have been answered "held" long ago, its backed-off timer far
+  // away: polls find out (O(1): only the fragment just before). The
+  // aggregator may say which (FORMAT.md §3.3.3): complete, so its RESULT
+  // was lost: asked for at once; waiting: no poll, unless the job is lossy
+  // (3% and up), where a round that waits often waits for a loss of ours
+  // that nothing else reports soon (without polls then, 1 MiB all-reduces
+  // at 5-10% loss ran 10-30% slower).
   const uint64_t seq = slot.next_seq;
   if (seq > 0) {
-    const Slot& before = window_.slot(static_cast<uint32_t>((seq - 1) % window_.size()));
-    if (before.busy && before.next_seq == seq - 1) polls_left_ = kPollsWhenArmed;
+    const auto b = static_cast<uint32_t>((seq - 1) % window_.size());
+    const Slot& before = window_.slot(b);
+    if (before.busy && before.next_seq == seq - 1) {
+      // Both bits are not defined: read as neither.
+      const uint16_t said = result_flags & (proto::kFlagPrevComplete | proto::kFlagPrevPending);
+      if (said == proto::kFlagPrevComplete) AskForLostResult(b, now);
+      if (redundant_ || (said != proto::kFlagPrevComplete && said != proto::kFlagPrevPending)) {
+        ArmPolls();
+      }
+    }
   }
   window_.Release(index);
   if (window_.busy() == 0) delivery_.Pause(now);
@@ -639,7 +653,7 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
       if (polls_left_ > 0) --polls_left_;
     }
   }
-  if (acted > 0 || resend) polls_left_ = kPollsWhenArmed;
+  if (acted > 0 || resend) ArmPolls();
   if (held) {
     slot.held = true;
     // An early probe or resend answered "held": the aggregator had our
@@ -654,35 +668,6 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   if (!resend) return;
   counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
   SendFragment(h.slot, now, true, false);
-}
-
-// The aggregator took the first copy of fragment k (the one named) while
-// our fragment k - 1 was missing: every copy of k - 1 sent before k's was
-// lost (a datagram path keeps one rank's order; one that reorders costs a
-// needless resend, which idempotence absorbs). Acted on only while k is
-// still out with its data sent once, k - 1 is the fragment of the slot
-// before and its last copy went out before k's: a late or replayed report,
-// or one about a k - 1 resent since, changes nothing. Saves the round trip
-// of a RESULT of a later fragment plus RACK's wait and a probe.
-void ProgressEngine::HandleGapReport(const proto::PacketView& p, uint64_t now) {
-  const proto::Header& h = p.header;
-  const Slot& after = window_.slot(h.slot);
-  if (!after.busy || after.op->desc.collective_id != h.collective_id ||
-      after.elem_offset != h.elem_offset || h.shadow != window_.ShadowOf(after.next_seq) ||
-      after.data_resent || after.next_seq == 0 || window_.size() < 2 || reliable_) {
-    // (A reliable transport loses nothing: a gap there is reordering.)
-    return;
-  }
-  const uint32_t i = h.slot == 0 ? window_.size() - 1 : h.slot - 1;
-  const Slot& before = window_.slot(i);
-  if (!before.busy || before.next_seq + 1 != after.next_seq || before.held ||
-      before.data_order > after.data_order) {
-    return;
-  }
-  counters_.gap_resends.fetch_add(1, std::memory_order_relaxed);
-  counters_.lost_detected.fetch_add(1, std::memory_order_relaxed);
-  polls_left_ = kPollsWhenArmed;  // a loss: more may follow (the window poll)
-  SendFragment(i, now, true, false);
 }
 
 // Fragment base_seq + j lives in slot (base_seq + j) mod W; a bit about a

@@ -199,7 +199,13 @@ class ProgressEngine {
   void HandlePacket(const proto::PacketView& p, uint64_t now);
   void HandleResult(const proto::PacketView& p, uint64_t now);
   void HandlePlaced(const proto::PlacedResult& r, uint64_t now);
-  void CompleteFragment(uint32_t index, size_t bytes, uint64_t now);
+  // result_flags: the RESULT's (0 for a placed one), which may say where
+  // the round of the fragment before stands (FORMAT.md §3.3.3).
+  void CompleteFragment(uint32_t index, size_t bytes, uint64_t now, uint16_t result_flags);
+  // The aggregator completed slot i's round before it sent a later RESULT
+  // that arrived first: slot i's RESULT was lost. One plain request asks for
+  // it, unless one asked since that RESULT could have left.
+  void AskForLostResult(uint32_t i, uint64_t now);
   void HandleNack(const proto::PacketView& p);
   // An unauthenticated "unknown job" starts a JOIN probe (at most one at a
   // time, one per kProbeIntervalNs): the answer proves the job lost (an
@@ -322,10 +328,16 @@ class ProgressEngine {
   static constexpr uint32_t kMaxPollBackoff = 6;
   uint32_t poll_backoff_ = 0;      // answers in a row that changed nothing
   // Polls go out only once armed, by an answer that found a loss or by a
-  // RESULT overtaking the fragment before it, until this many answers in a
-  // row find nothing to do: without loss nothing polls.
-  static constexpr uint32_t kPollsWhenArmed = 8;
+  // RESULT overtaking the fragment before it (unless it said where that
+  // fragment's round stands), until this many answers in a row find
+  // nothing to do: without loss nothing polls. More while the aggregator
+  // reports a lossy job (redundant_, 3% and up), where one loss is soon
+  // followed by more (lost resends, lost reports); at 1% on a loaded CPU
+  // each poll costs more than it finds (RELIABILITY.md).
+  static constexpr uint32_t kPollsWhenArmed = 3;
+  static constexpr uint32_t kPollsWhenLossy = 8;
   uint32_t polls_left_ = 0;
+  void ArmPolls() { polls_left_ = redundant_ ? kPollsWhenLossy : kPollsWhenArmed; }
   bool cwnd_logged_ = false;
   bool ecn_logged_ = false;
   bool aborted_ = false;

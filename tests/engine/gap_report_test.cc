@@ -7,6 +7,7 @@
 // k - 1 - S is still pending (it cannot have sent k - 1), resends and
 // redundant copies of k, child aggregators' partial sums (aux > 0), a
 // round k completes (its RESULT goes instead), and gap_reports off.
+// Beside them, what a RESULT says of the round before its own (§3.3.3).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -129,6 +130,45 @@ TEST(EngineGapReport, OffNeverReports) {
   ASSERT_NO_FATAL_FAILURE(Complete(job, 0, kSlots));
   EXPECT_EQ(Fragment(job, 0, 5).kind, ActionKind::kNone);
   EXPECT_EQ(engine.counters().gap_reports, 0u);
+}
+
+// FORMAT.md §3.3.3: a RESULT says where the round of the fragment before
+// its own stands here (the slot before; the other shadow set from slot 0):
+// pending, complete, or nothing when that set does not hold the elements
+// right before in the same collective. Fragment k of collective 7 is
+// elements [4k, 4k + 4) in slot k % S, shadow (k / S) % 2.
+TEST(EngineGapReport, AResultSaysWhereTheRoundBeforeItStands) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, kSlots, 1024);
+  const std::vector<float> full(256, 1.0f);
+  const auto frag = [&](uint32_t sender, uint64_t k, uint16_t flags = 0) {
+    return job.SendWith(sender, static_cast<uint32_t>(k % kSlots),
+                        static_cast<uint32_t>((k / kSlots) % 2), 7, 256 * k, full, flags);
+  };
+  // The RESULT `a` goes as `kind` and says `said` of the round before.
+  const auto expect = [](const Action& a, ActionKind kind, uint16_t said, const char* what) {
+    ASSERT_EQ(a.kind, kind) << what;
+    EXPECT_EQ(a.header.type, MsgType::kResult) << what;
+    EXPECT_EQ(a.header.flags & (proto::kFlagPrevPending | proto::kFlagPrevComplete), said) << what;
+  };
+  constexpr ActionKind kAll = ActionKind::kResultToAll, kOne = ActionKind::kSendToOne;
+  ASSERT_EQ(frag(0, 0).kind, ActionKind::kNone);
+  ASSERT_EQ(frag(0, 1).kind, ActionKind::kNone);
+  ASSERT_EQ(frag(0, 2).kind, ActionKind::kNone);
+  expect(frag(1, 1), kAll, proto::kFlagPrevPending, "round 1 while round 0 waits for child 1");
+  expect(frag(1, 0), kAll, 0, "the first fragment of a collective: nothing to say");
+  expect(frag(1, 2), kAll, proto::kFlagPrevComplete, "round 2 after round 1");
+  expect(frag(0, 1, proto::kFlagRetransmit), kOne, proto::kFlagPrevComplete,
+         "a resend of fragment 1, answered now: round 0 is complete");
+  ASSERT_EQ(frag(0, 4).kind, ActionKind::kNone);
+  expect(frag(1, 4), kAll, 0, "fragment 4 (slot 0, shadow 1): slot 3, shadow 0 holds no round");
+  ASSERT_EQ(frag(0, 3).kind, ActionKind::kNone);
+  expect(frag(1, 3), kAll, proto::kFlagPrevComplete, "round 3 after round 2");
+  expect(frag(1, 4, proto::kFlagRetransmit), kOne, proto::kFlagPrevComplete,
+         "across the wrap: fragment 4 asked again finds round 3 complete");
+  ASSERT_EQ(job.SendWith(0, 1, 1, 8, 256, full, 0).kind, ActionKind::kNone);
+  expect(job.SendWith(1, 1, 1, 8, 256, full, 0), kAll, 0,
+         "collective 8's elements 256..511 after collective 7's fragment 4: another collective");
 }
 
 }  // namespace

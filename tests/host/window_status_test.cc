@@ -10,9 +10,11 @@
 // probe out (a replay); a gap report resends the fragment before the one it
 // names at once, and only while that is what it can be about; the poll starts only after a loss or a RESULT
 // that overtook the fragment before it, follows the pass that sent data,
-// waits longer after answers that find nothing, and stops after 8 of them;
+// waits longer after answers that find nothing, and stops after 3 of them (8 while the aggregator reports the job lossy);
 // a poll is marked as one, and one that finds its own round complete asks
-// for that RESULT.
+// for that RESULT; a RESULT that says the round before it is complete asks
+// for that round's RESULT at once, one that says it pending arms no poll
+// (both poll too while the aggregator reports the job lossy).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -72,6 +74,9 @@ class WindowTest : public ProgressTest {
     EXPECT_TRUE(st.ok()) << st.ToString();
   }
   void Gap(const Sent& k, uint64_t key = kKey);
+  // After a loss found by a probe's answer: the poll follows, finds a lost
+  // RESULT, and stops after `armed` answers in a row that find nothing.
+  void PollUntilAnswersFindNothing(int armed);
   std::shared_ptr<internal::RequestState> req_;
   std::vector<Sent> c_;
 };
@@ -165,9 +170,9 @@ TEST_F(WindowTest, WindowedStatusAsksForResultsThatWereLost) {
 // an answer that finds one starts it: a windowed probe from the lowest
 // fragment in flight follows the resend in the same pass, each poll waits
 // for the last one's answer, one that finds nothing makes the next wait
-// longer, one that finds a lost RESULT asks for it, and after eight
+// longer, one that finds a lost RESULT asks for it, and after three
 // answers in a row that find nothing the polls stop.
-TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
+void WindowTest::PollUntilAnswersFindNothing(int armed) {
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
   std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
@@ -215,11 +220,11 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
   Answer(c_[2]);  // the RESULT of fragment 3
   engine_->Poll();
   Take();
-  // Eight answers in a row that find nothing: then the polls stop, and
+  // `armed` answers in a row that find nothing: then the polls stop, and
   // only the fragments' own timers probe.
   uint64_t polls = engine_->Stats().window_polls;
   int answered = 0;
-  for (int step = 0; step < 4000 && answered < 8; ++step) {
+  for (int step = 0; step < 4000 && answered < armed; ++step) {
     engine_->Poll();
     std::vector<Sent> out = Take();
     const uint64_t n = engine_->Stats().window_polls;
@@ -242,7 +247,7 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
     SendWindowStatus(*p, all, {});
     ++answered;
   }
-  ASSERT_EQ(answered, 8);
+  ASSERT_EQ(answered, armed);
   for (int step = 0; step < 400; ++step) {
     now_ += 1 * kMs;
     engine_->Poll();
@@ -250,6 +255,20 @@ TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
   }
   EXPECT_EQ(engine_->Stats().window_polls, polls);
   Finish();
+}
+
+TEST_F(WindowTest, AfterALossPollsTheWindowUntilAnswersFindNothing) {
+  PollUntilAnswersFindNothing(3);
+}
+
+// While the aggregator reports the job lossy (kFlagRedundant on its
+// RESULTs), one loss is soon followed by more: eight answers that find
+// nothing before the polls stop. (Copies off, so that the first sends stay
+// single.)
+TEST_F(WindowTest, WhileTheAggregatorReportsLossPollsLastLonger) {
+  redundant_max_bytes_ = 0;
+  result_flags_ = proto::kFlagRedundant;
+  PollUntilAnswersFindNothing(8);
 }
 
 // A poll's answer that reports the round of the fragment it names (the
@@ -313,6 +332,87 @@ TEST_F(WindowTest, AResultOvertakingTheFragmentBeforeItArmsThePoll) {
   EXPECT_EQ(poll[0].header.aux, 3u);   // fragments 2..4
   EXPECT_EQ(engine_->Stats().window_polls, 1u);
   Finish();  // answers c_[0] and c_[2] again: counted as duplicates
+}
+
+// FORMAT.md §3.3.3: a RESULT that overtakes the fragment before it and
+// says that fragment's round is complete at the aggregator: its RESULT left
+// first and was lost. One plain request asks for it at once (no timer, and
+// no poll while the job is not lossy), and its answer completes the
+// fragment. While the aggregator reports the job lossy, the poll follows.
+TEST_F(WindowTest, AResultSayingTheRoundBeforeIsCompleteAsksForThatResultAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  result_flags_ = proto::kFlagPrevComplete;
+  std::vector<Sent> asked = OvertakeFragmentTwo();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(asked[0].header.slot, 2u);
+  EXPECT_EQ(asked[0].header.aux, 0u);
+  EXPECT_EQ(asked[0].header.flags & proto::kFlagWindow, 0);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+  EXPECT_EQ(engine_->Stats().window_polls, 0u);
+  now_ += kMs / 2;
+  Answer(c_[1]);
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().window_polls, 0u);
+  Finish();
+  EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+}
+
+TEST_F(WindowTest, InALossyJobAResultSayingTheRoundBeforeIsCompleteAlsoArmsThePoll) {
+  redundant_max_bytes_ = 0;  // no copies: the first sends stay single
+  result_flags_ = proto::kFlagRedundant;
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  result_flags_ = proto::kFlagRedundant | proto::kFlagPrevComplete;
+  std::vector<Sent> asked = OvertakeFragmentTwo();
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0].header.slot, 2u);
+  EXPECT_EQ(asked[0].header.flags & proto::kFlagWindow, 0) << "the plain request";
+  EXPECT_NE(asked[1].header.flags & proto::kFlagWindow, 0) << "the poll";
+  EXPECT_EQ(engine_->Stats().window_polls, 1u);
+  Finish();
+}
+
+// Said pending (it waits for another rank's data), the rank only waits:
+// no request and no poll. Without either bit (an older aggregator, or the
+// first fragment of a collective before it), the poll is armed as before
+// (AResultOvertakingTheFragmentBeforeItArmsThePoll).
+TEST_F(WindowTest, AResultSayingTheRoundBeforeWaitsArmsNoPoll) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  result_flags_ = proto::kFlagPrevPending;
+  EXPECT_TRUE(OvertakeFragmentTwo().empty());
+  // Our own data may be what the round waits for (a lost contribution
+  // that completed no round has no gap report): send-time detection (RACK)
+  // still probes fragment 2, and the tail probe fragment 4; no poll goes.
+  std::vector<Sent> sent;
+  for (int step = 0; step < 8; ++step) {
+    now_ += kMs / 4;
+    engine_->Poll();
+    for (Sent& s : Take()) sent.push_back(std::move(s));
+  }
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].header.slot, 2u);
+  EXPECT_EQ(sent[1].header.slot, 4u);
+  for (const Sent& s : sent) EXPECT_EQ(s.header.type, proto::MsgType::kResultRequest);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+  EXPECT_EQ(engine_->Stats().tail_probes, 1u);
+  EXPECT_EQ(engine_->Stats().window_polls, 0u);
+  Finish();
+}
+
+// In a lossy job a round that waits often waits for a loss of our own
+// that nothing reports soon: the poll is armed all the same.
+TEST_F(WindowTest, InALossyJobAResultSayingTheRoundBeforeWaitsArmsThePoll) {
+  redundant_max_bytes_ = 0;
+  result_flags_ = proto::kFlagRedundant;
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  result_flags_ = proto::kFlagRedundant | proto::kFlagPrevPending;
+  std::vector<Sent> poll = OvertakeFragmentTwo();
+  ASSERT_EQ(poll.size(), 1u);
+  EXPECT_NE(poll[0].header.flags & proto::kFlagWindow, 0);
+  EXPECT_EQ(engine_->Stats().window_polls, 1u);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+  Finish();
 }
 
 // With two probes of a fragment out, an answer is taken for the older one:

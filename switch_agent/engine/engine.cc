@@ -63,20 +63,11 @@ using proto::NackCode;
 alignas(64) const uint8_t kZeroPayload[proto::kMaxPayloadBytes] = {};
 
 // FORMAT.md §3.3.3: where the round before this one stands here, for the
-// RESULT of (slot, shadow). The sender's fragment before lives in the slot
-// before (the other shadow set when this slot is 0); the set there says
-// something only while it holds the elements right before these, in the
-// same collective. A window of one slot, or the first fragment of a
-// collective: nothing is said.
+// RESULT of (slot, shadow); nothing when the set before holds another round.
 uint16_t PrevRoundFlags(Job* job, uint32_t slot, uint32_t shadow, const SetMeta& m) {
-  const uint32_t slots = job->slot_count();
-  if (slots < 2 || m.elem_offset == 0) return 0;
-  const SetMeta& prev = slot == 0 ? job->meta(slots - 1, shadow ^ 1u) : job->meta(slot - 1, shadow);
-  if (prev.state == SetState::kUnused || prev.collective_id != m.collective_id ||
-      prev.elem_offset + prev.elem_count != m.elem_offset) {
-    return 0;
-  }
-  return prev.state == SetState::kComplete ? proto::kFlagPrevComplete : proto::kFlagPrevPending;
+  const SetMeta* prev = job->RoundBefore(slot, shadow, m);
+  if (prev == nullptr) return 0;
+  return prev->state == SetState::kComplete ? proto::kFlagPrevComplete : proto::kFlagPrevPending;
 }
 
 // Whether a round's notices stand for +0 elements that change its result:

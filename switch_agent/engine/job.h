@@ -60,7 +60,7 @@ struct alignas(64) SetMeta {
   uint8_t upstream_sends;     // kUpstream: times the partial sum was sent (0 = not yet)
   uint8_t uplink_attempts;    // kUpstream: timer expiries (probes and re-sends), for backoff
   uint8_t uplink_probes;      // kUpstream: probes the parent has not answered yet
-  uint8_t uplink_resend;      // kUpstream: the parent said it lacks our data: re-send it
+  uint8_t uplink_resend;      // kUpstream: 1: the parent lacks our data: re-send it; 2: ask for its RESULT (kUplinkAskResult)
   uint8_t ce_marks;           // contributions that arrived marked CE (ECN), saturating
   uint32_t routing;           // reduce-scatter / all-gather (FORMAT.md §3.3.1): kRouting* below
 };
@@ -77,6 +77,10 @@ inline constexpr uint32_t kNoOwner = (1u << 21) - 1;  // > any child index (kMax
 inline constexpr uint32_t kRoutingHadNotice = 1u << 28;  // a notice arrived (FORMAT.md §3.3.2)
 inline constexpr uint32_t kRoutingHasData = 1u << 29;
 inline constexpr uint32_t kRoutingOwnerOnly = 1u << 30;
+// SetMeta::uplink_resend: the parent's RESULT of the next round said this
+// round's RESULT went out (FORMAT.md §3.3.3): lost on the way here; a plain
+// request asks for it at the next poll.
+inline constexpr uint8_t kUplinkAskResult = 2;
 inline uint32_t OwnerOf(const SetMeta& m) { return m.routing & kNoOwner; }
 inline bool HasData(const SetMeta& m) { return (m.routing & kRoutingHasData) != 0; }
 inline bool OwnerOnly(const SetMeta& m) { return (m.routing & kRoutingOwnerOnly) != 0; }
@@ -256,6 +260,20 @@ class Job {
   }
   uint8_t* result(uint32_t slot, uint32_t shadow) {
     return acc(slot, shadow) + 2 * size_t{params_.payload_bytes};
+  }
+  // FORMAT.md §3.3.3: the set before (slot, shadow) (the slot before; the
+  // other shadow set from slot 0) if it holds the same collective's
+  // elements right before `m`'s round, else null (the first fragment of a
+  // collective, a window of one slot, another round there).
+  SetMeta* RoundBefore(uint32_t slot, uint32_t shadow, const SetMeta& m) {
+    const uint32_t slots = params_.slot_count;
+    if (slots < 2 || m.elem_offset == 0) return nullptr;
+    SetMeta& prev = slot == 0 ? meta(slots - 1, shadow ^ 1u) : meta(slot - 1, shadow);
+    if (prev.state == SetState::kUnused || prev.collective_id != m.collective_id ||
+        prev.elem_offset + prev.elem_count != m.elem_offset) {
+      return nullptr;
+    }
+    return &prev;
   }
   void ClearSeen(uint32_t slot, uint32_t shadow);
 

@@ -27,7 +27,9 @@
 // most likely still queued ahead of that STATUS, and a second copy would
 // only lengthen the queue. A STATUS that says "went out" while the RESULT
 // has not arrived means it was lost (one path keeps order): a plain request
-// asks for it. Most overdue results are waits for a sibling
+// asks for it. So does a RESULT of the parent's that says the round
+// before it is complete (FORMAT.md §3.3.3) while that round still waits
+// here: at the next poll, with no timer. Most overdue results are waits for a sibling
 // subtree that is itself recovering a loss, and re-sending kilobytes of data
 // for those would only add load. The data goes again when the parent says
 // it lacks it, or after two unanswered probes. A NACK stale_epoch /
@@ -279,7 +281,10 @@ size_t Engine::PollUplinks(uint64_t now_ns, Action* out, size_t max) {
           continue;
         }
         if (m.complete_ns != 0 && m.uplink_attempts < UINT8_MAX) ++m.uplink_attempts;
-        if (m.upstream_sends == 0 || m.uplink_resend != 0 || m.uplink_probes >= 2) {
+        if (m.uplink_resend == kUplinkAskResult) {
+          m.uplink_resend = 0;
+          UplinkProbeAction(job, s, v, now_ns, &out[n++], false);
+        } else if (m.upstream_sends == 0 || m.uplink_resend != 0 || m.uplink_probes >= 2) {
           m.uplink_resend = 0;
           m.uplink_probes = 0;
           UpstreamAction(job, s, v, now_ns, &out[n++]);
@@ -425,6 +430,16 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   m.ce_marks = static_cast<uint8_t>(std::min<uint32_t>(m.ce_marks + above, 255));
   m.state = SetState::kComplete;
   m.complete_ns = now_ns;
+  // FORMAT.md §3.3.3: the parent completed the round before this one
+  // first, so a RESULT of it that has not arrived was lost on the way
+  // here: asked for at the next poll, with no timer (and no RTT sample).
+  const uint16_t said = h.flags & (proto::kFlagPrevComplete | proto::kFlagPrevPending);
+  SetMeta* before = said == proto::kFlagPrevComplete ? job->RoundBefore(h.slot, h.shadow, m) : nullptr;
+  if (before != nullptr && before->state == SetState::kUpstream && before->upstream_sends > 0 &&
+      before->uplink_resend == 0) {
+    before->uplink_resend = kUplinkAskResult;
+    before->complete_ns = 0;
+  }
   --up.waiting;
   ++counters_.uplink_results;
   job->last_active_ns = now_ns;

@@ -155,7 +155,7 @@ class Tree {
   }
   void ContributeBytes(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
                        DataType dtype, ReduceOp op, const uint8_t* bytes, size_t len,
-                       uint16_t flags = 0, uint32_t notice_count = 0) {
+                       uint16_t flags = 0, uint32_t notice_count = 0, uint64_t offset = 0) {
     proto::PacketView p;
     p.header.flags = flags;
     p.header.type = MsgType::kContribution;
@@ -165,6 +165,7 @@ class Tree {
     p.header.slot = slot;
     p.header.shadow = static_cast<uint8_t>(shadow);
     p.header.collective_id = collective;
+    p.header.elem_offset = offset;
     p.header.dtype = dtype;
     p.header.op = op;
     p.header.elem_count =
@@ -233,19 +234,22 @@ std::vector<int32_t> Values(int leaf, uint32_t rank, uint64_t round) {
   return v;
 }
 
-// Every rank got exactly one RESULT for `collective` holding the sum of the
-// four ranks' contributions.
-void ExpectResults(Tree* t, uint64_t collective) {
+// Every rank got exactly one RESULT for the fragment of `collective` at
+// `offset` holding the sum of the four ranks' Values(.., round).
+void ExpectResultsOf(Tree* t, uint64_t collective, uint64_t offset, uint64_t round) {
   std::vector<int64_t> want(kPayload / 4, 0);
   for (int i = 0; i < 2; ++i) {
     for (uint32_t r = 0; r < 2; ++r) {
-      const auto v = Values(i, r, collective);
+      const auto v = Values(i, r, round);
       for (size_t k = 0; k < v.size(); ++k) want[k] += v[k];
     }
   }
   int got = 0;
   for (const auto& p : t->rank_rx()) {
-    if (p.header.type != MsgType::kResult || p.header.collective_id != collective) continue;
+    if (p.header.type != MsgType::kResult || p.header.collective_id != collective ||
+        p.header.elem_offset != offset) {
+      continue;
+    }
     ++got;
     ASSERT_EQ(p.payload.size(), kPayload);
     const auto* out = reinterpret_cast<const int32_t*>(p.payload.data());
@@ -253,8 +257,11 @@ void ExpectResults(Tree* t, uint64_t collective) {
       ASSERT_EQ(out[k], static_cast<int32_t>(want[k])) << "collective " << collective << " [" << k << "]";
     }
   }
-  EXPECT_EQ(got, 4) << "collective " << collective;
+  EXPECT_EQ(got, 4) << "collective " << collective << " offset " << offset;
 }
+
+// The same for a one-fragment collective whose values are its round's.
+void ExpectResults(Tree* t, uint64_t collective) { ExpectResultsOf(t, collective, 0, collective); }
 
 TEST(EngineTree, TwoLevelsExactOnEveryRankThroughBothShadowSets) {
   Tree t;
@@ -364,6 +371,53 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
   EXPECT_EQ(t.root().counters().retransmit_answers, 1u);
   ExpectResults(&t, 0);
   EXPECT_EQ(t.root().counters().contributions, 2u);  // no double counting
+}
+
+// FORMAT.md §3.3.3 between aggregators: the root's RESULT of a
+// collective's second fragment says the first one's round is complete, so
+// a leaf still waiting for the first one's RESULT lost it and asks for it
+// at its next poll, with a plain request and no timer.
+TEST(EngineTree, AResultSayingTheRoundBeforeIsCompleteRecoversItsLostResultAtOnce) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  constexpr uint64_t kCollective = 5;
+  constexpr uint64_t kSecond = kPayload / 4;  // elements of the first fragment
+  int lost = 0;
+  auto drop = [&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine == 1 && h.type == MsgType::kResult && h.elem_offset == 0 && lost == 0) {
+      return ++lost, true;
+    }
+    return false;
+  };
+  for (uint64_t f = 0; f < 2; ++f) {
+    for (int i = 0; i < 2; ++i) {
+      for (uint32_t r = 0; r < 2; ++r) {
+        const auto v = Values(i, r, f);
+        t.ContributeBytes(i, r, static_cast<uint32_t>(f), 0, kCollective, DataType::kInt32,
+                          ReduceOp::kSum, reinterpret_cast<const uint8_t*>(v.data()),
+                          v.size() * 4, 0, 0, f * kSecond);
+      }
+    }
+  }
+  t.Pump(drop);
+  ASSERT_EQ(lost, 1);
+  EXPECT_EQ(t.leaf(1).counters().uplink_results, 1u);  // the second fragment's
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 0u);
+  t.Poll();  // no time has passed: far from any timer
+  t.Pump();
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 1u);
+  EXPECT_EQ(t.leaf(1).counters().uplink_resends, 0u);
+  EXPECT_EQ(t.leaf(0).counters().uplink_probes, 0u);
+  EXPECT_EQ(t.root().counters().retransmit_answers, 1u);
+  EXPECT_EQ(t.leaf(1).counters().uplink_results, 2u);
+  // Every rank has both fragments' sums, once each.
+  for (uint64_t f = 0; f < 2; ++f) ExpectResultsOf(&t, kCollective, f * kSecond, f);
+  // Nothing more is asked at later polls.
+  t.now() += 1'000'000'000;
+  t.Poll();
+  t.Pump();
+  EXPECT_EQ(t.leaf(1).counters().uplink_probes, 1u);
 }
 
 // A probe that reaches the parent after the round completed, while the

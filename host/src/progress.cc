@@ -542,7 +542,8 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   // of it may have been answered "held" long ago, its backed-off timer far
   // away: polls find out (O(1): only the fragment just before). The
   // aggregator may say which (FORMAT.md §3.3.3): complete, so its RESULT
-  // was lost: asked for at once; waiting: no poll, unless the job is lossy
+  // was lost (on a datagram path; a reliable one only reorders): asked for
+  // at once; waiting: no poll, unless the job is lossy
   // (3% and up), where a round that waits often waits for a loss of ours
   // that nothing else reports soon (without polls then, 1 MiB all-reduces
   // at 5-10% loss ran 10-30% slower).
@@ -553,7 +554,7 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
     if (before.busy && before.next_seq == seq - 1) {
       // Both bits are not defined: read as neither.
       const uint16_t said = result_flags & (proto::kFlagPrevComplete | proto::kFlagPrevPending);
-      if (said == proto::kFlagPrevComplete) AskForLostResult(b, now);
+      if (said == proto::kFlagPrevComplete && !reliable_) AskForLostResult(b, now);
       if (redundant_ || (said != proto::kFlagPrevComplete && said != proto::kFlagPrevPending)) {
         ArmPolls();
       }

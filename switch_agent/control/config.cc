@@ -523,8 +523,10 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   l.redundant_max_bytes = static_cast<uint32_t>(c.redundant_max_bytes);
   // Datagram dataplanes only: ofi and verbs are reliable (nothing is lost)
   // and may complete one child's receives out of order, so a gap there is
-  // never a loss (FORMAT.md §3.6.1).
-  l.gap_reports = c.gap_reports != 0 && (c.dataplane == "udp" || c.dataplane == "dpdk");
+  // never a loss (FORMAT.md §3.6.1), nor a RESULT ahead of the one before
+  // it (§3.3.3).
+  l.ordered_paths = c.dataplane == "udp" || c.dataplane == "dpdk";
+  l.gap_reports = c.gap_reports != 0 && l.ordered_paths;
   return l;
 }
 

@@ -300,7 +300,7 @@ void Engine::ResultAction(Job* job, uint32_t slot, uint32_t shadow, Action* out)
   r.shadow = static_cast<uint8_t>(shadow);
   r.aux = m.ce_marks;  // FORMAT.md §3.3: contributions of the round marked CE
   r.flags = (job->lossy ? proto::kFlagRedundant : 0) |  // FORMAT.md §8.4
-            PrevRoundFlags(job, slot, shadow, m);
+            (limits_.ordered_paths ? PrevRoundFlags(job, slot, shadow, m) : 0);
   out->peers = job->addressees();  // not to children that left
   out->peer_count = job->addressee_count();
   // FORMAT.md §3.3.1: a round without data answers with a notice; a

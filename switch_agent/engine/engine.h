@@ -119,6 +119,12 @@ struct EngineLimits {
   // FORMAT.md §3.6.1: tell a rank at once when its first copy of a fragment
   // arrives while its fragment before it is missing (lost on the way).
   bool gap_reports = true;
+  // The dataplane's paths keep one sender's packets in order and may lose
+  // them (udp, dpdk). Only then does a RESULT say where the round before it
+  // stands (FORMAT.md §3.3.3), and does this engine, below the root, take
+  // its parent's word for a lost RESULT: on ofi and verbs nothing is lost
+  // and receives may complete out of order.
+  bool ordered_paths = true;
 };
 
 // What the dataplane sends after one input packet.

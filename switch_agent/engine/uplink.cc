@@ -433,12 +433,17 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
   // FORMAT.md §3.3.3: the parent completed the round before this one
   // first, so a RESULT of it that has not arrived was lost on the way
   // here: asked for at the next poll, with no timer (and no RTT sample).
+  // (Counted as an attempt: the answer is a bare round trip, no wait for
+  // the siblings, and must not pull the uplink RTO down.)
   const uint16_t said = h.flags & (proto::kFlagPrevComplete | proto::kFlagPrevPending);
-  SetMeta* before = said == proto::kFlagPrevComplete ? job->RoundBefore(h.slot, h.shadow, m) : nullptr;
+  SetMeta* before = said == proto::kFlagPrevComplete && limits_.ordered_paths
+                        ? job->RoundBefore(h.slot, h.shadow, m)
+                        : nullptr;
   if (before != nullptr && before->state == SetState::kUpstream && before->upstream_sends > 0 &&
       before->uplink_resend == 0) {
     before->uplink_resend = kUplinkAskResult;
     before->complete_ns = 0;
+    if (before->uplink_attempts < UINT8_MAX) ++before->uplink_attempts;
   }
   --up.waiting;
   ++counters_.uplink_results;

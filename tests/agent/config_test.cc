@@ -240,21 +240,25 @@ TEST(ConfigTest, ConversionsUseTheRightUnits) {
   EXPECT_EQ(ToDataplaneOptions(c).port, 1234);
 }
 
-// Proves: gap reports (FORMAT.md §3.6.1) are on for the datagram
-// dataplanes and off for the reliable ones, whatever the setting says.
+// Proves: gap reports (FORMAT.md §3.6.1) and what a RESULT says of the
+// round before it (§3.3.3) are on for the datagram dataplanes and off for
+// the reliable ones, gap reports whatever the setting says.
 TEST(ConfigTest, GapReportsOnlyOnDatagramDataplanes) {
   Config c;
   for (const char* d : {"udp", "dpdk"}) {
     c.dataplane = d;
     EXPECT_TRUE(ToEngineLimits(c).gap_reports) << d;
+    EXPECT_TRUE(ToEngineLimits(c).ordered_paths) << d;
   }
   for (const char* d : {"ofi", "verbs"}) {
     c.dataplane = d;
     EXPECT_FALSE(ToEngineLimits(c).gap_reports) << d;
+    EXPECT_FALSE(ToEngineLimits(c).ordered_paths) << d;
   }
   c.dataplane = "udp";
   c.gap_reports = 0;
   EXPECT_FALSE(ToEngineLimits(c).gap_reports);
+  EXPECT_TRUE(ToEngineLimits(c).ordered_paths);
 }
 
 

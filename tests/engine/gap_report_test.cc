@@ -122,6 +122,26 @@ TEST(EngineGapReport, ResendsCopiesChildAggregatorsAndCompletingRoundsReportNoth
   EXPECT_EQ(engine.counters().gap_reports, 0u);
 }
 
+// On ofi and verbs (paths that lose nothing and may reorder) RESULTs say
+// nothing of the round before: a RESULT ahead of its predecessor there is
+// no sign of a lost one.
+TEST(EngineGapReport, ResultsSayNothingOfTheRoundBeforeWherePathsMayReorder) {
+  EngineLimits reliable;
+  reliable.ordered_paths = false;
+  TestEngine engine(reliable, 1);
+  JobFixture job(&engine, 1, 2, 2, kSlots, 1024);
+  const std::vector<float> full(256, 1.0f);
+  for (uint64_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(job.SendWith(0, static_cast<uint32_t>(k), 0, 7, 256 * k, full, 0).kind,
+              ActionKind::kNone);
+  }
+  for (uint64_t k : {1, 0, 2}) {  // 1 while 0 waits, then 2 after 1
+    const Action a = job.SendWith(1, static_cast<uint32_t>(k), 0, 7, 256 * k, full, 0);
+    ASSERT_EQ(a.kind, ActionKind::kResultToAll) << k;
+    EXPECT_EQ(a.header.flags & (proto::kFlagPrevPending | proto::kFlagPrevComplete), 0) << k;
+  }
+}
+
 TEST(EngineGapReport, OffNeverReports) {
   EngineLimits off;
   off.gap_reports = false;

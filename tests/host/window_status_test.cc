@@ -506,6 +506,17 @@ TEST_F(WindowTest, GapReportResendsTheFragmentBeforeAtOnceAndOnlyThen) {
 
 // Over a reliable transport nothing is lost: a gap there is reordering,
 // and the report changes nothing.
+// Nor does a RESULT that says the round before it is complete: a reliable
+// transport may complete receives out of order, and loses nothing.
+TEST_F(WindowTest, OverAReliableTransportAResultAheadOfItsPredecessorAsksForNothing) {
+  reliable_ = true;
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  result_flags_ = proto::kFlagPrevComplete;
+  EXPECT_TRUE(OvertakeFragmentTwo().empty());
+  EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+  Finish();
+}
+
 TEST_F(WindowTest, GapReportsOverAReliableTransportChangeNothing) {
   reliable_ = true;
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));

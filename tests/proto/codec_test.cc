@@ -452,6 +452,17 @@ TEST(DecodeErrors, GapReportsAreHeaderOnlyStatuses) {
   EXPECT_EQ(DecodeBytes(ValidPacket(MsgType::kResult, kFlagGap)), DecodeError::kBadFlags);
 }
 
+// FORMAT.md §3.3.3, §11: a RESULT may carry the two STATUS bits that say
+// where the round before it stands; every decoder since v3 accepts them
+// there (that is what lets old children ignore them).
+TEST(DecodeErrors, AResultMaySayWhereTheRoundBeforeStands) {
+  for (uint16_t f : {kFlagPrevPending, kFlagPrevComplete,
+                     static_cast<uint16_t>(kFlagPrevPending | kFlagPrevComplete)}) {
+    EXPECT_EQ(DecodeBytes(ValidPacket(MsgType::kResult, f)), DecodeError::kOk) << f;
+  }
+  static_assert(kFlagPrevPending == kFlagHeld && kFlagPrevComplete == kFlagWindow);
+}
+
 // Rules apply in FORMAT.md §8 order: a packet breaking several gets the first.
 TEST(DecodeErrors, FirstBrokenRuleWins) {
   Bytes b = ValidPacket(MsgType::kContribution, kFlagChecksum);

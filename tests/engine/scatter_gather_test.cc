@@ -4,9 +4,10 @@
 // owner alone (retransmission answers too), all-gather notices that count
 // as arrived without touching the accumulator whether they come before or
 // after the owner's data, a round of notices only answered with a notice,
-// and the rules that refuse inconsistent rounds: a second owner, a round
-// that is reduce-scatter for some children only, a notice with a payload,
-// and the codec's flag rules.
+// every form of a RESULT saying where the round before stands, and the
+// rules that refuse inconsistent rounds: a second owner, a round that is
+// reduce-scatter for some children only, a notice with a payload, and the
+// codec's flag rules.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,9 +28,9 @@ constexpr uint32_t kCount = 16;  // floats per fragment (64-byte payloads)
 
 // A contribution with routing flags; a notice carries no payload.
 Action Routed(JobFixture* job, uint32_t sender, uint16_t flags, const std::vector<float>& v,
-              uint32_t slot = 0, uint64_t collective = 1) {
+              uint32_t slot = 0, uint64_t collective = 1, uint64_t offset = 0) {
   proto::PacketView p;
-  p.header = job->Header(MsgType::kContribution, sender, slot, 0, collective, 0,
+  p.header = job->Header(MsgType::kContribution, sender, slot, 0, collective, offset,
                          DataType::kFloat32, ReduceOp::kSum, kCount);
   p.header.flags = flags;
   if ((flags & proto::kFlagNotice) == 0) {
@@ -110,6 +111,53 @@ TEST(EngineScatterGather, NoticesOnlyAnswerWithANotice) {
   EXPECT_NE(done.header.flags & proto::kFlagNotice, 0);
   EXPECT_EQ(done.payload_len, 0u);
   EXPECT_EQ(done.header.elem_count, kCount);
+}
+
+// FORMAT.md §3.3.3 in every form of a RESULT: a reduce-scatter RESULT
+// says where the round before stands to its owner and, in the notice
+// form, to every other child (answers to duplicates too), and a round of
+// notices only says it as well.
+TEST(EngineScatterGather, EveryFormOfAResultSaysWhereTheRoundBeforeStands) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/3, /*slots=*/4, 64);
+  constexpr uint16_t kRs = proto::kFlagOwnerOnly, kMine = proto::kFlagOwnerOnly | proto::kFlagOwner;
+  const auto said = [](const Action& a) {
+    return a.header.flags & (proto::kFlagPrevPending | proto::kFlagPrevComplete);
+  };
+  // Collective 1, fragment 0 (slot 0): child 2's share has not come.
+  EXPECT_EQ(Routed(&job, 0, kRs, Filled(1)).kind, ActionKind::kNone);
+  EXPECT_EQ(Routed(&job, 1, kMine, Filled(2)).kind, ActionKind::kNone);
+  // Fragment 1 (slot 1, the next kCount elements, owned by child 0)
+  // completes first: the round before is pending, for every child.
+  Routed(&job, 0, kMine, Filled(1), 1, 1, kCount);
+  Routed(&job, 1, kRs, Filled(2), 1, 1, kCount);
+  const Action second = Routed(&job, 2, kRs, Filled(4), 1, 1, kCount);
+  ASSERT_EQ(second.kind, ActionKind::kResultToAll);
+  ASSERT_TRUE(second.owner_only);
+  for (uint32_t c = 0; c < 3; ++c) {
+    proto::PacketView v;
+    const auto bytes = testing::EncodeActionFor(second, JobFixture::Peer(c));
+    ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk) << c;
+    EXPECT_EQ((v.header.flags & proto::kFlagNotice) != 0, c != 0) << c;
+    EXPECT_EQ(v.header.flags & (proto::kFlagPrevPending | proto::kFlagPrevComplete),
+              proto::kFlagPrevPending)
+        << c;
+  }
+  // Fragment 0 completes; a duplicate of fragment 1 from child 1 (not
+  // its owner) is answered with the notice, which now says complete.
+  ASSERT_EQ(Routed(&job, 2, kRs, Filled(4)).kind, ActionKind::kResultToAll);
+  const Action again = Routed(&job, 1, kRs, Filled(2), 1, 1, kCount);
+  ASSERT_EQ(again.kind, ActionKind::kSendToOne);
+  EXPECT_NE(again.header.flags & proto::kFlagNotice, 0);
+  EXPECT_EQ(said(again), proto::kFlagPrevComplete);
+  // Collective 2: a round of notices only (slot 3) ahead of its
+  // predecessor (slot 2, one notice of three so far): pending.
+  EXPECT_EQ(Routed(&job, 0, proto::kFlagNotice, {}, 2, 2).kind, ActionKind::kNone);
+  for (uint32_t c = 0; c < 2; ++c) Routed(&job, c, proto::kFlagNotice, {}, 3, 2, kCount);
+  const Action notices = Routed(&job, 2, proto::kFlagNotice, {}, 3, 2, kCount);
+  ASSERT_EQ(notices.kind, ActionKind::kResultToAll);
+  EXPECT_NE(notices.header.flags & proto::kFlagNotice, 0);
+  EXPECT_EQ(said(notices), proto::kFlagPrevPending);
 }
 
 TEST(EngineScatterGather, InconsistentRoundsAreRefused) {

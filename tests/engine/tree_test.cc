@@ -376,7 +376,8 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
 // FORMAT.md §3.3.3 between aggregators: the root's RESULT of a
 // collective's second fragment says the first one's round is complete, so
 // a leaf still waiting for the first one's RESULT lost it and asks for it
-// at its next poll, with a plain request and no timer.
+// at its next poll, with a plain request and no timer. Meanwhile that leaf
+// tells its own ranks the round before is pending (it waits upstream).
 TEST(EngineTree, AResultSayingTheRoundBeforeIsCompleteRecoversItsLostResultAtOnce) {
   Tree t;
   t.Poll();
@@ -403,6 +404,19 @@ TEST(EngineTree, AResultSayingTheRoundBeforeIsCompleteRecoversItsLostResultAtOnc
   t.Pump(drop);
   ASSERT_EQ(lost, 1);
   EXPECT_EQ(t.leaf(1).counters().uplink_results, 1u);  // the second fragment's
+  // What each leaf told its own ranks with the second fragment's RESULT:
+  // leaf 0 has the first one's, so that round is complete there; leaf 1's
+  // first round still waits for the root (its partial sum went up), so it
+  // says pending, and its ranks wait while it recovers that RESULT itself.
+  int told = 0;
+  for (const auto& p : t.rank_rx()) {
+    if (p.header.type != MsgType::kResult || p.header.elem_offset != kSecond) continue;
+    ++told;
+    EXPECT_EQ(p.header.flags & (proto::kFlagPrevPending | proto::kFlagPrevComplete),
+              p.leaf == 0 ? proto::kFlagPrevComplete : proto::kFlagPrevPending)
+        << "leaf " << p.leaf;
+  }
+  EXPECT_EQ(told, 4);
   EXPECT_EQ(t.leaf(1).counters().uplink_probes, 0u);
   t.Poll();  // no time has passed: far from any timer
   t.Pump();

@@ -13,8 +13,10 @@
 // waits longer after answers that find nothing, and stops after 3 of them (8 while the aggregator reports the job lossy);
 // a poll is marked as one, and one that finds its own round complete asks
 // for that RESULT; a RESULT that says the round before it is complete asks
-// for that round's RESULT at once, one that says it pending arms no poll
-// (both poll too while the aggregator reports the job lossy).
+// for that round's RESULT at once (unless a request for it went out less
+// than a round trip ago), one that says it pending arms no poll (both poll
+// too while the aggregator reports the job lossy), and one that says both
+// is read as saying nothing.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -371,6 +373,53 @@ TEST_F(WindowTest, InALossyJobAResultSayingTheRoundBeforeIsCompleteAlsoArmsThePo
   EXPECT_NE(asked[1].header.flags & proto::kFlagWindow, 0) << "the poll";
   EXPECT_EQ(engine_->Stats().window_polls, 1u);
   Finish();
+}
+
+// Both bits at once are not defined (FORMAT.md §3.3.3): read as neither,
+// so the poll is armed as with an older aggregator, and nothing is asked.
+TEST_F(WindowTest, AResultSayingBothOfTheRoundBeforeIsReadAsSayingNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/true));
+  result_flags_ = proto::kFlagPrevComplete | proto::kFlagPrevPending;
+  std::vector<Sent> poll = OvertakeFragmentTwo();
+  ASSERT_EQ(poll.size(), 1u);
+  EXPECT_EQ(poll[0].header.slot, 2u);
+  EXPECT_NE(poll[0].header.flags & proto::kFlagWindow, 0) << "the poll, not a plain request";
+  EXPECT_EQ(engine_->Stats().window_polls, 1u);
+  EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+  Finish();
+}
+
+// A request for that RESULT already out for less than a round trip is
+// left to be answered: no second one. One out for longer is taken for lost,
+// and the RESULT is asked for again at once.
+TEST_F(WindowTest, AResultSayingTheRoundBeforeIsCompleteLeavesARecentRequestToBeAnswered) {
+  for (const uint64_t since : {kMs / 2, 3 * kMs}) {
+    SCOPED_TRACE(since);
+    ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+    ASSERT_EQ(ProbeAll().size(), 4u);  // every fragment's timer: a probe each
+    now_ += since;
+    Answer(c_[0]);  // fragment 1
+    engine_->Poll();
+    Take();
+    result_flags_ = proto::kFlagPrevComplete;
+    Answer(c_[2]);  // fragment 3: fragment 2's RESULT went out first
+    engine_->Poll();
+    std::vector<Sent> asked;
+    for (Sent& s : Take()) {
+      if (s.header.slot == 2) asked.push_back(std::move(s));
+    }
+    if (since < kMs) {
+      EXPECT_TRUE(asked.empty());
+      EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+    } else {
+      ASSERT_EQ(asked.size(), 1u);
+      EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
+      EXPECT_EQ(asked[0].header.flags & proto::kFlagWindow, 0);
+      EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+    }
+    result_flags_ = 0;
+    Finish();
+  }
 }
 
 // Said pending (it waits for another rank's data), the rank only waits:

@@ -516,6 +516,19 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   last_progress_ns_ = now;
   tail_probe_sent_ = false;
   poll_backoff_ = 0;  // rounds complete: a RESULT of ours may have been lost among them
+  if (index == poll_slot_ && slot.next_seq == poll_seq_) {
+    // The window poll's own fragment completed before its answer came (the
+    // answer, behind this RESULT, will name a fragment no longer in flight
+    // and be dropped): the round it named was not lost, so the poll found
+    // nothing. Uncounted, a streaming window polled once per round trip
+    // from the first loss on (at 1% loss, 128 KiB-1 MiB: a poll for every
+    // 7 fragments, 6 per loss). Except in a lossy job (3% and up), where
+    // those polls still find losses often enough (RELIABILITY.md).
+    poll_slot_ = kNoPoll;
+    poll_answered_ns_ = now;
+    poll_rtt_ns_ = now - poll_sent_ns_;
+    if (polls_left_ > 0 && !redundant_) --polls_left_;
+  }
   // Karn: unambiguous samples only. A result's latency includes the wait
   // for the other ranks (their losses, their lateness): only the minimum of
   // the recent ones says how long the path and the aggregator take.

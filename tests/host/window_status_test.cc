@@ -10,7 +10,9 @@
 // probe out (a replay); a gap report resends the fragment before the one it
 // names at once, and only while that is what it can be about; the poll starts only after a loss or a RESULT
 // that overtook the fragment before it, follows the pass that sent data,
-// waits longer after answers that find nothing, and stops after 3 of them (8 while the aggregator reports the job lossy);
+// waits longer after answers that find nothing, and stops after 3 of them
+// (8 while the aggregator reports the job lossy), a poll overtaken by its
+// own fragment's RESULT counting as one (not in a lossy job);
 // a poll is marked as one, and one that finds its own round complete asks
 // for that RESULT; a RESULT that says the round before it is complete asks
 // for that round's RESULT at once (unless a request for it went out less
@@ -79,6 +81,7 @@ class WindowTest : public ProgressTest {
   // After a loss found by a probe's answer: the poll follows, finds a lost
   // RESULT, and stops after `armed` answers in a row that find nothing.
   void PollUntilAnswersFindNothing(int armed);
+  std::vector<uint32_t> PollsOvertakenByTheirResults();
   std::shared_ptr<internal::RequestState> req_;
   std::vector<Sent> c_;
 };
@@ -271,6 +274,75 @@ TEST_F(WindowTest, WhileTheAggregatorReportsLossPollsLastLonger) {
   redundant_max_bytes_ = 0;
   result_flags_ = proto::kFlagRedundant;
   PollUntilAnswersFindNothing(8);
+}
+
+// A poll whose own fragment's RESULT arrives before its answer (the round
+// it named was not lost; the answer, behind the RESULT, names a fragment no
+// longer in flight and is dropped) counts as an answer that found nothing:
+// after three, a window that keeps streaming polls no more. (Uncounted, it
+// polled once per round trip for as long as data flowed.) In a lossy job
+// (the aggregator's kFlagRedundant) they do not count: every fragment left
+// in flight is polled. Returns the fragments polled (indices in c_).
+std::vector<uint32_t> WindowTest::PollsOvertakenByTheirResults() {
+  Make(9);
+  MeasureRoundTrip(1 * kMs);
+  req_ = Submit(16 * 8, ++collective_);
+  engine_->Poll();
+  c_ = Take();
+  EXPECT_EQ(c_.size(), 8u);  // fragments 1..8 in slots 1..8
+  if (c_.size() != 8u) return {};
+  now_ += kMs / 2;
+  Answer(c_[0]);  // fragment 1, in order
+  Answer(c_[2]);  // fragment 3 while fragment 2 waits: the poll is armed
+  engine_->Poll();
+  std::vector<Sent> polls;
+  std::vector<uint32_t> polled;
+  uint32_t next = 1;  // the lowest fragment without a RESULT (index in c_)
+  uint64_t seen = 0;
+  for (int step = 0; step < 40 && next < c_.size(); ++step) {
+    std::vector<Sent> out = Take();
+    const uint64_t n = engine_->Stats().window_polls;
+    now_ += kMs / 4;
+    if (n > seen) {
+      EXPECT_EQ(n, seen + 1);
+      seen = n;
+      // The poll names the lowest fragment in flight (the fragments' own
+      // timers may probe too).
+      const Sent* poll = nullptr;
+      for (const Sent& o : out) {
+        if (o.header.type == proto::MsgType::kResultRequest &&
+            (o.header.flags & proto::kFlagWindow) && o.header.slot == c_[next].header.slot) {
+          poll = &o;
+        }
+      }
+      EXPECT_NE(poll, nullptr) << "poll " << n;
+      if (poll == nullptr) return polled;
+      polls.push_back(*poll);
+      polled.push_back(next);
+      Answer(c_[next]);  // its fragment's RESULT, ahead of its answer
+      if (++next == 2) ++next;  // fragment 3's RESULT is here already
+    }
+    engine_->Poll();
+  }
+  // The polls' answers arrive late: nothing is resent or asked for again.
+  for (const Sent& p : polls) SendWindowStatus(p, {0}, {0});
+  engine_->Poll();
+  for (const Sent& s : Take()) EXPECT_NE(s.header.type, proto::MsgType::kContribution);
+  Finish();
+  return polled;
+}
+
+TEST_F(WindowTest, APollOvertakenByItsOwnFragmentsResultFoundNothing) {
+  window_poll_ = true;
+  EXPECT_EQ(PollsOvertakenByTheirResults(), (std::vector<uint32_t>{1, 3, 4}));
+  EXPECT_EQ(engine_->Stats().window_polls, 3u);
+}
+
+TEST_F(WindowTest, InALossyJobPollsGoOnWhileTheirFragmentsResultsOvertakeThem) {
+  window_poll_ = true;
+  redundant_max_bytes_ = 0;  // no copies: the first sends stay single
+  result_flags_ = proto::kFlagRedundant;
+  EXPECT_EQ(PollsOvertakenByTheirResults(), (std::vector<uint32_t>{1, 3, 4, 5, 6, 7}));
 }
 
 // A poll's answer that reports the round of the fragment it names (the

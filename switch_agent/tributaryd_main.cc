@@ -24,6 +24,7 @@
 #include "switch_agent/control/config.h"
 #include "switch_agent/control/counters.h"
 #include "switch_agent/control/identity.h"
+#include "switch_agent/control/job_log.h"
 #include "switch_agent/control/signals.h"
 #if TRIBUTARY_HAVE_MANAGER
 #include "proto/manager_endpoints.h"
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
   }
   engine::Engine engine(agent::ToEngineLimits(config), EpochSeed());
   engine.SetIdentity(&identity.value());
+  agent::JobLog job_log;  // lanes (NewLane) log through it too
+  engine.SetEventSink(&agent::JobLog::Sink, &job_log);
   // Later than any earlier run's: the incarnation of this node's JOINs to
   // parent aggregators (FORMAT.md §3.1).
   engine.SetIncarnation(static_cast<uint64_t>(

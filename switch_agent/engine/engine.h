@@ -42,6 +42,7 @@
 #include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/job.h"
+#include "switch_agent/engine/job_events.h"
 
 namespace tributary::reduce {
 struct Kernel;  // reduce/reduce_table.h: the kernels the engine reduces with
@@ -242,6 +243,7 @@ class Engine {
     auto lane = std::make_unique<Engine>(limits_, epoch_seed);
     lane->SetIdentity(identity_);
     lane->SetIncarnation(incarnation_);
+    lane->SetEventSink(sink_, sink_user_);
     return lane;
   }
 
@@ -278,7 +280,18 @@ class Engine {
 
   // Frees jobs that ended (all children left) or idled past the timeout.
   // Invalidates the payload pointers of earlier Actions. Returns jobs freed.
+  // Then hands the job events recorded since the last call to the sink.
   size_t Reap(uint64_t now_ns);
+
+  // Job lifecycle events (job_events.h): recorded while a sink is set (at
+  // most kMaxPendingEvents between two Reap calls; the excess is counted
+  // in one kLost event) and handed to it by Reap(), never from OnPacket().
+  // Lanes (NewLane) get the same sink.
+  void SetEventSink(JobEventSink sink, void* user) {
+    sink_ = sink;
+    sink_user_ = user;
+  }
+  static constexpr size_t kMaxPendingEvents = 4096;
 
   // ---- Provisioned jobs and trees (control path, loop thread). ----
   ProvisionResult Provision(const JobSpec& spec, uint64_t now_ns);
@@ -394,6 +407,12 @@ class Engine {
 
   bool Ended(const Job& job, uint64_t now_ns) const;
   bool HasEndedJobs(uint64_t now_ns) const;  // a scan: JOIN refusals only
+  size_t FreeEndedJobs(uint64_t now_ns);      // Reap without the events' delivery
+  // Job events (SetEventSink): a generation formed, or ended (freed, or
+  // recycled when placed).
+  void NoteFormed(Job* job, uint64_t now_ns);
+  void NoteEnded(const Job& job, uint64_t now_ns);
+  void Record(const JobEvent& event);
 
   EngineLimits limits_;
   char nack_text_[proto::kMaxNackTextBytes];  // the last NackWithText's payload
@@ -416,6 +435,10 @@ class Engine {
   const proto::Identity* identity_ = nullptr;
   uint64_t incarnation_ = 0;
   const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction
+  JobEventSink sink_ = nullptr;
+  void* sink_user_ = nullptr;
+  std::vector<JobEvent> events_;  // recorded since the last Reap
+  uint64_t events_lost_ = 0;      // beyond kMaxPendingEvents
 };
 
 }  // namespace tributary::engine

@@ -53,7 +53,10 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
     ++counters_.failed_leaves;
   }
   if (job->left() == 0) job->first_leave_ns = now_ns;
-  if (job->Leave(h.sender, h.aux) && job->provisioned && !job->withdrawn) RecycleJob(job);
+  if (job->Leave(h.sender, h.aux) && job->provisioned && !job->withdrawn) {
+    NoteEnded(*job, now_ns);
+    RecycleJob(job);
+  }
 }
 
 // A provisioned job outlives its communicators: when the last child left,
@@ -130,12 +133,14 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     // JOIN) until the old generation's other children left too, or until
     // kGenerationDrainNs passed, after which they are dropped from the job.
     if (job->finished()) {
+      NoteEnded(*job, now_ns);
       RecycleJob(job);
     } else if (job->HasLeft(h.sender)) {
       if (now_ns - job->first_leave_ns < kGenerationDrainNs) {
         ++counters_.joins_deferred;
         return;
       }
+      NoteEnded(*job, now_ns);
       RecycleJob(job);
     }
     const JobParams& have = job->params();
@@ -161,7 +166,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
         return;
       }
       reap_pending_ = false;
-      Reap(now_ns);
+      FreeEndedJobs(now_ns);  // the events wait for the dataplane's Reap
       reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
     }
     if (!reserved) {
@@ -182,6 +187,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   job->incarnation(h.sender) = body.incarnation;
   job->Register(h.sender, from);
   job->last_active_ns = now_ns;
+  NoteFormed(job, now_ns);
   ++counters_.joins;
 
   proto::JoinBody ack{};
@@ -279,10 +285,27 @@ bool Engine::HasEndedJobs(uint64_t now_ns) const {
 }
 
 size_t Engine::Reap(uint64_t now_ns) {
+  const size_t freed = FreeEndedJobs(now_ns);
+  if (sink_ != nullptr && (!events_.empty() || events_lost_ > 0)) {
+    if (events_lost_ > 0) {
+      JobEvent lost;
+      lost.kind = JobEvent::Kind::kLost;
+      lost.lost = events_lost_;
+      events_lost_ = 0;
+      events_.push_back(lost);
+    }
+    for (const JobEvent& e : events_) sink_(e, sink_user_);
+    events_.clear();
+  }
+  return freed;
+}
+
+size_t Engine::FreeEndedJobs(uint64_t now_ns) {
   size_t freed = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     const Job& job = *it->second;
     if (Ended(job, now_ns)) {
+      NoteEnded(job, now_ns);
       if (job.has_uplink) --uplink_jobs_;
       memory_bytes_ -= job.arena_bytes();
       if (cached_job_ == it->second.get()) cached_job_ = nullptr;
@@ -294,6 +317,78 @@ size_t Engine::Reap(uint64_t now_ns) {
     }
   }
   return freed;
+}
+
+void Engine::Record(const JobEvent& event) {
+  if (events_.size() >= kMaxPendingEvents) {
+    ++events_lost_;
+    return;
+  }
+  events_.push_back(event);
+}
+
+namespace {
+
+JobEvent EventOf(const Job& job, JobEvent::Kind kind) {
+  JobEvent e;
+  e.kind = kind;
+  e.job_id = job.job_id();
+  e.epoch = job.epoch();
+  e.fan_in = job.fan_in();
+  e.slots = job.slot_count();
+  e.payload_bytes = job.params().payload_bytes;
+  e.payload_mac = !job.mac_rule_set() || job.payload_mac();
+  e.placed = job.provisioned;
+  e.has_parent = job.has_uplink;
+  e.joined = job.joined();
+  e.left = job.left();
+  return e;
+}
+
+}  // namespace
+
+// The generation's last child joined (once per generation).
+void Engine::NoteFormed(Job* job, uint64_t now_ns) {
+  if (job->formed_ns != 0) return;
+  if (job->joined() == 1) job->started_ns = now_ns;  // the generation's first JOIN
+  if (job->joined() < job->fan_in()) return;
+  job->formed_ns = now_ns;
+  if (sink_ == nullptr) return;
+  JobEvent e = EventOf(*job, JobEvent::Kind::kFormed);
+  e.duration_ns = now_ns - job->started_ns;
+  Record(e);
+}
+
+// Why the generation of `job` ends now, and what it did here.
+void Engine::NoteEnded(const Job& job, uint64_t now_ns) {
+  if (sink_ == nullptr) return;
+  if (job.provisioned && !job.withdrawn && job.joined() == 0) return;  // nothing to say
+  JobEvent e = EventOf(job, JobEvent::Kind::kEnded);
+  if (job.left() > 0) {
+    e.first_leaver = job.first_leaver;
+    e.first_cause = job.first_leaver < job.fan_in() ? job.leave_cause(job.first_leaver) : 0;
+  }
+  for (uint32_t c = 0; c < job.fan_in() && e.missing == UINT32_MAX; ++c) {
+    if (!job.IsRegistered(c)) e.missing = c;
+  }
+  const bool closed = e.first_cause == static_cast<uint32_t>(proto::LeaveCause::kClosed) ||
+                      e.first_cause == static_cast<uint32_t>(proto::LeaveCause::kUnspecified);
+  if (job.provisioned && job.withdrawn) {
+    e.end = JobEvent::End::kWithdrawn;
+  } else if (job.finished()) {
+    e.end = closed ? JobEvent::End::kClosed : JobEvent::End::kFailed;
+  } else if (job.joined() < job.fan_in() || job.left() > 0) {
+    e.end = JobEvent::End::kAbandoned;
+  } else {
+    e.end = JobEvent::End::kIdle;
+  }
+  const uint64_t start = job.started_ns;
+  e.duration_ns = now_ns > start ? now_ns - start : 0;
+  e.idle_ns = now_ns > job.last_active_ns ? now_ns - job.last_active_ns : 0;
+  e.contributions = job.stats.contributions;
+  e.bytes_reduced = job.stats.bytes_reduced;
+  e.retransmit_answers = job.stats.retransmit_answers;
+  Record(e);
 }
 
 }  // namespace tributary::engine

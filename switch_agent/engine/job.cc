@@ -75,6 +75,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   job->seen_ = reinterpret_cast<uint64_t*>(base + l.seen);
   job->data_ = base + l.data;
   job->last_active_ns = now_ns;
+  job->started_ns = now_ns;
   return job;
 }
 
@@ -98,6 +99,7 @@ bool Job::Leave(uint32_t i, uint32_t cause) {
   if (!TestBit(left_bits_, i)) {
     SetBit(left_bits_, i);
     leave_causes_[i] = cause;
+    if (left_ == 0) first_leaver = i;
     ++left_;
     RebuildAddressees();
   }
@@ -112,6 +114,9 @@ void Job::Recycle(uint32_t new_epoch) {
   payload_mac_ = true;
   joined_ = 0;
   left_ = 0;
+  first_leaver = UINT32_MAX;
+  first_leave_ns = 0;
+  formed_ns = 0;
   live_.clear();
   finished_ = false;
   completions = 0;

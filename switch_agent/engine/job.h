@@ -248,6 +248,9 @@ class Job {
   // while HasLeft(i).
   uint32_t leave_cause(uint32_t i) const { return leave_causes_[i]; }
   uint64_t first_leave_ns = 0;  // when the first child of this generation left
+  uint32_t first_leaver = UINT32_MAX;  // and which one (UINT32_MAX: none yet)
+  uint64_t started_ns = 0;  // this generation's first JOIN (creation, or the recycle)
+  uint64_t formed_ns = 0;   // its last child joined (0: not yet)
   bool finished() const { return finished_; }
 
   // ---- Slots. `slot` < slot_count, `shadow` in {0, 1}: unchecked. ----

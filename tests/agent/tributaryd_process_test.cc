@@ -199,6 +199,35 @@ TEST_F(TributarydTest, ServesAllReduceExactly) {
   EXPECT_GE(CounterValue(err, "dataplane.udp", "tx_packets"), 12 * kFanIn + kFanIn) << err;
 }
 
+// Proves: the daemon's log tells a job's life (docs/OPERATIONS.md): INFO
+// when its last rank joined, WARN naming the rank that failed first when
+// the ranks left after a failure, with what the job did.
+TEST_F(TributarydTest, LogsWhenAJobFormsAndWhoEndedIt) {
+  StartDaemon();
+  JobDriver job(daemon_.port(), 0);
+  job.JoinAll();
+  job.RunWindow(0, kSlots);
+  const std::string id = "job " + std::to_string(kJobId) + " epoch " + std::to_string(job.epoch());
+  EXPECT_TRUE(daemon_.WaitForStderr("[INFO] job: " + id + ": 3 of 3 ranks joined in ", 1, 10000))
+      << daemon_.Stderr();
+  // Rank 2 timed out; the others left because it did (FORMAT.md §3.2).
+  for (uint32_t r : {2u, 0u, 1u}) {
+    proto::Header h = job.Contribution(r, 0);
+    h.type = proto::MsgType::kLeave;
+    h.elem_count = 0;
+    h.aux = static_cast<uint32_t>(r == 2 ? proto::LeaveCause::kTimedOut
+                                          : proto::LeaveCause::kPeerLeft);
+    job.rank(r).Send(h, nullptr, 0);
+  }
+  EXPECT_TRUE(daemon_.WaitForStderr("[WARN] job: " + id + " ended after ", 1, 10000))
+      << daemon_.Stderr();
+  const std::string err = StopDaemon();
+  EXPECT_NE(err.find("rank 2 left first (failed: an operation timed out), then the other 2; " +
+                     std::to_string(kSlots * kFanIn) + " contributions"),
+            std::string::npos)
+      << err;
+}
+
 // Proves: when the ranks checksum their contributions, the daemon's results
 // carry kFlagChecksum with a valid CRC32C (Decode verifies it on receipt).
 TEST_F(TributarydTest, ChecksummedContributionsGetChecksummedResults) {

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+// Proves what the engine tells its owner about jobs (job_events.h): a
+// generation formed when its last child joined, and ended with the right
+// reason (closed, failed first by whom, idle, abandoned with the child that
+// never joined, withdrawn, a placed job's generation recycled), with what
+// it did; events reach the sink only from Reap, never from OnPacket; more
+// than kMaxPendingEvents between two reaps are counted in one kLost event;
+// and the lines an operator reads.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "switch_agent/engine/job_events.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::DataType;
+using proto::LeaveCause;
+using proto::MsgType;
+using proto::ReduceOp;
+using testing::JobFixture;
+using testing::JoinPacket;
+using testing::JoinPayload;
+using testing::TestEngine;
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+class JobEventsTest : public ::testing::Test {
+ protected:
+  JobEventsTest() : engine_(EngineLimits{}, 1) {
+    engine_.SetEventSink([](const JobEvent& e, void* self) {
+      static_cast<JobEventsTest*>(self)->events_.push_back(e);
+    }, this);
+  }
+  std::vector<JobEvent> Reaped(uint64_t now) {
+    engine_.Reap(now);
+    std::vector<JobEvent> out;
+    out.swap(events_);
+    return out;
+  }
+  Action Leave(JobFixture& job, uint32_t child, LeaveCause cause, uint64_t now) {
+    proto::PacketView p;
+    p.header =
+        job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+    p.header.aux = static_cast<uint32_t>(cause);
+    return job.Deliver(p, JobFixture::Peer(child), now);
+  }
+  TestEngine engine_;
+  std::vector<JobEvent> events_;
+};
+
+TEST_F(JobEventsTest, AJobThatFormsAndClosesSaysSoFromReapOnly) {
+  JobFixture job(&engine_, 7, 9, /*fan_in=*/3, /*slots=*/4, 64);
+  EXPECT_TRUE(events_.empty()) << "nothing from OnPacket";
+  std::vector<JobEvent> e = Reaped(2);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, JobEvent::Kind::kFormed);
+  EXPECT_EQ(e[0].job_id, 7u);
+  EXPECT_EQ(e[0].epoch, job.epoch());
+  EXPECT_EQ(e[0].joined, 3u);
+  EXPECT_EQ(e[0].fan_in, 3u);
+  EXPECT_EQ(e[0].slots, 4u);
+  EXPECT_EQ(e[0].payload_bytes, 64u);
+  EXPECT_FALSE(JobEventIsTrouble(e[0]));
+  EXPECT_EQ(DescribeJobEvent(e[0]),
+            "job 7 epoch " + std::to_string(job.epoch()) +
+                ": 3 of 3 ranks joined in 0 us (4 slots of 64 bytes, payload MAC on)");
+  for (uint32_t c = 0; c < 3; ++c) job.Send(c, 0, 0, 1, 0, std::vector<float>(16, 1.0f));
+  EXPECT_TRUE(Reaped(3).empty()) << "a working job says nothing";
+  Leave(job, 2, LeaveCause::kClosed, 3 * kSec);
+  Leave(job, 0, LeaveCause::kClosed, 3 * kSec);
+  Leave(job, 1, LeaveCause::kClosed, 3 * kSec);
+  EXPECT_TRUE(events_.empty());
+  e = Reaped(3 * kSec + 1);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, JobEvent::Kind::kEnded);
+  EXPECT_EQ(e[0].end, JobEvent::End::kClosed);
+  EXPECT_EQ(e[0].first_leaver, 2u);
+  EXPECT_EQ(e[0].left, 3u);
+  EXPECT_EQ(e[0].contributions, 3u);
+  EXPECT_EQ(e[0].bytes_reduced, 3u * 64);
+  EXPECT_FALSE(JobEventIsTrouble(e[0]));
+  const std::string line = DescribeJobEvent(e[0]);
+  EXPECT_NE(line.find("ended after 3.0 s: rank 2 left first (closed by its owner), then the other 2;"
+                      " 3 contributions, 0.2 kB reduced, 0 RESULTs sent again"),
+            std::string::npos)
+      << line;
+  EXPECT_FALSE(engine_.HoldsJob(7));
+}
+
+TEST_F(JobEventsTest, TheFirstRankToFailIsNamed) {
+  JobFixture job(&engine_, 7, 9, 2, 4, 64);
+  Reaped(2);
+  Leave(job, 1, LeaveCause::kTimedOut, 5 * kSec);
+  EXPECT_TRUE(Reaped(5 * kSec).empty()) << "one of two left: the job waits for the other";
+  Leave(job, 0, LeaveCause::kPeerLeft, 5 * kSec);
+  std::vector<JobEvent> e = Reaped(5 * kSec);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kFailed);
+  EXPECT_EQ(e[0].first_leaver, 1u);
+  EXPECT_EQ(e[0].first_cause, static_cast<uint32_t>(LeaveCause::kTimedOut));
+  EXPECT_TRUE(JobEventIsTrouble(e[0]));
+  EXPECT_NE(DescribeJobEvent(e[0]).find(
+                "rank 1 left first (failed: an operation timed out), then the other rank;"),
+            std::string::npos)
+      << DescribeJobEvent(e[0]);
+}
+
+TEST_F(JobEventsTest, SilenceEndsAJobAsIdleOrAbandoned) {
+  EngineLimits limits;
+  const uint64_t idle = limits.job_idle_timeout_ns, join = limits.job_join_timeout_ns;
+  JobFixture whole(&engine_, 7, 9, 2, 4, 64);  // every child joined at t = 1
+  // Child 0 of job 8 joins at t = 1; child 1 never does.
+  const auto body = JoinPayload(2, 4, 64);
+  ASSERT_EQ(engine_.OnPacket(JoinPacket(8, 11, 0, body), JobFixture::Peer(0), 1).kind,
+            ActionKind::kSendToOne);
+  ASSERT_EQ(Reaped(2).size(), 1u);  // job 7 formed; job 8 did not
+  std::vector<JobEvent> e = Reaped(join + 2);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].job_id, 8u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kAbandoned);
+  EXPECT_EQ(e[0].joined, 1u);
+  EXPECT_EQ(e[0].missing, 1u);
+  EXPECT_TRUE(JobEventIsTrouble(e[0]));
+  EXPECT_NE(DescribeJobEvent(e[0]).find(": 1 of 2 ranks joined (rank 1 never did), then nothing for 30.0 s"),
+            std::string::npos)
+      << DescribeJobEvent(e[0]);
+  e = Reaped(idle + 2);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].job_id, 7u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kIdle);
+  EXPECT_FALSE(JobEventIsTrouble(e[0]));
+  EXPECT_NE(DescribeJobEvent(e[0]).find(" freed after 300.0 s without a packet (job_idle_timeout)"),
+            std::string::npos)
+      << DescribeJobEvent(e[0]);
+}
+
+// One child left with a failure and the others fell silent: abandoned
+// once the join timeout passed, naming the child that left.
+TEST_F(JobEventsTest, AChildThatFailedWhileTheOthersFellSilentIsNamed) {
+  JobFixture job(&engine_, 7, 9, 3, 4, 64);
+  Reaped(2);
+  Leave(job, 1, LeaveCause::kMismatch, 10);
+  std::vector<JobEvent> e = Reaped(EngineLimits{}.job_join_timeout_ns + 20);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kAbandoned);
+  EXPECT_NE(DescribeJobEvent(e[0]).find(": 1 of 3 ranks left (rank 1 first: failed: the ranks "
+                                        "disagreed (count, dtype, op or order))"),
+            std::string::npos)
+      << DescribeJobEvent(e[0]);
+}
+
+// A placed job outlives its generations: when every child left, that
+// generation ends (the job is held for the next); withdrawn, it ends too.
+TEST_F(JobEventsTest, APlacedJobSaysWhenEachGenerationEndsAndWhenItIsWithdrawn) {
+  JobSpec spec;
+  spec.job_id = 7;
+  spec.job_key = 9;
+  spec.params = {2, 4, 64};
+  ASSERT_EQ(engine_.Provision(spec, 1), ProvisionResult::kCreated);
+  JobFixture job(&engine_, 7, 9, 2, 4, 64);
+  std::vector<JobEvent> e = Reaped(2);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_TRUE(e[0].placed);
+  EXPECT_NE(DescribeJobEvent(e[0]).find("2 of 2 children joined"), std::string::npos) << DescribeJobEvent(e[0]);
+  Leave(job, 0, LeaveCause::kClosed, 3);
+  Leave(job, 1, LeaveCause::kClosed, 3);
+  e = Reaped(4);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kClosed);
+  EXPECT_NE(DescribeJobEvent(e[0]).find("; held for the next communicator"), std::string::npos);
+  EXPECT_TRUE(engine_.HoldsJob(7));
+  ASSERT_TRUE(engine_.Withdraw(7));
+  e = Reaped(5);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kWithdrawn);
+  EXPECT_FALSE(engine_.HoldsJob(7));
+}
+
+// A one-rank job joined and left again and again without a Reap: two
+// events per round, at most kMaxPendingEvents kept, the rest counted.
+TEST_F(JobEventsTest, EventsBeyondTheLimitAreCountedInOne) {
+  const auto body = JoinPayload(1, 4, 64);
+  constexpr size_t kRounds = Engine::kMaxPendingEvents / 2 + 10;
+  for (size_t i = 0; i < kRounds; ++i) {
+    const Action a = engine_.OnPacket(JoinPacket(7, 9, 0, body), JobFixture::Peer(0), 10 + i);
+    ASSERT_EQ(a.kind, ActionKind::kSendToOne) << i;
+    proto::PacketView p;
+    p.header.type = MsgType::kLeave;
+    p.header.job_id = 7;
+    p.header.epoch = a.header.epoch;
+    p.header.sender = 0;
+    p.header.aux = static_cast<uint32_t>(LeaveCause::kClosed);
+    engine_.OnPacket(testing::Sealed(p, 9), JobFixture::Peer(0), 10 + i);
+  }
+  std::vector<JobEvent> e = Reaped(20 + kRounds);
+  // Formed and ended per round (the last round's end comes from Reap).
+  const size_t made = 2 * kRounds;
+  ASSERT_EQ(e.size(), Engine::kMaxPendingEvents + 1);
+  EXPECT_EQ(e.back().kind, JobEvent::Kind::kLost);
+  EXPECT_EQ(e.back().lost, made - Engine::kMaxPendingEvents);
+  EXPECT_TRUE(JobEventIsTrouble(e.back()));
+  EXPECT_TRUE(Reaped(30 + kRounds).empty());
+}
+
+}  // namespace
+}  // namespace tributary::engine

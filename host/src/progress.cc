@@ -519,15 +519,16 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   if (index == poll_slot_ && slot.next_seq == poll_seq_) {
     // The window poll's own fragment completed before its answer came (the
     // answer, behind this RESULT, will name a fragment no longer in flight
-    // and be dropped): the round it named was not lost, so the poll found
-    // nothing. Uncounted, a streaming window polled once per round trip
-    // from the first loss on (at 1% loss, 128 KiB-1 MiB: a poll for every
-    // 7 fragments, 6 per loss). Except in a lossy job (3% and up), where
-    // those polls still find losses often enough (RELIABILITY.md).
+    // and be dropped): unless its data went again, the round it named was
+    // not lost, so the poll found nothing. Uncounted, a streaming window
+    // polled once per round trip from the first loss on (at 1% loss, 128
+    // KiB-1 MiB: a poll for every 7 fragments, 6 per loss). Except in a
+    // lossy job (3% and up), where those polls still find losses often
+    // enough (RELIABILITY.md). (No round trip is learnt: the RESULT may
+    // have been on its way when the poll left.)
     poll_slot_ = kNoPoll;
     poll_answered_ns_ = now;
-    poll_rtt_ns_ = now - poll_sent_ns_;
-    if (polls_left_ > 0 && !redundant_) --polls_left_;
+    if (polls_left_ > 0 && !redundant_ && !slot.data_resent) --polls_left_;
   }
   // Karn: unambiguous samples only. A result's latency includes the wait
   // for the other ranks (their losses, their lateness): only the minimum of

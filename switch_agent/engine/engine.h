@@ -284,14 +284,11 @@ class Engine {
   size_t Reap(uint64_t now_ns);
 
   // Job lifecycle events (job_events.h): recorded while a sink is set (at
-  // most kMaxPendingEvents between two Reap calls; the excess is counted
-  // in one kLost event) and handed to it by Reap(), never from OnPacket().
-  // Lanes (NewLane) get the same sink.
-  void SetEventSink(JobEventSink sink, void* user) {
-    sink_ = sink;
-    sink_user_ = user;
-  }
-  static constexpr size_t kMaxPendingEvents = 4096;
+  // most kMaxPendingEvents between two Reap calls, in room reserved here;
+  // the excess is counted in one kLost event) and handed to it by Reap(),
+  // never from OnPacket(). Lanes (NewLane) get the same sink.
+  void SetEventSink(JobEventSink sink, void* user);
+  static constexpr size_t kMaxPendingEvents = 1024;
 
   // ---- Provisioned jobs and trees (control path, loop thread). ----
   ProvisionResult Provision(const JobSpec& spec, uint64_t now_ns);
@@ -354,7 +351,7 @@ class Engine {
                           Action* out);
   void HandleResultRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                            Action* out);
-  void RecycleJob(Job* job);
+  void RecycleJob(Job* job, uint64_t now_ns);
   void HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
                         Action* out);
   void ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_ns, Action* out);
@@ -410,8 +407,10 @@ class Engine {
   size_t FreeEndedJobs(uint64_t now_ns);      // Reap without the events' delivery
   // Job events (SetEventSink): a generation formed, or ended (freed, or
   // recycled when placed).
-  void NoteFormed(Job* job, uint64_t now_ns);
-  void NoteEnded(const Job& job, uint64_t now_ns);
+  void NoteFormed(Job* job, uint64_t now_ns, bool first_join);
+  // `rejoined`: the child whose JOIN ends the generation (one that had
+  // left, after the drain time), else UINT32_MAX.
+  void NoteEnded(const Job& job, uint64_t now_ns, uint32_t rejoined = UINT32_MAX);
   void Record(const JobEvent& event);
 
   EngineLimits limits_;

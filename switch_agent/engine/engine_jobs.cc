@@ -55,7 +55,7 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   if (job->left() == 0) job->first_leave_ns = now_ns;
   if (job->Leave(h.sender, h.aux) && job->provisioned && !job->withdrawn) {
     NoteEnded(*job, now_ns);
-    RecycleJob(job);
+    RecycleJob(job, now_ns);
   }
 }
 
@@ -63,8 +63,9 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
 // it starts over (job.h Recycle) and, below the root, leaves its parent so
 // the parent starts over too once all of its children did. The uplink
 // JOINs again when a child of the next generation joins here.
-void Engine::RecycleJob(Job* job) {
+void Engine::RecycleJob(Job* job, uint64_t now_ns) {
   job->Recycle(next_epoch_);
+  job->started_ns = now_ns;
   next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;
   ++counters_.recycles;
   if (!job->has_uplink) return;
@@ -132,16 +133,17 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     // meet the sets of the old one. It waits (unanswered; it retries its
     // JOIN) until the old generation's other children left too, or until
     // kGenerationDrainNs passed, after which they are dropped from the job.
+    // (A withdrawn job's end is told by the Reap that frees it.)
     if (job->finished()) {
-      NoteEnded(*job, now_ns);
-      RecycleJob(job);
+      if (!job->withdrawn) NoteEnded(*job, now_ns);
+      RecycleJob(job, now_ns);
     } else if (job->HasLeft(h.sender)) {
       if (now_ns - job->first_leave_ns < kGenerationDrainNs) {
         ++counters_.joins_deferred;
         return;
       }
-      NoteEnded(*job, now_ns);
-      RecycleJob(job);
+      if (!job->withdrawn) NoteEnded(*job, now_ns, /*rejoined=*/h.sender);
+      RecycleJob(job, now_ns);
     }
     const JobParams& have = job->params();
     if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
@@ -185,9 +187,10 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   }
   if (!job->mac_rule_set()) job->SetMacRule(payload_mac);
   job->incarnation(h.sender) = body.incarnation;
+  const uint32_t joined_before = job->joined();
   job->Register(h.sender, from);
   job->last_active_ns = now_ns;
-  NoteFormed(job, now_ns);
+  NoteFormed(job, now_ns, joined_before == 0 && job->joined() == 1);
   ++counters_.joins;
 
   proto::JoinBody ack{};
@@ -319,6 +322,13 @@ size_t Engine::FreeEndedJobs(uint64_t now_ns) {
   return freed;
 }
 
+void Engine::SetEventSink(JobEventSink sink, void* user) {
+  sink_ = sink;
+  sink_user_ = user;
+  // Kept in place: recording an event on the JOIN or LEAVE path never allocates.
+  if (sink != nullptr) events_.reserve(kMaxPendingEvents);
+}
+
 void Engine::Record(const JobEvent& event) {
   if (events_.size() >= kMaxPendingEvents) {
     ++events_lost_;
@@ -348,9 +358,9 @@ JobEvent EventOf(const Job& job, JobEvent::Kind kind) {
 }  // namespace
 
 // The generation's last child joined (once per generation).
-void Engine::NoteFormed(Job* job, uint64_t now_ns) {
+void Engine::NoteFormed(Job* job, uint64_t now_ns, bool first_join) {
   if (job->formed_ns != 0) return;
-  if (job->joined() == 1) job->started_ns = now_ns;  // the generation's first JOIN
+  if (first_join) job->started_ns = now_ns;
   if (job->joined() < job->fan_in()) return;
   job->formed_ns = now_ns;
   if (sink_ == nullptr) return;
@@ -360,10 +370,13 @@ void Engine::NoteFormed(Job* job, uint64_t now_ns) {
 }
 
 // Why the generation of `job` ends now, and what it did here.
-void Engine::NoteEnded(const Job& job, uint64_t now_ns) {
+void Engine::NoteEnded(const Job& job, uint64_t now_ns, uint32_t rejoined) {
   if (sink_ == nullptr) return;
-  if (job.provisioned && !job.withdrawn && job.joined() == 0) return;  // nothing to say
+  // A generation nobody joined (a placed job between communicators, or a
+  // job recycled for a JOIN that was then refused) has nothing to end.
+  if (job.joined() == 0 && !(job.provisioned && job.withdrawn)) return;
   JobEvent e = EventOf(job, JobEvent::Kind::kEnded);
+  e.rejoined = rejoined;
   if (job.left() > 0) {
     e.first_leaver = job.first_leaver;
     e.first_cause = job.first_leaver < job.fan_in() ? job.leave_cause(job.first_leaver) : 0;
@@ -375,6 +388,8 @@ void Engine::NoteEnded(const Job& job, uint64_t now_ns) {
                       e.first_cause == static_cast<uint32_t>(proto::LeaveCause::kUnspecified);
   if (job.provisioned && job.withdrawn) {
     e.end = JobEvent::End::kWithdrawn;
+  } else if (rejoined != UINT32_MAX) {
+    e.end = JobEvent::End::kRejoined;
   } else if (job.finished()) {
     e.end = closed ? JobEvent::End::kClosed : JobEvent::End::kFailed;
   } else if (job.joined() < job.fan_in() || job.left() > 0) {

@@ -40,9 +40,12 @@ const char* Members(const JobEvent& e) { return e.placed ? "children" : "ranks";
 }  // namespace
 
 bool JobEventIsTrouble(const JobEvent& e) {
-  return e.kind == JobEvent::Kind::kLost ||
-         (e.kind == JobEvent::Kind::kEnded &&
-          (e.end == JobEvent::End::kFailed || e.end == JobEvent::End::kAbandoned));
+  if (e.kind == JobEvent::Kind::kLost) return true;
+  if (e.kind != JobEvent::Kind::kEnded) return false;
+  const bool closed = e.first_cause == static_cast<uint32_t>(proto::LeaveCause::kClosed) ||
+                      e.first_cause == static_cast<uint32_t>(proto::LeaveCause::kUnspecified);
+  return e.end == JobEvent::End::kFailed || e.end == JobEvent::End::kAbandoned ||
+         (e.end == JobEvent::End::kRejoined && !closed);
 }
 
 std::string DescribeJobEvent(const JobEvent& e) {
@@ -93,6 +96,13 @@ std::string DescribeJobEvent(const JobEvent& e) {
       }
       out += ", then nothing for ";
       AppendDuration(&out, e.idle_ns);
+      break;
+    case JobEvent::End::kRejoined:
+      out += " ended after ";
+      AppendDuration(&out, e.duration_ns);
+      Append(&out, ": %u of %u %s left (%s %u first: %s), then %s %u joined again: a new "
+             "communicator",
+             e.left, e.fan_in, Members(e), member, e.first_leaver, cause, member, e.rejoined);
       break;
     case JobEvent::End::kWithdrawn:
       out += " withdrawn by its configuration or the manager after ";

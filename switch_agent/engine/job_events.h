@@ -26,6 +26,7 @@ struct JobEvent {
     kIdle,       // every child joined and none left, then silence past the idle timeout
     kAbandoned,  // some child never joined, or left while others stayed silent
     kWithdrawn,  // a placed job withdrawn by its configuration or the manager
+    kRejoined,   // some children left, and one of them joined again (a new communicator)
   };
   Kind kind = Kind::kFormed;
   End end = End::kNone;
@@ -42,6 +43,7 @@ struct JobEvent {
   uint32_t first_leaver = UINT32_MAX;  // the child that left first
   uint32_t first_cause = 0;            // its proto::LeaveCause
   uint32_t missing = UINT32_MAX;       // the lowest child index that never joined
+  uint32_t rejoined = UINT32_MAX;      // kRejoined: the child that joined again
   uint64_t duration_ns = 0;  // kFormed: first JOIN to the last; kEnded: first JOIN to the end
   uint64_t idle_ns = 0;      // kEnded: silence before the end
   // kEnded: what the generation did here.
@@ -57,8 +59,9 @@ using JobEventSink = void (*)(const JobEvent& event, void* user);
 // One line for the log, without the level (e.g. "job 7 epoch 3: 4 of 4
 // ranks joined in 1.2 ms (64 slots of 65536 bytes, payload MAC on)").
 std::string DescribeJobEvent(const JobEvent& event);
-// Whether an operator should look: a failure or an abandoned job (WARN),
-// the rest INFO.
+// Whether an operator should look: a failure, an abandoned job, a
+// generation ended by a rejoin after a failure, lost events (WARN); the
+// rest INFO.
 bool JobEventIsTrouble(const JobEvent& event);
 
 }  // namespace tributary::engine

@@ -2,7 +2,8 @@
 // Proves what the engine tells its owner about jobs (job_events.h): a
 // generation formed when its last child joined, and ended with the right
 // reason (closed, failed first by whom, idle, abandoned with the child that
-// never joined, withdrawn, a placed job's generation recycled), with what
+// never joined, a child that came back, withdrawn once, a placed job's
+// generation recycled; nothing for a generation nobody joined), with what
 // it did; events reach the sink only from Reap, never from OnPacket; more
 // than kMaxPendingEvents between two reaps are counted in one kLost event;
 // and the lines an operator reads.
@@ -178,6 +179,91 @@ TEST_F(JobEventsTest, APlacedJobSaysWhenEachGenerationEndsAndWhenItIsWithdrawn) 
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].end, JobEvent::End::kWithdrawn);
   EXPECT_FALSE(engine_.HoldsJob(7));
+}
+
+// A rank that left joins again after the drain time while the others
+// stay: the old generation ends there, once, naming who left and who came
+// back; a second JOIN of the first rank to come moves no start time.
+TEST_F(JobEventsTest, ARankThatComesBackEndsTheGenerationOnce) {
+  const auto body = JoinPayload(2, 4, 64);
+  ASSERT_EQ(engine_.OnPacket(JoinPacket(7, 9, 0, body), JobFixture::Peer(0), 1 * kSec).kind,
+            ActionKind::kSendToOne);
+  // Its JOIN_ACK was lost: it joins again, a second later.
+  ASSERT_EQ(engine_.OnPacket(JoinPacket(7, 9, 0, body), JobFixture::Peer(0), 2 * kSec).kind,
+            ActionKind::kSendToOne);
+  const Action ack = engine_.OnPacket(JoinPacket(7, 9, 1, body), JobFixture::Peer(1), 3 * kSec);
+  ASSERT_EQ(ack.kind, ActionKind::kSendToOne);
+  std::vector<JobEvent> e = Reaped(3 * kSec);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].duration_ns, 2 * kSec) << "from the first JOIN, not the repeated one";
+  proto::PacketView p;
+  p.header.type = MsgType::kLeave;
+  p.header.job_id = 7;
+  p.header.epoch = ack.header.epoch;
+  p.header.sender = 1;
+  p.header.aux = static_cast<uint32_t>(LeaveCause::kAggregatorLost);
+  engine_.OnPacket(testing::Sealed(p, 9), JobFixture::Peer(1), 4 * kSec);
+  EXPECT_TRUE(Reaped(4 * kSec).empty());
+  ASSERT_EQ(engine_.OnPacket(JoinPacket(7, 9, 1, body), JobFixture::Peer(1), 7 * kSec).kind,
+            ActionKind::kSendToOne);
+  e = Reaped(7 * kSec);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kRejoined);
+  EXPECT_EQ(e[0].rejoined, 1u);
+  EXPECT_TRUE(JobEventIsTrouble(e[0]));
+  EXPECT_NE(DescribeJobEvent(e[0]).find("ended after 6.0 s: 1 of 2 ranks left (rank 1 first: "
+                                        "failed: it lost the aggregator), then rank 1 joined "
+                                        "again: a new communicator"),
+            std::string::npos)
+      << DescribeJobEvent(e[0]);
+  // The new generation (rank 1 only so far) ends abandoned later: one line.
+  e = Reaped(7 * kSec + EngineLimits{}.job_join_timeout_ns + 1);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kAbandoned);
+  EXPECT_EQ(e[0].missing, 0u);
+}
+
+// A JOIN with other parameters for a job every rank left (not reaped yet)
+// starts a new generation and is refused: the old one's end is told once,
+// and the empty new one ends without a word.
+TEST_F(JobEventsTest, ARefusedJoinLeavesNoPhantomGeneration) {
+  {
+    JobFixture job(&engine_, 7, 9, 2, 4, 64);
+    Leave(job, 0, LeaveCause::kClosed, 2);
+    Leave(job, 1, LeaveCause::kClosed, 2);
+  }
+  const Action refused =
+      engine_.OnPacket(JoinPacket(7, 9, 0, JoinPayload(3, 4, 64)), JobFixture::Peer(0), 3);
+  EXPECT_EQ(refused.kind, ActionKind::kSendToOne);
+  EXPECT_EQ(refused.header.type, MsgType::kNack);
+  EXPECT_EQ(refused.header.aux, static_cast<uint32_t>(proto::NackCode::kJobConflict));
+  EXPECT_EQ(engine_.counters().recycles, 1u) << "the JOIN started a new generation";
+  std::vector<JobEvent> e = Reaped(4);
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].kind, JobEvent::Kind::kFormed);
+  EXPECT_EQ(e[1].end, JobEvent::End::kClosed);
+  EXPECT_TRUE(Reaped(EngineLimits{}.job_idle_timeout_ns + 10).empty());
+  EXPECT_FALSE(engine_.HoldsJob(7));
+}
+
+// A placed job withdrawn while its ranks left, and JOINed again before the
+// Reap that frees it: withdrawn, once.
+TEST_F(JobEventsTest, AWithdrawnJobEndsOnce) {
+  JobSpec spec;
+  spec.job_id = 7;
+  spec.job_key = 9;
+  spec.params = {1, 4, 64};
+  ASSERT_EQ(engine_.Provision(spec, 1), ProvisionResult::kCreated);
+  JobFixture job(&engine_, 7, 9, 1, 4, 64);
+  ASSERT_TRUE(engine_.Withdraw(7));
+  Leave(job, 0, LeaveCause::kClosed, 3);
+  engine_.OnPacket(JoinPacket(7, 9, 0, JoinPayload(1, 4, 64)), JobFixture::Peer(0), 4);
+  std::vector<JobEvent> e = Reaped(5);
+  size_t withdrawn = 0;
+  for (const JobEvent& ev : e) withdrawn += ev.end == JobEvent::End::kWithdrawn ? 1 : 0;
+  EXPECT_EQ(withdrawn, 1u);
+  EXPECT_FALSE(engine_.HoldsJob(7));
+  EXPECT_TRUE(Reaped(6).empty());
 }
 
 // A one-rank job joined and left again and again without a Reap: two

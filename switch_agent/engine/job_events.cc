@@ -25,6 +25,12 @@ void AppendDuration(std::string* out, uint64_t ns) {
   Append(out, "%.1f s", static_cast<double>(ns) / 1e9);
 }
 
+// `what` then a duration: " ended after 1.2 s".
+void AppendAfter(std::string* out, const char* what, uint64_t ns) {
+  *out += what;
+  AppendDuration(out, ns);
+}
+
 void AppendBytes(std::string* out, uint64_t bytes) {
   const double b = static_cast<double>(bytes);
   if (bytes < 1000ull * 1000) return Append(out, "%.1f kB", b / 1e3);
@@ -71,22 +77,18 @@ std::string DescribeJobEvent(const JobEvent& e) {
   switch (e.end) {
     case JobEvent::End::kClosed:
     case JobEvent::End::kFailed:
-      out += " ended after ";
-      AppendDuration(&out, e.duration_ns);
+      AppendAfter(&out, " ended after ", e.duration_ns);
       Append(&out, ": %s %u left first (%s)", member, e.first_leaver, cause);
       if (others == 1) Append(&out, ", then the other %s", member);
       if (others > 1) Append(&out, ", then the other %u", others);
       if (e.joined < e.fan_in) Append(&out, " (%u of %u had joined)", e.joined, e.fan_in);
       break;
     case JobEvent::End::kIdle:
-      out += " freed after ";
-      AppendDuration(&out, e.idle_ns);
-      out += " without a packet (job_idle_timeout); it lived ";
-      AppendDuration(&out, e.duration_ns);
+      AppendAfter(&out, " freed after ", e.idle_ns);
+      AppendAfter(&out, " without a packet (job_idle_timeout); it lived ", e.duration_ns);
       break;
     case JobEvent::End::kAbandoned:
-      out += " abandoned after ";
-      AppendDuration(&out, e.duration_ns);
+      AppendAfter(&out, " abandoned after ", e.duration_ns);
       if (e.joined < e.fan_in) {
         Append(&out, ": %u of %u %s joined (%s %u never did)", e.joined, e.fan_in, Members(e),
                member, e.missing);
@@ -94,19 +96,16 @@ std::string DescribeJobEvent(const JobEvent& e) {
         Append(&out, ": %u of %u %s left (%s %u first: %s)", e.left, e.fan_in, Members(e),
                member, e.first_leaver, cause);
       }
-      out += ", then nothing for ";
-      AppendDuration(&out, e.idle_ns);
+      AppendAfter(&out, ", then nothing for ", e.idle_ns);
       break;
     case JobEvent::End::kRejoined:
-      out += " ended after ";
-      AppendDuration(&out, e.duration_ns);
+      AppendAfter(&out, " ended after ", e.duration_ns);
       Append(&out, ": %u of %u %s left (%s %u first: %s), then %s %u joined again: a new "
              "communicator",
              e.left, e.fan_in, Members(e), member, e.first_leaver, cause, member, e.rejoined);
       break;
     case JobEvent::End::kWithdrawn:
-      out += " withdrawn by its configuration or the manager after ";
-      AppendDuration(&out, e.duration_ns);
+      AppendAfter(&out, " withdrawn by its configuration or the manager after ", e.duration_ns);
       break;
     case JobEvent::End::kNone:
       out += " ended";

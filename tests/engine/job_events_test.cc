@@ -9,6 +9,7 @@
 // and the lines an operator reads.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,25 @@ class JobEventsTest : public ::testing::Test {
         job.Header(MsgType::kLeave, child, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
     p.header.aux = static_cast<uint32_t>(cause);
     return job.Deliver(p, JobFixture::Peer(child), now);
+  }
+  // Job 7 (key 9) placed ahead of its `fan_in` children, which then join.
+  std::unique_ptr<JobFixture> Placed(uint32_t fan_in) {
+    JobSpec spec;
+    spec.job_id = 7;
+    spec.job_key = 9;
+    spec.params = {fan_in, 4, 64};
+    EXPECT_EQ(engine_.Provision(spec, 1), ProvisionResult::kCreated);
+    return std::make_unique<JobFixture>(&engine_, 7, 9, fan_in, 4, 64);
+  }
+  // Child `sender` of job 7 (key 9) leaves epoch `epoch` for `cause`.
+  void LeaveEpoch(uint32_t epoch, uint32_t sender, LeaveCause cause, uint64_t now) {
+    proto::PacketView p;
+    p.header.type = MsgType::kLeave;
+    p.header.job_id = 7;
+    p.header.epoch = epoch;
+    p.header.sender = sender;
+    p.header.aux = static_cast<uint32_t>(cause);
+    engine_.OnPacket(testing::Sealed(p, 9), JobFixture::Peer(sender), now);
   }
   TestEngine engine_;
   std::vector<JobEvent> events_;
@@ -157,16 +177,13 @@ TEST_F(JobEventsTest, AChildThatFailedWhileTheOthersFellSilentIsNamed) {
 // A placed job outlives its generations: when every child left, that
 // generation ends (the job is held for the next); withdrawn, it ends too.
 TEST_F(JobEventsTest, APlacedJobSaysWhenEachGenerationEndsAndWhenItIsWithdrawn) {
-  JobSpec spec;
-  spec.job_id = 7;
-  spec.job_key = 9;
-  spec.params = {2, 4, 64};
-  ASSERT_EQ(engine_.Provision(spec, 1), ProvisionResult::kCreated);
-  JobFixture job(&engine_, 7, 9, 2, 4, 64);
+  std::unique_ptr<JobFixture> placed = Placed(2);
+  JobFixture& job = *placed;
   std::vector<JobEvent> e = Reaped(2);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_TRUE(e[0].placed);
-  EXPECT_NE(DescribeJobEvent(e[0]).find("2 of 2 children joined"), std::string::npos) << DescribeJobEvent(e[0]);
+  EXPECT_NE(DescribeJobEvent(e[0]).find("2 of 2 children joined"), std::string::npos)
+      << DescribeJobEvent(e[0]);
   Leave(job, 0, LeaveCause::kClosed, 3);
   Leave(job, 1, LeaveCause::kClosed, 3);
   e = Reaped(4);
@@ -196,13 +213,7 @@ TEST_F(JobEventsTest, ARankThatComesBackEndsTheGenerationOnce) {
   std::vector<JobEvent> e = Reaped(3 * kSec);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].duration_ns, 2 * kSec) << "from the first JOIN, not the repeated one";
-  proto::PacketView p;
-  p.header.type = MsgType::kLeave;
-  p.header.job_id = 7;
-  p.header.epoch = ack.header.epoch;
-  p.header.sender = 1;
-  p.header.aux = static_cast<uint32_t>(LeaveCause::kAggregatorLost);
-  engine_.OnPacket(testing::Sealed(p, 9), JobFixture::Peer(1), 4 * kSec);
+  LeaveEpoch(ack.header.epoch, 1, LeaveCause::kAggregatorLost, 4 * kSec);
   EXPECT_TRUE(Reaped(4 * kSec).empty());
   ASSERT_EQ(engine_.OnPacket(JoinPacket(7, 9, 1, body), JobFixture::Peer(1), 7 * kSec).kind,
             ActionKind::kSendToOne);
@@ -249,12 +260,8 @@ TEST_F(JobEventsTest, ARefusedJoinLeavesNoPhantomGeneration) {
 // A placed job withdrawn while its ranks left, and JOINed again before the
 // Reap that frees it: withdrawn, once.
 TEST_F(JobEventsTest, AWithdrawnJobEndsOnce) {
-  JobSpec spec;
-  spec.job_id = 7;
-  spec.job_key = 9;
-  spec.params = {1, 4, 64};
-  ASSERT_EQ(engine_.Provision(spec, 1), ProvisionResult::kCreated);
-  JobFixture job(&engine_, 7, 9, 1, 4, 64);
+  std::unique_ptr<JobFixture> placed = Placed(1);
+  JobFixture& job = *placed;
   ASSERT_TRUE(engine_.Withdraw(7));
   Leave(job, 0, LeaveCause::kClosed, 3);
   engine_.OnPacket(JoinPacket(7, 9, 0, JoinPayload(1, 4, 64)), JobFixture::Peer(0), 4);
@@ -274,13 +281,7 @@ TEST_F(JobEventsTest, EventsBeyondTheLimitAreCountedInOne) {
   for (size_t i = 0; i < kRounds; ++i) {
     const Action a = engine_.OnPacket(JoinPacket(7, 9, 0, body), JobFixture::Peer(0), 10 + i);
     ASSERT_EQ(a.kind, ActionKind::kSendToOne) << i;
-    proto::PacketView p;
-    p.header.type = MsgType::kLeave;
-    p.header.job_id = 7;
-    p.header.epoch = a.header.epoch;
-    p.header.sender = 0;
-    p.header.aux = static_cast<uint32_t>(LeaveCause::kClosed);
-    engine_.OnPacket(testing::Sealed(p, 9), JobFixture::Peer(0), 10 + i);
+    LeaveEpoch(a.header.epoch, 0, LeaveCause::kClosed, 10 + i);
   }
   std::vector<JobEvent> e = Reaped(20 + kRounds);
   // Formed and ended per round (the last round's end comes from Reap).

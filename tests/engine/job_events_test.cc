@@ -105,7 +105,8 @@ TEST_F(JobEventsTest, AJobThatFormsAndClosesSaysSoFromReapOnly) {
   EXPECT_EQ(e[0].bytes_reduced, 3u * 64);
   EXPECT_FALSE(JobEventIsTrouble(e[0]));
   const std::string line = DescribeJobEvent(e[0]);
-  EXPECT_NE(line.find("ended after 3.0 s: rank 2 left first (closed by its owner), then the other 2;"
+  EXPECT_NE(line.find("ended after 3.0 s: rank 2 left first (closed by its owner), then the "
+                      "other 2;"
                       " 3 contributions, 0.2 kB reduced, 0 RESULTs sent again"),
             std::string::npos)
       << line;
@@ -146,7 +147,8 @@ TEST_F(JobEventsTest, SilenceEndsAJobAsIdleOrAbandoned) {
   EXPECT_EQ(e[0].joined, 1u);
   EXPECT_EQ(e[0].missing, 1u);
   EXPECT_TRUE(JobEventIsTrouble(e[0]));
-  EXPECT_NE(DescribeJobEvent(e[0]).find(": 1 of 2 ranks joined (rank 1 never did), then nothing for 30.0 s"),
+  EXPECT_NE(DescribeJobEvent(e[0]).find(
+                ": 1 of 2 ranks joined (rank 1 never did), then nothing for 30.0 s"),
             std::string::npos)
       << DescribeJobEvent(e[0]);
   e = Reaped(idle + 2);

@@ -23,8 +23,10 @@
 # all-reduce took seconds at 10% loss) left the 1-2 MiB cells swinging
 # between 0.4x and 1.0x from run to run. A small
 # all-reduce takes 0.1-0.3 ms and one slow recovery among 10 of them
-# decides their mean: hence 100 (after 10, which also absorb the
-# communicator's start: JOINs lost under loss). Printed: the
+# decides their mean: hence 500 (after 20, which also absorb the
+# communicator's start: JOINs lost under loss); with 100, the default
+# until 2026-12-06, the 64-256 KiB cells still swung by 0.1 from run to
+# run at 1% loss. Printed: the
 # median busbw per size without loss, its ratio under each setting (the
 # ratio of median times: busbw = S/t * 2(n-1)/n for both), with more than
 # one round the spread (the lowest and highest of the per-round ratios, each
@@ -33,7 +35,7 @@
 # when no large size ran).
 #
 # Usage: bench/run_loss.sh [--build DIR] [--ranks N] [--min 1K] [--max 16M]
-#          [--split 1M] [--iters 100] [--warmup 10] [--large-iters 20]
+#          [--split 1M] [--iters 500] [--warmup 20] [--large-iters 20]
 #          [--losses "1 5 10"] [--hooks "input output"] [--rounds 3]
 #          [--timeout-s 900] [--out FILE.md]
 # Needs root, `ip netns` and nft (exits 77 otherwise). DAEMON_ARGS adds
@@ -41,7 +43,7 @@
 # TRIBUTARY_* variables from the environment.
 set -u -o pipefail
 
-BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=100; WARMUP=10; LARGE_ITERS=20
+BUILD=build; RANKS=4; MIN=1K; MAX=16M; SPLIT=1M; ITERS=500; WARMUP=20; LARGE_ITERS=20
 LOSSES="1 5 10"; HOOKS="input output"; ROUNDS=3; TIMEOUT_S=900; OUT=""
 ARGS_TEXT="$*"
 while (($#)); do

@@ -288,6 +288,13 @@ class Engine {
   // the excess is counted in one kLost event) and handed to it by Reap(),
   // never from OnPacket(). Lanes (NewLane) get the same sink.
   void SetEventSink(JobEventSink sink, void* user);
+  // This engine serves lane `lane` of `lanes` (a daemon with several share-
+  // nothing lanes; a job striped over them has a generation in each): its
+  // job events say which. Default: lane 0 of 1, which the events leave out.
+  void SetLane(uint32_t lane, uint32_t lanes) {
+    lane_ = lane;
+    lanes_ = lanes;
+  }
   static constexpr size_t kMaxPendingEvents = 1024;
 
   // ---- Provisioned jobs and trees (control path, loop thread). ----
@@ -438,6 +445,8 @@ class Engine {
   void* sink_user_ = nullptr;
   std::vector<JobEvent> events_;  // recorded since the last Reap
   uint64_t events_lost_ = 0;      // beyond kMaxPendingEvents
+  uint32_t lane_ = 0;             // SetLane
+  uint32_t lanes_ = 1;
 };
 
 }  // namespace tributary::engine

@@ -294,6 +294,8 @@ size_t Engine::Reap(uint64_t now_ns) {
       JobEvent lost;
       lost.kind = JobEvent::Kind::kLost;
       lost.lost = events_lost_;
+      lost.lane = lane_;
+      lost.lanes = lanes_;
       events_lost_ = 0;
       events_.push_back(lost);
     }
@@ -335,6 +337,8 @@ void Engine::Record(const JobEvent& event) {
     return;
   }
   events_.push_back(event);
+  events_.back().lane = lane_;
+  events_.back().lanes = lanes_;
 }
 
 namespace {

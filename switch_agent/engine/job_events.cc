@@ -59,10 +59,13 @@ std::string DescribeJobEvent(const JobEvent& e) {
   if (e.kind == JobEvent::Kind::kLost) {
     Append(&out, "%llu job events not recorded (more than the engine keeps between two reaps)",
            static_cast<unsigned long long>(e.lost));
+    if (e.lanes > 1) Append(&out, " on lane %u of %u", e.lane, e.lanes);
     return out;
   }
   const char* member = Member(e);
   Append(&out, "job %u epoch %u", e.job_id, e.epoch);
+  // A job striped over the lanes has a generation, and a line, in each.
+  if (e.lanes > 1) Append(&out, " on lane %u of %u", e.lane, e.lanes);
   if (e.kind == JobEvent::Kind::kFormed) {
     Append(&out, ": %u of %u %s joined in ", e.joined, e.fan_in, Members(e));
     AppendDuration(&out, e.duration_ns);

@@ -51,6 +51,8 @@ struct JobEvent {
   uint64_t bytes_reduced = 0;
   uint64_t retransmit_answers = 0;
   uint64_t lost = 0;  // kLost
+  uint32_t lane = 0;   // the daemon lane whose engine recorded it (Engine::SetLane)
+  uint32_t lanes = 1;  // lanes of the daemon; more than 1: the text names the lane
 };
 
 // Called by Engine::Reap, on the engine's thread, once per event in order.

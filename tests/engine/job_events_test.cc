@@ -295,5 +295,36 @@ TEST_F(JobEventsTest, EventsBeyondTheLimitAreCountedInOne) {
   EXPECT_TRUE(Reaped(30 + kRounds).empty());
 }
 
+// A daemon with several lanes: each lane's engine says which lane it is,
+// since a job striped over the lanes has a generation (and a line) in each.
+TEST_F(JobEventsTest, EachLaneOfADaemonNamesItselfInItsLines) {
+  std::unique_ptr<Engine> lane = engine_.NewLane(5);
+  lane->SetLane(2, 4);
+  engine_.SetLane(0, 4);
+  JobFixture on_lane(lane.get(), 7, 9, 2, 4, 64);
+  JobFixture on_first(&engine_, 8, 9, 2, 4, 64);
+  lane->Reap(2);
+  std::vector<JobEvent> e = Reaped(2);
+  ASSERT_EQ(e.size(), 2u) << "the lane reports through the sink it inherited";
+  EXPECT_EQ(e[0].job_id, 7u);
+  EXPECT_EQ(e[0].lane, 2u);
+  EXPECT_EQ(e[0].lanes, 4u);
+  EXPECT_EQ(DescribeJobEvent(e[0]),
+            "job 7 epoch " + std::to_string(on_lane.epoch()) +
+                " on lane 2 of 4: 2 of 2 ranks joined in 0 us (4 slots of 64 bytes, payload MAC on)");
+  EXPECT_NE(DescribeJobEvent(e[1]).find("job 8 epoch " + std::to_string(on_first.epoch()) +
+                                        " on lane 0 of 4: "),
+            std::string::npos)
+      << DescribeJobEvent(e[1]);
+  JobEvent lost;
+  lost.kind = JobEvent::Kind::kLost;
+  lost.lost = 3;
+  EXPECT_EQ(DescribeJobEvent(lost),
+            "3 job events not recorded (more than the engine keeps between two reaps)");
+  lost.lane = 1;
+  lost.lanes = 2;
+  EXPECT_NE(DescribeJobEvent(lost).find(" on lane 1 of 2"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tributary::engine

@@ -217,6 +217,13 @@ TEST(UdpLanes, OneDaemonServesAJobStripedOverItsThreeLanes) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("jobs_created=([0-9]+)"))) << out;
   EXPECT_EQ(m[1], "3") << out;
+  // ... and logs it forming, naming itself.
+  for (int lane = 0; lane < 3; ++lane) {
+    EXPECT_TRUE(std::regex_search(out, std::regex("job " + std::to_string(job) +
+                                                  " epoch [0-9]+ on lane " + std::to_string(lane) +
+                                                  " of 3: 2 of 2 ranks joined")))
+        << lane << "\n" << out;
+  }
 }
 
 TEST_F(LanesTest, MissingLaneFailsCreationNamingIt) {

@@ -137,6 +137,7 @@ Status DpdkDataplane::InitLanes() {
       own_engines_.push_back(engine_->NewLane(RandomSeed()));
       e = own_engines_.back().get();
     }
+    e->SetLane(i, n);
     lanes_.push_back(std::make_unique<DpdkLane>(s, e));
   }
   if (n == 1) return Status::Ok();

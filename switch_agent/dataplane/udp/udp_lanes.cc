@@ -48,6 +48,7 @@ Status UdpLanes::Bind(uint16_t port) {
       own_engines_.push_back(engine_->NewLane(static_cast<uint32_t>(RandomSeed())));
       e = own_engines_.back().get();
     }
+    e->SetLane(k, n);
     lanes_.push_back(std::make_unique<UdpDataplane>(o, e));
     if (Status s = lanes_.back()->Init(); !s.ok()) {
       return Status(s.code(), "lane " + std::to_string(k) + ": " + s.message());

@@ -128,6 +128,14 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
   const JobParams params{body.fan_in, body.slot_count, body.payload_bytes};
   const bool payload_mac = (body.join_flags & proto::kJoinHeaderMacOnly) == 0;
   if (job != nullptr) {
+    // The job's parameters bind every generation: a JOIN that disagrees is
+    // refused before it can end one (its sender index, checked above only
+    // against the fan-in it claims, now indexes this job's children).
+    const JobParams& have = job->params();
+    if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
+        have.payload_bytes != params.payload_bytes) {
+      return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
+    }
     // Generations: a child that left and joins again belongs to the job's
     // next communicator; its rounds restart at collective 0 and must not
     // meet the sets of the old one. It waits (unanswered; it retries its
@@ -145,10 +153,8 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
       if (!job->withdrawn) NoteEnded(*job, now_ns, /*rejoined=*/h.sender);
       RecycleJob(job, now_ns);
     }
-    const JobParams& have = job->params();
-    if (have.fan_in != params.fan_in || have.slot_count != params.slot_count ||
-        have.payload_bytes != params.payload_bytes ||
-        (job->mac_rule_set() && job->payload_mac() != payload_mac)) {
+    // A generation's children agree on the payload MAC (a new one may choose).
+    if (job->mac_rule_set() && job->payload_mac() != payload_mac) {
       return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
     }
     if (!FreshJoin(job, h.sender, from, body.incarnation)) return Drop(DropReason::kStaleJoin);

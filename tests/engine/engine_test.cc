@@ -437,6 +437,25 @@ TEST(EngineJoin, ReplayedJoinFromAnotherAddressMovesNothing) {
   EXPECT_EQ(Drops(engine, DropReason::kForeignSource), 0u);
 }
 
+// A key holder's JOIN that claims a larger fan-in and a sender index past
+// the job's children is refused as a conflict before anything reads that
+// child's state: the running job keeps its epoch and its round (under ASan
+// the old order read the left bitmap out of bounds).
+TEST(EngineJoin, AJoinNamingAChildBeyondTheJobIsRefusedBeforeItTouchesTheJob) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
+  for (uint32_t fan_in : {uint32_t{2000}, proto::kMaxFanIn}) {
+    const Action a =
+        engine.OnPacket(JoinPacket(1, 2, fan_in - 1, JoinPayload(fan_in, 1, 64)), 777, 3);
+    ASSERT_EQ(a.header.type, MsgType::kNack) << fan_in;
+    EXPECT_EQ(a.header.aux, static_cast<uint32_t>(NackCode::kJobConflict));
+  }
+  EXPECT_EQ(engine.counters().recycles, 0u);
+  EXPECT_EQ(engine.Jobs()[0].epoch, job.epoch());
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {2}).kind, ActionKind::kResultToAll) << "the round goes on";
+}
+
 // Open mode: a job is created only by a JOIN whose key is sealed to this
 // engine's identity and whose MAC that key makes; anything else creates
 // nothing (FORMAT.md §7.2).

@@ -286,17 +286,22 @@ CommImpl::~CommImpl() {
     node_closing_ = true;
   }
   node_.reset();  // it leaves its stripe job and releases its segment
-  for (Lane& lane : lanes_) lane.progress->Stop();
   // Every lane's LEAVE says why the communicator ends: the first failure of
   // any lane (a healthy lane of a failed communicator did not close by
-  // itself), else closed by its owner.
-  uint32_t cause = static_cast<uint32_t>(proto::LeaveCause::kClosed);
-  for (Lane& lane : lanes_) {
-    if (lane.progress->LeaveCause() != static_cast<uint32_t>(proto::LeaveCause::kClosed)) {
-      cause = lane.progress->LeaveCause();
-      break;
+  // itself), else closed by its owner. A lane with operations in flight
+  // sends it as it stops (before they complete); the others here.
+  const auto cause_now = [&] {
+    for (Lane& lane : lanes_) {
+      if (lane.progress->LeaveCause() != static_cast<uint32_t>(proto::LeaveCause::kClosed)) {
+        return lane.progress->LeaveCause();
+      }
     }
-  }
+    return static_cast<uint32_t>(proto::LeaveCause::kClosed);
+  };
+  const uint32_t closing = cause_now();
+  for (Lane& lane : lanes_) lane.progress->SetClosingCause(closing);
+  for (Lane& lane : lanes_) lane.progress->Stop();
+  const uint32_t cause = cause_now();
   for (Lane& lane : lanes_) Leave(lane, cause);
   // Its in-flight chunks completed (with errors) as the lanes stopped; it
   // releases its staging memory's CUDA resources, then the registrations go.

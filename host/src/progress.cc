@@ -200,7 +200,7 @@ int64_t ProgressEngine::Poll() {
 void ProgressEngine::Shutdown() {
   // Nothing in flight may touch user memory after Stop() returns.
   Abort(Status(StatusCode::kAborted, "communicator destroyed while the operation was in flight"),
-        nullptr);
+        nullptr, static_cast<proto::LeaveCause>(closing_cause_.load(std::memory_order_acquire)));
   std::deque<OpDesc> rest;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -585,8 +585,10 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
 void ProgressEngine::HandleNack(const proto::PacketView& p) {
   // A NACK names the packet it refuses (FORMAT.md §3.5): one that names no
   // fragment in flight is a replay or a late answer, and changes nothing.
+  // A NACK echoes the epoch of the packet it refuses (§8.3): one of another
+  // generation of this job (same id and key) is a replay.
   const proto::Header& h = p.header;
-  if (h.slot >= window_.size() || !window_.slot(h.slot).busy ||
+  if (h.epoch != id_.epoch || h.slot >= window_.size() || !window_.slot(h.slot).busy ||
       window_.slot(h.slot).op->desc.collective_id != h.collective_id ||
       window_.slot(h.slot).elem_offset != h.elem_offset) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
@@ -606,7 +608,8 @@ void ProgressEngine::HandleNack(const proto::PacketView& p) {
     TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
              s.message().c_str());
   }
-  Abort(s, nullptr,
+  // The operation the NACK names gets its reason; the others are aborted.
+  Abort(s, window_.slot(h.slot).op,
         static_cast<proto::NackCode>(h.aux) == proto::NackCode::kPeerLeft
             ? proto::LeaveCause::kPeerLeft
             : LeaveCauseOf(s.code()));
@@ -754,21 +757,31 @@ void ProgressEngine::Abort(Status reason, Operation* culprit, proto::LeaveCause 
     std::lock_guard<std::mutex> lock(mu_);
     if (health_.ok()) health_ = reason;
   }
+  const bool destroyed = reason.code() == StatusCode::kAborted;
+  bool in_flight = false;
+  for (auto& op : ops_) in_flight = in_flight || !op->finished;
   window_.Clear();
   tx_.clear();
   // The job cannot go on for this rank: tell the aggregator now (twice,
   // unanswered), so that once every rank left it frees the job's slots at
-  // once, even if this process never gets to destroy its communicator. A
-  // communicator being destroyed sends its own LEAVEs.
-  if (first && id_.epoch != 0 && reason.code() != StatusCode::kAborted) QueueLeave(id_.epoch);
+  // once, even if this process never gets to destroy its communicator.
   // The failed requests complete below and their callers may free the
   // buffers at once: first the transport must stop touching them (sends a
-  // provider still reads from them, results it would write there). The
-  // LEAVEs go out first; a communicator being destroyed does this as its
-  // transport closes.
-  if (first && reason.code() != StatusCode::kAborted) {
+  // provider still reads from them, results the aggregator would write
+  // there until it has the LEAVE). A communicator destroyed with nothing
+  // in flight sends its LEAVEs as its transports close; one destroyed
+  // while operations are in flight leaves and fences here too, before
+  // they complete.
+  const bool leave_now = first && (!destroyed || in_flight);
+  if (leave_now && id_.epoch != 0) QueueLeave(id_.epoch);
+  if (leave_now) {
     Flush();
     transport_->Fence(kFenceTimeoutUs);
+  }
+  // A straggler-report request cannot be answered any more (a destroyed
+  // communicator's Shutdown says so itself).
+  if (first && !destroyed) {
+    FinishStatsWaiters(Status(StatusCode::kAborted, "communicator aborted: " + reason.message()));
   }
   // The op that caused the failure (or the oldest one) gets the reason
   // itself; the others are aborted because of it.

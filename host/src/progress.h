@@ -150,6 +150,10 @@ class ProgressEngine {
   // What this rank's LEAVE says (FORMAT.md §3.2, proto::LeaveCause): why
   // its first failure happened, else "closed by its owner".
   uint32_t LeaveCause() const { return leave_cause_.load(std::memory_order_acquire); }
+  // What the LEAVE of a communicator destroyed while operations are in
+  // flight says (Stop() then sends it before they complete): the
+  // communicator's, which its other lanes may decide. Default: closed.
+  void SetClosingCause(uint32_t cause) { closing_cause_.store(cause, std::memory_order_release); }
   // Asks the aggregator for the job's straggler statistics (STATS_REQUEST),
   // resending every 50 ms until an answer or `timeout_ms`. Blocks the
   // caller until the progress thread (or a test calling Poll) answers it.
@@ -342,6 +346,7 @@ class ProgressEngine {
   bool ecn_logged_ = false;
   bool aborted_ = false;
   std::atomic<uint32_t> leave_cause_{static_cast<uint32_t>(proto::LeaveCause::kClosed)};
+  std::atomic<uint32_t> closing_cause_{static_cast<uint32_t>(proto::LeaveCause::kClosed)};
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
   // An unauthenticated NACK unknown_job arrived: an aggregator that lost the

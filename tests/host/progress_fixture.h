@@ -91,6 +91,10 @@ class FakeTransport final : public Transport {
   }
   void Wait(int64_t) override {}
   void Wake() override {}
+  bool Fence(int64_t) override {
+    ++fences;
+    return true;
+  }
   TransportStats stats() const override { return stats_; }
   // A transport that places results hands out a key for every registration.
   Result<TransportMemory> RegisterMemory(const MemoryDesc& m) override {
@@ -117,6 +121,7 @@ class FakeTransport final : public Transport {
   TransportStats stats_;  // bytes_received: what Recv handed out
   bool places = false;
   bool reliable_transport = false;  // timers >= 1 s, no early recovery
+  int fences = 0;                   // Fence calls
 };
 
 class ProgressTest : public ::testing::Test {

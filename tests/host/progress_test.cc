@@ -426,5 +426,119 @@ TEST_F(ProgressTest, StopAbortsWhatIsInFlightAndAFullSocketKeepsPacketsQueued) {
   EXPECT_EQ(s.code(), StatusCode::kAborted);
 }
 
+// A NACK echoes the epoch of the packet it refuses: an authentic one of
+// another generation of the job (same id and key, e.g. a restarted
+// training job) is a replay and aborts nothing.
+TEST_F(ProgressTest, ANackOfAnotherGenerationOfTheJobAbortsNothing) {
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  for (uint32_t epoch : {kEpoch - 1, kEpoch + 1}) {
+    Sent old = c[0];
+    old.header.epoch = epoch;
+    Nack(old, proto::NackCode::kPeerLeft);
+    engine_->Poll();
+  }
+  tributary::Status s;
+  EXPECT_FALSE(Done(req, &s)) << s.ToString();
+  EXPECT_TRUE(engine_->Health().ok());
+  EXPECT_EQ(engine_->Stats().nacks_received, 0u);
+  Answer(c[0]);
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A fatal NACK names one fragment: its operation gets the NACK's reason,
+// the other one in flight is aborted because of it.
+TEST_F(ProgressTest, AFatalNackFailsTheOperationItNames) {
+  auto first = Submit(16, 1);
+  std::vector<float> send2(16, 1.0f), recv2(16);
+  auto sr = table_->Register({send2.data(), 64}).value();
+  auto rr = table_->Register({recv2.data(), 64}).value();
+  OpDesc d;
+  d.request = std::make_shared<internal::RequestState>();
+  d.send = reinterpret_cast<const uint8_t*>(send2.data());
+  d.recv = reinterpret_cast<uint8_t*>(recv2.data());
+  d.send_registration = sr;
+  d.recv_registration = rr;
+  d.count = 16;
+  d.dtype = DataType::kFloat32;
+  d.op = ReduceOp::kSum;
+  d.collective_id = 2;
+  auto second = d.request;
+  engine_->Submit(std::move(d));
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 2u);
+  const Sent& of_second = c[0].header.collective_id == 2 ? c[0] : c[1];
+  Nack(of_second, proto::NackCode::kMismatch);
+  engine_->Poll();
+  tributary::Status s1, s2;
+  ASSERT_TRUE(Done(first, &s1));
+  ASSERT_TRUE(Done(second, &s2));
+  EXPECT_EQ(s2.code(), StatusCode::kMismatch) << s2.ToString();
+  EXPECT_NE(s2.message().find("collective 2"), std::string::npos) << s2.ToString();
+  EXPECT_EQ(s1.code(), StatusCode::kAborted) << s1.ToString();
+}
+
+// Destroyed while an operation is in flight: by the time its request
+// completes (and its caller may free the buffers), this rank has sent its
+// LEAVE and fenced the transport, which then writes nothing more into them
+// (a transport that places results). With nothing in flight the engine
+// leaves that to the communicator.
+TEST_F(ProgressTest, DestroyedWithAnOperationInFlightLeavesAndFencesBeforeItCompletes) {
+  Make(4, /*places=*/true);
+  int fences_then = -1, leaves_then = -1;
+  auto req = Submit(16, 1, [&](const tributary::Status&) {
+    fences_then = fake_->fences;
+    leaves_then = 0;
+    for (const Sent& x : fake_->sent) leaves_then += x.header.type == proto::MsgType::kLeave;
+  });
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 1u);
+  engine_->SetClosingCause(static_cast<uint32_t>(proto::LeaveCause::kTimedOut));
+  engine_->Stop();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_EQ(fences_then, 1);
+  EXPECT_EQ(leaves_then, 2);
+  for (const Sent& x : Take()) {
+    EXPECT_EQ(x.header.aux, static_cast<uint32_t>(proto::LeaveCause::kTimedOut))
+        << "the communicator's cause";
+  }
+  Make(4, /*places=*/true);
+  engine_->Stop();
+  EXPECT_EQ(fake_->fences, 0);
+  EXPECT_TRUE(Take().empty());
+}
+
+// A straggler-report request pending when the communicator fails ends at
+// once with the failure, not with a timeout much later.
+TEST_F(ProgressTest, AStragglerReportRequestEndsWhenTheCommunicatorFails) {
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  Result<StragglerReport> got{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread caller([&] { got = engine_->RequestStragglerReport(60000); });
+  bool asked = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!asked && std::chrono::steady_clock::now() < give_up) {
+    engine_->Poll();
+    for (const Sent& x : Take()) asked = asked || x.header.type == proto::MsgType::kStatsRequest;
+    if (!asked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(asked);
+  Nack(c[0], proto::NackCode::kMismatch);
+  engine_->Poll();
+  caller.join();
+  EXPECT_EQ(got.status().code(), StatusCode::kAborted) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("ranks disagree"), std::string::npos)
+      << got.status().ToString();
+}
+
 }  // namespace
 }  // namespace tributary::host

@@ -131,7 +131,8 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
                         transport.value()->name());
     }
     uint32_t epoch = 0;
-    s = impl->Join(transport.value().get(), lo, &epoch);
+    std::string trusted_key;
+    s = impl->Join(transport.value().get(), lo, &epoch, &trusted_key);
     if (!s.ok()) return Status(s.code(), where + s.message());
     Lane lane;
     lane.identity.job_id = config.job_id;
@@ -140,6 +141,9 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
     lane.identity.rank = config.rank;
     lane.identity.lane = k;
     lane.identity.join = impl->JoinRequestFor(lo);
+    // Later JOINs (the progress thread's probes) trust only the key this
+    // one did: trust on first use, not on every use.
+    lane.identity.join.aggregator_key = trusted_key;
     lane.aggregator = lo.aggregator;
     lane.progress = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
                                                            lane.identity, lo);
@@ -175,7 +179,8 @@ host::JoinRequest CommImpl::JoinRequestFor(const Options& o) const {
 
 // FORMAT.md §3.1, §3.8 (host/src/join_handshake.h): JOIN, answer the
 // CHALLENGE, until an authentic JOIN_ACK or NACK, resending with backoff.
-Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* epoch) {
+Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* epoch,
+                      std::string* trusted_key) {
   host::JoinHandshake handshake(JoinRequestFor(o));
   uint64_t start = NowMs();
   uint64_t deadline = start + o.connect_timeout_ms;
@@ -203,6 +208,7 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
         switch (handshake.OnPacket(rx[i].packet)) {
           case host::JoinHandshake::Step::kAccepted:
             *epoch = handshake.epoch();
+            *trusted_key = handshake.trusted_key();
             return Status::Ok();
           case host::JoinHandshake::Step::kRefused:
             return handshake.refusal();
@@ -218,9 +224,13 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* ep
     if (unknown_job && stripe_job_) break;
   }
   if (!handshake.impostor().empty()) {
+    const std::string pin = o.aggregator_key.empty()
+                                ? "the key " + handshake.trusted_key() +
+                                      " it presented first (trusted on first use)"
+                                : "the pinned TRIBUTARY_AGGREGATOR_KEY " + o.aggregator_key;
     return Status(StatusCode::kPermissionDenied,
                   "aggregator " + o.aggregator + " presented public key " + handshake.impostor() +
-                      ", not the pinned TRIBUTARY_AGGREGATOR_KEY " + o.aggregator_key +
+                      ", not " + pin +
                       ": refusing to send it the job key (is this the right daemon, or was its "
                       "identity_file replaced?)");
   }

@@ -138,7 +138,9 @@ class CommImpl {
   // One small collective over this job during set-up, on temporarily
   // registered copies.
   Status SetUpCollective(bool gather, const void* send, void* recv, size_t bytes);
-  Status Join(host::Transport* transport, const Options& o, uint32_t* epoch);
+  // `trusted_key`: the aggregator key the JOIN trusted (JoinHandshake::trusted_key).
+  Status Join(host::Transport* transport, const Options& o, uint32_t* epoch,
+              std::string* trusted_key);
   host::JoinRequest JoinRequestFor(const Options& lane_options) const;
   // The lane's LEAVEs (best effort, unanswered), saying `cause`
   // (proto::LeaveCause, FORMAT.md §3.2).

@@ -41,6 +41,13 @@ void JoinHandshake::Encode() {
   proto::SealPacket(key_, packet_, proto::kHeaderSize, b, body_len);
 }
 
+std::string JoinHandshake::trusted_key() const {
+  if (!pinned_) return "";
+  char hex[2 * proto::kPublicKeyBytes + 1];
+  proto::PublicKeyToHex(pin_, hex);
+  return hex;
+}
+
 JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
   const proto::Header& h = p.header;
   if (h.job_id != request_.job_id || h.sender != request_.rank) return Step::kIgnored;
@@ -57,11 +64,14 @@ JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
     }
     static constexpr uint8_t kNoKey[proto::kPublicKeyBytes] = {};
     const bool has_key = std::memcmp(c.public_key, kNoKey, sizeof(kNoKey)) != 0;
-    if (!challenged_ && has_key && !pinned_) {
+    if (has_key && !pinned_) {
+      // Trust on first use, once: from now on this key is the pin.
       TRIB_LOG(kWarn, "comm",
                "aggregator %s presented public key %s; trusting it (set "
                "TRIBUTARY_AGGREGATOR_KEY to insist on the right one)",
                request_.aggregator.c_str(), hex);
+      std::memcpy(pin_, c.public_key, sizeof(pin_));
+      pinned_ = true;
     }
     challenged_ = true;
     body_.cookie = c.cookie;

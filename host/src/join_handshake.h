@@ -11,6 +11,9 @@
 // echo this handshake's nonce) brings a cookie and the aggregator's public
 // key, checked against the pinned one when there is one; the JOIN is then
 // sent again with the cookie and the job key sealed to that public key.
+// Without a pin, the first key presented is trusted and then pinned: a
+// later CHALLENGE with another key (anyone can send one: it carries no
+// MAC) is an impostor's, and never gets the job key sealed to it.
 // Every JOIN carries the job's MAC; only answers with a valid MAC are
 // acted on, others are remembered for messages.
 // Thread-safety: none; one owner.
@@ -66,6 +69,9 @@ class JoinHandshake {
   // full ...)"), and a CHALLENGE presenting a key other than the pinned one.
   const std::string& unauthenticated() const { return unauthenticated_; }
   const std::string& impostor() const { return impostor_; }
+  // The aggregator's public key this handshake trusts (hex): the pinned
+  // one, else the first one a CHALLENGE presented; empty if neither.
+  std::string trusted_key() const;
 
  private:
   void Encode();

@@ -355,6 +355,7 @@ class ProgressEngine {
   std::unique_ptr<JoinHandshake> probe_;  // a JOIN probe in flight
   uint64_t probe_deadline_ns_ = 0;        // it is given up then
   uint64_t next_probe_ns_ = 0;            // no new probe before
+  bool impostor_logged_ = false;          // a probe met a key other than the trusted one
   uint8_t probe_bytes_[4][proto::kHeaderSize + proto::kJoinSealedBodySize];  // queued copies
   uint32_t probe_bytes_next_ = 0;
   static constexpr int kRecvBatch = 64;

@@ -95,8 +95,19 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
       QueueLeave(epoch);
       return true;
     }
-    case JoinHandshake::Step::kRefused:
     case JoinHandshake::Step::kIgnored:
+      if (!probe_->impostor().empty() && !impostor_logged_) {
+        impostor_logged_ = true;
+        TRIB_LOG(kWarn, "progress",
+                 "job %u rank %u: a CHALLENGE claiming to come from aggregator %s presented "
+                 "public key %s, not %s, the key this communicator trusted when it joined: the "
+                 "job key is not sealed to it (an impostor; or a daemon restarted without its "
+                 "identity_file, which this communicator cannot rejoin)",
+                 id_.job_id, id_.rank, options_.aggregator.c_str(), probe_->impostor().c_str(),
+                 id_.join.aggregator_key.c_str());
+      }
+      return false;
+    case JoinHandshake::Step::kRefused:
       return false;
   }
   return false;

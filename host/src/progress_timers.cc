@@ -232,6 +232,11 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
       if (unauthenticated_unknown_job_.load(std::memory_order_relaxed)) {
         what += "; the aggregator's address answered \"unknown job\" without a valid MAC (a "
                 "restarted daemon that lost the job says this; so could anyone else)";
+        if (impostor_logged_) {
+          what += ", and the JOIN sent to check it was answered with a public key other than "
+                  "the one trusted when this communicator joined (a daemon restarted without "
+                  "its identity_file, or an impostor)";
+        }
       }
       TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, what.c_str());
       Abort(Status(StatusCode::kTimedOut, what), op.get());

@@ -161,11 +161,13 @@ class ProgressTest : public ::testing::Test {
     id.join.window = window;
     id.join.payload_bytes = 64;
     id.join.aggregator = "test:1";
+    id.join.aggregator_key = join_pin_;
     engine_ = std::make_unique<ProgressEngine>(std::move(t), id, options_,
                                                [this] { return now_.load(); });
     table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
   }
   uint32_t resend_max_bytes_ = 0;      // Make() passes these on (a test sets them)
+  std::string join_pin_;               // the key the probes trust (hex), or none
   uint32_t congestion_target_us_ = 0;
   // Off unless a test of the window poll sets it: the other tests count
   // every packet the engine sends, and a poll adds one after each loss.

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "host/src/join_handshake.h"
+#include "tests/common/challenge.h"
 #include "tests/host/progress_fixture.h"
 
 namespace tributary::host {
@@ -189,25 +191,18 @@ TEST_F(ProgressTest, UnauthenticatedUnknownJobStartsAProbeAndExplainsATimeout) {
 class ProbeTest : public ProgressTest, public ::testing::WithParamInterface<bool> {
  protected:
   // Answers the JOIN probe in `sent`; returns the JOIN sent after the CHALLENGE.
-  Sent AnswerProbe(const Sent& join, uint32_t epoch) {
+  // Queues the CHALLENGE answering the JOIN `join`, presenting `who`'s key.
+  void Challenge(const Sent& join, const proto::Identity& who) {
     proto::JoinBody body;
     EXPECT_TRUE(proto::DecodeJoinBody(join.payload.data(), join.payload.size(), &body));
     EXPECT_EQ(body.fan_in, 4u);
     EXPECT_EQ(body.cookie, 0u);
-    proto::Header ch;
-    ch.type = proto::MsgType::kChallenge;
-    ch.job_id = kJob;
-    ch.sender = 3;
-    proto::ChallengeBody cb;
-    cb.cookie = 0xc00c1e;
-    cb.nonce = body.nonce;
-    std::memcpy(cb.public_key, identity_.public_key, proto::kPublicKeyBytes);
-    std::vector<uint8_t> raw(proto::kChallengeBodySize);
-    proto::EncodeChallengeBody(cb, raw.data());
     FakeTransport::Item item;
-    item.bytes.resize(proto::kHeaderSize + raw.size());
-    proto::Encode(ch, raw.data(), raw.size(), item.bytes.data(), item.bytes.size());
+    item.bytes = testing::ChallengeBytes(kJob, 3, body.nonce, who.public_key);
     fake_->inbox.push_back(std::move(item));  // a CHALLENGE carries no MAC
+  }
+  Sent AnswerProbe(const Sent& join, uint32_t epoch) {
+    Challenge(join, identity_);
     engine_->Poll();
     std::vector<Sent> again = Take();
     EXPECT_EQ(again.size(), 1u);
@@ -269,6 +264,77 @@ TEST_P(ProbeTest, AnAnsweredProbeDecides) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FalseOrLost, ProbeTest, ::testing::Bool());
+
+// The key the communicator trusted when it joined (trust on first use)
+// pins its probes: a CHALLENGE presenting another key (which anyone who
+// sends a false "unknown job" and sniffs the probe's nonce could send)
+// never gets the job key sealed to it; the trusted key's does.
+TEST_F(ProbeTest, AProbeSealsTheJobKeyOnlyToTheKeyTrustedAtJoin) {
+  char hex[2 * proto::kPublicKeyBytes + 1];
+  proto::PublicKeyToHex(identity_.public_key, hex);
+  join_pin_ = hex;
+  Make(4);
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  std::vector<Sent> probe = UnknownJobProbe(c[0]);
+  ASSERT_EQ(probe.size(), 1u);
+  const proto::Identity attacker = proto::GenerateIdentity();
+  Challenge(probe[0], attacker);
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty()) << "nothing sealed to the attacker's key";
+  AnswerProbe(probe[0], kEpoch);  // the real aggregator: the NACK was false
+  engine_->Poll();
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// Within one handshake, too, the first key presented is the one trusted.
+TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
+  JoinRequest r;
+  r.job_id = kJob;
+  r.job_key = kKey;
+  r.rank = 3;
+  r.world_size = 4;
+  r.window = 4;
+  r.payload_bytes = 64;
+  r.aggregator = "test:1";
+  JoinHandshake hs(r);
+  EXPECT_EQ(hs.trusted_key(), "");
+  proto::PacketView join;
+  ASSERT_EQ(proto::Decode(hs.packet(), hs.packet_len(), &join), proto::DecodeError::kOk);
+  proto::JoinBody body;
+  ASSERT_TRUE(proto::DecodeJoinBody(join.payload, join.payload_len, &body));
+  const proto::Identity first = proto::GenerateIdentity(), second = proto::GenerateIdentity();
+  const auto challenge = [&](const proto::Identity& who, std::vector<uint8_t>* bytes) {
+    *bytes = testing::ChallengeBytes(kJob, 3, body.nonce, who.public_key);
+    proto::PacketView v;
+    EXPECT_EQ(proto::Decode(bytes->data(), bytes->size(), &v), proto::DecodeError::kOk);
+    return hs.OnPacket(v);
+  };
+  const auto sealed_to = [&](const proto::Identity& who) {
+    proto::PacketView v;
+    EXPECT_EQ(proto::Decode(hs.packet(), hs.packet_len(), &v), proto::DecodeError::kOk);
+    const uint8_t* sealed = proto::JoinSealedKey(v.payload, v.payload_len);
+    uint64_t key = 0;
+    return sealed != nullptr && proto::OpenJobKey(who, sealed, &key) && key == kKey;
+  };
+  std::vector<uint8_t> bytes;
+  EXPECT_EQ(challenge(first, &bytes), JoinHandshake::Step::kSendAgain);
+  EXPECT_TRUE(sealed_to(first));
+  char hex[2 * proto::kPublicKeyBytes + 1];
+  proto::PublicKeyToHex(first.public_key, hex);
+  EXPECT_EQ(hs.trusted_key(), hex);
+  EXPECT_EQ(challenge(second, &bytes), JoinHandshake::Step::kIgnored);
+  EXPECT_FALSE(sealed_to(second));
+  EXPECT_TRUE(sealed_to(first));
+  proto::PublicKeyToHex(second.public_key, hex);
+  EXPECT_EQ(hs.impostor(), hex);
+  EXPECT_EQ(challenge(first, &bytes), JoinHandshake::Step::kSendAgain) << "a new cookie";
+}
 
 TEST_F(ProgressTest, ForeignMalformedAndDuplicatePacketsAreCountedAndIgnored) {
   auto req = Submit(16);

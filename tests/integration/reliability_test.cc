@@ -261,8 +261,16 @@ TEST_F(ReliabilityTest, KilledRankIsNamedBySurvivors) {
 // exact, and the restarted daemon then serves a new job exactly. The kill
 // waits until every rank completed one collective (a pipe); the operation
 // timeout is long enough for a slow restart, so the answer the ranks get is
-// the restarted daemon's, whatever the schedule.
+// the restarted daemon's, whatever the schedule. Both runs keep one key pair
+// (identity_file): the ranks trust only the key they joined with.
 TEST_F(ReliabilityTest, DaemonKilledAndRestartedGivesClearErrors) {
+  char identity[] = "/tmp/tributaryd-identity-XXXXXX";
+  const int identity_fd = mkstemp(identity);
+  ASSERT_GE(identity_fd, 0);
+  close(identity_fd);
+  unlink(identity);  // created by the daemon, mode 0600
+  daemon_.Stop();
+  ASSERT_TRUE(IsOk(daemon_.Start({"--identity-file", identity})));
   const uint32_t job = NextJobId();
   const int port = daemon_.port();
   const std::string addr = daemon_.address();
@@ -315,9 +323,10 @@ TEST_F(ReliabilityTest, DaemonKilledAndRestartedGivesClearErrors) {
   daemon_.Kill();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   DaemonProcess restarted;
-  ASSERT_TRUE(IsOk(restarted.Start({"--port", std::to_string(port)})));
+  ASSERT_TRUE(IsOk(restarted.Start({"--port", std::to_string(port), "--identity-file", identity})));
   EXPECT_EQ(testing::WaitChildren(pids, 90), "") << restarted.Output();
   EXPECT_EQ(GoodJobOn(restarted.address()), "") << restarted.Output();
+  unlink(identity);
 }
 
 // Issue #12, the attacker on the path: it sniffs a rank's address and an

@@ -347,9 +347,24 @@ Status EtcdStateStore::Campaign(bool* leader) {
     return s;
   }
   if (!resp.succeeded()) {
-    // Someone leads. Keep the lease alive meanwhile so it is valid when we try again.
+    // Someone leads: perhaps this replica. A bid that etcd applied but whose
+    // answer was lost (a member's timeout; the client then asks another
+    // member, where the key exists) finds the key it wrote, under its own
+    // lease: it leads. Otherwise keep the lease alive meanwhile so it is
+    // valid when we try again.
     int64_t ttl = 0;
-    if (client_.LeaseKeepAlive(leader_lease_, &ttl).ok() && ttl == 0) leader_lease_ = 0;
+    const bool alive = client_.LeaseKeepAlive(leader_lease_, &ttl).ok();
+    if (alive && ttl == 0) leader_lease_ = 0;
+    const pb::RangeResponse* held =
+        resp.responses_size() == 1 ? &resp.responses(0).response_range() : nullptr;
+    if (alive && ttl > 0 && held != nullptr && held->kvs_size() == 1 &&
+        held->kvs(0).lease() == leader_lease_) {
+      TRIB_LOG(kInfo, kLog, "etcd: the leader key is this replica's (its bid was applied "
+               "though its answer was lost): leading");
+      leader_revision_ = held->kvs(0).create_revision();
+      leader_renewed_ms_ = SteadyMs();
+      *leader = true;
+    }
     return Status::Ok();
   }
   leader_revision_ = resp.header().revision();

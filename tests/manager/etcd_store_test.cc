@@ -33,6 +33,7 @@
 #endif
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -286,6 +287,90 @@ TEST_F(EtcdStoreTest, AbandonedRecordsExpireInEtcdHeartbeatenOnesDoNot) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_FALSE(absent(a.JobKey(2)));
   EXPECT_FALSE(a.NeedsSave());
+}
+
+// An etcd member whose answer to the first transaction is lost: it passes
+// the calls a campaign makes (lease grant, transactions, reads) on to a
+// real member, and answers the first transaction DEADLINE_EXCEEDED after
+// the real member applied it (what a member whose fsync stalled past the
+// client's deadline does). The client then asks the next member.
+class LostAnswerMember {
+ public:
+  explicit LostAnswerMember(const std::string& real)
+      : kv_(real), lease_(real) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&kv_);
+    builder.RegisterService(&lease_);
+    server_ = builder.BuildAndStart();
+  }
+  ~LostAnswerMember() { server_->Shutdown(); }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  int lost() const { return kv_.lost.load(); }
+
+ private:
+  static std::shared_ptr<grpc::Channel> To(const std::string& real) {
+    return grpc::CreateChannel(real, grpc::InsecureChannelCredentials());
+  }
+  struct Kv final : etcdserverpb::KV::Service {
+    explicit Kv(const std::string& real) : stub(etcdserverpb::KV::NewStub(To(real))) {}
+    grpc::Status Range(grpc::ServerContext*, const etcdserverpb::RangeRequest* in,
+                       etcdserverpb::RangeResponse* out) override {
+      grpc::ClientContext c;
+      return stub->Range(&c, *in, out);
+    }
+    grpc::Status Txn(grpc::ServerContext*, const etcdserverpb::TxnRequest* in,
+                     etcdserverpb::TxnResponse* out) override {
+      grpc::ClientContext c;
+      const grpc::Status s = stub->Txn(&c, *in, out);
+      if (s.ok() && lost.fetch_add(1) == 0) {
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "answer lost (test)");
+      }
+      return s;
+    }
+    std::unique_ptr<etcdserverpb::KV::Stub> stub;
+    std::atomic<int> lost{0};
+  };
+  struct Lease final : etcdserverpb::Lease::Service {
+    explicit Lease(const std::string& real) : stub(etcdserverpb::Lease::NewStub(To(real))) {}
+    grpc::Status LeaseGrant(grpc::ServerContext*, const etcdserverpb::LeaseGrantRequest* in,
+                            etcdserverpb::LeaseGrantResponse* out) override {
+      grpc::ClientContext c;
+      return stub->LeaseGrant(&c, *in, out);
+    }
+    std::unique_ptr<etcdserverpb::Lease::Stub> stub;
+  };
+  Kv kv_;
+  Lease lease_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// A replica whose winning bid for the leader key was applied but whose
+// answer was lost finds the key under its own lease when the client asks
+// the next member (the compare then fails): it leads, rather than renewing
+// forever a key every replica, itself included, takes for another's.
+TEST_F(EtcdStoreTest, ABidAppliedWhoseAnswerWasLostStillLeads) {
+  EtcdStoreOptions o = Options("a:1");
+  LostAnswerMember lossy(o.url.endpoints[0]);
+  o.url.endpoints.insert(o.url.endpoints.begin(), lossy.endpoint());
+  EtcdStateStore a(o);
+  EtcdStateStore b(Options("b:1"));
+  bool leader = false;
+  ASSERT_TRUE(a.Campaign(&leader).ok());
+  EXPECT_EQ(lossy.lost(), 1) << "the bid went through the member that loses its answer";
+  EXPECT_TRUE(leader);
+  ASSERT_TRUE(b.Campaign(&leader).ok());
+  EXPECT_FALSE(leader);
+  std::string who;
+  ASSERT_TRUE(b.Leader(&who).ok());
+  EXPECT_EQ(who, "a:1");
+  v1::ListReply state;
+  *state.add_jobs() = MakeJob(1, 11, 10000);
+  const Status s = a.Save(state);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(a.KeepLeadership(&leader).ok());
+  EXPECT_TRUE(leader);
 }
 
 // ---- TLS to etcd ----

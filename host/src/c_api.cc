@@ -441,18 +441,23 @@ trib_status_t trib_deregister(trib_comm_t* comm, trib_buffer_t* buffer) {
     trib_status_t error;
     if (!CheckComm(comm, "trib_deregister", &error)) return error;
     if (buffer == nullptr) return NullArgument("trib_deregister");
-    if (!IsLive(buffer)) return NotLive("buffer", "trib_deregister");
+    // Taken out of the live set first: of two racing calls, the one that
+    // took it reads and frees it; the other never touches it.
+    if (!Retire(buffer)) return NotLive("buffer", "trib_deregister");
     if (buffer->owner != comm) {
+      MarkLive(buffer);
       return Fail(TRIB_INVALID_ARGUMENT, "trib_deregister: buffer belongs to another communicator");
     }
     Status s = comm->comm->Deregister(buffer->buffer);
-    if (s.ok() && Retire(buffer)) {  // Retire: one of two racing calls frees it
-      {
-        std::lock_guard<std::mutex> lock(comm->mu);
-        comm->buffers.erase(std::find(comm->buffers.begin(), comm->buffers.end(), buffer));
-      }
-      delete buffer;
+    if (!s.ok()) {
+      MarkLive(buffer);  // still registered (e.g. in use): the caller may try again
+      return Report(s);
     }
+    {
+      std::lock_guard<std::mutex> lock(comm->mu);
+      comm->buffers.erase(std::find(comm->buffers.begin(), comm->buffers.end(), buffer));
+    }
+    delete buffer;
     return Report(s);
   });
 }

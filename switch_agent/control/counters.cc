@@ -89,6 +89,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "resends", e.uplink_resends);
   visit(g, "results", e.uplink_results);
   visit(g, "nacks", e.uplink_nacks);
+  visit(g, "false_unknown_job", e.uplink_false_unknown_job);
   visit(g, "drops", e.uplink_drops);
   g = "engine_drops";
   visit(g, "total", e.TotalDrops());

@@ -163,6 +163,8 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
   Action out;
   authentic_job_ = nullptr;
   join_key_valid_ = false;
+  last_authentic_ = false;
+  last_counted_ = false;
   switch (pkt.header.type) {
     case MsgType::kContribution: HandleContribution(pkt, from, now_ns, &out); break;
     case MsgType::kResultRequest: HandleResultRequest(pkt, from, now_ns, &out); break;
@@ -183,6 +185,7 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
   if (out.key == nullptr && join_key_valid_) out.key = &join_key_;
   // A packet sent back for a flush is counted when it is processed.
   if (out.kind != ActionKind::kFlushAndRetry) ++counters_.packets_in;
+  last_authentic_ = authentic_job_ != nullptr;
   authentic_job_ = nullptr;  // the job may be reaped before the next packet
   return out;
 }
@@ -375,6 +378,13 @@ Job* Engine::FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now
   const Header& h = pkt.header;
   Job* job = FindAuthenticated(pkt, from, out);
   if (job == nullptr) return nullptr;
+  // A child that left is sent nothing more of this generation (FORMAT.md
+  // §3.2), and its packets (late, or replayed by anyone who captured them:
+  // each would draw a stored RESULT) keep the job alive no longer.
+  if (job->HasLeft(h.sender)) {
+    Drop(DropReason::kStale);
+    return nullptr;
+  }
   job->last_active_ns = now_ns;
   if (h.slot >= job->slot_count() || h.shadow > 1) {
     Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
@@ -531,6 +541,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   ++counters_.contributions;
   ++job->stats.contributions;
+  last_counted_ = true;
   if (m.arrived < job->fan_in()) {
     // FORMAT.md §3.6.1: the sender's fragment before this one lives in the
     // slot before (the other shadow set before slot 0). Where the sender's

@@ -91,6 +91,7 @@ struct EngineCounters {
   uint64_t uplink_resends = 0;    // partial sums re-sent (parent lacks them, or probes unanswered)
   uint64_t uplink_results = 0;    // RESULTs from parents fanned out to children
   uint64_t uplink_nacks = 0;      // NACKs from parents
+  uint64_t uplink_false_unknown_job = 0;  // unauthenticated unknown_job the parent's JOIN_ACK disproved
   uint64_t uplink_drops = 0;      // packets from parents that matched no waiting set
   std::array<uint64_t, kNumDropReasons> drops{};
   uint64_t TotalDrops() const;
@@ -271,6 +272,13 @@ class Engine {
   // The dataplane has already checked a JOIN's cookie (FORMAT.md §3.8).
   // Never throws, never allocates except when a JOIN creates a job.
   Action OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns);
+  // What the last OnPacket found: the packet proved itself with its job's
+  // MAC; it was a contribution counted into its round (a first copy from
+  // its sender, authentic, of the job's current epoch and a valid slot).
+  // A dataplane keeps state the packet brings (where to write the round's
+  // result) only for a counted contribution.
+  bool last_authentic() const { return last_authentic_; }
+  bool last_counted() const { return last_counted_; }
 
   // The dataplane has handed every queued Action to the wire: payloads of
   // earlier Actions may now change. A packet that would overwrite a set
@@ -438,6 +446,8 @@ class Engine {
   // MAC checked: its refusal is sealed with these keys.
   proto::MacKey join_key_;
   bool join_key_valid_ = false;
+  bool last_authentic_ = false;  // of the last OnPacket
+  bool last_counted_ = false;
   const proto::Identity* identity_ = nullptr;
   uint64_t incarnation_ = 0;
   const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction

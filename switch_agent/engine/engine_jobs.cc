@@ -43,7 +43,9 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   // A leaving rank waits for nothing: refusals are counted, never answered.
   *out = Action{};
   if (job == nullptr) return;
-  job->last_active_ns = now_ns;
+  // Only a first LEAVE is news: copies (sent several times, or replayed)
+  // keep a job whose children went silent alive no longer.
+  if (!job->HasLeft(h.sender)) job->last_active_ns = now_ns;
   ++counters_.leaves;
   // aux: why (FORMAT.md §3.2); the known causes from 2 on say its
   // communicator failed. A further copy changes nothing: the first one's
@@ -166,7 +168,9 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     // send queue. Rather than refuse for them, have that queue flushed and,
     // on the retry that follows at once, reap and try again.
     if (!reserved && HasEndedJobs(now_ns)) {
-      if (!reap_pending_ || reap_burst_ + 1 != burst_) {
+      // The retry comes after the flush: any burst ended since (a flush that
+      // sent something ends one of its own before the retry's).
+      if (!reap_pending_ || burst_ == reap_burst_) {
         reap_pending_ = true;
         reap_burst_ = burst_;
         ++counters_.flush_retries;

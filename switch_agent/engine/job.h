@@ -103,7 +103,8 @@ enum class DropReason : uint8_t {
   kMismatch,           // dtype/op/count disagree with the slot's current round
   kBadSender,          // sender index >= fan-in
   kForeignSource,      // sender index not registered from this peer
-  kStale,              // contribution for a round older than the set holds
+  kStale,              // contribution for a round older than the set holds, or any
+                       // packet naming a slot from a child that left the generation
   kUnexpectedType,     // a message type aggregators do not accept (RESULT, ...)
   kJobConflict,        // JOIN parameters disagree with the existing job
   kJobLimit,           // too many jobs
@@ -156,6 +157,9 @@ struct Uplink {
   uint64_t join_cookie = 0;    // from the parent's CHALLENGE (FORMAT.md §3.8)
   uint64_t incarnation = 0;    // of this node's JOINs: wall-clock ns when provisioned
   uint32_t last_nack = 0;      // the parent's last NACK code (diagnostics)
+  // The parent epoch an unauthenticated "unknown job" put in doubt (0:
+  // none): a JOIN_ACK with this epoch proves the NACK false.
+  uint32_t doubted_epoch = 0;
   // Partial sum sent -> parent's RESULT (first sends only): 50 ms before a
   // sample, within [5 ms, 1 s], at most 5 doublings.
   base::RttEstimator rtt{{50'000'000, 5'000'000, 1'000'000'000, 5}};

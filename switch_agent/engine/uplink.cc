@@ -336,6 +336,9 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
         // The parent restarted (or reaped the job): join again, then
         // re-send everything that waits for it.
         if (up.parent_epoch != 0 && (h.epoch == up.parent_epoch || h.epoch == 0)) {
+          // Anyone can send an unauthenticated unknown_job: if the parent's
+          // JOIN_ACK names the epoch we had, nothing was lost.
+          if (unknown_job) up.doubted_epoch = up.parent_epoch;
           up.parent_epoch = 0;
           up.join_attempts = 0;
           up.next_join_ns = now_ns;
@@ -382,6 +385,12 @@ void Engine::ParentJoinAck(Job* job, const proto::PacketView& pkt) {
   }
   if (up.parent_epoch == pkt.header.epoch) return;  // duplicate
   up.parent_epoch = pkt.header.epoch;
+  const bool false_alarm = up.doubted_epoch == pkt.header.epoch;
+  up.doubted_epoch = 0;
+  if (false_alarm) {
+    ++counters_.uplink_false_unknown_job;
+    return;  // the parent holds every partial sum it held: none is re-sent
+  }
   MarkAllDue(job);
 }
 

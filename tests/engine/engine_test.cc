@@ -180,6 +180,10 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
     const uint64_t before = Drops(engine, c.reason);
     const Action a = send(c.h, c.from, c.len, c.key, c.header_only);
     EXPECT_EQ(Drops(engine, c.reason), before + 1) << c.what;
+    EXPECT_FALSE(engine.last_counted()) << c.what;
+    if (c.reason == DropReason::kBadMac || c.reason == DropReason::kUnknownJob) {
+      EXPECT_FALSE(engine.last_authentic()) << c.what;
+    }
     if (c.answered) {
       EXPECT_EQ(a.kind, ActionKind::kSendToOne) << c.what;
       EXPECT_EQ(a.header.type, MsgType::kNack) << c.what;
@@ -194,6 +198,11 @@ TEST(EngineContribution, EveryDropReasonIsCountedAndAnsweredAsSpecified) {
 
   // Mismatch: same round, different count; stale: older than a complete round.
   ASSERT_EQ(send(good(), JobFixture::Peer(0)).kind, ActionKind::kNone);
+  EXPECT_TRUE(engine.last_authentic());
+  EXPECT_TRUE(engine.last_counted()) << "a first copy, counted";
+  send(good(), JobFixture::Peer(0));
+  EXPECT_TRUE(engine.last_authentic());
+  EXPECT_FALSE(engine.last_counted()) << "a duplicate";
   proto::Header h = good();
   h.sender = 1;
   h.elem_count = 4;
@@ -617,12 +626,31 @@ TEST(EngineLifecycle, ResultsGoOnlyToChildrenThatStayed) {
   ASSERT_EQ(again.kind, ActionKind::kSendToOne);
   EXPECT_EQ(again.peer, JobFixture::Peer(0));
   EXPECT_EQ(PayloadFloats(again), (std::vector<float>{70}));
+  // The child that left is answered nothing more, even when a copy of its
+  // contribution (a replay) asks: FORMAT.md §3.2.
+  const uint64_t stale = Drops(engine, DropReason::kStale);
+  EXPECT_EQ(job.Send(1, 1, 0, 2, 0, {20}).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), stale + 1);
   // When the others leave too the job ends; nobody is left to answer.
   leave.header.sender = 0;
   job.Deliver(leave, JobFixture::Peer(0), 11);
   leave.header.sender = 2;
   job.Deliver(leave, JobFixture::Peer(2), 11);
   EXPECT_EQ(engine.Reap(12), 1u);
+}
+
+// Copies of a LEAVE already counted (the rank's own repeats, or an
+// attacker's replays) do not keep a job whose other children fell silent
+// alive past the join timeout.
+TEST(EngineLifecycle, RepeatedLeavesDoNotKeepADeadJobAlive) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 2, 64);
+  proto::PacketView leave;
+  leave.header = job.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  job.Deliver(leave, JobFixture::Peer(0), 10);
+  const uint64_t timeout = EngineLimits{}.job_join_timeout_ns;
+  job.Deliver(leave, JobFixture::Peer(0), 10 + timeout - 1000);
+  EXPECT_EQ(engine.Reap(10 + timeout + 1), 1u) << "abandoned a timeout after the first LEAVE";
 }
 
 // A job that ended (all children left) but is not reaped yet does not hold
@@ -650,6 +678,9 @@ TEST(EngineLifecycle, EndedJobsAreReapedBeforeAJoinIsRefused) {
   EXPECT_EQ(engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 11).kind,
             ActionKind::kFlushAndRetry);
   EXPECT_EQ(engine.Jobs().size(), 1u);
+  // The dataplane's flush ends a burst of its own when it sent something,
+  // then the retry's: any burst ended since counts.
+  engine.EndBurst();
   engine.EndBurst();
   const Action ack = engine.OnPacket(JoinPacket(2, 3, 0, body), JobFixture::Peer(5), 11);
   EXPECT_EQ(ack.header.type, MsgType::kJoinAck);

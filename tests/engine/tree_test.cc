@@ -476,6 +476,40 @@ TEST(EngineTree, ParentRestartIsRecoveredByRejoinAndResend) {
   EXPECT_EQ(t.root().counters().contributions, 2u);
 }
 
+// Anyone can send a leaf an unauthenticated "unknown job" claiming to come
+// from its parent. The leaf asks the parent again (a JOIN); the parent's
+// JOIN_ACK names the epoch the leaf had, so the NACK was false and nothing
+// the parent holds is sent again; the round then completes as usual.
+TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 1, 0, 1, Values(0, r, 1));
+  t.Pump();  // leaf 0's partial sum waits at the root for leaf 1's
+  const uint64_t sends = t.leaf(0).counters().uplink_sends;
+  proto::Header nack;
+  nack.type = MsgType::kNack;
+  nack.job_id = kJob;
+  nack.aux = static_cast<uint32_t>(proto::NackCode::kUnknownJob);
+  uint8_t bytes[proto::kHeaderSize];
+  ASSERT_EQ(proto::Encode(nack, nullptr, 0, bytes, sizeof(bytes)), sizeof(bytes));
+  proto::PacketView v;
+  ASSERT_EQ(proto::Decode(bytes, sizeof(bytes), &v), proto::DecodeError::kOk);
+  EXPECT_EQ(t.leaf(0).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);
+  for (int round = 0; round < 4; ++round) {  // the JOIN, the CHALLENGE, the JOIN again
+    t.Poll();
+    t.Pump();
+  }
+  EXPECT_EQ(t.leaf(0).counters().uplink_false_unknown_job, 1u);
+  EXPECT_EQ(t.leaf(0).counters().uplink_sends, sends);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
+  EXPECT_EQ(t.root().counters().retransmit_answers, 0u);
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 1, 0, 1, Values(1, r, 1));
+  t.Pump();
+  ExpectResults(&t, 1);
+  EXPECT_EQ(t.root().counters().contributions, 2u);
+}
+
 TEST(EngineTree, ProvisioningRulesAndLifetime) {
   EngineLimits limits;
   limits.max_jobs = 2;

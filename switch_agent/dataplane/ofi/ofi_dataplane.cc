@@ -224,6 +224,37 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
   stats_.peers = peers_.size();
 }
 
+// §12.3: where this rank wants the round's result written, from its first
+// copy only. A resend's answer may arrive after the rank took the result
+// from an earlier answer and gave the buffer back to its caller: written in
+// place then, it would overwrite what the caller put there. Kept only once
+// the engine counted the contribution (so its MAC, epoch and slot held:
+// anyone who knows a connection id could otherwise aim a rank's result
+// elsewhere in its memory), before the RESULT it may complete is queued. A
+// rank that left is written nothing more.
+void OfiDataplane::KeepPlacement(const proto::PacketView& view, engine::PeerToken token) {
+  const proto::Header& h = view.header;
+  Peer& peer = peers_[token];
+  if (h.type == proto::MsgType::kLeave && engine_->last_authentic()) {
+    std::vector<Placement>().swap(peer.placements);
+    return;
+  }
+  proto::Placement where;
+  if (!engine_->last_counted() || (h.flags & proto::kFlagRetransmit) != 0 ||
+      !proto::DecodePlacement(view, &where)) {
+    return;
+  }
+  const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
+  if (at >= 2 * size_t(proto::kMaxSlotCount)) return;
+  if (at >= peer.placements.size()) peer.placements.resize(at + 2);
+  Placement& pl = peer.placements[at];
+  pl.collective_id = h.collective_id;
+  pl.elem_offset = h.elem_offset;
+  pl.addr = where.result_addr;
+  pl.key = where.result_key;
+  pl.valid = true;
+}
+
 int OfiDataplane::DrainReceive(uint64_t now_ns) {
   fi_cq_data_entry e[256];
   const size_t batch = std::min<size_t>(options_.batch_size, 256);
@@ -290,28 +321,11 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
         continue;
       }
     }
-    proto::Placement where;
-    // §12.3: where this rank wants the round's result written, from its
-    // first copy only. A resend's answer may arrive after the rank took the
-    // result from an earlier answer and gave the buffer back to its caller:
-    // written in place then, it would overwrite what the caller put there.
-    if ((h.flags & proto::kFlagRetransmit) == 0 && proto::DecodePlacement(view, &where)) {
-      Peer& peer = peers_[token];
-      const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
-      if (at < 2 * size_t(proto::kMaxSlotCount)) {
-        if (at >= peer.placements.size()) peer.placements.resize(at + 2);
-        Placement& pl = peer.placements[at];
-        pl.collective_id = h.collective_id;
-        pl.elem_offset = h.elem_offset;
-        pl.addr = where.result_addr;
-        pl.key = where.result_key;
-        pl.valid = true;
-      }
-    }
     // Every queued payload was copied into a transmit buffer already, so a
     // flush-and-retry needs no flush here.
     bool joined = false;
     const engine::Action action = replies_.Process(engine_, view, token, now_ns, [] {}, &joined);
+    KeepPlacement(view, token);
     const bool checksum = (h.flags & proto::kFlagChecksum) != 0;
     Queue(action, checksum);
     PostRecv(index);

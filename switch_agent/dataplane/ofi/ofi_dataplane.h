@@ -93,6 +93,9 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   Status OpenEndpoint(fi_info* info, uint16_t port);
   int DrainReceive(uint64_t now_ns);
   void HandleHello(const uint8_t* data, size_t len, uint64_t conn_id);
+  // After the engine took `view` from `token`: keeps (or on a LEAVE drops)
+  // the rank's result placement.
+  void KeepPlacement(const proto::PacketView& view, engine::PeerToken token);
   void Queue(const engine::Action& action, bool incoming_checksum);
   void Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken peer);
   int TakeBuffer();

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "common/net/ecn.h"
+#include "proto/wire.h"
 #include "switch_agent/dataplane/dataplane.h"
 #include "switch_agent/dataplane/fair_queue.h"
 #include "switch_agent/dataplane/reply_policy.h"
@@ -74,10 +75,16 @@ class UdpDataplane final : public Dataplane {
   static constexpr size_t kRxBufferBytes = 65536;
   // Entries in the transmit batch; a fan-out larger than this flushes midway.
   static constexpr size_t kTxCapacity = 1024;
-  // Control payloads (NACK text, STATUS sender lists, JOIN_ACK bodies) are
-  // copied into the batch because the engine may reuse their storage on the
-  // next packet; results (the only large payloads) are referenced in place.
-  static constexpr size_t kTxSmallPayload = 1024;
+  // Control payloads (NACK text, STATUS sender lists, JOIN_ACK bodies,
+  // STATS reports) are copied into the batch because the engine may reuse
+  // their storage on the next packet; results (the only large payloads) are
+  // referenced in place. The largest control payload is a STATS report.
+  static constexpr size_t kTxSmallPayload =
+      proto::kStatsSummarySize + proto::kStatsEntrySize * proto::kMaxStatsEntries;
+  static_assert(kTxSmallPayload >= 4 * proto::kMaxStatusSenders &&
+                kTxSmallPayload >= 2 * proto::WindowBitmapBytes(proto::kMaxStatusWindow) &&
+                kTxSmallPayload >= proto::kMaxNackTextBytes &&
+                kTxSmallPayload >= proto::kJoinSealedBodySize);
   // EAGAIN/ENOBUFS retries of one flush before the rest is counted as dropped.
   static constexpr int kMaxSendRetries = 8;
   // Control messages per received datagram: TOS (ECN) and the arrival stamp.

@@ -32,6 +32,8 @@ struct CollHandle {
 static_assert(sizeof(CollHandle) <= kHandleMaxBytes);
 
 struct CollComm {
+  // Closed early (reset) when NCCL deregisters memory that operations in
+  // flight still use: an abort (CollDeregMr).
   std::unique_ptr<Communicator> comm;
 };
 
@@ -49,6 +51,18 @@ std::atomic<bool> g_connected{false};
 NcclResult Warn(NcclResult code, const char* what, const std::string& why) {
   TRIB_LOG(kWarn, kLog, "CollNet %s: %s", what, why.c_str());
   return code;
+}
+
+// The communicator of a CollNet comm, or null (with the reason logged) when
+// CollDeregMr closed it early.
+Communicator* Live(void* coll_comm, const char* what) {
+  Communicator* c = static_cast<CollComm*>(coll_comm)->comm.get();
+  if (c == nullptr) {
+    Warn(kInternalError, what,
+         "this CollNet communicator was closed when NCCL freed memory its operations in flight "
+         "still used (an abort)");
+  }
+  return c;
 }
 
 bool ToDataType(NcclDataType t, tributary::DataType* out) {
@@ -176,8 +190,9 @@ namespace {
 
 NcclResult Register(void* coll_comm, const MemoryDesc& memory, void** mhandle) {
   *mhandle = nullptr;
-  auto* c = static_cast<CollComm*>(coll_comm);
-  auto buffer = c->comm->Register(memory);
+  Communicator* c = Live(coll_comm, "regMr");
+  if (c == nullptr) return kInternalError;
+  auto buffer = c->Register(memory);
   if (!buffer.ok()) return Warn(kInvalidUsage, "regMr", buffer.status().ToString());
   *mhandle = new CollMemory{buffer.value()};
   return kSuccess;
@@ -207,7 +222,23 @@ NcclResult CollRegMrDmaBuf(void* coll_comm, void* data, size_t size, int type, u
 
 NcclResult CollDeregMr(void* coll_comm, void* mhandle) {
   std::unique_ptr<CollMemory> m(static_cast<CollMemory*>(mhandle));
-  Status s = static_cast<CollComm*>(coll_comm)->comm->Deregister(m->buffer);
+  auto* c = static_cast<CollComm*>(coll_comm);
+  if (c->comm == nullptr) return kSuccess;  // closed early below: nothing is registered
+  Status s = c->comm->Deregister(m->buffer);
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    // Operations NCCL abandoned still use it: NCCL is freeing an aborted
+    // communicator, frees this memory next, and its free path stops at the
+    // first error (every connection after this one would leak, this
+    // communicator would never leave its job). Closed now instead: its
+    // operations fail, it leaves the job, and its transport stops touching
+    // NCCL's memory before this returns.
+    TRIB_LOG(kWarn, kLog,
+             "CollNet deregMr: memory still used by operations in flight (NCCL is aborting): "
+             "closing this CollNet communicator now (%s)",
+             s.message().c_str());
+    c->comm.reset();
+    return kSuccess;
+  }
   if (!s.ok()) return Warn(kInvalidUsage, "deregMr", s.ToString());
   return kSuccess;
 }
@@ -221,7 +252,9 @@ NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, siz
     return Warn(kInvalidArgument, "iallreduce",
                 "unsupported type " + std::to_string(dtype) + " / op " + std::to_string(op));
   }
-  auto r = static_cast<CollComm*>(coll_comm)->comm->AllReduce(send_data, recv_data, count, t, o);
+  Communicator* c = Live(coll_comm, "iallreduce");
+  if (c == nullptr) return kInternalError;
+  auto r = c->AllReduce(send_data, recv_data, count, t, o);
   if (!r.ok()) return Warn(kSystemError, "iallreduce", r.status().ToString());
   *request = new CollRequest{r.value(), count * DataTypeSize(t)};
   return kSuccess;
@@ -241,7 +274,9 @@ NcclResult CollIallgather(void* coll_comm, void* send_data, int n_recv_parts, vo
                     " bytes for a window of " + std::to_string(window_bytes) +
                     " (one part of the window's size is supported)");
   }
-  auto r = static_cast<CollComm*>(coll_comm)->comm->AllGatherWindow(
+  Communicator* c = Live(coll_comm, "iallgather");
+  if (c == nullptr) return kInternalError;
+  auto r = c->AllGatherWindow(
       send_data, recv_address, bytes_per_rank, window_offset, window_bytes, DataType::kUint8);
   if (!r.ok()) return Warn(kSystemError, "iallgather", r.status().ToString());
   *request = new CollRequest{r.value(), window_bytes};
@@ -268,7 +303,9 @@ NcclResult CollIreducescatter(void* coll_comm, int n_send_parts, void* send_addr
                     std::to_string(window_bytes) + " of " + std::to_string(bytes_per_rank) +
                     " bytes per rank (one part of the window's size, whole elements, is supported)");
   }
-  auto r = static_cast<CollComm*>(coll_comm)->comm->ReduceScatterWindow(
+  Communicator* c = Live(coll_comm, "ireducescatter");
+  if (c == nullptr) return kInternalError;
+  auto r = c->ReduceScatterWindow(
       send_address, recv_data, bytes_per_rank / es, window_offset / es, window_bytes / es, t, o);
   if (!r.ok()) return Warn(kSystemError, "ireducescatter", r.status().ToString());
   *request = new CollRequest{r.value(), window_bytes};

@@ -452,5 +452,57 @@ TEST_F(CollNetDriver, RankThatDiesMidCollectiveIsAnErrorNotAHang) {
   EXPECT_EQ(failures, "");
 }
 
+// NCCL freeing an aborted communicator: ranks 0 and 1 have an all-reduce
+// in flight (rank 2 never contributes) when NCCL deregisters its memory.
+// NCCL's free path stops at the first error and would leak every
+// connection after it, so deregMr succeeds: it closes the CollNet
+// communicator at once (the operation fails, the rank leaves), and the
+// rest of the teardown (another deregMr, closeColl) succeeds too.
+TEST_F(CollNetDriver, DeregisteringMemoryInUseDuringAnAbortClosesAndSucceeds) {
+  Exchange* x = x_;
+  std::string failures = testing::RunRanks(kRanks, 90, [x](int rank) {
+    CollNetV12* coll;
+    void* comm;
+    NcclResult connected = kInternalError;  // until CollSetup says
+    if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
+    if (connected != kSuccess) return Fail(rank, "connect");
+    float v[1024] = {}, w[16] = {};
+    void *mh, *other;
+    if (coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh) != kSuccess ||
+        coll->reg_mr(comm, w, sizeof(w), kPtrHost, &other) != kSuccess) {
+      return Fail(rank, "regMr");
+    }
+    if (rank != 2) {
+      void* request;
+      if (!Posted([&](void** q) {
+            return coll->iallreduce(comm, v, v, 1024, kNcclFloat32, kNcclSum, mh, mh, q);
+          }, &request)) {
+        return Fail(rank, "iallreduce");
+      }
+      int done = 0, size = 0;
+      if (coll->test(request, &done, &size) != kSuccess || done) {
+        return Fail(rank, "the all-reduce finished without rank 2");
+      }
+      if (coll->dereg_mr(comm, mh) != kSuccess) return Fail(rank, "deregMr of memory in use");
+      bool said = false;
+      {
+        std::lock_guard<std::mutex> lock(g_log_mu);
+        said = g_log.find("closing this CollNet communicator now") != std::string::npos;
+      }
+      if (!said) return Fail(rank, "no word of the early close");
+      if (coll->dereg_mr(comm, other) != kSuccess) return Fail(rank, "deregMr after the close");
+      if (coll->close_coll(comm) != kSuccess) return Fail(rank, "closeColl after the close");
+    }
+    if (!Barrier(x, 3, kRanks)) return Fail(rank, "barrier 3");
+    if (rank == 2) {
+      coll->dereg_mr(comm, mh);
+      coll->dereg_mr(comm, other);
+      if (coll->close_coll(comm) != kSuccess) return Fail(rank, "closeColl");
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "");
+}
+
 }  // namespace
 }  // namespace tributary::nccl

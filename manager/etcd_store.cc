@@ -327,10 +327,14 @@ Status EtcdStateStore::Campaign(bool* leader) {
     return Status::Ok();
   }
   *leader = false;
+  // When the lease was last granted or renewed: taken before the call, so
+  // that the lease is known to live at least a TTL after it.
   if (leader_lease_ == 0) {
+    const int64_t asked = SteadyMs();
     Result<int64_t> g = client_.LeaseGrant(options_.leader_ttl_s);
     if (!g.ok()) return g.status();
     leader_lease_ = *g;
+    lease_kept_ms_ = asked;
   }
   pb::TxnRequest txn;
   AddCompare(&txn, leader_key_, pb::Compare::CREATE)->set_create_revision(0);
@@ -353,8 +357,10 @@ Status EtcdStateStore::Campaign(bool* leader) {
     // lease: it leads. Otherwise keep the lease alive meanwhile so it is
     // valid when we try again.
     int64_t ttl = 0;
+    const int64_t asked = SteadyMs();
     const bool alive = client_.LeaseKeepAlive(leader_lease_, &ttl).ok();
     if (alive && ttl == 0) leader_lease_ = 0;
+    if (alive && ttl > 0) lease_kept_ms_ = asked;
     const pb::RangeResponse* held =
         resp.responses_size() == 1 ? &resp.responses(0).response_range() : nullptr;
     if (alive && ttl > 0 && held != nullptr && held->kvs_size() == 1 &&
@@ -362,13 +368,15 @@ Status EtcdStateStore::Campaign(bool* leader) {
       TRIB_LOG(kInfo, kLog, "etcd: the leader key is this replica's (its bid was applied "
                "though its answer was lost): leading");
       leader_revision_ = held->kvs(0).create_revision();
-      leader_renewed_ms_ = SteadyMs();
+      leader_renewed_ms_ = lease_kept_ms_;
       *leader = true;
     }
     return Status::Ok();
   }
   leader_revision_ = resp.header().revision();
-  leader_renewed_ms_ = SteadyMs();
+  // Putting the key under the lease renews nothing: the lease lives a TTL
+  // from its last grant or renewal.
+  leader_renewed_ms_ = lease_kept_ms_;
   *leader = true;
   return Status::Ok();
 }
@@ -377,13 +385,17 @@ Status EtcdStateStore::KeepLeadership(bool* leader) {
   *leader = leader_revision_ != 0;
   if (!*leader) return Status::Ok();
   int64_t ttl = 0;
+  const int64_t asked = SteadyMs();
   Status s = client_.LeaseKeepAlive(leader_lease_, &ttl);
   pb::RangeResponse resp;
   if (s.ok() && ttl > 0) s = client_.Range(leader_key_, "", &resp);
   const bool ours = s.ok() && ttl > 0 && resp.kvs_size() == 1 &&
                     resp.kvs(0).create_revision() == leader_revision_;
   if (ours) {
-    leader_renewed_ms_ = SteadyMs();
+    // Taken before the renewal was asked: etcd renewed it no earlier, so
+    // the "still leading while etcd is unreachable" window never outlives
+    // the lease by the calls' own duration.
+    leader_renewed_ms_ = asked;
     return Status::Ok();
   }
   // Unreachable etcd: still the leader until the lease could have expired

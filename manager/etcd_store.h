@@ -123,6 +123,8 @@ class EtcdStateStore final : public StateStore {
   int64_t leader_lease_ = 0;
   std::atomic<int64_t> leader_revision_{0};  // create revision of our leader key; 0: not leading
   int64_t leader_renewed_ms_ = 0;  // steady clock of the last successful renewal
+  // Steady clock when the last grant or renewal of the leader lease was asked.
+  int64_t lease_kept_ms_ = 0;
   // What etcd holds, as this leader loaded and wrote it (the service's mutex).
   std::map<std::string, Record> saved_;
 

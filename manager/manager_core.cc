@@ -404,13 +404,26 @@ Status ManagerCore::Restore(const v1::ListReply& state, int64_t now_ms) {
     entry.job.set_last_heartbeat_unix_ms(now_ms);  // launchers get a full timeout too
     entry.running = j.state() == kRunning;
     if (!entry.running) continue;
-    std::string missing;
+    std::string missing, down;
     for (const v1::TreeNode& t : j.tree()) {
-      if (daemons_.count(t.daemon()) == 0) missing = t.daemon();
+      const auto d = daemons_.find(t.daemon());
+      if (d == daemons_.end()) {
+        missing = t.daemon();
+      } else if (!d->second.up) {
+        down = t.daemon();
+      }
     }
     if (!missing.empty()) {
       entry.running = false;
       entry.job.set_state("failed: daemon " + missing + " unknown after manager restart");
+      continue;
+    }
+    // A leader that saved a daemon's fall in several transactions and died
+    // between them leaves jobs on it still running: they fail here, since
+    // Expire fails a daemon's jobs only as it goes down.
+    if (!down.empty()) {
+      entry.running = false;
+      entry.job.set_state("failed: daemon " + down + " down (found at manager restart)");
       continue;
     }
     Reserve(&entry);

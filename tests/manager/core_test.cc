@@ -222,6 +222,31 @@ TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
   EXPECT_EQ(UsedSlots(restarted), 0u);
 }
 
+// A state saved half-way (a daemon recorded down, a job on it still
+// running: the leader died between the transactions of one save) restores
+// that job failed, holding nothing, rather than running forever.
+TEST_F(CoreTest, ARunningJobOnADaemonSavedDownIsRestoredFailed) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  for (const char* h : {"h0-0", "h1-0", "h2-1"}) req.add_rank_hosts(h);
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
+  v1::ListReply state;
+  core_.Snapshot(&state);
+  ASSERT_GT(state.daemons_size(), 0);
+  ASSERT_GT(job.tree_size(), 0);
+  for (v1::DaemonStatus& d : *state.mutable_daemons()) {
+    if (d.info().name() == job.tree(0).daemon()) d.set_up(false);
+  }
+  ManagerCore restarted(&topo_, Options());
+  ASSERT_TRUE(restarted.Restore(state, 5000).ok());
+  v1::Job again;
+  ASSERT_TRUE(restarted.GetJob(job.job_id(), &again).ok());
+  EXPECT_EQ(again.state(), "failed: daemon " + job.tree(0).daemon() +
+                               " down (found at manager restart)");
+  EXPECT_EQ(UsedSlots(restarted), 0u);
+}
+
 // Daemons heartbeat at the interval the registration reply names, and learn
 // new jobs only then: a third of the daemon timeout unless configured.
 TEST_F(CoreTest, TheRegistrationReplyNamesTheHeartbeatInterval) {

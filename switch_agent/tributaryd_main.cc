@@ -186,6 +186,14 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 #endif
+#if TRIBUTARY_HAVE_METRICS
+  // Before the lines below: whoever reads them may ask /healthz and /readyz
+  // at once (they answered 503 until the first report: a flaky test).
+  if (metrics) {
+    metrics->Publish(agent::GatherCounters(*dataplane, engine), agent::MonotonicNowNs());
+    metrics->SetReady();
+  }
+#endif
   // Machine-readable: with --port 0 this is how a supervisor or test learns the port.
   std::printf("tributaryd listening on %s\n", dataplane->LocalAddress().c_str());
 #if TRIBUTARY_HAVE_METRICS
@@ -207,12 +215,6 @@ int main(int argc, char** argv) {
   uint64_t next_stats_ns = agent::MonotonicNowNs() + interval_ns;
   agent::StragglerMonitor stragglers(config.straggler_interval_ms * 1000000ull,
                                      config.straggler_min_rounds);
-#if TRIBUTARY_HAVE_METRICS
-  if (metrics) {
-    metrics->Publish(agent::GatherCounters(*dataplane, engine), agent::MonotonicNowNs());
-    metrics->SetReady();
-  }
-#endif
 #if TRIBUTARY_HAVE_SYSTEMD
   // Under a Type=notify unit (NOTIFY_SOCKET set): serving from here on; a
   // no-op anywhere else.

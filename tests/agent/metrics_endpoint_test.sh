@@ -48,13 +48,16 @@ pids+=($!)
 found=""
 for ((i = 0; i < 300; ++i)); do
   curl -s "$url" > "$work/scrape.txt" || true
-  if grep -Eq '^tributaryd_job_completions_total\{job="[0-9]+"\} [1-9]' "$work/scrape.txt"; then
+  # Lane 1 publishes its figures to the scrape every 100 ms, lane 0's are
+  # live: the job may show completions before lane 1's packets show.
+  if grep -Eq '^tributaryd_job_completions_total\{job="[0-9]+"\} [1-9]' "$work/scrape.txt" &&
+    grep -Eq '^tributaryd_lane_rx_packets_total\{lane="1"\} [1-9]' "$work/scrape.txt"; then
     found=1
     break
   fi
   sleep 0.2
 done
-[[ -n $found ]] || { tail -30 "$work/scrape.txt" >&2; fail "no job with completions in 60 s of scrapes"; }
+[[ -n $found ]] || { tail -30 "$work/scrape.txt" >&2; fail "no job with completions (and lane 1 packets) in 60 s of scrapes"; }
 promtool check metrics < "$work/scrape.txt" > "$work/promtool.log" 2>&1 ||
   { cat "$work/promtool.log" >&2; fail "promtool check metrics refused the scrape"; }
 grep -Eq '^tributaryd_engine_completions_total [1-9]' "$work/scrape.txt" ||

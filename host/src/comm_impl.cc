@@ -144,6 +144,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
     // Later JOINs (the progress thread's probes) trust only the key this
     // one did: trust on first use, not on every use.
     lane.identity.join.aggregator_key = trusted_key;
+    lane.identity.join.never_seal = trusted_key.empty();
     lane.aggregator = lo.aggregator;
     lane.progress = std::make_unique<host::ProgressEngine>(std::move(transport.value()),
                                                            lane.identity, lo);

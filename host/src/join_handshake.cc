@@ -63,7 +63,8 @@ JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
       return Step::kIgnored;
     }
     static constexpr uint8_t kNoKey[proto::kPublicKeyBytes] = {};
-    const bool has_key = std::memcmp(c.public_key, kNoKey, sizeof(kNoKey)) != 0;
+    const bool has_key =
+        !request_.never_seal && std::memcmp(c.public_key, kNoKey, sizeof(kNoKey)) != 0;
     if (has_key && !pinned_) {
       // Trust on first use, once: from now on this key is the pin.
       TRIB_LOG(kWarn, "comm",

@@ -40,6 +40,11 @@ struct JoinRequest {
   uint64_t incarnation = 0;    // FORMAT.md §3.1: grows with every new communicator
   std::string aggregator;      // "HOST:PORT", for messages
   std::string aggregator_key;  // pinned public key (hex), or empty
+  // Never seal the job key, whatever key a CHALLENGE presents: a later JOIN
+  // of a communicator whose aggregator presented no key when it joined
+  // (it knew the job: a managed or provisioned one). Anyone could present
+  // one now.
+  bool never_seal = false;
 };
 
 class JoinHandshake {

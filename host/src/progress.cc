@@ -774,6 +774,7 @@ void ProgressEngine::Abort(Status reason, Operation* culprit, proto::LeaveCause 
   // they complete.
   const bool leave_now = first && (!destroyed || in_flight);
   if (leave_now && id_.epoch != 0) QueueLeave(id_.epoch);
+  if (first && also_leave_epoch_ != 0) QueueLeave(also_leave_epoch_);  // a probe's fresh job
   if (leave_now) {
     Flush();
     transport_->Fence(kFenceTimeoutUs);

@@ -356,6 +356,7 @@ class ProgressEngine {
   uint64_t probe_deadline_ns_ = 0;        // it is given up then
   uint64_t next_probe_ns_ = 0;            // no new probe before
   bool impostor_logged_ = false;          // a probe met a key other than the trusted one
+  uint32_t also_leave_epoch_ = 0;         // a job a probe created: left by the abort too
   uint8_t probe_bytes_[4][proto::kHeaderSize + proto::kJoinSealedBodySize];  // queued copies
   uint32_t probe_bytes_next_ = 0;
   static constexpr int kRecvBatch = 64;

@@ -91,8 +91,10 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
                          "communicator's is " + std::to_string(id_.epoch) + ")");
       TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank,
                s.message().c_str());
+      // Its LEAVE goes out with ours, before the abort fences the transport
+      // (which then drops later sends).
+      also_leave_epoch_ = epoch;
       Abort(s, nullptr);
-      QueueLeave(epoch);
       return true;
     }
     case JoinHandshake::Step::kIgnored:

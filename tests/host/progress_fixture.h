@@ -45,6 +45,7 @@ class FakeTransport final : public Transport {
   bool reliable() const override { return reliable_transport; }
   int Send(const TxPacket* p, int n) override {
     const int take = std::min(n, accept);
+    if (fences > 0) sent_after_fence += take;  // a real fenced transport drops them
     for (int i = 0; i < take; ++i) {
       std::vector<uint8_t> bytes(static_cast<const uint8_t*>(p[i].header),
                                  static_cast<const uint8_t*>(p[i].header) + p[i].header_len);
@@ -122,6 +123,7 @@ class FakeTransport final : public Transport {
   bool places = false;
   bool reliable_transport = false;  // timers >= 1 s, no early recovery
   int fences = 0;                   // Fence calls
+  int sent_after_fence = 0;         // packets handed to Send after a Fence
 };
 
 class ProgressTest : public ::testing::Test {
@@ -162,12 +164,14 @@ class ProgressTest : public ::testing::Test {
     id.join.payload_bytes = 64;
     id.join.aggregator = "test:1";
     id.join.aggregator_key = join_pin_;
+    id.join.never_seal = never_seal_;
     engine_ = std::make_unique<ProgressEngine>(std::move(t), id, options_,
                                                [this] { return now_.load(); });
     table_ = std::make_unique<RegistrationTable>(std::vector<Transport*>{fake_});
   }
   uint32_t resend_max_bytes_ = 0;      // Make() passes these on (a test sets them)
   std::string join_pin_;               // the key the probes trust (hex), or none
+  bool never_seal_ = false;            // probes never seal the job key
   uint32_t congestion_target_us_ = 0;
   // Off unless a test of the window poll sets it: the other tests count
   // every packet the engine sends, and a poll adds one after each loss.

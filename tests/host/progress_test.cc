@@ -261,6 +261,8 @@ TEST_P(ProbeTest, AnAnsweredProbeDecides) {
     ++by_epoch[l.header.epoch];
   }
   EXPECT_EQ(by_epoch, (std::map<uint32_t, int>{{kEpoch, 2}, {kEpoch + 7, 2}}));
+  EXPECT_EQ(fake_->fences, 1);
+  EXPECT_EQ(fake_->sent_after_fence, 0) << "a fenced transport drops what comes after";
 }
 
 INSTANTIATE_TEST_SUITE_P(FalseOrLost, ProbeTest, ::testing::Bool());
@@ -290,6 +292,24 @@ TEST_F(ProbeTest, AProbeSealsTheJobKeyOnlyToTheKeyTrustedAtJoin) {
   tributary::Status s;
   ASSERT_TRUE(Done(req, &s));
   EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A communicator whose aggregator presented no key when it joined (it knew
+// the job) never seals the job key in a later JOIN, whatever key a
+// CHALLENGE to it presents: it has no key to check one against.
+TEST_F(ProbeTest, AProbeOfACommunicatorThatJoinedWithoutAKeySealsNothing) {
+  never_seal_ = true;
+  Make(4);
+  Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  std::vector<Sent> probe = UnknownJobProbe(c[0]);
+  ASSERT_EQ(probe.size(), 1u);
+  Challenge(probe[0], proto::GenerateIdentity());
+  engine_->Poll();
+  std::vector<Sent> again = Take();
+  ASSERT_EQ(again.size(), 1u) << "the JOIN again, with the cookie";
+  EXPECT_EQ(proto::JoinSealedKey(again[0].payload.data(), again[0].payload.size()), nullptr);
 }
 
 // Within one handshake, too, the first key presented is the one trusted.

@@ -165,6 +165,7 @@ Action Engine::OnPacket(const proto::PacketView& pkt, PeerToken from, uint64_t n
   join_key_valid_ = false;
   last_authentic_ = false;
   last_counted_ = false;
+  last_left_ = false;
   switch (pkt.header.type) {
     case MsgType::kContribution: HandleContribution(pkt, from, now_ns, &out); break;
     case MsgType::kResultRequest: HandleResultRequest(pkt, from, now_ns, &out); break;

@@ -279,6 +279,8 @@ class Engine {
   // result) only for a counted contribution.
   bool last_authentic() const { return last_authentic_; }
   bool last_counted() const { return last_counted_; }
+  // ... it was a LEAVE taken from its registered child (current epoch).
+  bool last_left() const { return last_left_; }
 
   // The dataplane has handed every queued Action to the wire: payloads of
   // earlier Actions may now change. A packet that would overwrite a set
@@ -448,6 +450,7 @@ class Engine {
   bool join_key_valid_ = false;
   bool last_authentic_ = false;  // of the last OnPacket
   bool last_counted_ = false;
+  bool last_left_ = false;
   const proto::Identity* identity_ = nullptr;
   uint64_t incarnation_ = 0;
   const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction

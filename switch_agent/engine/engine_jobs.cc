@@ -43,6 +43,7 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   // A leaving rank waits for nothing: refusals are counted, never answered.
   *out = Action{};
   if (job == nullptr) return;
+  last_left_ = true;
   // Only a first LEAVE is news: copies (sent several times, or replayed)
   // keep a job whose children went silent alive no longer.
   if (!job->HasLeft(h.sender)) job->last_active_ns = now_ns;

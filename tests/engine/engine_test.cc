@@ -647,7 +647,12 @@ TEST(EngineLifecycle, RepeatedLeavesDoNotKeepADeadJobAlive) {
   JobFixture job(&engine, 1, 2, 2, 2, 64);
   proto::PacketView leave;
   leave.header = job.Header(MsgType::kLeave, 0, 0, 0, 0, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  proto::PacketView stale = leave;
+  stale.header.epoch += 1;
+  job.Deliver(stale, JobFixture::Peer(0), 10);
+  EXPECT_FALSE(engine.last_left()) << "another epoch's LEAVE";
   job.Deliver(leave, JobFixture::Peer(0), 10);
+  EXPECT_TRUE(engine.last_left());
   const uint64_t timeout = EngineLimits{}.job_join_timeout_ns;
   job.Deliver(leave, JobFixture::Peer(0), 10 + timeout - 1000);
   EXPECT_EQ(engine.Reap(10 + timeout + 1), 1u) << "abandoned a timeout after the first LEAVE";

@@ -235,7 +235,7 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
 void OfiDataplane::KeepPlacement(const proto::PacketView& view, engine::PeerToken token) {
   const proto::Header& h = view.header;
   Peer& peer = peers_[token];
-  if (h.type == proto::MsgType::kLeave && engine_->last_authentic()) {
+  if (h.type == proto::MsgType::kLeave && engine_->last_left()) {
     std::vector<Placement>().swap(peer.placements);
     return;
   }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/log.h"
@@ -32,9 +33,21 @@ struct CollHandle {
 static_assert(sizeof(CollHandle) <= kHandleMaxBytes);
 
 struct CollComm {
-  // Closed early (reset) when NCCL deregisters memory that operations in
-  // flight still use: an abort (CollDeregMr).
-  std::unique_ptr<Communicator> comm;
+  explicit CollComm(std::unique_ptr<Communicator> c) : comm(std::move(c)) {}
+  // Closed early when NCCL deregisters memory that operations in flight
+  // still use (an abort, CollDeregMr). NCCL may call deregMr on one thread
+  // while another submits or registers on the same comm: each call holds a
+  // reference, so the last one out destroys it.
+  std::shared_ptr<Communicator> Get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return comm;
+  }
+  std::shared_ptr<Communicator> Take() {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::move(comm);
+  }
+  std::mutex mu;
+  std::shared_ptr<Communicator> comm;  // guarded by mu
 };
 
 struct CollMemory {
@@ -55,8 +68,8 @@ NcclResult Warn(NcclResult code, const char* what, const std::string& why) {
 
 // The communicator of a CollNet comm, or null (with the reason logged) when
 // CollDeregMr closed it early.
-Communicator* Live(void* coll_comm, const char* what) {
-  Communicator* c = static_cast<CollComm*>(coll_comm)->comm.get();
+std::shared_ptr<Communicator> Live(void* coll_comm, const char* what) {
+  std::shared_ptr<Communicator> c = static_cast<CollComm*>(coll_comm)->Get();
   if (c == nullptr) {
     Warn(kInternalError, what,
          "this CollNet communicator was closed when NCCL freed memory its operations in flight "
@@ -175,7 +188,7 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
   TRIB_LOG(kInfo, kLog, "CollNet rank %d of %d joined job %u at aggregator %s over %s", rank,
            nranks, h.job_id, config.options.aggregator.c_str(),
            comm.value()->options().transport.c_str());
-  *coll_comm = new CollComm{std::move(comm).value()};
+  *coll_comm = new CollComm(std::move(comm).value());
   return kSuccess;
 }
 
@@ -190,7 +203,7 @@ namespace {
 
 NcclResult Register(void* coll_comm, const MemoryDesc& memory, void** mhandle) {
   *mhandle = nullptr;
-  Communicator* c = Live(coll_comm, "regMr");
+  std::shared_ptr<Communicator> c = Live(coll_comm, "regMr");
   if (c == nullptr) return kInternalError;
   auto buffer = c->Register(memory);
   if (!buffer.ok()) return Warn(kInvalidUsage, "regMr", buffer.status().ToString());
@@ -222,9 +235,10 @@ NcclResult CollRegMrDmaBuf(void* coll_comm, void* data, size_t size, int type, u
 
 NcclResult CollDeregMr(void* coll_comm, void* mhandle) {
   std::unique_ptr<CollMemory> m(static_cast<CollMemory*>(mhandle));
-  auto* c = static_cast<CollComm*>(coll_comm);
-  if (c->comm == nullptr) return kSuccess;  // closed early below: nothing is registered
-  Status s = c->comm->Deregister(m->buffer);
+  auto* cc = static_cast<CollComm*>(coll_comm);
+  std::shared_ptr<Communicator> c = cc->Get();
+  if (c == nullptr) return kSuccess;  // closed early below: nothing is registered
+  Status s = c->Deregister(m->buffer);
   if (s.code() == StatusCode::kFailedPrecondition) {
     // Operations NCCL abandoned still use it: NCCL is freeing an aborted
     // communicator, frees this memory next, and its free path stops at the
@@ -236,7 +250,8 @@ NcclResult CollDeregMr(void* coll_comm, void* mhandle) {
              "CollNet deregMr: memory still used by operations in flight (NCCL is aborting): "
              "closing this CollNet communicator now (%s)",
              s.message().c_str());
-    c->comm.reset();
+    cc->Take();  // the last reference (this one, below) destroys it
+    c.reset();
     return kSuccess;
   }
   if (!s.ok()) return Warn(kInvalidUsage, "deregMr", s.ToString());
@@ -252,7 +267,7 @@ NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, siz
     return Warn(kInvalidArgument, "iallreduce",
                 "unsupported type " + std::to_string(dtype) + " / op " + std::to_string(op));
   }
-  Communicator* c = Live(coll_comm, "iallreduce");
+  std::shared_ptr<Communicator> c = Live(coll_comm, "iallreduce");
   if (c == nullptr) return kInternalError;
   auto r = c->AllReduce(send_data, recv_data, count, t, o);
   if (!r.ok()) return Warn(kSystemError, "iallreduce", r.status().ToString());
@@ -274,7 +289,7 @@ NcclResult CollIallgather(void* coll_comm, void* send_data, int n_recv_parts, vo
                     " bytes for a window of " + std::to_string(window_bytes) +
                     " (one part of the window's size is supported)");
   }
-  Communicator* c = Live(coll_comm, "iallgather");
+  std::shared_ptr<Communicator> c = Live(coll_comm, "iallgather");
   if (c == nullptr) return kInternalError;
   auto r = c->AllGatherWindow(
       send_data, recv_address, bytes_per_rank, window_offset, window_bytes, DataType::kUint8);
@@ -303,7 +318,7 @@ NcclResult CollIreducescatter(void* coll_comm, int n_send_parts, void* send_addr
                     std::to_string(window_bytes) + " of " + std::to_string(bytes_per_rank) +
                     " bytes per rank (one part of the window's size, whole elements, is supported)");
   }
-  Communicator* c = Live(coll_comm, "ireducescatter");
+  std::shared_ptr<Communicator> c = Live(coll_comm, "ireducescatter");
   if (c == nullptr) return kInternalError;
   auto r = c->ReduceScatterWindow(
       send_address, recv_data, bytes_per_rank / es, window_offset / es, window_bytes / es, t, o);

@@ -88,7 +88,9 @@ void WarnIfCollNetOff() {
   TRIB_LOG(kWarn, "nccl",
            "CollNet NOT IN USE: NCCL_COLLNET_ENABLE is not 1, so NCCL runs its own algorithms "
            "over this plugin's point-to-point transport and nothing is reduced in the network. "
-           "Set NCCL_COLLNET_ENABLE=1 to all-reduce on the Tributary aggregator.");
+           "Set NCCL_COLLNET_ENABLE=1 to all-reduce on the Tributary aggregator. (CollNet "
+           "enabled through ncclConfig_t.collnetEnable instead is invisible to a plugin: then "
+           "\"CollNet rank R of N joined job ...\" lines say it is in use.)");
 }
 
 NcclResult NetStart(DebugLogger logger, const char* which) {

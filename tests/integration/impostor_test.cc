@@ -61,16 +61,13 @@ TEST(ImpostorTest, ASpoofedChallengeNeverGetsTheJobKey) {
   ASSERT_TRUE(IsOk(daemon.Start({})));
   const uint16_t daemon_port = static_cast<uint16_t>(daemon.port());
   const uint32_t job = NextJobId();
-  CommConfig config = Config(daemon.address(), job, 0, 1);
-  config.options.op_timeout_ms = 30000;
-  auto comm = Communicator::Create(config);
-  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   std::vector<int32_t> buf(1024);
-  auto b = comm.value()->Register(buf.data(), buf.size() * 4);
-  ASSERT_TRUE(b.ok());
+  std::unique_ptr<Communicator> comm;
+  Buffer b;
+  Status made = OneRankJob(daemon.address(), job, buf.data(), buf.size() * 4, &comm, &b);
+  ASSERT_TRUE(IsOk(made)) << made.ToString();
   std::string wrong;
-  ASSERT_TRUE(IsOk(ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum,
-                                  0, 1, &wrong)));
+  ASSERT_TRUE(IsOk(ReduceAndCheck(*comm, b, buf, DataType::kInt32, ReduceOp::kSum, 0, 1, &wrong)));
   // The rank's address, from its JOINs at creation (other tests' traffic
   // shares loopback: only this job's JOINs to this daemon count).
   uint16_t rank_port = 0;
@@ -85,7 +82,7 @@ TEST(ImpostorTest, ASpoofedChallengeNeverGetsTheJobKey) {
   // progress thread reading its socket (an idle one parks).
   ASSERT_EQ(kill(daemon.pid(), SIGSTOP), 0);
   testing::Fill(DataType::kInt32, ReduceOp::kSum, 0, buf.data(), buf.size());
-  auto req = comm.value()->AllReduce(b.value(), b.value(), buf.size(), DataType::kInt32,
+  auto req = comm->AllReduce(b, b, buf.size(), DataType::kInt32,
                                      ReduceOp::kSum);
   ASSERT_TRUE(req.ok()) << req.status().ToString();
   const uint32_t lo = htonl(INADDR_LOOPBACK);
@@ -132,10 +129,10 @@ TEST(ImpostorTest, ASpoofedChallengeNeverGetsTheJobKey) {
   EXPECT_TRUE(IsOk(s)) << s.ToString();
   EXPECT_EQ(testing::Check(DataType::kInt32, ReduceOp::kSum, 1, buf.data(), buf.size(), &wrong), 0)
       << wrong;
-  s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum, 0, 1, &wrong);
+  s = ReduceAndCheck(*comm, b, buf, DataType::kInt32, ReduceOp::kSum, 0, 1, &wrong);
   EXPECT_TRUE(IsOk(s)) << s.ToString();
   EXPECT_EQ(wrong, "");
-  EXPECT_TRUE(IsOk(comm.value()->Health()));
+  EXPECT_TRUE(IsOk(comm->Health()));
 }
 
 }  // namespace

@@ -365,13 +365,11 @@ TEST_F(ReliabilityTest, SpoofedAggregatorPacketsDoNotDisturbARank) {
   ASSERT_TRUE(spoofer.Open(&error)) << error;
   ASSERT_TRUE(sniffer.Open(&error)) << error;
   const uint32_t job = NextJobId();
-  CommConfig config = Config(daemon_.address(), job, 0, 1);
-  config.options.op_timeout_ms = 30000;
-  auto comm = Communicator::Create(config);
-  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   std::vector<int32_t> buf(4096);
-  auto b = comm.value()->Register(buf.data(), buf.size() * 4);
-  ASSERT_TRUE(b.ok());
+  std::unique_ptr<Communicator> comm;
+  Buffer b;
+  Status made = OneRankJob(daemon_.address(), job, buf.data(), buf.size() * 4, &comm, &b);
+  ASSERT_TRUE(IsOk(made)) << made.ToString();
   std::string wrong;
   // What the sniffer sees: the rank's port and a RESULT the daemon sent it.
   // Other tests' loopback traffic shares the sniffer, so collectives go on
@@ -382,7 +380,7 @@ TEST_F(ReliabilityTest, SpoofedAggregatorPacketsDoNotDisturbARank) {
   const uint16_t daemon_port = static_cast<uint16_t>(daemon_.port());
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   for (int round = 0; round < 200 && rank_port == 0 && Clock::now() < deadline; ++round) {
-    ASSERT_TRUE(IsOk(ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32,
+    ASSERT_TRUE(IsOk(ReduceAndCheck(*comm, b, buf, DataType::kInt32,
                                     ReduceOp::kSum, 0, 1, &wrong)));
     EXPECT_EQ(wrong, "");
     while (rank_port == 0 && sniffer.Next(&d, 100)) {
@@ -426,16 +424,16 @@ TEST_F(ReliabilityTest, SpoofedAggregatorPacketsDoNotDisturbARank) {
     for (const auto& p : attack) {
       ASSERT_TRUE(spoofer.Send(lo, daemon_port, lo, rank_port, p.data(), p.size()));
     }
-    Status s = ReduceAndCheck(*comm.value(), b.value(), buf, DataType::kInt32, ReduceOp::kSum, 0,
+    Status s = ReduceAndCheck(*comm, b, buf, DataType::kInt32, ReduceOp::kSum, 0,
                               1, &wrong);
     ASSERT_TRUE(IsOk(s)) << s.ToString();
     EXPECT_EQ(wrong, "") << "round " << round;
   }
-  EXPECT_TRUE(IsOk(comm.value()->Health()));
-  const CommStats stats = comm.value()->Stats();
+  EXPECT_TRUE(IsOk(comm->Health()));
+  const CommStats stats = comm->Stats();
   EXPECT_EQ(stats.nacks_received, 0u);
   EXPECT_GE(stats.packets_rejected, 5u * 4);  // all but the replay (a duplicate result)
-  comm.value().reset();
+  comm.reset();
   daemon_.Stop();
   // The unknown_job made the rank ask: its JOIN probe reached the daemon
   // (challenged like every first JOIN of a handshake, as the creation was).

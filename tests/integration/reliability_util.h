@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,22 @@ inline CommConfig Config(const std::string& address, uint32_t job, uint32_t rank
   CommConfig c = testing::RankConfig(address, job, 0xfeed0000ull ^ job, rank, world);
   c.options.op_timeout_ms = 3000;
   return c;
+}
+
+// A one-rank communicator of `job` at `address` (30 s operation timeout,
+// so that a test's attack never times it out) with `bytes` of `data`
+// registered as *b.
+inline Status OneRankJob(const std::string& address, uint32_t job, void* data, size_t bytes,
+                         std::unique_ptr<Communicator>* comm, Buffer* b) {
+  CommConfig config = Config(address, job, 0, 1);
+  config.options.op_timeout_ms = 30000;
+  auto created = Communicator::Create(config);
+  if (!created.ok()) return created.status();
+  *comm = std::move(created).value();
+  auto registered = (*comm)->Register(data, bytes);
+  if (!registered.ok()) return registered.status();
+  *b = registered.value();
+  return Status::Ok();
 }
 
 inline int Fail(uint32_t rank, const std::string& what) {

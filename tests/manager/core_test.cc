@@ -35,6 +35,15 @@ class CoreTest : public ::testing::Test {
   void RegisterAll(uint64_t slots, int64_t now) {
     for (const auto& n : topo_.nodes()) sessions_[n.name] = Register(&core_, n.name, slots, now);
   }
+  // Every daemon registered, a job of ranks on three hosts created, and the
+  // state a manager saves.
+  void JobSnapshot(v1::Job* job, v1::ListReply* state) {
+    RegisterAll(128, 0);
+    v1::CreateJobRequest req;
+    for (const char* h : {"h0-0", "h1-0", "h2-1"}) req.add_rank_hosts(h);
+    ASSERT_TRUE(core_.CreateJob(req, 0, job).ok());
+    core_.Snapshot(state);
+  }
   v1::HeartbeatReply Beat(const std::string& pos, int64_t now) {
     v1::HeartbeatRequest req;
     req.set_name("d-" + pos);
@@ -182,13 +191,9 @@ TEST_F(CoreTest, DaemonDownFailsItsJobs) {
 }
 
 TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
-  RegisterAll(128, 0);
-  v1::CreateJobRequest req;
-  for (const char* h : {"h0-0", "h1-0", "h2-1"}) req.add_rank_hosts(h);
   v1::Job job;
-  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
   v1::ListReply state;
-  core_.Snapshot(&state);
+  ASSERT_NO_FATAL_FAILURE(JobSnapshot(&job, &state));
 
   ManagerCore restarted(&topo_, Options());
   ASSERT_TRUE(restarted.Restore(state, 5000).ok());
@@ -226,13 +231,9 @@ TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
 // running: the leader died between the transactions of one save) restores
 // that job failed, holding nothing, rather than running forever.
 TEST_F(CoreTest, ARunningJobOnADaemonSavedDownIsRestoredFailed) {
-  RegisterAll(128, 0);
-  v1::CreateJobRequest req;
-  for (const char* h : {"h0-0", "h1-0", "h2-1"}) req.add_rank_hosts(h);
   v1::Job job;
-  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
   v1::ListReply state;
-  core_.Snapshot(&state);
+  ASSERT_NO_FATAL_FAILURE(JobSnapshot(&job, &state));
   ASSERT_GT(state.daemons_size(), 0);
   ASSERT_GT(job.tree_size(), 0);
   for (v1::DaemonStatus& d : *state.mutable_daemons()) {

@@ -105,6 +105,18 @@ class EtcdStoreTest : public ::testing::Test {
     return d;
   }
   EtcdClient Client() { return EtcdClient(ParseEtcdUrl(cluster_->Url(prefix_))->endpoints, 2000); }
+  // `a` (advertising "a:1") campaigns and leads; then `b` campaigns, does
+  // not, and names a as the leader.
+  static void ExpectLeadsOver(EtcdStateStore& a, EtcdStateStore& b) {
+    bool leader = false;
+    ASSERT_TRUE(a.Campaign(&leader).ok());
+    EXPECT_TRUE(leader);
+    ASSERT_TRUE(b.Campaign(&leader).ok());
+    EXPECT_FALSE(leader);
+    std::string who;
+    ASSERT_TRUE(b.Leader(&who).ok());
+    EXPECT_EQ(who, "a:1");
+  }
 
   static EtcdCluster* cluster_;
   std::string prefix_;
@@ -166,14 +178,8 @@ TEST_F(EtcdStoreTest, RecordsAreSealedWithTheManagersKey) {
 TEST_F(EtcdStoreTest, OnlyTheLeaderWritesAndADeposedLeaderCannot) {
   EtcdStateStore a(Options("a:1"));
   EtcdStateStore b(Options("b:1"));
+  ASSERT_NO_FATAL_FAILURE(ExpectLeadsOver(a, b));
   bool leader = false;
-  ASSERT_TRUE(a.Campaign(&leader).ok());
-  ASSERT_TRUE(leader);
-  ASSERT_TRUE(b.Campaign(&leader).ok());
-  EXPECT_FALSE(leader);
-  std::string who;
-  ASSERT_TRUE(b.Leader(&who).ok());
-  EXPECT_EQ(who, "a:1");
   v1::ListReply state;
   *state.add_jobs() = MakeJob(1, 11, 10000);
   EXPECT_EQ(b.Save(state).code(), StatusCode::kFailedPrecondition);
@@ -356,15 +362,9 @@ TEST_F(EtcdStoreTest, ABidAppliedWhoseAnswerWasLostStillLeads) {
   o.url.endpoints.insert(o.url.endpoints.begin(), lossy.endpoint());
   EtcdStateStore a(o);
   EtcdStateStore b(Options("b:1"));
-  bool leader = false;
-  ASSERT_TRUE(a.Campaign(&leader).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectLeadsOver(a, b));
   EXPECT_EQ(lossy.lost(), 1) << "the bid went through the member that loses its answer";
-  EXPECT_TRUE(leader);
-  ASSERT_TRUE(b.Campaign(&leader).ok());
-  EXPECT_FALSE(leader);
-  std::string who;
-  ASSERT_TRUE(b.Leader(&who).ok());
-  EXPECT_EQ(who, "a:1");
+  bool leader = false;
   v1::ListReply state;
   *state.add_jobs() = MakeJob(1, 11, 10000);
   const Status s = a.Save(state);

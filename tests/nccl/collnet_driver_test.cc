@@ -132,12 +132,17 @@ int GatherScatterRank(Coll* coll, void* comm, int rank) {
   return 0;
 }
 
+// CollSetup through the v12 table with every key right: 0 once connected.
+int Connected(Exchange* x, int rank, CollNetV12** coll, void** comm) {
+  NcclResult connected = kInternalError;  // until CollSetup says
+  if (int rc = CollSetup(x, rank, kRanks, coll, comm, false, &connected)) return rc;
+  return connected == kSuccess ? 0 : Fail(rank, "connect");
+}
+
 int CollectiveRank(Exchange* x, int rank) {
   CollNetV12* coll;
   void* comm;
-  NcclResult connected = kInternalError;  // until CollSetup says
-  if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
-  if (connected != kSuccess) return Fail(rank, "connect");
+  if (int rc = Connected(x, rank, &coll, &comm)) return rc;
   constexpr size_t kCount = 1031;
   std::vector<uint8_t> send(kCount * 8), recv(kCount * 8);
   void *smh, *rmh;
@@ -434,9 +439,7 @@ TEST_F(CollNetDriver, RankThatDiesMidCollectiveIsAnErrorNotAHang) {
   std::string failures = testing::RunRanks(kRanks, 90, [x](int rank) {
     CollNetV12* coll;
     void* comm;
-    NcclResult connected = kInternalError;  // until CollSetup says
-    if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
-    if (connected != kSuccess) return Fail(rank, "connect");
+    if (int rc = Connected(x, rank, &coll, &comm)) return rc;
     if (rank == 2) _exit(0);  // dies before its contribution
     float v[1024] = {};
     void* mh;
@@ -463,9 +466,7 @@ TEST_F(CollNetDriver, DeregisteringMemoryInUseDuringAnAbortClosesAndSucceeds) {
   std::string failures = testing::RunRanks(kRanks, 90, [x](int rank) {
     CollNetV12* coll;
     void* comm;
-    NcclResult connected = kInternalError;  // until CollSetup says
-    if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected)) return rc;
-    if (connected != kSuccess) return Fail(rank, "connect");
+    if (int rc = Connected(x, rank, &coll, &comm)) return rc;
     float v[1024] = {}, w[16] = {};
     void *mh, *other;
     if (coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh) != kSuccess ||

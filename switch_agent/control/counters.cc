@@ -82,6 +82,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "gap_reports", e.gap_reports);
   visit(g, "jobs_created", e.jobs_created);
   visit(g, "jobs_destroyed", e.jobs_destroyed);
+  visit(g, "sealed_keys_opened", e.sealed_keys_opened);
   g = "uplink";
   visit(g, "joins", e.uplink_joins);
   visit(g, "sends", e.uplink_sends);

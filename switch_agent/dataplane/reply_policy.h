@@ -9,8 +9,12 @@
 //   past 65536 ids it is forgotten wholesale and a live job re-enters with
 //   its next contribution.
 // - Unknown sources (kTransientPeer) are answered at most
-//   kTransientRepliesPerSecond times per second (token bucket), so spoofed
-//   traffic cannot use the daemon as an amplifier.
+//   kTransientRepliesPerSecond times per second in all, and each source
+//   host at most kTransientRepliesPerHostPerSecond (token buckets; a host's
+//   bucket is one of kTransientHostSlots picked by a keyed hash of its
+//   address, which the backend names with SetSourceHost), so spoofed
+//   traffic cannot use the daemon as an amplifier and one source cannot
+//   take every answer (a legitimate rank's CHALLENGE) from the others.
 // - MACs: an Action with the job's keys is sealed (proto/auth.h) before its
 //   checksum; payloads are covered except data payloads of a job that opted
 //   out (FORMAT.md §10.2).
@@ -18,15 +22,20 @@
 //   table) only with a cookie this loop made for its source address; any
 //   other JOIN is answered with a CHALLENGE (rate-limited like every answer
 //   to an unknown source), so spoofed JOINs create no state at all.
-// - Job creations per host: a JOIN that creates a job spends a token of
-//   its source host's bucket (kJobsPerHostPerMinute, refilled
-//   continuously); while the bucket is empty, a JOIN that would create one
-//   (for a job the engine does not hold, on a daemon that creates jobs on
-//   JOIN) is refused with NACK resource_exhausted, so one tenant cannot
-//   take every job slot of the daemon at once. JOINs that create nothing
-//   (retries of a JOIN a manager's placement has not reached yet) cost
-//   nothing. At most kMaxHostBuckets hosts are tracked; past that the table
-//   starts over.
+// - Job creations per host: a JOIN that may create a job (one with a
+//   sealed key, for a job the engine does not hold, on a daemon that
+//   creates jobs on JOIN) spends a token of its source host's bucket
+//   (kJobsPerHostPerMinute, refilled continuously) before the engine opens
+//   the key: an X25519 operation, the dearest thing a JOIN can cost, so a
+//   host that sends JOINs with keys that do not open pays for each one as
+//   if it had created a job. While the bucket is empty such a JOIN is
+//   refused with NACK resource_exhausted, so one tenant cannot take every
+//   job slot of the daemon at once; the refusal itself opens the key (to
+//   seal it, so the rank believes it) only within the budget of answers to
+//   that source. JOINs that create nothing (retries of a JOIN a manager's
+//   placement has not reached yet, JOINs of held jobs) cost nothing. At
+//   most kMaxHostBuckets hosts are tracked; past that the table starts
+//   over.
 // Thread-safety: none; one per dataplane loop.
 #pragma once
 
@@ -36,6 +45,7 @@
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "common/log.h"
 #include "proto/auth.h"
@@ -52,6 +62,8 @@ inline constexpr engine::PeerToken kTransientPeer = ~engine::PeerToken{0};
 class ReplyPolicy {
  public:
   static constexpr double kTransientRepliesPerSecond = 2000;
+  static constexpr double kTransientRepliesPerHostPerSecond = 100;
+  static constexpr size_t kTransientHostSlots = 4096;
   static constexpr double kJobsPerHostPerMinute = 120;
   static constexpr size_t kMaxHostBuckets = 65536;
   struct HostBucket {
@@ -60,6 +72,14 @@ class ReplyPolicy {
   };
 
   ReplyPolicy() : cookie_secret_(proto::GenerateCookieSecret()) { checksum_jobs_.reserve(1024); }
+
+  // The host of the packet being processed: the first `len` bytes at
+  // `host` (an IPv4 address, a GID). Read only when an answer to an unknown
+  // source is weighed; must stay valid until that packet's Deliver.
+  void SetSourceHost(const void* host, size_t len) {
+    source_host_ = host;
+    source_host_len_ = len;
+  }
 
   // Call for every decoded packet before the engine sees it.
   void NoteIncoming(const proto::Header& h) {
@@ -104,16 +124,24 @@ class ReplyPolicy {
     proto::JoinBody body{};
     proto::DecodeJoinBody(join.payload, join.payload_len, &body);  // Decode checked it
     const proto::Header& h = join.header;
+    SetSourceHost(source, host_len);
     if (proto::CookieValid(cookie_secret_, body.cookie, source, source_len, h.job_id, h.sender,
                            now_ns)) {
-      admitted_host_ = proto::JoinCookie(cookie_secret_, source, host_len, 0, 0, 0);
-      admitted_ = true;
       if (engine->HoldsJob(h.job_id) || !engine->limits().create_jobs_on_join ||
-          HostMayCreate(admitted_host_, now_ns)) {
+          proto::JoinSealedKey(join.payload, join.payload_len) == nullptr) {
+        return true;  // the engine opens no key for it
+      }
+      HostBucket& bucket = Bucket(HostKey(), now_ns);
+      if (bucket.tokens >= 1.0) {
+        bucket.tokens -= 1.0;  // paid before the key is opened, whether it opens or not
         return true;
       }
-      admitted_ = false;
       ++stats->host_job_limit;
+      *challenge = engine::Action{};
+      if (!MayOpenKeyFor(reply_to, now_ns)) {
+        ++stats->transient_replies_limited;
+        return false;
+      }
       *challenge = engine->RefuseJoin(join, reply_to, proto::NackCode::kResourceExhausted);
       const int n = std::snprintf(refusal_, sizeof(refusal_),
                                   "this host created %.0f jobs in the last minute on this daemon "
@@ -164,7 +192,6 @@ class ReplyPolicy {
   engine::Action Process(engine::Engine* engine, const proto::PacketView& view,
                          engine::PeerToken from, uint64_t now_ns, FlushFn&& flush, bool* joined) {
     const uint64_t joins_before = engine->counters().joins;
-    const uint64_t created_before = engine->counters().jobs_created;
     NoteIncoming(view.header);
     engine::Action action = engine->OnPacket(view, from, now_ns);
     if (action.kind == engine::ActionKind::kFlushAndRetry) {
@@ -173,13 +200,6 @@ class ReplyPolicy {
       action = engine->OnPacket(view, from, now_ns);
     }
     *joined = engine->counters().joins != joins_before;
-    // The JOIN AdmitJoin let through created a job: its host pays for it.
-    if (admitted_ && view.header.type == proto::MsgType::kJoin &&
-        engine->counters().jobs_created != created_before) {
-      HostBucket& b = Bucket(admitted_host_, now_ns);
-      b.tokens = std::max(0.0, b.tokens - 1.0);
-    }
-    admitted_ = false;
     return action;
   }
 
@@ -234,9 +254,15 @@ class ReplyPolicy {
   // The answer to a JOIN from a new address while the peer table is full:
   // NACK kResourceExhausted to the source (kTransientPeer, so rate-limited by
   // Deliver) whose text names the limit, sealed when the JOIN proves its
-  // sender holds the job key (Engine::RefuseJoin). Valid until the next call.
+  // sender holds the job key (Engine::RefuseJoin). Built (a sealed key
+  // opened) only when the source's budget has room for the answer; none
+  // (ActionKind::kNone) otherwise. Valid until the next call.
   engine::Action RefuseNewPeer(engine::Engine* engine, const proto::PacketView& join,
-                               uint32_t max_peers) {
+                               uint32_t max_peers, uint64_t now_ns, DataplaneStats* stats) {
+    if (!MayOpenKeyFor(kTransientPeer, now_ns)) {
+      ++stats->transient_replies_limited;
+      return engine::Action{};
+    }
     engine::Action a =
         engine->RefuseJoin(join, kTransientPeer, proto::NackCode::kResourceExhausted);
     const int n = std::snprintf(refusal_, sizeof(refusal_),
@@ -263,28 +289,60 @@ class ReplyPolicy {
     }
     return b;
   }
-  bool HostMayCreate(uint64_t host, uint64_t now_ns) { return Bucket(host, now_ns).tokens >= 1.0; }
 
-  // True if an answer to an unknown source may go out now.
-  bool AllowTransientReply(uint64_t now_ns) {
-    tokens_ += static_cast<double>(now_ns - refill_ns_) * 1e-9 * kTransientRepliesPerSecond;
-    if (tokens_ > kTransientRepliesPerSecond) tokens_ = kTransientRepliesPerSecond;
-    refill_ns_ = now_ns;
-    if (tokens_ < 1.0) return false;
-    tokens_ -= 1.0;
-    return true;
-  }
+  // True if an answer to the current source (SetSourceHost) may go out
+  // now, in its host's budget and the daemon's; spends a token of each.
+  bool AllowTransientReply(uint64_t now_ns) { return TransientBudget(now_ns, true); }
 
  private:
+  struct Refill {
+    double tokens = 0;
+    uint64_t refill_ns = 0;  // 0: never used (full)
+  };
+  // A token bucket of `rate` per second, as much burst, refilled to now.
+  static Refill& Refilled(Refill& b, double rate, uint64_t now_ns) {
+    if (b.refill_ns == 0) {
+      b.tokens = rate;
+    } else if (now_ns > b.refill_ns) {
+      b.tokens = std::min(rate, b.tokens + static_cast<double>(now_ns - b.refill_ns) * 1e-9 * rate);
+    }
+    b.refill_ns = std::max<uint64_t>({b.refill_ns, now_ns, 1});
+    return b;
+  }
+  // Whether both buckets hold a token for the current source; spends them
+  // when `spend`.
+  bool TransientBudget(uint64_t now_ns, bool spend) {
+    Refill& all = Refilled(all_replies_, kTransientRepliesPerSecond, now_ns);
+    Refill& host = Refilled(host_replies_[HostKey() % kTransientHostSlots],
+                            kTransientRepliesPerHostPerSecond, now_ns);
+    if (all.tokens < 1.0 || host.tokens < 1.0) return false;
+    if (spend) {
+      all.tokens -= 1.0;
+      host.tokens -= 1.0;
+    }
+    return true;
+  }
+  // Before opening a sealed key only to seal a refusal with it: an answer
+  // to the source (kTransientPeer) is weighed again by Deliver, so only
+  // looked at here; one to a known peer (which Deliver does not limit) pays.
+  bool MayOpenKeyFor(engine::PeerToken reply_to, uint64_t now_ns) {
+    return TransientBudget(now_ns, reply_to != kTransientPeer);
+  }
+  // The current source's host, by a keyed hash (a host cannot aim at
+  // another's buckets).
+  uint64_t HostKey() const {
+    return proto::JoinCookie(cookie_secret_, source_host_, source_host_len_, 0, 0, 0);
+  }
+
   std::unordered_set<uint32_t> checksum_jobs_;
   std::unordered_map<uint64_t, HostBucket> host_buckets_;
-  uint64_t admitted_host_ = 0;  // host of the JOIN AdmitJoin last let through
-  bool admitted_ = false;       // ... for the Process() call that follows
+  const void* source_host_ = nullptr;  // SetSourceHost
+  size_t source_host_len_ = 0;
   proto::CookieSecret cookie_secret_;
   uint8_t challenge_body_[proto::kChallengeBodySize];
-  double tokens_ = kTransientRepliesPerSecond;
+  Refill all_replies_;
+  std::vector<Refill> host_replies_ = std::vector<Refill>(kTransientHostSlots);
   char refusal_[proto::kMaxNackTextBytes];
-  uint64_t refill_ns_ = 0;
 };
 
 }  // namespace tributary::agent

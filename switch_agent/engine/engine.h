@@ -67,6 +67,7 @@ struct EngineCounters {
   uint64_t bytes_reduced = 0;     // payload bytes aggregated
   uint64_t jobs_created = 0;
   uint64_t jobs_destroyed = 0;
+  uint64_t sealed_keys_opened = 0;  // X25519 opens of JOINs' sealed keys (§7.2), opened or not
   uint64_t joins = 0;
   uint64_t leaves = 0;
   uint64_t late_leaves = 0;       // LEAVE for a job gone or recycled (the duplicate LEAVE)
@@ -385,7 +386,9 @@ class Engine {
                   Job** job, DropReason* refused);
   // A JOIN for a job this engine does not hold: its key, opened from the
   // sealed key in the body; false (nothing created) if there is none.
-  bool OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) const;
+  // Counted: the dearest work a packet can cause (the dataplane's budget per
+  // host bounds it, agent::ReplyPolicy).
+  bool OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key);
   // The incarnation rule of a JOIN from child `sender` (FORMAT.md §3.1).
   bool FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation);
   void Drop(DropReason reason);

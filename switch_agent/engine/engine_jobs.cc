@@ -238,9 +238,11 @@ Action Engine::RefuseJoin(const proto::PacketView& join, PeerToken to, NackCode 
   return out;
 }
 
-bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) const {
+bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) {
   const uint8_t* sealed = proto::JoinSealedKey(pkt.payload, pkt.payload_len);
-  return sealed != nullptr && identity_ != nullptr && proto::OpenJobKey(*identity_, sealed, job_key);
+  if (sealed == nullptr || identity_ == nullptr) return false;
+  ++counters_.sealed_keys_opened;
+  return proto::OpenJobKey(*identity_, sealed, job_key);
 }
 
 // A registered child's address moves only with a JOIN of a newer

@@ -4,7 +4,9 @@
 // job and sender, every other one is answered with a CHALLENGE that echoes
 // its nonce and carries the daemon's public key, and a host that keeps
 // creating jobs is refused past kJobsPerHostPerMinute until its bucket
-// refills; JOINs that create nothing are never charged. Deliver sends a
+// refills; JOINs that create nothing are never charged, and those whose
+// key the engine opens are, whether it opens or not. Answers to unknown
+// sources have a budget per host. Deliver sends a
 // reduce-scatter RESULT's data to its owner alone and a sealed notice to
 // every other addressee (FORMAT.md §3.3.1).
 #include "switch_agent/dataplane/reply_policy.h"
@@ -164,6 +166,97 @@ TEST_F(ReplyPolicyTest, HostsThatKeepCreatingJobsAreRefusedUntilTheirBucketRefil
   // Half a minute later host 1 has half its budget back.
   EXPECT_TRUE(CreateJob(7777, s1, t + 30 * kSecond, &answer, &created));
   EXPECT_TRUE(created);
+}
+
+// Delivers `a` as a backend does for a packet from `source` (an IPv4
+// host); true if it went out.
+bool DeliverTo(ReplyPolicy* policy, const engine::Action& a, const Source& s,
+               DataplaneStats* stats) {
+  policy->SetSourceHost(s.bytes, 4);
+  bool sent = false;
+  const Source* from = &s;
+  policy->Deliver(
+      a, false, from, [&](engine::PeerToken) { return from; }, stats,
+      [&](const uint8_t*, const uint8_t*, size_t, const Source&) { sent = true; });
+  return sent;
+}
+
+// Tokens a bucket of `per_second` regains in the time since `start_ns`
+// (a bound that holds however slowly the test runs).
+double Refilled(double per_second, uint64_t start_ns) {
+  return static_cast<double>(MonotonicNowNs() - start_ns) * 1e-9 * per_second + 1;
+}
+
+// Review of 2026-12-06: a host with a valid cookie could send JOINs whose
+// sealed keys do not open as fast as it liked, each one an X25519
+// operation, and none of them was charged (only a JOIN that created a job
+// was). Now each JOIN that makes the engine open a key pays like a
+// creation, and past the budget even the refusal opens a key (to seal it)
+// only within the budget of answers to that host.
+TEST_F(ReplyPolicyTest, JoinsWhoseKeysDoNotOpenPayLikeCreations) {
+  const proto::Identity stranger = proto::GenerateIdentity();  // keys sealed to it never open here
+  const Source s(1, 4000);
+  const uint64_t start = MonotonicNowNs();
+  int admitted = 0, refused = 0, answered = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t now = MonotonicNowNs();
+    const uint32_t job = 20000 + i;
+    const Join j = MakeJoin(job, 0, CookieFor(job, 0, s, now), 77, &stranger);
+    engine::Action answer;
+    if (Admit(j, s, now, &answer)) {
+      ++admitted;
+      bool joined = false;
+      policy_.Process(&engine_, j.view, 100, now, [] {}, &joined);
+      EXPECT_FALSE(joined);
+      continue;
+    }
+    ++refused;
+    if (answer.kind != engine::ActionKind::kNone && DeliverTo(&policy_, answer, s, &stats_)) {
+      ++answered;
+    }
+  }
+  EXPECT_EQ(engine_.counters().jobs_created, 0u);
+  const double jobs = ReplyPolicy::kJobsPerHostPerMinute + Refilled(2, start);
+  EXPECT_LE(admitted, jobs);
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(stats_.host_job_limit, static_cast<uint64_t>(refused));
+  // Every admitted JOIN opened a key; refusals only within the answers'
+  // budget (each CHALLENGE of the handshake takes an answer from it too).
+  EXPECT_LE(engine_.counters().sealed_keys_opened,
+            jobs + ReplyPolicy::kTransientRepliesPerHostPerSecond +
+                Refilled(ReplyPolicy::kTransientRepliesPerHostPerSecond, start));
+  EXPECT_LE(answered, ReplyPolicy::kTransientRepliesPerHostPerSecond +
+                          Refilled(ReplyPolicy::kTransientRepliesPerHostPerSecond, start));
+}
+
+// Review of 2026-12-06: answers to unknown sources had one budget for the
+// whole daemon loop, so one source could take all of them, a legitimate
+// rank's CHALLENGE included. Each host now has its own share.
+TEST(ReplyPolicyDeliver, OneHostCannotTakeTheAnswersOfOthers) {
+  ReplyPolicy policy;
+  DataplaneStats stats;
+  engine::Action nack;
+  nack.kind = engine::ActionKind::kSendToOne;
+  nack.peer = kTransientPeer;
+  nack.header.type = proto::MsgType::kNack;
+  nack.header.aux = static_cast<uint32_t>(proto::NackCode::kUnknownJob);
+  const uint64_t start = MonotonicNowNs();
+  int flooder = 0;
+  for (int i = 0; i < 3000; ++i) flooder += DeliverTo(&policy, nack, Source(1, 9), &stats);
+  EXPECT_LE(flooder, ReplyPolicy::kTransientRepliesPerHostPerSecond +
+                         Refilled(ReplyPolicy::kTransientRepliesPerHostPerSecond, start));
+  EXPECT_GE(stats.transient_replies_limited, 3000u - static_cast<uint64_t>(flooder));
+  // Another port of the same host is the same host.
+  int same = 0;
+  for (int i = 0; i < 50; ++i) same += DeliverTo(&policy, nack, Source(1, 10), &stats);
+  EXPECT_LE(flooder + same, ReplyPolicy::kTransientRepliesPerHostPerSecond +
+                                Refilled(ReplyPolicy::kTransientRepliesPerHostPerSecond, start));
+  // Other hosts are answered. (A host whose address hashes to the
+  // flooder's slot, 1 in kTransientHostSlots, shares its budget: two of
+  // eight doing so is a one-in-a-million chance.)
+  int others = 0;
+  for (uint8_t h = 2; h < 10; ++h) others += DeliverTo(&policy, nack, Source(h, 9), &stats);
+  EXPECT_GE(others, 7);
 }
 
 // A RESULT of job 5 carrying `data` (fp32 SUM) to every one of `peers`.

@@ -277,6 +277,7 @@ bool DpdkLane::Decoded(const uint8_t* frame, const UdpFrameInfo& info, proto::Pa
 void DpdkLane::Serve(const Held& held, uint64_t now_ns) {
   const proto::PacketView& view = held.view;
   current_source_ = held.source;
+  replies_.SetSourceHost(&current_source_.ip_be, 4);
   if (view.header.type == proto::MsgType::kJoin) {
     // FORMAT.md §3.8: the source address must prove it receives first.
     uint8_t source[6];
@@ -298,7 +299,7 @@ void DpdkLane::Serve(const Held& held, uint64_t now_ns) {
           TRIB_LOG(kWarn, kLog, "lane %u: peer table full (%u peers): refusing %s (raise max_peers)",
                    setup_.index, peers_.capacity(), FormatIpv4(current_source_.ip_be).c_str());
         }
-        Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
+        Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity(), now_ns, &stats_),
               (view.header.flags & proto::kFlagChecksum) != 0);
         return;
       }

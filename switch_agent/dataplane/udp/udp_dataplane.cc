@@ -439,6 +439,7 @@ void UdpDataplane::ProcessQueued(uint64_t now_ns) {
 void UdpDataplane::ProcessPacket(uint32_t id, uint64_t now_ns) {
   const proto::PacketView& view = rx_views_[id];
   const sockaddr_in& from = rx_addr_[id];
+  replies_.SetSourceHost(&from.sin_addr.s_addr, 4);
   // Only a JOIN may create a peer entry; any other packet from an unknown
   // source is processed with the transient token (answers, such as NACK
   // kUnknownJob after a restart, go straight back to its source).
@@ -465,7 +466,7 @@ void UdpDataplane::ProcessPacket(uint32_t id, uint64_t now_ns) {
                    peers_.capacity(), FormatAddress(from).c_str());
         }
         current_source_ = &from;
-        Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity()),
+        Queue(replies_.RefuseNewPeer(engine_, view, peers_.capacity(), now_ns, &stats_),
               (view.header.flags & proto::kFlagChecksum) != 0);
         return;
       }

@@ -214,6 +214,7 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
     return;
   }
   current_source_ = UdPeerTable::Entry{source, nullptr, now_ns, true};
+  replies_.SetSourceHost(&current_source_.key.gid, sizeof(current_source_.key.gid));
   if (view.header.type == proto::MsgType::kJoin) {
     // FORMAT.md §3.8: the source (GID and queue pair) must prove it receives.
     uint8_t id[sizeof(source.gid) + 4];

@@ -121,10 +121,19 @@ class PeerTable {
   template <typename Release>
   size_t Sweep(const std::unordered_set<engine::PeerToken>& referenced, uint64_t now_ns,
                uint64_t idle_ns, Release&& release) {
+    return SweepIf(
+        [&](engine::PeerToken token, const Entry& e) {
+          return referenced.count(token) == 0 && e.last_seen_ns + idle_ns <= now_ns;
+        },
+        release);
+  }
+  // Frees every entry for which pred(token, entry) holds, passing each
+  // one's value to release(). Returns how many were freed.
+  template <typename Pred, typename Release>
+  size_t SweepIf(Pred&& pred, Release&& release) {
     size_t freed = 0;
     for (uint32_t i = 0; i < entries_.size(); ++i) {
-      const Entry& e = entries_[i];
-      if (!e.used || referenced.count(i) || e.last_seen_ns + idle_ns > now_ns) continue;
+      if (!entries_[i].used || !pred(engine::PeerToken{i}, std::as_const(entries_[i]))) continue;
       release(Remove(i));
       ++freed;
     }
@@ -137,6 +146,9 @@ class PeerTable {
 
   // The value of `token`, or nullptr for a token not in use.
   const Value* Get(engine::PeerToken token) const {
+    return token < entries_.size() && entries_[token].used ? &entries_[token].value : nullptr;
+  }
+  Value* GetMutable(engine::PeerToken token) {
     return token < entries_.size() && entries_[token].used ? &entries_[token].value : nullptr;
   }
   const Entry* GetEntry(engine::PeerToken token) const {

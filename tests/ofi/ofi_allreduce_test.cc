@@ -453,6 +453,31 @@ TEST_P(OfiAllReduce, AFailedOperationsBuffersAreFreeWhenItsRequestCompletes) {
   EXPECT_TRUE(counted && ok) << daemon_.Output();
 }
 
+// Review of 2026-12-06: the daemon's libfabric peer table (one entry per
+// hello) was never swept, so after max_peers connections, however long
+// gone, no new rank could join. Now, with room for 2 peers, communicators
+// one after another each get exact results: the table forgets those that
+// left (at once when full, once they were idle for a second; a JOIN that
+// finds no room is retried with the hello sent again before it).
+TEST_P(OfiAllReduce, ADaemonWithRoomForTwoPeersServesCommunicatorsOneAfterAnother) {
+  DaemonProcess small;
+  ASSERT_TRUE(IsOk(small.Start({"--dataplane", "ofi", "--max-peers", "2"})));
+  for (int i = 0; i < 4; ++i) {
+    CommConfig c = Config(NextJobId(), 0, 1);
+    c.options.aggregator = small.address();
+    auto comm = Communicator::Create(c);
+    ASSERT_TRUE(comm.ok()) << i << ": " << comm.status().ToString() << small.Output();
+    std::vector<float> send(1024, float(i + 1)), recv(1024, 0.0f);
+    auto sb = comm.value()->Register(send.data(), send.size() * 4);
+    auto rb = comm.value()->Register(recv.data(), recv.size() * 4);
+    ASSERT_TRUE(sb.ok() && rb.ok()) << i;
+    auto req = comm.value()->AllReduce(sb.value(), rb.value(), send.size(), DataType::kFloat32,
+                                       ReduceOp::kSum);
+    ASSERT_TRUE(req.ok() && req.value().Wait().ok()) << i << small.Output();
+    EXPECT_EQ(recv, send) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, OfiAllReduce, ::testing::Values("tcp;ofi_rxm", "shm"),
                          [](const auto& info) {
                            return std::string(info.param) == "shm" ? "shm" : "tcp_rxm";

@@ -110,7 +110,6 @@ Status OfiDataplane::Init() {
   for (int i = kTxBuffers - 1; i >= 0; --i) tx_free_buffers_.push_back(i);
   tx_ops_.assign(kTxOps, TxOp{});
   for (int i = kTxOps - 1; i >= 0; --i) tx_free_ops_.push_back(i);
-  peers_.reserve(1024);
   TRIB_LOG(kInfo, kLog, "listening on %s (%s, %s)", local_address_.c_str(), provider_.c_str(),
            cq_fd_ >= 0 ? "wait fd" : "polled");
   return Status::Ok();
@@ -195,7 +194,8 @@ int OfiDataplane::TakeOp() {
   return o;
 }
 
-void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id) {
+void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id,
+                               uint64_t now_ns) {
   uint32_t name_len = 0;
   if (len >= kHelloHeaderBytes && memcmp(data, kHelloMagic, sizeof(kHelloMagic)) == 0) {
     for (int i = 0; i < 4; ++i) name_len |= uint32_t{data[8 + i]} << (8 * i);
@@ -204,8 +204,13 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
     if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "malformed hello dropped");
     return;
   }
-  if (by_conn_.count(conn_id) != 0) return;  // a repeated hello
-  if (peers_.size() >= options_.max_peers) {
+  engine::PeerToken token;
+  if (peers_.Find(conn_id, now_ns, &token)) return;  // a repeated hello (one before each JOIN)
+  if (peers_.size() >= peers_.capacity() && now_ns >= next_full_sweep_ns_) {
+    next_full_sweep_ns_ = now_ns + kFullSweepIntervalNs;
+    SweepPeers(now_ns, kFullIdleNs);
+  }
+  if (peers_.size() >= peers_.capacity()) {
     if (PowerOfTwo(++stats_.peer_table_full)) {
       TRIB_LOG(kWarn, kLog, "peer table full (%u peers): refusing a new rank (raise max_peers)",
                options_.max_peers);
@@ -213,15 +218,24 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
     return;
   }
   Peer peer;
-  peer.conn_id = conn_id;
   if (fi_av_insert(av_, data + kHelloHeaderBytes, 1, &peer.addr, 0, nullptr) != 1) {
     if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "hello with an unusable address");
     return;
   }
-  peer.token = peers_.size();
-  by_conn_[conn_id] = static_cast<uint32_t>(peer.token);
-  peers_.push_back(std::move(peer));
+  TRIB_CHECK(peers_.Insert(conn_id, peer, now_ns, &token));
+  peers_.GetMutable(token)->token = token;
   stats_.peers = peers_.size();
+}
+
+size_t OfiDataplane::SweepPeers(uint64_t now_ns, uint64_t idle_ns) {
+  std::unordered_set<engine::PeerToken> referenced;
+  engine_->CollectPeers(&referenced);
+  const size_t freed = peers_.Sweep(referenced, now_ns, idle_ns, [&](const Peer& gone) {
+    fi_addr_t addr = gone.addr;
+    fi_av_remove(av_, &addr, 1, 0);
+  });
+  stats_.peers = peers_.size();
+  return freed;
 }
 
 // §12.3: where this rank wants the round's result written, from its first
@@ -234,7 +248,7 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
 // rank that left is written nothing more.
 void OfiDataplane::KeepPlacement(const proto::PacketView& view, engine::PeerToken token) {
   const proto::Header& h = view.header;
-  Peer& peer = peers_[token];
+  Peer& peer = *peers_.GetMutable(token);  // the token the packet came with
   if (h.type == proto::MsgType::kLeave && engine_->last_left()) {
     std::vector<Placement>().swap(peer.placements);
     return;
@@ -288,12 +302,12 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       continue;
     }
     if (e[i].data & kHelloFlag) {
-      HandleHello(data, len, e[i].data & ~kHelloFlag);
+      HandleHello(data, len, e[i].data & ~kHelloFlag, now_ns);
       PostRecv(index);
       continue;
     }
-    auto peer_it = by_conn_.find(e[i].data);
-    if (peer_it == by_conn_.end()) {
+    engine::PeerToken token;
+    if (!peers_.Find(e[i].data, now_ns, &token)) {
       if (PowerOfTwo(++unknown_sender_)) {
         TRIB_LOG(kWarn, kLog, "message from a connection that sent no hello (%llu times)",
                  static_cast<unsigned long long>(unknown_sender_));
@@ -301,7 +315,6 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       PostRecv(index);
       continue;
     }
-    const engine::PeerToken token = peer_it->second;
     proto::PacketView view;
     const proto::DecodeError err = proto::Decode(data, len, &view);
     if (err != proto::DecodeError::kOk) {
@@ -347,7 +360,8 @@ void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
   replies_.Deliver(
       action, incoming_checksum, static_cast<const engine::PeerToken*>(nullptr),
       [&](engine::PeerToken peer) {
-        return peer < peers_.size() ? &peers_[peer].token : nullptr;
+        const Peer* p = peers_.Get(peer);
+        return p != nullptr ? &p->token : nullptr;
       },
       &stats_,
       [&](const uint8_t* header, const uint8_t* payload, size_t payload_len,
@@ -373,7 +387,7 @@ void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
 }
 
 void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken token) {
-  Peer& peer = peers_[token];  // a token ReplyPolicy::Deliver looked up
+  Peer& peer = *peers_.GetMutable(token);  // a token ReplyPolicy::Deliver looked up
   const uint8_t* data = tx_area_ + size_t(buffer) * kBufferBytes;
   Placement* place = nullptr;
   if (h.type == proto::MsgType::kResult && len > proto::kHeaderSize) {  // a notice is a message
@@ -441,6 +455,10 @@ void OfiDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
     }
     if (got > 0 || now - last_tick >= tick_ns) {
       engine_->Reap(now);
+      if (now >= next_sweep_ns_) {
+        next_sweep_ns_ = now + kSweepIntervalNs;
+        SweepPeers(now, kPeerIdleNs);
+      }
       if (tick) tick(now);
       last_tick = now;
     }

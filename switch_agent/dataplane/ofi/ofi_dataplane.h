@@ -11,8 +11,15 @@
 // message is a hello with its endpoint name (§12.2): the backend inserts it
 // into its address vector and maps the rank's connection id (the remote CQ
 // data every later message carries) to a peer token, an index into its peer
-// table. Receives go into pre-posted 64 KiB buffers, reposted once the
-// packet has been handed to the engine.
+// table (dataplane/peer_table.h). Receives go into pre-posted 64 KiB
+// buffers, reposted once the packet has been handed to the engine.
+// Peers that no live job references are forgotten (the table entry and the
+// address) once idle for kPeerIdleNs, swept every kSweepIntervalNs, and
+// when a hello finds the table full, those idle for kFullIdleNs: a hello
+// creates an entry before anything is proven, so neither ranks that came
+// and went nor a flood of hellos can keep new ranks out for long. A rank
+// sends its hello again before every JOIN (§12.2), so one whose entry was
+// forgotten while its job was gone is known again when it next joins.
 //
 // Transmit: an Action's header and payload are copied into one of
 // kTxBuffers reference-counted transmit buffers, shared by every peer of a
@@ -43,6 +50,7 @@
 
 #include "common/ofi/rdm_endpoint.h"
 #include "switch_agent/dataplane/dataplane.h"
+#include "switch_agent/dataplane/peer_table.h"
 #include "switch_agent/dataplane/reply_policy.h"
 
 namespace tributary::agent {
@@ -80,9 +88,16 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   struct Peer {
     engine::PeerToken token = 0;  // its own index: what ReplyPolicy::Deliver hands back
     fi_addr_t addr = FI_ADDR_UNSPEC;
-    uint64_t conn_id = 0;
     std::vector<Placement> placements;  // by slot * 2 + shadow, grown on demand
   };
+  struct ConnIdOps {  // peer table key: the rank's connection id
+    static size_t Hash(uint64_t id) { return static_cast<size_t>(id * 0x9e3779b97f4a7c15ull); }
+    static bool Equal(uint64_t a, uint64_t b) { return a == b; }
+  };
+  static constexpr uint64_t kSweepIntervalNs = 10ull * 1000000000;
+  static constexpr uint64_t kPeerIdleNs = 60ull * 1000000000;
+  static constexpr uint64_t kFullIdleNs = 1000000000;
+  static constexpr uint64_t kFullSweepIntervalNs = 100000000;  // at most 10 such sweeps a second
   struct TxOp {
     fi_context2 ctx;  // first: completions return a pointer to it
     int buffer = -1;
@@ -92,7 +107,10 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   // ofi::OpenFn) and learns the address ranks reach it at.
   Status OpenEndpoint(fi_info* info, uint16_t port);
   int DrainReceive(uint64_t now_ns);
-  void HandleHello(const uint8_t* data, size_t len, uint64_t conn_id);
+  void HandleHello(const uint8_t* data, size_t len, uint64_t conn_id, uint64_t now_ns);
+  // Forgets the peers no live job references that were idle for `idle_ns`
+  // (their addresses leave the address vector); returns how many.
+  size_t SweepPeers(uint64_t now_ns, uint64_t idle_ns);
   // After the engine took `view` from `token`: keeps (or on a LEAVE drops)
   // the rank's result placement.
   void KeepPlacement(const proto::PacketView& view, engine::PeerToken token);
@@ -117,8 +135,9 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   std::vector<TxOp> tx_ops_;
   std::vector<int> tx_free_ops_;
 
-  std::vector<Peer> peers_;
-  std::unordered_map<uint64_t, uint32_t> by_conn_;  // connection id -> peer token
+  PeerTable<uint64_t, ConnIdOps, Peer> peers_{options_.max_peers};
+  uint64_t next_sweep_ns_ = 0;
+  uint64_t next_full_sweep_ns_ = 0;
   ReplyPolicy replies_;  // checksum rules, header encoding, flush-and-retry
   uint64_t unknown_sender_ = 0;   // messages from connection ids without a hello
   uint64_t bad_hellos_ = 0;

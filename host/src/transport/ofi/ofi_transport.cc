@@ -124,6 +124,17 @@ Status OfiTransport::SendHello() {
   const uint32_t n = static_cast<uint32_t>(len);
   for (int i = 0; i < 4; ++i) hello_[8 + i] = static_cast<uint8_t>(n >> (8 * i));  // LE
   memcpy(hello_.data() + ofi::kHelloHeaderBytes, name, len);
+  for (int attempt = 0; attempt < 100000; ++attempt) {
+    rc = PostHello();
+    if (rc != -FI_EAGAIN) break;
+    ReapTx();
+    usleep(10);
+  }
+  if (rc) return FiStatus(StatusCode::kUnavailable, "sending the hello to the aggregator", rc);
+  return Status::Ok();
+}
+
+int OfiTransport::PostHello() {
   TxContext& c = tx_ctx_[tx_free_.back()];
   iovec iov{hello_.data(), hello_.size()};
   fi_msg msg{};
@@ -132,15 +143,9 @@ Status OfiTransport::SendHello() {
   msg.addr = aggregator_;
   msg.context = &c.ctx;
   msg.data = conn_id_ | ofi::kHelloFlag;
-  for (int attempt = 0; attempt < 100000; ++attempt) {
-    rc = static_cast<int>(fi_sendmsg(ep_, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
-    if (rc != -FI_EAGAIN) break;
-    ReapTx();
-    usleep(10);
-  }
-  if (rc) return FiStatus(StatusCode::kUnavailable, "sending the hello to the aggregator", rc);
-  tx_free_.pop_back();
-  return Status::Ok();
+  const int rc = static_cast<int>(fi_sendmsg(ep_, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
+  if (rc == 0) tx_free_.pop_back();
+  return rc;
 }
 
 void OfiTransport::PostRecv(size_t index) {
@@ -191,6 +196,19 @@ int OfiTransport::Send(const TxPacket* packets, int n) {
       if (tx_free_.empty()) break;  // the caller retries after its next wait
     }
     const TxPacket& p = packets[sent];
+    if (p.header_len > proto::kOffType &&
+        static_cast<const uint8_t*>(p.header)[proto::kOffType] ==
+            static_cast<uint8_t>(proto::MsgType::kJoin)) {
+      // FORMAT.md §12.2: the hello again before every JOIN. The aggregator
+      // forgets connections no live job uses (its peer table is swept), and
+      // a rank that joins again after that must be known first.
+      if (tx_free_.size() < 2) ReapTx();
+      const int rc = tx_free_.size() < 2 ? -FI_EAGAIN : PostHello();
+      if (rc == -FI_EAGAIN) break;  // the caller retries the JOIN after its next wait
+      if (rc != 0 && PowerOfTwo(++stats_.send_errors)) {
+        TRIB_LOG(kWarn, kLog, "hello: %s", ofi::FiError(rc).c_str());
+      }
+    }
     TxContext& c = tx_ctx_[tx_free_.back()];
     // The caller may reuse its header bytes once Send returns, but the
     // provider reads them until the completion: copy the (small) header.

@@ -71,6 +71,8 @@ class OfiTransport final : public Transport, private ofi::RdmEndpoint {
   OfiTransport() = default;
   Status Open(const Options& options);
   Status SendHello();
+  // Posts the hello (hello_) once: 0, -FI_EAGAIN or another libfabric error.
+  int PostHello();
   void PostRecv(size_t index);
   void ReapTx();
 

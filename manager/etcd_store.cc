@@ -44,6 +44,37 @@ int64_t JobTtlS(const v1::Job& job, int64_t allowance_s) {
   return (static_cast<int64_t>(job.heartbeat_timeout_ms()) + 999) / 1000 + allowance_s;
 }
 
+// Save's batches: etcd may have applied one whose answer was lost (a
+// member's timeout); the client then sends the same request to another
+// member, where its compares fail against its own writes. So a batch's
+// failure branch reads the leader key and then every key it writes, in
+// order, and the batch was applied iff the leader key is still the one
+// this manager created and every put's key holds exactly the bytes it
+// sent (sealed under a random nonce: nobody else writes them) under its
+// lease, and every deleted key is gone. Returns the revision of the puts
+// (0 if the batch only deletes), or -1 if it was not applied.
+int64_t AppliedBefore(const pb::TxnRequest& txn, const pb::TxnResponse& resp,
+                      int64_t leader_revision) {
+  if (resp.responses_size() != txn.success_size() + 1) return -1;
+  const pb::RangeResponse& leader = resp.responses(0).response_range();
+  if (leader.kvs_size() != 1 || leader.kvs(0).create_revision() != leader_revision) return -1;
+  int64_t revision = 0;
+  for (int i = 0; i < txn.success_size(); ++i) {
+    const pb::RangeResponse& now = resp.responses(i + 1).response_range();
+    if (!txn.success(i).has_request_put()) {
+      if (now.kvs_size() != 0) return -1;
+      continue;
+    }
+    const pb::PutRequest& put = txn.success(i).request_put();
+    if (now.kvs_size() != 1 || now.kvs(0).value() != put.value() ||
+        now.kvs(0).lease() != put.lease()) {
+      return -1;
+    }
+    revision = now.kvs(0).mod_revision();
+  }
+  return revision;
+}
+
 }  // namespace
 
 Status ReadStateKeyFile(const std::string& path, std::array<uint8_t, 32>* key) {
@@ -271,11 +302,21 @@ Status EtcdStateStore::Save(const v1::ListReply& state) {
         txn.add_success()->mutable_request_delete_range()->set_key(op.key);
       }
     }
+    txn.add_failure()->mutable_request_range()->set_key(leader_key_);
+    for (size_t i = first; i < last; ++i) {
+      txn.add_failure()->mutable_request_range()->set_key(ops[i].key);
+    }
     pb::TxnResponse resp;
     Status s = client_.Txn(txn, &resp);
+    int64_t rev = s.ok() ? resp.header().revision() : 0;
     if (s.ok() && !resp.succeeded()) {
-      s = Aborted("the state in etcd changed under this manager (another leader wrote, or a "
-                  "record's lease expired); the change was not made");
+      rev = AppliedBefore(txn, resp, leader_revision_);
+      if (rev < 0) {
+        s = Aborted("the state in etcd changed under this manager (another leader wrote, or a "
+                    "record's lease expired); the change was not made");
+      } else {
+        TRIB_LOG(kInfo, kLog, "etcd: a state write was applied though its answer was lost");
+      }
     }
     if (!s.ok()) {
       if (first == 0) {
@@ -283,7 +324,6 @@ Status EtcdStateStore::Save(const v1::ListReply& state) {
       }
       return s;
     }
-    const int64_t rev = resp.header().revision();
     std::lock_guard<std::mutex> lock(lease_mu_);
     for (size_t i = first; i < last; ++i) {
       const Op& op = ops[i];

@@ -302,8 +302,9 @@ TEST_F(EtcdStoreTest, AbandonedRecordsExpireInEtcdHeartbeatenOnesDoNot) {
 // client's deadline does). The client then asks the next member.
 class LostAnswerMember {
  public:
-  explicit LostAnswerMember(const std::string& real)
-      : kv_(real), lease_(real) {
+  // Loses the answer of the `lose`-th Txn (0: the first) it passes on.
+  explicit LostAnswerMember(const std::string& real, int lose = 0)
+      : kv_(real, lose), lease_(real) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&kv_);
@@ -319,7 +320,7 @@ class LostAnswerMember {
     return grpc::CreateChannel(real, grpc::InsecureChannelCredentials());
   }
   struct Kv final : etcdserverpb::KV::Service {
-    explicit Kv(const std::string& real) : stub(etcdserverpb::KV::NewStub(To(real))) {}
+    Kv(const std::string& real, int lose) : stub(etcdserverpb::KV::NewStub(To(real))), lose(lose) {}
     grpc::Status Range(grpc::ServerContext*, const etcdserverpb::RangeRequest* in,
                        etcdserverpb::RangeResponse* out) override {
       grpc::ClientContext c;
@@ -329,13 +330,14 @@ class LostAnswerMember {
                      etcdserverpb::TxnResponse* out) override {
       grpc::ClientContext c;
       const grpc::Status s = stub->Txn(&c, *in, out);
-      if (s.ok() && lost.fetch_add(1) == 0) {
+      if (s.ok() && lost.fetch_add(1) == lose) {
         return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "answer lost (test)");
       }
       return s;
     }
     std::unique_ptr<etcdserverpb::KV::Stub> stub;
-    std::atomic<int> lost{0};
+    const int lose;
+    std::atomic<int> lost{0};  // Txns passed on (and answered but the one lost)
   };
   struct Lease final : etcdserverpb::Lease::Service {
     explicit Lease(const std::string& real) : stub(etcdserverpb::Lease::NewStub(To(real))) {}
@@ -371,6 +373,36 @@ TEST_F(EtcdStoreTest, ABidAppliedWhoseAnswerWasLostStillLeads) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(a.KeepLeadership(&leader).ok());
   EXPECT_TRUE(leader);
+}
+
+// Review of 2026-12-06: a Save whose write etcd applied but whose answer
+// was lost (the client then asks the next member, where the compares fail
+// against the write itself) was reported as failed, and the leases it had
+// granted were revoked: the records just written went with them. Now the
+// write is recognised as applied and its records stay.
+TEST_F(EtcdStoreTest, ASaveAppliedWhoseAnswerWasLostIsDone) {
+  EtcdStoreOptions o = Options("a:1");
+  LostAnswerMember lossy(o.url.endpoints[0], /*lose=*/1);  // the bid passes, the Save's answer is lost
+  o.url.endpoints.insert(o.url.endpoints.begin(), lossy.endpoint());
+  EtcdStateStore a(o);
+  EtcdStateStore b(Options("b:1"));
+  ASSERT_NO_FATAL_FAILURE(ExpectLeadsOver(a, b));
+  v1::ListReply state;
+  *state.add_jobs() = MakeJob(1, 11, 10000);
+  Status s = a.Save(state);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(lossy.lost(), 2) << "the Save went through the member that loses its answer";
+  v1::ListReply stored;
+  ASSERT_TRUE(b.Read(&stored).ok());
+  ASSERT_EQ(stored.jobs_size(), 1);
+  EXPECT_EQ(stored.jobs(0).job_key(), 11u);
+  // The store knows the record's revision: the next change is written.
+  state.mutable_jobs(0)->set_state("failed");
+  s = a.Save(state);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(b.Read(&stored).ok());
+  ASSERT_EQ(stored.jobs_size(), 1);
+  EXPECT_EQ(stored.jobs(0).state(), "failed");
 }
 
 // ---- TLS to etcd ----

@@ -357,6 +357,19 @@ bool DecodePlacement(const PacketView& p, Placement* out) {
   return true;
 }
 
+void EncodeHeaderWithRequestSeq(const Header& h, uint64_t request_seq, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  EncodeHeader(h, p);
+  p[kOffHeaderWords] = kRequestSeqHeaderWords;
+  StoreBe64(p + kOffRequestSeq, request_seq);
+}
+
+bool DecodeRequestSeq(const PacketView& p, uint64_t* out) {
+  if (p.header.type != MsgType::kResultRequest || p.extension_len < 8) return false;
+  *out = LoadBe64(p.extension + (kOffRequestSeq - kHeaderSize));
+  return true;
+}
+
 uint64_t PackPlacedResult(uint32_t slot, uint8_t shadow, uint64_t collective_id) {
   return (uint64_t{slot} & 0xffff) | (uint64_t{shadow & 1u} << 16) |
          ((collective_id & ((uint64_t{1} << kPlacedCollectiveBits) - 1)) << 17);

@@ -123,6 +123,13 @@ void EncodeHeaderWithPlacement(const Header& h, const Placement& placement,
                                void* out /* kMaxHeaderSize bytes */);
 // The placement extension of a decoded CONTRIBUTION; false if it has none.
 bool DecodePlacement(const PacketView& p, Placement* out);
+// Writes the 64-byte header and a RESULT_REQUEST's request number
+// (kRequestSeqHeaderSize bytes, header_words = kRequestSeqHeaderWords, §3.4).
+// Checksum as EncodeHeader, with header_len = kRequestSeqHeaderSize.
+void EncodeHeaderWithRequestSeq(const Header& h, uint64_t request_seq,
+                                void* out /* kRequestSeqHeaderSize bytes */);
+// The request number of a decoded RESULT_REQUEST; false if it has none.
+bool DecodeRequestSeq(const PacketView& p, uint64_t* out);
 // FORMAT.md §3.6: a windowed STATUS carries two bitmaps of `fragments`
 // bits each, held then complete; bit j (byte j / 8, bit j % 8) stands for
 // the requester's j-th fragment from the one the header names.

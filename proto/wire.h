@@ -222,6 +222,12 @@ inline constexpr size_t kPlacementBytes = 16;
 inline constexpr size_t kOffResultAddr = 64;   // u64 BE: address, or offset in the registration
 inline constexpr size_t kOffResultKey = 72;    // u64 BE: the registration's remote key
 inline constexpr size_t kMaxHeaderSize = kHeaderSize + kPlacementBytes;  // what senders emit
+// FORMAT.md §3.4: the request-number extension of a RESULT_REQUEST
+// (header_words = 9): grows with every request of the child, so that the
+// aggregator answers a replayed request never.
+inline constexpr uint8_t kRequestSeqHeaderWords = 9;
+inline constexpr size_t kOffRequestSeq = 64;  // u64 BE
+inline constexpr size_t kRequestSeqHeaderSize = kHeaderSize + 8;
 // CQ data of a result written into the child's memory: slot (bits 0..15),
 // shadow (bit 16), collective_id mod 2^47 (bits 17..63).
 inline constexpr unsigned kPlacedCollectiveBits = 47;

@@ -296,7 +296,12 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
           ? &op.desc.recv_registration->lane(id_.lane)
           : nullptr;
   const bool placed = result_memory != nullptr && result_memory->registered();
-  const size_t header_len = placed ? proto::kMaxHeaderSize : proto::kHeaderSize;
+  // FORMAT.md §3.4: a request carries its number (this send's order, which
+  // only grows), so that a replayed request is never answered.
+  const size_t header_len = placed ? proto::kMaxHeaderSize
+                            : probe ? proto::kRequestSeqHeaderSize
+                                    : proto::kHeaderSize;
+  const uint64_t order = ++tx_order_;
   // FORMAT.md §8.4: twice while the aggregator reports loss, where it pays.
   const int copies = Copies(op, slot, !retransmit && !probe, now);
   for (int c = 0; c < copies; ++c) {
@@ -312,6 +317,8 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
       const proto::Placement where{result_memory->RemoteAddress(result_at),
                                    result_memory->remote_key};
       proto::EncodeHeaderWithPlacement(h, where, header);
+    } else if (probe) {
+      proto::EncodeHeaderWithRequestSeq(h, order, header);
     } else {
       proto::EncodeHeader(h, header);
     }
@@ -321,7 +328,6 @@ void ProgressEngine::SendFragment(uint32_t index, uint64_t now, bool retransmit,
   if (copies > 1) counters_.redundant_copies.fetch_add(1, std::memory_order_relaxed);
   slot.deadline_ns = DeadlineAfter(slot.retries, now);
   slot.last_sent_ns = now;
-  const uint64_t order = ++tx_order_;
   if (probe) {
     slot.probe_order = order;
     if (slot.probes_out++ == 0) slot.first_probe_order = order;

@@ -112,6 +112,7 @@ const char* DropReasonName(DropReason r) {
     case DropReason::kBadJoin: return "bad_join";
     case DropReason::kUnsupported: return "unsupported";
     case DropReason::kStaleJoin: return "stale_join";
+    case DropReason::kReplayedRequest: return "replayed_request";
     case DropReason::kCount: break;
   }
   return "unknown";

@@ -197,6 +197,10 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     authentic_job_ = job;
   }
   if (!job->mac_rule_set()) job->SetMacRule(payload_mac);
+  // A new incarnation of the child numbers its requests afresh (§3.4).
+  if (!job->IsRegistered(h.sender) || job->incarnation(h.sender) != body.incarnation) {
+    job->request_seq(h.sender) = 0;
+  }
   job->incarnation(h.sender) = body.incarnation;
   const uint32_t joined_before = job->joined();
   job->Register(h.sender, from);

@@ -25,6 +25,16 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
   const Header& h = pkt.header;
   Job* job = FindSlot(pkt, from, now_ns, out);
   if (job == nullptr) return;
+  // FORMAT.md §3.4: a numbered request is answered once; a replay of one
+  // (sniffed, sent again from the child's address) would draw the stored
+  // RESULT, up to 64 KiB for 72 bytes, at whoever replays it. Requests
+  // without a number (children that predate it, tree uplinks) as before.
+  uint64_t request_seq = 0;
+  if (proto::DecodeRequestSeq(pkt, &request_seq)) {
+    uint64_t& last = job->request_seq(h.sender);
+    if (request_seq <= last) return Drop(DropReason::kReplayedRequest);
+    last = request_seq;
+  }
   const SetMeta& m = job->meta(h.slot, h.shadow);
   // FORMAT.md §3.4: aux >= 2 asks about a window; kFlagWindow asks for
   // state only, answered by the windowed STATUS whatever the state of the

@@ -112,6 +112,7 @@ enum class DropReason : uint8_t {
   kBadJoin,            // JOIN parameters invalid (fan-in 0, payload not aligned ...)
   kUnsupported,        // dtype/op combination not supported
   kStaleJoin,          // JOIN from a new address with an incarnation not newer (a replay)
+  kReplayedRequest,    // RESULT_REQUEST whose number is not above the child's last (§3.4)
   kCount
 };
 inline constexpr size_t kNumDropReasons = static_cast<size_t>(DropReason::kCount);
@@ -213,6 +214,9 @@ class Job {
   }
   // The incarnation child `i` last joined with (FORMAT.md §3.1).
   uint64_t& incarnation(uint32_t i) { return incarnations_[i]; }
+  // The highest request number (FORMAT.md §3.4) child `i` sent this
+  // incarnation; 0: none yet.
+  uint64_t& request_seq(uint32_t i) { return request_seqs_[i]; }
   uint32_t epoch() const { return epoch_; }
   const JobParams& params() const { return params_; }
   uint32_t fan_in() const { return params_.fan_in; }
@@ -362,6 +366,7 @@ class Job {
   std::vector<PeerToken> live_;  // addressees() once a child left
   ChildLateness* lateness_ = nullptr;
   uint64_t* incarnations_ = nullptr;
+  uint64_t* request_seqs_ = nullptr;
   uint32_t* leave_causes_ = nullptr;
   SetMeta* metas_ = nullptr;
   uint64_t* seen_ = nullptr;

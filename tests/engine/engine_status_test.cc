@@ -23,6 +23,34 @@ using testing::JobFixture;
 using testing::StatusSenders;
 using testing::TestEngine;
 
+// Review of 2026-12-06: a RESULT_REQUEST sniffed and sent again from the
+// child's own address drew the stored RESULT every time (up to 64 KiB for
+// 72 bytes, at the child). A numbered request (FORMAT.md §3.4) is answered
+// once: the same number again, or a lower one, is a replay, dropped and
+// counted; each child and each incarnation of it counts on its own, and
+// requests without a number are answered as before.
+TEST(EngineStatus, ANumberedRequestIsAnsweredOnceAndItsReplayNever) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/2, /*slots=*/4, 64);
+  const std::vector<float> v(16, 1.0f);
+  job.Send(0, 0, 0, 1, 0, v);
+  ASSERT_EQ(job.Send(1, 0, 0, 1, 0, v).header.type, MsgType::kResult);
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 5).header.type, MsgType::kResult);
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 5).kind, ActionKind::kNone);  // the replay
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 4).kind, ActionKind::kNone);  // an older one
+  EXPECT_EQ(Drops(engine, DropReason::kReplayedRequest), 2u);
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 6).header.type, MsgType::kResult);
+  EXPECT_EQ(job.NumberedRequest(1, 0, 0, 1, 0, 1).header.type, MsgType::kResult);
+  EXPECT_EQ(job.Request(0, 0, 0, 1, 0).header.type, MsgType::kResult);
+  // Child 0 restarted (a newer incarnation, same address): numbers afresh.
+  const Action ack = engine.OnPacket(
+      testing::JoinPacket(1, 2, 0, testing::JoinPayload(2, 4, 64, 0x99, /*incarnation=*/7)),
+      JobFixture::Peer(0), 4);
+  ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 1).header.type, MsgType::kResult);
+  EXPECT_EQ(Drops(engine, DropReason::kReplayedRequest), 2u);
+}
+
 // A RESULT_REQUEST with aux = W asks about the requester's fragments k ..
 // k+W-1 (FORMAT.md §3.6): fragment k+j is in slot (slot + j) mod S, in the
 // other shadow set past the wrap. Held when the set holds that fragment's

@@ -228,6 +228,21 @@ class JobFixture {
     return Deliver(p, Peer(sender), 2);
   }
 
+  // A RESULT_REQUEST numbered `seq` (FORMAT.md §3.4) as ranks send it:
+  // the same bytes for the same arguments, so a repeat is a replay.
+  Action NumberedRequest(uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
+                         uint64_t offset, uint64_t seq) {
+    const proto::Header h = Header(proto::MsgType::kResultRequest, sender, slot, shadow,
+                                   collective, offset, proto::DataType::kFloat32,
+                                   proto::ReduceOp::kSum, 0);
+    uint8_t bytes[proto::kRequestSeqHeaderSize];
+    proto::EncodeHeaderWithRequestSeq(h, seq, bytes);
+    proto::SealPacket(proto::DeriveMacKey(job_id_, key_), bytes, sizeof(bytes), nullptr, 0);
+    proto::PacketView v;
+    EXPECT_EQ(proto::Decode(bytes, sizeof(bytes), &v), proto::DecodeError::kOk);
+    return engine_->OnPacket(v, Peer(sender), 3);
+  }
+
   Action Request(uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
                  uint64_t offset) {
     proto::PacketView p;

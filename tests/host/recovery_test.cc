@@ -173,6 +173,16 @@ TEST_F(ProgressTest, ProbesTwiceThenResendsTheData) {
   EXPECT_EQ(c[0].header.type, proto::MsgType::kContribution);
   EXPECT_TRUE(c[0].header.flags & proto::kFlagRetransmit);
   EXPECT_EQ(c[0].payload.size(), 64u);
+  // FORMAT.md §3.4: each request carries its number, and the numbers grow
+  // (the aggregator answers a replayed one never).
+  auto number = [](const Sent& s) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < 8 && i < s.extension.size(); ++i) n = n << 8 | s.extension[i];
+    return s.extension.size() == 8 ? n : 0;
+  };
+  EXPECT_GT(number(a[0]), 0u);
+  EXPECT_GT(number(b[0]), number(a[0]));
+  EXPECT_TRUE(c[0].extension.empty()) << "data carries no request number";
   EXPECT_EQ(engine_->Stats().probes, 2u);
   EXPECT_EQ(engine_->Stats().retransmissions, 1u);
   EXPECT_EQ(engine_->Stats().timer_recoveries, 3u) << "each of the three came from the timer";

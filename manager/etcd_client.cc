@@ -236,6 +236,40 @@ Status EtcdClient::LeaseKeepAlive(int64_t id, int64_t* ttl_s) {
   });
 }
 
+Status EtcdClient::LeaseKeepAliveMany(const std::vector<int64_t>& ids,
+                                      std::map<int64_t, int64_t>* ttl_s) {
+  return Run("lease keepalive", [&](Stubs& stub, grpc::ClientContext* ctx) {
+    auto stream = stub.lease->LeaseKeepAlive(ctx);
+    grpc::Status failed;
+    // A batch written, then its answers read: the stream's flow control
+    // never holds more than a batch of unread answers.
+    for (size_t first = 0; first < ids.size() && failed.ok(); first += kKeepAliveBatch) {
+      const size_t last = std::min(ids.size(), first + kKeepAliveBatch);
+      etcdserverpb::LeaseKeepAliveRequest req;
+      etcdserverpb::LeaseKeepAliveResponse resp;
+      for (size_t i = first; i < last && failed.ok(); ++i) {
+        req.set_id(ids[i]);
+        if (!stream->Write(req)) failed = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write");
+      }
+      for (size_t i = first; i < last && failed.ok(); ++i) {
+        if (!stream->Read(&resp)) {
+          failed = grpc::Status(grpc::StatusCode::UNAVAILABLE, "keepalive stream closed");
+        } else {
+          (*ttl_s)[resp.id()] = resp.ttl();
+        }
+      }
+    }
+    stream->WritesDone();
+    if (!failed.ok()) {
+      const grpc::Status st = stream->Finish();
+      return st.ok() ? failed : st;
+    }
+    ctx->TryCancel();  // the server keeps the stream open; Finish reports CANCELLED
+    stream->Finish();
+    return grpc::Status::OK;
+  });
+}
+
 Status EtcdClient::LeaseRevoke(int64_t id) {
   etcdserverpb::LeaseRevokeRequest req;
   req.set_id(id);

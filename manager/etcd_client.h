@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,6 +74,11 @@ class EtcdClient {
   Result<int64_t> LeaseGrant(int64_t ttl_s);
   // *ttl_s = 0: the lease no longer exists (expired or revoked).
   Status LeaseKeepAlive(int64_t id, int64_t* ttl_s);
+  // Renews every lease of `ids` on one keepalive stream (kKeepAliveBatch
+  // requests in flight at a time) instead of one call each; (*ttl_s)[id] as
+  // LeaseKeepAlive's, for the ids answered (all of them on success).
+  Status LeaseKeepAliveMany(const std::vector<int64_t>& ids, std::map<int64_t, int64_t>* ttl_s);
+  static constexpr size_t kKeepAliveBatch = 256;
   Status LeaseRevoke(int64_t id);
 
   std::string Describe() const;  // "etcd a:2379,b:2379"

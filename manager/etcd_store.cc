@@ -4,6 +4,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -481,40 +482,65 @@ void EtcdStateStore::Touch(const std::string& key) {
 void EtcdStateStore::TouchDaemon(const std::string& name) { Touch(DaemonKey(name)); }
 void EtcdStateStore::TouchJob(uint32_t job_id) { Touch(JobKey(job_id)); }
 
+// The leases due are renewed on one keepalive stream, the longest-unrenewed
+// first, for at most a sixth of the leader TTL (the leader loop's period):
+// one call per lease took a round trip each, and with thousands of records
+// the loop came back to the leader's own lease too late. What is left is
+// renewed on the next pass (records are renewed at a third of their TTL:
+// two passes may fail before one expires).
 void EtcdStateStore::RefreshLeases() {
   struct Due {
     std::string key;
     int64_t lease;
+    int64_t renewed_ms;
   };
   std::vector<Due> due;
   const int64_t now = SteadyMs();
   {
     std::lock_guard<std::mutex> lock(lease_mu_);
     for (const auto& [key, l] : leases_) {
-      // Renew at a third of the TTL: two renewals may fail before it expires.
-      if (l.touched && now - l.renewed_ms >= l.ttl_s * 1000 / 3) due.push_back(Due{key, l.lease});
+      if (l.touched && now - l.renewed_ms >= l.ttl_s * 1000 / 3) {
+        due.push_back(Due{key, l.lease, l.renewed_ms});
+      }
     }
   }
-  for (const Due& d : due) {
-    int64_t ttl = 0;
-    Status s = client_.LeaseKeepAlive(d.lease, &ttl);
+  std::sort(due.begin(), due.end(),
+            [](const Due& a, const Due& b) { return a.renewed_ms < b.renewed_ms; });
+  const int64_t budget_ms = std::max<int64_t>(100, options_.leader_ttl_s * 1000 / 6);
+  for (size_t first = 0; first < due.size(); first += EtcdClient::kKeepAliveBatch) {
+    if (first > 0 && SteadyMs() - now >= budget_ms) {
+      TRIB_LOG(kDebug, kLog, "etcd: %zu lease renewals left for the next pass", due.size() - first);
+      break;
+    }
+    const size_t last = std::min(due.size(), first + EtcdClient::kKeepAliveBatch);
+    std::vector<int64_t> ids;
+    for (size_t i = first; i < last; ++i) ids.push_back(due[i].lease);
+    std::map<int64_t, int64_t> ttls;
+    Status s = client_.LeaseKeepAliveMany(ids, &ttls);
     if (!s.ok()) {
-      TRIB_LOG(kDebug, kLog, "etcd lease keepalive of %s: %s", d.key.c_str(), s.ToString().c_str());
-      continue;
+      TRIB_LOG(kDebug, kLog, "etcd lease keepalive: %s", s.ToString().c_str());
+      break;
     }
-    std::lock_guard<std::mutex> lock(lease_mu_);
-    auto it = leases_.find(d.key);
-    if (it == leases_.end() || it->second.lease != d.lease) continue;
-    if (ttl == 0) {
-      TRIB_LOG(kWarn, kLog, "etcd: the lease of %s expired; writing the record again",
-               d.key.c_str());
-      leases_.erase(it);
-      lost_.insert(d.key);
-      continue;
-    }
-    it->second.touched = false;
-    it->second.renewed_ms = now;
+    for (size_t i = first; i < last; ++i) RenewedLease(due[i].key, due[i].lease, ttls, now);
   }
+}
+
+void EtcdStateStore::RenewedLease(const std::string& key, int64_t lease,
+                                  const std::map<int64_t, int64_t>& ttls, int64_t now) {
+  const auto answered = ttls.find(lease);
+  if (answered == ttls.end()) return;
+  const int64_t ttl = answered->second;
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  auto it = leases_.find(key);
+  if (it == leases_.end() || it->second.lease != lease) return;
+  if (ttl <= 0) {
+    TRIB_LOG(kWarn, kLog, "etcd: the lease of %s expired; writing the record again", key.c_str());
+    leases_.erase(it);
+    lost_.insert(key);
+    return;
+  }
+  it->second.touched = false;
+  it->second.renewed_ms = now;
 }
 
 bool EtcdStateStore::NeedsSave() {

@@ -112,6 +112,10 @@ class EtcdStateStore final : public StateStore {
   std::string Seal(const std::string& key, const std::string& plain) const;
   Status Open(const std::string& key, const std::string& sealed, std::string* plain) const;
   void Touch(const std::string& key);
+  // A record's lease `lease` was renewed (ttls: the keepalive answers, by
+  // lease id) at `now`; an expired one makes the record lost (written again).
+  void RenewedLease(const std::string& key, int64_t lease, const std::map<int64_t, int64_t>& ttls,
+                    int64_t now);
 
   EtcdStoreOptions options_;
   EtcdClient client_;

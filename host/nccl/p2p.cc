@@ -1,45 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-// ncclNet over libfabric tagged messages; see p2p.h for the protocol.
-//
-// Every posted operation carries an Op whose fi_context2 comes first, so a
-// completion's op_context leads back to its Request. A Request is one
-// isend, or the n receives of one grouped irecv; test() frees it once all
-// its operations completed; when one fails, the rest of its group is
-// cancelled rather than awaited. Receives are posted only while the receive
-// queue has room for the whole group, so that a grouped receive never
-// takes its place half-way among receives of the same tag (NCCL tags every
-// message between two comms alike: matching is FIFO, FI_ORDER_SAS).
-// Nothing libfabric may still write is freed: a listen comm whose hello
-// receive is posted when NCCL closes it is cancelled and parked, as is a
-// send comm whose hello is in flight; receives of a closed receive comm are
-// cancelled and their requests stay until test() sees them complete.
-// Parked comms live as long as their device.
+// ncclNet over libfabric tagged messages; see p2p.h for the protocol and
+// p2p_device.h for the requests and comms on a device.
 //
 // Thread-safety: the device's mutex guards its endpoint, its queues and all
 // comms and requests on it (p2p.h).
 #include "host/nccl/p2p.h"
 
-#include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <chrono>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
-#include <unordered_set>
 #include <vector>
 
 #include "common/log.h"
 #include "common/ofi/ofi_api.h"
 #include "common/ofi/ofi_fabric.h"
-#include "common/ofi/rdm_endpoint.h"
+#include "host/nccl/p2p_device.h"
 #include "host/src/env.h"
 
 namespace tributary::nccl {
@@ -47,10 +31,6 @@ namespace {
 
 constexpr const char* kLog = "nccl";
 constexpr uint64_t kHelloTag = 1ull << 63;
-constexpr uint32_t kHandleMagic = 0x314e5254;  // "TRN1"
-constexpr size_t kMaxAddressBytes = 96;
-constexpr size_t kCqEntries = 1024;
-constexpr uint32_t kMaxSendId = 0x7fffffff;  // send ids stay clear of the hello bit
 
 // What listen() writes into NCCL's handle; connect() reads it.
 struct ListenHandle {
@@ -60,59 +40,6 @@ struct ListenHandle {
   uint8_t address[kMaxAddressBytes];
 };
 static_assert(sizeof(ListenHandle) <= kHandleMaxBytes);
-
-// The hello a sender sends to a listen id.
-struct Hello {
-  uint32_t magic;
-  uint32_t send_id;
-  uint16_t address_bytes;
-  uint8_t address[kMaxAddressBytes];
-};
-
-class Device;
-struct Request;
-struct RecvComm;
-
-struct Op {
-  fi_context2 context;  // first: a completion's op_context is this Op
-  Request* request = nullptr;
-};
-
-struct Request {
-  Device* device = nullptr;
-  RecvComm* comm = nullptr;  // receives: the comm that posted them, until it closes
-  bool recv = false;
-  bool cancelled = false;  // the pending operations were cancelled (failure, close)
-  int n = 0;               // operations in the request
-  int posted = 0;          // of them posted to libfabric
-  int completed = 0;       // of them completed (or failed, or cancelled)
-  std::string error;       // set by the first failed operation
-  size_t sizes[kMaxGroupedRecvs] = {};  // receives: bytes received; sends: bytes posted
-  bool done[kMaxGroupedRecvs] = {};
-  Op ops[kMaxGroupedRecvs];
-};
-
-struct SendComm {
-  Device* device;
-  fi_addr_t peer;
-  uint32_t send_id;
-  Hello hello;  // sent by connect; must live until its completion
-  Request hello_request;
-};
-
-struct RecvComm {
-  Device* device;
-  fi_addr_t peer;
-  uint32_t send_id;
-  std::unordered_set<Request*> outstanding;  // receives NCCL has not seen complete
-};
-
-struct ListenComm {
-  Device* device;
-  uint32_t listen_id;
-  Hello hello;  // the receive buffer of the hello
-  Request request;
-};
 
 struct MemoryHandle {
   void* data;
@@ -154,144 +81,6 @@ NicInfo DescribeNic(const fi_info* info, const std::string& provider) {
   nic.guid = std::hash<std::string>{}(nic.pci_path.empty() ? nic.name : nic.pci_path);
   return nic;
 }
-
-class Device : public ofi::RdmEndpoint {
- public:
-  Device(fi_info* info, NicInfo nic) : template_(info), nic_(std::move(nic)) {}
-  ~Device() {
-    CloseRdm();
-    if (template_ != nullptr) ofi::Lib().freeinfo(template_);
-  }
-
-  const NicInfo& nic() const { return nic_; }
-  std::mutex& mu() { return mu_; }
-
-  // Opens the endpoint on first use. Caller holds mu().
-  Status EnsureOpen() {
-    if (ep_ != nullptr) return Status::Ok();
-    Status s = OpenRdm(ofi::Lib().dupinfo(template_), kCqEntries, kCqEntries);
-    if (!s.ok()) return s;
-    address_.resize(kMaxAddressBytes);
-    size_t len = address_.size();
-    int rc = fi_getname(&ep_->fid, address_.data(), &len);
-    if (rc != 0) {
-      return Status(StatusCode::kUnavailable, "fi_getname: " + ofi::FiError(rc) +
-                                                  (rc == -FI_ETOOSMALL ? " (address too long)" : ""));
-    }
-    address_.resize(len);
-    rx_capacity_ = info_->rx_attr != nullptr ? info_->rx_attr->size : 0;
-    TRIB_LOG(kInfo, kLog, "device %s (%s) open, %zu receives", nic_.name.c_str(),
-             nic_.provider.c_str(), rx_capacity_);
-    return Status::Ok();
-  }
-
-  const std::vector<uint8_t>& address() const { return address_; }
-  uint32_t NextId() { return next_id_ = next_id_ % kMaxSendId + 1; }
-
-  tributary::Result<fi_addr_t> Peer(const uint8_t* address, size_t bytes) {
-    std::string key(reinterpret_cast<const char*>(address), bytes);
-    auto it = peers_.find(key);
-    if (it != peers_.end()) return it->second;
-    fi_addr_t addr = FI_ADDR_UNSPEC;
-    int rc = fi_av_insert(av_, address, 1, &addr, 0, nullptr);
-    if (rc != 1) return Status(StatusCode::kUnavailable, "fi_av_insert: " + ofi::FiError(rc));
-    peers_.emplace(key, addr);
-    return addr;
-  }
-
-  // Posts one tagged send or receive for op `i` of `request`; -FI_EAGAIN
-  // means the queue is full (the caller reaps and tries again).
-  ssize_t PostSend(Request* request, int i, const void* data, size_t size, fi_addr_t peer,
-                   uint64_t tag) {
-    request->ops[i].request = request;
-    request->sizes[i] = size;  // a send's completion carries no length
-    ssize_t rc = fi_tsend(ep_, data, size, nullptr, peer, tag, &request->ops[i].context);
-    if (rc == 0) ++request->posted;
-    return rc;
-  }
-  ssize_t PostRecv(Request* request, int i, void* data, size_t size, fi_addr_t peer, uint64_t tag) {
-    request->ops[i].request = request;
-    request->recv = true;
-    ssize_t rc = fi_trecv(ep_, data, size, nullptr, peer, tag, 0, &request->ops[i].context);
-    if (rc == 0) {
-      ++request->posted;
-      ++posted_recvs_;
-    }
-    return rc;
-  }
-
-  // Whether `n` more receives fit the endpoint's receive queue: a grouped
-  // receive is posted whole or not at all (its members must keep their
-  // place among receives of the same tag).
-  bool RecvRoom(int n) const { return rx_capacity_ == 0 || posted_recvs_ + n <= rx_capacity_; }
-
-  // Cancels the posted operations of `request` that have not completed;
-  // each then completes with FI_ECANCELED. Caller holds mu().
-  void CancelPending(Request* request) {
-    if (request->cancelled) return;
-    request->cancelled = true;
-    for (int i = 0; i < request->posted; ++i) {
-      if (!request->done[i]) fi_cancel(&ep_->fid, &request->ops[i].context);
-    }
-  }
-
-  // Reaps both completion queues. Caller holds mu().
-  void Progress() {
-    if (ep_ == nullptr) return;
-    for (fid_cq* cq : {tx_cq_, rx_cq_}) {
-      for (int round = 0; round < 64; ++round) {
-        fi_cq_data_entry entries[16];
-        ssize_t n = fi_cq_read(cq, entries, 16);
-        if (n > 0) {
-          for (ssize_t k = 0; k < n; ++k) Completed(entries[k].op_context, entries[k].len, "");
-          continue;
-        }
-        if (n == -FI_EAVAIL) {
-          fi_cq_err_entry err{};
-          if (fi_cq_readerr(cq, &err, 0) != 1) break;
-          std::string why = err.err == FI_ETRUNC
-                                ? "message larger than the receive buffer (" +
-                                      std::to_string(err.olen) + " bytes too many)"
-                                : ofi::FiError(err.err);
-          Completed(err.op_context, err.len, why.empty() ? "failed" : why);
-          continue;
-        }
-        break;  // -FI_EAGAIN: empty; other errors show up on the operations
-      }
-    }
-  }
-
-  // Comms whose posted operations libfabric may still complete into.
-  void Park(std::unique_ptr<ListenComm> listen) { parked_listens_.push_back(std::move(listen)); }
-  void Park(std::unique_ptr<SendComm> send) { parked_sends_.push_back(std::move(send)); }
-
- private:
-  void Completed(void* context, size_t len, const std::string& error) {
-    if (context == nullptr) return;
-    Op* op = static_cast<Op*>(context);
-    Request* r = op->request;
-    const auto k = op - r->ops;
-    if (r->done[k]) return;
-    r->done[k] = true;
-    if (r->recv) {
-      r->sizes[k] = len;
-      --posted_recvs_;
-    }
-    if (!error.empty() && r->error.empty()) r->error = error;
-    ++r->completed;
-  }
-
-  fi_info* template_;
-  NicInfo nic_;
-  std::mutex mu_;
-  std::vector<uint8_t> address_;
-  uint32_t next_id_ = 0;
-  std::map<std::string, fi_addr_t> peers_;
-  size_t rx_capacity_ = 0;   // the receive queue's depth (0: the provider does not say)
-  size_t posted_recvs_ = 0;  // receives posted and not completed
-  std::vector<std::unique_ptr<ListenComm>> parked_listens_;
-  std::vector<std::unique_ptr<SendComm>> parked_sends_;
-};
 
 // The devices, found once. Deliberately never destroyed: NCCL may call
 // into the plugin from its proxy threads while the process exits.

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -29,8 +30,16 @@
 namespace tributary::nccl {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr const char* kLog = "nccl";
 constexpr uint64_t kHelloTag = 1ull << 63;
+// How long listen, and a grouped receive half posted, retry a receive queue
+// that libfabric says is full before they fail.
+constexpr auto kFullQueueRetry = std::chrono::seconds(2);
+// How long a waiting call leaves the device's lock to the other threads
+// between two tries.
+constexpr auto kPause = std::chrono::microseconds(100);
 
 // What listen() writes into NCCL's handle; connect() reads it.
 struct ListenHandle {
@@ -168,6 +177,19 @@ Device* DeviceAt(int dev) {
   return d.list[static_cast<size_t>(dev)];
 }
 
+// A call that has to wait for libfabric (a full queue) reaps and retries;
+// between two tries it pauses with the device's lock (held by `lock`)
+// released, so that NCCL's other proxy threads, which test() and post on
+// the device's other comms meanwhile, are not stopped behind it. Whatever
+// the caller read under the lock may have changed when this returns; what
+// it is building is not yet visible to other threads, and NCCL makes no
+// other call on the same comm meanwhile.
+void Pause(std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  std::this_thread::sleep_for(kPause);
+  lock.lock();
+}
+
 }  // namespace
 
 NcclResult NetInit() {
@@ -193,7 +215,7 @@ NcclResult NetListen(int dev, void* handle, void** listen_comm) {
   *listen_comm = nullptr;
   Device* d = DeviceAt(dev);
   if (d == nullptr) return Fail(kInvalidArgument, "listen", "no device " + std::to_string(dev));
-  std::lock_guard<std::mutex> lock(d->mu());
+  std::unique_lock<std::mutex> lock(d->mu());
   Status s = d->EnsureOpen();
   if (!s.ok()) return Fail(kSystemError, "listen", s.message());
   if (d->address().size() > kMaxAddressBytes) {
@@ -204,14 +226,15 @@ NcclResult NetListen(int dev, void* handle, void** listen_comm) {
   listen->listen_id = d->NextId();
   listen->request.device = d;
   listen->request.n = 1;
-  // listen has no "try again": reap for a while when the receive queue is
-  // full, then fail.
+  // listen has no "try again": reap and retry for a while when the receive
+  // queue is full (pausing without the lock), then fail.
   ssize_t rc;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  const auto end = Clock::now() + kFullQueueRetry;
   while ((rc = d->PostRecv(&listen->request, 0, &listen->hello, sizeof(Hello), FI_ADDR_UNSPEC,
                            kHelloTag | listen->listen_id)) == -FI_EAGAIN &&
-         std::chrono::steady_clock::now() < end) {
+         Clock::now() < end) {
     d->Progress();
+    Pause(lock);
   }
   if (rc != 0) return Fail(kSystemError, "listen", "fi_trecv: " + ofi::FiError(static_cast<int>(rc)));
   ListenHandle h{};
@@ -329,7 +352,7 @@ NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, co
   }
   auto* comm = static_cast<RecvComm*>(recv_comm);
   Device* d = comm->device;
-  std::lock_guard<std::mutex> lock(d->mu());
+  std::unique_lock<std::mutex> lock(d->mu());
   if (!d->RecvRoom(n)) {
     d->Progress();
     return kSuccess;  // the receive queue is full: a null request, NCCL tries again
@@ -341,16 +364,20 @@ NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, co
   for (int i = 0; i < n; ++i) {
     ssize_t rc;
     // Once one receive of the group is posted the rest must follow: reap
-    // and retry (bounded) rather than hand NCCL half a group.
-    for (int tries = 0;; ++tries) {
+    // and retry (bounded, pausing without the lock) rather than hand NCCL
+    // half a group. The posted members may complete meanwhile, into `r`,
+    // which only this call knows.
+    const auto end = Clock::now() + kFullQueueRetry;
+    for (;;) {
       rc = d->PostRecv(r.get(), i, data[i], sizes[i], comm->peer, DataTag(comm->send_id, tags[i]));
       if (rc != -FI_EAGAIN) break;
       if (i == 0) {
         d->Progress();
         return kSuccess;  // nothing posted: a null request, NCCL tries again
       }
-      if (tries == 100000) break;
+      if (Clock::now() >= end) break;
       d->Progress();
+      Pause(lock);
     }
     if (rc != 0) {
       d->CancelPending(r.get());

@@ -19,10 +19,14 @@
 //
 // Nothing blocks: connect, isend and irecv return a null comm or request
 // when libfabric says "try again", and NCCL calls again. test() reaps the
-// device's completion queues (manual progress) and never waits.
+// device's completion queues (manual progress) and never waits. The calls
+// that cannot say "try again" (listen, and a grouped receive whose first
+// members are posted) retry a full receive queue for up to 2 s.
 //
 // Thread-safety: every call may come from any thread; each device's
-// endpoint, queues and comms are guarded by the device's mutex.
+// endpoint, queues and comms are guarded by the device's mutex, which a
+// call that waits releases between its tries (NCCL's other proxy threads
+// test() other comms of the same device meanwhile).
 #pragma once
 
 #include <cstddef>

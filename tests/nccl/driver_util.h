@@ -3,7 +3,8 @@
 // ranks (handles and barriers in shared memory), the logger NCCL would pass,
 // dlopen of the plugin under test ($NCCL_PLUGIN_UNDER_TEST, set by CMake),
 // polling as NCCL's proxy polls (test() and null-request retries, bounded,
-// yielding), and the fixture that points the plugin at loopback.
+// yielding), a ring of point-to-point comm pairs, and the fixture that
+// points the plugin at loopback.
 // Thread-safety: the logger is guarded; the rest is per rank process.
 #pragma once
 
@@ -106,6 +107,29 @@ bool Posted(Post&& post, void** request, int seconds = 60) {
     if (*request == nullptr) std::this_thread::yield();
   }
   return true;
+}
+
+// Connects rank -> rank+1 and accepts rank-1 -> rank in a ring of `ranks`,
+// retrying as NCCL does; the listen handles travel in net_handles (phase 0)
+// or net_handles2 (any other phase).
+inline int RingConnect(NetV12* net, void* ctx, Exchange* x, int rank, void** send, void** recv,
+                       void** listen, int phase = 0, int ranks = kRanks) {
+  auto* handles = phase == 0 ? x->net_handles : x->net_handles2;
+  if (net->listen(ctx, 0, handles[rank], listen) != kSuccess) return Fail(rank, "listen");
+  if (!Barrier(x, phase, ranks)) return Fail(rank, "barrier " + std::to_string(phase));
+  *send = *recv = nullptr;
+  auto end = Clock::now() + std::chrono::seconds(30);
+  while (*send == nullptr || *recv == nullptr) {
+    if (*send == nullptr &&
+        net->connect(ctx, 0, handles[(rank + 1) % ranks], send, nullptr) != kSuccess) {
+      return Fail(rank, "connect");
+    }
+    if (*recv == nullptr && net->accept(*listen, recv, nullptr) != kSuccess) {
+      return Fail(rank, "accept");
+    }
+    if (Clock::now() > end) return Fail(rank, "connect/accept did not finish in 30 s");
+  }
+  return 0;
 }
 
 inline uint8_t PatternByte(int sender, int tag, size_t i) {

@@ -10,12 +10,15 @@
 // messages (the maxP2pBytes reported), received sizes reported exactly, a
 // second comm pair with the same tag, a listen closed before any accept, a
 // message larger than its receive buffer failing that receive (no hang),
-// two threads sharing a device, closes in different orders, and an shm
-// endpoint name held by a stale region (crash, then pid reuse).
+// two threads sharing a device, a thread waiting for room in a full receive
+// queue without stopping the others, closes in different orders, and an
+// shm endpoint name held by a stale region (crash, then pid reuse).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -28,27 +31,6 @@
 
 namespace tributary::nccl {
 namespace {
-
-// Connects rank -> rank+1 and accepts rank-1 -> rank, retrying as NCCL does.
-int RingConnect(NetV12* net, void* ctx, Exchange* x, int rank, void** send, void** recv,
-                void** listen, int phase = 0) {
-  auto* handles = phase == 0 ? x->net_handles : x->net_handles2;
-  if (net->listen(ctx, 0, handles[rank], listen) != kSuccess) return Fail(rank, "listen");
-  if (!Barrier(x, phase, kRanks)) return Fail(rank, "barrier " + std::to_string(phase));
-  *send = *recv = nullptr;
-  auto end = Clock::now() + std::chrono::seconds(30);
-  while (*send == nullptr || *recv == nullptr) {
-    if (*send == nullptr &&
-        net->connect(ctx, 0, handles[(rank + 1) % kRanks], send, nullptr) != kSuccess) {
-      return Fail(rank, "connect");
-    }
-    if (*recv == nullptr && net->accept(*listen, recv, nullptr) != kSuccess) {
-      return Fail(rank, "accept");
-    }
-    if (Clock::now() > end) return Fail(rank, "connect/accept did not finish in 30 s");
-  }
-  return 0;
-}
 
 int PointToPointRank(Exchange* x, int rank, bool oversized) {
   x->pids[rank] = getpid();
@@ -472,6 +454,121 @@ TEST_F(PluginDriver, TwoThreadsShareADevice) {
                                 return failed_a || failed_b ? Fail(rank, "a thread failed") : 0;
                               }),
             "");
+}
+
+// A call that waits inside the plugin must not hold the device's lock
+// while it waits: NCCL's proxy threads test() other comms of the same
+// device meanwhile. Here the wait is listen() on a full receive queue
+// (tcp;ofi_rxm says "try again" past its 2048 receives; the plugin retries
+// for up to 2 s). Rank 1 fills its queue with receives on a second comm
+// pair; thread A then listens, while thread B sends 1 MiB on the first
+// pair and tests it until done, rank 0 receiving it only once A waits.
+// Each of B's test() calls is short and the send completes while A still
+// waits (a send takes no room in the receive queue); then rank 0 completes
+// one of the filling receives, which makes room, and A's listen succeeds.
+int FullQueueRank(Exchange* x, int rank) {
+  auto* net = Load<NetV12>("ncclNetPlugin_v12");
+  if (net == nullptr) return Fail(rank, "load");
+  void* ctx = nullptr;
+  NetCommConfig config{-1};
+  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
+  void *send, *recv, *listen, *send2, *recv2, *listen2;
+  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, 2)) return rc;
+  if (int rc = RingConnect(net, ctx, x, rank, &send2, &recv2, &listen2, 5, 2)) return rc;
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<uint8_t> message(kBytes, static_cast<uint8_t>(rank == 1 ? 0x5a : 0));
+  int ignored;
+  std::string failure;  // rank 1's verdict, given after the last barrier
+  if (rank == 0) {
+    void* data = message.data();
+    size_t size = kBytes;
+    int tag = 1;
+    uint8_t two = 2;
+    void *r, *s;
+    if (!Barrier(x, 1, 2)) return Fail(rank, "barrier 1");  // rank 1's thread A waits in listen
+    if (!Posted([&](void** q) { return net->irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, q); },
+                &r) ||
+        Wait(net->test, r, &ignored) != kSuccess || message[kBytes - 1] != 0x5a) {
+      return Fail(rank, "receive from thread B");
+    }
+    if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");  // thread B is done
+    if (!Posted([&](void** q) { return net->isend(send2, &two, 1, 1000, nullptr, nullptr, q); },
+                &s) ||
+        Wait(net->test, s, &ignored) != kSuccess) {
+      return Fail(rank, "send to a filling receive");
+    }
+  } else {
+    // The filling receives: until the plugin hands back a null request.
+    static uint8_t fill[4096];
+    int filled = 0;
+    for (; filled < 4096; ++filled) {
+      void* d = &fill[filled];
+      size_t size = 1;
+      int t = 1000 + filled;
+      void* r = nullptr;
+      if (net->irecv(recv2, 1, &d, &size, &t, nullptr, nullptr, &r) != kSuccess) {
+        return Fail(rank, "filling irecv");
+      }
+      if (r == nullptr) break;
+    }
+    std::atomic<bool> waiting{false};
+    std::atomic<int> listened{-1};  // what listen() returned; -1 until it does
+    std::thread a([&] {
+      char handle[kHandleMaxBytes];
+      void* l = nullptr;
+      waiting = true;
+      listened = net->listen(ctx, 0, handle, &l);
+      if (listened == kSuccess) net->close_listen(l);
+    });
+    struct Joiner {
+      std::thread& thread;
+      ~Joiner() {
+        if (thread.joinable()) thread.join();
+      }
+    } joiner{a};
+    while (!waiting) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // A is in listen()
+    if (!Barrier(x, 1, 2)) return Fail(rank, "barrier 1");
+    // Thread B (this one), as NCCL's proxy: isend, then test() until done.
+    auto longest = Clock::duration::zero();
+    void* b_request = nullptr;
+    auto end = Clock::now() + std::chrono::seconds(30);
+    int done = 0;
+    while (!done && Clock::now() < end) {
+      const auto start = Clock::now();
+      NcclResult r = b_request == nullptr
+                         ? net->isend(send, message.data(), kBytes, 1, nullptr, nullptr, &b_request)
+                         : net->test(b_request, &done, &ignored);
+      if (r != kSuccess) return Fail(rank, "thread B's isend or test");
+      longest = std::max(longest, Clock::now() - start);
+      std::this_thread::yield();
+    }
+    const bool a_waited = listened == -1;  // A has not returned yet
+    if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
+    a.join();  // listen() found room
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(longest).count();
+    if (!done) {
+      failure = "thread B's send did not complete";
+    } else if (ms > 500 || !a_waited) {
+      failure = "a call took " + std::to_string(ms) + " ms" +
+                (a_waited ? "" : ", and returned only after listen() did,") +
+                " while another thread waited in listen() for room in the receive queue (" +
+                std::to_string(filled) + " receives posted)";
+    } else if (listened != kSuccess) {
+      failure = "listen did not succeed once there was room";
+    }
+  }
+  if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
+  for (void* c : {recv, recv2}) net->close_recv(c);
+  for (void* c : {send, send2}) net->close_send(c);
+  for (void* c : {listen, listen2}) net->close_listen(c);
+  if (!failure.empty()) return Fail(rank, failure);
+  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+}
+
+TEST_F(PluginDriver, WaitingForAFullReceiveQueueLeavesTheDeviceToOtherThreads) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(2, 120, [x](int rank) { return FullQueueRank(x, rank); }), "");
 }
 
 // The largest message the plugin reports (maxP2pBytes, 1 GiB) around the

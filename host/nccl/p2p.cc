@@ -380,9 +380,11 @@ NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, co
       Pause(lock);
     }
     if (rc != 0) {
+      // The members posted are cancelled; they still complete into `r`.
       d->CancelPending(r.get());
       r->comm = nullptr;
-      r.release();  // the cancelled receives still complete into it; it stays allocated
+      Request* posted = r.get();
+      d->Park(posted, std::move(r), "grouped receive posted in part");
       return Fail(kSystemError, "irecv", "fi_trecv: " + ofi::FiError(static_cast<int>(rc)));
     }
   }
@@ -426,9 +428,10 @@ NcclResult NetCloseSend(void* send_comm) {
   Device* d = comm->device;
   std::lock_guard<std::mutex> lock(d->mu());
   d->Progress();
-  // A hello still in flight (a peer that never accepted) may yet complete
-  // into the comm: it stays allocated, with its device.
-  if (comm->hello_request.completed == 0) d->Park(std::move(comm));
+  // A hello still in flight (a peer that has not progressed yet, or never
+  // accepts) may yet complete into the comm: parked until it has.
+  Request* hello = &comm->hello_request;
+  d->Park(hello, std::move(comm), "send comm with its hello in flight");
   return kSuccess;
 }
 
@@ -449,10 +452,14 @@ NcclResult NetCloseListen(void* listen_comm) {
   Device* d = listen->device;
   std::lock_guard<std::mutex> lock(d->mu());
   d->Progress();
-  if (listen->request.completed == 0) {
-    d->CancelPending(&listen->request);
-    d->Park(std::move(listen));
+  // A hello receive still posted is cancelled (it usually completes at
+  // once, and the comm goes now) and parked until it completed.
+  Request* hello = &listen->request;
+  if (!Settled(*hello)) {
+    d->CancelPending(hello);
+    d->Progress();
   }
+  d->Park(hello, std::move(listen), "listen comm with its hello receive posted");
   return kSuccess;
 }
 

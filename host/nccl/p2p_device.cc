@@ -7,6 +7,8 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
 
+#include <vector>
+
 #include "common/log.h"
 #include "common/ofi/ofi_api.h"
 #include "common/ofi/ofi_fabric.h"
@@ -105,6 +107,23 @@ void Device::Progress() {
       break;  // -FI_EAGAIN: empty; other errors show up on the operations
     }
   }
+  if (settled_parked_ > 0) Reap();
+}
+
+void Device::Park(Request* request, std::shared_ptr<void> owner, const char* what) {
+  if (Settled(*request)) return;  // `owner` goes now
+  request->parked = true;
+  parked_.push_back(Parked{request, std::move(owner)});
+  TRIB_LOG(kDebug, kLog, "device %s: %s parked until libfabric completes it, parked now: %zu",
+           nic_.name.c_str(), what, parked_.size());
+}
+
+void Device::Reap() {
+  const size_t before = parked_.size();
+  std::erase_if(parked_, [](const Parked& p) { return Settled(*p.request); });
+  settled_parked_ = 0;
+  TRIB_LOG(kDebug, kLog, "device %s: %zu parked freed, parked now: %zu", nic_.name.c_str(),
+           before - parked_.size(), parked_.size());
 }
 
 void Device::Completed(void* context, size_t len, const std::string& error) {
@@ -120,6 +139,7 @@ void Device::Completed(void* context, size_t len, const std::string& error) {
   }
   if (!error.empty() && r->error.empty()) r->error = error;
   ++r->completed;
+  if (r->parked && Settled(*r)) ++settled_parked_;
 }
 
 }  // namespace tributary::nccl

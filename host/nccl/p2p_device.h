@@ -15,7 +15,10 @@
 // receive is posted when NCCL closes it is cancelled and parked, as is a
 // send comm whose hello is in flight; receives of a closed receive comm are
 // cancelled and their requests stay until test() sees them complete.
-// Parked comms live as long as their device.
+// A parked comm (or request) is freed by the first Progress() after its
+// last operation completed, whichever thread progresses the device, so
+// that a job opening and closing comms by the thousand does not grow.
+// DEBUG lines count them ("parked now: N").
 //
 // Thread-safety: the device's mutex guards its endpoint, its queues and all
 // comms and requests on it; every method but nic() and mu() expects the
@@ -68,11 +71,15 @@ struct Request {
   int n = 0;               // operations in the request
   int posted = 0;          // of them posted to libfabric
   int completed = 0;       // of them completed (or failed, or cancelled)
+  bool parked = false;     // its owner is closed: the device frees it once settled
   std::string error;       // set by the first failed operation
   size_t sizes[kMaxGroupedRecvs] = {};  // receives: bytes received; sends: bytes posted
   bool done[kMaxGroupedRecvs] = {};
   Op ops[kMaxGroupedRecvs];
 };
+
+// Whether libfabric is done with `r`: every operation it posted completed.
+inline bool Settled(const Request& r) { return r.completed == r.posted; }
 
 struct SendComm {
   Device* device;
@@ -129,15 +136,23 @@ class Device : public ofi::RdmEndpoint {
   // each then completes with FI_ECANCELED.
   void CancelPending(Request* request);
 
-  // Reaps both completion queues.
+  // Reaps both completion queues, then frees what is parked and settled.
   void Progress();
 
-  // Comms whose posted operations libfabric may still complete into.
-  void Park(std::unique_ptr<ListenComm> listen) { parked_listens_.push_back(std::move(listen)); }
-  void Park(std::unique_ptr<SendComm> send) { parked_sends_.push_back(std::move(send)); }
+  // Keeps `owner` (a closed comm, or a request NCCL no longer holds), which
+  // holds `request`, until every posted operation of `request` completed:
+  // libfabric may still write into both until then. Frees it at once when
+  // it already has. `what` names it in the DEBUG lines.
+  void Park(Request* request, std::shared_ptr<void> owner, const char* what);
 
  private:
+  struct Parked {
+    Request* request;
+    std::shared_ptr<void> owner;  // frees the comm or request it holds
+  };
+
   void Completed(void* context, size_t len, const std::string& error);
+  void Reap();
 
   fi_info* template_;
   NicInfo nic_;
@@ -147,8 +162,8 @@ class Device : public ofi::RdmEndpoint {
   std::map<std::string, fi_addr_t> peers_;
   size_t rx_capacity_ = 0;   // the receive queue's depth (0: the provider does not say)
   size_t posted_recvs_ = 0;  // receives posted and not completed
-  std::vector<std::unique_ptr<ListenComm>> parked_listens_;
-  std::vector<std::unique_ptr<SendComm>> parked_sends_;
+  std::vector<Parked> parked_;
+  size_t settled_parked_ = 0;  // of them settled since the last Reap()
 };
 
 }  // namespace tributary::nccl

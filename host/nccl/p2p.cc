@@ -37,6 +37,9 @@ constexpr uint64_t kHelloTag = 1ull << 63;
 // How long listen, and a grouped receive half posted, retry a receive queue
 // that libfabric says is full before they fail.
 constexpr auto kFullQueueRetry = std::chrono::seconds(2);
+// How long closeRecv waits for the receives it cancelled to complete
+// before it parks them.
+constexpr auto kCloseWait = std::chrono::seconds(1);
 // How long a waiting call leaves the device's lock to the other threads
 // between two tries.
 constexpr auto kPause = std::chrono::microseconds(100);
@@ -437,12 +440,41 @@ NcclResult NetCloseSend(void* send_comm) {
 
 NcclResult NetCloseRecv(void* recv_comm) {
   std::unique_ptr<RecvComm> comm(static_cast<RecvComm*>(recv_comm));
-  std::lock_guard<std::mutex> lock(comm->device->mu());
-  // Receives NCCL abandoned (an abort) must not land in buffers it frees:
-  // cancelled; their requests complete, and test() frees them if NCCL asks.
+  Device* d = comm->device;
+  std::unique_lock<std::mutex> lock(d->mu());
+  // The receives NCCL has not seen complete are abandoned (an abort, or a
+  // teardown that stopped testing): NCCL never tests a request of a closed
+  // comm, so they are the plugin's to free. Those still pending are
+  // cancelled, but one that libfabric already matched cannot be: libfabric
+  // goes on writing its buffer, NCCL's memory, until it completes. So
+  // closeRecv waits, pausing without the lock, until every one of them has
+  // completed; past kCloseWait (a peer that stopped mid-message) the rest
+  // are parked, with a WARN, rather than closeRecv hanging.
+  std::vector<std::unique_ptr<Request>> abandoned;
   for (Request* r : comm->outstanding) {
-    comm->device->CancelPending(r);
     r->comm = nullptr;
+    d->CancelPending(r);
+    abandoned.emplace_back(r);
+  }
+  const auto end = Clock::now() + kCloseWait;
+  for (;;) {
+    d->Progress();
+    std::erase_if(abandoned, [](const auto& r) { return Settled(*r); });
+    if (abandoned.empty() || Clock::now() >= end) break;
+    Pause(lock);
+  }
+  if (!abandoned.empty()) {
+    TRIB_LOG(kWarn, kLog,
+             "closeRecv: %zu receive(s) still in progress %lld ms after they were cancelled (a "
+             "peer stopped mid-message?): kept until they complete; libfabric may write into "
+             "their buffers until then",
+             abandoned.size(),
+             static_cast<long long>(
+                 std::chrono::duration_cast<std::chrono::milliseconds>(kCloseWait).count()));
+    for (auto& r : abandoned) {
+      Request* pending = r.get();
+      d->Park(pending, std::move(r), "receive of a closed receive comm");
+    }
   }
   return kSuccess;
 }

@@ -13,12 +13,13 @@
 // message between two comms alike: matching is FIFO, FI_ORDER_SAS).
 // Nothing libfabric may still write is freed: a listen comm whose hello
 // receive is posted when NCCL closes it is cancelled and parked, as is a
-// send comm whose hello is in flight; receives of a closed receive comm are
-// cancelled and their requests stay until test() sees them complete.
-// A parked comm (or request) is freed by the first Progress() after its
-// last operation completed, whichever thread progresses the device, so
-// that a job opening and closing comms by the thousand does not grow.
-// DEBUG lines count them ("parked now: N").
+// send comm whose hello is in flight. Receives of a closed receive comm are
+// cancelled, and closeRecv waits (bounded) until libfabric completed each
+// of them, parking those that have not by then. A parked comm (or request)
+// is freed by the first Progress() after its last operation completed,
+// whichever thread progresses the device, so that a job opening and
+// closing comms by the thousand does not grow. DEBUG lines count them
+// ("parked now: N").
 //
 // Thread-safety: the device's mutex guards its endpoint, its queues and all
 // comms and requests on it; every method but nic() and mu() expects the

@@ -549,7 +549,7 @@ int FullQueueRank(Exchange* x, int rank) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(longest).count();
     if (!done) {
       failure = "thread B's send did not complete";
-    } else if (ms > 500 || !a_waited) {
+    } else if (ms > 1000 || !a_waited) {
       failure = "a call took " + std::to_string(ms) + " ms" +
                 (a_waited ? "" : ", and returned only after listen() did,") +
                 " while another thread waited in listen() for room in the receive queue (" +

@@ -11,14 +11,18 @@
 // Device offload (getDeviceMr, irecvConsumed) and virtual NICs
 // (makeVDevice) are not offered: null, as NCCL allows.
 //
+// The v11 and v12 inits hand NCCL the communicator's context
+// (comm_context.h), which their finalizes release.
+//
 // Thread-safety: the tables are immutable; the functions are those of
-// p2p.h and collnet.h.
+// p2p.h, collnet.h and comm_context.h.
 #include <atomic>
 #include <cstring>
 #include <type_traits>
 
 #include "common/log.h"
 #include "host/nccl/collnet.h"
+#include "host/nccl/comm_context.h"
 #include "host/nccl/nccl_abi.h"
 #include "host/nccl/p2p.h"
 #include "host/nccl/plugin_log.h"
@@ -27,7 +31,6 @@ namespace tributary::nccl {
 namespace {
 
 constexpr size_t kMaxTransferBytes = 1ull << 30;  // per isend/irecv and per collective call
-int g_context;  // what v11+ init hands NCCL as its context: the plugin's state is per process
 
 // Fills any version's properties from the NIC; fields a version lacks are skipped.
 template <typename Props>
@@ -101,15 +104,30 @@ NcclResult NetStart(DebugLogger logger, const char* which) {
   return r;
 }
 
-NcclResult NetFinalize(void*) {
+// v11+: the context of the communicator (comm_context.h) NCCL inits the
+// plugin for, or null when init failed (NCCL does not finalize then).
+template <typename Start>
+NcclResult InitWithContext(void** ctx, uint64_t comm_id, Start start) {
+  *ctx = nullptr;
+  NcclResult r = start();
+  if (r == kSuccess) *ctx = CommContext::Acquire(comm_id);
+  return r;
+}
+
+// The end of a communicator (v11+): says whether it used CollNet.
+NcclResult NetFinalize(void* ctx) {
+  auto* context = static_cast<CommContext*>(ctx);
   const char* enable = getenv("NCCL_COLLNET_ENABLE");
-  if (enable != nullptr && strcmp(enable, "1") == 0 && !CollEverConnected()) {
+  if (enable != nullptr && strcmp(enable, "1") == 0 && context != nullptr &&
+      !context->collnet_connected()) {
     TRIB_LOG(kWarn, "nccl",
              "CollNet NOT USED: NCCL_COLLNET_ENABLE=1 but NCCL never connected a CollNet "
-             "communicator (one node only, fewer nodes than NCCL_COLLNET_NODE_THRESHOLD, or "
-             "CollNet setup failed: see the warnings above); all-reduces ran on NCCL's own "
-             "algorithms.");
+             "communicator for this communicator (commId %#llx: one node only, fewer nodes "
+             "than NCCL_COLLNET_NODE_THRESHOLD, or CollNet setup failed: see the warnings "
+             "above); its all-reduces ran on NCCL's own algorithms.",
+             static_cast<unsigned long long>(context->comm_id()));
   }
+  CommContext::Release(context);
   return kSuccess;
 }
 
@@ -210,9 +228,10 @@ NetV10 MakeNetV10() {
 template <typename Net, typename Props, int kVersion>
 Net MakeNetV11Like() {
   Net t = NetTable<Net, Props>(
-      [](void** ctx, uint64_t, NetCommConfig*, DebugLogger l, ProfilerCallback) {
-        *ctx = &g_context;
-        return NetStart(l, kVersion == 12 ? "ncclNet v12" : "ncclNet v11");
+      [](void** ctx, uint64_t comm_id, NetCommConfig*, DebugLogger l, ProfilerCallback) {
+        return InitWithContext(ctx, comm_id, [l] {
+          return NetStart(l, kVersion == 12 ? "ncclNet v12" : "ncclNet v11");
+        });
       },
       ListenV11, ConnectV11, IsendV10, IrecvV10);
   t.finalize = NetFinalize;
@@ -267,14 +286,18 @@ Coll CollNetTable() {
 template <typename Coll, typename Props, int kVersion>
 Coll MakeCollNetV11Like() {
   Coll t = CollNetTable<Coll, Props, size_t, size_t>();
-  t.init = [](void** ctx, uint64_t, DebugLogger l) {
-    *ctx = &g_context;
-    return CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
+  t.init = [](void** ctx, uint64_t comm_id, DebugLogger l) {
+    return InitWithContext(ctx, comm_id, [l] {
+      return CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
+    });
   };
-  t.listen = [](void*, int dev, void* handle, void** listen) {
-    return CollListen(dev, handle, listen);
+  t.listen = [](void* ctx, int dev, void* handle, void** listen) {
+    return CollListen(static_cast<CommContext*>(ctx), dev, handle, listen);
   };
-  t.finalize = [](void*) { return kSuccess; };
+  t.finalize = [](void* ctx) {
+    CommContext::Release(static_cast<CommContext*>(ctx));
+    return kSuccess;
+  };
   return t;
 }
 
@@ -287,7 +310,9 @@ Coll MakeCollNetV8Like() {
                         : kVersion == 9 ? "ncclCollNet v9"
                                         : "ncclCollNet v8");
   };
-  t.listen = CollListen;
+  t.listen = [](int dev, void* handle, void** listen) {
+    return CollListen(nullptr, dev, handle, listen);
+  };
   return t;
 }
 

@@ -6,7 +6,6 @@
 
 #include <sys/random.h>
 
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -31,6 +30,13 @@ struct CollHandle {
   uint64_t job_key;
 };
 static_assert(sizeof(CollHandle) <= kHandleMaxBytes);
+
+// A listen comm: the handle listen() wrote, and the communicator connect()
+// tells when it joined (null: an ABI without contexts).
+struct CollListenComm {
+  CollHandle handle;
+  CommContext* context;
+};
 
 struct CollComm {
   explicit CollComm(std::unique_ptr<Communicator> c) : comm(std::move(c)) {}
@@ -58,8 +64,6 @@ struct CollRequest {
   tributary::Request request;  // invalid: complete at once (flush)
   size_t bytes = 0;
 };
-
-std::atomic<bool> g_connected{false};
 
 NcclResult Warn(NcclResult code, const char* what, const std::string& why) {
   TRIB_LOG(kWarn, kLog, "CollNet %s: %s", what, why.c_str());
@@ -111,8 +115,6 @@ bool ToReduceOp(NcclRedOp op, tributary::ReduceOp* out) {
 
 }  // namespace
 
-bool CollEverConnected() { return g_connected.load(); }
-
 NcclResult CollInit() {
   auto options = Options::FromEnvironment();
   if (!options.ok()) return Warn(kInvalidArgument, "init", options.status().message());
@@ -135,7 +137,7 @@ NcclResult CollDevices(int* ndev) {
   return kSuccess;
 }
 
-NcclResult CollListen(int, void* handle, void** listen_comm) {
+NcclResult CollListen(CommContext* context, int, void* handle, void** listen_comm) {
   CollHandle h{};
   h.magic = kCollHandleMagic;
   while (h.job_id == 0 || h.job_key == 0) {
@@ -145,7 +147,7 @@ NcclResult CollListen(int, void* handle, void** listen_comm) {
     }
   }
   memcpy(handle, &h, sizeof(h));
-  *listen_comm = new CollHandle(h);
+  *listen_comm = new CollListenComm{h, context};
   return kSuccess;
 }
 
@@ -154,7 +156,7 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
   *coll_comm = nullptr;
   // NCCL closes the listen comm after a connect that succeeded, and forgets
   // it after one that failed: then it is freed here.
-  std::unique_ptr<CollHandle> listen_on_failure(static_cast<CollHandle*>(listen_comm));
+  std::unique_ptr<CollListenComm> listen_on_failure(static_cast<CollListenComm*>(listen_comm));
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     return Warn(kInvalidArgument, "connect", "rank " + std::to_string(rank) + " of " +
                                                  std::to_string(nranks));
@@ -183,8 +185,8 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
              rank, nranks, config.options.aggregator.c_str(), comm.status().ToString().c_str());
     return kSystemError;
   }
-  g_connected = true;
-  listen_on_failure.release();  // NCCL's to close
+  CommContext* context = listen_on_failure.release()->context;  // NCCL's to close
+  if (context != nullptr) context->MarkCollNetConnected();
   TRIB_LOG(kInfo, kLog, "CollNet rank %d of %d joined job %u at aggregator %s over %s", rank,
            nranks, h.job_id, config.options.aggregator.c_str(),
            comm.value()->options().transport.c_str());
@@ -350,7 +352,7 @@ NcclResult CollClose(void* coll_comm) {
 }
 
 NcclResult CollCloseListen(void* listen_comm) {
-  delete static_cast<CollHandle*>(listen_comm);
+  delete static_cast<CollListenComm*>(listen_comm);
   return kSuccess;
 }
 

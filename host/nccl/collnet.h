@@ -11,20 +11,23 @@
 // with the registered buffers; test() polls its Request and never blocks.
 //
 // Thread-safety: a Communicator guards itself; NCCL serialises the calls on
-// one collComm's handles, and nothing else here is shared but the atomic
-// "connected" flag.
+// one collComm's handles, and nothing else here is shared but the
+// communicators' contexts (comm_context.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "host/nccl/comm_context.h"
 #include "host/nccl/nccl_abi.h"
 
 namespace tributary::nccl {
 
 NcclResult CollInit();
 NcclResult CollDevices(int* ndev);
-NcclResult CollListen(int dev, void* handle, void** listen_comm);
+// `context`: the communicator's (ABI v11 and later), told when connect
+// succeeds; null for v8..v10.
+NcclResult CollListen(CommContext* context, int dev, void* handle, void** listen_comm);
 // On failure (an error code) `listen_comm` is freed: NCCL forgets it then.
 NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm, void** coll_comm);
 NcclResult CollReduceSupport(NcclDataType dtype, NcclRedOp op, int* supported);
@@ -45,9 +48,5 @@ NcclResult CollIflush(void* coll_comm, void** request);
 NcclResult CollTest(void* request, int* done, int* size);
 NcclResult CollClose(void* coll_comm);
 NcclResult CollCloseListen(void* listen_comm);
-
-// Whether any CollNet comm of this process ever connected: when NCCL
-// enabled CollNet and none did, the plugin says so at finalize.
-bool CollEverConnected();
 
 }  // namespace tributary::nccl

@@ -6,9 +6,11 @@
 // four in flight, 0 elements and 4 Mi floats, without and with injected
 // loss; iallgather and ireducescatter over windows of the parts (whole,
 // inside one part, across two boundaries); the same collectives through
-// the v8-v11 tables; and the failures NCCL must see as an error code with a logged
-// reason, never a hang: an aggregator that does not answer, a rank whose
-// key does not match, and a rank that dies before its contribution.
+// the v8-v11 tables; two communicators in one process, only one of which
+// uses CollNet, told apart at their ends; and the failures NCCL must see
+// as an error code with a logged reason, never a hang: an aggregator that
+// does not answer, a rank whose key does not match, and a rank that dies
+// before its contribution.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,17 +31,19 @@ namespace {
 // One CollNet rank: init, listen, swap handles, connect. `tamper` changes
 // the key of rank 0's handle before connecting (a rank with the wrong key).
 // Any table version: v8-v10 init and listen without a context, v11 and
-// v12 with one.
+// v12 with the one of communicator `comm_id` (in *ctx when asked).
 template <typename Coll>
 int CollSetup(Exchange* x, int rank, int ranks, Coll** coll, void** comm, bool tamper,
-              NcclResult* connect_result, const char* symbol = "ncclCollNetPlugin_v12") {
+              NcclResult* connect_result, const char* symbol = "ncclCollNetPlugin_v12",
+              uint64_t comm_id = 1, void** context = nullptr) {
   *coll = Load<Coll>(symbol);
   if (*coll == nullptr) return Fail(rank, std::string("load ") + symbol);
   void* listen = nullptr;
   NcclResult listened;
   if constexpr (std::is_same_v<decltype((*coll)->listen), ListenV11Fn>) {
     void* ctx = nullptr;
-    if ((*coll)->init(&ctx, 1, Logger) != kSuccess) return Fail(rank, "init");
+    if ((*coll)->init(&ctx, comm_id, Logger) != kSuccess) return Fail(rank, "init");
+    if (context != nullptr) *context = ctx;
     listened = (*coll)->listen(ctx, 0, x->coll_handles[rank], &listen);
   } else {
     if ((*coll)->init(Logger) != kSuccess) return Fail(rank, "init");
@@ -453,6 +457,64 @@ TEST_F(CollNetDriver, RankThatDiesMidCollectiveIsAnErrorNotAHang) {
                : Fail(rank, "all-reduce with a dead rank did not fail");
   });
   EXPECT_EQ(failures, "");
+}
+
+// NCCL_COLLNET_ENABLE=1 and two communicators in each process, as NCCL
+// 2.28 inits them (ABI v12: ncclNet's then ncclCollNet's init with the
+// communicator's commId, and at its end ncclNet's then ncclCollNet's
+// finalize): the first connects CollNet, the second never does (NCCL chose
+// not to). Each finalize speaks for its own communicator: the second's
+// says CollNet was not used, the first's does not.
+int TwoCommunicatorsRank(Exchange* x, int rank) {
+  setenv("NCCL_COLLNET_ENABLE", "1", 1);
+  auto* net = Load<NetV12>("ncclNetPlugin_v12");
+  if (net == nullptr) return Fail(rank, "load ncclNetPlugin_v12");
+  constexpr uint64_t kUsing = 0xa11, kNotUsing = 0xb22;
+  NetCommConfig config{-1};
+  void *net_using, *net_not_using, *coll_using, *coll_not_using;
+  if (net->init(&net_using, kUsing, &config, Logger, nullptr) != kSuccess) {
+    return Fail(rank, "ncclNet init");
+  }
+  CollNetV12* coll;
+  void* comm;
+  NcclResult connected = kInternalError;  // until CollSetup says
+  if (int rc = CollSetup(x, rank, kRanks, &coll, &comm, false, &connected, "ncclCollNetPlugin_v12",
+                         kUsing, &coll_using)) {
+    return rc;
+  }
+  if (connected != kSuccess) return Fail(rank, "connect");
+  if (net->init(&net_not_using, kNotUsing, &config, Logger, nullptr) != kSuccess ||
+      coll->init(&coll_not_using, kNotUsing, Logger) != kSuccess) {
+    return Fail(rank, "the second communicator's init");
+  }
+  auto said = [] {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    int n = 0;
+    for (size_t at = g_log.find("CollNet NOT USED"); at != std::string::npos;
+         at = g_log.find("CollNet NOT USED", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  if (net->finalize(net_not_using) != kSuccess || coll->finalize(coll_not_using) != kSuccess) {
+    return Fail(rank, "the second communicator's finalize");
+  }
+  if (said() != 1) {
+    return Fail(rank, "the communicator that never connected CollNet ended without a word (" +
+                          std::to_string(said()) + " CollNet NOT USED lines)");
+  }
+  if (coll->close_coll(comm) != kSuccess || net->finalize(net_using) != kSuccess ||
+      coll->finalize(coll_using) != kSuccess) {
+    return Fail(rank, "the first communicator's end");
+  }
+  if (said() != 1) return Fail(rank, "CollNet NOT USED said of the communicator that used it");
+  return 0;
+}
+
+TEST_F(CollNetDriver, CollNetNotUsedIsToldPerCommunicator) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(kRanks, 120, [x](int rank) { return TwoCommunicatorsRank(x, rank); }),
+            "");
 }
 
 // NCCL freeing an aborted communicator: ranks 0 and 1 have an all-reduce

@@ -324,7 +324,9 @@ int CloseWhilePeerStallsRank(Exchange* x, int rank) {
       std::lock_guard<std::mutex> lock(g_log_mu);
       warned = g_log.find("closeRecv: 1 receive(s) still in progress") != std::string::npos;
     }
-    if (ms < 900 || ms > 5000 || !warned || parked.last != 1) {
+    // At least the wait (a steady clock); at most a bound that only a hang
+    // reaches, however loaded the machine.
+    if (ms < 900 || ms > 30000 || !warned || parked.last != 1) {
       failure = "closeRecv with the peer stalled took " + std::to_string(ms) + " ms (about "
                 "1000 expected), " + (warned ? "" : "without a WARN, ") + "with " +
                 std::to_string(parked.last) + " parked (1 expected)";

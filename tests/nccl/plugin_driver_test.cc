@@ -549,9 +549,12 @@ int FullQueueRank(Exchange* x, int rank) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(longest).count();
     if (!done) {
       failure = "thread B's send did not complete";
-    } else if (ms > 1000 || !a_waited) {
+    } else if (!a_waited) {
+      // The verdict is the order (B done while A still waits), not a time:
+      // with the lock held through listen()'s retries B's calls could not
+      // return before it did. The longest call is only reported.
       failure = "a call took " + std::to_string(ms) + " ms" +
-                (a_waited ? "" : ", and returned only after listen() did,") +
+                ", and returned only after listen() did," +
                 " while another thread waited in listen() for room in the receive queue (" +
                 std::to_string(filled) + " receives posted)";
     } else if (listened != kSuccess) {

@@ -74,11 +74,12 @@ class ReplyPolicy {
   ReplyPolicy() : cookie_secret_(proto::GenerateCookieSecret()) { checksum_jobs_.reserve(1024); }
 
   // The host of the packet being processed: the first `len` bytes at
-  // `host` (an IPv4 address, a GID). Read only when an answer to an unknown
-  // source is weighed; must stay valid until that packet's Deliver.
+  // `host` (an IPv4 address, a GID; at most kMaxHostBytes), copied. Hashed
+  // only when an answer to an unknown source is weighed.
+  static constexpr size_t kMaxHostBytes = 16;
   void SetSourceHost(const void* host, size_t len) {
-    source_host_ = host;
-    source_host_len_ = len;
+    source_host_len_ = std::min(len, kMaxHostBytes);
+    std::memcpy(source_host_, host, source_host_len_);
   }
 
   // Call for every decoded packet before the engine sees it.
@@ -336,7 +337,7 @@ class ReplyPolicy {
 
   std::unordered_set<uint32_t> checksum_jobs_;
   std::unordered_map<uint64_t, HostBucket> host_buckets_;
-  const void* source_host_ = nullptr;  // SetSourceHost
+  uint8_t source_host_[kMaxHostBytes] = {};  // SetSourceHost
   size_t source_host_len_ = 0;
   proto::CookieSecret cookie_secret_;
   uint8_t challenge_body_[proto::kChallengeBodySize];

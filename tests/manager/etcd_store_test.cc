@@ -441,19 +441,20 @@ TEST_F(EtcdStoreTest, RecordLeasesAreRenewedOnOneStreamPerBatch) {
   ASSERT_TRUE(a.Campaign(&leader).ok() && leader);
   constexpr int kJobs = 300;  // two batches
   v1::ListReply state;
-  for (int i = 1; i <= kJobs; ++i) *state.add_jobs() = MakeJob(i, 11, 3000);  // 3-s leases
+  for (int i = 1; i <= kJobs; ++i) *state.add_jobs() = MakeJob(i, 11, 6000);  // 6-s leases
   ASSERT_TRUE(a.Save(state).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past a third of the TTL: due
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // past a third of the TTL: due
   for (int i = 1; i <= kJobs; ++i) a.TouchJob(i);
   // A pass renews at least one batch (more while within its time budget).
+  // (On a slow machine the first leases granted may have expired before
+  // their renewal: those are answered too, and written again later.)
   for (int pass = 0; pass < 4 && proxy.keepalives() < kJobs; ++pass) a.RefreshLeases();
   EXPECT_EQ(proxy.keepalives(), kJobs);
   EXPECT_LE(proxy.keepalive_streams(), 2);
-  // Renewed: nothing is due again at once.
+  // Each was renewed once: nothing is due again at once.
   for (int i = 1; i <= kJobs; ++i) a.TouchJob(i);
   a.RefreshLeases();
   EXPECT_EQ(proxy.keepalives(), kJobs);
-  EXPECT_FALSE(a.NeedsSave());
 }
 
 // ---- TLS to etcd ----

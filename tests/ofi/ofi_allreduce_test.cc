@@ -478,6 +478,54 @@ TEST_P(OfiAllReduce, ADaemonWithRoomForTwoPeersServesCommunicatorsOneAfterAnothe
   }
 }
 
+// Review of the sweep above: a rank whose job the daemon reaped (idle) and
+// whose connection it then forgot got no answer at all, and failed only at
+// its operation's timeout. A rank that heard nothing for a second sends its
+// hello again before its next packet, so it is told at once that the job
+// is gone. Room for one peer: B's arrival makes the daemon forget A.
+TEST_P(OfiAllReduce, ARankWhoseConnectionWasForgottenIsToldItsJobIsGone) {
+  DaemonProcess small;
+  ASSERT_TRUE(IsOk(
+      small.Start({"--dataplane", "ofi", "--max-peers", "1", "--job-idle-timeout-s", "1"})));
+  std::vector<float> send(1024, 1.0f), recv(1024, 0.0f);
+  auto all_reduce = [&](Communicator& c) -> tributary::Status {
+    auto sb = c.Register(send.data(), send.size() * 4);
+    auto rb = c.Register(recv.data(), recv.size() * 4);
+    if (!sb.ok()) return sb.status();
+    if (!rb.ok()) return rb.status();
+    auto req = c.AllReduce(sb.value(), rb.value(), send.size(), DataType::kFloat32, ReduceOp::kSum);
+    tributary::Status s = req.ok() ? req.value().Wait() : req.status();
+    (void)c.Deregister(sb.value());
+    (void)c.Deregister(rb.value());
+    return s;
+  };
+  CommConfig a_config = Config(NextJobId(), 0, 1);
+  a_config.options.aggregator = small.address();
+  a_config.options.op_timeout_ms = 20000;
+  auto a = Communicator::Create(a_config);
+  ASSERT_TRUE(a.ok()) << a.status().ToString() << small.Output();
+  ASSERT_TRUE(IsOk(all_reduce(*a.value()))) << small.Output();
+  // A goes quiet: its job is reaped after a second. B then takes the one
+  // peer entry (A's is forgotten once unreferenced and idle) and leaves.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  {
+    CommConfig b_config = Config(NextJobId(), 0, 1);
+    b_config.options.aggregator = small.address();
+    b_config.options.connect_timeout_ms = 20000;
+    auto b = Communicator::Create(b_config);
+    ASSERT_TRUE(b.ok()) << b.status().ToString() << small.Output();
+    ASSERT_TRUE(IsOk(all_reduce(*b.value()))) << small.Output();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  const auto start = std::chrono::steady_clock::now();
+  const tributary::Status s = all_reduce(*a.value());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Told, not timed out (that would be kTimedOut, after 20 s).
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString() << " after " << took << " s"
+                                                << small.Output();
+  EXPECT_NE(s.message().find("no longer knows job"), std::string::npos) << s.ToString();
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, OfiAllReduce, ::testing::Values("tcp;ofi_rxm", "shm"),
                          [](const auto& info) {
                            return std::string(info.param) == "shm" ? "shm" : "tcp_rxm";

@@ -17,7 +17,10 @@
 // address) once idle for kPeerIdleNs, swept every kSweepIntervalNs, and
 // when a hello finds the table full, those idle for kFullIdleNs: a hello
 // creates an entry before anything is proven, so neither ranks that came
-// and went nor a flood of hellos can keep new ranks out for long. A rank
+// and went nor a flood of hellos can keep new ranks out for long. Their
+// addresses leave the address vector too with the rxm providers (which
+// close the connection); with shm they stay, as shm cannot take a message
+// from a peer removed from it. A rank
 // sends its hello again before every JOIN (§12.2), so one whose entry was
 // forgotten while its job was gone is known again when it next joins.
 //
@@ -138,6 +141,7 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   PeerTable<uint64_t, ConnIdOps, Peer> peers_{options_.max_peers};
   uint64_t next_sweep_ns_ = 0;
   uint64_t next_full_sweep_ns_ = 0;
+  bool forget_addresses_ = false;  // swept peers leave the address vector (rxm providers)
   ReplyPolicy replies_;  // checksum rules, header encoding, flush-and-retry
   uint64_t unknown_sender_ = 0;   // messages from connection ids without a hello
   uint64_t bad_hellos_ = 0;

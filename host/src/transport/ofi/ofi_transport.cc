@@ -144,7 +144,10 @@ int OfiTransport::PostHello() {
   msg.context = &c.ctx;
   msg.data = conn_id_ | ofi::kHelloFlag;
   const int rc = static_cast<int>(fi_sendmsg(ep_, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
-  if (rc == 0) tx_free_.pop_back();
+  if (rc == 0) {
+    tx_free_.pop_back();
+    last_hello_ = std::chrono::steady_clock::now();
+  }
   return rc;
 }
 
@@ -189,6 +192,7 @@ void OfiTransport::ReapTx() {
 int OfiTransport::Send(const TxPacket* packets, int n) {
   if (fenced_) return n;  // dropped: the communicator failed (Fence)
   ReapTx();
+  const auto now = std::chrono::steady_clock::now();
   int sent = 0;
   for (; sent < n; ++sent) {
     if (tx_free_.empty()) {
@@ -196,15 +200,20 @@ int OfiTransport::Send(const TxPacket* packets, int n) {
       if (tx_free_.empty()) break;  // the caller retries after its next wait
     }
     const TxPacket& p = packets[sent];
-    if (p.header_len > proto::kOffType &&
-        static_cast<const uint8_t*>(p.header)[proto::kOffType] ==
-            static_cast<uint8_t>(proto::MsgType::kJoin)) {
-      // FORMAT.md §12.2: the hello again before every JOIN. The aggregator
-      // forgets connections no live job uses (its peer table is swept), and
-      // a rank that joins again after that must be known first.
+    const bool join = p.header_len > proto::kOffType &&
+                      static_cast<const uint8_t*>(p.header)[proto::kOffType] ==
+                          static_cast<uint8_t>(proto::MsgType::kJoin);
+    const bool quiet = now - last_heard_ > kQuietHello && now - last_hello_ > kQuietHello;
+    if (join || quiet) {
+      // FORMAT.md §12.2: the hello again before every JOIN, and before a
+      // packet after a second in which nothing came back (at most once a
+      // second). The aggregator forgets connections no live job uses (its
+      // peer table is swept): a rank that joins again, or whose job was
+      // reaped meanwhile, must be known first, to be answered at all (then
+      // with unknown_job, not with silence until its timeout).
       if (tx_free_.size() < 2) ReapTx();
       const int rc = tx_free_.size() < 2 ? -FI_EAGAIN : PostHello();
-      if (rc == -FI_EAGAIN) break;  // the caller retries the JOIN after its next wait
+      if (rc == -FI_EAGAIN) break;  // the caller retries the packet after its next wait
       if (rc != 0 && PowerOfTwo(++stats_.send_errors)) {
         TRIB_LOG(kWarn, kLog, "hello: %s", ofi::FiError(rc).c_str());
       }
@@ -276,6 +285,7 @@ int OfiTransport::Recv(RxEvent* out, int max) {
     return 0;
   }
   if (rc <= 0) return 0;
+  last_heard_ = std::chrono::steady_clock::now();
   int n = 0;
   for (ssize_t i = 0; i < rc; ++i) {
     auto* ctx = static_cast<RxContext*>(e[i].op_context);

@@ -40,6 +40,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,6 +105,12 @@ class OfiTransport final : public Transport, private ofi::RdmEndpoint {
   std::vector<TxContext> tx_ctx_;
   std::vector<int> tx_free_;
   std::vector<uint8_t> hello_;
+  // When the hello last went, and anything last came from the aggregator
+  // (steady clock): a rank that has heard nothing for kQuietHelloNs sends
+  // the hello again before its next packet (FORMAT.md §12.2).
+  std::chrono::steady_clock::time_point last_hello_{};
+  std::chrono::steady_clock::time_point last_heard_{};
+  static constexpr auto kQuietHello = std::chrono::seconds(1);
   bool fenced_ = false;  // Fence closed the endpoint: nothing goes in or out
 
   uint64_t placed_ = 0;  // results written into registered memory

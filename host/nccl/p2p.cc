@@ -36,7 +36,7 @@ constexpr const char* kLog = "nccl";
 constexpr uint64_t kHelloTag = 1ull << 63;
 // How long listen, and a grouped receive half posted, retry a receive queue
 // that libfabric says is full before they fail.
-constexpr auto kFullQueueRetry = std::chrono::seconds(2);
+constexpr auto kFullQueueRetry = std::chrono::seconds(10);
 // How long closeRecv waits for the receives it cancelled to complete
 // before it parks them.
 constexpr auto kCloseWait = std::chrono::seconds(1);

@@ -21,7 +21,7 @@
 // when libfabric says "try again", and NCCL calls again. test() reaps the
 // device's completion queues (manual progress) and never waits. The calls
 // that cannot say "try again" (listen, and a grouped receive whose first
-// members are posted) retry a full receive queue for up to 2 s; closeRecv
+// members are posted) retry a full receive queue for up to 10 s; closeRecv
 // waits up to 1 s for the receives it cancels to complete (p2p_device.h).
 //
 // Thread-safety: every call may come from any thread; each device's

@@ -277,7 +277,15 @@ int CloseWhileReceivingRank(Exchange* x, int rank) {
     Progress(net, ctx, 2000);
     const size_t after = PagesLanded(buffer);
     if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
-    if (after != closed.at_close) {
+    // A machine so loaded that the rest of the message took longer than
+    // closeRecv waits (1 s) gets the receive parked, and the WARN says that
+    // libfabric may still write: the documented outcome, not a failure.
+    bool parked_with_warning;
+    {
+      std::lock_guard<std::mutex> lock(g_log_mu);
+      parked_with_warning = g_log.find("closeRecv: 1 receive(s) still in progress") != std::string::npos;
+    }
+    if (after != closed.at_close && !parked_with_warning) {
       failure = "libfabric wrote " + std::to_string(after - closed.at_close) +
                 " more pages of the receive's buffer after closeRecv returned (" +
                 std::to_string(closed.at_close) + " of " + std::to_string(kBytes / kPage) +

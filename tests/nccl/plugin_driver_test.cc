@@ -460,7 +460,7 @@ TEST_F(PluginDriver, TwoThreadsShareADevice) {
 // while it waits: NCCL's proxy threads test() other comms of the same
 // device meanwhile. Here the wait is listen() on a full receive queue
 // (tcp;ofi_rxm says "try again" past its 2048 receives; the plugin retries
-// for up to 2 s). Rank 1 fills its queue with receives on a second comm
+// for up to 10 s). Rank 1 fills its queue with receives on a second comm
 // pair; thread A then listens, while thread B sends 1 MiB on the first
 // pair and tests it until done, rank 0 receiving it only once A waits.
 // Each of B's test() calls is short and the send completes while A still

@@ -132,6 +132,53 @@ inline int RingConnect(NetV12* net, void* ctx, Exchange* x, int rank, void** sen
   return 0;
 }
 
+// Connects to the listen handle `handle`, retrying for up to 30 s as NCCL
+// does (connect hands back a null comm until the peer is reached); 0, or
+// the rank's failure.
+inline int ConnectRetrying(NetV12* net, void* ctx, void* handle, void** send, int rank) {
+  *send = nullptr;
+  auto end = Clock::now() + std::chrono::seconds(30);
+  while (*send == nullptr) {
+    if (net->connect(ctx, 0, handle, send, nullptr) != kSuccess || Clock::now() > end) {
+      return Fail(rank, "connect");
+    }
+  }
+  return 0;
+}
+
+// A rank as NCCL's proxy begins and ends with the plugin: the v12 table
+// loaded and initialised (Start), a ring of comms connected (StartRing);
+// at the end the ring closed and the plugin finalized (Finish). Bodies
+// name the members with `auto& [net, ctx, send, recv, listen] = rank_state`.
+struct PluginRank {
+  NetV12* net = nullptr;
+  void* ctx = nullptr;
+  void* send = nullptr;
+  void* recv = nullptr;
+  void* listen = nullptr;
+
+  // 0, or the rank's failure (Fail's code).
+  int Start(int rank) {
+    net = Load<NetV12>("ncclNetPlugin_v12");
+    if (net == nullptr) return Fail(rank, std::string("load: ") + dlerror());
+    NetCommConfig config{-1};
+    return net->init(&ctx, 1, &config, Logger, nullptr) == kSuccess ? 0 : Fail(rank, "init");
+  }
+  int StartRing(Exchange* x, int rank, int ranks = kRanks) {
+    if (int rc = Start(rank)) return rc;
+    return RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, ranks);
+  }
+  // Closes the ring (its receive comm only when `close_recv`) and
+  // finalizes; 0, or the rank's failure: `failure` when not empty.
+  int Finish(int rank, const std::string& failure = "", bool close_recv = true) {
+    net->close_send(send);
+    if (close_recv) net->close_recv(recv);
+    net->close_listen(listen);
+    if (!failure.empty()) return Fail(rank, failure);
+    return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+  }
+};
+
 inline uint8_t PatternByte(int sender, int tag, size_t i) {
   return static_cast<uint8_t>(sender * 31 + tag * 7 + i * 13 + (i >> 9));
 }

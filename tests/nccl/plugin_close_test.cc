@@ -101,13 +101,9 @@ size_t HeapInUse() { return mallinfo2().uordblks; }
 // message has gone each way its device keeps nothing.
 int ParkedAreFreedRank(Exchange* x, int rank) {
   x->pids[rank] = getpid();
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
-  void *send, *recv, *listen;
-  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, 2)) return rc;
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  auto& [net, ctx, send, recv, listen] = state;
   constexpr int kListens = 5000;
   constexpr int kSendsEvery = 100;  // one connect and close per 100 listens
   size_t grown = 0;
@@ -118,14 +114,8 @@ int ParkedAreFreedRank(Exchange* x, int rank) {
       if (net->listen(ctx, 0, handle, &unused) != kSuccess) return Fail(rank, "listen");
       net->close_listen(unused);
       if (i % kSendsEvery != 0) return 0;
-      void* hello_sender = nullptr;
-      auto end = Clock::now() + std::chrono::seconds(30);
-      while (hello_sender == nullptr) {
-        if (net->connect(ctx, 0, x->net_handles[0], &hello_sender, nullptr) != kSuccess ||
-            Clock::now() > end) {
-          return Fail(rank, "connect");
-        }
-      }
+      void* hello_sender;
+      if (int rc = ConnectRetrying(net, ctx, x->net_handles[0], &hello_sender, rank)) return rc;
       net->close_send(hello_sender);
       return 0;
     };
@@ -151,11 +141,7 @@ int ParkedAreFreedRank(Exchange* x, int rank) {
     }
   }
   if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
-  net->close_send(send);
-  net->close_recv(recv);
-  net->close_listen(listen);
-  if (!failure.empty()) return Fail(rank, failure);
-  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+  return state.Finish(rank, failure);
 }
 
 TEST_P(ClosesPerProvider, ParkedCommsAreFreedOnceLibfabricIsDone) {
@@ -259,13 +245,9 @@ int SendAndMaybeStall(NetV12* net, void* send, size_t bytes, bool stall, Exchang
 // The peer goes on sending: closeRecv returns once the whole message is
 // in, and not one page changes after it returned.
 int CloseWhileReceivingRank(Exchange* x, int rank) {
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
-  void *send, *recv, *listen;
-  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, 2)) return rc;
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  auto& [net, ctx, send, recv, listen] = state;
   constexpr size_t kBytes = 16 << 20;
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {
@@ -293,11 +275,7 @@ int CloseWhileReceivingRank(Exchange* x, int rank) {
     }
   }
   if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
-  net->close_send(send);
-  if (rank == 0) net->close_recv(recv);
-  net->close_listen(listen);
-  if (!failure.empty()) return Fail(rank, failure);
-  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+  return state.Finish(rank, failure, /*close_recv=*/rank == 0);  // rank 1 closed it
 }
 
 TEST_F(Closes, CloseRecvReturnsOnlyOnceLibfabricStoppedWritingItsBuffers) {
@@ -310,13 +288,9 @@ TEST_F(Closes, CloseRecvReturnsOnlyOnceLibfabricStoppedWritingItsBuffers) {
 // returns after about a second with a WARN, the receive parked; once the
 // peer progresses again the message completes and the receive is freed.
 int CloseWhilePeerStallsRank(Exchange* x, int rank) {
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
-  void *send, *recv, *listen;
-  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, 2)) return rc;
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  auto& [net, ctx, send, recv, listen] = state;
   constexpr size_t kBytes = 64 << 20;  // far more than the sockets buffer
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {
@@ -350,11 +324,7 @@ int CloseWhilePeerStallsRank(Exchange* x, int rank) {
     }
   }
   if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
-  net->close_send(send);
-  if (rank == 0) net->close_recv(recv);
-  net->close_listen(listen);
-  if (!failure.empty()) return Fail(rank, failure);
-  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+  return state.Finish(rank, failure, /*close_recv=*/rank == 0);  // rank 1 closed it
 }
 
 TEST_F(Closes, CloseRecvWithAStalledPeerParksTheReceiveAndFreesItLater) {

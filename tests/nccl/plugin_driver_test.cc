@@ -34,13 +34,9 @@ namespace {
 
 int PointToPointRank(Exchange* x, int rank, bool oversized) {
   x->pids[rank] = getpid();
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, std::string("load: ") + dlerror());
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
-  void *send, *recv, *listen;
-  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen)) return rc;
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank)) return rc;
+  auto& [net, ctx, send, recv, listen] = state;
   const int from = (rank + kRanks - 1) % kRanks;
 
   // 1. 16 concurrent tagged messages per direction (NCCL allows 32
@@ -337,11 +333,10 @@ INSTANTIATE_TEST_SUITE_P(Providers, PointToPoint,
 // listens, connects to rank 0 and sends it a message.
 int StaleShmRank(Exchange* x, int rank) {
   x->pids[rank] = getpid();
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
+  PluginRank state;
+  if (int rc = state.Start(rank)) return rc;
+  NetV12* net = state.net;
+  void* ctx = state.ctx;
   void* listen = nullptr;
   if (rank == 1) {
     if (!Barrier(x, 0, 2)) return Fail(rank, "barrier 0");
@@ -376,14 +371,8 @@ int StaleShmRank(Exchange* x, int rank) {
     if (g_log.find("stale file") == std::string::npos) {
       return Fail(rank, "no stale-region warning: the first endpoint name was not the copied one");
     }
-    void* send = nullptr;
-    auto end = Clock::now() + std::chrono::seconds(30);
-    while (send == nullptr) {
-      if (net->connect(ctx, 0, x->net_handles[0], &send, nullptr) != kSuccess ||
-          Clock::now() > end) {
-        return Fail(rank, "connect");
-      }
-    }
+    void* send;
+    if (int rc = ConnectRetrying(net, ctx, x->net_handles[0], &send, rank)) return rc;
     uint32_t value = 0xfeedu;
     void* s;
     int ignored;
@@ -440,13 +429,10 @@ TEST_F(PluginDriver, TwoThreadsShareADevice) {
   Exchange* x = x_;
   EXPECT_EQ(testing::RunRanks(kRanks, 240,
                               [x](int rank) {
-                                auto* net = Load<NetV12>("ncclNetPlugin_v12");
-                                void* ctx = nullptr;
-                                NetCommConfig config{-1};
-                                if (net == nullptr ||
-                                    net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) {
-                                  return Fail(rank, "init");
-                                }
+                                PluginRank state;
+                                if (int rc = state.Start(rank)) return rc;
+                                NetV12* net = state.net;
+                                void* ctx = state.ctx;
                                 int failed_a = 0, failed_b = 0;
                                 std::thread b([&] { PingPongThread(net, ctx, x, rank, 5, &failed_b); });
                                 PingPongThread(net, ctx, x, rank, 0, &failed_a);
@@ -467,13 +453,10 @@ TEST_F(PluginDriver, TwoThreadsShareADevice) {
 // waits (a send takes no room in the receive queue); then rank 0 completes
 // one of the filling receives, which makes room, and A's listen succeeds.
 int FullQueueRank(Exchange* x, int rank) {
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
-  void *send, *recv, *listen, *send2, *recv2, *listen2;
-  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, 2)) return rc;
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  auto& [net, ctx, send, recv, listen] = state;
+  void *send2, *recv2, *listen2;
   if (int rc = RingConnect(net, ctx, x, rank, &send2, &recv2, &listen2, 5, 2)) return rc;
   constexpr size_t kBytes = 1 << 20;
   std::vector<uint8_t> message(kBytes, static_cast<uint8_t>(rank == 1 ? 0x5a : 0));
@@ -562,11 +545,10 @@ int FullQueueRank(Exchange* x, int rank) {
     }
   }
   if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
-  for (void* c : {recv, recv2}) net->close_recv(c);
-  for (void* c : {send, send2}) net->close_send(c);
-  for (void* c : {listen, listen2}) net->close_listen(c);
-  if (!failure.empty()) return Fail(rank, failure);
-  return net->finalize(ctx) == kSuccess ? 0 : Fail(rank, "finalize");
+  net->close_recv(recv2);
+  net->close_send(send2);
+  net->close_listen(listen2);
+  return state.Finish(rank, failure);
 }
 
 TEST_F(PluginDriver, WaitingForAFullReceiveQueueLeavesTheDeviceToOtherThreads) {
@@ -577,13 +559,9 @@ TEST_F(PluginDriver, WaitingForAFullReceiveQueueLeavesTheDeviceToOtherThreads) {
 // The largest message the plugin reports (maxP2pBytes, 1 GiB) around the
 // ring: 1 GiB out and 1 GiB in per rank, every 8-byte word checked.
 int OneGibibyteRank(Exchange* x, int rank) {
-  auto* net = Load<NetV12>("ncclNetPlugin_v12");
-  if (net == nullptr) return Fail(rank, "load");
-  void* ctx = nullptr;
-  NetCommConfig config{-1};
-  if (net->init(&ctx, 1, &config, Logger, nullptr) != kSuccess) return Fail(rank, "init");
-  void *send, *recv, *listen;
-  if (int rc = RingConnect(net, ctx, x, rank, &send, &recv, &listen)) return rc;
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank)) return rc;
+  auto& [net, ctx, send, recv, listen] = state;
   constexpr size_t kBytes = size_t{1} << 30;
   std::vector<uint64_t> out(kBytes / 8), in(kBytes / 8);
   for (size_t i = 0; i < out.size(); ++i) out[i] = (uint64_t{static_cast<uint32_t>(rank)} << 40) ^ i;
@@ -607,10 +585,7 @@ int OneGibibyteRank(Exchange* x, int rank) {
     if (in[i] != ((from << 40) ^ i)) return Fail(rank, "word " + std::to_string(i) + " wrong");
   }
   if (!Barrier(x, 1, kRanks)) return Fail(rank, "barrier 1");
-  net->close_send(send);
-  net->close_recv(recv);
-  net->close_listen(listen);
-  return 0;
+  return state.Finish(rank);
 }
 
 TEST_F(PluginDriver, OneGibibyteMessages) {

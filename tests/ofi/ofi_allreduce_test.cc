@@ -88,6 +88,15 @@ class OfiAllReduce : public ::testing::TestWithParam<const char*> {
     c.options.connect_timeout_ms = 5000;
     return c;
   }
+  // A one-rank communicator of a fresh job on the daemon `d`, with
+  // generous timeouts.
+  auto OneRankAt(const DaemonProcess& d) const {
+    CommConfig c = Config(NextJobId(), 0, 1);
+    c.options.aggregator = d.address();
+    c.options.op_timeout_ms = 20000;
+    c.options.connect_timeout_ms = 20000;
+    return Communicator::Create(c);
+  }
   DaemonProcess daemon_;
 };
 
@@ -453,6 +462,21 @@ TEST_P(OfiAllReduce, AFailedOperationsBuffersAreFreeWhenItsRequestCompletes) {
   EXPECT_TRUE(counted && ok) << daemon_.Output();
 }
 
+// An all-reduce of `send` (1 rank: the result is `send`) into `recv`
+// through registered buffers, deregistered again.
+tributary::Status AllReduceRegistered(Communicator& c, std::vector<float>& send,
+                                      std::vector<float>& recv) {
+  auto sb = c.Register(send.data(), send.size() * 4);
+  auto rb = c.Register(recv.data(), recv.size() * 4);
+  if (!sb.ok()) return sb.status();
+  if (!rb.ok()) return rb.status();
+  auto req = c.AllReduce(sb.value(), rb.value(), send.size(), DataType::kFloat32, ReduceOp::kSum);
+  tributary::Status s = req.ok() ? req.value().Wait() : req.status();
+  (void)c.Deregister(sb.value());
+  (void)c.Deregister(rb.value());
+  return s;
+}
+
 // Review of 2026-12-06: the daemon's libfabric peer table (one entry per
 // hello) was never swept, so after max_peers connections, however long
 // gone, no new rank could join. Now, with room for 2 peers, communicators
@@ -463,17 +487,10 @@ TEST_P(OfiAllReduce, ADaemonWithRoomForTwoPeersServesCommunicatorsOneAfterAnothe
   DaemonProcess small;
   ASSERT_TRUE(IsOk(small.Start({"--dataplane", "ofi", "--max-peers", "2"})));
   for (int i = 0; i < 4; ++i) {
-    CommConfig c = Config(NextJobId(), 0, 1);
-    c.options.aggregator = small.address();
-    auto comm = Communicator::Create(c);
+    auto comm = OneRankAt(small);
     ASSERT_TRUE(comm.ok()) << i << ": " << comm.status().ToString() << small.Output();
     std::vector<float> send(1024, float(i + 1)), recv(1024, 0.0f);
-    auto sb = comm.value()->Register(send.data(), send.size() * 4);
-    auto rb = comm.value()->Register(recv.data(), recv.size() * 4);
-    ASSERT_TRUE(sb.ok() && rb.ok()) << i;
-    auto req = comm.value()->AllReduce(sb.value(), rb.value(), send.size(), DataType::kFloat32,
-                                       ReduceOp::kSum);
-    ASSERT_TRUE(req.ok() && req.value().Wait().ok()) << i << small.Output();
+    ASSERT_TRUE(IsOk(AllReduceRegistered(*comm.value(), send, recv))) << i << small.Output();
     EXPECT_EQ(recv, send) << i;
   }
 }
@@ -488,37 +505,20 @@ TEST_P(OfiAllReduce, ARankWhoseConnectionWasForgottenIsToldItsJobIsGone) {
   ASSERT_TRUE(IsOk(
       small.Start({"--dataplane", "ofi", "--max-peers", "1", "--job-idle-timeout-s", "1"})));
   std::vector<float> send(1024, 1.0f), recv(1024, 0.0f);
-  auto all_reduce = [&](Communicator& c) -> tributary::Status {
-    auto sb = c.Register(send.data(), send.size() * 4);
-    auto rb = c.Register(recv.data(), recv.size() * 4);
-    if (!sb.ok()) return sb.status();
-    if (!rb.ok()) return rb.status();
-    auto req = c.AllReduce(sb.value(), rb.value(), send.size(), DataType::kFloat32, ReduceOp::kSum);
-    tributary::Status s = req.ok() ? req.value().Wait() : req.status();
-    (void)c.Deregister(sb.value());
-    (void)c.Deregister(rb.value());
-    return s;
-  };
-  CommConfig a_config = Config(NextJobId(), 0, 1);
-  a_config.options.aggregator = small.address();
-  a_config.options.op_timeout_ms = 20000;
-  auto a = Communicator::Create(a_config);
+  auto a = OneRankAt(small);
   ASSERT_TRUE(a.ok()) << a.status().ToString() << small.Output();
-  ASSERT_TRUE(IsOk(all_reduce(*a.value()))) << small.Output();
+  ASSERT_TRUE(IsOk(AllReduceRegistered(*a.value(), send, recv))) << small.Output();
   // A goes quiet: its job is reaped after a second. B then takes the one
   // peer entry (A's is forgotten once unreferenced and idle) and leaves.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   {
-    CommConfig b_config = Config(NextJobId(), 0, 1);
-    b_config.options.aggregator = small.address();
-    b_config.options.connect_timeout_ms = 20000;
-    auto b = Communicator::Create(b_config);
+    auto b = OneRankAt(small);
     ASSERT_TRUE(b.ok()) << b.status().ToString() << small.Output();
-    ASSERT_TRUE(IsOk(all_reduce(*b.value()))) << small.Output();
+    ASSERT_TRUE(IsOk(AllReduceRegistered(*b.value(), send, recv))) << small.Output();
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   const auto start = std::chrono::steady_clock::now();
-  const tributary::Status s = all_reduce(*a.value());
+  const tributary::Status s = AllReduceRegistered(*a.value(), send, recv);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Told, not timed out (that would be kTimedOut, after 20 s).
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString() << " after " << took << " s"

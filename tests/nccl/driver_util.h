@@ -149,7 +149,8 @@ inline int ConnectRetrying(NetV12* net, void* ctx, void* handle, void** send, in
 // A rank as NCCL's proxy begins and ends with the plugin: the v12 table
 // loaded and initialised (Start), a ring of comms connected (StartRing);
 // at the end the ring closed and the plugin finalized (Finish). Bodies
-// name the members with `auto& [net, ctx, send, recv, listen] = rank_state`.
+// name the members through references (not a structured binding: clang 14
+// cannot capture one in a lambda).
 struct PluginRank {
   NetV12* net = nullptr;
   void* ctx = nullptr;

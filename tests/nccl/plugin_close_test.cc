@@ -103,7 +103,9 @@ int ParkedAreFreedRank(Exchange* x, int rank) {
   x->pids[rank] = getpid();
   PluginRank state;
   if (int rc = state.StartRing(x, rank, 2)) return rc;
-  auto& [net, ctx, send, recv, listen] = state;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
   constexpr int kListens = 5000;
   constexpr int kSendsEvery = 100;  // one connect and close per 100 listens
   size_t grown = 0;
@@ -247,7 +249,9 @@ int SendAndMaybeStall(NetV12* net, void* send, size_t bytes, bool stall, Exchang
 int CloseWhileReceivingRank(Exchange* x, int rank) {
   PluginRank state;
   if (int rc = state.StartRing(x, rank, 2)) return rc;
-  auto& [net, ctx, send, recv, listen] = state;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
   constexpr size_t kBytes = 16 << 20;
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {
@@ -290,7 +294,9 @@ TEST_F(Closes, CloseRecvReturnsOnlyOnceLibfabricStoppedWritingItsBuffers) {
 int CloseWhilePeerStallsRank(Exchange* x, int rank) {
   PluginRank state;
   if (int rc = state.StartRing(x, rank, 2)) return rc;
-  auto& [net, ctx, send, recv, listen] = state;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
   constexpr size_t kBytes = 64 << 20;  // far more than the sockets buffer
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {

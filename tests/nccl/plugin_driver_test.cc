@@ -36,7 +36,9 @@ int PointToPointRank(Exchange* x, int rank, bool oversized) {
   x->pids[rank] = getpid();
   PluginRank state;
   if (int rc = state.StartRing(x, rank)) return rc;
-  auto& [net, ctx, send, recv, listen] = state;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
   const int from = (rank + kRanks - 1) % kRanks;
 
   // 1. 16 concurrent tagged messages per direction (NCCL allows 32
@@ -455,7 +457,9 @@ TEST_F(PluginDriver, TwoThreadsShareADevice) {
 int FullQueueRank(Exchange* x, int rank) {
   PluginRank state;
   if (int rc = state.StartRing(x, rank, 2)) return rc;
-  auto& [net, ctx, send, recv, listen] = state;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
   void *send2, *recv2, *listen2;
   if (int rc = RingConnect(net, ctx, x, rank, &send2, &recv2, &listen2, 5, 2)) return rc;
   constexpr size_t kBytes = 1 << 20;
@@ -561,7 +565,9 @@ TEST_F(PluginDriver, WaitingForAFullReceiveQueueLeavesTheDeviceToOtherThreads) {
 int OneGibibyteRank(Exchange* x, int rank) {
   PluginRank state;
   if (int rc = state.StartRing(x, rank)) return rc;
-  auto& [net, ctx, send, recv, listen] = state;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
   constexpr size_t kBytes = size_t{1} << 30;
   std::vector<uint64_t> out(kBytes / 8), in(kBytes / 8);
   for (size_t i = 0; i < out.size(); ++i) out[i] = (uint64_t{static_cast<uint32_t>(rank)} << 40) ^ i;

@@ -105,7 +105,7 @@ int ParkedAreFreedRank(Exchange* x, int rank) {
   if (int rc = state.StartRing(x, rank, 2)) return rc;
   NetV12*& net = state.net;
   void*& ctx = state.ctx;
-  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
+  void *&send = state.send, *&recv = state.recv;
   constexpr int kListens = 5000;
   constexpr int kSendsEvery = 100;  // one connect and close per 100 listens
   size_t grown = 0;
@@ -251,7 +251,7 @@ int CloseWhileReceivingRank(Exchange* x, int rank) {
   if (int rc = state.StartRing(x, rank, 2)) return rc;
   NetV12*& net = state.net;
   void*& ctx = state.ctx;
-  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
+  void *&send = state.send, *&recv = state.recv;
   constexpr size_t kBytes = 16 << 20;
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {
@@ -296,7 +296,7 @@ int CloseWhilePeerStallsRank(Exchange* x, int rank) {
   if (int rc = state.StartRing(x, rank, 2)) return rc;
   NetV12*& net = state.net;
   void*& ctx = state.ctx;
-  void *&send = state.send, *&recv = state.recv, *&listen = state.listen;
+  void *&send = state.send, *&recv = state.recv;
   constexpr size_t kBytes = 64 << 20;  // far more than the sockets buffer
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {

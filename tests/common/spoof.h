@@ -5,13 +5,14 @@
 // CAP_NET_RAW (tests that use it skip without root). Only loopback
 // destinations are used by the tests. LoopbackUdpPortsConnectedTo finds the
 // local ports of UDP sockets connected to a loopback port (/proc/net/udp):
-// how a test learns a rank's address. LoopbackSniffer reads every IPv4 UDP
-// datagram on lo (AF_PACKET, CAP_NET_RAW): the on-path sniffer, which
-// learns addresses and captures packets to replay. Header-only; not
-// thread-safe.
+// how a test learns a rank's address. LoopbackSniffer reads the IPv4 UDP
+// datagrams on lo to or from one port (AF_PACKET with a BPF filter,
+// CAP_NET_RAW): the on-path sniffer, which learns addresses and captures
+// packets to replay. Header-only; not thread-safe.
 #pragma once
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -96,12 +97,43 @@ class LoopbackSniffer {
   LoopbackSniffer(const LoopbackSniffer&) = delete;
   LoopbackSniffer& operator=(const LoopbackSniffer&) = delete;
 
-  bool Open(std::string* error) {
-    fd_ = ::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+  // Sees only UDP datagrams from or to `port` (a test's own daemon), so
+  // that other tests' traffic on lo, which may be heavy (CI runs two tests
+  // at a time), neither fills the socket buffer with packets nobody reads
+  // while the ones the test waits for are dropped, nor makes the test read
+  // through it (a TSan test binary copied 23 s of it and missed its JOIN).
+  bool Open(std::string* error, uint16_t port) {
+    // Protocol 0 delivers nothing until bind, by which time the filter is
+    // attached: no packet of other ports gets in before it.
+    fd_ = ::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
       *error = std::string("packet socket: ") + std::strerror(errno);
       return false;
     }
+    // Offsets from the IPv4 header (SOCK_DGRAM strips the link layer):
+    // protocol UDP, not a later fragment, then the UDP source or
+    // destination port at the header length read from byte 0.
+    sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, 8),
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 6, 0),
+        BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),
+        BPF_STMT(BPF_LD | BPF_H | BPF_IND, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, port, 2, 0),
+        BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, port, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0x40000),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof(code) / sizeof(code[0])), code};
+    if (::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) != 0) {
+      *error = std::string("attach the port filter: ") + std::strerror(errno);
+      return false;
+    }
+    // The test reads between its collectives: room for what they send.
+    const int bytes = 32 << 20;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes));
     sockaddr_ll at{};
     at.sll_family = AF_PACKET;
     at.sll_protocol = htons(ETH_P_IP);
@@ -110,10 +142,6 @@ class LoopbackSniffer {
       *error = std::string("bind to lo: ") + std::strerror(errno);
       return false;
     }
-    // Everything on lo lands here, other tests' traffic too: a large buffer
-    // keeps the packets a test waits for from being dropped in between.
-    const int bytes = 32 << 20;
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes));
     return true;
   }
 

@@ -56,10 +56,10 @@ TEST(ImpostorTest, ASpoofedChallengeNeverGetsTheJobKey) {
   testing::LoopbackSniffer sniffer;
   std::string error;
   ASSERT_TRUE(spoofer.Open(&error)) << error;
-  ASSERT_TRUE(sniffer.Open(&error)) << error;
   DaemonProcess daemon;
   ASSERT_TRUE(IsOk(daemon.Start({})));
   const uint16_t daemon_port = static_cast<uint16_t>(daemon.port());
+  ASSERT_TRUE(sniffer.Open(&error, daemon_port)) << error;
   const uint32_t job = NextJobId();
   std::vector<int32_t> buf(1024);
   std::unique_ptr<Communicator> comm;
@@ -68,8 +68,8 @@ TEST(ImpostorTest, ASpoofedChallengeNeverGetsTheJobKey) {
   ASSERT_TRUE(IsOk(made)) << made.ToString();
   std::string wrong;
   ASSERT_TRUE(IsOk(ReduceAndCheck(*comm, b, buf, DataType::kInt32, ReduceOp::kSum, 0, 1, &wrong)));
-  // The rank's address, from its JOINs at creation (other tests' traffic
-  // shares loopback: only this job's JOINs to this daemon count).
+  // The rank's address, from its JOINs at creation (only this job's JOINs
+  // count).
   uint16_t rank_port = 0;
   testing::LoopbackSniffer::Datagram d;
   proto::PacketView v;

@@ -363,7 +363,8 @@ TEST_F(ReliabilityTest, SpoofedAggregatorPacketsDoNotDisturbARank) {
   testing::LoopbackSniffer sniffer;
   std::string error;
   ASSERT_TRUE(spoofer.Open(&error)) << error;
-  ASSERT_TRUE(sniffer.Open(&error)) << error;
+  const uint16_t daemon_port = static_cast<uint16_t>(daemon_.port());
+  ASSERT_TRUE(sniffer.Open(&error, daemon_port)) << error;
   const uint32_t job = NextJobId();
   std::vector<int32_t> buf(4096);
   std::unique_ptr<Communicator> comm;
@@ -372,12 +373,10 @@ TEST_F(ReliabilityTest, SpoofedAggregatorPacketsDoNotDisturbARank) {
   ASSERT_TRUE(IsOk(made)) << made.ToString();
   std::string wrong;
   // What the sniffer sees: the rank's port and a RESULT the daemon sent it.
-  // Other tests' loopback traffic shares the sniffer, so collectives go on
-  // until one of our RESULTs was seen (bounded).
+  // Collectives go on until one of our RESULTs was seen (bounded).
   uint16_t rank_port = 0;
   std::vector<uint8_t> result;
   testing::LoopbackSniffer::Datagram d;
-  const uint16_t daemon_port = static_cast<uint16_t>(daemon_.port());
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   for (int round = 0; round < 200 && rank_port == 0 && Clock::now() < deadline; ++round) {
     ASSERT_TRUE(IsOk(ReduceAndCheck(*comm, b, buf, DataType::kInt32,

@@ -90,25 +90,15 @@ class ReplyPolicy {
     checksum_jobs_.insert(h.job_id);
   }
 
-  // Encodes the Action's header into `out` (kHeaderSize bytes), with the
-  // checksum flag and CRC when the rules above say so.
-  void EncodeHeader(const engine::Action& action, bool incoming_checksum, uint8_t* out) const {
-    proto::Header h = action.header;
-    if (incoming_checksum || ((h.type == proto::MsgType::kResult || h.type == proto::MsgType::kContribution) &&
-                              !checksum_jobs_.empty() &&
-                              checksum_jobs_.count(h.job_id) != 0)) {
-      h.flags |= proto::kFlagChecksum;
-    }
-    h.mac = 0;  // an echoed header (NACK, STATUS) must not carry the request's MAC
-    const bool data = h.type == proto::MsgType::kResult || h.type == proto::MsgType::kContribution;
-    if (action.key != nullptr && action.payload_len > 0 && (action.payload_mac || !data)) {
-      h.flags |= proto::kFlagPayloadMac;
-    }
-    proto::EncodeHeader(h, out);
-    if (action.key != nullptr) {
-      proto::SealPacket(*action.key, out, proto::kHeaderSize, action.payload, action.payload_len);
-    }
-    if (h.flags & proto::kFlagChecksum) proto::EncodeChecksum(out, action.payload, action.payload_len);
+  // Encodes the Action's header into `out` (proto::kRequestSeqHeaderSize
+  // bytes of room), with the checksum flag and CRC when the rules above
+  // say so; returns its length (engine::EncodeActionHeader).
+  size_t EncodeHeader(const engine::Action& action, bool incoming_checksum, uint8_t* out) const {
+    const proto::MsgType t = action.header.type;
+    const bool checksum =
+        incoming_checksum || ((t == proto::MsgType::kResult || t == proto::MsgType::kContribution) &&
+                              !checksum_jobs_.empty() && checksum_jobs_.count(action.header.job_id) != 0);
+    return engine::EncodeActionHeader(action, checksum, out);
   }
 
   // FORMAT.md §3.8. True if the JOIN carries a valid cookie for `source`
@@ -218,9 +208,14 @@ class ReplyPolicy {
         action.kind != engine::ActionKind::kResultToAll) {
       return;
     }
-    alignas(64) uint8_t header[proto::kHeaderSize];
-    EncodeHeader(action, incoming_checksum, header);
-    alignas(64) uint8_t notice[proto::kHeaderSize];
+    alignas(64) uint8_t header[proto::kRequestSeqHeaderSize];
+    const size_t header_len = EncodeHeader(action, incoming_checksum, header);
+    // A numbered request's extension word (FORMAT.md §3.4) goes to the
+    // backend as the payload of a 64-byte header: the bytes on the wire are
+    // the same, and every backend copies a small payload of a packet other
+    // than a RESULT before this returns (this buffer does not outlive it).
+    const bool extended = header_len > proto::kHeaderSize;
+    alignas(64) uint8_t notice[proto::kRequestSeqHeaderSize];
     if (action.owner_only) {
       engine::Action n = action;
       engine::MakeNotice(&n.header);
@@ -245,6 +240,9 @@ class ReplyPolicy {
       for (uint8_t c = 0; c < action.copies; ++c) {
         if (action.owner_only && peer != action.owner) {
           send(notice, static_cast<const uint8_t*>(nullptr), size_t{0}, *to);
+        } else if (extended) {
+          const uint8_t* word = header + proto::kHeaderSize;
+          send(header, word, header_len - proto::kHeaderSize, *to);
         } else {
           send(header, action.payload, action.payload_len, *to);
         }

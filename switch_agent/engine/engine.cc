@@ -209,6 +209,26 @@ void MakeNack(const Header& in, PeerToken to, NackCode code, Action* out) {
   out->peer = to;
 }
 
+size_t EncodeActionHeader(const Action& a, bool checksum, uint8_t* out) {
+  Header h = a.header;
+  if (checksum) h.flags |= proto::kFlagChecksum;
+  h.mac = 0;  // an echoed header (NACK, STATUS) must not carry the request's MAC
+  const bool data = h.type == MsgType::kResult || h.type == MsgType::kContribution;
+  if (a.key != nullptr && a.payload_len > 0 && (a.payload_mac || !data)) {
+    h.flags |= proto::kFlagPayloadMac;
+  }
+  size_t len = proto::kHeaderSize;
+  if (a.request_seq != 0 && h.type == MsgType::kResultRequest) {
+    proto::EncodeHeaderWithRequestSeq(h, a.request_seq, out);
+    len = proto::kRequestSeqHeaderSize;
+  } else {
+    proto::EncodeHeader(h, out);
+  }
+  if (a.key != nullptr) proto::SealPacket(*a.key, out, len, a.payload, a.payload_len);
+  if (checksum) proto::EncodeChecksum(out, a.payload, a.payload_len, len);
+  return len;
+}
+
 void Engine::Nack(const Header& in, PeerToken to, NackCode code, DropReason reason, Action* out) {
   Drop(reason);
   MakeNack(in, to, code, out);

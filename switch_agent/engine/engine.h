@@ -164,7 +164,19 @@ struct Action {
   // Copies of the packet each addressee gets (2: a small RESULT while the
   // job's paths lose packets, FORMAT.md §8.4).
   uint8_t copies = 1;
+  // > 0: the request number of an aggregator's RESULT_REQUEST to its
+  // parent (FORMAT.md §3.4), sent in a header extension word.
+  uint64_t request_seq = 0;
 };
+
+// Encodes the header of what `a` sends into `out` and returns its length:
+// proto::kHeaderSize, or kRequestSeqHeaderSize for a numbered request
+// (`a.request_seq`). The payload is covered unless a data payload of a job
+// that opted out; sealed with the Action's keys when it has them; with the
+// CRC32C flag and checksum when `checksum` (FORMAT.md §10.2, §2.2). Every
+// dataplane's encoder (ReplyPolicy) and the tests' use this.
+size_t EncodeActionHeader(const Action& a, bool checksum,
+                          uint8_t* out /* proto::kRequestSeqHeaderSize bytes */);
 
 // Makes `h` the notice form of a RESULT or CONTRIBUTION header (FORMAT.md
 // §3.3.1): kFlagNotice set, owner flags clear (a notice never owns).
@@ -456,6 +468,7 @@ class Engine {
   bool last_left_ = false;
   const proto::Identity* identity_ = nullptr;
   uint64_t incarnation_ = 0;
+  uint64_t uplink_request_seq_ = 0;  // the last uplink RESULT_REQUEST's number (§3.4)
   const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction
   JobEventSink sink_ = nullptr;
   void* sink_user_ = nullptr;

@@ -212,6 +212,12 @@ void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_
   UplinkPacket(job, m, slot, shadow, MsgType::kResultRequest,
                proto::kFlagRetransmit | (state_only ? proto::kFlagWindow : uint16_t{0}), out);
   if (state_only) out->header.aux = 1;  // a window of this round alone
+  // Numbered (FORMAT.md §3.4): the parent answers each number once, so a
+  // request sniffed on the link and replayed from this node's address
+  // draws nothing. One counter for every job: the incarnation is the
+  // engine's, so the numbers must keep growing across a job that ends and
+  // is provisioned again while the parent still holds it.
+  out->request_seq = ++uplink_request_seq_;
   ++counters_.uplink_probes;
 }
 

@@ -340,5 +340,59 @@ TEST(ReplyPolicyDeliver, EveryAddresseeGetsEachCopy) {
   EXPECT_EQ(copies, (std::map<engine::PeerToken, int>{{10, 2}, {11, 2}, {12, 2}}));
 }
 
+// FORMAT.md §3.4: an aggregator's RESULT_REQUEST to its parent goes out
+// with its request number in the header's extension word (header_words 9),
+// handed to the backend as the 8 bytes after the 64-byte header; the
+// packet decodes with that number and its MAC and CRC cover it.
+TEST(ReplyPolicyDeliver, ANumberedRequestCarriesItsNumberSealedAndChecksummed) {
+  const proto::MacKey key = proto::DeriveMacKey(5, 6);
+  const engine::PeerToken peers[3] = {10, 11, 12};
+  engine::Action a;
+  a.kind = engine::ActionKind::kSendToOne;
+  a.header.type = proto::MsgType::kResultRequest;
+  a.header.job_id = 5;
+  a.header.flags = proto::kFlagRetransmit;
+  a.header.dtype = proto::DataType::kFloat32;
+  a.header.elem_count = 4;
+  a.key = &key;
+  a.peer = 11;
+  a.request_seq = 0x0102030405060708ull;
+  auto deliver = [&](bool checksum) {
+    ReplyPolicy policy;
+    DataplaneStats stats;
+    std::vector<std::vector<uint8_t>> sent;
+    policy.Deliver(
+        a, checksum, static_cast<const engine::PeerToken*>(nullptr),
+        [&](engine::PeerToken p) { return &peers[p - 10]; }, &stats,
+        [&](const uint8_t* header, const uint8_t* payload, size_t len, engine::PeerToken) {
+          std::vector<uint8_t> bytes(header, header + proto::kHeaderSize);
+          if (len > 0) bytes.insert(bytes.end(), payload, payload + len);
+          sent.push_back(std::move(bytes));
+        });
+    EXPECT_EQ(sent.size(), 1u);
+    return sent.empty() ? std::vector<uint8_t>() : sent[0];
+  };
+  for (const bool checksum : {true, false}) {
+    std::vector<uint8_t> bytes = deliver(checksum);
+    ASSERT_EQ(bytes.size(), proto::kRequestSeqHeaderSize);
+    proto::PacketView v;
+    ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+    EXPECT_EQ(v.payload_len, 0u);
+    uint64_t seq = 0;
+    ASSERT_TRUE(proto::DecodeRequestSeq(v, &seq));
+    EXPECT_EQ(seq, a.request_seq);
+    EXPECT_TRUE(proto::VerifyPacket(key, v));
+    EXPECT_EQ((v.header.flags & proto::kFlagChecksum) != 0, checksum);
+    // Another number: the CRC catches it, and without the CRC the MAC.
+    bytes[proto::kOffRequestSeq + 7] ^= 1;
+    if (checksum) {
+      EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kBadChecksum);
+    } else {
+      ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+      EXPECT_FALSE(proto::VerifyPacket(key, v));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tributary::agent

@@ -72,22 +72,13 @@ inline proto::PacketView Sealed(const proto::PacketView& p, uint64_t job_key,
   return v;
 }
 
-// An Action's packet as a dataplane encodes it (switch_agent/dataplane/
-// reply_policy.h): payload covered unless a data payload of a job that
-// opted out, sealed with the Action's keys when it has them.
+// An Action's packet as a dataplane encodes it (EncodeActionHeader, as
+// switch_agent/dataplane/reply_policy.h does), without the CRC.
 inline std::vector<uint8_t> EncodeAction(const Action& a) {
-  std::vector<uint8_t> bytes(proto::kHeaderSize + a.payload_len);
-  proto::Header h = a.header;
-  h.mac = 0;
-  const bool data = h.type == proto::MsgType::kResult || h.type == proto::MsgType::kContribution;
-  if (a.key != nullptr && a.payload_len > 0 && (a.payload_mac || !data)) {
-    h.flags |= proto::kFlagPayloadMac;
-  }
-  EXPECT_EQ(proto::Encode(h, a.payload, a.payload_len, bytes.data(), bytes.size()), bytes.size());
-  if (a.key != nullptr) {
-    proto::SealPacket(*a.key, bytes.data(), proto::kHeaderSize, bytes.data() + proto::kHeaderSize,
-                      a.payload_len);
-  }
+  uint8_t header[proto::kRequestSeqHeaderSize];
+  const size_t header_len = EncodeActionHeader(a, false, header);
+  std::vector<uint8_t> bytes(header, header + header_len);
+  if (a.payload_len > 0) bytes.insert(bytes.end(), a.payload, a.payload + a.payload_len);
   return bytes;
 }
 

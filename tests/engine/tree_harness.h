@@ -231,6 +231,14 @@ inline std::vector<int32_t> Values(int leaf, uint32_t rank, uint64_t round) {
   return v;
 }
 
+// Every rank of both leaves contributes its values of round `c` to
+// collective `c` in (slot, shadow).
+inline void ContributeRound(Tree* t, uint32_t slot, uint32_t shadow, uint64_t c) {
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) t->Contribute(i, r, slot, shadow, c, Values(i, r, c));
+  }
+}
+
 // Every rank got exactly one RESULT for the fragment of `collective` at
 // `offset` holding the sum of the four ranks' Values(.., round).
 inline void ExpectResultsOf(Tree* t, uint64_t collective, uint64_t offset, uint64_t round) {

@@ -36,9 +36,7 @@ TEST(EngineTree, TwoLevelsExactOnEveryRankThroughBothShadowSets) {
   EXPECT_EQ(t.root().Jobs()[0].joined, 2u);
   for (uint64_t c = 0; c < 3 * kSlots; ++c) {
     const uint32_t slot = c % kSlots, shadow = (c / kSlots) % 2;
-    for (int i = 0; i < 2; ++i) {
-      for (uint32_t r = 0; r < 2; ++r) t.Contribute(i, r, slot, shadow, c, Values(i, r, c));
-    }
+    ContributeRound(&t, slot, shadow, c);
     t.Pump();
     ExpectResults(&t, c);
   }
@@ -92,9 +90,7 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
     if (w.to_engine == 1 && h.type == MsgType::kResult && lost_down == 0) return ++lost_down, true;
     return false;
   };
-  for (int i = 0; i < 2; ++i) {
-    for (uint32_t r = 0; r < 2; ++r) t.Contribute(i, r, 0, 0, 0, Values(i, r, 0));
-  }
+  ContributeRound(&t, 0, 0, 0);
   t.Pump(drop);
   EXPECT_EQ(lost_up, 1);
   EXPECT_TRUE(t.rank_rx().empty());
@@ -136,6 +132,58 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
   EXPECT_EQ(t.root().counters().retransmit_answers, 1u);
   ExpectResults(&t, 0);
   EXPECT_EQ(t.root().counters().contributions, 2u);  // no double counting
+}
+
+// FORMAT.md §3.4 between aggregators: a leaf's RESULT_REQUESTs to its
+// parent carry request numbers that grow with every request, so the root
+// answers each once. The root's RESULT to leaf 1 is lost; leaf 1 asks
+// until it has it; then its last request, as sniffed on the link, is
+// replayed from its address: the root drops it (replayed_request) and
+// sends nothing, where an unnumbered request would draw the stored RESULT
+// again at each replay.
+TEST(EngineTree, UplinkRequestsAreNumberedAndAReplayDrawsNothing) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  int lost_down = 0;
+  std::vector<Wire> requests;
+  auto watch = [&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine == 2 && h.type == MsgType::kResultRequest) requests.push_back(w);
+    if (w.to_engine == 1 && h.type == MsgType::kResult && lost_down == 0) return ++lost_down, true;
+    return false;
+  };
+  ContributeRound(&t, 0, 0, 0);
+  t.Pump(watch);
+  ASSERT_EQ(lost_down, 1);
+  auto leaf1_results = [&] {
+    int n = 0;
+    for (const auto& p : t.rank_rx()) n += p.leaf == 1 && p.header.type == MsgType::kResult;
+    return n;
+  };
+  for (int i = 0; i < 10 && leaf1_results() < 2; ++i) {
+    t.now() += 60'000'000;
+    t.Poll();
+    t.Pump(watch);
+  }
+  ExpectResults(&t, 0);
+  ASSERT_GE(requests.size(), 2u);  // the state probe, then the plain request
+  uint64_t last = 0;
+  proto::PacketView v;
+  for (const Wire& w : requests) {
+    ASSERT_EQ(proto::Decode(w.bytes.data(), w.bytes.size(), &v), proto::DecodeError::kOk);
+    uint64_t seq = 0;
+    ASSERT_TRUE(proto::DecodeRequestSeq(v, &seq)) << "an unnumbered uplink request";
+    EXPECT_GT(seq, last);
+    last = seq;
+  }
+  const uint64_t answers = t.root().counters().retransmit_answers;
+  const uint64_t replayed = testing::Drops(t.root(), DropReason::kReplayedRequest);
+  for (int i = 0; i < 3; ++i) {
+    const Action a = t.root().OnPacket(v, requests.back().from, t.now());
+    EXPECT_EQ(a.kind, ActionKind::kNone) << "replay " << i;
+  }
+  EXPECT_EQ(testing::Drops(t.root(), DropReason::kReplayedRequest), replayed + 3);
+  EXPECT_EQ(t.root().counters().retransmit_answers, answers);
 }
 
 // FORMAT.md §3.3.3 between aggregators: the root's RESULT of a

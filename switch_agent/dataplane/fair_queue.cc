@@ -51,10 +51,10 @@ void FairQueue::Activate(uint32_t b) {
   active_tail_ = b;
 }
 
-void FairQueue::Push(uint32_t id, uint32_t job_id, uint32_t bytes, bool known_job) {
+void FairQueue::Push(uint32_t id, uint32_t job_id, uint32_t bytes, bool member) {
   TRIB_CHECK(id < capacity() && taken_ > 0);
   --taken_;
-  const uint32_t b = known_job ? BucketOf(job_id) : 0;
+  const uint32_t b = member ? BucketOf(job_id) : 0;
   Bucket& bucket = buckets_[b];
   cost_[id] = bytes + kPacketCost;
   job_[id] = job_id;

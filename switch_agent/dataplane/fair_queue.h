@@ -11,8 +11,12 @@
 //   verifying and reducing it). Each packet is queued in the bucket of its
 //   job: 1 + hash(job_id, secret seed) mod (`buckets` - 1) (stochastic fair
 //   queueing: memory stays bounded, and the seed keeps a sender from
-//   choosing another job's bucket on purpose). Packets of jobs the engine
-//   does not hold share bucket 0, so a flood of invented ids is one flow.
+//   choosing another job's bucket on purpose). Only packets from the job's
+//   members (Engine::FromMemberOf) go there; packets of jobs the engine
+//   does not hold, and those that name a job from any other address (a
+//   flood forged with a job's id needs no key: the MAC is checked after
+//   the queue), share bucket 0, so a flood of invented or borrowed ids is
+//   one flow.
 // - The engine is fed by deficit round robin over the non-empty buckets
 //   (Shreedhar and Varghese, 1995), each packet charged its length plus
 //   kPacketCost for the per-packet work (system calls, header MAC, lookups):
@@ -68,11 +72,12 @@ class FairQueue {
   // Gives back an id taken but not queued (the receive did not fill it, or
   // the packet was rejected before queueing), or one popped and processed.
   void Release(uint32_t id);
-  // Queues the packet in id (taken) for `job_id`, `bytes` long. Packets of
-  // jobs the engine does not hold (JOINs of new jobs, floods of invented
-  // ids) share bucket 0, so a flood of random ids is one flow, not
-  // thousands that each take a turn.
-  void Push(uint32_t id, uint32_t job_id, uint32_t bytes, bool known_job);
+  // Queues the packet in id (taken) for `job_id`, `bytes` long. Packets
+  // not from a member of a job the engine holds (`member` false: JOINs of
+  // new jobs and ranks, floods of invented ids or of a job's id from other
+  // addresses) share bucket 0, so such a flood is one flow, not thousands
+  // that each take a turn, and never sheds a job's own packets.
+  void Push(uint32_t id, uint32_t job_id, uint32_t bytes, bool member);
   // The next packet to process, by deficit round robin; false when empty.
   // The id stays taken until Release.
   bool Pop(uint32_t* id);

@@ -59,27 +59,13 @@ class PeerTable {
 
   // Finds a known peer (and notes activity). False if unknown.
   bool Find(const Key& key, uint64_t now_ns, engine::PeerToken* token) {
-    uint32_t* cached = nullptr;
-    if constexpr (kCacheBits > 0) {
-      cached = &cache_[CacheSlot(key)];
-      // Trusted only if the entry is in use and holds this key (entries are
-      // removed and reused without touching the cache).
-      if (*cached != 0) {
-        Entry& e = entries_[*cached - 1];
-        if (e.used && KeyOps::Equal(e.key, key)) {
-          e.last_seen_ns = now_ns;
-          *token = *cached - 1;
-          return true;
-        }
-      }
-    }
-    auto it = index_.find(key);
-    if (it == index_.end()) return false;
-    entries_[it->second].last_seen_ns = now_ns;
-    if (cached != nullptr) *cached = it->second + 1;
-    *token = it->second;
+    Entry* e = Locate(key, token);
+    if (e == nullptr) return false;
+    e->last_seen_ns = now_ns;
     return true;
   }
+  // Finds a known peer without noting activity (a packet not yet served).
+  bool Peek(const Key& key, engine::PeerToken* token) { return Locate(key, token) != nullptr; }
 
   // Adds a peer. False only when the table is full.
   bool Insert(const Key& key, const Value& value, uint64_t now_ns, engine::PeerToken* token) {
@@ -165,6 +151,29 @@ class PeerTable {
   uint32_t capacity() const { return max_peers_; }
 
  private:
+  // The entry of `key` (its token in *token), through the direct-mapped
+  // cache; null if unknown.
+  Entry* Locate(const Key& key, engine::PeerToken* token) {
+    uint32_t* cached = nullptr;
+    if constexpr (kCacheBits > 0) {
+      cached = &cache_[CacheSlot(key)];
+      // Trusted only if the entry is in use and holds this key (entries are
+      // removed and reused without touching the cache).
+      if (*cached != 0) {
+        Entry& e = entries_[*cached - 1];
+        if (e.used && KeyOps::Equal(e.key, key)) {
+          *token = *cached - 1;
+          return &e;
+        }
+      }
+    }
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    if (cached != nullptr) *cached = it->second + 1;
+    *token = it->second;
+    return &entries_[it->second];
+  }
+
   struct Hasher {
     size_t operator()(const Key& k) const { return KeyOps::Hash(k); }
   };

@@ -341,6 +341,19 @@ class Engine {
   const EngineCounters& counters() const { return counters_; }
   std::vector<JobInfo> Jobs() const;
   bool HoldsJob(uint32_t job_id) const { return jobs_.count(job_id) != 0; }
+  // True if `from` may send packets of the job `h` names: it is the peer
+  // h.sender registered from, or the job's parent. The dataplanes' fair
+  // queues give only those the job's bucket, before any MAC is checked;
+  // anything else that claims a job (forged with its id, which needs no
+  // key) shares the bucket of unknown jobs and cannot shed the job's own
+  // packets. A new rank's first JOIN waits there too.
+  bool FromMemberOf(const proto::Header& h, PeerToken from) const {
+    const auto it = jobs_.find(h.job_id);
+    if (it == jobs_.end()) return false;
+    const Job& job = *it->second;
+    if (job.has_uplink && job.uplink.parent == from) return true;
+    return h.sender < job.fan_in() && job.IsRegistered(h.sender) && job.child(h.sender) == from;
+  }
   // Adds the token of every registered child of every job to `out` (peer
   // tables keep these and may forget the rest).
   template <typename Set>

@@ -571,10 +571,14 @@ bool WaitStopped(pid_t pid) {
 
 // A backlog queued while the daemon is frozen (SIGSTOP): 8 large forged
 // contributions for the running job, 4 small packets of another flow (an
-// unknown job id: its own queue), `more` forged ones for the job. The
-// socket holds them all before the loop reads one, so the daemon meets a
-// backlog of two flows, the same one on every run, and one that has waited
-// long enough to shed.
+// unknown job id, from another address: the unknown jobs' queue), `more`
+// forged ones for the job. The forgeries come from rank 0's own address
+// and index under a guessed key (an attacker on the path spoofing that
+// member, or a broken member): from any other address they would share
+// the unknown jobs' queue too (Engine::FromMemberOf). The socket holds
+// them all before the loop reads one, so the daemon meets a backlog of two
+// flows, the same one on every run, and one that has waited long enough
+// to shed.
 void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, int more) {
   Rank attacker(daemon.port(), kJobKey ^ 1);  // a guessed key: every MAC is wrong
   daemon.Signal(SIGSTOP);
@@ -584,7 +588,10 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, 
   auto forged = [&] {
     proto::Header h = job.Contribution(0, fragment);
     h.elem_count = kBigElems;
-    attacker.Send(h, big.data(), big.size() * 4);
+    Rank& member = job.rank(0);
+    member.set_key(kJobKey ^ 1);
+    member.Send(h, big.data(), big.size() * 4);
+    member.set_key(kJobKey);
   };
   for (int i = 0; i < 8; ++i) forged();
   const auto small = job.Data(0, fragment);

@@ -119,6 +119,46 @@ class LaneTest : public ::testing::Test {
     return out;
   }
 
+  // Both children of a 2-child `job` join on lane 0; its epoch (0: failed).
+  uint32_t JoinBoth(uint32_t job) {
+    const uint32_t epoch = Join(0, kPort, job, 0, 2);
+    EXPECT_NE(epoch, 0u);
+    EXPECT_EQ(Join(0, kPort, job, 1, 2), epoch);
+    return epoch;
+  }
+  // `frames` contributions to `job`'s round 0 as child 0, from child
+  // `source`'s address, under a guessed key, on lane 0.
+  void Forge(int frames, uint32_t job, uint32_t epoch, uint32_t source) {
+    const std::vector<int32_t> evil = {1000000, 1000000, 1000000};
+    const proto::Header h = RoundHeader(proto::MsgType::kContribution, job, epoch, 0);
+    for (int i = 0; i < frames; ++i) {
+      ASSERT_TRUE(port_.Send(0, source, kPort, h, reinterpret_cast<const uint8_t*>(evil.data()), 12,
+                             kKey ^ 0x5a5a));
+    }
+  }
+  // Both children's real contributions to `job`'s round 0: {1, 2, 3} and
+  // {10, 20, 30}.
+  void SendRealRound(uint32_t job, uint32_t epoch) {
+    for (uint32_t child = 0; child < 2; ++child) {
+      std::vector<int32_t> v = {1, 2, 3};
+      for (int32_t& x : v) x *= child == 0 ? 1 : 10;
+      ASSERT_TRUE(port_.Send(0, child, kPort, RoundHeader(proto::MsgType::kContribution, job, epoch, child),
+                             reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
+    }
+  }
+  // After SendRealRound: lane 0 drained, and its round's RESULT, exact,
+  // went to both children (and nothing else did).
+  void ExpectRealRoundResult() {
+    EXPECT_EQ(rte_ring_count(port_.rx[0]), 0u);
+    EXPECT_EQ(dp_->lane(0).queued(), 0u);
+    std::vector<Answer> results = Answers(0);
+    ASSERT_EQ(results.size(), 2u) << "the round's result, one per child";
+    for (const Answer& a : results) {
+      EXPECT_EQ(a.type, proto::MsgType::kResult);
+      EXPECT_EQ(a.values, (std::vector<int32_t>{11, 22, 33}));
+    }
+  }
+
   static inline bool eal_ok_ = false;
   static inline std::string eal_error_;
   static inline int counter_ = 0;
@@ -298,40 +338,17 @@ class LaneFairnessTest : public LaneTest, public ::testing::WithParamInterface<u
 // lost uncounted, and every mbuf goes back to its pool. In arrival order
 // (0) nothing is shed: the RX ring held the whole backlog.
 TEST_P(LaneFairnessTest, AFloodingJobLosesOnlyItsOwnFrames) {
-  const uint32_t flood_epoch = Join(0, kPort, 7, 0, 2);
-  ASSERT_NE(flood_epoch, 0u);
-  ASSERT_EQ(Join(0, kPort, 7, 1, 2), flood_epoch);
-  const uint32_t epoch = Join(0, kPort, 8, 0, 2);
-  ASSERT_NE(epoch, 0u);
-  ASSERT_EQ(Join(0, kPort, 8, 1, 2), epoch);
+  const uint32_t flood_epoch = JoinBoth(7);
+  const uint32_t epoch = JoinBoth(8);
+  ASSERT_TRUE(flood_epoch != 0 && epoch != 0);
   ASSERT_TRUE(Answers(0).empty());
   const unsigned pool_free = rte_mempool_avail_count(port_.pool);
-  const std::vector<int32_t> evil = {1000000, 1000000, 1000000};
-  const auto forge = [&](int frames) {
-    const proto::Header h = RoundHeader(proto::MsgType::kContribution, 7, flood_epoch, 0);
-    for (int i = 0; i < frames; ++i) {
-      ASSERT_TRUE(port_.Send(0, 0, kPort, h, reinterpret_cast<const uint8_t*>(evil.data()), 12,
-                             kKey ^ 0x5a5a));
-    }
-  };
-  forge(200);
-  for (uint32_t child = 0; child < 2; ++child) {
-    std::vector<int32_t> v = {1, 2, 3};
-    for (int32_t& x : v) x *= child == 0 ? 1 : 10;
-    ASSERT_TRUE(port_.Send(0, child, kPort, RoundHeader(proto::MsgType::kContribution, 8, epoch, child),
-                           reinterpret_cast<const uint8_t*>(v.data()), 12, kKey));
-  }
-  forge(300);
+  Forge(200, 7, flood_epoch, 0);
+  SendRealRound(8, epoch);
+  Forge(300, 7, flood_epoch, 0);
   for (int i = 0; i < 50; ++i) dp_->lane(0).PollOnce(agent::MonotonicNowNs());
 
-  EXPECT_EQ(rte_ring_count(port_.rx[0]), 0u);
-  EXPECT_EQ(dp_->lane(0).queued(), 0u);
-  std::vector<Answer> results = Answers(0);
-  ASSERT_EQ(results.size(), 2u);  // job 8's result, one per child
-  for (const Answer& a : results) {
-    EXPECT_EQ(a.type, proto::MsgType::kResult);
-    EXPECT_EQ(a.values, (std::vector<int32_t>{11, 22, 33}));
-  }
+  ExpectRealRoundResult();
   EXPECT_EQ(engine_.counters().completions, 1u);
   EXPECT_EQ(engine_.counters().contributions, 2u);
   const uint64_t shed = dp_->lane(0).stats().rx_shed;
@@ -349,6 +366,46 @@ TEST_P(LaneFairnessTest, AFloodingJobLosesOnlyItsOwnFrames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(QueueSize, LaneFairnessTest, ::testing::Values(128u, 0u));
+
+// A fair queue of 128 frames.
+class LaneFairQueueTest : public LaneTest {
+ protected:
+  LaneFairQueueTest() { fair_queue_packets_ = 128; }
+};
+
+// The same flood aimed at the job it names (review of 2026-12-06): 500
+// forgeries claim job 8, child 0, under a guessed key, from an address
+// that is none of job 8's members (rank 5's), around job 8's two real
+// contributions. The fair queue puts the forgeries in the unknown jobs'
+// bucket, not job 8's (the MAC is checked only after the queue), so they
+// can never make job 8's bucket the longest and shed its frames: after
+// one poll of the first 200, 64 wait (128 read, 64 served), none in job
+// 8's bucket; before, all 64 waited there. Job 8's round completes
+// exactly, every forgery is shed or refused by the engine, and every mbuf
+// goes back to its pool.
+TEST_F(LaneFairQueueTest, AFloodForgedWithAJobsIdFromElsewhereIsNotQueuedAsTheJobs) {
+  const uint32_t epoch = JoinBoth(8);
+  ASSERT_NE(epoch, 0u);
+  ASSERT_TRUE(Answers(0).empty());
+  const unsigned pool_free = rte_mempool_avail_count(port_.pool);
+  Forge(200, 8, epoch, 5);
+  dp_->lane(0).PollOnce(agent::MonotonicNowNs());
+  EXPECT_EQ(dp_->lane(0).queued(), 64u);
+  EXPECT_EQ(dp_->lane(0).queued_for(8), 0u);
+  SendRealRound(8, epoch);
+  Forge(300, 8, epoch, 5);
+  for (int i = 0; i < 50; ++i) dp_->lane(0).PollOnce(agent::MonotonicNowNs());
+
+  ExpectRealRoundResult();
+  EXPECT_EQ(engine_.counters().contributions, 2u);
+  const uint64_t shed = dp_->lane(0).stats().rx_shed;
+  uint64_t refused = 0;  // by the engine: the MAC, or the sender's address
+  for (const auto r : {engine::DropReason::kBadMac, engine::DropReason::kForeignSource}) {
+    refused += engine_.counters().drops[static_cast<size_t>(r)];
+  }
+  EXPECT_EQ(refused + shed, 500u);
+  EXPECT_EQ(rte_mempool_avail_count(port_.pool), pool_free) << "mbufs leaked";
+}
 
 // Issue #12's attacks, on the DPDK dataplane: an attacker on the network
 // forges a contribution under a guessed key, alters the payload of a sealed

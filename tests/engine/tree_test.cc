@@ -134,6 +134,35 @@ TEST(EngineTree, LossBetweenAggregatorsIsRecoveredByTheUplinkTimer) {
   EXPECT_EQ(t.root().counters().contributions, 2u);  // no double counting
 }
 
+// Who may fill a job's fair-queue bucket (Engine::FromMemberOf): the
+// address each child registered from, under its own sender index, and the
+// job's parent; not another member's index, not another address, not an
+// index past the fan-in, not a job the engine does not hold.
+TEST(EngineTree, OnlyAJobsMembersAndParentAreFromTheJob) {
+  Tree t;
+  t.Poll();
+  t.Pump();  // the leaves joined the root
+  proto::Header h;
+  h.type = MsgType::kContribution;
+  h.job_id = kJob;
+  h.sender = 0;
+  EXPECT_TRUE(t.leaf(0).FromMemberOf(h, kRankToken));
+  EXPECT_TRUE(t.leaf(0).FromMemberOf(h, kParentToken));
+  EXPECT_TRUE(t.root().FromMemberOf(h, kLeafToken));
+  EXPECT_FALSE(t.leaf(0).FromMemberOf(h, kRankToken + 1));  // rank 1 claiming rank 0
+  EXPECT_FALSE(t.leaf(0).FromMemberOf(h, kRankToken + 5));  // no member
+  EXPECT_FALSE(t.root().FromMemberOf(h, kLeafToken + 1));
+  h.sender = 1;
+  EXPECT_TRUE(t.leaf(0).FromMemberOf(h, kRankToken + 1));
+  h.sender = 7;  // past the fan-in
+  EXPECT_FALSE(t.leaf(0).FromMemberOf(h, kRankToken + 7));
+  EXPECT_TRUE(t.leaf(0).FromMemberOf(h, kParentToken));
+  h.job_id = kJob + 1;
+  h.sender = 0;
+  EXPECT_FALSE(t.leaf(0).FromMemberOf(h, kRankToken));
+  EXPECT_FALSE(t.leaf(0).FromMemberOf(h, kParentToken));
+}
+
 // FORMAT.md §3.4 between aggregators: a leaf's RESULT_REQUESTs to its
 // parent carry request numbers that grow with every request, so the root
 // answers each once. The root's RESULT to leaf 1 is lost; leaf 1 asks

@@ -248,9 +248,10 @@ uint32_t DpdkLane::Ingest(rte_mbuf* m, bool steered_in, uint64_t now_ns) {
     return done + 1;
   }
   held.source = {info.src_mac, info.src_ip_be, info.src_port_be};
-  // Known jobs get their own bucket, the rest share one.
-  const uint32_t job = held.view.header.job_id;
-  queue_->Push(id, job, static_cast<uint32_t>(info.payload_len), engine_->HoldsJob(job));
+  // A job's members get its bucket, the rest share one (FairQueue).
+  engine::PeerToken token;
+  const bool member = peers_.Peek(held.source, &token) && engine_->FromMemberOf(held.view.header, token);
+  queue_->Push(id, held.view.header.job_id, static_cast<uint32_t>(info.payload_len), member);
   return done;
 }
 

@@ -135,6 +135,8 @@ class DpdkLane {
   // Frames held in the fair queue now, and how many it holds at most.
   uint32_t queued() const { return queue_->queued(); }
   uint32_t queue_capacity() const { return queue_->capacity(); }
+  // Frames queued in the bucket of `job_id` (tests, diagnostics).
+  uint32_t queued_for(uint32_t job_id) const { return queue_->QueuedPackets(job_id); }
 
   // The counters as of the last publication (lanes > 1). Any thread.
   struct Published {

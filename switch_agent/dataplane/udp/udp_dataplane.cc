@@ -393,8 +393,11 @@ bool UdpDataplane::Receive() {
         continue;
       }
       view.ce = net::CongestionExperienced(m.msg_hdr);
-      const uint32_t job = view.header.job_id;
-      queue_->Push(id, job, m.msg_len, engine_->HoldsJob(job));
+      // A job's bucket only for its members' packets (FairQueue).
+      engine::PeerToken token;
+      const bool member =
+          peers_.Peek(rx_addr_[id], &token) && engine_->FromMemberOf(view.header, token);
+      queue_->Push(id, view.header.job_id, m.msg_len, member);
     }
     if (got < want) return false;  // drained
   }

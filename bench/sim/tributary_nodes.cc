@@ -79,8 +79,8 @@ void Aggregator::Emit(const engine::Action& a, double depart) {
   }
   // Encoded as every dataplane encodes it (ReplyPolicy); a reduce-scatter
   // RESULT goes whole to its owner and as a notice to the others.
-  uint8_t header[proto::kHeaderSize], notice[proto::kHeaderSize];
-  policy_.EncodeHeader(a, false, header);
+  uint8_t header[proto::kRequestSeqHeaderSize], notice[proto::kRequestSeqHeaderSize];
+  const size_t header_len = policy_.EncodeHeader(a, false, header);  // 72: a numbered request
   if (a.owner_only) {
     engine::Action n = a;
     engine::MakeNotice(&n.header);
@@ -92,12 +92,12 @@ void Aggregator::Emit(const engine::Action& a, double depart) {
     TRIB_CHECK(peer < static_cast<engine::PeerToken>(world_->entities()));
     const bool whole = !a.owner_only || peer == a.owner;
     const size_t payload_len = whole ? a.payload_len : 0;
+    const size_t len = whole ? header_len : proto::kHeaderSize;
     Packet p;
-    p.bytes.resize(proto::kHeaderSize + payload_len);
-    std::memcpy(p.bytes.data(), whole ? header : notice, proto::kHeaderSize);
-    if (payload_len) std::memcpy(p.bytes.data() + proto::kHeaderSize, a.payload, payload_len);
-    const uint64_t wire =
-        WireBytes(*world_, proto::kHeaderSize, payload_len, IsData(p.bytes[proto::kOffType]));
+    p.bytes.resize(len + payload_len);
+    std::memcpy(p.bytes.data(), whole ? header : notice, len);
+    if (payload_len) std::memcpy(p.bytes.data() + len, a.payload, payload_len);
+    const uint64_t wire = WireBytes(*world_, len, payload_len, IsData(p.bytes[proto::kOffType]));
     world_->Send(self_->id(), static_cast<int>(peer), std::move(p), wire, depart);
   });
 }

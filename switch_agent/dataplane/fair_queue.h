@@ -61,6 +61,8 @@ class FairQueue {
   FairQueue(uint32_t capacity, uint32_t buckets, uint64_t seed);
 
   uint32_t capacity() const { return static_cast<uint32_t>(next_.size()); }
+  // Queues: 1 serves in arrival order, and a packet's bucket is moot.
+  uint32_t buckets() const { return static_cast<uint32_t>(buckets_.size()); }
   uint32_t free_count() const { return static_cast<uint32_t>(free_.size()); }
   uint32_t queued() const { return capacity() - free_count() - taken_; }
   bool empty() const { return queued() == 0; }

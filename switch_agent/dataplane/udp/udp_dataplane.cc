@@ -393,10 +393,11 @@ bool UdpDataplane::Receive() {
         continue;
       }
       view.ce = net::CongestionExperienced(m.msg_hdr);
-      // A job's bucket only for its members' packets (FairQueue).
+      // A job's bucket only for its members' packets (FairQueue); no
+      // lookup when there is one queue.
       engine::PeerToken token;
-      const bool member =
-          peers_.Peek(rx_addr_[id], &token) && engine_->FromMemberOf(view.header, token);
+      const bool member = queue_->buckets() > 1 && peers_.Peek(rx_addr_[id], &token) &&
+                          engine_->FromMemberOf(view.header, token);
       queue_->Push(id, view.header.job_id, m.msg_len, member);
     }
     if (got < want) return false;  // drained

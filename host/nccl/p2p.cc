@@ -37,8 +37,9 @@ constexpr uint64_t kHelloTag = 1ull << 63;
 // How long listen, and a grouped receive half posted, retry a receive queue
 // that libfabric says is full before they fail.
 constexpr auto kFullQueueRetry = std::chrono::seconds(10);
-// How long closeRecv waits for the receives it cancelled to complete
-// before it parks them.
+// How long closeRecv and closeSend wait for the operations they cancelled
+// to complete before they park them, and deregMr for those using the
+// memory before it returns.
 constexpr auto kCloseWait = std::chrono::seconds(1);
 // How long a waiting call leaves the device's lock to the other threads
 // between two tries.
@@ -193,6 +194,52 @@ void Pause(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
+// The comms NCCL holds are Comm* (p2p_device.h).
+Comm* AsComm(void* comm) { return static_cast<Comm*>(comm); }
+SendComm* AsSend(void* comm) { return static_cast<SendComm*>(AsComm(comm)); }
+RecvComm* AsRecv(void* comm) { return static_cast<RecvComm*>(AsComm(comm)); }
+
+long long CloseWaitMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(kCloseWait).count();
+}
+
+// The operations of a comm NCCL closes that it has not seen complete (an
+// abort, or a teardown that stopped testing): NCCL never tests a request
+// of a closed comm, so they are the plugin's to free. Those still pending
+// are cancelled, but one that libfabric already matched or started cannot
+// be: libfabric goes on writing (a receive) or reading (a send) NCCL's
+// memory until it completes. So this waits, pausing without the lock,
+// until every one of them has completed; past kCloseWait (a peer that
+// stopped mid-message) the rest are parked, with a WARN naming `call`,
+// rather than the close hanging.
+void AbandonOutstanding(Comm* comm, std::unique_lock<std::mutex>& lock, const char* call,
+                        const char* ops, const char* parked_as) {
+  Device* d = comm->device;
+  std::vector<std::unique_ptr<Request>> abandoned;
+  for (Request* r : comm->outstanding) {
+    r->comm = nullptr;
+    d->CancelPending(r);
+    abandoned.emplace_back(r);
+  }
+  comm->outstanding.clear();
+  const auto end = Clock::now() + kCloseWait;
+  for (;;) {
+    d->Progress();
+    std::erase_if(abandoned, [](const auto& r) { return Settled(*r); });
+    if (abandoned.empty() || Clock::now() >= end) break;
+    Pause(lock);
+  }
+  if (abandoned.empty()) return;
+  TRIB_LOG(kWarn, kLog,
+           "%s: %zu %s still in progress %lld ms after they were cancelled (a peer stopped "
+           "mid-message?): kept until they complete; libfabric may use their buffers until then",
+           call, abandoned.size(), ops, CloseWaitMs());
+  for (auto& r : abandoned) {
+    Request* pending = r.get();
+    d->Park(pending, std::move(r), parked_as);
+  }
+}
+
 }  // namespace
 
 NcclResult NetInit() {
@@ -282,7 +329,7 @@ NcclResult NetConnect(int dev, const void* handle, void** send_comm) {
     return kSuccess;  // NCCL calls again
   }
   if (rc != 0) return Fail(kSystemError, "connect", "fi_tsend: " + ofi::FiError(static_cast<int>(rc)));
-  *send_comm = comm.release();
+  *send_comm = static_cast<Comm*>(comm.release());
   return kSuccess;
 }
 
@@ -302,8 +349,11 @@ NcclResult NetAccept(void* listen_comm, void** recv_comm) {
   }
   auto peer = d->Peer(hello.address, hello.address_bytes);
   if (!peer.ok()) return Fail(kSystemError, "accept", peer.status().message());
-  auto* comm = new RecvComm{d, peer.value(), hello.send_id, {}};
-  *recv_comm = comm;
+  auto* comm = new RecvComm;
+  comm->device = d;
+  comm->peer = peer.value();
+  comm->send_id = hello.send_id;
+  *recv_comm = static_cast<Comm*>(comm);
   return kSuccess;
 }
 
@@ -319,14 +369,47 @@ NcclResult NetRegMr(void*, void* data, size_t size, int type, void** mhandle) {
   return kSuccess;
 }
 
-NcclResult NetDeregMr(void*, void* mhandle) {
-  delete static_cast<MemoryHandle*>(mhandle);
+NcclResult NetDeregMr(void* comm_handle, void* mhandle) {
+  std::unique_ptr<MemoryHandle> memory(static_cast<MemoryHandle*>(mhandle));
+  if (comm_handle == nullptr || memory == nullptr) return kSuccess;
+  // NCCL's teardown of a connection deregisters and frees its buffers
+  // before it closes the comm. Operations it abandoned there (an abort)
+  // may still be writing (receives) or reading (sends) this memory: they
+  // are cancelled, and deregMr returns once libfabric is done with each,
+  // or after kCloseWait with a WARN. They stay NCCL's requests (and the
+  // comm's, which frees them when it closes).
+  Comm* comm = AsComm(comm_handle);
+  Device* d = comm->device;
+  std::unique_lock<std::mutex> lock(d->mu());
+  auto using_memory = [&] {
+    d->Progress();
+    std::vector<Request*> busy;
+    for (Request* r : comm->outstanding) {
+      if (!Settled(*r) && Touches(*r, memory->data, memory->size)) busy.push_back(r);
+    }
+    return busy;
+  };
+  std::vector<Request*> busy = using_memory();
+  if (busy.empty()) return kSuccess;
+  for (Request* r : busy) d->CancelPending(r);
+  const auto end = Clock::now() + kCloseWait;
+  while (!busy.empty() && Clock::now() < end) {
+    Pause(lock);
+    busy = using_memory();
+  }
+  if (!busy.empty()) {
+    TRIB_LOG(kWarn, kLog,
+             "deregMr: %zu operation(s) on the memory still in progress %lld ms after they were "
+             "cancelled (a peer stopped mid-message?): libfabric may use the memory after NCCL "
+             "frees it",
+             busy.size(), CloseWaitMs());
+  }
   return kSuccess;
 }
 
 NcclResult NetIsend(void* send_comm, void* data, size_t size, int tag, void** request) {
   *request = nullptr;
-  auto* comm = static_cast<SendComm*>(send_comm);
+  SendComm* comm = AsSend(send_comm);
   Device* d = comm->device;
   std::lock_guard<std::mutex> lock(d->mu());
   if (!comm->hello_request.error.empty()) {
@@ -334,6 +417,7 @@ NcclResult NetIsend(void* send_comm, void* data, size_t size, int tag, void** re
   }
   auto r = std::make_unique<Request>();
   r->device = d;
+  r->comm = comm;
   r->n = 1;
   ssize_t rc = d->PostSend(r.get(), 0, data, size, comm->peer, DataTag(comm->send_id, tag));
   if (rc == -FI_EAGAIN) {
@@ -341,6 +425,7 @@ NcclResult NetIsend(void* send_comm, void* data, size_t size, int tag, void** re
     return kSuccess;  // a null request: NCCL tries again
   }
   if (rc != 0) return Fail(kSystemError, "isend", "fi_tsend: " + ofi::FiError(static_cast<int>(rc)));
+  comm->outstanding.insert(r.get());
   *request = r.release();
   return kSuccess;
 }
@@ -353,7 +438,7 @@ NcclResult NetIrecv(void* recv_comm, int n, void** data, const size_t* sizes, co
                                                " buffers (1.." + std::to_string(kMaxGroupedRecvs) +
                                                ")");
   }
-  auto* comm = static_cast<RecvComm*>(recv_comm);
+  RecvComm* comm = AsRecv(recv_comm);
   Device* d = comm->device;
   std::unique_lock<std::mutex> lock(d->mu());
   if (!d->RecvRoom(n)) {
@@ -427,10 +512,10 @@ NcclResult NetTest(void* request, int* done, int* sizes) {
 }
 
 NcclResult NetCloseSend(void* send_comm) {
-  std::unique_ptr<SendComm> comm(static_cast<SendComm*>(send_comm));
+  std::unique_ptr<SendComm> comm(AsSend(send_comm));
   Device* d = comm->device;
-  std::lock_guard<std::mutex> lock(d->mu());
-  d->Progress();
+  std::unique_lock<std::mutex> lock(d->mu());
+  AbandonOutstanding(comm.get(), lock, "closeSend", "send(s)", "send of a closed send comm");
   // A hello still in flight (a peer that has not progressed yet, or never
   // accepts) may yet complete into the comm: parked until it has.
   Request* hello = &comm->hello_request;
@@ -439,43 +524,10 @@ NcclResult NetCloseSend(void* send_comm) {
 }
 
 NcclResult NetCloseRecv(void* recv_comm) {
-  std::unique_ptr<RecvComm> comm(static_cast<RecvComm*>(recv_comm));
-  Device* d = comm->device;
-  std::unique_lock<std::mutex> lock(d->mu());
-  // The receives NCCL has not seen complete are abandoned (an abort, or a
-  // teardown that stopped testing): NCCL never tests a request of a closed
-  // comm, so they are the plugin's to free. Those still pending are
-  // cancelled, but one that libfabric already matched cannot be: libfabric
-  // goes on writing its buffer, NCCL's memory, until it completes. So
-  // closeRecv waits, pausing without the lock, until every one of them has
-  // completed; past kCloseWait (a peer that stopped mid-message) the rest
-  // are parked, with a WARN, rather than closeRecv hanging.
-  std::vector<std::unique_ptr<Request>> abandoned;
-  for (Request* r : comm->outstanding) {
-    r->comm = nullptr;
-    d->CancelPending(r);
-    abandoned.emplace_back(r);
-  }
-  const auto end = Clock::now() + kCloseWait;
-  for (;;) {
-    d->Progress();
-    std::erase_if(abandoned, [](const auto& r) { return Settled(*r); });
-    if (abandoned.empty() || Clock::now() >= end) break;
-    Pause(lock);
-  }
-  if (!abandoned.empty()) {
-    TRIB_LOG(kWarn, kLog,
-             "closeRecv: %zu receive(s) still in progress %lld ms after they were cancelled (a "
-             "peer stopped mid-message?): kept until they complete; libfabric may write into "
-             "their buffers until then",
-             abandoned.size(),
-             static_cast<long long>(
-                 std::chrono::duration_cast<std::chrono::milliseconds>(kCloseWait).count()));
-    for (auto& r : abandoned) {
-      Request* pending = r.get();
-      d->Park(pending, std::move(r), "receive of a closed receive comm");
-    }
-  }
+  std::unique_ptr<RecvComm> comm(AsRecv(recv_comm));
+  std::unique_lock<std::mutex> lock(comm->device->mu());
+  AbandonOutstanding(comm.get(), lock, "closeRecv", "receive(s)",
+                     "receive of a closed receive comm");
   return kSuccess;
 }
 

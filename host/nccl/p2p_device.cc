@@ -7,6 +7,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/log.h"
@@ -60,7 +61,10 @@ ssize_t Device::PostSend(Request* request, int i, const void* data, size_t size,
   request->ops[i].request = request;
   request->sizes[i] = size;  // a send's completion carries no length
   ssize_t rc = fi_tsend(ep_, data, size, nullptr, peer, tag, &request->ops[i].context);
-  if (rc == 0) ++request->posted;
+  if (rc == 0) {
+    ++request->posted;
+    Spans(request, data, size);
+  }
   return rc;
 }
 
@@ -72,8 +76,15 @@ ssize_t Device::PostRecv(Request* request, int i, void* data, size_t size, fi_ad
   if (rc == 0) {
     ++request->posted;
     ++posted_recvs_;
+    Spans(request, data, size);
   }
   return rc;
+}
+
+void Device::Spans(Request* request, const void* data, size_t size) {
+  const auto lo = reinterpret_cast<uintptr_t>(data);
+  request->lo = std::min(request->lo, lo);
+  request->hi = std::max(request->hi, lo + size);
 }
 
 void Device::CancelPending(Request* request) {

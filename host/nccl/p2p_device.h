@@ -15,7 +15,10 @@
 // receive is posted when NCCL closes it is cancelled and parked, as is a
 // send comm whose hello is in flight. Receives of a closed receive comm are
 // cancelled, and closeRecv waits (bounded) until libfabric completed each
-// of them, parking those that have not by then. A parked comm (or request)
+// of them, parking those that have not by then; closeSend does the same
+// with its isends NCCL abandoned, and deregMr with the operations that
+// still use the memory (NCCL frees the memory right after deregMr, before
+// it closes the comm). A parked comm (or request)
 // is freed by the first Progress() after its last operation completed,
 // whichever thread progresses the device, so that a job opening and
 // closing comms by the thousand does not grow. DEBUG lines count them
@@ -57,7 +60,7 @@ struct Hello {
 
 class Device;
 struct Request;
-struct RecvComm;
+struct Comm;
 
 struct Op {
   fi_context2 context;  // first: a completion's op_context is this Op
@@ -66,7 +69,7 @@ struct Op {
 
 struct Request {
   Device* device = nullptr;
-  RecvComm* comm = nullptr;  // receives: the comm that posted them, until it closes
+  Comm* comm = nullptr;  // the comm that posted it, until the comm closes
   bool recv = false;
   bool cancelled = false;  // the pending operations were cancelled (failure, close)
   int n = 0;               // operations in the request
@@ -75,6 +78,9 @@ struct Request {
   bool parked = false;     // its owner is closed: the device frees it once settled
   std::string error;       // set by the first failed operation
   size_t sizes[kMaxGroupedRecvs] = {};  // receives: bytes received; sends: bytes posted
+  // The span of NCCL's memory its posted operations read or write.
+  uintptr_t lo = UINTPTR_MAX;
+  uintptr_t hi = 0;
   bool done[kMaxGroupedRecvs] = {};
   Op ops[kMaxGroupedRecvs];
 };
@@ -82,20 +88,28 @@ struct Request {
 // Whether libfabric is done with `r`: every operation it posted completed.
 inline bool Settled(const Request& r) { return r.completed == r.posted; }
 
-struct SendComm {
-  Device* device;
-  fi_addr_t peer;
-  uint32_t send_id;
-  Hello hello;  // sent by connect; must live until its completion
+// Whether an operation of `r` reads or writes [data, data + size).
+inline bool Touches(const Request& r, const void* data, size_t size) {
+  const auto lo = reinterpret_cast<uintptr_t>(data);
+  return size > 0 && r.lo < lo + size && lo < r.hi;
+}
+
+// What a send comm and a receive comm share. The plugin hands NCCL every
+// send and receive comm as a Comm* (deregMr gets either kind).
+struct Comm {
+  Device* device = nullptr;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  uint32_t send_id = 0;
+  // Its isends or receives that NCCL has not seen complete.
+  std::unordered_set<Request*> outstanding;
+};
+
+struct SendComm : Comm {
+  Hello hello{};  // sent by connect; must live until its completion
   Request hello_request;
 };
 
-struct RecvComm {
-  Device* device;
-  fi_addr_t peer;
-  uint32_t send_id;
-  std::unordered_set<Request*> outstanding;  // receives NCCL has not seen complete
-};
+struct RecvComm : Comm {};
 
 struct ListenComm {
   Device* device;
@@ -153,6 +167,8 @@ class Device : public ofi::RdmEndpoint {
   };
 
   void Completed(void* context, size_t len, const std::string& error);
+  // Widens the span of `request` to [data, data + size).
+  static void Spans(Request* request, const void* data, size_t size);
   void Reap();
 
   fi_info* template_;

@@ -169,10 +169,11 @@ struct PluginRank {
     if (int rc = Start(rank)) return rc;
     return RingConnect(net, ctx, x, rank, &send, &recv, &listen, 0, ranks);
   }
-  // Closes the ring (its receive comm only when `close_recv`) and
+  // Closes the ring (its send comm unless already closed and set null,
+  // its receive comm only when `close_recv`) and
   // finalizes; 0, or the rank's failure: `failure` when not empty.
   int Finish(int rank, const std::string& failure = "", bool close_recv = true) {
-    net->close_send(send);
+    if (send != nullptr) net->close_send(send);
     if (close_recv) net->close_recv(recv);
     net->close_listen(listen);
     if (!failure.empty()) return Fail(rank, failure);

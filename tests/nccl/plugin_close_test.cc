@@ -2,12 +2,15 @@
 // Plays NCCL's proxy against libnccl-net-tributary.so, point-to-point side,
 // where comms close. closeRecv with a receive in flight returns only once
 // libfabric stopped writing its buffer, or, when the peer stalls, after
-// about a second with the receive parked. What libfabric may still write
-// into when NCCL closes a comm is kept (parked) until libfabric is done
-// with it, and no longer: thousands of listen and send comms opened and
-// closed leave nothing behind. Rank processes as in plugin_driver_test.cc,
-// on tcp;ofi_rxm over loopback (and on shm where it can show the same);
-// the device's DEBUG lines ("parked now: N") say how many it keeps.
+// about a second with the receive parked; closeSend likewise with a send
+// NCCL abandoned, and deregMr (which NCCL's teardown calls before it frees
+// the memory and closes the comm) with the operations using the memory.
+// What libfabric may still write into when NCCL closes a comm is kept
+// (parked) until libfabric is done with it, and no longer: thousands of
+// listen and send comms opened and closed leave nothing behind. Rank
+// processes as in plugin_driver_test.cc, on tcp;ofi_rxm over loopback (and
+// on shm where it can show the same); the device's DEBUG lines ("parked
+// now: N") say how many it keeps.
 #include <gtest/gtest.h>
 
 #include <malloc.h>
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +49,37 @@ ParkedCounts Parked() {
     c.peak = std::max(c.peak, c.last);
   }
   return c;
+}
+
+// Whether the plugin logged `text`.
+bool Logged(const char* text) {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  return g_log.find(text) != std::string::npos;
+}
+
+// The verdict on a call that gave up waiting for a stalled peer: it took
+// about the plugin's wait of a second (at least 900 ms on a steady clock;
+// at most a bound that only a hang reaches, however loaded the machine),
+// logged `warning`, and left one operation parked. "" when so.
+std::string GaveUpAfterASecond(const std::string& call, Clock::duration took, const char* warning) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  const ParkedCounts parked = Parked();
+  const bool warned = Logged(warning);
+  if (ms >= 900 && ms <= 30000 && warned && parked.last == 1) return "";
+  return call + " took " + std::to_string(ms) + " ms (about 1000 expected), " +
+         (warned ? "" : "without a WARN, ") + "with " + std::to_string(parked.last) +
+         " parked (1 expected)";
+}
+
+// Posts one receive (tag 1) of the whole of `buffer` on `recv`, retrying as
+// NCCL's proxy does.
+bool PostWhole(NetV12* net, void* recv, std::vector<uint8_t>* buffer, void** request) {
+  void* data = buffer->data();
+  size_t size = buffer->size();
+  int tag = 1;
+  return Posted(
+      [&](void** q) { return net->irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, q); },
+      request);
 }
 
 // One message each way on a comm pair, as NCCL's proxy sends and receives.
@@ -160,6 +195,7 @@ INSTANTIATE_TEST_SUITE_P(Providers, ClosesPerProvider, ::testing::Values("tcp", 
 // it has stopped. tcp;ofi_rxm moves a large message in pieces as both
 // sides progress, so it can be caught half-way (shm copies it in one go).
 constexpr uint8_t kUnwritten = 0xee;
+constexpr const char* kDeregWarn = "deregMr: 1 operation(s) on the memory still in progress";
 constexpr size_t kPage = 4096;
 
 // Pages of `buffer` a message has reached (their first byte changed).
@@ -171,22 +207,21 @@ size_t PagesLanded(const std::vector<uint8_t>& buffer) {
 
 // Rank 1's side: posts a receive into `buffer` (rank 0 sends into it),
 // tests until the first pages landed, tells rank 0 so (which stops
-// progressing, when it stalls) and closes its receive comm. Says how many
-// pages had landed when closeRecv returned, and how long it took.
+// progressing, when it stalls) and calls `close` (closeRecv, or deregMr
+// of the buffer). Says how many pages had landed when it returned, and how
+// long it took.
 struct InFlightClose {
   size_t at_close = 0;
   Clock::duration took{};
   std::string failure;
 };
 
-InFlightClose CloseMidMessage(NetV12* net, void* recv, std::vector<uint8_t>* buffer, Exchange* x) {
+InFlightClose CloseMidMessage(NetV12* net, void* recv, std::vector<uint8_t>* buffer, Exchange* x,
+                              const std::function<void()>& close) {
   InFlightClose result;
-  void* data = buffer->data();
-  size_t size = buffer->size();
-  int tag = 1, done = 0, ignored;
+  int done = 0, ignored;
   void* r;
-  if (!Posted([&](void** q) { return net->irecv(recv, 1, &data, &size, &tag, nullptr, nullptr, q); },
-              &r)) {
+  if (!PostWhole(net, recv, buffer, &r)) {
     result.failure = "irecv";
     return result;
   }
@@ -205,7 +240,7 @@ InFlightClose CloseMidMessage(NetV12* net, void* recv, std::vector<uint8_t>* buf
   x->outcome[1] = 1;  // rank 0 may stop progressing
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto start = Clock::now();
-  net->close_recv(recv);
+  close();
   result.took = Clock::now() - start;
   result.at_close = PagesLanded(*buffer);
   return result;
@@ -245,46 +280,191 @@ int SendAndMaybeStall(NetV12* net, void* send, size_t bytes, bool stall, Exchang
 }
 
 // The peer goes on sending: closeRecv returns once the whole message is
-// in, and not one page changes after it returned.
-int CloseWhileReceivingRank(Exchange* x, int rank) {
+// in, and not one page changes after it returned. With `dereg`, rank 1
+// calls deregMr on the buffer instead, as NCCL's own teardown of a receive
+// connection (recvProxyFree) does before it frees the buffer and closes the
+// comm: the same holds when deregMr returned.
+int InFlightReceiveRank(Exchange* x, int rank, bool dereg) {
   PluginRank state;
   if (int rc = state.StartRing(x, rank, 2)) return rc;
   NetV12*& net = state.net;
   void*& ctx = state.ctx;
   void *&send = state.send, *&recv = state.recv;
   constexpr size_t kBytes = 16 << 20;
+  const char* call = dereg ? "deregMr" : "closeRecv";
   std::string failure;  // rank 1's verdict, given after the last barrier
   if (rank == 0) {
     if (int rc = SendAndMaybeStall(net, send, kBytes, false, x)) return rc;
   } else {
     std::vector<uint8_t> buffer(kBytes, kUnwritten);
-    InFlightClose closed = CloseMidMessage(net, recv, &buffer, x);
+    void* mh = nullptr;
+    if (dereg && net->reg_mr(recv, buffer.data(), kBytes, kPtrHost, &mh) != kSuccess) {
+      return Fail(rank, "regMr");
+    }
+    InFlightClose closed = CloseMidMessage(net, recv, &buffer, x, [&] {
+      if (dereg) {
+        net->dereg_mr(recv, mh);
+      } else {
+        net->close_recv(recv);
+      }
+    });
     if (!closed.failure.empty()) return Fail(rank, closed.failure);
     Progress(net, ctx, 2000);
     const size_t after = PagesLanded(buffer);
     if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
-    // A machine so loaded that the rest of the message took longer than
-    // closeRecv waits (1 s) gets the receive parked, and the WARN says that
-    // libfabric may still write: the documented outcome, not a failure.
-    bool parked_with_warning;
-    {
-      std::lock_guard<std::mutex> lock(g_log_mu);
-      parked_with_warning = g_log.find("closeRecv: 1 receive(s) still in progress") != std::string::npos;
-    }
-    if (after != closed.at_close && !parked_with_warning) {
+    // A machine so loaded that the rest of the message took longer than the
+    // plugin waits (1 s) gets the WARN that libfabric may still write: the
+    // documented outcome, not a failure.
+    const bool warned = Logged(dereg ? kDeregWarn : "closeRecv: 1 receive(s) still in progress");
+    if (after != closed.at_close && !warned) {
       failure = "libfabric wrote " + std::to_string(after - closed.at_close) +
-                " more pages of the receive's buffer after closeRecv returned (" +
+                " more pages of the receive's buffer after " + call + " returned (" +
                 std::to_string(closed.at_close) + " of " + std::to_string(kBytes / kPage) +
                 " when it did)";
     }
   }
   if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
-  return state.Finish(rank, failure, /*close_recv=*/rank == 0);  // rank 1 closed it
+  // Rank 1 closed its receive comm, unless it deregistered.
+  return state.Finish(rank, failure, /*close_recv=*/rank == 0 || dereg);
 }
 
 TEST_F(Closes, CloseRecvReturnsOnlyOnceLibfabricStoppedWritingItsBuffers) {
   Exchange* x = x_;
-  EXPECT_EQ(testing::RunRanks(2, 120, [x](int rank) { return CloseWhileReceivingRank(x, rank); }),
+  EXPECT_EQ(
+      testing::RunRanks(2, 120, [x](int rank) { return InFlightReceiveRank(x, rank, false); }), "");
+}
+
+TEST_F(Closes, DeregMrReturnsOnlyOnceLibfabricStoppedWritingTheMemory) {
+  Exchange* x = x_;
+  EXPECT_EQ(
+      testing::RunRanks(2, 120, [x](int rank) { return InFlightReceiveRank(x, rank, true); }), "");
+}
+
+// The same on the sending side (sendProxyFree): rank 0 deregisters its
+// send buffer with a send in flight from it, and overwrites the buffer as
+// soon as deregMr returned, as a freed and reused buffer would be. Rank 1
+// receives the message as it was sent, every byte: deregMr returned only
+// once libfabric stopped reading the memory.
+constexpr uint8_t kSent = 0x11;
+constexpr uint8_t kReused = 0x22;
+
+int DeregWhileSendingRank(Exchange* x, int rank) {
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  NetV12*& net = state.net;
+  void *&send = state.send, *&recv = state.recv;
+  constexpr size_t kBytes = 64 << 20;  // far more than the sockets buffer
+  std::vector<uint8_t> buffer(kBytes, rank == 0 ? kSent : kUnwritten);
+  std::string failure;  // rank 1's verdict, given after the last barrier
+  int done = 0, ignored;
+  void* r;
+  auto end = Clock::now() + std::chrono::seconds(60);
+  if (rank == 0) {
+    void* mh = nullptr;
+    if (net->reg_mr(send, buffer.data(), kBytes, kPtrHost, &mh) != kSuccess) {
+      return Fail(rank, "regMr");
+    }
+    if (!Barrier(x, 1, 2)) return Fail(rank, "barrier 1");
+    auto isend = [&](void** q) {
+      return net->isend(send, buffer.data(), kBytes, 1, nullptr, nullptr, q);
+    };
+    if (!Posted(isend, &r)) return Fail(rank, "isend");
+    while (!done && x->outcome[1] == 0 && Clock::now() < end) {
+      if (net->test(r, &done, &ignored) != kSuccess) return Fail(rank, "send");
+    }
+    if (done) return Fail(rank, "the message was not caught in flight");
+    net->dereg_mr(send, mh);
+    memset(buffer.data(), kReused, kBytes);
+    x->outcome[0] = Logged(kDeregWarn) ? 2 : 1;
+    // Done or cancelled: either way NCCL's request ends.
+    while (!done && Clock::now() < end) {
+      if (net->test(r, &done, &ignored) != kSuccess) break;
+    }
+    if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
+  } else {
+    if (!PostWhole(net, recv, &buffer, &r)) return Fail(rank, "irecv");
+    if (!Barrier(x, 1, 2)) return Fail(rank, "barrier 1");
+    while (!done && Clock::now() < end) {
+      if (PagesLanded(buffer) > 0) x->outcome[1] = 1;  // rank 0 deregisters
+      if (net->test(r, &done, &ignored) != kSuccess) return Fail(rank, "the receive failed");
+    }
+    if (!done) return Fail(rank, "the message did not complete");
+    if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
+    size_t reused = 0;
+    for (size_t i = 0; i < kBytes; i += kPage) {
+      reused += std::any_of(&buffer[i], &buffer[i] + kPage, [](uint8_t b) { return b != kSent; });
+    }
+    if (reused > 0 && x->outcome[0] != 2) {  // 2: rank 0's deregMr warned
+      failure = std::to_string(reused) + " of " + std::to_string(kBytes / kPage) +
+                " pages arrived with what rank 0 wrote into its buffer after deregMr returned";
+    }
+  }
+  if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
+  return state.Finish(rank, failure);
+}
+
+TEST_F(Closes, DeregMrReturnsOnlyOnceLibfabricStoppedReadingTheMemory) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(2, 120, [x](int rank) { return DeregWhileSendingRank(x, rank); }),
+            "");
+}
+
+// NCCL abandons an isend when it aborts: it closes the send comm without
+// testing the request again. The plugin keeps the request while libfabric
+// may still read its memory, and frees it once libfabric is done: neither
+// leaked nor freed early. Rank 0 closes its send comm with a 64 MiB isend
+// in flight for which rank 1 has posted no receive yet: closeSend returns
+// after about a second with a WARN and the send parked; rank 1 then
+// receives the message, intact, and rank 0's device frees the send.
+int CloseSendWithASendInFlightRank(Exchange* x, int rank) {
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  NetV12*& net = state.net;
+  void*& ctx = state.ctx;
+  void *&send = state.send, *&recv = state.recv;
+  constexpr size_t kBytes = 64 << 20;
+  std::vector<uint8_t> buffer(kBytes, rank == 0 ? kSent : kUnwritten);
+  std::string failure;  // each rank's verdict, given after the last barrier
+  auto end = Clock::now() + std::chrono::seconds(60);
+  int done = 0, ignored;
+  void* r;
+  if (rank == 0) {
+    auto isend = [&](void** q) {
+      return net->isend(send, buffer.data(), kBytes, 1, nullptr, nullptr, q);
+    };
+    if (!Posted(isend, &r)) return Fail(rank, "isend");
+    for (int i = 0; i < 100 && !done; ++i) {
+      if (net->test(r, &done, &ignored) != kSuccess) return Fail(rank, "send");
+    }
+    if (done) return Fail(rank, "the send completed with no receive posted");
+    const auto start = Clock::now();
+    net->close_send(send);
+    send = nullptr;
+    failure = GaveUpAfterASecond("closeSend with a send in flight", Clock::now() - start,
+                                 "closeSend: 1 send(s) still in progress");
+    if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");  // rank 1 receives
+    while (Parked().last != 0 && Clock::now() < end) Progress(net, ctx, 100);
+    if (failure.empty() && Parked().last != 0) {
+      failure = "the parked send was not freed once its message was received";
+    }
+  } else {
+    if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");  // rank 0 closed its send comm
+    if (!PostWhole(net, recv, &buffer, &r)) return Fail(rank, "irecv");
+    while (!done && Clock::now() < end) {
+      if (net->test(r, &done, &ignored) != kSuccess) return Fail(rank, "the receive failed");
+    }
+    if (!done || std::any_of(buffer.begin(), buffer.end(), [](uint8_t b) { return b != kSent; })) {
+      failure = "the message of the closed send comm did not arrive intact";
+    }
+  }
+  if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
+  return state.Finish(rank, failure);
+}
+
+TEST_F(Closes, CloseSendKeepsASendInFlightUntilLibfabricIsDoneAndFreesItThen) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(2, 180,
+                              [x](int rank) { return CloseSendWithASendInFlightRank(x, rank); }),
             "");
 }
 
@@ -303,22 +483,11 @@ int CloseWhilePeerStallsRank(Exchange* x, int rank) {
     if (int rc = SendAndMaybeStall(net, send, kBytes, true, x)) return rc;
   } else {
     std::vector<uint8_t> buffer(kBytes, kUnwritten);
-    InFlightClose closed = CloseMidMessage(net, recv, &buffer, x);
+    InFlightClose closed =
+        CloseMidMessage(net, recv, &buffer, x, [&] { net->close_recv(recv); });
     if (!closed.failure.empty()) return Fail(rank, closed.failure);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(closed.took).count();
-    const ParkedCounts parked = Parked();
-    bool warned;
-    {
-      std::lock_guard<std::mutex> lock(g_log_mu);
-      warned = g_log.find("closeRecv: 1 receive(s) still in progress") != std::string::npos;
-    }
-    // At least the wait (a steady clock); at most a bound that only a hang
-    // reaches, however loaded the machine.
-    if (ms < 900 || ms > 30000 || !warned || parked.last != 1) {
-      failure = "closeRecv with the peer stalled took " + std::to_string(ms) + " ms (about "
-                "1000 expected), " + (warned ? "" : "without a WARN, ") + "with " +
-                std::to_string(parked.last) + " parked (1 expected)";
-    }
+    failure = GaveUpAfterASecond("closeRecv with the peer stalled", closed.took,
+                                 "closeRecv: 1 receive(s) still in progress");
     if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");  // rank 0 progresses again
     auto end = Clock::now() + std::chrono::seconds(60);
     while (Parked().last > 0 && Clock::now() < end) Progress(net, ctx, 100);

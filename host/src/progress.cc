@@ -402,6 +402,16 @@ void ProgressEngine::HandlePacket(const proto::PacketView& p, uint64_t now) {
     }
     return;
   }
+  // Every answer the aggregator sends one rank (STATUS, gap report, NACK,
+  // STATS) echoes the index that rank asked with (FORMAT.md §3.5): one
+  // addressed to another rank of the job, which holds the same key, is that
+  // rank's answer sniffed and replayed at us, and says nothing of ours.
+  const bool answer = h.type == proto::MsgType::kStatus || h.type == proto::MsgType::kNack ||
+                      h.type == proto::MsgType::kStats;
+  if (answer && h.sender != id_.rank) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   switch (h.type) {
     case proto::MsgType::kResult:
       if (h.epoch != id_.epoch) {

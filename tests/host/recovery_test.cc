@@ -676,3 +676,56 @@ TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank)
 
 }  // namespace
 }  // namespace tributary::host
+
+namespace tributary::host {
+namespace {
+
+// The aggregator echoes the asking rank's index in every answer (STATUS,
+// gap report, NACK, STATS): one addressed to another rank of the job (same
+// key: that rank's answer sniffed and replayed at this one) changes
+// nothing. Before, another rank's "held" STATUS replayed while this rank's
+// probe was out used the probe up, so that the genuine "not held" that
+// followed resent nothing; another rank's gap report resent a fragment
+// this one never lost, and its fatal NACK aborted this rank.
+TEST_F(ProgressTest, AnswersAddressedToAnotherRankOfTheJobChangeNothing) {
+  MeasureRoundTrip(1 * kMs);
+  auto req = Submit(16 * 2, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 2u);
+  now_ += 50 * kMs;
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 2u);  // both probed
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  std::vector<Sent> others = c;
+  for (Sent& o : others) o.header.sender = c[0].header.sender - 1;
+  SendStatus(others[0], /*held=*/true, {});
+  SendStatus(others[1], /*held=*/false, {});
+  Sent gap = others[1];
+  gap.header.type = proto::MsgType::kStatus;
+  gap.header.flags = proto::kFlagGap | proto::kFlagHeld;
+  gap.header.aux = 0;
+  Deliver(gap.header, {});
+  Nack(others[0], proto::NackCode::kMismatch);
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 4);
+  EXPECT_EQ(engine_->Stats().nacks_received, 0u);
+  EXPECT_TRUE(engine_->Health().ok());
+  // This rank's own answer to its probe: not held, so the data goes again.
+  SendStatus(c[0], /*held=*/false, {});
+  engine_->Poll();
+  std::vector<Sent> resent = Take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
+  EXPECT_EQ(resent[0].header.slot, c[0].header.slot);
+  Answer(c[0]);
+  Answer(c[1]);
+  engine_->Poll();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+}  // namespace
+}  // namespace tributary::host

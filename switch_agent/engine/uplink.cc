@@ -250,7 +250,8 @@ bool Engine::UplinksBusy() const {
   for (const auto& [id, job] : jobs_) {
     if (!job->has_uplink || job->withdrawn) continue;
     const Uplink& up = job->uplink;
-    if (up.waiting > 0 || up.leaves_to_send > 0 || (up.parent_epoch == 0 && job->joined() > 0)) {
+    if (up.waiting > 0 || up.leaves_to_send > 0 ||
+        ((up.parent_epoch == 0 || up.doubted_epoch != 0) && job->joined() > 0)) {
       return true;
     }
   }
@@ -269,14 +270,15 @@ size_t Engine::PollUplinks(uint64_t now_ns, Action* out, size_t max) {
       if (n == max) return n;
       continue;  // the JOIN of the next generation waits for the next poll
     }
-    if (up.parent_epoch == 0) {
+    if (up.parent_epoch == 0 || up.doubted_epoch != 0) {
       // Join the parent once a child of this generation joined here, so that
-      // a parent whose children all left can start over too.
+      // a parent whose children all left can start over too; or, while its
+      // epoch is in doubt, to settle that (the epoch goes on being used).
       if (job->joined() > 0 && now_ns >= up.next_join_ns) {
         UplinkJoinAction(job, now_ns, &out[n++]);
         if (n == max) return n;
       }
-      continue;
+      if (up.parent_epoch == 0) continue;
     }
     if (up.waiting == 0) continue;
     for (uint32_t s = 0; s < job->slot_count(); ++s) {
@@ -316,14 +318,17 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
   }
   Uplink& up = job->uplink;
   // A CHALLENGE (FORMAT.md §3.8) and a NACK unknown_job come from a parent
-  // that cannot know the job's key yet, so they carry no MAC. Neither can do
-  // harm: the challenge must echo our JOIN's nonce and only makes us JOIN
-  // again with its cookie; unknown_job only makes us JOIN again, which a
-  // parent that holds the job answers with the epoch we already have.
+  // that cannot know the job's key yet, so they carry no MAC. Neither may
+  // do harm: the challenge must echo the nonce of a JOIN we have out and
+  // only makes us JOIN again with its cookie; unknown_job only puts the
+  // parent's epoch in doubt and makes us JOIN again, while everything goes
+  // on with that epoch (a parent that holds the job answers the JOIN with
+  // it: a false alarm, spoofed by anyone on the path or off it).
+  const bool joining = up.parent_epoch == 0 || up.doubted_epoch != 0;
   if (h.type == MsgType::kChallenge) {
     proto::ChallengeBody c;
     if (!proto::DecodeChallengeBody(pkt.payload, pkt.payload_len, &c) || c.nonce != up.join_nonce ||
-        up.parent_epoch != 0) {
+        !joining) {
       ++counters_.uplink_drops;
       return;
     }
@@ -332,23 +337,39 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
     return;
   }
   const bool unknown_job = h.type == MsgType::kNack && h.aux == static_cast<uint32_t>(NackCode::kUnknownJob);
-  if (!unknown_job && !Authentic(job, pkt)) return;
+  if (unknown_job) {
+    ++counters_.uplink_nacks;
+    up.last_nack = h.aux;
+    // Doubted once until a JOIN_ACK settles it (a flood of them changes
+    // nothing more: the JOINs keep their backoff).
+    if (up.parent_epoch != 0 && up.doubted_epoch == 0) {
+      up.doubted_epoch = up.parent_epoch;
+      up.join_attempts = 0;
+      up.next_join_ns = now_ns;
+    }
+    return;
+  }
+  if (!Authentic(job, pkt)) return;
+  // The parent echoes the asking child's index in a STATUS or NACK (FORMAT.md
+  // §3.5): every child of the job holds its key, so a sibling's answer,
+  // sniffed and replayed at this node, verifies but is not ours.
+  if ((h.type == MsgType::kStatus || h.type == MsgType::kNack) && h.sender != up.child_index) {
+    ++counters_.uplink_drops;
+    return;
+  }
   switch (h.type) {
     case MsgType::kJoinAck: return ParentJoinAck(job, pkt);
     case MsgType::kNack:
       ++counters_.uplink_nacks;
       up.last_nack = h.aux;
-      if (h.aux == static_cast<uint32_t>(NackCode::kStaleEpoch) || unknown_job) {
-        // The parent restarted (or reaped the job): join again, then
-        // re-send everything that waits for it.
-        if (up.parent_epoch != 0 && (h.epoch == up.parent_epoch || h.epoch == 0)) {
-          // Anyone can send an unauthenticated unknown_job: if the parent's
-          // JOIN_ACK names the epoch we had, nothing was lost.
-          if (unknown_job) up.doubted_epoch = up.parent_epoch;
-          up.parent_epoch = 0;
-          up.join_attempts = 0;
-          up.next_join_ns = now_ns;
-        }
+      if (h.aux == static_cast<uint32_t>(NackCode::kStaleEpoch) && up.parent_epoch != 0 &&
+          h.epoch == up.parent_epoch) {
+        // The parent restarted (or reaped the job), and says so with the
+        // key: join again, then re-send everything that waits for it.
+        up.parent_epoch = 0;
+        up.doubted_epoch = 0;
+        up.join_attempts = 0;
+        up.next_join_ns = now_ns;
       }
       return;
     case MsgType::kStatus: {
@@ -389,14 +410,14 @@ void Engine::ParentJoinAck(Job* job, const proto::PacketView& pkt) {
     ++counters_.uplink_drops;  // an answer to an older JOIN, or garbage
     return;
   }
-  if (up.parent_epoch == pkt.header.epoch) return;  // duplicate
-  up.parent_epoch = pkt.header.epoch;
-  const bool false_alarm = up.doubted_epoch == pkt.header.epoch;
-  up.doubted_epoch = 0;
-  if (false_alarm) {
+  if (up.doubted_epoch != 0 && up.doubted_epoch == pkt.header.epoch) {
+    up.doubted_epoch = 0;
     ++counters_.uplink_false_unknown_job;
     return;  // the parent holds every partial sum it held: none is re-sent
   }
+  if (up.parent_epoch == pkt.header.epoch) return;  // duplicate
+  up.parent_epoch = pkt.header.epoch;
+  up.doubted_epoch = 0;
   MarkAllDue(job);
 }
 

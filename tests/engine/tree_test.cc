@@ -352,6 +352,60 @@ TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
   EXPECT_EQ(t.root().counters().contributions, 2u);
 }
 
+// An unauthenticated "unknown job" (anyone can send one) only puts the
+// parent's epoch in doubt: the leaf goes on with that epoch while its JOIN
+// settles the doubt, so the parent's RESULT that arrives before the
+// JOIN_ACK is taken. Before, the leaf forgot the epoch until the JOIN_ACK
+// came and dropped that RESULT (a steady flood of such NACKs stalled the
+// job). A flood of them puts nothing more in doubt. A sibling's STATUS
+// (authentic: the same key), replayed at this leaf, is dropped.
+TEST(EngineTree, ASpoofedUnknownJobDoesNotStopTheParentsResults) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 1, 0, 1, Values(0, r, 1));
+  t.Pump();  // leaf 0's partial sum waits at the root for leaf 1's
+  proto::Header nack;
+  nack.type = MsgType::kNack;
+  nack.job_id = kJob;
+  nack.aux = static_cast<uint32_t>(proto::NackCode::kUnknownJob);
+  uint8_t bytes[proto::kHeaderSize];
+  ASSERT_EQ(proto::Encode(nack, nullptr, 0, bytes, sizeof(bytes)), sizeof(bytes));
+  proto::PacketView v;
+  ASSERT_EQ(proto::Decode(bytes, sizeof(bytes), &v), proto::DecodeError::kOk);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(t.leaf(0).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);
+  }
+  // Leaf 1's partial sum completes the round before leaf 0 polls (no JOIN
+  // has gone yet): the RESULT reaches leaf 0's ranks all the same.
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 1, 0, 1, Values(1, r, 1));
+  t.Pump();
+  ExpectResults(&t, 1);
+  EXPECT_EQ(t.leaf(0).counters().uplink_drops, 0u);
+  // The doubt is settled by one JOIN, and nothing is re-sent.
+  for (int round = 0; round < 4; ++round) {  // the JOIN, the CHALLENGE, the JOIN again
+    t.Poll();
+    t.Pump();
+  }
+  EXPECT_EQ(t.leaf(0).counters().uplink_false_unknown_job, 1u);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
+  // Leaf 1's STATUS from the root, replayed at leaf 0: not leaf 0's.
+  proto::PacketView status;
+  status.header.type = MsgType::kStatus;
+  status.header.job_id = kJob;
+  status.header.epoch = t.root().Jobs()[0].epoch;
+  status.header.sender = 1;  // leaf 1's index at the root
+  status.header.collective_id = 1;
+  status.header.shadow = 1;
+  status.header.flags = proto::kFlagHeld;
+  const uint64_t drops = t.leaf(0).counters().uplink_drops;
+  t.leaf(0).OnPacket(testing::Sealed(status, kKey), kParentToken, t.now());
+  EXPECT_EQ(t.leaf(0).counters().uplink_drops, drops + 1);
+  status.header.sender = 0;  // leaf 0's own: taken (held: nothing to do)
+  t.leaf(0).OnPacket(testing::Sealed(status, kKey), kParentToken, t.now());
+  EXPECT_EQ(t.leaf(0).counters().uplink_drops, drops + 1);
+}
+
 TEST(EngineTree, ProvisioningRulesAndLifetime) {
   EngineLimits limits;
   limits.max_jobs = 2;

@@ -222,18 +222,35 @@ void AbandonOutstanding(Comm* comm, std::unique_lock<std::mutex>& lock, const ch
     abandoned.emplace_back(r);
   }
   comm->outstanding.clear();
-  const auto end = Clock::now() + kCloseWait;
+  // Those deregMr already gave its full wait are not waited for again:
+  // NCCL's teardown of a job with many stuck connections would otherwise
+  // take two waits per connection.
+  const auto start = Clock::now();
+  const auto end = start + kCloseWait;
+  bool paused = false;
   for (;;) {
     d->Progress();
     std::erase_if(abandoned, [](const auto& r) { return Settled(*r); });
-    if (abandoned.empty() || Clock::now() >= end) break;
+    const bool waited_for = std::all_of(abandoned.begin(), abandoned.end(),
+                                        [](const auto& r) { return r->waited_for; });
+    if (abandoned.empty() || waited_for || Clock::now() >= end) break;
     Pause(lock);
+    paused = true;
+  }
+  if (paused) {
+    TRIB_LOG(kDebug, kLog, "%s: waited %lld ms for the %s NCCL abandoned", call,
+             static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        Clock::now() - start)
+                                        .count()),
+             ops);
   }
   if (abandoned.empty()) return;
+  const bool waited_for = std::all_of(abandoned.begin(), abandoned.end(),
+                                      [](const auto& r) { return r->waited_for; });
   TRIB_LOG(kWarn, kLog,
-           "%s: %zu %s still in progress %lld ms after they were cancelled (a peer stopped "
+           "%s: %zu %s still in progress %lld ms after they were cancelled%s (a peer stopped "
            "mid-message?): kept until they complete; libfabric may use their buffers until then",
-           call, abandoned.size(), ops, CloseWaitMs());
+           call, abandoned.size(), ops, CloseWaitMs(), waited_for ? " (in deregMr)" : "");
   for (auto& r : abandoned) {
     Request* pending = r.get();
     d->Park(pending, std::move(r), parked_as);
@@ -381,9 +398,12 @@ NcclResult NetDeregMr(void* comm_handle, void* mhandle) {
   Comm* comm = AsComm(comm_handle);
   Device* d = comm->device;
   std::unique_lock<std::mutex> lock(d->mu());
+  // Also what the device keeps parked (a grouped receive that failed half
+  // posted, whose posted members libfabric may still be writing): NCCL
+  // never held it, but it frees the memory all the same.
   auto using_memory = [&] {
     d->Progress();
-    std::vector<Request*> busy;
+    std::vector<Request*> busy = d->ParkedTouching(memory->data, memory->size);
     for (Request* r : comm->outstanding) {
       if (!Settled(*r) && Touches(*r, memory->data, memory->size)) busy.push_back(r);
     }
@@ -398,6 +418,7 @@ NcclResult NetDeregMr(void* comm_handle, void* mhandle) {
     busy = using_memory();
   }
   if (!busy.empty()) {
+    for (Request* r : busy) r->waited_for = true;
     TRIB_LOG(kWarn, kLog,
              "deregMr: %zu operation(s) on the memory still in progress %lld ms after they were "
              "cancelled (a peer stopped mid-message?): libfabric may use the memory after NCCL "

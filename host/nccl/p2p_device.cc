@@ -129,6 +129,14 @@ void Device::Park(Request* request, std::shared_ptr<void> owner, const char* wha
            nic_.name.c_str(), what, parked_.size());
 }
 
+std::vector<Request*> Device::ParkedTouching(const void* data, size_t size) const {
+  std::vector<Request*> out;
+  for (const Parked& p : parked_) {
+    if (!Settled(*p.request) && Touches(*p.request, data, size)) out.push_back(p.request);
+  }
+  return out;
+}
+
 void Device::Reap() {
   const size_t before = parked_.size();
   std::erase_if(parked_, [](const Parked& p) { return Settled(*p.request); });

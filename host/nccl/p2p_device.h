@@ -76,6 +76,7 @@ struct Request {
   int posted = 0;          // of them posted to libfabric
   int completed = 0;       // of them completed (or failed, or cancelled)
   bool parked = false;     // its owner is closed: the device frees it once settled
+  bool waited_for = false; // deregMr already waited its full time for it (no second wait)
   std::string error;       // set by the first failed operation
   size_t sizes[kMaxGroupedRecvs] = {};  // receives: bytes received; sends: bytes posted
   // The span of NCCL's memory its posted operations read or write.
@@ -153,6 +154,10 @@ class Device : public ofi::RdmEndpoint {
 
   // Reaps both completion queues, then frees what is parked and settled.
   void Progress();
+
+  // The parked requests libfabric is not done with whose operations touch
+  // [data, data + size).
+  std::vector<Request*> ParkedTouching(const void* data, size_t size) const;
 
   // Keeps `owner` (a closed comm, or a request NCCL no longer holds), which
   // holds `request`, until every posted operation of `request` completed:

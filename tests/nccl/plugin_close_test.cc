@@ -416,7 +416,10 @@ TEST_F(Closes, DeregMrReturnsOnlyOnceLibfabricStoppedReadingTheMemory) {
 // in flight for which rank 1 has posted no receive yet: closeSend returns
 // after about a second with a WARN and the send parked; rank 1 then
 // receives the message, intact, and rank 0's device frees the send.
-int CloseSendWithASendInFlightRank(Exchange* x, int rank) {
+// With `dereg_first`, rank 0 deregisters the send's memory first, as
+// NCCL's teardown does: deregMr gives up after its second (with its WARN),
+// and closeSend then parks the send without a second wait of its own.
+int CloseSendWithASendInFlightRank(Exchange* x, int rank, bool dereg_first) {
   PluginRank state;
   if (int rc = state.StartRing(x, rank, 2)) return rc;
   NetV12*& net = state.net;
@@ -429,6 +432,10 @@ int CloseSendWithASendInFlightRank(Exchange* x, int rank) {
   int done = 0, ignored;
   void* r;
   if (rank == 0) {
+    void* mh = nullptr;
+    if (dereg_first && net->reg_mr(send, buffer.data(), kBytes, kPtrHost, &mh) != kSuccess) {
+      return Fail(rank, "regMr");
+    }
     auto isend = [&](void** q) {
       return net->isend(send, buffer.data(), kBytes, 1, nullptr, nullptr, q);
     };
@@ -437,11 +444,32 @@ int CloseSendWithASendInFlightRank(Exchange* x, int rank) {
       if (net->test(r, &done, &ignored) != kSuccess) return Fail(rank, "send");
     }
     if (done) return Fail(rank, "the send completed with no receive posted");
-    const auto start = Clock::now();
-    net->close_send(send);
-    send = nullptr;
-    failure = GaveUpAfterASecond("closeSend with a send in flight", Clock::now() - start,
-                                 "closeSend: 1 send(s) still in progress");
+    if (dereg_first) {
+      const auto start = Clock::now();
+      net->dereg_mr(send, mh);
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      if (ms < 900 || !Logged(kDeregWarn)) {
+        failure = "deregMr with a send in flight took " + std::to_string(ms) +
+                  " ms (about 1000 expected)" + (Logged(kDeregWarn) ? "" : ", without a WARN");
+      }
+      net->close_send(send);
+      send = nullptr;
+      const ParkedCounts parked = Parked();
+      if (failure.empty() &&
+          (!Logged("closeSend: 1 send(s) still in progress 1000 ms after they were cancelled "
+                   "(in deregMr)") ||
+           Logged("closeSend: waited") || parked.last != 1)) {
+        failure = "closeSend after deregMr gave up waited again, or did not park the send (" +
+                  std::to_string(parked.last) + " parked)";
+      }
+    } else {
+      const auto start = Clock::now();
+      net->close_send(send);
+      send = nullptr;
+      failure = GaveUpAfterASecond("closeSend with a send in flight", Clock::now() - start,
+                                   "closeSend: 1 send(s) still in progress");
+    }
     if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");  // rank 1 receives
     while (Parked().last != 0 && Clock::now() < end) Progress(net, ctx, 100);
     if (failure.empty() && Parked().last != 0) {
@@ -463,8 +491,15 @@ int CloseSendWithASendInFlightRank(Exchange* x, int rank) {
 
 TEST_F(Closes, CloseSendKeepsASendInFlightUntilLibfabricIsDoneAndFreesItThen) {
   Exchange* x = x_;
-  EXPECT_EQ(testing::RunRanks(2, 180,
-                              [x](int rank) { return CloseSendWithASendInFlightRank(x, rank); }),
+  EXPECT_EQ(testing::RunRanks(
+                2, 180, [x](int rank) { return CloseSendWithASendInFlightRank(x, rank, false); }),
+            "");
+}
+
+TEST_F(Closes, AfterDeregMrGaveUpOnASendCloseSendParksItWithoutASecondWait) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(
+                2, 180, [x](int rank) { return CloseSendWithASendInFlightRank(x, rank, true); }),
             "");
 }
 

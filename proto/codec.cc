@@ -365,7 +365,10 @@ void EncodeHeaderWithRequestSeq(const Header& h, uint64_t request_seq, void* out
 }
 
 bool DecodeRequestSeq(const PacketView& p, uint64_t* out) {
-  if (p.header.type != MsgType::kResultRequest || p.extension_len < 8) return false;
+  if ((p.header.type != MsgType::kResultRequest && p.header.type != MsgType::kStatsRequest) ||
+      p.extension_len < 8) {
+    return false;
+  }
   *out = LoadBe64(p.extension + (kOffRequestSeq - kHeaderSize));
   return true;
 }

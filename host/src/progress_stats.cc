@@ -84,9 +84,11 @@ int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
     h.job_id = id_.job_id;
     h.epoch = id_.epoch;
     h.sender = id_.rank;
-    uint8_t* header = QueueTx(nullptr, 0, proto::kHeaderSize);
-    proto::EncodeHeader(h, header);
-    proto::SealPacket(mac_key_, header, proto::kHeaderSize, nullptr, 0);
+    // Numbered like a RESULT_REQUEST, from the same counter (FORMAT.md
+    // §3.4, §3.7): the aggregator answers each number once.
+    uint8_t* header = QueueTx(nullptr, 0, proto::kRequestSeqHeaderSize);
+    proto::EncodeHeaderWithRequestSeq(h, ++tx_order_, header);
+    proto::SealPacket(mac_key_, header, proto::kRequestSeqHeaderSize, nullptr, 0);
   }
   return UsUntil(next, now);
 }

@@ -76,6 +76,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "failed_leaves", e.failed_leaves);
   visit(g, "recycles", e.recycles);
   visit(g, "joins_deferred", e.joins_deferred);
+  visit(g, "children_replaced", e.children_replaced);
   visit(g, "flush_retries", e.flush_retries);
   visit(g, "redundant_drops", e.redundant_drops);
   visit(g, "redundant_results", e.redundant_results);

@@ -394,8 +394,12 @@ void Engine::ResultTo(Job* job, uint32_t slot, uint32_t shadow, PeerToken to, Ac
   out->owner_only = false;
 }
 
-// Authenticates a packet that names a slot, notes the job's activity and
-// checks the slot; nullptr (with the rejection in *out) when any check fails.
+// Authenticates a packet that names a slot and checks the slot; nullptr
+// (with the rejection in *out) when any check fails. It does not note the
+// job's activity: an authentic packet may be a replay (anyone who sniffed
+// one can send it again from its child's address), and replays must not
+// keep a dead job alive. Only progress does (a contribution counted, a
+// request with a new number, a JOIN, a first LEAVE, a parent's RESULT).
 Job* Engine::FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns, Action* out) {
   const Header& h = pkt.header;
   Job* job = FindAuthenticated(pkt, from, out);
@@ -407,7 +411,6 @@ Job* Engine::FindSlot(const proto::PacketView& pkt, PeerToken from, uint64_t now
     Drop(DropReason::kStale);
     return nullptr;
   }
-  job->last_active_ns = now_ns;
   if (h.slot >= job->slot_count() || h.shadow > 1) {
     Nack(h, from, NackCode::kBadSlot, DropReason::kBadSlot, out);
     return nullptr;
@@ -563,6 +566,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
   }
   ++counters_.contributions;
   ++job->stats.contributions;
+  job->last_active_ns = now_ns;
   last_counted_ = true;
   if (m.arrived < job->fan_in()) {
     // FORMAT.md §3.6.1: the sender's fragment before this one lives in the
@@ -648,12 +652,21 @@ void Engine::MaybeGapReport(Job* job, const Header& in, uint32_t p, uint32_t pv,
 // STATS: the job's straggler statistics, for a rank that asks (the host
 // library's straggler report). A control-path message: answered from the
 // per-job scratch buffer, no allocation.
-void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t now_ns,
+void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, uint64_t /*now_ns*/,
                                 Action* out) {
   const Header& h = pkt.header;
   Job* job = FindAuthenticated(pkt, from, out);
   if (job == nullptr) return;
-  job->last_active_ns = now_ns;
+  // Up to 2 KiB for 64 or 72 bytes: a child that left is answered nothing,
+  // and a numbered request (FORMAT.md §3.4, §3.7) once, from the counter of
+  // the child's RESULT_REQUESTs, so that a replay draws nothing.
+  if (job->HasLeft(h.sender)) return Drop(DropReason::kStale);
+  uint64_t request_seq = 0;
+  if (proto::DecodeRequestSeq(pkt, &request_seq)) {
+    uint64_t& last = job->request_seq(h.sender);
+    if (request_seq <= last) return Drop(DropReason::kReplayedRequest);
+    last = request_seq;
+  }
   ChildStat top[proto::kMaxStatsEntries];
   const size_t n = job->TopStragglers(top, proto::kMaxStatsEntries);
   proto::StatsEntry entries[proto::kMaxStatsEntries];

@@ -73,6 +73,7 @@ struct EngineCounters {
   uint64_t late_leaves = 0;       // LEAVE for a job gone or recycled (the duplicate LEAVE)
   uint64_t failed_leaves = 0;     // children that left because their communicator failed (aux 2..7)
   uint64_t joins_deferred = 0;    // JOINs of a next generation waiting for the old one to leave
+  uint64_t children_replaced = 0; // children that joined again as a new process without leaving
   uint64_t recycles = 0;          // provisioned jobs restarted after all children left
   uint64_t flush_retries = 0;     // packets that had to wait for a flush (kFlushAndRetry)
   // Loss (FORMAT.md §8.4): redundant copies of contributions whose first

@@ -145,6 +145,20 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     // JOIN) until the old generation's other children left too, or until
     // kGenerationDrainNs passed, after which they are dropped from the job.
     // (A withdrawn job's end is told by the Reap that frees it.)
+    // A registered rank that joins with a newer incarnation is a new
+    // process, its old communicator gone without a LEAVE (killed, crashed):
+    // that ends its part in this generation as a LEAVE would. Joined into
+    // the old one instead, its rounds would meet sets that hold its old
+    // contributions (counted as its new ones: a wrong sum) or rounds ahead
+    // of its own (its contributions dropped as stale: a hang). A child
+    // aggregator's newer incarnation is a restarted daemon whose ranks
+    // below carry on their rounds: it carries on in the generation.
+    if ((body.join_flags & proto::kJoinAggregator) == 0 && job->IsRegistered(h.sender) &&
+        !job->HasLeft(h.sender) && body.incarnation > job->incarnation(h.sender)) {
+      ++counters_.children_replaced;
+      if (job->left() == 0) job->first_leave_ns = now_ns;
+      job->Leave(h.sender, static_cast<uint32_t>(proto::LeaveCause::kFailed));
+    }
     if (job->finished()) {
       if (!job->withdrawn) NoteEnded(*job, now_ns);
       RecycleJob(job, now_ns);

@@ -34,6 +34,7 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     uint64_t& last = job->request_seq(h.sender);
     if (request_seq <= last) return Drop(DropReason::kReplayedRequest);
     last = request_seq;
+    job->last_active_ns = now_ns;  // a live child asking (FindSlot)
   }
   const SetMeta& m = job->meta(h.slot, h.shadow);
   // FORMAT.md §3.4: aux >= 2 asks about a window; kFlagWindow asks for
@@ -67,7 +68,9 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
 // or was destroyed) can never complete. The requester learns so at once,
 // with the child named, instead of after its operation's timeout. A round
 // not started here waits for everyone; one started, for the children whose
-// bit is clear. Only once some child left: O(fan-in) then.
+// bit is clear. Only once some child left: then a scan of the left bitmap a
+// word at a time (a 2^20-child job that one child left made each request
+// cost 0.6 ms bit by bit, review of 2026-12-06; now about 1/64 of that).
 bool Engine::NackIfDeserted(Job* job, const Header& in, uint32_t slot, uint32_t shadow,
                             bool started, PeerToken to, Action* out) {
   if (job->left() == 0) return false;
@@ -75,13 +78,20 @@ bool Engine::NackIfDeserted(Job* job, const Header& in, uint32_t slot, uint32_t 
   // The child named: one that left for a reason of its own, if any did (a
   // rank that was refused so leaves with cause kPeerLeft, and a round it
   // never joined should not hide the one that started it all).
-  uint32_t c = job->fan_in();
-  for (uint32_t i = 0; i < job->fan_in(); ++i) {
-    if (!job->HasLeft(i) || (seen != nullptr && Job::TestBit(seen, i))) continue;
-    if (c == job->fan_in()) c = i;
-    if (job->leave_cause(i) != static_cast<uint32_t>(proto::LeaveCause::kPeerLeft)) {
-      c = i;
-      break;
+  const uint32_t fan_in = job->fan_in();
+  const uint64_t* left = job->left_bits();
+  uint32_t c = fan_in;
+  bool named = false;
+  for (uint32_t w = 0; w < (fan_in + 63) / 64 && !named; ++w) {
+    uint64_t deserters = left[w] & (seen != nullptr ? ~seen[w] : ~uint64_t{0});
+    for (; deserters != 0 && !named; deserters &= deserters - 1) {
+      const uint32_t i = w * 64 + static_cast<uint32_t>(__builtin_ctzll(deserters));
+      if (i >= fan_in) break;
+      if (c == fan_in) c = i;
+      if (job->leave_cause(i) != static_cast<uint32_t>(proto::LeaveCause::kPeerLeft)) {
+        c = i;
+        named = true;
+      }
     }
   }
   if (c < job->fan_in()) {

@@ -252,6 +252,8 @@ class Job {
   uint32_t joined() const { return joined_; }
   uint32_t left() const { return left_; }
   bool HasLeft(uint32_t i) const { return TestBit(left_bits_, i); }
+  // The left bitmap, (fan_in + 63) / 64 words: bit i set once child i left.
+  const uint64_t* left_bits() const { return left_bits_; }
   // Why child `i` left (proto::LeaveCause, or a newer value); meaningful
   // while HasLeft(i).
   uint32_t leave_cause(uint32_t i) const { return leave_causes_[i]; }

@@ -176,7 +176,9 @@ void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
   body.nonce = up.join_nonce;
   body.cookie = up.join_cookie;
   body.incarnation = up.incarnation;
-  body.join_flags = job->payload_mac() ? 0 : proto::kJoinHeaderMacOnly;
+  // An aggregator: a newer incarnation of this node (a restart) carries on
+  // the rounds of the ranks below it (FORMAT.md §3.1).
+  body.join_flags = proto::kJoinAggregator | (job->payload_mac() ? 0 : proto::kJoinHeaderMacOnly);
   proto::EncodeJoinBody(body, job->uplink_join_body());
   *out = Action{};
   out->kind = ActionKind::kSendToOne;

@@ -27,7 +27,7 @@ using testing::TestEngine;
 // child's own address drew the stored RESULT every time (up to 64 KiB for
 // 72 bytes, at the child). A numbered request (FORMAT.md §3.4) is answered
 // once: the same number again, or a lower one, is a replay, dropped and
-// counted; each child and each incarnation of it counts on its own, and
+// counted; each child counts on its own, and
 // requests without a number are answered as before.
 TEST(EngineStatus, ANumberedRequestIsAnsweredOnceAndItsReplayNever) {
   TestEngine engine(EngineLimits{}, 1);
@@ -42,13 +42,22 @@ TEST(EngineStatus, ANumberedRequestIsAnsweredOnceAndItsReplayNever) {
   EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 6).header.type, MsgType::kResult);
   EXPECT_EQ(job.NumberedRequest(1, 0, 0, 1, 0, 1).header.type, MsgType::kResult);
   EXPECT_EQ(job.Request(0, 0, 0, 1, 0).header.type, MsgType::kResult);
-  // Child 0 restarted (a newer incarnation, same address): numbers afresh.
-  const Action ack = engine.OnPacket(
-      testing::JoinPacket(1, 2, 0, testing::JoinPayload(2, 4, 64, 0x99, /*incarnation=*/7)),
-      JobFixture::Peer(0), 4);
-  ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
-  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 1).header.type, MsgType::kResult);
-  EXPECT_EQ(Drops(engine, DropReason::kReplayedRequest), 2u);
+  // (A child that restarts, with a newer incarnation, starts a new
+  // generation, where every child numbers afresh:
+  // EngineJoin.ChildrenJoiningAgainAsNewProcessesStartANewGeneration.)
+  // STATS_REQUESTs are numbered from the same counter (§3.7): up to 2 KiB
+  // for 72 bytes, answered once per number, and never to a child that left.
+  const MsgType stats = MsgType::kStatsRequest;
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 0, 0, 7, stats).header.type, MsgType::kStats);
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 0, 0, 7, stats).kind, ActionKind::kNone);  // replayed
+  EXPECT_EQ(job.NumberedRequest(0, 0, 0, 1, 0, 6).kind, ActionKind::kNone);  // not above 7
+  EXPECT_EQ(Drops(engine, DropReason::kReplayedRequest), 4u);
+  proto::PacketView leave;
+  leave.header = job.Header(MsgType::kLeave, 1, 0, 0, 0, 0, proto::DataType::kFloat32,
+                            proto::ReduceOp::kSum, 0);
+  job.Deliver(leave, JobFixture::Peer(1), 3);
+  EXPECT_EQ(job.NumberedRequest(1, 0, 0, 0, 0, 9, stats).kind, ActionKind::kNone);
+  EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
 }
 
 // A RESULT_REQUEST with aux = W asks about the requester's fragments k ..

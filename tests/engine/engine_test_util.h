@@ -221,11 +221,12 @@ class JobFixture {
 
   // A RESULT_REQUEST numbered `seq` (FORMAT.md §3.4) as ranks send it:
   // the same bytes for the same arguments, so a repeat is a replay.
+  // (`type` kStatsRequest: a numbered STATS_REQUEST, §3.7.)
   Action NumberedRequest(uint32_t sender, uint32_t slot, uint32_t shadow, uint64_t collective,
-                         uint64_t offset, uint64_t seq) {
-    const proto::Header h = Header(proto::MsgType::kResultRequest, sender, slot, shadow,
-                                   collective, offset, proto::DataType::kFloat32,
-                                   proto::ReduceOp::kSum, 0);
+                         uint64_t offset, uint64_t seq,
+                         proto::MsgType type = proto::MsgType::kResultRequest) {
+    const proto::Header h = Header(type, sender, slot, shadow, collective, offset,
+                                   proto::DataType::kFloat32, proto::ReduceOp::kSum, 0);
     uint8_t bytes[proto::kRequestSeqHeaderSize];
     proto::EncodeHeaderWithRequestSeq(h, seq, bytes);
     proto::SealPacket(proto::DeriveMacKey(job_id_, key_), bytes, sizeof(bytes), nullptr, 0);

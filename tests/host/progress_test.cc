@@ -480,6 +480,16 @@ TEST_F(ProgressTest, StragglerReportIsRequestedUntilAnswered) {
   }
   ASSERT_GE(requests.size(), 2u);
   EXPECT_EQ(requests[0].header.type, proto::MsgType::kStatsRequest);
+  // Numbered, and the numbers grow (FORMAT.md §3.7): a replayed one draws
+  // nothing from the aggregator.
+  auto number = [](const Sent& s) {
+    uint64_t n = 0;
+    for (uint8_t b : s.extension) n = n << 8 | b;
+    return n;
+  };
+  ASSERT_EQ(requests[0].extension.size(), 8u);
+  ASSERT_EQ(requests[1].extension.size(), 8u);
+  EXPECT_GT(number(requests[1]), number(requests[0]));
   proto::Header h = requests[0].header;
   h.type = proto::MsgType::kStats;
   proto::StatsSummary summary{120, 3, 1};

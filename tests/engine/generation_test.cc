@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// A job's generations and lifetime in the engine (engine_jobs.cc): a child
+// that joins again as a new process (a newer incarnation, no LEAVE) starts
+// the job's next generation, at once when every old child is gone, else
+// after the drain; and only progress, never a replayed packet, keeps a job
+// from being reaped as idle.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tests/engine/engine_test_util.h"
+
+namespace tributary::engine {
+namespace {
+
+using proto::DataType;
+using proto::MsgType;
+using proto::ReduceOp;
+using testing::JobFixture;
+using testing::JoinPacket;
+using testing::JoinPayload;
+using testing::TestEngine;
+
+// A child that joins again with a newer incarnation is a new process (the
+// old one died without a LEAVE): its part in the old generation ends as
+// with a LEAVE. Once every old child is gone the job starts a new
+// generation at once (a new epoch, empty sets), at the children's new
+// addresses. Review of 2026-12-06: the restarted children were put back
+// into the old generation, whose set still held old rank 0's 100 under
+// rank 0's bit: new rank 0's 1 was taken for a duplicate and the sum came
+// out 102 instead of 3.
+TEST(EngineJoin, ChildrenJoiningAgainAsNewProcessesStartANewGeneration) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  EXPECT_EQ(job.Send(0, 0, 0, 0, 0, {100}).kind, ActionKind::kNone);  // then both die
+  const auto body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/5);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, body), 4242, 2).kind, ActionKind::kNone);
+  EXPECT_EQ(engine.counters().joins_deferred, 1u);  // rank 1's old process may yet leave
+  const Action ack1 = engine.OnPacket(JoinPacket(1, 2, 1, body), 4343, 3);
+  ASSERT_EQ(ack1.header.type, MsgType::kJoinAck);
+  EXPECT_NE(ack1.header.epoch, job.epoch());
+  const Action ack0 = engine.OnPacket(JoinPacket(1, 2, 0, body), 4242, 4);  // its retry
+  ASSERT_EQ(ack0.header.type, MsgType::kJoinAck);
+  EXPECT_EQ(ack0.header.epoch, ack1.header.epoch);
+  EXPECT_EQ(engine.counters().children_replaced, 2u);
+  auto send = [&](uint32_t rank, float value, PeerToken from) {
+    const std::vector<float> one{value};
+    proto::PacketView p;
+    p.header = job.Header(MsgType::kContribution, rank, 0, 0, 0, 0, DataType::kFloat32,
+                          ReduceOp::kSum, 1);
+    p.header.epoch = ack1.header.epoch;
+    p.payload = reinterpret_cast<const uint8_t*>(one.data());
+    p.payload_len = 4;
+    return job.Deliver(p, from, 5);
+  };
+  EXPECT_EQ(send(1, 2, 4343).kind, ActionKind::kNone);
+  EXPECT_EQ(send(0, 1, JobFixture::Peer(0)).kind, ActionKind::kNone);  // the old address: foreign
+  const Action result = send(0, 1, 4242);
+  ASSERT_EQ(result.kind, ActionKind::kResultToAll);
+  float sum;
+  std::memcpy(&sum, result.payload, 4);
+  EXPECT_EQ(sum, 3.0f);
+  EXPECT_EQ(engine.Jobs()[0].joined, 2u);
+}
+
+// One child restarts while the other's old process lives on (or hangs):
+// the new process's JOIN waits out the drain, as after a LEAVE, then starts
+// the next generation; the old process's packets no longer count.
+TEST(EngineJoin, AChildReplacedAloneStartsTheNextGenerationAfterTheDrain) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  const auto body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/1);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, body), 4242, 1).kind, ActionKind::kNone);
+  EXPECT_EQ(job.Send(1, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);  // its old process
+  EXPECT_EQ(engine.counters().contributions, 0u);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, body), 4242, 1'000'000'000).kind,
+            ActionKind::kNone);  // still draining
+  const Action ack = engine.OnPacket(JoinPacket(1, 2, 1, body), 4242, 2'000'000'002);
+  ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+  EXPECT_NE(ack.header.epoch, job.epoch());
+  EXPECT_EQ(engine.Jobs()[0].joined, 1u);
+  EXPECT_EQ(engine.counters().children_replaced, 1u);
+}
+
+// A child aggregator (kJoinAggregator) with a newer incarnation is a
+// restarted daemon whose ranks below carry on their rounds: it carries on
+// in the generation, at its new address, and its re-sent partial sums meet
+// the rounds they belong to.
+TEST(EngineJoin, ARestartedChildAggregatorCarriesOnInTheGeneration) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
+  const auto body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/5, proto::kJoinAggregator);
+  const Action ack = engine.OnPacket(JoinPacket(1, 2, 0, body), 4242, 2);
+  ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+  EXPECT_EQ(ack.header.epoch, job.epoch());
+  EXPECT_EQ(engine.counters().children_replaced, 0u);
+  const float one = 1;
+  proto::PacketView p;
+  p.header = job.Header(MsgType::kContribution, 0, 0, 0, 1, 0, DataType::kFloat32,
+                        ReduceOp::kSum, 1);
+  p.payload = reinterpret_cast<const uint8_t*>(&one);
+  p.payload_len = 4;
+  EXPECT_EQ(job.Deliver(p, 4242, 3).kind, ActionKind::kSendToOne);  // a duplicate: STATUS
+  const Action result = job.Send(1, 0, 0, 1, 0, {2});
+  ASSERT_EQ(result.kind, ActionKind::kResultToAll);
+  float sum;
+  std::memcpy(&sum, result.payload, 4);
+  EXPECT_EQ(sum, 3.0f);
+}
+
+// Review of 2026-12-06 (second round): a job's idle clock was reset by any
+// authentic packet of it, duplicates and replays included, so anyone who
+// sniffed one contribution or request and sent it again from its child's
+// address more often than the idle timeout kept a dead job, and its
+// memory, forever. Only progress resets it now: a contribution counted, a
+// request with a new number, a JOIN, a first LEAVE, a parent's RESULT.
+TEST(EngineLifecycle, ReplayedPacketsDoNotKeepADeadJobAlive) {
+  EngineLimits limits;
+  limits.job_idle_timeout_ns = 1000;
+  TestEngine engine(limits, 1);
+  JobFixture job(&engine, 1, 2, 2, 1, 64);
+  const float one = 1;
+  auto contribute = [&](uint32_t rank, uint64_t now) {
+    return job.Contribute(rank, 0, 0, 1, 0, DataType::kFloat32, ReduceOp::kSum,
+                          reinterpret_cast<const uint8_t*>(&one), 4, now);
+  };
+  EXPECT_EQ(contribute(0, 2).kind, ActionKind::kNone);
+  EXPECT_EQ(contribute(1, 2).kind, ActionKind::kResultToAll);  // last progress; then both die
+  proto::PacketView request, stats;
+  request.header =
+      job.Header(MsgType::kResultRequest, 0, 0, 0, 1, 0, DataType::kFloat32, ReduceOp::kSum, 0);
+  stats.header = job.Header(MsgType::kStatsRequest, 0, 0, 0, 0, 0, DataType::kFloat32,
+                            ReduceOp::kSum, 0);
+  for (uint64_t t = 500; t <= 2000; t += 500) {
+    EXPECT_EQ(contribute(0, t).header.type, MsgType::kResult);  // a duplicate
+    EXPECT_EQ(job.Deliver(request, JobFixture::Peer(0), t).header.type, MsgType::kResult);
+    EXPECT_EQ(job.Deliver(stats, JobFixture::Peer(0), t).header.type, MsgType::kStats);
+  }
+  EXPECT_EQ(engine.Reap(2001), 1u);
+  EXPECT_TRUE(engine.Jobs().empty());
+}
+
+}  // namespace
+}  // namespace tributary::engine

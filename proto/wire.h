@@ -160,13 +160,16 @@ inline constexpr size_t kJoinOffCookie = 24;
 inline constexpr size_t kJoinOffIncarnation = 32;
 inline constexpr size_t kJoinOffSealedKey = 40;
 // join_flags: the body carries the job key sealed to the aggregator's public
-// key (open mode, §7.2), the job's packets MAC the header only (§10.2), and
-// the child is an aggregator (§3.1, §13: a newer incarnation of it, a
-// restarted daemon, carries on the rounds of the ranks below it).
+// key (open mode, §7.2), the job's packets MAC the header only (§10.2), the
+// child is an aggregator (§13), and a newer incarnation of the child (a
+// restarted daemon whose own children are aggregators, which re-send their
+// rounds) carries on in the generation (§3.1).
 inline constexpr uint32_t kJoinSealedKey = 1u << 0;
 inline constexpr uint32_t kJoinHeaderMacOnly = 1u << 1;
 inline constexpr uint32_t kJoinAggregator = 1u << 2;
-inline constexpr uint32_t kJoinFlagsDefined = kJoinSealedKey | kJoinHeaderMacOnly | kJoinAggregator;
+inline constexpr uint32_t kJoinCarriesOn = 1u << 3;
+inline constexpr uint32_t kJoinFlagsDefined =
+    kJoinSealedKey | kJoinHeaderMacOnly | kJoinAggregator | kJoinCarriesOn;
 // X25519 sealed box (libsodium crypto_box_seal: 32-byte ephemeral public
 // key + 16-byte tag) around the 8-byte job key.
 inline constexpr size_t kPublicKeyBytes = 32;

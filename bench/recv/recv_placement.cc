@@ -216,26 +216,28 @@ class Receiver {
       moved = true;
       f->mispredicted += 1;
     }
+    // A flood that outruns the receiver loses so much that one batch may
+    // hold two datagrams for one fragment (the stream wrapped around the
+    // buffer): the later one is what stays there, and the earlier one is
+    // neither moved in over it nor checked.
+    auto overwritten = [&](int k) {
+      for (int j = k + 1; j < n; ++j) {
+        if (Valid(headers[j], msgs[j].msg_len) && headers[j].fragment == headers[k].fragment) {
+          return true;
+        }
+      }
+      return false;
+    };
     for (int k = 0; k < n; ++k) {
       const Header& h = headers[k];
       if (!Valid(h, msgs[k].msg_len)) continue;
-      if (moved && h.fragment != predicted[k]) memcpy(At(h.fragment), Slot(k), payload_);
       expected_ = (h.fragment + 1) % fragments_;
-    }
-    for (int k = 0; k < n; ++k) {
-      if (!Valid(headers[k], msgs[k].msg_len)) continue;
-      // A flood that outruns the receiver loses so much that one batch may
-      // hold two datagrams for one fragment (the stream wrapped around the
-      // buffer): the later one is what stays there.
-      bool overwritten = false;
-      for (int j = k + 1; j < n && !overwritten; ++j) {
-        overwritten = Valid(headers[j], msgs[j].msg_len) && headers[j].fragment == headers[k].fragment;
-      }
-      if (overwritten) {
+      if (overwritten(k)) {
         f->bytes += payload_;
-      } else {
-        Placed(headers[k], f);
+        continue;
       }
+      if (moved && h.fragment != predicted[k]) memcpy(At(h.fragment), Slot(k), payload_);
+      Placed(h, f);
     }
     return n;
   }

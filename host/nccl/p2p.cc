@@ -407,6 +407,9 @@ NcclResult NetDeregMr(void* comm_handle, void* mhandle) {
     for (Request* r : comm->outstanding) {
       if (!Settled(*r) && Touches(*r, memory->data, memory->size)) busy.push_back(r);
     }
+    // One a deregMr already gave its second (NCCL's shared buffer pools are
+    // deregistered once per connection) is not waited for again.
+    std::erase_if(busy, [](const Request* r) { return r->waited_for; });
     return busy;
   };
   std::vector<Request*> busy = using_memory();

@@ -78,6 +78,7 @@ void Engine::RecycleJob(Job* job, uint64_t now_ns) {
     up.leave_epoch = up.parent_epoch;
   }
   up.parent_epoch = 0;
+  up.doubted_epoch = 0;  // the next generation's JOIN_ACK settles nothing old
   up.join_attempts = 0;
   up.next_join_ns = 0;
   up.waiting = 0;
@@ -150,10 +151,11 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     // that ends its part in this generation as a LEAVE would. Joined into
     // the old one instead, its rounds would meet sets that hold its old
     // contributions (counted as its new ones: a wrong sum) or rounds ahead
-    // of its own (its contributions dropped as stale: a hang). A child
-    // aggregator's newer incarnation is a restarted daemon whose ranks
-    // below carry on their rounds: it carries on in the generation.
-    if ((body.join_flags & proto::kJoinAggregator) == 0 && job->IsRegistered(h.sender) &&
+    // of its own (its contributions dropped as stale: a hang). So is a leaf
+    // daemon's (its ranks fail on its new epoch and start over); a daemon
+    // above other aggregators says kJoinCarriesOn: its children re-send the
+    // same ranks' rounds, and it carries on in the generation.
+    if ((body.join_flags & proto::kJoinCarriesOn) == 0 && job->IsRegistered(h.sender) &&
         !job->HasLeft(h.sender) && body.incarnation > job->incarnation(h.sender)) {
       ++counters_.children_replaced;
       if (job->left() == 0) job->first_leave_ns = now_ns;
@@ -216,6 +218,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     job->request_seq(h.sender) = 0;
   }
   job->incarnation(h.sender) = body.incarnation;
+  if (body.join_flags & proto::kJoinAggregator) job->children_aggregators = true;
   const uint32_t joined_before = job->joined();
   job->Register(h.sender, from);
   job->last_active_ns = now_ns;

@@ -28,7 +28,7 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
   // FORMAT.md §3.4: a numbered request is answered once; a replay of one
   // (sniffed, sent again from the child's address) would draw the stored
   // RESULT, up to 64 KiB for 72 bytes, at whoever replays it. Requests
-  // without a number (children that predate it, tree uplinks) as before.
+  // without a number (children that predate it) as before.
   uint64_t request_seq = 0;
   if (proto::DecodeRequestSeq(pkt, &request_seq)) {
     uint64_t& last = job->request_seq(h.sender);

@@ -336,6 +336,10 @@ class Job {
   bool provisioned = false;
   bool withdrawn = false;
   bool has_uplink = false;
+  // A child joined as an aggregator (kJoinAggregator): this node is above
+  // other aggregators, and a restart of it carries on in its parent's
+  // generation (kJoinCarriesOn on its uplink JOINs, FORMAT.md §3.1).
+  bool children_aggregators = false;
   Uplink uplink;
   uint8_t* uplink_join_body() { return uplink_join_body_; }
 

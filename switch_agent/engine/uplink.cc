@@ -176,9 +176,14 @@ void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
   body.nonce = up.join_nonce;
   body.cookie = up.join_cookie;
   body.incarnation = up.incarnation;
-  // An aggregator: a newer incarnation of this node (a restart) carries on
-  // the rounds of the ranks below it (FORMAT.md §3.1).
-  body.join_flags = proto::kJoinAggregator | (job->payload_mac() ? 0 : proto::kJoinHeaderMacOnly);
+  // An aggregator; one above other aggregators carries on in the parent's
+  // generation when it restarts: its children re-send the rounds of the
+  // same ranks. A leaf's restart ends its ranks' communicator (they fail on
+  // the new epoch), so the parent takes its newer incarnation for a new
+  // process, as a rank's (FORMAT.md §3.1).
+  body.join_flags = proto::kJoinAggregator |
+                    (job->children_aggregators ? proto::kJoinCarriesOn : 0) |
+                    (job->payload_mac() ? 0 : proto::kJoinHeaderMacOnly);
   proto::EncodeJoinBody(body, job->uplink_join_body());
   *out = Action{};
   out->kind = ActionKind::kSendToOne;

@@ -83,27 +83,35 @@ TEST(EngineJoin, AChildReplacedAloneStartsTheNextGenerationAfterTheDrain) {
   EXPECT_EQ(engine.counters().children_replaced, 1u);
 }
 
-// A child aggregator (kJoinAggregator) with a newer incarnation is a
-// restarted daemon whose ranks below carry on their rounds: it carries on
-// in the generation, at its new address, and its re-sent partial sums meet
-// the rounds they belong to.
-TEST(EngineJoin, ARestartedChildAggregatorCarriesOnInTheGeneration) {
+// A child aggregator above other aggregators (kJoinCarriesOn) with a newer
+// incarnation is a restarted daemon whose children re-send the same ranks'
+// rounds: it carries on in the generation, at its new address, and its
+// re-sent partial sums meet the rounds they belong to. A restarted leaf
+// daemon (kJoinAggregator alone: its ranks fail on its new epoch and start
+// a new communicator) is taken for a new process, as a rank is.
+TEST(EngineJoin, ARestartedChildAggregatorCarriesOnOnlyAboveOtherAggregators) {
   TestEngine engine(EngineLimits{}, 1);
   JobFixture job(&engine, 1, 2, 2, 1, 64);
-  EXPECT_EQ(job.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
-  const auto body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/5, proto::kJoinAggregator);
-  const Action ack = engine.OnPacket(JoinPacket(1, 2, 0, body), 4242, 2);
+  const auto leaf = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/3, proto::kJoinAggregator);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 1, leaf), 4343, 2).kind, ActionKind::kNone);
+  EXPECT_EQ(engine.counters().children_replaced, 1u);
+  TestEngine engine2(EngineLimits{}, 1);
+  JobFixture job2(&engine2, 1, 2, 2, 1, 64);
+  EXPECT_EQ(job2.Send(0, 0, 0, 1, 0, {1}).kind, ActionKind::kNone);
+  const auto body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/5,
+                                proto::kJoinAggregator | proto::kJoinCarriesOn);
+  const Action ack = engine2.OnPacket(JoinPacket(1, 2, 0, body), 4242, 2);
   ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
-  EXPECT_EQ(ack.header.epoch, job.epoch());
-  EXPECT_EQ(engine.counters().children_replaced, 0u);
+  EXPECT_EQ(ack.header.epoch, job2.epoch());
+  EXPECT_EQ(engine2.counters().children_replaced, 0u);
   const float one = 1;
   proto::PacketView p;
-  p.header = job.Header(MsgType::kContribution, 0, 0, 0, 1, 0, DataType::kFloat32,
+  p.header = job2.Header(MsgType::kContribution, 0, 0, 0, 1, 0, DataType::kFloat32,
                         ReduceOp::kSum, 1);
   p.payload = reinterpret_cast<const uint8_t*>(&one);
   p.payload_len = 4;
-  EXPECT_EQ(job.Deliver(p, 4242, 3).kind, ActionKind::kSendToOne);  // a duplicate: STATUS
-  const Action result = job.Send(1, 0, 0, 1, 0, {2});
+  EXPECT_EQ(job2.Deliver(p, 4242, 3).kind, ActionKind::kSendToOne);  // a duplicate: STATUS
+  const Action result = job2.Send(1, 0, 0, 1, 0, {2});
   ASSERT_EQ(result.kind, ActionKind::kResultToAll);
   float sum;
   std::memcpy(&sum, result.payload, 4);

@@ -197,7 +197,7 @@ TEST(Codec, JoinBodyBytesAndValidation) {
   EXPECT_FALSE(DecodeJoinBody(out, kJoinBodySize - 1, &back));
   uint8_t bad[kJoinSealedBodySize] = {};
   std::memcpy(bad, out, kJoinBodySize);
-  bad[12] = 8;  // an undefined join flag
+  bad[12] = 16;  // an undefined join flag
   EXPECT_FALSE(DecodeJoinBody(bad, kJoinBodySize, &back));
   bad[12] = static_cast<uint8_t>(kJoinSealedKey);  // says a sealed key follows ...
   EXPECT_FALSE(DecodeJoinBody(bad, kJoinBodySize, &back));  // ... but the body ends

@@ -322,13 +322,19 @@ TEST(EngineTree, ParentRestartIsRecoveredByRejoinAndResend) {
 // from its parent. The leaf asks the parent again (a JOIN); the parent's
 // JOIN_ACK names the epoch the leaf had, so the NACK was false and nothing
 // the parent holds is sent again; the round then completes as usual.
-TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
-  Tree t;
-  t.Poll();
-  t.Pump();
-  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 1, 0, 1, Values(0, r, 1));
-  t.Pump();  // leaf 0's partial sum waits at the root for leaf 1's
-  const uint64_t sends = t.leaf(0).counters().uplink_sends;
+// Both leaves joined the root, and leaf 0's partial sum of collective 1
+// waits there for leaf 1's.
+void LeafZeroWaitsAtTheRoot(Tree* t) {
+  t->Poll();
+  t->Pump();
+  for (uint32_t r = 0; r < 2; ++r) t->Contribute(0, r, 1, 0, 1, Values(0, r, 1));
+  t->Pump();
+}
+
+// A NACK unknown_job without a MAC, as anyone can send it from the root's
+// address, delivered to leaf 0 `times` times: each is taken without an
+// answer.
+void SpoofUnknownJobAtLeafZero(Tree* t, int times) {
   proto::Header nack;
   nack.type = MsgType::kNack;
   nack.job_id = kJob;
@@ -337,7 +343,16 @@ TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
   ASSERT_EQ(proto::Encode(nack, nullptr, 0, bytes, sizeof(bytes)), sizeof(bytes));
   proto::PacketView v;
   ASSERT_EQ(proto::Decode(bytes, sizeof(bytes), &v), proto::DecodeError::kOk);
-  EXPECT_EQ(t.leaf(0).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);
+  for (int i = 0; i < times; ++i) {
+    EXPECT_EQ(t->leaf(0).OnPacket(v, kParentToken, t->now()).kind, ActionKind::kNone);
+  }
+}
+
+TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
+  Tree t;
+  LeafZeroWaitsAtTheRoot(&t);
+  const uint64_t sends = t.leaf(0).counters().uplink_sends;
+  ASSERT_NO_FATAL_FAILURE(SpoofUnknownJobAtLeafZero(&t, 1));
   for (int round = 0; round < 4; ++round) {  // the JOIN, the CHALLENGE, the JOIN again
     t.Poll();
     t.Pump();
@@ -361,21 +376,8 @@ TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
 // (authentic: the same key), replayed at this leaf, is dropped.
 TEST(EngineTree, ASpoofedUnknownJobDoesNotStopTheParentsResults) {
   Tree t;
-  t.Poll();
-  t.Pump();
-  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 1, 0, 1, Values(0, r, 1));
-  t.Pump();  // leaf 0's partial sum waits at the root for leaf 1's
-  proto::Header nack;
-  nack.type = MsgType::kNack;
-  nack.job_id = kJob;
-  nack.aux = static_cast<uint32_t>(proto::NackCode::kUnknownJob);
-  uint8_t bytes[proto::kHeaderSize];
-  ASSERT_EQ(proto::Encode(nack, nullptr, 0, bytes, sizeof(bytes)), sizeof(bytes));
-  proto::PacketView v;
-  ASSERT_EQ(proto::Decode(bytes, sizeof(bytes), &v), proto::DecodeError::kOk);
-  for (int i = 0; i < 100; ++i) {
-    EXPECT_EQ(t.leaf(0).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);
-  }
+  LeafZeroWaitsAtTheRoot(&t);
+  ASSERT_NO_FATAL_FAILURE(SpoofUnknownJobAtLeafZero(&t, 100));
   // Leaf 1's partial sum completes the round before leaf 0 polls (no JOIN
   // has gone yet): the RESULT reaches leaf 0's ranks all the same.
   for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 1, 0, 1, Values(1, r, 1));

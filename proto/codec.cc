@@ -365,8 +365,10 @@ void EncodeHeaderWithRequestSeq(const Header& h, uint64_t request_seq, void* out
 }
 
 bool DecodeRequestSeq(const PacketView& p, uint64_t* out) {
-  if ((p.header.type != MsgType::kResultRequest && p.header.type != MsgType::kStatsRequest) ||
-      p.extension_len < 8) {
+  const MsgType t = p.header.type;
+  const bool numbered = t == MsgType::kResultRequest || t == MsgType::kStatsRequest ||
+                        t == MsgType::kStatus || t == MsgType::kStats;
+  if (!numbered || p.extension_len < 8) {
     return false;
   }
   *out = LoadBe64(p.extension + (kOffRequestSeq - kHeaderSize));

@@ -128,8 +128,9 @@ bool DecodePlacement(const PacketView& p, Placement* out);
 // Checksum as EncodeHeader, with header_len = kRequestSeqHeaderSize.
 void EncodeHeaderWithRequestSeq(const Header& h, uint64_t request_seq,
                                 void* out /* kRequestSeqHeaderSize bytes */);
-// The request number of a decoded RESULT_REQUEST or STATS_REQUEST; false if
-// it has none.
+// The request number of a decoded RESULT_REQUEST or STATS_REQUEST, or the
+// one a STATUS or STATS echoes (the request it answers, §3.6, §3.7); false
+// if it has none.
 bool DecodeRequestSeq(const PacketView& p, uint64_t* out);
 // FORMAT.md §3.6: a windowed STATUS carries two bitmaps of `fragments`
 // bits each, held then complete; bit j (byte j / 8, bit j % 8) stands for

@@ -234,6 +234,13 @@ inline constexpr size_t kMaxHeaderSize = kHeaderSize + kPlacementBytes;  // what
 inline constexpr uint8_t kRequestSeqHeaderWords = 9;
 inline constexpr size_t kOffRequestSeq = 64;  // u64 BE
 inline constexpr size_t kRequestSeqHeaderSize = kHeaderSize + 8;
+// A STATUS or STATS echoes the number of the request it answers the same
+// way (§3.6, §3.7). The largest payload behind such a header (a STATS body;
+// a STATUS holds at most 1024 bytes): what a dataplane copies behind it.
+inline constexpr size_t kMaxNumberedAnswerPayload =
+    kStatsSummarySize + kMaxStatsEntries * kStatsEntrySize;
+static_assert(kMaxNumberedAnswerPayload >= 2 * (kMaxStatusWindow / 8) &&
+              kMaxNumberedAnswerPayload >= 4 * kMaxStatusSenders);
 // CQ data of a result written into the child's memory: slot (bits 0..15),
 // shadow (bit 16), collective_id mod 2^47 (bits 17..63).
 inline constexpr unsigned kPlacedCollectiveBits = 47;

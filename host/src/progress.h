@@ -220,7 +220,9 @@ class ProgressEngine {
   void QueueProbePacket(const uint8_t* packet, size_t len);
   // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed, saying LeaveCause().
   void QueueLeave(uint32_t epoch);
+  // A STATUS (progress_status.cc, FORMAT.md §3.6, §8.3).
   void HandleStatus(const proto::PacketView& p, uint64_t now);
+  void NoteHeld(Slot* slot, uint64_t now);  // the aggregator holds slot's data
   // A gap report (FORMAT.md §3.6.1): the aggregator took the named
   // fragment's first copy while the one before it was missing.
   void HandleGapReport(const proto::PacketView& p, uint64_t now);
@@ -348,6 +350,13 @@ class ProgressEngine {
   std::atomic<uint32_t> leave_cause_{static_cast<uint32_t>(proto::LeaveCause::kClosed)};
   std::atomic<uint32_t> closing_cause_{static_cast<uint32_t>(proto::LeaveCause::kClosed)};
   bool nack_logged_ = false;  // a fatal NACK was logged (one line per failure)
+  // The aggregator echoes request numbers in its STATUS and STATS (FORMAT.md
+  // §3.6, §3.7): one such answer came (authentic, so from the aggregator).
+  // Unnumbered ones are then answers to data copies, never to a request.
+  bool answers_numbered_ = false;
+  // The number of the first STATS_REQUEST sent for the callers waiting now
+  // (0: none sent): a STATS answering an older one is an old report.
+  uint64_t stats_first_order_ = 0;
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
   // An unauthenticated NACK unknown_job arrived: an aggregator that lost the
   // job says so without a MAC; named when collectives time out.

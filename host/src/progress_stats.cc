@@ -60,7 +60,10 @@ Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_
 
 int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stats_waiters_.empty()) return -1;
+  if (stats_waiters_.empty()) {
+    stats_first_order_ = 0;
+    return -1;
+  }
   uint64_t next = UINT64_MAX;
   bool send = false;
   for (auto it = stats_waiters_.begin(); it != stats_waiters_.end();) {
@@ -87,19 +90,32 @@ int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
     // Numbered like a RESULT_REQUEST, from the same counter (FORMAT.md
     // §3.4, §3.7): the aggregator answers each number once.
     uint8_t* header = QueueTx(nullptr, 0, proto::kRequestSeqHeaderSize);
+    if (stats_first_order_ == 0) stats_first_order_ = tx_order_ + 1;
     proto::EncodeHeaderWithRequestSeq(h, ++tx_order_, header);
     proto::SealPacket(mac_key_, header, proto::kRequestSeqHeaderSize, nullptr, 0);
   }
   return UsUntil(next, now);
 }
 
+// A STATS echoes the number of the request it answers (FORMAT.md §3.7):
+// one that answers a request sent before the callers waiting now asked (a
+// late answer, or an old report sniffed and replayed) finishes nobody.
 void ProgressEngine::HandleStats(const proto::PacketView& p) {
   if (p.header.epoch != id_.epoch) return;
+  uint64_t number = 0;
+  const bool numbered = proto::DecodeRequestSeq(p, &number);
+  if (numbered) answers_numbered_ = true;
+  if (numbered ? stats_first_order_ == 0 || number < stats_first_order_ || number > tx_order_
+               : answers_numbered_) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   StragglerReport report;
   if (!DecodeStragglerReport(p, &report)) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  stats_first_order_ = 0;
   FinishStatsWaiters(report);
 }
 

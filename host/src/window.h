@@ -33,9 +33,10 @@ struct Slot {
   // answering a probe speaks for the data sent before it.
   uint64_t data_order = 0;
   uint64_t probe_order = 0;
-  // The oldest probe not answered yet (0: none) and how many are out. An
-  // answer is taken for the oldest one's: what it says of data sent
-  // between two probes may predate that data.
+  // The lowest probe number an answer may still echo (0: none out) and
+  // how many are out (progress_status.cc). An answer speaks of the data
+  // sent before the probe it echoes; from an aggregator that predates the
+  // echo it is taken for the oldest probe's.
   uint64_t first_probe_order = 0;
   uint32_t probes_out = 0;
   uint64_t deadline_ns = 0;

@@ -210,11 +210,23 @@ class ReplyPolicy {
     }
     alignas(64) uint8_t header[proto::kRequestSeqHeaderSize];
     const size_t header_len = EncodeHeader(action, incoming_checksum, header);
-    // A numbered request's extension word (FORMAT.md §3.4) goes to the
-    // backend as the payload of a 64-byte header: the bytes on the wire are
-    // the same, and every backend copies a small payload of a packet other
-    // than a RESULT before this returns (this buffer does not outlive it).
+    // A request's number, or the one a STATUS or STATS echoes (FORMAT.md
+    // §3.4, §3.6, §3.7), goes to the backend with the payload behind it as
+    // the payload of a 64-byte header: the bytes on the wire are the same,
+    // and every backend copies a small payload of a packet other than a
+    // RESULT before this returns (this buffer does not outlive it).
+    // EncodeActionHeader numbers only payloads that fit.
     const bool extended = header_len > proto::kHeaderSize;
+    alignas(8) uint8_t numbered[8 + proto::kMaxNumberedAnswerPayload];
+    size_t numbered_len = 0;
+    if (extended) {
+      numbered_len = header_len - proto::kHeaderSize;
+      std::memcpy(numbered, header + proto::kHeaderSize, numbered_len);
+      if (action.payload_len > 0) {
+        std::memcpy(numbered + numbered_len, action.payload, action.payload_len);
+        numbered_len += action.payload_len;
+      }
+    }
     alignas(64) uint8_t notice[proto::kRequestSeqHeaderSize];
     if (action.owner_only) {
       engine::Action n = action;
@@ -241,8 +253,7 @@ class ReplyPolicy {
         if (action.owner_only && peer != action.owner) {
           send(notice, static_cast<const uint8_t*>(nullptr), size_t{0}, *to);
         } else if (extended) {
-          const uint8_t* word = header + proto::kHeaderSize;
-          send(header, word, header_len - proto::kHeaderSize, *to);
+          send(header, static_cast<const uint8_t*>(numbered), numbered_len, *to);
         } else {
           send(header, action.payload, action.payload_len, *to);
         }

@@ -218,7 +218,13 @@ size_t EncodeActionHeader(const Action& a, bool checksum, uint8_t* out) {
     h.flags |= proto::kFlagPayloadMac;
   }
   size_t len = proto::kHeaderSize;
-  if (a.request_seq != 0 && h.type == MsgType::kResultRequest) {
+  // A request's number, or the one an answer echoes (FORMAT.md §3.4, §3.6,
+  // §3.7); a dataplane copies the payload behind it (ReplyPolicy::Deliver).
+  const bool numbered =
+      h.type == MsgType::kResultRequest ||
+      ((h.type == MsgType::kStatus || h.type == MsgType::kStats) &&
+       a.payload_len <= proto::kMaxNumberedAnswerPayload);
+  if (a.request_seq != 0 && numbered) {
     proto::EncodeHeaderWithRequestSeq(h, a.request_seq, out);
     len = proto::kRequestSeqHeaderSize;
   } else {
@@ -607,6 +613,7 @@ void Engine::HandleContribution(const proto::PacketView& pkt, PeerToken from, ui
     m.uplink_attempts = 0;
     m.uplink_probes = 0;
     m.uplink_resend = 0;
+    m.uplink_asked = 0;
     ++job->uplink.waiting;
     if (job->uplink.parent_epoch != 0) UpstreamAction(job, s, v, now_ns, out);
     return;
@@ -667,6 +674,9 @@ void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, ui
     if (request_seq <= last) return Drop(DropReason::kReplayedRequest);
     last = request_seq;
   }
+  // The answer echoes the number (§3.7): the child takes a STATS only for
+  // a request it sent for the callers waiting now, not an old report.
+  out->request_seq = request_seq;
   ChildStat top[proto::kMaxStatsEntries];
   const size_t n = job->TopStragglers(top, proto::kMaxStatsEntries);
   proto::StatsEntry entries[proto::kMaxStatsEntries];

@@ -36,6 +36,10 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     last = request_seq;
     job->last_active_ns = now_ns;  // a live child asking (FindSlot)
   }
+  // A STATUS echoes it (§3.6): the child then knows which of its requests
+  // it answers, and a late or replayed answer to an older one changes
+  // nothing. (A RESULT or NACK ignores it.)
+  out->request_seq = request_seq;
   const SetMeta& m = job->meta(h.slot, h.shadow);
   // FORMAT.md §3.4: aux >= 2 asks about a window; kFlagWindow asks for
   // state only, answered by the windowed STATUS whatever the state of the

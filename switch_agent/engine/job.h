@@ -47,7 +47,14 @@ enum class SetState : uint8_t { kUnused = 0, kPending = 1, kComplete = 2, kUpstr
 struct alignas(64) SetMeta {
   uint64_t collective_id;
   uint64_t elem_offset;
-  uint64_t first_arrival_ns;  // first contribution of the round
+  union {
+    uint64_t first_arrival_ns;  // kPending: first contribution of the round
+    // kUpstream: the lowest uplink probe number (FORMAT.md §3.4) a parent's
+    // STATUS may still echo: the first probe sent since the partial sum last
+    // went up, then one above the last answered; 0: no probe since. An
+    // answer echoing less is late or replayed.
+    uint64_t uplink_asked;
+  };
   uint64_t complete_ns;       // when the last child arrived; kUpstream: last sent to the parent
   uint32_t elem_count;
   uint32_t arrived;           // distinct children that contributed
@@ -170,6 +177,9 @@ struct Uplink {
   uint32_t waiting = 0;        // sets in kUpstream
   uint32_t leaves_to_send = 0; // LEAVEs owed to the parent (sent twice, unanswered)
   uint32_t leave_epoch = 0;    // the parent epoch they name
+  // The parent echoes request numbers in its STATUS (FORMAT.md §3.6): one
+  // such answer came. Unnumbered ones then answer copies of partial sums.
+  bool parent_numbers = false;
 };
 
 // Bytes of a set's data region per payload byte (see the top of this file).

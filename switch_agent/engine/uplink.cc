@@ -225,6 +225,8 @@ void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_
   // engine's, so the numbers must keep growing across a job that ends and
   // is provisioned again while the parent still holds it.
   out->request_seq = ++uplink_request_seq_;
+  SetMeta& asked = job->meta(slot, shadow);
+  if (asked.uplink_asked == 0) asked.uplink_asked = out->request_seq;
   ++counters_.uplink_probes;
 }
 
@@ -235,6 +237,7 @@ void Engine::UpstreamAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t n
   const bool again = m.upstream_sends > 0;
   if (m.upstream_sends < UINT8_MAX) ++m.upstream_sends;
   m.complete_ns = now_ns;
+  m.uplink_asked = 0;       // answers to earlier probes predate this copy
   m.result_burst = burst_;  // the queued packet points at this set
   // FORMAT.md §3.3.1: the round's routing goes up with it: the owner is
   // below this node, the data goes to the owner only, or (notices only)
@@ -386,6 +389,23 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
       }
       SetMeta& m = job->meta(h.slot, h.shadow);
       if (m.state != SetState::kUpstream || !SameRound(h, m)) return;
+      // Which probe it answers (FORMAT.md §3.6, §13): one sent since the
+      // partial sum last went up and not answered yet, or the STATUS is late
+      // or replayed (a "not held" would send the partial sum up again).
+      // Unnumbered from a parent that numbers: the answer to a copy of the
+      // partial sum, which asked nothing. From an older parent: as before.
+      uint64_t number = 0;
+      if (proto::DecodeRequestSeq(pkt, &number)) {
+        up.parent_numbers = true;
+        if (m.uplink_asked == 0 || number < m.uplink_asked) {
+          ++counters_.uplink_drops;
+          return;
+        }
+      } else if (up.parent_numbers) {
+        if ((h.flags & proto::kFlagHeld) == 0) ++counters_.uplink_drops;
+        return;
+      }
+      if (number != 0) m.uplink_asked = number + 1;  // it and every older probe answered
       m.uplink_probes = 0;  // answered
       if ((h.flags & proto::kFlagHeld) == 0) {
         // The parent lacks our partial sum: re-send it at the next poll.

@@ -394,5 +394,69 @@ TEST(ReplyPolicyDeliver, ANumberedRequestCarriesItsNumberSealedAndChecksummed) {
   }
 }
 
+// FORMAT.md §3.6, §3.7: a STATUS or STATS echoes its request's number the
+// same way, with its payload behind the word: the backend gets both after
+// the 64-byte header, up to the largest STATS body, and the MAC and CRC
+// cover the payload as well as the number.
+TEST(ReplyPolicyDeliver, ANumberedAnswerCarriesItsNumberAndPayloadSealedAndChecksummed) {
+  const proto::MacKey key = proto::DeriveMacKey(5, 6);
+  const engine::PeerToken peers[3] = {10, 11, 12};
+  std::vector<proto::StatsEntry> entries(proto::kMaxStatsEntries);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i] = {static_cast<uint32_t>(i), 0, i + 1, 1000 * i, 7 * i};
+  }
+  std::vector<uint8_t> stats_body(proto::kMaxNumberedAnswerPayload);
+  ASSERT_EQ(proto::EncodeStatsBody({99, 64, 64}, entries.data(), stats_body.data()),
+            stats_body.size());
+  std::vector<uint8_t> window(2 * proto::WindowBitmapBytes(proto::kMaxStatusWindow));
+  for (size_t i = 0; i < window.size(); ++i) window[i] = static_cast<uint8_t>(i * 37);
+  for (const proto::MsgType type : {proto::MsgType::kStats, proto::MsgType::kStatus}) {
+    const std::vector<uint8_t>& body = type == proto::MsgType::kStats ? stats_body : window;
+    engine::Action a;
+    a.kind = engine::ActionKind::kSendToOne;
+    a.header.type = type;
+    a.header.job_id = 5;
+    a.header.sender = 3;
+    if (type == proto::MsgType::kStatus) {
+      a.header.flags = proto::kFlagWindow;
+      a.header.aux = proto::kMaxStatusWindow;
+    } else {
+      a.header.aux = 64;
+    }
+    a.key = &key;
+    a.peer = 11;
+    a.payload = body.data();
+    a.payload_len = body.size();
+    a.request_seq = 0x1122334455667788ull;
+    for (const bool checksum : {true, false}) {
+      ReplyPolicy policy;
+      DataplaneStats stats;
+      std::vector<uint8_t> bytes;
+      policy.Deliver(
+          a, checksum, static_cast<const engine::PeerToken*>(nullptr),
+          [&](engine::PeerToken p) { return &peers[p - 10]; }, &stats,
+          [&](const uint8_t* header, const uint8_t* payload, size_t len, engine::PeerToken) {
+            bytes.assign(header, header + proto::kHeaderSize);
+            bytes.insert(bytes.end(), payload, payload + len);
+          });
+      ASSERT_EQ(bytes.size(), proto::kRequestSeqHeaderSize + body.size());
+      proto::PacketView v;
+      ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+      uint64_t seq = 0;
+      ASSERT_TRUE(proto::DecodeRequestSeq(v, &seq));
+      EXPECT_EQ(seq, a.request_seq);
+      ASSERT_EQ(v.payload_len, body.size());
+      EXPECT_EQ(std::memcmp(v.payload, body.data(), body.size()), 0);
+      EXPECT_TRUE(proto::VerifyPacket(key, v));
+      bytes.back() ^= 1;  // the payload's last byte: the CRC catches it, else the MAC
+      if (checksum) {
+        EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kBadChecksum);
+      } else if (proto::Decode(bytes.data(), bytes.size(), &v) == proto::DecodeError::kOk) {
+        EXPECT_FALSE(proto::VerifyPacket(key, v));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tributary::agent

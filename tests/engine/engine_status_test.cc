@@ -60,6 +60,42 @@ TEST(EngineStatus, ANumberedRequestIsAnsweredOnceAndItsReplayNever) {
   EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
 }
 
+// FORMAT.md §3.6, §3.7: a STATUS or STATS echoes the number of the request
+// it answers, so that the child knows which of its requests it answers (a
+// late or replayed answer to an older one changes nothing there). Pending
+// round, round not started, STATS; an unnumbered request gets an
+// unnumbered answer, and a RESULT never carries the word.
+TEST(EngineStatus, AStatusOrStatsEchoesTheNumberOfTheRequestItAnswers) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/2, /*slots=*/4, 64);
+  const std::vector<float> v(16, 1.0f);
+  job.Send(0, 0, 0, 1, 0, v);
+  auto encoded = [](const Action& a) {
+    uint8_t header[proto::kRequestSeqHeaderSize];
+    return EncodeActionHeader(a, false, header);
+  };
+  Action pending = job.NumberedRequest(0, 0, 0, 1, 0, 5);
+  ASSERT_EQ(pending.header.type, MsgType::kStatus);
+  EXPECT_EQ(pending.request_seq, 5u);
+  EXPECT_EQ(StatusSenders(pending), std::vector<uint32_t>{1});
+  EXPECT_EQ(encoded(pending), proto::kRequestSeqHeaderSize);
+  Action not_started = job.NumberedRequest(0, 1, 0, 1, 16, 6);
+  ASSERT_EQ(not_started.header.type, MsgType::kStatus);
+  EXPECT_EQ(not_started.request_seq, 6u);
+  Action stats = job.NumberedRequest(0, 0, 0, 0, 0, 7, MsgType::kStatsRequest);
+  ASSERT_EQ(stats.header.type, MsgType::kStats);
+  EXPECT_EQ(stats.request_seq, 7u);
+  EXPECT_EQ(encoded(stats), proto::kRequestSeqHeaderSize);
+  Action plain = job.Request(0, 0, 0, 1, 0);
+  ASSERT_EQ(plain.header.type, MsgType::kStatus);
+  EXPECT_EQ(plain.request_seq, 0u);
+  EXPECT_EQ(encoded(plain), proto::kHeaderSize);
+  ASSERT_EQ(job.Send(1, 0, 0, 1, 0, v).header.type, MsgType::kResult);
+  Action result = job.NumberedRequest(0, 0, 0, 1, 0, 8);
+  ASSERT_EQ(result.header.type, MsgType::kResult);
+  EXPECT_EQ(encoded(result), proto::kHeaderSize);
+}
+
 // A RESULT_REQUEST with aux = W asks about the requester's fragments k ..
 // k+W-1 (FORMAT.md §3.6): fragment k+j is in slot (slot + j) mod S, in the
 // other shadow set past the wrap. Held when the set holds that fragment's

@@ -462,7 +462,7 @@ TEST_F(ProgressTest, ATailProbeOfABigFragmentAsksFirst) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].header.type, proto::MsgType::kResultRequest);
   now_ += 2 * kMs;
-  SendStatus(c[0], /*held=*/false, {3});
+  SendStatus(r[0], /*held=*/false, {3});
   engine_->Poll();
   std::vector<Sent> d = Take();
   ASSERT_EQ(d.size(), 1u);

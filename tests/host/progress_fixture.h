@@ -242,19 +242,36 @@ class ProgressTest : public ::testing::Test {
   }
   // Encodes and seals like the aggregator: payload covered by the MAC
   // (unless header_only), made with `key` (the job's unless a test forges).
+  // With `number` (not 0), the request number an answer echoes (§3.6).
   void Deliver(const proto::Header& in, const std::vector<uint8_t>& payload, uint64_t key = kKey,
-               bool header_only = false) {
+               bool header_only = false, uint64_t number = 0) {
     proto::Header h = in;
     h.mac = 0;
     if (!payload.empty() && !header_only) h.flags |= proto::kFlagPayloadMac;
+    const size_t header_len = number != 0 ? proto::kRequestSeqHeaderSize : proto::kHeaderSize;
     FakeTransport::Item item;
-    item.bytes.resize(proto::kHeaderSize + payload.size());
-    ASSERT_GT(proto::Encode(h, payload.data(), payload.size(), item.bytes.data(), item.bytes.size()),
-              0u);
-    proto::SealPacket(proto::DeriveMacKey(h.job_id, key), item.bytes.data(), proto::kHeaderSize,
-                      item.bytes.data() + proto::kHeaderSize, payload.size());
+    item.bytes.resize(header_len + payload.size());
+    if (number != 0) {
+      proto::EncodeHeaderWithRequestSeq(h, number, item.bytes.data());
+    } else {
+      proto::EncodeHeader(h, item.bytes.data());
+    }
+    if (!payload.empty()) std::memcpy(item.bytes.data() + header_len, payload.data(), payload.size());
+    proto::SealPacket(proto::DeriveMacKey(h.job_id, key), item.bytes.data(), header_len,
+                      item.bytes.data() + header_len, payload.size());
     fake_->inbox.push_back(std::move(item));
   }
+  // The number a sent request carries (0: none, a data copy's answer).
+  static uint64_t NumberOf(const Sent& c) {
+    const bool request = c.header.type == proto::MsgType::kResultRequest ||
+                         c.header.type == proto::MsgType::kStatsRequest;
+    if (c.extension.size() < 8 || !request) return 0;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n = (n << 8) | c.extension[i];
+    return n;
+  }
+  // The STATUS answering `c`, echoing its number as the aggregator does
+  // when `c` is a request (FORMAT.md §3.6).
   void SendStatus(const Sent& c, bool held, std::vector<uint32_t> missing) {
     proto::Header h = c.header;
     h.type = proto::MsgType::kStatus;
@@ -262,7 +279,32 @@ class ProgressTest : public ::testing::Test {
     h.aux = static_cast<uint32_t>(missing.size());
     std::vector<uint8_t> body(missing.size() * 4);
     if (!body.empty()) std::memcpy(body.data(), missing.data(), body.size());
-    Deliver(h, body);
+    Deliver(h, body, kKey, false, NumberOf(c));
+  }
+  // The STATS answering `request` (echoing its number, §3.7): `rounds`
+  // completed, rank 2 the one straggler (25 us late on average).
+  void SendStats(const Sent& request, uint64_t rounds) {
+    proto::Header h = request.header;
+    h.type = proto::MsgType::kStats;
+    proto::StatsSummary summary{rounds, 3, 1};
+    proto::StatsEntry entry{2, 0, 100, 3000000, 120};
+    std::vector<uint8_t> body(proto::kStatsSummarySize + proto::kStatsEntrySize);
+    proto::EncodeStatsBody(summary, &entry, body.data());
+    Deliver(h, body, kKey, false, NumberOf(request));
+  }
+  // Polls until a caller's STATS_REQUEST goes out (its thread registers
+  // it whenever it gets to run) and returns it.
+  Sent AwaitStatsRequest() {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < give_up) {
+      engine_->Poll();
+      for (const Sent& x : Take()) {
+        if (x.header.type == proto::MsgType::kStatsRequest) return x;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ADD_FAILURE() << "no STATS_REQUEST went out";
+    return Sent{};
   }
   // The windowed STATUS answering `probe` (FORMAT.md §3.6): bit j of
   // `held` / `complete` for the probe's j-th fragment.
@@ -276,7 +318,7 @@ class ProgressTest : public ::testing::Test {
     for (uint32_t j : held) proto::SetWindowBit(body.data(), j);
     for (uint32_t j : complete) proto::SetWindowBit(body.data() + bytes, j);
     if (proto::WindowBit(body.data(), 0)) h.flags |= proto::kFlagHeld;
-    Deliver(h, body);
+    Deliver(h, body, kKey, false, NumberOf(probe));
   }
   void Nack(const Sent& c, proto::NackCode code, uint64_t key = kKey) {
     proto::Header h = c.header;

@@ -482,21 +482,10 @@ TEST_F(ProgressTest, StragglerReportIsRequestedUntilAnswered) {
   EXPECT_EQ(requests[0].header.type, proto::MsgType::kStatsRequest);
   // Numbered, and the numbers grow (FORMAT.md §3.7): a replayed one draws
   // nothing from the aggregator.
-  auto number = [](const Sent& s) {
-    uint64_t n = 0;
-    for (uint8_t b : s.extension) n = n << 8 | b;
-    return n;
-  };
   ASSERT_EQ(requests[0].extension.size(), 8u);
   ASSERT_EQ(requests[1].extension.size(), 8u);
-  EXPECT_GT(number(requests[1]), number(requests[0]));
-  proto::Header h = requests[0].header;
-  h.type = proto::MsgType::kStats;
-  proto::StatsSummary summary{120, 3, 1};
-  proto::StatsEntry entry{2, 0, 100, 3000000, 120};
-  std::vector<uint8_t> body(proto::kStatsSummarySize + proto::kStatsEntrySize);
-  proto::EncodeStatsBody(summary, &entry, body.data());
-  Deliver(h, body);
+  EXPECT_GT(NumberOf(requests[1]), NumberOf(requests[0]));
+  SendStats(requests[0], 120);
   engine_->Poll();
   caller.join();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -504,6 +493,34 @@ TEST_F(ProgressTest, StragglerReportIsRequestedUntilAnswered) {
   ASSERT_EQ(got.value().ranks.size(), 1u);
   EXPECT_EQ(got.value().ranks[0].rank, 2u);
   EXPECT_DOUBLE_EQ(got.value().ranks[0].mean_lateness_us, 25.0);
+}
+
+// A STATS echoes the number of the request it answers (FORMAT.md §3.7).
+// Before, any authentic STATS finished every caller waiting: the first
+// report, sniffed and replayed, answered a later caller with its old
+// figures. Now only an answer to a request sent for the callers waiting
+// does.
+TEST_F(ProgressTest, AStragglerReportIsTakenOnlyFromAnAnswerToARequestSentForIt) {
+  Result<StragglerReport> first{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread a([&] { first = engine_->RequestStragglerReport(5000); });
+  const Sent r1 = AwaitStatsRequest();
+  SendStats(r1, 120);
+  engine_->Poll();
+  a.join();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first.value().rounds, 120u);
+  Result<StragglerReport> second{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread b([&] { second = engine_->RequestStragglerReport(5000); });
+  const Sent r2 = AwaitStatsRequest();
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  SendStats(r1, 120);  // the first answer, replayed
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
+  SendStats(r2, 480);
+  engine_->Poll();
+  b.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second.value().rounds, 480u);
 }
 
 TEST_F(ProgressTest, StopAbortsWhatIsInFlightAndAFullSocketKeepsPacketsQueued) {

@@ -640,20 +640,22 @@ TEST_F(ProgressTest, StatusNotHeldResendsAtOnceAndHeldWaitsNamingTheMissingRank)
   EXPECT_EQ(probes[0].header.type, proto::MsgType::kResultRequest);
   EXPECT_EQ(probes[0].header.aux, 2u);
   EXPECT_EQ(probes[1].header.aux, 0u);
-  SendStatus(c[0], /*held=*/false, {0, 3});
+  SendStatus(probes[0], /*held=*/false, {0, 3});
   engine_->Poll();
   std::vector<Sent> resent = Take();
   ASSERT_EQ(resent.size(), 1u);
   EXPECT_EQ(resent[0].header.type, proto::MsgType::kContribution);
   EXPECT_EQ(resent[0].header.slot, c[0].header.slot);
   EXPECT_EQ(engine_->Stats().losses_detected, 1u);
-  // The same answer again: it predates the copy just sent.
-  SendStatus(c[0], /*held=*/false, {0, 3});
+  // The same answer again (late, or replayed): its probe was answered.
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  SendStatus(probes[0], /*held=*/false, {0, 3});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   // Held: never resent, only probed, and the timeout names the rank.
-  SendStatus(c[1], /*held=*/true, {2});
-  SendStatus(c[0], /*held=*/true, {2});
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
+  SendStatus(probes[1], /*held=*/true, {2});
+  SendStatus(c[0], /*held=*/true, {2});  // the answer to its second copy
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   for (int i = 0; i < 4; ++i) {
@@ -695,9 +697,10 @@ TEST_F(ProgressTest, AnswersAddressedToAnotherRankOfTheJobChangeNothing) {
   ASSERT_EQ(c.size(), 2u);
   now_ += 50 * kMs;
   engine_->Poll();
-  ASSERT_EQ(Take().size(), 2u);  // both probed
+  std::vector<Sent> probes = Take();
+  ASSERT_EQ(probes.size(), 2u);  // both probed
   const uint64_t rejected = engine_->Stats().packets_rejected;
-  std::vector<Sent> others = c;
+  std::vector<Sent> others = probes;
   for (Sent& o : others) o.header.sender = c[0].header.sender - 1;
   SendStatus(others[0], /*held=*/true, {});
   SendStatus(others[1], /*held=*/false, {});
@@ -713,7 +716,7 @@ TEST_F(ProgressTest, AnswersAddressedToAnotherRankOfTheJobChangeNothing) {
   EXPECT_EQ(engine_->Stats().nacks_received, 0u);
   EXPECT_TRUE(engine_->Health().ok());
   // This rank's own answer to its probe: not held, so the data goes again.
-  SendStatus(c[0], /*held=*/false, {});
+  SendStatus(probes[0], /*held=*/false, {});
   engine_->Poll();
   std::vector<Sent> resent = Take();
   ASSERT_EQ(resent.size(), 1u);

@@ -78,6 +78,20 @@ class WindowTest : public ProgressTest {
     EXPECT_TRUE(st.ok()) << st.ToString();
   }
   void Gap(const Sent& k, uint64_t key = kKey);
+  // Slot 1's timer expires again: its second probe goes out, the first
+  // still unanswered; no data goes meanwhile.
+  void AwaitSecondProbeOfSlotOne() {
+    bool second = false;
+    for (int step = 0; step < 500 && !second; ++step) {
+      now_ += 1 * kMs;
+      engine_->Poll();
+      for (const Sent& s : Take()) {
+        if (s.header.slot == 1 && s.header.type == proto::MsgType::kResultRequest) second = true;
+        EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
+      }
+    }
+    ASSERT_TRUE(second);
+  }
   // After a loss found by a probe's answer: the poll follows, finds a lost
   // RESULT, and stops after `armed` answers in a row that find nothing.
   void PollUntilAnswersFindNothing(int armed);
@@ -101,7 +115,7 @@ TEST_F(WindowTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTh
   }
   // Slot 3's own answer: not held; its data goes again, after the probes.
   now_ += 1 * kMs;
-  SendStatus(c_[2], /*held=*/false, {});
+  SendStatus(probes[2], /*held=*/false, {});
   engine_->Poll();
   std::vector<Sent> resent = Take();
   ASSERT_EQ(resent.size(), 1u);
@@ -119,7 +133,7 @@ TEST_F(WindowTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTh
   }
   EXPECT_EQ(engine_->Stats().losses_detected, 4u);
   // Slot 2's own answer to its probe predates the copy just sent.
-  SendStatus(c_[1], /*held=*/false, {});
+  SendStatus(probes[1], /*held=*/false, {});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   // Slot 1's answer replayed: no probe of slot 1 is outstanding.
@@ -150,7 +164,7 @@ TEST_F(WindowTest, WindowedStatusAsksForResultsThatWereLost) {
   // Slot 3's own probe is answered "held" (a fragment whose own probe is
   // still out waits for that answer instead).
   now_ += 1 * kMs;
-  SendStatus(c_[2], /*held=*/true, {0});
+  SendStatus(probes[2], /*held=*/true, {0});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
   // Slot 1's own round (bit 0) and slot 3's complete, neither RESULT here.
@@ -536,32 +550,23 @@ TEST_F(WindowTest, InALossyJobAResultSayingTheRoundBeforeWaitsArmsThePoll) {
   Finish();
 }
 
-// With two probes of a fragment out, an answer is taken for the older one:
-// what it says of data sent between the two may predate that data. (Taken
-// for the newer, slot 2's second copy below would go out a third time:
-// the clean ranks of OnlyTheListedRankIsLossy reported losses so.)
-TEST_F(WindowTest, AnAnswerIsTakenForTheOldestProbeOut) {
+// With two probes of a fragment out, the answer to the older one (it
+// echoes that one's number, FORMAT.md §3.6) speaks only of data sent
+// before it: not of a copy sent between the two. (Read as the newer one's,
+// slot 2's second copy below would go out a third time: the clean ranks of
+// OnlyTheListedRankIsLossy reported losses so.)
+TEST_F(WindowTest, AnAnswerSpeaksOnlyOfDataSentBeforeTheProbeItAnswers) {
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
   std::vector<Sent> probes = ProbeAll();  // slot 1's asks about fragments 1..4
   ASSERT_EQ(probes.size(), 4u);
   // Slot 2's own answer: not held. Its data goes again, after slot 1's probe.
   now_ += 1 * kMs;
-  SendStatus(c_[1], /*held=*/false, {});
+  SendStatus(probes[1], /*held=*/false, {});
   engine_->Poll();
   std::vector<Sent> resent = Take();
   ASSERT_EQ(resent.size(), 1u);
   EXPECT_EQ(resent[0].header.slot, 2u);
-  // Slot 1's timer expires again: a second probe, the first still out.
-  bool second = false;
-  for (int step = 0; step < 500 && !second; ++step) {
-    now_ += 1 * kMs;
-    engine_->Poll();
-    for (const Sent& s : Take()) {
-      if (s.header.slot == 1 && s.header.type == proto::MsgType::kResultRequest) second = true;
-      EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
-    }
-  }
-  ASSERT_TRUE(second);
+  ASSERT_NO_FATAL_FAILURE(AwaitSecondProbeOfSlotOne());
   // The answer to the first: fragment 2 not held. It predates the copy.
   SendWindowStatus(probes[0], {0, 2, 3}, {});
   engine_->Poll();
@@ -569,6 +574,63 @@ TEST_F(WindowTest, AnAnswerIsTakenForTheOldestProbeOut) {
     EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
   }
   EXPECT_EQ(engine_->Stats().losses_detected, 1u);
+  Finish();
+}
+
+// Review of 2026-12-06: an answer was taken for the oldest probe out,
+// whichever it answered. A windowed STATUS sniffed and replayed while a
+// later probe was out therefore spoke for that probe, and every fragment
+// it said missing went again, copies that had arrived since included: a
+// window of data for one 600-byte packet, each time the rank probed. The
+// aggregator echoes the number of the probe it answers (§3.6): an answer
+// to a probe already answered changes nothing.
+TEST_F(WindowTest, AReplayedAnswerToAnAnsweredProbeResendsNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  std::vector<Sent> probes = ProbeAll();
+  ASSERT_EQ(probes.size(), 4u);
+  // Slot 1's answer: the aggregator lacks all four; they go again.
+  now_ += 1 * kMs;
+  SendWindowStatus(probes[0], {}, {});
+  engine_->Poll();
+  ASSERT_EQ(Take().size(), 4u);
+  ASSERT_NO_FATAL_FAILURE(AwaitSecondProbeOfSlotOne());
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  const uint64_t lost = engine_->Stats().losses_detected;
+  SendWindowStatus(probes[0], {}, {});  // the first answer, replayed
+  engine_->Poll();
+  for (const Sent& s : Take()) {
+    EXPECT_NE(s.header.type, proto::MsgType::kContribution) << "slot " << s.header.slot;
+  }
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
+  EXPECT_EQ(engine_->Stats().losses_detected, lost);
+  Finish();
+}
+
+// An aggregator that numbers its answers sends an unnumbered STATUS only
+// for a copy of the data (a duplicate contribution; FORMAT.md §3.6), and
+// that answers no probe. Before, one (late, or replayed) used up the
+// probes out, so that the genuine answer which followed was rejected: here
+// that answer says fragment 1's RESULT was lost, and nothing asked for it
+// until the next timeout. An unnumbered "not held" from such an
+// aggregator is a forgery of nothing it sends: rejected.
+TEST_F(WindowTest, AnUnnumberedAnswerToADataCopyLeavesTheProbesOut) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+  std::vector<Sent> probes = ProbeAll();
+  ASSERT_EQ(probes.size(), 4u);
+  now_ += 1 * kMs;
+  SendStatus(probes[3], /*held=*/true, {0});  // numbered: the aggregator echoes
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  SendStatus(c_[0], /*held=*/true, {1});  // the answer to a copy of fragment 1
+  SendStatus(c_[1], /*held=*/false, {1});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
+  // Slot 1's probe answered: its own round complete, no RESULT here.
+  SendWindowStatus(probes[0], {0, 1, 2, 3}, {0});
+  engine_->Poll();
+  ExpectResultAskedOf(1);
   Finish();
 }
 

@@ -78,9 +78,10 @@ class UdpDataplane final : public Dataplane {
   // Control payloads (NACK text, STATUS sender lists, JOIN_ACK bodies,
   // STATS reports) are copied into the batch because the engine may reuse
   // their storage on the next packet; results (the only large payloads) are
-  // referenced in place. The largest control payload is a STATS report.
+  // referenced in place. The largest control payload is a STATS report
+  // behind the request number it echoes (FORMAT.md §3.7).
   static constexpr size_t kTxSmallPayload =
-      proto::kStatsSummarySize + proto::kStatsEntrySize * proto::kMaxStatsEntries;
+      proto::kRequestSeqHeaderSize - proto::kHeaderSize + proto::kMaxNumberedAnswerPayload;
   static_assert(kTxSmallPayload >= 4 * proto::kMaxStatusSenders &&
                 kTxSmallPayload >= 2 * proto::WindowBitmapBytes(proto::kMaxStatusWindow) &&
                 kTxSmallPayload >= proto::kMaxNackTextBytes &&

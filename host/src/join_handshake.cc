@@ -62,6 +62,10 @@ JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
       impostor_ = hex;
       return Step::kIgnored;
     }
+    // The cookie we send already (a CHALLENGE repeated, or replayed):
+    // nothing new to send. A CHALLENGE carries no MAC and its nonce is in
+    // every copy of our JOIN, so whoever sniffs one can send these.
+    if (challenged_ && c.cookie == body_.cookie) return Step::kIgnored;
     static constexpr uint8_t kNoKey[proto::kPublicKeyBytes] = {};
     const bool has_key =
         !request_.never_seal && std::memcmp(c.public_key, kNoKey, sizeof(kNoKey)) != 0;
@@ -76,9 +80,15 @@ JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
     }
     challenged_ = true;
     body_.cookie = c.cookie;
-    if (has_key && proto::SealJobKey(c.public_key, request_.job_key, sealed_)) {
-      body_.join_flags |= proto::kJoinSealedKey;
+    // Sealed once per key (an X25519 operation each time: CHALLENGEs with
+    // new cookies, which anyone who sniffed the nonce can send, must not
+    // cost one each). Once pinned the key cannot change.
+    if (has_key && (!sealed_valid_ || std::memcmp(sealed_to_, c.public_key, sizeof(sealed_to_)))) {
+      sealed_valid_ = proto::SealJobKey(c.public_key, request_.job_key, sealed_);
+      std::memcpy(sealed_to_, c.public_key, sizeof(sealed_to_));
+      ++seals_;
     }
+    if (has_key && sealed_valid_) body_.join_flags |= proto::kJoinSealedKey;
     Encode();
     return Step::kSendAgain;
   }

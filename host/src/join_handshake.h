@@ -67,6 +67,8 @@ class JoinHandshake {
   uint32_t epoch() const { return epoch_; }
   const Status& refusal() const { return refusal_; }
   bool challenged() const { return challenged_; }
+  // X25519 sealings of the job key so far (one per key presented).
+  uint32_t seals() const { return seals_; }
   // Heard "unknown job" (authentic or not) since the last ClearHeard().
   bool unknown_job() const { return unknown_job_; }
   void ClearHeard() { unknown_job_ = false; }
@@ -87,6 +89,9 @@ class JoinHandshake {
   bool pinned_ = false;
   uint8_t pin_[proto::kPublicKeyBytes] = {};
   uint8_t sealed_[proto::kSealedKeyBytes] = {};
+  uint8_t sealed_to_[proto::kPublicKeyBytes] = {};  // the key sealed_ is sealed to
+  bool sealed_valid_ = false;
+  uint32_t seals_ = 0;
   uint8_t packet_[proto::kHeaderSize + proto::kJoinSealedBodySize] = {};
   size_t packet_len_ = 0;
   uint32_t epoch_ = 0;

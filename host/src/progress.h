@@ -354,9 +354,6 @@ class ProgressEngine {
   // §3.6, §3.7): one such answer came (authentic, so from the aggregator).
   // Unnumbered ones are then answers to data copies, never to a request.
   bool answers_numbered_ = false;
-  // The number of the first STATS_REQUEST sent for the callers waiting now
-  // (0: none sent): a STATS answering an older one is an old report.
-  uint64_t stats_first_order_ = 0;
   const proto::MacKey mac_key_ = proto::DeriveMacKey(id_.job_id, id_.job_key);  // §10.2
   // An unauthenticated NACK unknown_job arrived: an aggregator that lost the
   // job says so without a MAC; named when collectives time out.
@@ -366,8 +363,15 @@ class ProgressEngine {
   uint64_t next_probe_ns_ = 0;            // no new probe before
   bool impostor_logged_ = false;          // a probe met a key other than the trusted one
   uint32_t also_leave_epoch_ = 0;         // a job a probe created: left by the abort too
-  uint8_t probe_bytes_[4][proto::kHeaderSize + proto::kJoinSealedBodySize];  // queued copies
+  // CHALLENGEs a probe answers: the aggregator's, and more should its
+  // cookie period turn meanwhile. Each answer is a JOIN on the wire, and a
+  // CHALLENGE carries no MAC: whoever sniffed the probe's nonce could make
+  // us send one per CHALLENGE. The ring of queued copies holds them and
+  // the probe's first JOIN (one probe per second: older ones went out).
+  static constexpr uint32_t kMaxChallengeAnswers = 3;
+  uint8_t probe_bytes_[kMaxChallengeAnswers + 1][proto::kHeaderSize + proto::kJoinSealedBodySize];
   uint32_t probe_bytes_next_ = 0;
+  uint32_t probe_answers_ = 0;  // CHALLENGEs the probe in flight answered
   static constexpr int kRecvBatch = 64;
   // How long a failure waits for the transport's outstanding sends before
   // it abandons them (Transport::Fence).

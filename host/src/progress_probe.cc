@@ -17,6 +17,7 @@ namespace tributary::host {
 namespace {
 constexpr uint64_t kProbeIntervalNs = 1000000000;  // at most one JOIN probe per second
 constexpr uint64_t kProbeTimeoutNs = 1000000000;
+
 }  // namespace
 
 proto::LeaveCause ProgressEngine::LeaveCauseOf(StatusCode code) {
@@ -46,7 +47,7 @@ void ProgressEngine::QueueLeave(uint32_t epoch) {
 
 void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
   // A copy per queued packet: the handshake re-encodes its own buffer.
-  uint8_t* copy = probe_bytes_[probe_bytes_next_++ % 4];
+  uint8_t* copy = probe_bytes_[probe_bytes_next_++ % (kMaxChallengeAnswers + 1)];
   std::memcpy(copy, packet, len);
   uint8_t* header = QueueTx(copy + proto::kHeaderSize, len - proto::kHeaderSize, proto::kHeaderSize);
   std::memcpy(header, copy, proto::kHeaderSize);
@@ -57,6 +58,7 @@ void ProgressEngine::MaybeStartProbe(uint64_t now) {
   next_probe_ns_ = now + kProbeIntervalNs;
   probe_deadline_ns_ = now + kProbeTimeoutNs;
   probe_ = std::make_unique<JoinHandshake>(id_.join);
+  probe_answers_ = 0;
   QueueProbePacket(probe_->packet(), probe_->packet_len());
 }
 
@@ -69,6 +71,7 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
   if (t != proto::MsgType::kChallenge && t != proto::MsgType::kJoinAck) return false;
   switch (probe_->OnPacket(p)) {
     case JoinHandshake::Step::kSendAgain:
+      if (++probe_answers_ > kMaxChallengeAnswers) return true;  // a flood: the JOIN waits
       QueueProbePacket(probe_->packet(), probe_->packet_len());
       return true;
     case JoinHandshake::Step::kAccepted: {

@@ -27,6 +27,9 @@ struct ProgressEngine::StatsWaiter {
   Result<StragglerReport> result{Status(StatusCode::kTimedOut, "no answer yet")};  // guarded by mu
   uint64_t deadline_ns = 0;
   uint64_t next_send_ns = 0;
+  // The number of the first STATS_REQUEST sent since it waits (0: none
+  // yet): a STATS answering an older one is an old report (FORMAT.md §3.7).
+  uint64_t first_request = 0;
   void Finish(Result<StragglerReport> r) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -60,10 +63,7 @@ Result<StragglerReport> ProgressEngine::RequestStragglerReport(uint32_t timeout_
 
 int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stats_waiters_.empty()) {
-    stats_first_order_ = 0;
-    return -1;
-  }
+  if (stats_waiters_.empty()) return -1;
   uint64_t next = UINT64_MAX;
   bool send = false;
   for (auto it = stats_waiters_.begin(); it != stats_waiters_.end();) {
@@ -90,33 +90,49 @@ int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
     // Numbered like a RESULT_REQUEST, from the same counter (FORMAT.md
     // §3.4, §3.7): the aggregator answers each number once.
     uint8_t* header = QueueTx(nullptr, 0, proto::kRequestSeqHeaderSize);
-    if (stats_first_order_ == 0) stats_first_order_ = tx_order_ + 1;
     proto::EncodeHeaderWithRequestSeq(h, ++tx_order_, header);
+    for (auto& w : stats_waiters_) {
+      if (w->first_request == 0) w->first_request = tx_order_;
+    }
     proto::SealPacket(mac_key_, header, proto::kRequestSeqHeaderSize, nullptr, 0);
   }
   return UsUntil(next, now);
 }
 
-// A STATS echoes the number of the request it answers (FORMAT.md §3.7):
-// one that answers a request sent before the callers waiting now asked (a
-// late answer, or an old report sniffed and replayed) finishes nobody.
+// A STATS echoes the number of the request it answers (FORMAT.md §3.7): it
+// finishes the callers that waited when that request went out; one that
+// answers a request sent before a caller asked (a late answer, or an old
+// report sniffed and replayed) does not finish that caller. Unnumbered
+// (an aggregator that predates the echo) it finishes everyone waiting.
 void ProgressEngine::HandleStats(const proto::PacketView& p) {
   if (p.header.epoch != id_.epoch) return;
   uint64_t number = 0;
   const bool numbered = proto::DecodeRequestSeq(p, &number);
   if (numbered) answers_numbered_ = true;
-  if (numbered ? stats_first_order_ == 0 || number < stats_first_order_ || number > tx_order_
-               : answers_numbered_) {
-    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   StragglerReport report;
-  if (!DecodeStragglerReport(p, &report)) {
+  if ((!numbered && answers_numbered_) || (numbered && number > tx_order_) ||
+      !DecodeStragglerReport(p, &report)) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  stats_first_order_ = 0;
-  FinishStatsWaiters(report);
+  std::vector<std::shared_ptr<StatsWaiter>> answered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = stats_waiters_.begin(); it != stats_waiters_.end();) {
+      const uint64_t first = (*it)->first_request;
+      if (!numbered || (first != 0 && first <= number)) {
+        answered.push_back(std::move(*it));
+        it = stats_waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (answered.empty()) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (auto& w : answered) w->Finish(report);
 }
 
 void ProgressEngine::FinishStatsWaiters(const Result<StragglerReport>& result) {

@@ -21,12 +21,13 @@ namespace tributary::host {
 // answers it and every older one: a late answer, or one sniffed and
 // replayed, names a probe already answered and changes nothing. An
 // aggregator that numbers its answers sends an unnumbered STATUS only for a
-// copy of the data (a duplicate contribution), always "held": that touches
-// no probe. From one that predates the numbers (none seen yet from this
-// job's aggregator) an unnumbered STATUS is taken for the answer to the
-// oldest probe still out. Either way "not held" acts only when the probe
-// answered went out after our latest copy of the data: an answer about an
-// earlier copy says nothing of this one.
+// copy of the data (a duplicate contribution), always "held" and never
+// windowed: one touches no probe. An unnumbered "not held" or windowed one
+// comes from an aggregator that predates the numbers (none seen yet from
+// this job's aggregator) and is taken for the answer to the oldest probe
+// still out. Either way "not held" acts only when the probe answered went
+// out after our latest copy of the data: an answer about an earlier copy
+// says nothing of this one.
 void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
   if (h.slot >= window_.size() || h.epoch != id_.epoch) return;
@@ -48,13 +49,17 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
       return;
     }
     answered = number;
-  } else if (answers_numbered_) {
-    if (!held || windowed) {  // never sent unnumbered by this aggregator
-      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+  } else if (held && !windowed) {
+    // The answer to a copy of the data (or, from an aggregator that
+    // predates the echo, perhaps to a probe: it says "wait" either way, and
+    // a probe it leaves out is asked again by the timer, never resent while
+    // held). Touching no probe, one sniffed and replayed cannot use up the
+    // probe whose genuine answer is on its way.
     RecordMissing(p, &slot);
     NoteHeld(&slot, now);
+    return;
+  } else if (answers_numbered_) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);  // never sent unnumbered
     return;
   } else {
     // A windowed STATUS may make us resend a whole window: it is read only

@@ -82,7 +82,9 @@ class ReplyPolicy {
     std::memcpy(source_host_, host, source_host_len_);
   }
 
-  // Call for every decoded packet before the engine sees it.
+  // Call for every packet the engine authenticated (Engine::last_authentic):
+  // a forged one (no key needed to set a flag and name a job) would turn on
+  // CRCs for any job, and a flood of job ids would clear the set.
   void NoteIncoming(const proto::Header& h) {
     if ((h.flags & proto::kFlagChecksum) == 0 || h.type != proto::MsgType::kContribution) return;
     if (checksum_jobs_.count(h.job_id)) return;
@@ -173,9 +175,10 @@ class ReplyPolicy {
     }
   }
 
-  // One decoded packet through the engine, as every backend does it: the
-  // checksum rules noted, OnPacket, and on kFlushAndRetry flush() (the
-  // backend hands its queued answers to the wire), EndBurst() and once more.
+  // One decoded packet through the engine, as every backend does it:
+  // OnPacket, on kFlushAndRetry flush() (the backend hands its queued
+  // answers to the wire), EndBurst() and once more, then the checksum rules
+  // noted if the engine found it authentic.
   // *joined: the engine took a JOIN (a backend that added the sender to its
   // peer table for it forgets the sender otherwise). The Action goes to
   // Deliver.
@@ -183,13 +186,13 @@ class ReplyPolicy {
   engine::Action Process(engine::Engine* engine, const proto::PacketView& view,
                          engine::PeerToken from, uint64_t now_ns, FlushFn&& flush, bool* joined) {
     const uint64_t joins_before = engine->counters().joins;
-    NoteIncoming(view.header);
     engine::Action action = engine->OnPacket(view, from, now_ns);
     if (action.kind == engine::ActionKind::kFlushAndRetry) {
       flush();
       engine->EndBurst();
       action = engine->OnPacket(view, from, now_ns);
     }
+    if (engine->last_authentic()) NoteIncoming(view.header);
     *joined = engine->counters().joins != joins_before;
     return action;
   }

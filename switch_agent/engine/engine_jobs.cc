@@ -68,6 +68,13 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
 // JOINs again when a child of the next generation joins here.
 void Engine::RecycleJob(Job* job, uint64_t now_ns) {
   job->Recycle(next_epoch_);
+  // A RESULT of the generation that ended may still sit in the dataplane's
+  // send queue, pointing at its set's data: a round of the next one opened
+  // there in this burst waits for a flush (result_burst, engine.cc).
+  for (uint32_t s = 0; s < job->slot_count(); ++s) {
+    job->meta(s, 0).result_burst = burst_;
+    job->meta(s, 1).result_burst = burst_;
+  }
   job->started_ns = now_ns;
   next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;
   ++counters_.recycles;

@@ -445,6 +445,7 @@ void Engine::ParentJoinAck(Job* job, const proto::PacketView& pkt) {
   if (up.parent_epoch == pkt.header.epoch) return;  // duplicate
   up.parent_epoch = pkt.header.epoch;
   up.doubted_epoch = 0;
+  up.parent_numbers = false;  // a restarted parent may be another build
   MarkAllDue(job);
 }
 

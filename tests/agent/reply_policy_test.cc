@@ -20,6 +20,7 @@
 #include "proto/auth.h"
 #include "proto/codec.h"
 #include "switch_agent/engine/engine.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tributary::agent {
 namespace {
@@ -456,6 +457,42 @@ TEST(ReplyPolicyDeliver, ANumberedAnswerCarriesItsNumberAndPayloadSealedAndCheck
       }
     }
   }
+}
+
+// FORMAT.md §10: a job whose ranks checksum their contributions gets CRCs
+// on its RESULTs. Only an authentic contribution turns that on: before, a
+// forged one (no key needed to set the flag and name the job) did, and a
+// flood of them naming 65 536 job ids cleared every job's setting.
+TEST(ReplyPolicyChecksum, OnlyAnAuthenticContributionTurnsOnChecksumsForItsJob) {
+  engine::testing::TestEngine engine(engine::EngineLimits{}, 1);
+  engine::testing::JobFixture job(&engine, 7, 8, /*fan_in=*/2, /*slots=*/4, 64);
+  ReplyPolicy policy;
+  const std::vector<float> v(16, 1.0f);
+  proto::PacketView p;
+  p.header = job.Header(proto::MsgType::kContribution, 0, 0, 0, 1, 0, proto::DataType::kFloat32,
+                        proto::ReduceOp::kSum, 16);
+  p.header.flags = proto::kFlagChecksum;
+  p.payload = reinterpret_cast<const uint8_t*>(v.data());
+  p.payload_len = 64;
+  engine::Action result;
+  result.kind = engine::ActionKind::kSendToOne;
+  result.header.type = proto::MsgType::kResult;
+  result.header.job_id = 7;
+  auto result_checksummed = [&] {
+    uint8_t header[proto::kRequestSeqHeaderSize];
+    policy.EncodeHeader(result, /*incoming_checksum=*/false, header);
+    const uint16_t flags = uint16_t(header[proto::kOffFlags] << 8 | header[proto::kOffFlags + 1]);
+    return (flags & proto::kFlagChecksum) != 0;
+  };
+  bool joined = false;
+  const engine::PeerToken rank0 = engine::testing::JobFixture::Peer(0);
+  policy.Process(&engine, engine::testing::Sealed(p, /*job_key=*/9), rank0, 3, [] {},
+                 &joined);  // forged: another key
+  EXPECT_FALSE(engine.last_authentic());
+  EXPECT_FALSE(result_checksummed());
+  policy.Process(&engine, engine::testing::Sealed(p, 8), rank0, 4, [] {}, &joined);
+  EXPECT_TRUE(engine.last_authentic());
+  EXPECT_TRUE(result_checksummed());
 }
 
 }  // namespace

@@ -64,6 +64,36 @@ TEST(EngineJoin, ChildrenJoiningAgainAsNewProcessesStartANewGeneration) {
   EXPECT_EQ(engine.Jobs()[0].joined, 2u);
 }
 
+// A generation that ends within a burst whose RESULT still waits in the
+// dataplane's send queue (it points into the set's data): the next
+// generation's first round in that set waits for a flush, as any new
+// round in a set whose RESULT went out in the same burst does. Before,
+// the recycle zeroed the sets' burst marks and the new round overwrote
+// the queued RESULT's payload (review of 2026-12-06).
+TEST(EngineJoin, ANewGenerationsRoundWaitsForTheLastGenerationsQueuedResult) {
+  TestEngine engine(EngineLimits{}, 1);
+  JobFixture job(&engine, 1, 2, /*fan_in=*/1, 1, 64);
+  ASSERT_EQ(job.Send(0, 0, 0, 0, 0, {100}).kind, ActionKind::kResultToAll);
+  const auto body = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/5);
+  const Action ack = engine.OnPacket(JoinPacket(1, 2, 0, body), 4242, 3);  // restarted
+  ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+  ASSERT_NE(ack.header.epoch, job.epoch());
+  const std::vector<float> one{7};
+  proto::PacketView p;
+  p.header = job.Header(MsgType::kContribution, 0, 0, 0, 0, 0, DataType::kFloat32,
+                        ReduceOp::kSum, 1);
+  p.header.epoch = ack.header.epoch;
+  p.payload = reinterpret_cast<const uint8_t*>(one.data());
+  p.payload_len = 4;
+  const uint64_t flushes = engine.counters().flush_retries;
+  const Action result = job.Deliver(p, 4242, 4);  // retried after the flush, as dataplanes do
+  EXPECT_EQ(engine.counters().flush_retries, flushes + 1);
+  ASSERT_EQ(result.kind, ActionKind::kResultToAll);
+  float sum;
+  std::memcpy(&sum, result.payload, 4);
+  EXPECT_EQ(sum, 7.0f);
+}
+
 // One child restarts while the other's old process lives on (or hangs):
 // the new process's JOIN waits out the drain, as after a LEAVE, then starts
 // the next generation; the old process's packets no longer count.

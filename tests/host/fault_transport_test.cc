@@ -285,20 +285,32 @@ TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
   auto fake3 = std::make_unique<FakeTransport>();
   FakeTransport* raw3 = fake3.get();
   FaultTransport t3(std::move(fake3), pay);
-  std::vector<uint8_t> header(64, 0xAA), payload(100, 0x55);
-  for (int i = 0; i < 200; ++i) {
-    TxPacket p{header.data(), header.size(), payload.data(), payload.size()};
-    t3.Send(&p, 1);
-  }
-  ASSERT_EQ(raw3->sent_.size(), 200u);
-  for (const auto& got : raw3->sent_) {
-    int in_header = 0, in_payload = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      (i < 64 ? in_header : in_payload) += __builtin_popcount(got[i] ^ (i < 64 ? 0xAA : 0x55));
+  const std::vector<uint8_t> payload(100, 0x55);
+  // 200 packets with `header`: each gets exactly one bit flipped, in the
+  // payload, whatever the header's length.
+  const auto expect_payload_flips_only = [&](const std::vector<uint8_t>& header) {
+    raw3->sent_.clear();
+    for (int i = 0; i < 200; ++i) {
+      TxPacket p{header.data(), header.size(), payload.data(), payload.size()};
+      t3.Send(&p, 1);
     }
-    EXPECT_EQ(in_header, 0);
-    EXPECT_EQ(in_payload, 1);
-  }
+    ASSERT_EQ(raw3->sent_.size(), 200u);
+    for (const auto& got : raw3->sent_) {
+      int in_header = 0, in_payload = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const bool h = i < header.size();
+        (h ? in_header : in_payload) += __builtin_popcount(got[i] ^ (h ? header[i] : 0x55));
+      }
+      EXPECT_EQ(in_header, 0);
+      EXPECT_EQ(in_payload, 1);
+    }
+  };
+  expect_payload_flips_only(std::vector<uint8_t>(64, 0xAA));
+  // Nor are its extension words (a request number: header_words 9), which
+  // the header's length byte names.
+  std::vector<uint8_t> extended(72, 0xAA);
+  extended[proto::kOffHeaderWords] = proto::kRequestSeqHeaderWords;
+  expect_payload_flips_only(extended);
 }
 
 // A 64-byte Tributary header naming fragment `offset` of `collective`, with

@@ -329,8 +329,9 @@ TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
   proto::JoinBody body;
   ASSERT_TRUE(proto::DecodeJoinBody(join.payload, join.payload_len, &body));
   const proto::Identity first = proto::GenerateIdentity(), second = proto::GenerateIdentity();
-  const auto challenge = [&](const proto::Identity& who, std::vector<uint8_t>* bytes) {
-    *bytes = testing::ChallengeBytes(kJob, 3, body.nonce, who.public_key);
+  const auto challenge = [&](const proto::Identity& who, std::vector<uint8_t>* bytes,
+                             uint64_t cookie = 0xc00c1e) {
+    *bytes = testing::ChallengeBytes(kJob, 3, body.nonce, who.public_key, cookie);
     proto::PacketView v;
     EXPECT_EQ(proto::Decode(bytes->data(), bytes->size(), &v), proto::DecodeError::kOk);
     return hs.OnPacket(v);
@@ -353,7 +354,44 @@ TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
   EXPECT_TRUE(sealed_to(first));
   proto::PublicKeyToHex(second.public_key, hex);
   EXPECT_EQ(hs.impostor(), hex);
-  EXPECT_EQ(challenge(first, &bytes), JoinHandshake::Step::kSendAgain) << "a new cookie";
+  EXPECT_EQ(challenge(first, &bytes), JoinHandshake::Step::kIgnored) << "the cookie it has";
+  EXPECT_EQ(challenge(first, &bytes, 0xc00c1f), JoinHandshake::Step::kSendAgain) << "a new one";
+  EXPECT_TRUE(sealed_to(first));
+  // The job key was sealed once (X25519), not per CHALLENGE: anyone who
+  // sniffed the nonce can send CHALLENGEs with new cookies.
+  EXPECT_EQ(hs.seals(), 1u);
+}
+
+// The JOIN probe answers a few CHALLENGEs, not a flood of them: each answer
+// is a JOIN on the wire, and a CHALLENGE carries no MAC, so whoever sniffed
+// the probe's nonce could make this rank send one per CHALLENGE, with an
+// X25519 sealing of the job key each (review of 2026-12-06), and a fifth
+// queued before a flush overwrote the first's body in the copies' ring.
+// Now three JOINs at most, each with the one sealing made.
+TEST_F(ProbeTest, AFloodOfChallengesToAProbeDrawsAFewJoinsSealedOnce) {
+  Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  std::vector<Sent> probe = UnknownJobProbe(c[0]);
+  ASSERT_EQ(probe.size(), 1u);
+  proto::JoinBody body;
+  ASSERT_TRUE(proto::DecodeJoinBody(probe[0].payload.data(), probe[0].payload.size(), &body));
+  for (uint64_t cookie = 1; cookie <= 50; ++cookie) {
+    FakeTransport::Item item;
+    item.bytes = testing::ChallengeBytes(kJob, 3, body.nonce, identity_.public_key, cookie);
+    fake_->inbox.push_back(std::move(item));
+  }
+  engine_->Poll();
+  std::vector<Sent> joins = Take();
+  ASSERT_EQ(joins.size(), 3u);
+  for (const Sent& j : joins) {
+    ASSERT_EQ(j.header.type, proto::MsgType::kJoin);
+    const uint8_t* sealed = proto::JoinSealedKey(j.payload.data(), j.payload.size());
+    const uint8_t* first = proto::JoinSealedKey(joins[0].payload.data(), joins[0].payload.size());
+    ASSERT_TRUE(sealed != nullptr && first != nullptr);
+    EXPECT_EQ(std::memcmp(sealed, first, proto::kSealedKeyBytes), 0) << "sealed again";
+  }
+  EXPECT_TRUE(engine_->Health().ok());
 }
 
 TEST_F(ProgressTest, ForeignMalformedAndDuplicatePacketsAreCountedAndIgnored) {
@@ -521,6 +559,26 @@ TEST_F(ProgressTest, AStragglerReportIsTakenOnlyFromAnAnswerToARequestSentForIt)
   b.join();
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second.value().rounds, 480u);
+  // A caller that gave up (its timeout) leaves its request unanswered; the
+  // answer to that request, late or replayed, is not the next caller's.
+  Result<StragglerReport> gave_up{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread c([&] { gave_up = engine_->RequestStragglerReport(100); });
+  const Sent r3 = AwaitStatsRequest();
+  now_ += 200 * kMs;
+  engine_->Poll();
+  c.join();
+  EXPECT_EQ(gave_up.status().code(), StatusCode::kTimedOut) << gave_up.status().ToString();
+  Result<StragglerReport> last{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread d([&] { last = engine_->RequestStragglerReport(5000); });
+  const Sent r4 = AwaitStatsRequest();
+  SendStats(r3, 120);
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 2);
+  SendStats(r4, 960);
+  engine_->Poll();
+  d.join();
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(last.value().rounds, 960u);
 }
 
 TEST_F(ProgressTest, StopAbortsWhatIsInFlightAndAFullSocketKeepsPacketsQueued) {

@@ -607,30 +607,32 @@ TEST_F(WindowTest, AReplayedAnswerToAnAnsweredProbeResendsNothing) {
 }
 
 // An aggregator that numbers its answers sends an unnumbered STATUS only
-// for a copy of the data (a duplicate contribution; FORMAT.md §3.6), and
-// that answers no probe. Before, one (late, or replayed) used up the
-// probes out, so that the genuine answer which followed was rejected: here
-// that answer says fragment 1's RESULT was lost, and nothing asked for it
-// until the next timeout. An unnumbered "not held" from such an
-// aggregator is a forgery of nothing it sends: rejected.
+// for a copy of the data (a duplicate contribution; FORMAT.md §3.6),
+// always "held", and that answers no probe. Before, one (late, or
+// replayed) used up the probes out, so that the genuine answer which
+// followed was rejected: here that answer says fragment 1's RESULT was
+// lost, and nothing asked for it until the next timeout. Once numbered
+// answers came, an unnumbered "not held" is nothing the aggregator sends:
+// rejected.
 TEST_F(WindowTest, AnUnnumberedAnswerToADataCopyLeavesTheProbesOut) {
   ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
   std::vector<Sent> probes = ProbeAll();
   ASSERT_EQ(probes.size(), 4u);
   now_ += 1 * kMs;
-  SendStatus(probes[3], /*held=*/true, {0});  // numbered: the aggregator echoes
+  // The answer to a copy of fragment 1, before any numbered answer came.
+  SendStatus(c_[0], /*held=*/true, {1});
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
-  const uint64_t rejected = engine_->Stats().packets_rejected;
-  SendStatus(c_[0], /*held=*/true, {1});  // the answer to a copy of fragment 1
-  SendStatus(c_[1], /*held=*/false, {1});
-  engine_->Poll();
-  EXPECT_TRUE(Take().empty());
-  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
   // Slot 1's probe answered: its own round complete, no RESULT here.
   SendWindowStatus(probes[0], {0, 1, 2, 3}, {0});
   engine_->Poll();
   ExpectResultAskedOf(1);
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  SendStatus(c_[3], /*held=*/true, {1});  // numbered answers came: one to a copy
+  SendStatus(c_[1], /*held=*/false, {1});
+  engine_->Poll();
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
   Finish();
 }
 

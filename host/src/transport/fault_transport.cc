@@ -93,7 +93,15 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOpti
 }
 
 void FaultTransport::FlipBit(const Draw& d, Bytes* b) const {
-  const size_t skip = faults_.corrupt_payload_only ? proto::kHeaderSize : 0;
+  // The payload starts after the header's extension words (a request
+  // number, a placement: FORMAT.md §2.3), which are header too.
+  // (A length that does not fit the packet is not a header's: 64 bytes.)
+  size_t skip = 0;
+  if (faults_.corrupt_payload_only) {
+    skip = proto::kHeaderSize;
+    const size_t words = b->size() > proto::kOffHeaderWords ? (*b)[proto::kOffHeaderWords] : 0;
+    if (words * 8 > proto::kHeaderSize && words * 8 < b->size()) skip = words * 8;
+  }
   if (b->size() <= skip) return;
   const uint64_t bit = static_cast<uint64_t>(Uniform(Fault::kFlipBit, d, faults_.corrupt_sticky) *
                                              static_cast<double>((b->size() - skip) * 8));

@@ -80,10 +80,11 @@ JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
     }
     challenged_ = true;
     body_.cookie = c.cookie;
-    // Sealed once per key (an X25519 operation each time: CHALLENGEs with
-    // new cookies, which anyone who sniffed the nonce can send, must not
-    // cost one each). Once pinned the key cannot change.
-    if (has_key && (!sealed_valid_ || std::memcmp(sealed_to_, c.public_key, sizeof(sealed_to_)))) {
+    // Sealed (or tried: a key that does not seal) once per key and
+    // handshake: an X25519 operation each time, and CHALLENGEs with new
+    // cookies, which anyone who sniffed the nonce can send, must not cost
+    // one each. Once pinned the key cannot change.
+    if (has_key && (seals_ == 0 || std::memcmp(sealed_to_, c.public_key, sizeof(sealed_to_)))) {
       sealed_valid_ = proto::SealJobKey(c.public_key, request_.job_key, sealed_);
       std::memcpy(sealed_to_, c.public_key, sizeof(sealed_to_));
       ++seals_;

@@ -67,7 +67,7 @@ class JoinHandshake {
   uint32_t epoch() const { return epoch_; }
   const Status& refusal() const { return refusal_; }
   bool challenged() const { return challenged_; }
-  // X25519 sealings of the job key so far (one per key presented).
+  // X25519 sealings of the job key tried so far (one per key presented).
   uint32_t seals() const { return seals_; }
   // Heard "unknown job" (authentic or not) since the last ClearHeard().
   bool unknown_job() const { return unknown_job_; }

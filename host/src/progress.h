@@ -363,15 +363,10 @@ class ProgressEngine {
   uint64_t next_probe_ns_ = 0;            // no new probe before
   bool impostor_logged_ = false;          // a probe met a key other than the trusted one
   uint32_t also_leave_epoch_ = 0;         // a job a probe created: left by the abort too
-  // CHALLENGEs a probe answers: the aggregator's, and more should its
-  // cookie period turn meanwhile. Each answer is a JOIN on the wire, and a
-  // CHALLENGE carries no MAC: whoever sniffed the probe's nonce could make
-  // us send one per CHALLENGE. The ring of queued copies holds them and
-  // the probe's first JOIN (one probe per second: older ones went out).
-  static constexpr uint32_t kMaxChallengeAnswers = 3;
-  uint8_t probe_bytes_[kMaxChallengeAnswers + 1][proto::kHeaderSize + proto::kJoinSealedBodySize];
+  // Queued copies of the probe's JOINs (QueueProbePacket).
+  static constexpr uint32_t kProbeCopies = 4;
+  uint8_t probe_bytes_[kProbeCopies][proto::kHeaderSize + proto::kJoinSealedBodySize];
   uint32_t probe_bytes_next_ = 0;
-  uint32_t probe_answers_ = 0;  // CHALLENGEs the probe in flight answered
   static constexpr int kRecvBatch = 64;
   // How long a failure waits for the transport's outstanding sends before
   // it abandons them (Transport::Fence).

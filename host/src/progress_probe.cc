@@ -45,9 +45,28 @@ void ProgressEngine::QueueLeave(uint32_t epoch) {
   }
 }
 
+// A copy per queued packet: the handshake re-encodes its own buffer. Every
+// CHALLENGE with a new cookie is answered (an attacker who sniffed the
+// nonce can send CHALLENGEs too, and the aggregator's must not be the one
+// left out), so a flood queues many: a copy still queued (a full socket) is
+// sent before its place is reused, or, if the socket takes nothing, this
+// JOIN is dropped rather than the queued one overwritten (before, the
+// fifth overwrote the first's body under its MAC).
 void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
-  // A copy per queued packet: the handshake re-encodes its own buffer.
-  uint8_t* copy = probe_bytes_[probe_bytes_next_++ % (kMaxChallengeAnswers + 1)];
+  uint8_t* copy = probe_bytes_[probe_bytes_next_ % kProbeCopies];
+  const auto queued = [&] {
+    for (const TxEntry& e : tx_) {
+      if (e.payload == copy + proto::kHeaderSize) return true;
+    }
+    return false;
+  };
+  if (queued()) Flush();
+  if (queued()) {
+    TRIB_LOG(kDebug, "progress", "job %u rank %u: JOIN probe answer dropped (socket full)",
+             id_.job_id, id_.rank);
+    return;
+  }
+  ++probe_bytes_next_;
   std::memcpy(copy, packet, len);
   uint8_t* header = QueueTx(copy + proto::kHeaderSize, len - proto::kHeaderSize, proto::kHeaderSize);
   std::memcpy(header, copy, proto::kHeaderSize);
@@ -58,7 +77,6 @@ void ProgressEngine::MaybeStartProbe(uint64_t now) {
   next_probe_ns_ = now + kProbeIntervalNs;
   probe_deadline_ns_ = now + kProbeTimeoutNs;
   probe_ = std::make_unique<JoinHandshake>(id_.join);
-  probe_answers_ = 0;
   QueueProbePacket(probe_->packet(), probe_->packet_len());
 }
 
@@ -71,7 +89,6 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
   if (t != proto::MsgType::kChallenge && t != proto::MsgType::kJoinAck) return false;
   switch (probe_->OnPacket(p)) {
     case JoinHandshake::Step::kSendAgain:
-      if (++probe_answers_ > kMaxChallengeAnswers) return true;  // a flood: the JOIN waits
       QueueProbePacket(probe_->packet(), probe_->packet_len());
       return true;
     case JoinHandshake::Step::kAccepted: {

@@ -57,6 +57,12 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     // probe whose genuine answer is on its way.
     RecordMissing(p, &slot);
     NoteHeld(&slot, now);
+    if (!answers_numbered_) {
+      // Perhaps a probe's answer: the timer should not count the probe
+      // unanswered (two make it resend the data). The probes stay out.
+      slot.probe_pending = false;
+      slot.unanswered_probes = 0;
+    }
     return;
   } else if (answers_numbered_) {
     counters_.rejected.fetch_add(1, std::memory_order_relaxed);  // never sent unnumbered

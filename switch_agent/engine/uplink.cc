@@ -392,8 +392,10 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
       // Which probe it answers (FORMAT.md §3.6, §13): one sent since the
       // partial sum last went up and not answered yet, or the STATUS is late
       // or replayed (a "not held" would send the partial sum up again).
-      // Unnumbered from a parent that numbers: the answer to a copy of the
-      // partial sum, which asked nothing. From an older parent: as before.
+      // Unnumbered, held and not windowed: the answer to a copy of the
+      // partial sum (probes are answered windowed), which touches no probe,
+      // so that a replayed one cannot use one up. Other unnumbered ones come
+      // from a parent that predates the echo: read as before.
       uint64_t number = 0;
       if (proto::DecodeRequestSeq(pkt, &number)) {
         up.parent_numbers = true;
@@ -401,8 +403,10 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
           ++counters_.uplink_drops;
           return;
         }
+      } else if ((h.flags & proto::kFlagHeld) != 0 && (h.flags & proto::kFlagWindow) == 0) {
+        return;  // the answer to a copy of the partial sum: it answers no probe
       } else if (up.parent_numbers) {
-        if ((h.flags & proto::kFlagHeld) == 0) ++counters_.uplink_drops;
+        ++counters_.uplink_drops;
         return;
       }
       if (number != 0) m.uplink_asked = number + 1;  // it and every older probe answered

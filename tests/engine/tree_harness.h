@@ -265,7 +265,26 @@ inline void ExpectResultsOf(Tree* t, uint64_t collective, uint64_t offset, uint6
   EXPECT_EQ(got, 4) << "collective " << collective << " offset " << offset;
 }
 
+// Both leaves joined the root, and leaf 0's partial sum of collective 1
+// waits there for leaf 1's.
+inline void LeafZeroWaitsAtTheRoot(Tree* t) {
+  t->Poll();
+  t->Pump();
+  for (uint32_t r = 0; r < 2; ++r) t->Contribute(0, r, 1, 0, 1, Values(0, r, 1));
+  t->Pump();
+}
+
 // The same for a one-fragment collective whose values are its round's.
 inline void ExpectResults(Tree* t, uint64_t collective) { ExpectResultsOf(t, collective, 0, collective); }
+
+// Leaf 1's ranks contribute to `collective` (one fragment, in `slot`),
+// whose round waits at the root for leaf 1 alone: every rank gets the
+// exact sum, and the root counted one partial sum from each leaf.
+inline void LeafOneCompletesTheRound(Tree* t, uint32_t slot, uint64_t collective) {
+  for (uint32_t r = 0; r < 2; ++r) t->Contribute(1, r, slot, 0, collective, Values(1, r, collective));
+  t->Pump();
+  ExpectResults(t, collective);
+  EXPECT_EQ(t->root().counters().contributions, 2u);
+}
 
 }  // namespace tributary::engine::tree_testing

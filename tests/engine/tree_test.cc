@@ -215,52 +215,6 @@ TEST(EngineTree, UplinkRequestsAreNumberedAndAReplayDrawsNothing) {
   EXPECT_EQ(t.root().counters().retransmit_answers, answers);
 }
 
-// FORMAT.md §3.6, §13: the parent's STATUS echoes the number of the
-// uplink probe it answers. Before, a "not held" sniffed on the uplink and
-// replayed sent the node's partial sum up again at its next poll, each
-// time; now an answer to a probe already answered is dropped.
-TEST(EngineTree, AReplayedStatusFromTheParentSendsNoPartialSumAgain) {
-  Tree t;
-  t.Poll();
-  t.Pump();
-  int lost_up = 0;
-  std::vector<Wire> statuses;  // the root's to leaf 0
-  auto watch = [&](const Wire& w, const proto::Header& h) {
-    if (w.to_engine == 2 && w.from == kLeafToken && h.type == MsgType::kContribution &&
-        lost_up == 0) {
-      return ++lost_up, true;
-    }
-    if (w.to_engine == 0 && h.type == MsgType::kStatus) statuses.push_back(w);
-    return false;
-  };
-  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 0, 0, 0, Values(0, r, 0));
-  t.Pump(watch);
-  ASSERT_EQ(lost_up, 1);
-  t.now() += 60'000'000;  // past the RTO: leaf 0 probes; the root lacks its sum
-  t.Poll();
-  t.Pump(watch);
-  ASSERT_EQ(statuses.size(), 1u);
-  t.Poll();  // the partial sum goes again; the root holds it, waits for leaf 1
-  t.Pump(watch);
-  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
-  proto::PacketView v;
-  ASSERT_EQ(proto::Decode(statuses[0].bytes.data(), statuses[0].bytes.size(), &v),
-            proto::DecodeError::kOk);
-  EXPECT_EQ(v.header.flags & proto::kFlagHeld, 0);
-  uint64_t number = 0;
-  EXPECT_TRUE(proto::DecodeRequestSeq(v, &number));
-  const uint64_t drops = t.leaf(0).counters().uplink_drops;
-  EXPECT_EQ(t.leaf(0).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);  // replayed
-  EXPECT_EQ(t.leaf(0).counters().uplink_drops, drops + 1);
-  t.Poll();
-  t.Pump(watch);
-  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
-  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 0));
-  t.Pump();
-  ExpectResults(&t, 0);
-  EXPECT_EQ(t.root().counters().contributions, 2u);
-}
-
 // FORMAT.md §3.3.3 between aggregators: the root's RESULT of a
 // collective's second fragment says the first one's round is complete, so
 // a leaf still waiting for the first one's RESULT lost it and asks for it
@@ -368,15 +322,6 @@ TEST(EngineTree, ParentRestartIsRecoveredByRejoinAndResend) {
 // from its parent. The leaf asks the parent again (a JOIN); the parent's
 // JOIN_ACK names the epoch the leaf had, so the NACK was false and nothing
 // the parent holds is sent again; the round then completes as usual.
-// Both leaves joined the root, and leaf 0's partial sum of collective 1
-// waits there for leaf 1's.
-void LeafZeroWaitsAtTheRoot(Tree* t) {
-  t->Poll();
-  t->Pump();
-  for (uint32_t r = 0; r < 2; ++r) t->Contribute(0, r, 1, 0, 1, Values(0, r, 1));
-  t->Pump();
-}
-
 // A NACK unknown_job without a MAC, as anyone can send it from the root's
 // address, delivered to leaf 0 `times` times: each is taken without an
 // answer.
@@ -407,10 +352,7 @@ TEST(EngineTree, AFalseUnknownJobFromTheParentResendsNothing) {
   EXPECT_EQ(t.leaf(0).counters().uplink_sends, sends);
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 0u);
   EXPECT_EQ(t.root().counters().retransmit_answers, 0u);
-  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 1, 0, 1, Values(1, r, 1));
-  t.Pump();
-  ExpectResults(&t, 1);
-  EXPECT_EQ(t.root().counters().contributions, 2u);
+  LeafOneCompletesTheRound(&t, 1, 1);
 }
 
 // An unauthenticated "unknown job" (anyone can send one) only puts the

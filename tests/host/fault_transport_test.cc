@@ -311,6 +311,14 @@ TEST(FaultTransportTest, RxDelayAndRxCorrupt) {
   std::vector<uint8_t> extended(72, 0xAA);
   extended[proto::kOffHeaderWords] = proto::kRequestSeqHeaderWords;
   expect_payload_flips_only(extended);
+  // A numbered request has no payload: nothing of it is corrupted.
+  raw3->sent_.clear();
+  for (int i = 0; i < 50; ++i) {
+    TxPacket p{extended.data(), extended.size(), nullptr, 0};
+    t3.Send(&p, 1);
+  }
+  ASSERT_EQ(raw3->sent_.size(), 50u);
+  for (const auto& got : raw3->sent_) EXPECT_EQ(got, extended);
 }
 
 // A 64-byte Tributary header naming fragment `offset` of `collective`, with

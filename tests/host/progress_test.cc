@@ -362,13 +362,15 @@ TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
   EXPECT_EQ(hs.seals(), 1u);
 }
 
-// The JOIN probe answers a few CHALLENGEs, not a flood of them: each answer
-// is a JOIN on the wire, and a CHALLENGE carries no MAC, so whoever sniffed
-// the probe's nonce could make this rank send one per CHALLENGE, with an
-// X25519 sealing of the job key each (review of 2026-12-06), and a fifth
-// queued before a flush overwrote the first's body in the copies' ring.
-// Now three JOINs at most, each with the one sealing made.
-TEST_F(ProbeTest, AFloodOfChallengesToAProbeDrawsAFewJoinsSealedOnce) {
+// A flood of CHALLENGEs at a JOIN probe (anyone who sniffed the probe's
+// nonce can send them; review of 2026-12-06). Before, each one sealed the
+// job key again (an X25519 operation) and queued a JOIN in a ring of four
+// copies, so a fifth queued before a flush overwrote the first's body
+// under its MAC. Now the key is sealed once, every JOIN that goes out is
+// intact (the fake transport checks each MAC), a copy still queued on a
+// full socket is never overwritten (the new answer is dropped instead),
+// and the aggregator's own CHALLENGE after the flood is still answered.
+TEST_F(ProbeTest, AFloodOfChallengesToAProbeSealsOnceAndOverwritesNoQueuedJoin) {
   Submit(16);
   engine_->Poll();
   std::vector<Sent> c = Take();
@@ -376,21 +378,44 @@ TEST_F(ProbeTest, AFloodOfChallengesToAProbeDrawsAFewJoinsSealedOnce) {
   ASSERT_EQ(probe.size(), 1u);
   proto::JoinBody body;
   ASSERT_TRUE(proto::DecodeJoinBody(probe[0].payload.data(), probe[0].payload.size(), &body));
-  for (uint64_t cookie = 1; cookie <= 50; ++cookie) {
-    FakeTransport::Item item;
-    item.bytes = testing::ChallengeBytes(kJob, 3, body.nonce, identity_.public_key, cookie);
-    fake_->inbox.push_back(std::move(item));
-  }
-  engine_->Poll();
+  auto flood = [&](uint64_t first, uint64_t n) {
+    for (uint64_t cookie = first; cookie < first + n; ++cookie) {
+      FakeTransport::Item item;
+      item.bytes = testing::ChallengeBytes(kJob, 3, body.nonce, identity_.public_key, cookie);
+      fake_->inbox.push_back(std::move(item));
+    }
+    engine_->Poll();
+  };
+  auto cookies_sealed_once = [](const std::vector<Sent>& joins) {
+    std::vector<uint64_t> cookies;
+    for (const Sent& j : joins) {
+      EXPECT_EQ(j.header.type, proto::MsgType::kJoin);
+      const uint8_t* sealed = proto::JoinSealedKey(j.payload.data(), j.payload.size());
+      const uint8_t* first = proto::JoinSealedKey(joins[0].payload.data(), joins[0].payload.size());
+      EXPECT_TRUE(sealed != nullptr && first != nullptr &&
+                  std::memcmp(sealed, first, proto::kSealedKeyBytes) == 0)
+          << "sealed again";
+      proto::JoinBody b;
+      EXPECT_TRUE(proto::DecodeJoinBody(j.payload.data(), j.payload.size(), &b));
+      cookies.push_back(b.cookie);
+    }
+    return cookies;
+  };
+  flood(1, 50);
   std::vector<Sent> joins = Take();
-  ASSERT_EQ(joins.size(), 3u);
-  for (const Sent& j : joins) {
-    ASSERT_EQ(j.header.type, proto::MsgType::kJoin);
-    const uint8_t* sealed = proto::JoinSealedKey(j.payload.data(), j.payload.size());
-    const uint8_t* first = proto::JoinSealedKey(joins[0].payload.data(), joins[0].payload.size());
-    ASSERT_TRUE(sealed != nullptr && first != nullptr);
-    EXPECT_EQ(std::memcmp(sealed, first, proto::kSealedKeyBytes), 0) << "sealed again";
-  }
+  ASSERT_EQ(joins.size(), 50u);
+  EXPECT_EQ(cookies_sealed_once(joins).back(), 50u);
+  // The socket takes nothing: four copies wait, the rest are dropped.
+  fake_->accept = 0;
+  flood(100, 10);
+  fake_->accept = 1 << 20;
+  engine_->Poll();
+  joins = Take();
+  EXPECT_EQ(cookies_sealed_once(joins), (std::vector<uint64_t>{100, 101, 102, 103}));
+  flood(0xc00c1e, 1);  // the aggregator's own
+  joins = Take();
+  ASSERT_EQ(joins.size(), 1u);
+  EXPECT_EQ(cookies_sealed_once(joins), (std::vector<uint64_t>{0xc00c1e}));
   EXPECT_TRUE(engine_->Health().ok());
 }
 

@@ -100,7 +100,7 @@ void FaultTransport::FlipBit(const Draw& d, Bytes* b) const {
   if (faults_.corrupt_payload_only) {
     skip = proto::kHeaderSize;
     const size_t words = b->size() > proto::kOffHeaderWords ? (*b)[proto::kOffHeaderWords] : 0;
-    if (words * 8 > proto::kHeaderSize && words * 8 < b->size()) skip = words * 8;
+    if (words * 8 > proto::kHeaderSize && words * 8 <= b->size()) skip = words * 8;
   }
   if (b->size() <= skip) return;
   const uint64_t bit = static_cast<uint64_t>(Uniform(Fault::kFlipBit, d, faults_.corrupt_sticky) *

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// Proves how a node of a tree (uplink.cc) reads its parent's STATUS
+// (FORMAT.md §3.6, §13): only as the answer to a probe it sent since its
+// partial sum last went up and has not seen answered (the number the
+// parent echoes), and an unnumbered "held" one, the answer to a copy of
+// the partial sum, as the answer to no probe. Harness: tree_harness.h.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/engine/engine_test_util.h"
+#include "tests/engine/tree_harness.h"
+
+namespace tributary::engine {
+namespace {
+
+using namespace tree_testing;  // NOLINT(build/namespaces): the harness's names
+
+// FORMAT.md §3.6, §13: the parent's STATUS echoes the number of the
+// uplink probe it answers. Before, a "not held" sniffed on the uplink and
+// replayed sent the node's partial sum up again at its next poll, each
+// time; now an answer to a probe already answered is dropped.
+TEST(EngineTree, AReplayedStatusFromTheParentSendsNoPartialSumAgain) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  int lost_up = 0;
+  std::vector<Wire> statuses;  // the root's to leaf 0
+  auto watch = [&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine == 2 && w.from == kLeafToken && h.type == MsgType::kContribution &&
+        lost_up == 0) {
+      return ++lost_up, true;
+    }
+    if (w.to_engine == 0 && h.type == MsgType::kStatus) statuses.push_back(w);
+    return false;
+  };
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 0, 0, 0, Values(0, r, 0));
+  t.Pump(watch);
+  ASSERT_EQ(lost_up, 1);
+  t.now() += 60'000'000;  // past the RTO: leaf 0 probes; the root lacks its sum
+  t.Poll();
+  t.Pump(watch);
+  ASSERT_EQ(statuses.size(), 1u);
+  t.Poll();  // the partial sum goes again; the root holds it, waits for leaf 1
+  t.Pump(watch);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
+  proto::PacketView v;
+  ASSERT_EQ(proto::Decode(statuses[0].bytes.data(), statuses[0].bytes.size(), &v),
+            proto::DecodeError::kOk);
+  EXPECT_EQ(v.header.flags & proto::kFlagHeld, 0);
+  uint64_t number = 0;
+  EXPECT_TRUE(proto::DecodeRequestSeq(v, &number));
+  const uint64_t drops = t.leaf(0).counters().uplink_drops;
+  EXPECT_EQ(t.leaf(0).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);  // replayed
+  EXPECT_EQ(t.leaf(0).counters().uplink_drops, drops + 1);
+  t.Poll();
+  t.Pump(watch);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
+  LeafOneCompletesTheRound(&t, 0, 0);
+}
+
+// FORMAT.md §13: the parent answers a copy of a partial sum with an
+// unnumbered "held" STATUS (not windowed: probes are answered windowed).
+// That answers no probe. Before, until a numbered answer had come, one
+// (late, or replayed) reset the node's count of unanswered probes, so
+// that its partial sum, whose probes went unanswered, was not sent again.
+TEST(EngineTree, AHeldAnswerToACopyOfThePartialSumAnswersNoProbe) {
+  Tree t;
+  LeafZeroWaitsAtTheRoot(&t);
+  std::vector<Wire> answers;
+  auto lose_answers = [&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine != 0 || h.type != MsgType::kStatus) return false;
+    answers.push_back(w);
+    return true;
+  };
+  const uint64_t later = 1'100'000'000;  // past any uplink RTO
+  t.now() += later;
+  t.Poll();
+  t.Pump(lose_answers);
+  ASSERT_EQ(t.leaf(0).counters().uplink_probes, 1u);
+  ASSERT_EQ(answers.size(), 1u);
+  proto::PacketView v;
+  ASSERT_EQ(proto::Decode(answers[0].bytes.data(), answers[0].bytes.size(), &v),
+            proto::DecodeError::kOk);
+  proto::PacketView copy_answer;
+  copy_answer.header = v.header;
+  copy_answer.header.flags = proto::kFlagHeld;
+  copy_answer.header.aux = 0;
+  EXPECT_EQ(t.leaf(0).OnPacket(testing::Sealed(copy_answer, kKey), kParentToken, t.now()).kind,
+            ActionKind::kNone);
+  t.now() += later;
+  t.Poll();
+  t.Pump(lose_answers);
+  EXPECT_EQ(t.leaf(0).counters().uplink_probes, 2u);
+  t.now() += later;
+  t.Poll();  // two probes unanswered: the partial sum goes again
+  t.Pump(lose_answers);
+  EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
+  LeafOneCompletesTheRound(&t, 1, 1);
+}
+
+}  // namespace
+}  // namespace tributary::engine

@@ -51,7 +51,8 @@ void ProgressEngine::QueueLeave(uint32_t epoch) {
 // left out), so a flood queues many: a copy still queued (a full socket) is
 // sent before its place is reused, or, if the socket takes nothing, this
 // JOIN is dropped rather than the queued one overwritten (before, the
-// fifth overwrote the first's body under its MAC).
+// fifth overwrote the first's body under its MAC). A dropped answer to the
+// aggregator's own CHALLENGE waits for the next probe (one per second).
 void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
   uint8_t* copy = probe_bytes_[probe_bytes_next_ % kProbeCopies];
   const auto queued = [&] {
@@ -70,6 +71,9 @@ void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
   std::memcpy(copy, packet, len);
   uint8_t* header = QueueTx(copy + proto::kHeaderSize, len - proto::kHeaderSize, proto::kHeaderSize);
   std::memcpy(header, copy, proto::kHeaderSize);
+  // A transport that reads the payload after Send returns (libfabric)
+  // copies it: the slot may be reused before that send completes.
+  tx_.back().copy_payload = true;
 }
 
 void ProgressEngine::MaybeStartProbe(uint64_t now) {

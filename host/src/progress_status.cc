@@ -58,8 +58,9 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     RecordMissing(p, &slot);
     NoteHeld(&slot, now);
     if (!answers_numbered_) {
-      // Perhaps a probe's answer: the timer should not count the probe
-      // unanswered (two make it resend the data). The probes stay out.
+      // From an aggregator that predates the echo, perhaps a probe's
+      // answer: that probe is no longer pending (an ask for a lost RESULT
+      // is not held back by it). Which probes are out stays as it was.
       slot.probe_pending = false;
       slot.unanswered_probes = 0;
     }

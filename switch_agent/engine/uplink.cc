@@ -392,10 +392,13 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
       // Which probe it answers (FORMAT.md §3.6, §13): one sent since the
       // partial sum last went up and not answered yet, or the STATUS is late
       // or replayed (a "not held" would send the partial sum up again).
-      // Unnumbered, held and not windowed: the answer to a copy of the
+      // Unnumbered from a parent that numbers: the answer to a copy of the
       // partial sum (probes are answered windowed), which touches no probe,
-      // so that a replayed one cannot use one up. Other unnumbered ones come
-      // from a parent that predates the echo: read as before.
+      // so that a replayed one cannot use one up. From a parent that
+      // predates the echo (whose plain "held" may answer a state probe it
+      // read as plain): as before; a held answer for the round says the
+      // parent has the partial sum, so using a probe up sends nothing
+      // needless.
       uint64_t number = 0;
       if (proto::DecodeRequestSeq(pkt, &number)) {
         up.parent_numbers = true;
@@ -403,10 +406,12 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
           ++counters_.uplink_drops;
           return;
         }
-      } else if ((h.flags & proto::kFlagHeld) != 0 && (h.flags & proto::kFlagWindow) == 0) {
-        return;  // the answer to a copy of the partial sum: it answers no probe
       } else if (up.parent_numbers) {
-        ++counters_.uplink_drops;
+        // Held and not windowed: the answer to a copy of the partial sum,
+        // which answers no probe. Anything else: never sent unnumbered.
+        if ((h.flags & proto::kFlagHeld) == 0 || (h.flags & proto::kFlagWindow) != 0) {
+          ++counters_.uplink_drops;
+        }
         return;
       }
       if (number != 0) m.uplink_asked = number + 1;  // it and every older probe answered

@@ -61,24 +61,30 @@ TEST(EngineTree, AReplayedStatusFromTheParentSendsNoPartialSumAgain) {
 
 // FORMAT.md §13: the parent answers a copy of a partial sum with an
 // unnumbered "held" STATUS (not windowed: probes are answered windowed).
-// That answers no probe. Before, until a numbered answer had come, one
-// (late, or replayed) reset the node's count of unanswered probes, so
-// that its partial sum, whose probes went unanswered, was not sent again.
+// From a parent that numbers its answers, one answers no probe. Before,
+// one (late, or replayed) reset the node's count of unanswered probes, so
+// that a partial sum whose probes went unanswered was not sent again.
+// (From a parent that predates the echo it is read as before.)
 TEST(EngineTree, AHeldAnswerToACopyOfThePartialSumAnswersNoProbe) {
   Tree t;
   LeafZeroWaitsAtTheRoot(&t);
   std::vector<Wire> answers;
-  auto lose_answers = [&](const Wire& w, const proto::Header& h) {
+  bool lose = false;
+  auto watch = [&](const Wire& w, const proto::Header& h) {
     if (w.to_engine != 0 || h.type != MsgType::kStatus) return false;
     answers.push_back(w);
-    return true;
+    return lose;
   };
   const uint64_t later = 1'100'000'000;  // past any uplink RTO
   t.now() += later;
   t.Poll();
-  t.Pump(lose_answers);
-  ASSERT_EQ(t.leaf(0).counters().uplink_probes, 1u);
+  t.Pump(watch);  // the first probe's answer arrives: numbered, held
   ASSERT_EQ(answers.size(), 1u);
+  lose = true;
+  t.now() += later;
+  t.Poll();
+  t.Pump(watch);
+  ASSERT_EQ(t.leaf(0).counters().uplink_probes, 2u);
   proto::PacketView v;
   ASSERT_EQ(proto::Decode(answers[0].bytes.data(), answers[0].bytes.size(), &v),
             proto::DecodeError::kOk);
@@ -90,11 +96,11 @@ TEST(EngineTree, AHeldAnswerToACopyOfThePartialSumAnswersNoProbe) {
             ActionKind::kNone);
   t.now() += later;
   t.Poll();
-  t.Pump(lose_answers);
-  EXPECT_EQ(t.leaf(0).counters().uplink_probes, 2u);
+  t.Pump(watch);
+  EXPECT_EQ(t.leaf(0).counters().uplink_probes, 3u);
   t.now() += later;
-  t.Poll();  // two probes unanswered: the partial sum goes again
-  t.Pump(lose_answers);
+  t.Poll();  // two probes in a row unanswered: the partial sum goes again
+  t.Pump(watch);
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
   LeafOneCompletesTheRound(&t, 1, 1);
 }

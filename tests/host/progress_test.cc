@@ -390,6 +390,7 @@ TEST_F(ProbeTest, AFloodOfChallengesToAProbeSealsOnceAndOverwritesNoQueuedJoin) 
     std::vector<uint64_t> cookies;
     for (const Sent& j : joins) {
       EXPECT_EQ(j.header.type, proto::MsgType::kJoin);
+      EXPECT_TRUE(j.copy_payload) << "libfabric reads it after Send returns";
       const uint8_t* sealed = proto::JoinSealedKey(j.payload.data(), j.payload.size());
       const uint8_t* first = proto::JoinSealedKey(joins[0].payload.data(), joins[0].payload.size());
       EXPECT_TRUE(sealed != nullptr && first != nullptr &&

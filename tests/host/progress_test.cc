@@ -559,52 +559,63 @@ TEST_F(ProgressTest, StragglerReportIsRequestedUntilAnswered) {
   EXPECT_DOUBLE_EQ(got.value().ranks[0].mean_lateness_us, 25.0);
 }
 
+// A caller asking for a straggler report on a thread of its own.
+class ReportCaller {
+ public:
+  ReportCaller(ProgressEngine* engine, uint32_t timeout_ms)
+      : thread_([this, engine, timeout_ms] { result_ = engine->RequestStragglerReport(timeout_ms); }) {}
+  // A test that failed before Join: the request ends at its timeout.
+  ~ReportCaller() {
+    if (thread_.joinable()) thread_.join();
+  }
+  ReportCaller(const ReportCaller&) = delete;
+  ReportCaller& operator=(const ReportCaller&) = delete;
+  const Result<StragglerReport>& Join() {
+    thread_.join();
+    return result_;
+  }
+
+ private:
+  Result<StragglerReport> result_{tributary::Status(StatusCode::kInternal, "not run")};
+  std::thread thread_;
+};
+
 // A STATS echoes the number of the request it answers (FORMAT.md §3.7).
 // Before, any authentic STATS finished every caller waiting: the first
 // report, sniffed and replayed, answered a later caller with its old
 // figures. Now only an answer to a request sent for the callers waiting
 // does.
 TEST_F(ProgressTest, AStragglerReportIsTakenOnlyFromAnAnswerToARequestSentForIt) {
-  Result<StragglerReport> first{tributary::Status(StatusCode::kInternal, "not run")};
-  std::thread a([&] { first = engine_->RequestStragglerReport(5000); });
-  const Sent r1 = AwaitStatsRequest();
-  SendStats(r1, 120);
-  engine_->Poll();
-  a.join();
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_EQ(first.value().rounds, 120u);
-  Result<StragglerReport> second{tributary::Status(StatusCode::kInternal, "not run")};
-  std::thread b([&] { second = engine_->RequestStragglerReport(5000); });
-  const Sent r2 = AwaitStatsRequest();
+  // Each caller's report: its request answered with `rounds`, after
+  // `before` (an answer the aggregator sent earlier, replayed) if given.
   const uint64_t rejected = engine_->Stats().packets_rejected;
-  SendStats(r1, 120);  // the first answer, replayed
-  engine_->Poll();
+  std::vector<Sent> answered;
+  auto report = [&](uint64_t rounds, const Sent* before) {
+    ReportCaller caller(engine_.get(), 5000);
+    const Sent request = AwaitStatsRequest();
+    if (before != nullptr) {
+      SendStats(*before, 120);
+      engine_->Poll();
+    }
+    SendStats(request, rounds);
+    engine_->Poll();
+    answered.push_back(request);
+    const Result<StragglerReport>& got = caller.Join();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got.value().rounds, rounds);
+  };
+  ASSERT_NO_FATAL_FAILURE(report(120, nullptr));
+  ASSERT_NO_FATAL_FAILURE(report(480, &answered[0]));  // the first answer, replayed
   EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
-  SendStats(r2, 480);
-  engine_->Poll();
-  b.join();
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
-  EXPECT_EQ(second.value().rounds, 480u);
   // A caller that gave up (its timeout) leaves its request unanswered; the
   // answer to that request, late or replayed, is not the next caller's.
-  Result<StragglerReport> gave_up{tributary::Status(StatusCode::kInternal, "not run")};
-  std::thread c([&] { gave_up = engine_->RequestStragglerReport(100); });
-  const Sent r3 = AwaitStatsRequest();
+  ReportCaller gives_up(engine_.get(), 100);
+  const Sent unanswered = AwaitStatsRequest();
   now_ += 200 * kMs;
   engine_->Poll();
-  c.join();
-  EXPECT_EQ(gave_up.status().code(), StatusCode::kTimedOut) << gave_up.status().ToString();
-  Result<StragglerReport> last{tributary::Status(StatusCode::kInternal, "not run")};
-  std::thread d([&] { last = engine_->RequestStragglerReport(5000); });
-  const Sent r4 = AwaitStatsRequest();
-  SendStats(r3, 120);
-  engine_->Poll();
+  EXPECT_EQ(gives_up.Join().status().code(), StatusCode::kTimedOut);
+  ASSERT_NO_FATAL_FAILURE(report(960, &unanswered));
   EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 2);
-  SendStats(r4, 960);
-  engine_->Poll();
-  d.join();
-  ASSERT_TRUE(last.ok()) << last.status().ToString();
-  EXPECT_EQ(last.value().rounds, 960u);
 }
 
 TEST_F(ProgressTest, StopAbortsWhatIsInFlightAndAFullSocketKeepsPacketsQueued) {

@@ -41,6 +41,12 @@ class WindowTest : public ProgressTest {
     c_ = Take();
     ASSERT_EQ(c_.size(), 4u);
   }
+  // Start without polls, then every timer expires: *probes, one per slot.
+  void StartAndProbeAll(std::vector<Sent>* probes) {
+    ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+    *probes = ProbeAll();
+    ASSERT_EQ(probes->size(), 4u);
+  }
   // Their timers expire: four probes, by slot.
   std::vector<Sent> ProbeAll() {
     now_ += 50 * kMs;
@@ -106,9 +112,8 @@ class WindowTest : public ProgressTest {
 // way), so are answers that predate a copy, and a windowed STATUS with no
 // probe outstanding is rejected (a replay could make us resend a window).
 TEST_F(WindowTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTheProbe) {
-  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
-  std::vector<Sent> probes = ProbeAll();
-  ASSERT_EQ(probes.size(), 4u);
+  std::vector<Sent> probes;
+  ASSERT_NO_FATAL_FAILURE(StartAndProbeAll(&probes));
   for (uint32_t i = 0; i < 4; ++i) {
     EXPECT_EQ(probes[i].header.type, proto::MsgType::kResultRequest);
     EXPECT_EQ(probes[i].header.aux, i < 3 ? 4 - i : 0u) << i;  // up to the newest in flight
@@ -151,9 +156,8 @@ TEST_F(WindowTest, WindowedStatusResendsWhatTheAggregatorLacksOfDataSentBeforeTh
 // RESULT was lost: one plain probe asks for it, and its answer completes it.
 // That holds for the fragment the probe names too.
 TEST_F(WindowTest, WindowedStatusAsksForResultsThatWereLost) {
-  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
-  std::vector<Sent> probes = ProbeAll();
-  ASSERT_EQ(probes.size(), 4u);
+  std::vector<Sent> probes;
+  ASSERT_NO_FATAL_FAILURE(StartAndProbeAll(&probes));
   // Timer probes over a window ask for state only (kFlagWindow, FORMAT.md
   // §3.4): a RESULT still on its way is not sent again. The newest
   // fragment's probe asks about itself alone, a plain request.
@@ -394,9 +398,8 @@ TEST_F(WindowTest, APollThatFindsItsOwnRoundCompleteAsksForTheResult) {
 
 // Without window_poll nothing polls, whatever is lost.
 TEST_F(WindowTest, WithoutWindowPollNothingPolls) {
-  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
-  std::vector<Sent> probes = ProbeAll();
-  ASSERT_EQ(probes.size(), 4u);
+  std::vector<Sent> probes;
+  ASSERT_NO_FATAL_FAILURE(StartAndProbeAll(&probes));
   now_ += 1 * kMs;
   SendWindowStatus(probes[0], {0, 2, 3}, {});
   engine_->Poll();
@@ -556,9 +559,8 @@ TEST_F(WindowTest, InALossyJobAResultSayingTheRoundBeforeWaitsArmsThePoll) {
 // slot 2's second copy below would go out a third time: the clean ranks of
 // OnlyTheListedRankIsLossy reported losses so.)
 TEST_F(WindowTest, AnAnswerSpeaksOnlyOfDataSentBeforeTheProbeItAnswers) {
-  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
-  std::vector<Sent> probes = ProbeAll();  // slot 1's asks about fragments 1..4
-  ASSERT_EQ(probes.size(), 4u);
+  std::vector<Sent> probes;  // slot 1's asks about fragments 1..4
+  ASSERT_NO_FATAL_FAILURE(StartAndProbeAll(&probes));
   // Slot 2's own answer: not held. Its data goes again, after slot 1's probe.
   now_ += 1 * kMs;
   SendStatus(probes[1], /*held=*/false, {});
@@ -585,9 +587,8 @@ TEST_F(WindowTest, AnAnswerSpeaksOnlyOfDataSentBeforeTheProbeItAnswers) {
 // aggregator echoes the number of the probe it answers (§3.6): an answer
 // to a probe already answered changes nothing.
 TEST_F(WindowTest, AReplayedAnswerToAnAnsweredProbeResendsNothing) {
-  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
-  std::vector<Sent> probes = ProbeAll();
-  ASSERT_EQ(probes.size(), 4u);
+  std::vector<Sent> probes;
+  ASSERT_NO_FATAL_FAILURE(StartAndProbeAll(&probes));
   // Slot 1's answer: the aggregator lacks all four; they go again.
   now_ += 1 * kMs;
   SendWindowStatus(probes[0], {}, {});
@@ -615,9 +616,8 @@ TEST_F(WindowTest, AReplayedAnswerToAnAnsweredProbeResendsNothing) {
 // answers came, an unnumbered "not held" is nothing the aggregator sends:
 // rejected.
 TEST_F(WindowTest, AnUnnumberedAnswerToADataCopyLeavesTheProbesOut) {
-  ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
-  std::vector<Sent> probes = ProbeAll();
-  ASSERT_EQ(probes.size(), 4u);
+  std::vector<Sent> probes;
+  ASSERT_NO_FATAL_FAILURE(StartAndProbeAll(&probes));
   now_ += 1 * kMs;
   // The answer to a copy of fragment 1, before any numbered answer came.
   SendStatus(c_[0], /*held=*/true, {1});

@@ -677,8 +677,11 @@ void Engine::HandleStatsRequest(const proto::PacketView& pkt, PeerToken from, ui
   // The answer echoes the number (§3.7): the child takes a STATS only for
   // a request it sent for the callers waiting now, not an old report.
   out->request_seq = request_seq;
+  // As many records as the job's packets have room for (answer_room).
   ChildStat top[proto::kMaxStatsEntries];
-  const size_t n = job->TopStragglers(top, proto::kMaxStatsEntries);
+  const size_t n = job->TopStragglers(
+      top, std::min(proto::kMaxStatsEntries,
+                    (job->answer_room() - proto::kStatsSummarySize) / proto::kStatsEntrySize));
   proto::StatsEntry entries[proto::kMaxStatsEntries];
   for (size_t i = 0; i < n; ++i) {
     entries[i] = {top[i].child, 0, top[i].lateness.rounds_last, top[i].lateness.lateness_sum_ns,

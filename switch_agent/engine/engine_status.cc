@@ -114,12 +114,14 @@ bool Engine::NackIfDeserted(Job* job, const Header& in, uint32_t slot, uint32_t 
 }
 
 // A STATUS for a pending set: aux = number of missing children, payload =
-// the first kMaxStatusSenders of them (u32 LE), so ranks can name them.
+// the first kMaxStatusSenders of them (u32 LE), so ranks can name them; fewer
+// where the job's packets are small (answer_room).
 void Engine::StatusTo(Job* job, const Header& in, uint32_t slot, uint32_t shadow, PeerToken to,
                       Action* out) {
   const SetMeta& m = job->meta(slot, shadow);
   const size_t listed =
-      job->ListMissing(slot, shadow, job->status_scratch(), proto::kMaxStatusSenders);
+      job->ListMissing(slot, shadow, job->status_scratch(),
+                       std::min(proto::kMaxStatusSenders, job->answer_room() / 4));
   out->kind = ActionKind::kSendToOne;
   Header& r = out->header;
   r.type = MsgType::kStatus;
@@ -170,10 +172,13 @@ void Engine::EchoStatus(const Header& in, PeerToken to, uint16_t flags, uint32_t
 // unfinished, so no set of the window can have moved beyond its k+j round,
 // and an older round (or none) means k+j has not arrived. Held: the
 // requester's bit is set there; complete: also the round's RESULT went out.
-// O(W), bounded by kMaxStatusWindow; authenticated requests only.
+// W is also cut to what two bitmaps fit in answer_room (the answer's aux
+// says how many came). O(W), bounded by kMaxStatusWindow; authenticated
+// requests only.
 void Engine::WindowStatus(Job* job, const Header& in, PeerToken to, Action* out) {
   const uint32_t slots = job->slot_count();
-  const uint32_t w = std::min({in.aux, slots, proto::kMaxStatusWindow});
+  const auto fits = static_cast<uint32_t>(job->answer_room() / 2 * 8);
+  const uint32_t w = std::min({in.aux, slots, proto::kMaxStatusWindow, fits});
   const size_t bytes = proto::WindowBitmapBytes(w);
   uint8_t* held = job->status_scratch();
   uint8_t* complete = held + bytes;

@@ -232,6 +232,14 @@ class Job {
   uint32_t fan_in() const { return params_.fan_in; }
   uint32_t slot_count() const { return params_.slot_count; }
   uint32_t payload_bytes() const { return params_.payload_bytes; }
+  // The largest payload of an answer to a child (a STATUS list or window, a
+  // STATS body; FORMAT.md §6): its data packets, header and payload_bytes,
+  // cross the child's path, so an answer with the echo word of §3.4 and at
+  // most this much payload does too (a verbs path MTU of 1024 is smaller
+  // than a full list of missing senders).
+  size_t answer_room() const {
+    return params_.payload_bytes - (proto::kRequestSeqHeaderSize - proto::kHeaderSize);
+  }
   uint64_t arena_bytes() const { return arena_bytes_; }
   uint32_t bitmap_words() const { return words_; }
 

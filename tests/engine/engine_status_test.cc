@@ -222,7 +222,7 @@ TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
   EXPECT_EQ(Drops(engine, DropReason::kStale), 1u);
 
   TestEngine big(EngineLimits{}, 1);
-  JobFixture wide(&big, 2, 3, 300, 1, 64);
+  JobFixture wide(&big, 2, 3, 300, 1, 2048);  // room for 256 (see AnAnswerFits...)
   for (uint32_t c = 0; c < 20; ++c) wide.Send(c * 3, 0, 0, 1, 0, {1});
   const Action st2 = wide.Request(0, 0, 0, 1, 0);
   EXPECT_EQ(st2.header.aux, 280u);
@@ -233,6 +233,58 @@ TEST(EngineStatus, ListsMissingSendersAcrossBitmapWords) {
   EXPECT_EQ(listed[2], 4u);
   const std::vector<uint8_t> wire = testing::EncodeAction(st2);  // a valid packet
   EXPECT_EQ(proto::Decode(wire.data(), wire.size(), nullptr), proto::DecodeError::kOk);
+}
+
+// Review of 2026-12-06: the echo word made answers 8 bytes longer, and a
+// full list of missing senders or a full window was already longer than a
+// verbs path MTU of 1024: the answer was dropped at the dataplane and asked
+// for again, in vain. A child's data packets are header + payload_bytes, so
+// an answer's payload is at most payload_bytes - 8 (its header says how much
+// came: aux counts every missing sender, a window's aux the fragments
+// answered for, a STATS summary its records).
+TEST(EngineStatus, AnAnswerFitsThePathTheJobsOwnPacketsCross) {
+  for (const uint32_t payload : {64u, 960u}) {
+    SCOPED_TRACE(payload);
+    TestEngine engine(EngineLimits{}, 1);
+    JobFixture job(&engine, 1, 2, /*fan_in=*/300, /*slots=*/4096, payload);
+    const size_t room = payload - 8;
+    for (uint32_t c = 0; c < 40; ++c) job.Send(c, 0, 0, 1, 0, {1});
+    auto fits = [&](const Action& a) {
+      EXPECT_LE(a.payload_len, room);
+      uint8_t header[proto::kRequestSeqHeaderSize];
+      EXPECT_LE(EncodeActionHeader(a, false, header) + a.payload_len,
+                proto::kHeaderSize + payload);
+    };
+
+    const Action list = job.NumberedRequest(0, 0, 0, 1, 0, 1);
+    ASSERT_EQ(list.header.type, MsgType::kStatus);
+    EXPECT_EQ(list.header.aux, 260u);
+    const std::vector<uint32_t> named = StatusSenders(list);
+    ASSERT_EQ(named.size(), room / 4);
+    EXPECT_EQ(named.front(), 40u);
+    EXPECT_EQ(named.back(), 40u + room / 4 - 1);
+    fits(list);
+
+    proto::PacketView poll;
+    poll.header = job.Header(MsgType::kResultRequest, 0, 0, 0, 1, 0, DataType::kFloat32,
+                             ReduceOp::kSum, 1);
+    poll.header.flags = proto::kFlagWindow;
+    poll.header.aux = proto::kMaxStatusWindow;
+    const Action window = job.Deliver(poll, JobFixture::Peer(0), 3);
+    ASSERT_EQ(window.header.type, MsgType::kStatus);
+    const uint32_t w = window.header.aux;
+    EXPECT_EQ(w, room / 2 * 8);
+    ASSERT_EQ(window.payload_len, 2 * proto::WindowBitmapBytes(w));
+    EXPECT_TRUE(proto::WindowBit(window.payload, 0));  // fragment 0 held
+    fits(window);
+    const std::vector<uint8_t> bytes = testing::EncodeAction(window);
+    EXPECT_EQ(proto::Decode(bytes.data(), bytes.size(), nullptr), proto::DecodeError::kOk);
+
+    const Action stats = job.NumberedRequest(0, 0, 0, 0, 0, 2, MsgType::kStatsRequest);
+    ASSERT_EQ(stats.header.type, MsgType::kStats);
+    EXPECT_EQ(stats.header.aux, (room - proto::kStatsSummarySize) / proto::kStatsEntrySize);
+    fits(stats);
+  }
 }
 
 // A round that waits for a child that left can never complete (FORMAT.md

@@ -76,6 +76,7 @@ void Engine::RecycleJob(Job* job, uint64_t now_ns) {
     job->meta(s, 1).result_burst = burst_;
   }
   job->started_ns = now_ns;
+  job->recycled_ns = now_ns;
   next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;
   ++counters_.recycles;
   if (!job->has_uplink) return;
@@ -183,7 +184,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     if (job->mac_rule_set() && job->payload_mac() != payload_mac) {
       return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
     }
-    if (!FreshJoin(job, h.sender, from, body.incarnation)) return Drop(DropReason::kStaleJoin);
+    if (!FreshJoin(job, h.sender, from, body, now_ns)) return Drop(DropReason::kStaleJoin);
   } else {
     DropReason refused;
     bool reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
@@ -277,9 +278,22 @@ bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) {
 // incarnation (a restarted rank); the same address may repeat its own
 // incarnation (a retried JOIN). A captured JOIN replayed from elsewhere, or
 // an old one replayed after the child moved on, changes nothing.
-bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation) {
-  if (!job->IsRegistered(sender)) return true;
+bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, const proto::JoinBody& body,
+                       uint64_t now_ns) {
+  const uint64_t incarnation = body.incarnation;
   const uint64_t have = job->incarnation(sender);
+  if (!job->IsRegistered(sender)) {
+    // The index is free: first come in a new job. After a generation ended,
+    // a JOIN of the old one, replayed (its cookie lasts two periods, §3.8),
+    // would take the index, and the child's real JOIN (a newer incarnation)
+    // would then count as its restart and end the new generation. So for as
+    // long as an old cookie lasts, a rank must be newer than it was; an
+    // aggregator (the same process joins again with the same incarnation)
+    // at least as new. (A rank whose clock stepped back waits that long.)
+    if (have == 0 || now_ns - job->recycled_ns >= 2 * proto::kCookiePeriodNs) return true;
+    return incarnation > have ||
+           (incarnation == have && (body.join_flags & proto::kJoinAggregator) != 0);
+  }
   if (job->child(sender) == from) return incarnation >= have;
   return incarnation > have;
 }

@@ -110,7 +110,13 @@ bool Job::Leave(uint32_t i, uint32_t cause) {
 }
 
 void Job::Recycle(uint32_t new_epoch) {
-  std::memset(arena_, 0, static_cast<size_t>(bookkeeping_bytes_));
+  // Everything but the incarnations: a JOIN of the generation that ended,
+  // replayed, must not take a child's index in the next (FORMAT.md §3.1).
+  auto* base = static_cast<uint8_t*>(arena_);
+  auto* kept = reinterpret_cast<uint8_t*>(incarnations_);
+  auto* after = reinterpret_cast<uint8_t*>(request_seqs_);
+  std::memset(base, 0, static_cast<size_t>(kept - base));
+  std::memset(after, 0, static_cast<size_t>(base + bookkeeping_bytes_ - after));
   epoch_ = new_epoch;
   mac_rule_set_ = false;
   payload_mac_ = true;

@@ -222,7 +222,8 @@ class Job {
     payload_mac_ = payload_mac;
     mac_rule_set_ = true;
   }
-  // The incarnation child `i` last joined with (FORMAT.md §3.1).
+  // The incarnation child `i` last joined with (FORMAT.md §3.1), in this
+  // generation or, until it joins again, the one before (Recycle keeps it).
   uint64_t& incarnation(uint32_t i) { return incarnations_[i]; }
   // The highest request number (FORMAT.md §3.4) child `i` sent this
   // incarnation; 0: none yet.
@@ -278,6 +279,7 @@ class Job {
   uint64_t first_leave_ns = 0;  // when the first child of this generation left
   uint32_t first_leaver = UINT32_MAX;  // and which one (UINT32_MAX: none yet)
   uint64_t started_ns = 0;  // this generation's first JOIN (creation, or the recycle)
+  uint64_t recycled_ns = 0;  // when the last generation ended (0: none did)
   uint64_t formed_ns = 0;   // its last child joined (0: not yet)
   bool finished() const { return finished_; }
 

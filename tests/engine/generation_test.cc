@@ -113,6 +113,71 @@ TEST(EngineJoin, AChildReplacedAloneStartsTheNextGenerationAfterTheDrain) {
   EXPECT_EQ(engine.counters().children_replaced, 1u);
 }
 
+// Review of 2026-12-07: after a generation ended, a JOIN of it replayed
+// from the rank's old address (its cookie lasts two periods, FORMAT.md
+// §3.8) took the rank's index in the next generation, and the rank's real
+// JOIN (a new communicator, a newer incarnation) then counted as its
+// restart: the new generation ended for everyone before its first round.
+// For as long as an old cookie lasts, a rank's JOIN to a free index must be
+// newer than the index's last one; an aggregator's may be the same (the
+// same daemon joins its parent again after a recycle); later, any is taken.
+TEST(EngineJoin, AJoinOfTheGenerationThatEndedReplayedTakesNoIndexInTheNext) {
+  TestEngine engine(EngineLimits{}, 1);
+  const auto old_body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/10);
+  uint32_t epoch = 0;
+  for (uint32_t r = 0; r < 2; ++r) {
+    const Action ack = engine.OnPacket(JoinPacket(1, 2, r, old_body), 100 + r, 1);
+    ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+    epoch = ack.header.epoch;
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    proto::PacketView leave;
+    leave.header.type = MsgType::kLeave;
+    leave.header.job_id = 1;
+    leave.header.epoch = epoch;
+    leave.header.sender = r;
+    engine.OnPacket(testing::Sealed(leave, 2), 100 + r, 2);
+  }
+  // The replay: the job starts over, the old JOIN is stale.
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, 3).kind, ActionKind::kNone);
+  EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 1u);
+  EXPECT_EQ(engine.counters().recycles, 1u);
+  EXPECT_EQ(engine.Jobs()[0].joined, 0u);
+  // The new communicators join the new generation; nobody is replaced.
+  Action acks[2];
+  for (uint32_t r = 0; r < 2; ++r) {
+    acks[r] = engine.OnPacket(JoinPacket(1, 2, r, JoinPayload(2, 1, 64, 0x98, 20 + r)), 200 + r, 4);
+    ASSERT_EQ(acks[r].header.type, MsgType::kJoinAck);
+  }
+  EXPECT_NE(acks[0].header.epoch, epoch);
+  EXPECT_EQ(acks[1].header.epoch, acks[0].header.epoch);
+  EXPECT_EQ(engine.counters().children_replaced, 0u);
+  EXPECT_EQ(engine.counters().recycles, 1u);
+
+  // An aggregator joins again with its incarnation; and once every old
+  // cookie has expired, a JOIN with an old incarnation is taken as before
+  // (a rank whose clock stepped back waits that long, no more).
+  for (const uint64_t late : {uint64_t{0}, 2 * proto::kCookiePeriodNs}) {
+    SCOPED_TRACE(late);
+    TestEngine e(EngineLimits{}, 1);
+    const auto daemon = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/7, proto::kJoinAggregator);
+    const auto rank = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/7);
+    const auto& body = late == 0 ? daemon : rank;
+    const Action first = e.OnPacket(JoinPacket(1, 2, 0, body), 100, 1);
+    ASSERT_EQ(first.header.type, MsgType::kJoinAck);
+    proto::PacketView leave;
+    leave.header.type = MsgType::kLeave;
+    leave.header.job_id = 1;
+    leave.header.epoch = first.header.epoch;
+    e.OnPacket(testing::Sealed(leave, 2), 100, 2);
+    // The recycle happens at this JOIN (a rank's) or at the one before.
+    if (late != 0) EXPECT_EQ(e.OnPacket(JoinPacket(1, 2, 0, rank), 100, 3).kind, ActionKind::kNone);
+    const Action again = e.OnPacket(JoinPacket(1, 2, 0, body), 100, 3 + late);
+    ASSERT_EQ(again.header.type, MsgType::kJoinAck);
+    EXPECT_NE(again.header.epoch, first.header.epoch);
+  }
+}
+
 // A child aggregator above other aggregators (kJoinCarriesOn) with a newer
 // incarnation is a restarted daemon whose children re-send the same ranks'
 // rounds: it carries on in the generation, at its new address, and its

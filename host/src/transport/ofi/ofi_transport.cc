@@ -92,7 +92,7 @@ Status OfiTransport::Open(const Options& options) {
   do {
     conn_id_ = ((uint64_t{rd()} << 32) | rd()) & ~ofi::kHelloFlag;
   } while (conn_id_ == 0);
-  Status s = SendHello();
+  Status s = SendHello(options);
   if (!s.ok()) return s;
   TRIB_LOG(kInfo, kLog, "%s endpoint to aggregator %s (%s, results %s)", name_.c_str(),
            agg.c_str(), cq_fd_ >= 0 ? "wait fd" : "polled",
@@ -114,7 +114,7 @@ OfiTransport::~OfiTransport() {
   std::free(recv_area_);
 }
 
-Status OfiTransport::SendHello() {
+Status OfiTransport::SendHello(const Options& options) {
   char name[512];
   size_t len = sizeof(name);
   int rc = fi_getname(&ep_->fid, name, &len);
@@ -124,13 +124,27 @@ Status OfiTransport::SendHello() {
   const uint32_t n = static_cast<uint32_t>(len);
   for (int i = 0; i < 4; ++i) hello_[8 + i] = static_cast<uint8_t>(n >> (8 * i));  // LE
   memcpy(hello_.data() + ofi::kHelloHeaderBytes, name, len);
-  for (int attempt = 0; attempt < 100000; ++attempt) {
-    rc = PostHello();
-    if (rc != -FI_EAGAIN) break;
-    ReapTx();
+  // -FI_EAGAIN: the provider cannot take it yet. shm takes no message
+  // before the aggregator answered its connection request, nor while the
+  // aggregator's queue is full, and says so for ever once it is gone: wait
+  // the connect timeout, as the JOIN handshake does, not a number of tries.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  while ((rc = PostHello()) == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+    ReapTx();  // drives the provider's progress
     usleep(10);
   }
-  if (rc) return FiStatus(StatusCode::kUnavailable, "sending the hello to the aggregator", rc);
+  if (rc == -FI_EAGAIN) {
+    return Status(StatusCode::kUnavailable,
+                  "no answer from aggregator " + options.aggregator + " within " +
+                      std::to_string(options.connect_timeout_ms) + " ms: " + name_ +
+                      " could not send it the hello (" + ofi::FiError(rc) +
+                      "): is tributaryd running there, with --dataplane ofi and this provider?");
+  }
+  if (rc) {
+    return FiStatus(StatusCode::kUnavailable,
+                    "sending the hello to aggregator " + options.aggregator, rc);
+  }
   return Status::Ok();
 }
 

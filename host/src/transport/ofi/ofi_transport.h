@@ -6,7 +6,9 @@
 // connection id, by which the aggregator knows the sender (tcp;ofi_rxm has
 // no FI_SOURCE). Before any packet the transport sends one hello message
 // with its endpoint name (FORMAT.md §12.2), so the aggregator can insert it
-// into its address vector and answer. Receives go into kRecvBuffers
+// into its address vector and answer; Open waits up to the connect timeout
+// for the provider to take that hello (over shm, for the aggregator to
+// answer the provider's connection request). Receives go into kRecvBuffers
 // pre-posted 64 KiB buffers; a buffer handed out by Recv() is reposted on
 // the next Recv(), which is what keeps RxPacket::data valid until then.
 //
@@ -71,7 +73,10 @@ class OfiTransport final : public Transport, private ofi::RdmEndpoint {
  private:
   OfiTransport() = default;
   Status Open(const Options& options);
-  Status SendHello();
+  // Builds the hello and posts it, retrying while the provider cannot take
+  // it yet for up to options.connect_timeout_ms; then kUnavailable naming
+  // the aggregator.
+  Status SendHello(const Options& options);
   // Posts the hello (hello_) once: 0, -FI_EAGAIN or another libfabric error.
   int PostHello();
   void PostRecv(size_t index);

@@ -12,7 +12,7 @@
 // (makeVDevice) are not offered: null, as NCCL allows.
 //
 // The v11 and v12 inits hand NCCL the communicator's context
-// (comm_context.h), which their finalizes release.
+// (comm_context.h), which ncclNet's finalize releases.
 //
 // Thread-safety: the tables are immutable; the functions are those of
 // p2p.h, collnet.h and comm_context.h.
@@ -286,18 +286,19 @@ Coll CollNetTable() {
 template <typename Coll, typename Props, int kVersion>
 Coll MakeCollNetV11Like() {
   Coll t = CollNetTable<Coll, Props, size_t, size_t>();
+  // The context ncclNet's init acquired, without a reference of its own:
+  // NCCL skips this finalize when its CollNet was disabled meanwhile
+  // (comm_context.h).
   t.init = [](void** ctx, uint64_t comm_id, DebugLogger l) {
-    return InitWithContext(ctx, comm_id, [l] {
-      return CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
-    });
+    *ctx = nullptr;
+    NcclResult r = CollStart(l, kVersion == 12 ? "ncclCollNet v12" : "ncclCollNet v11");
+    if (r == kSuccess) *ctx = CommContext::Find(comm_id);
+    return r;
   };
   t.listen = [](void* ctx, int dev, void* handle, void** listen) {
     return CollListen(static_cast<CommContext*>(ctx), dev, handle, listen);
   };
-  t.finalize = [](void* ctx) {
-    CommContext::Release(static_cast<CommContext*>(ctx));
-    return kSuccess;
-  };
+  t.finalize = [](void*) { return kSuccess; };
   return t;
 }
 

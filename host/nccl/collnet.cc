@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "common/log.h"
 #include "host/nccl/p2p.h"
@@ -38,6 +39,8 @@ struct CollListenComm {
   CommContext* context;
 };
 
+struct CollRequest;
+
 struct CollComm {
   explicit CollComm(std::unique_ptr<Communicator> c) : comm(std::move(c)) {}
   // Closed early when NCCL deregisters memory that operations in flight
@@ -54,6 +57,9 @@ struct CollComm {
   }
   std::mutex mu;
   std::shared_ptr<Communicator> comm;  // guarded by mu
+  // The requests handed to NCCL that test() has not freed. NCCL never tests
+  // those of a comm it aborts: closeColl frees them (guarded by mu).
+  std::unordered_set<CollRequest*> requests;
 };
 
 struct CollMemory {
@@ -63,7 +69,17 @@ struct CollMemory {
 struct CollRequest {
   tributary::Request request;  // invalid: complete at once (flush)
   size_t bytes = 0;
+  CollComm* owner = nullptr;  // tracks it until test() frees it
 };
+
+// Hands NCCL a request of `coll_comm` for `request` (invalid: a flush).
+void HandOut(void* coll_comm, tributary::Request request, size_t bytes, void** out) {
+  auto* cc = static_cast<CollComm*>(coll_comm);
+  auto* r = new CollRequest{std::move(request), bytes, cc};
+  std::lock_guard<std::mutex> lock(cc->mu);
+  cc->requests.insert(r);
+  *out = r;
+}
 
 NcclResult Warn(NcclResult code, const char* what, const std::string& why) {
   TRIB_LOG(kWarn, kLog, "CollNet %s: %s", what, why.c_str());
@@ -273,7 +289,7 @@ NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, siz
   if (c == nullptr) return kInternalError;
   auto r = c->AllReduce(send_data, recv_data, count, t, o);
   if (!r.ok()) return Warn(kSystemError, "iallreduce", r.status().ToString());
-  *request = new CollRequest{r.value(), count * DataTypeSize(t)};
+  HandOut(coll_comm, r.value(), count * DataTypeSize(t), request);
   return kSuccess;
 }
 
@@ -296,7 +312,7 @@ NcclResult CollIallgather(void* coll_comm, void* send_data, int n_recv_parts, vo
   auto r = c->AllGatherWindow(
       send_data, recv_address, bytes_per_rank, window_offset, window_bytes, DataType::kUint8);
   if (!r.ok()) return Warn(kSystemError, "iallgather", r.status().ToString());
-  *request = new CollRequest{r.value(), window_bytes};
+  HandOut(coll_comm, r.value(), window_bytes, request);
   return kSuccess;
 }
 
@@ -325,12 +341,12 @@ NcclResult CollIreducescatter(void* coll_comm, int n_send_parts, void* send_addr
   auto r = c->ReduceScatterWindow(
       send_address, recv_data, bytes_per_rank / es, window_offset / es, window_bytes / es, t, o);
   if (!r.ok()) return Warn(kSystemError, "ireducescatter", r.status().ToString());
-  *request = new CollRequest{r.value(), window_bytes};
+  HandOut(coll_comm, r.value(), window_bytes, request);
   return kSuccess;
 }
 
-NcclResult CollIflush(void*, void** request) {
-  *request = new CollRequest{};  // host memory: nothing to flush
+NcclResult CollIflush(void* coll_comm, void** request) {
+  HandOut(coll_comm, {}, 0, request);  // host memory: nothing to flush
   return kSuccess;
 }
 
@@ -340,6 +356,10 @@ NcclResult CollTest(void* request, int* done, int* size) {
   *done = 0;
   if (r->request.valid() && !r->request.Test(&status)) return kSuccess;
   std::unique_ptr<CollRequest> owned(r);
+  {
+    std::lock_guard<std::mutex> lock(owned->owner->mu);
+    owned->owner->requests.erase(r);
+  }
   if (!status.ok()) return Warn(kSystemError, "collective failed", status.ToString());
   *done = 1;
   if (size != nullptr) *size = static_cast<int>(owned->bytes);
@@ -347,8 +367,11 @@ NcclResult CollTest(void* request, int* done, int* size) {
 }
 
 NcclResult CollClose(void* coll_comm) {
-  delete static_cast<CollComm*>(coll_comm);  // leaves the job
-  return kSuccess;
+  std::unique_ptr<CollComm> cc(static_cast<CollComm*>(coll_comm));
+  // The requests NCCL abandoned (an abort): theirs is the plugin's to free.
+  // A Request outlives its communicator, so the order does not matter.
+  for (CollRequest* r : cc->requests) delete r;
+  return kSuccess;  // the communicator leaves the job as `cc` goes
 }
 
 NcclResult CollCloseListen(void* listen_comm) {

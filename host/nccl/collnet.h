@@ -8,7 +8,9 @@
 // settings: aggregator, transport ...). A job that cannot be joined fails
 // connect at once with a WARN naming the reason, so that NCCL's fallback to
 // its own algorithms is loud. iallreduce maps onto Communicator::AllReduce
-// with the registered buffers; test() polls its Request and never blocks.
+// with the registered buffers; test() polls its Request and never blocks,
+// and frees it once done. Requests NCCL never tests again (an abort) are
+// freed by closeColl.
 //
 // Thread-safety: a Communicator guards itself; NCCL serialises the calls on
 // one collComm's handles, and nothing else here is shared but the
@@ -26,7 +28,7 @@ namespace tributary::nccl {
 NcclResult CollInit();
 NcclResult CollDevices(int* ndev);
 // `context`: the communicator's (ABI v11 and later), told when connect
-// succeeds; null for v8..v10.
+// succeeds; null for v8..v10, and when ncclNet's init made none.
 NcclResult CollListen(CommContext* context, int dev, void* handle, void** listen_comm);
 // On failure (an error code) `listen_comm` is freed: NCCL forgets it then.
 NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm, void** coll_comm);

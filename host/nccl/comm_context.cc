@@ -33,6 +33,13 @@ CommContext* CommContext::Acquire(uint64_t comm_id) {
   return context;
 }
 
+CommContext* CommContext::Find(uint64_t comm_id) {
+  Table& t = Contexts();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.by_comm_id.find(comm_id);
+  return it == t.by_comm_id.end() ? nullptr : it->second;
+}
+
 void CommContext::Release(CommContext* context) {
   if (context == nullptr) return;
   Table& t = Contexts();

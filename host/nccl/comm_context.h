@@ -7,12 +7,18 @@
 //
 // ABI v11 and later give each communicator a context: init(ctx*, commId)
 // and finalize(ctx), for ncclNet and for ncclCollNet, which NCCL calls with
-// the same commId (comm->commHash), ncclNet's first. Both inits acquire the
-// one context of that commId, both finalizes release it; CollNet's listen
-// gets its context and hands it to connect through the listen comm. The
-// ranks of one communicator that one process drives share its commId, and
-// so its context, as they share the answer. v8..v10 have neither contexts
-// nor finalize: their comms belong to no context.
+// the same commId (comm->commHash), ncclNet's first. ncclNet's init
+// acquires the one context of that commId and its finalize releases it.
+// ncclCollNet's init only finds it (taking no reference) and its finalize
+// does nothing: NCCL calls ncclCollNet's finalize only while its CollNet
+// is enabled (ncclNetPluginFinalize, NCCL's src/plugin/net.cc), and
+// another communicator whose CollNet init failed meanwhile disables it, so
+// a reference of CollNet's would leak; ncclNet's finalize always comes,
+// before ncclCollNet's. CollNet's listen gets the context and hands it to
+// connect through the listen comm, both within the communicator's life.
+// The ranks of one communicator that one process drives share its commId,
+// and so its context, as they share the answer. v8..v10 have neither
+// contexts nor finalize: their comms belong to no context.
 //
 // Thread-safety: the table of contexts is guarded by its mutex; a
 // context's flag is atomic.
@@ -29,6 +35,9 @@ class CommContext {
   // Acquire is matched by one Release, the last of which frees it.
   static CommContext* Acquire(uint64_t comm_id);
   static void Release(CommContext* context);
+  // The context of communicator `comm_id` without a reference (valid until
+  // its last Release), or null when none was acquired.
+  static CommContext* Find(uint64_t comm_id);
 
   uint64_t comm_id() const { return comm_id_; }
   void MarkCollNetConnected() { collnet_connected_ = true; }

@@ -10,8 +10,11 @@
 // uses CollNet, told apart at their ends; and the failures NCCL must see
 // as an error code with a logged reason, never a hang: an aggregator that
 // does not answer, a rank whose key does not match, and a rank that dies
-// before its contribution.
+// before its contribution. What NCCL leaves to the plugin to free is freed:
+// the requests of a collComm it aborts, and the contexts of communicators
+// whose CollNet finalize it skips.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cstring>
@@ -565,6 +568,104 @@ TEST_F(CollNetDriver, DeregisteringMemoryInUseDuringAnAbortClosesAndSucceeds) {
     return 0;
   });
   EXPECT_EQ(failures, "");
+}
+
+// The bytes this process's heap has handed out.
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+// NCCL aborting a communicator stops testing its CollNet requests, calls
+// deregMr (which closes the communicator early while an operation still
+// uses the memory) and closeColl; those requests are the plugin's to free.
+// A rank alone in its job posts an all-reduce and, to make a leak plain,
+// 50000 flushes, tests none of them, and tears down as NCCL does. Twice:
+// the second round (the first warms up the pools) grows the heap by far
+// less than its requests took when closeColl kept them (1.6 MB).
+int AbandonedRequestsRank(Exchange* x, int rank) {
+  constexpr int kFlushes = 50000;
+  size_t before = 0;
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) before = HeapInUse();
+    CollNetV12* coll;
+    void* comm;
+    NcclResult connected = kInternalError;  // until CollSetup says
+    if (int rc = CollSetup(x, rank, 1, &coll, &comm, false, &connected)) return rc;
+    if (connected != kSuccess) return Fail(rank, "connect");
+    std::vector<float> v(1024, 1.0f);
+    void* mh;
+    void* request;
+    if (coll->reg_mr(comm, v.data(), v.size() * 4, kPtrHost, &mh) != kSuccess) {
+      return Fail(rank, "regMr");
+    }
+    if (!Posted([&](void** q) {
+          return coll->iallreduce(comm, v.data(), v.data(), v.size(), kNcclFloat32, kNcclSum, mh,
+                                  mh, q);
+        }, &request)) {
+      return Fail(rank, "iallreduce");
+    }
+    for (int i = 0; i < kFlushes; ++i) {
+      if (coll->iflush(comm, v.data(), 4, mh, &request) != kSuccess || request == nullptr) {
+        return Fail(rank, "iflush");
+      }
+    }
+    if (coll->dereg_mr(comm, mh) != kSuccess || coll->close_coll(comm) != kSuccess) {
+      return Fail(rank, "the teardown");
+    }
+  }
+  const size_t grown = HeapInUse() - std::min(before, HeapInUse());
+  if (grown > (512 << 10)) {
+    return Fail(rank, "a collComm closed with " + std::to_string(kFlushes + 1) +
+                          " requests NCCL never tested grew the heap by " + std::to_string(grown) +
+                          " bytes");
+  }
+  return 0;
+}
+
+TEST_F(CollNetDriver, CloseCollFreesTheRequestsNcclAbandoned) {
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(1, 120, [x](int rank) { return AbandonedRequestsRank(x, rank); }),
+            "");
+}
+
+// NCCL calls ncclCollNet's finalize only while its CollNet is enabled
+// (ncclNetPluginFinalize): once another communicator's CollNet init failed,
+// the communicators that end later get ncclNet's finalize alone. 20000
+// communicators ended so (both inits, ncclNet's finalize) grow the heap by
+// far less than their contexts took when CollNet's init held one of its
+// own (about 2 MB).
+void Quiet(NcclLogLevel, unsigned long, const char*, int, const char*, ...) {}
+
+int ContextsWithoutCollNetFinalizeRank(int rank) {
+  auto* net = Load<NetV12>("ncclNetPlugin_v12");
+  auto* coll = Load<CollNetV12>("ncclCollNetPlugin_v12");
+  if (net == nullptr || coll == nullptr) return Fail(rank, "load the v12 tables");
+  // What the plugin logs per init is not kept (g_log would grow).
+  DebugLogger quiet = Quiet;
+  NetCommConfig config{-1};
+  auto communicator = [&](uint64_t comm_id) {
+    void *net_ctx, *coll_ctx;
+    return net->init(&net_ctx, comm_id, &config, quiet, nullptr) == kSuccess &&
+           coll->init(&coll_ctx, comm_id, quiet) == kSuccess && net->finalize(net_ctx) == kSuccess;
+  };
+  constexpr uint64_t kCommunicators = 20000;
+  for (uint64_t id = 1; id <= 100; ++id) {
+    if (!communicator(id)) return Fail(rank, "a communicator's init or finalize");
+  }
+  const size_t before = HeapInUse();
+  for (uint64_t id = 101; id <= 100 + kCommunicators; ++id) {
+    if (!communicator(id)) return Fail(rank, "a communicator's init or finalize");
+  }
+  const size_t grown = HeapInUse() - std::min(before, HeapInUse());
+  if (grown > (512 << 10)) {
+    return Fail(rank, std::to_string(kCommunicators) + " communicators ended without ncclCollNet's "
+                      "finalize grew the heap by " + std::to_string(grown) + " bytes");
+  }
+  return 0;
+}
+
+class CommContexts : public PluginDriver {};
+
+TEST_F(CommContexts, EndWithNcclNetsFinalizeAlone) {
+  EXPECT_EQ(testing::RunRanks(1, 120, ContextsWithoutCollNetFinalizeRank), "");
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ ssize_t Device::PostSend(Request* request, int i, const void* data, size_t size,
   ssize_t rc = fi_tsend(ep_, data, size, nullptr, peer, tag, &request->ops[i].context);
   if (rc == 0) {
     ++request->posted;
-    Spans(request, data, size);
+    request->lo[i] = reinterpret_cast<uintptr_t>(data);
+    request->hi[i] = request->lo[i] + size;
   }
   return rc;
 }
@@ -76,15 +77,10 @@ ssize_t Device::PostRecv(Request* request, int i, void* data, size_t size, fi_ad
   if (rc == 0) {
     ++request->posted;
     ++posted_recvs_;
-    Spans(request, data, size);
+    request->lo[i] = reinterpret_cast<uintptr_t>(data);
+    request->hi[i] = request->lo[i] + size;
   }
   return rc;
-}
-
-void Device::Spans(Request* request, const void* data, size_t size) {
-  const auto lo = reinterpret_cast<uintptr_t>(data);
-  request->lo = std::min(request->lo, lo);
-  request->hi = std::max(request->hi, lo + size);
 }
 
 void Device::CancelPending(Request* request) {

@@ -79,9 +79,10 @@ struct Request {
   bool waited_for = false; // deregMr already waited its full time for it (no second wait)
   std::string error;       // set by the first failed operation
   size_t sizes[kMaxGroupedRecvs] = {};  // receives: bytes received; sends: bytes posted
-  // The span of NCCL's memory its posted operations read or write.
-  uintptr_t lo = UINTPTR_MAX;
-  uintptr_t hi = 0;
+  // The memory of each posted operation, [lo, hi) of NCCL's: the buffers
+  // of a grouped receive need not be next to each other.
+  uintptr_t lo[kMaxGroupedRecvs] = {};
+  uintptr_t hi[kMaxGroupedRecvs] = {};
   bool done[kMaxGroupedRecvs] = {};
   Op ops[kMaxGroupedRecvs];
 };
@@ -89,10 +90,14 @@ struct Request {
 // Whether libfabric is done with `r`: every operation it posted completed.
 inline bool Settled(const Request& r) { return r.completed == r.posted; }
 
-// Whether an operation of `r` reads or writes [data, data + size).
+// Whether an operation of `r` that libfabric is not done with reads or
+// writes [data, data + size).
 inline bool Touches(const Request& r, const void* data, size_t size) {
   const auto lo = reinterpret_cast<uintptr_t>(data);
-  return size > 0 && r.lo < lo + size && lo < r.hi;
+  for (int i = 0; i < r.posted; ++i) {
+    if (!r.done[i] && size > 0 && r.lo[i] < lo + size && lo < r.hi[i]) return true;
+  }
+  return false;
 }
 
 // What a send comm and a receive comm share. The plugin hands NCCL every
@@ -172,8 +177,6 @@ class Device : public ofi::RdmEndpoint {
   };
 
   void Completed(void* context, size_t len, const std::string& error);
-  // Widens the span of `request` to [data, data + size).
-  static void Spans(Request* request, const void* data, size_t size);
   void Reap();
 
   fi_info* template_;

@@ -10,7 +10,9 @@
 // listen and send comms opened and closed leave nothing behind. Rank
 // processes as in plugin_driver_test.cc, on tcp;ofi_rxm over loopback (and
 // on shm where it can show the same); the device's DEBUG lines ("parked
-// now: N") say how many it keeps.
+// now: N") say how many it keeps. deregMr cancels only what uses the
+// memory: a grouped receive whose buffers lie on either side of it is left
+// alone.
 #include <gtest/gtest.h>
 
 #include <malloc.h>
@@ -541,6 +543,67 @@ TEST_F(Closes, CloseRecvWithAStalledPeerParksTheReceiveAndFreesItLater) {
   Exchange* x = x_;
   EXPECT_EQ(testing::RunRanks(2, 180, [x](int rank) { return CloseWhilePeerStallsRank(x, rank); }),
             "");
+}
+
+// A grouped receive of two pages with a third page between them, which
+// NCCL registers and deregisters (as for a buffer of its own there) while
+// the receive waits: deregMr leaves the receive alone, since none of its
+// buffers is in that memory, and it completes when rank 0 sends (the span
+// from its first buffer to its last once made deregMr cancel it).
+int DeregBetweenGroupedBuffersRank(Exchange* x, int rank) {
+  PluginRank state;
+  if (int rc = state.StartRing(x, rank, 2)) return rc;
+  NetV12*& net = state.net;
+  void *&send = state.send, *&recv = state.recv;
+  std::string failure;  // rank 1's verdict, given after the last barrier
+  if (rank == 0) {
+    if (!Barrier(x, 1, 2)) return Fail(rank, "barrier 1");
+    std::vector<uint8_t> out[2] = {std::vector<uint8_t>(kPage, 0x40),
+                                   std::vector<uint8_t>(kPage, 0x41)};
+    void* s[2];
+    int ignored;
+    for (int g = 0; g < 2; ++g) {
+      if (!Posted([&](void** q) {
+            return net->isend(send, out[g].data(), kPage, g + 1, nullptr, nullptr, q);
+          }, &s[g])) {
+        return Fail(rank, "isend");
+      }
+    }
+    for (void* r : s) {
+      if (Wait(net->test, r, &ignored) != kSuccess) return Fail(rank, "send");
+    }
+  } else {
+    std::vector<uint8_t> buffer(3 * kPage, kUnwritten);
+    void* data[2] = {buffer.data(), buffer.data() + 2 * kPage};
+    size_t sizes[2] = {kPage, kPage};
+    int tags[2] = {1, 2};
+    void *r, *between;
+    if (!Posted([&](void** q) { return net->irecv(recv, 2, data, sizes, tags, nullptr, nullptr, q); },
+                &r)) {
+      return Fail(rank, "irecv");
+    }
+    if (net->reg_mr(recv, buffer.data() + kPage, kPage, kPtrHost, &between) != kSuccess ||
+        net->dereg_mr(recv, between) != kSuccess) {
+      return Fail(rank, "regMr and deregMr of the page between");
+    }
+    if (!Barrier(x, 1, 2)) return Fail(rank, "barrier 1");  // rank 0 sends
+    int got[2] = {-1, -1};
+    if (Wait(net->test, r, got) != kSuccess) {
+      failure = "the grouped receive failed after deregMr of memory between its buffers";
+    } else if (got[0] != static_cast<int>(kPage) || got[1] != static_cast<int>(kPage) ||
+               buffer[0] != 0x40 || buffer[2 * kPage] != 0x41 || buffer[kPage] != kUnwritten) {
+      failure = "the grouped receive completed with the wrong bytes";
+    }
+  }
+  if (!Barrier(x, 2, 2)) return Fail(rank, "barrier 2");
+  return state.Finish(rank, failure);
+}
+
+TEST_F(Closes, DeregMrLeavesAGroupedReceiveWhoseBuffersAreElsewhere) {
+  Exchange* x = x_;
+  EXPECT_EQ(
+      testing::RunRanks(2, 120, [x](int rank) { return DeregBetweenGroupedBuffersRank(x, rank); }),
+      "");
 }
 
 }  // namespace

@@ -87,8 +87,12 @@ class GroupedRecv : public ::testing::Test {
     // Connected to itself: the hello, then data, go through the endpoint.
     const auto end = Clock::now() + std::chrono::seconds(30);
     while ((send_ == nullptr || recv_ == nullptr) && Clock::now() < end) {
-      if (send_ == nullptr) ASSERT_EQ(NetConnect(0, handle, &send_), kSuccess);
-      if (recv_ == nullptr) ASSERT_EQ(NetAccept(listen_, &recv_), kSuccess);
+      if (send_ == nullptr) {
+        ASSERT_EQ(NetConnect(0, handle, &send_), kSuccess);
+      }
+      if (recv_ == nullptr) {
+        ASSERT_EQ(NetAccept(listen_, &recv_), kSuccess);
+      }
     }
     ASSERT_NE(send_, nullptr);
     ASSERT_NE(recv_, nullptr);

@@ -416,8 +416,10 @@ class Engine {
   // host bounds it, agent::ReplyPolicy).
   bool OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key);
   // The incarnation rule of a JOIN from child `sender` (FORMAT.md §3.1).
-  bool FreshJoin(Job* job, uint32_t sender, PeerToken from, const proto::JoinBody& body,
-                 uint64_t now_ns);
+  bool FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation);
+  // A JOIN of a child's process that left, replayed (engine_jobs.cc).
+  static bool StaleRejoin(Job* job, uint32_t sender, const proto::JoinBody& body,
+                          uint64_t now_ns);
   void Drop(DropReason reason);
   void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
             Action* out);

@@ -76,7 +76,6 @@ void Engine::RecycleJob(Job* job, uint64_t now_ns) {
     job->meta(s, 1).result_burst = burst_;
   }
   job->started_ns = now_ns;
-  job->recycled_ns = now_ns;
   next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;
   ++counters_.recycles;
   if (!job->has_uplink) return;
@@ -148,6 +147,8 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
         have.payload_bytes != params.payload_bytes) {
       return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
     }
+    // Checked before anything below can end the generation.
+    if (StaleRejoin(job, h.sender, body, now_ns)) return Drop(DropReason::kStaleJoin);
     // Generations: a child that left and joins again belongs to the job's
     // next communicator; its rounds restart at collective 0 and must not
     // meet the sets of the old one. It waits (unanswered; it retries its
@@ -184,7 +185,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     if (job->mac_rule_set() && job->payload_mac() != payload_mac) {
       return Nack(h, from, NackCode::kJobConflict, DropReason::kJobConflict, out);
     }
-    if (!FreshJoin(job, h.sender, from, body, now_ns)) return Drop(DropReason::kStaleJoin);
+    if (!FreshJoin(job, h.sender, from, body.incarnation)) return Drop(DropReason::kStaleJoin);
   } else {
     DropReason refused;
     bool reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
@@ -226,6 +227,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     job->request_seq(h.sender) = 0;
   }
   job->incarnation(h.sender) = body.incarnation;
+  job->join_time(h.sender) = now_ns;
   if (body.join_flags & proto::kJoinAggregator) job->children_aggregators = true;
   const uint32_t joined_before = job->joined();
   job->Register(h.sender, from);
@@ -278,24 +280,31 @@ bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) {
 // incarnation (a restarted rank); the same address may repeat its own
 // incarnation (a retried JOIN). A captured JOIN replayed from elsewhere, or
 // an old one replayed after the child moved on, changes nothing.
-bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, const proto::JoinBody& body,
-                       uint64_t now_ns) {
-  const uint64_t incarnation = body.incarnation;
+bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incarnation) {
+  if (!job->IsRegistered(sender)) return true;
   const uint64_t have = job->incarnation(sender);
-  if (!job->IsRegistered(sender)) {
-    // The index is free: first come in a new job. After a generation ended,
-    // a JOIN of the old one, replayed (its cookie lasts two periods, §3.8),
-    // would take the index, and the child's real JOIN (a newer incarnation)
-    // would then count as its restart and end the new generation. So for as
-    // long as an old cookie lasts, a rank must be newer than it was; an
-    // aggregator (the same process joins again with the same incarnation)
-    // at least as new. (A rank whose clock stepped back waits that long.)
-    if (have == 0 || now_ns - job->recycled_ns >= 2 * proto::kCookiePeriodNs) return true;
-    return incarnation > have ||
-           (incarnation == have && (body.join_flags & proto::kJoinAggregator) != 0);
-  }
   if (job->child(sender) == from) return incarnation >= have;
   return incarnation > have;
+}
+
+// A JOIN for an index whose child left, or that a generation's end freed,
+// with that child's incarnation or an older one: the JOIN of the process
+// that left, replayed (a process that left never joins again). Taken, it
+// would end the generation (left: the drain's recycle) or hold the index
+// until the child's real JOIN (newer) counted as its restart and ended the
+// next one. Its cookie (§3.8) lasts at most two periods from before that
+// child's last JOIN; after that none can be replayed, and any JOIN may come
+// (a rank whose clock stepped back waits no longer). An aggregator joins its
+// parent again with the same incarnation (the same process, after the
+// parent's job started over).
+bool Engine::StaleRejoin(Job* job, uint32_t sender, const proto::JoinBody& body,
+                         uint64_t now_ns) {
+  if (job->IsRegistered(sender) && !job->HasLeft(sender)) return false;  // FreshJoin's
+  const uint64_t have = job->incarnation(sender);
+  const uint64_t at = job->join_time(sender);
+  if (have == 0 || now_ns - at >= 2 * proto::kCookiePeriodNs) return false;
+  return body.incarnation < have ||
+         (body.incarnation == have && (body.join_flags & proto::kJoinAggregator) == 0);
 }
 
 bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params,

@@ -15,7 +15,8 @@ constexpr uint64_t kLine = 64;
 uint64_t RoundUp(uint64_t n) { return (n + kLine - 1) / kLine * kLine; }
 
 struct Layout {
-  uint64_t registered, left, lateness, incarnations, request_seqs, causes, metas, seen, data, total;
+  uint64_t registered, left, lateness, incarnations, join_times, request_seqs, causes, metas, seen,
+      data, total;
 };
 
 Layout ComputeLayout(const JobParams& p) {
@@ -26,7 +27,8 @@ Layout ComputeLayout(const JobParams& p) {
   l.left = l.registered + RoundUp(words * 8);
   l.lateness = l.left + RoundUp(words * 8);
   l.incarnations = l.lateness + RoundUp(uint64_t{p.fan_in} * sizeof(ChildLateness));
-  l.request_seqs = l.incarnations + RoundUp(uint64_t{p.fan_in} * sizeof(uint64_t));
+  l.join_times = l.incarnations + RoundUp(uint64_t{p.fan_in} * sizeof(uint64_t));
+  l.request_seqs = l.join_times + RoundUp(uint64_t{p.fan_in} * sizeof(uint64_t));
   l.causes = l.request_seqs + RoundUp(uint64_t{p.fan_in} * sizeof(uint64_t));
   l.metas = l.causes + RoundUp(uint64_t{p.fan_in} * sizeof(uint32_t));
   l.seen = l.metas + sets * sizeof(SetMeta);
@@ -71,6 +73,7 @@ std::unique_ptr<Job> Job::Create(uint32_t job_id, uint64_t job_key, uint32_t epo
   job->left_bits_ = reinterpret_cast<uint64_t*>(base + l.left);
   job->lateness_ = reinterpret_cast<ChildLateness*>(base + l.lateness);
   job->incarnations_ = reinterpret_cast<uint64_t*>(base + l.incarnations);
+  job->join_times_ = reinterpret_cast<uint64_t*>(base + l.join_times);
   job->request_seqs_ = reinterpret_cast<uint64_t*>(base + l.request_seqs);
   job->leave_causes_ = reinterpret_cast<uint32_t*>(base + l.causes);
   job->metas_ = reinterpret_cast<SetMeta*>(base + l.metas);
@@ -110,8 +113,9 @@ bool Job::Leave(uint32_t i, uint32_t cause) {
 }
 
 void Job::Recycle(uint32_t new_epoch) {
-  // Everything but the incarnations: a JOIN of the generation that ended,
-  // replayed, must not take a child's index in the next (FORMAT.md §3.1).
+  // Everything but the incarnations and join times (they lie between the
+  // two): a JOIN of the generation that ended, replayed, must not take a
+  // child's index in the next (FORMAT.md §3.1, Engine::StaleRejoin).
   auto* base = static_cast<uint8_t*>(arena_);
   auto* kept = reinterpret_cast<uint8_t*>(incarnations_);
   auto* after = reinterpret_cast<uint8_t*>(request_seqs_);

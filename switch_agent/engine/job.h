@@ -222,9 +222,11 @@ class Job {
     payload_mac_ = payload_mac;
     mac_rule_set_ = true;
   }
-  // The incarnation child `i` last joined with (FORMAT.md §3.1), in this
-  // generation or, until it joins again, the one before (Recycle keeps it).
+  // The incarnation child `i` last joined with (FORMAT.md §3.1), and when
+  // that JOIN was taken: in this generation or, until it joins again, the
+  // one before (Recycle keeps both).
   uint64_t& incarnation(uint32_t i) { return incarnations_[i]; }
+  uint64_t& join_time(uint32_t i) { return join_times_[i]; }
   // The highest request number (FORMAT.md §3.4) child `i` sent this
   // incarnation; 0: none yet.
   uint64_t& request_seq(uint32_t i) { return request_seqs_[i]; }
@@ -279,7 +281,6 @@ class Job {
   uint64_t first_leave_ns = 0;  // when the first child of this generation left
   uint32_t first_leaver = UINT32_MAX;  // and which one (UINT32_MAX: none yet)
   uint64_t started_ns = 0;  // this generation's first JOIN (creation, or the recycle)
-  uint64_t recycled_ns = 0;  // when the last generation ended (0: none did)
   uint64_t formed_ns = 0;   // its last child joined (0: not yet)
   bool finished() const { return finished_; }
 
@@ -392,6 +393,7 @@ class Job {
   std::vector<PeerToken> live_;  // addressees() once a child left
   ChildLateness* lateness_ = nullptr;
   uint64_t* incarnations_ = nullptr;
+  uint64_t* join_times_ = nullptr;  // right after incarnations_ (Recycle)
   uint64_t* request_seqs_ = nullptr;
   uint32_t* leave_causes_ = nullptr;
   SetMeta* metas_ = nullptr;

@@ -113,15 +113,19 @@ TEST(EngineJoin, AChildReplacedAloneStartsTheNextGenerationAfterTheDrain) {
   EXPECT_EQ(engine.counters().children_replaced, 1u);
 }
 
-// Review of 2026-12-07: after a generation ended, a JOIN of it replayed
-// from the rank's old address (its cookie lasts two periods, FORMAT.md
-// §3.8) took the rank's index in the next generation, and the rank's real
-// JOIN (a new communicator, a newer incarnation) then counted as its
-// restart: the new generation ended for everyone before its first round.
-// For as long as an old cookie lasts, a rank's JOIN to a free index must be
-// newer than the index's last one; an aggregator's may be the same (the
-// same daemon joins its parent again after a recycle); later, any is taken.
-TEST(EngineJoin, AJoinOfTheGenerationThatEndedReplayedTakesNoIndexInTheNext) {
+// Review of 2026-12-07: a JOIN of a process that left, replayed from its
+// address while its cookie lasts (two periods from before that JOIN,
+// FORMAT.md §3.8), was taken. After the drain it ended the generation for
+// the children still in it; once every child had left it started the next
+// one and took the index there, and the rank's real JOIN (a new
+// communicator, a newer incarnation) then counted as its restart and
+// ended that one too. Such a JOIN is stale now, before anything can end a
+// generation: a rank must be newer than it was, an aggregator (the same
+// daemon joins its parent again) at least as new; and once the cookie has
+// expired any JOIN is taken as before (a rank whose clock stepped back
+// waits no longer).
+TEST(EngineJoin, AJoinOfAProcessThatLeftReplayedEndsNoGeneration) {
+  constexpr uint64_t kSecond = 1'000'000'000;
   TestEngine engine(EngineLimits{}, 1);
   const auto old_body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/10);
   uint32_t epoch = 0;
@@ -130,49 +134,63 @@ TEST(EngineJoin, AJoinOfTheGenerationThatEndedReplayedTakesNoIndexInTheNext) {
     ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
     epoch = ack.header.epoch;
   }
-  for (uint32_t r = 0; r < 2; ++r) {
-    proto::PacketView leave;
-    leave.header.type = MsgType::kLeave;
-    leave.header.job_id = 1;
-    leave.header.epoch = epoch;
-    leave.header.sender = r;
-    engine.OnPacket(testing::Sealed(leave, 2), 100 + r, 2);
-  }
-  // The replay: the job starts over, the old JOIN is stale.
-  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, 3).kind, ActionKind::kNone);
+  auto leave = [&](Engine* e, uint32_t r, uint32_t ep, uint64_t now) {
+    proto::PacketView p;
+    p.header.type = MsgType::kLeave;
+    p.header.job_id = 1;
+    p.header.epoch = ep;
+    p.header.sender = r;
+    e->OnPacket(testing::Sealed(p, 2), 100 + r, now);
+  };
+  // Rank 0 leaves; rank 1 goes on. Past the drain, the replay: dropped,
+  // and the generation (rank 1's) goes on.
+  leave(&engine, 0, epoch, 2);
+  const uint64_t replayed_at = 2 + 3 * kSecond;
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, replayed_at).kind,
+            ActionKind::kNone);
   EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 1u);
-  EXPECT_EQ(engine.counters().recycles, 1u);
-  EXPECT_EQ(engine.Jobs()[0].joined, 0u);
-  // The new communicators join the new generation; nobody is replaced.
+  EXPECT_EQ(engine.counters().recycles, 0u);
+  EXPECT_EQ(engine.Jobs()[0].epoch, epoch);
+  // Rank 1 leaves too; the replay again: nothing starts over, nothing is
+  // taken.
+  leave(&engine, 1, epoch, replayed_at);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, replayed_at + 1).kind,
+            ActionKind::kNone);
+  EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 2u);
+  EXPECT_EQ(engine.counters().recycles, 0u);
+  // The new communicators start the next generation; nobody is replaced.
   Action acks[2];
   for (uint32_t r = 0; r < 2; ++r) {
-    acks[r] = engine.OnPacket(JoinPacket(1, 2, r, JoinPayload(2, 1, 64, 0x98, 20 + r)), 200 + r, 4);
+    acks[r] = engine.OnPacket(JoinPacket(1, 2, r, JoinPayload(2, 1, 64, 0x98, 20 + r)), 200 + r,
+                              replayed_at + 2);
     ASSERT_EQ(acks[r].header.type, MsgType::kJoinAck);
   }
   EXPECT_NE(acks[0].header.epoch, epoch);
   EXPECT_EQ(acks[1].header.epoch, acks[0].header.epoch);
   EXPECT_EQ(engine.counters().children_replaced, 0u);
   EXPECT_EQ(engine.counters().recycles, 1u);
+  // ... and a replay of the old generation's JOIN takes no index there.
+  leave(&engine, 0, acks[0].header.epoch, replayed_at + 3);
+  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, replayed_at + 4).kind,
+            ActionKind::kNone);
+  EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 3u);
 
-  // An aggregator joins again with its incarnation; and once every old
-  // cookie has expired, a JOIN with an old incarnation is taken as before
-  // (a rank whose clock stepped back waits that long, no more).
-  for (const uint64_t late : {uint64_t{0}, 2 * proto::kCookiePeriodNs}) {
-    SCOPED_TRACE(late);
+  // An aggregator joins again with its incarnation; once every cookie of
+  // its JOIN has expired, a rank's JOIN with an old incarnation is taken.
+  for (const bool aggregator : {true, false}) {
+    SCOPED_TRACE(aggregator);
     TestEngine e(EngineLimits{}, 1);
-    const auto daemon = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/7, proto::kJoinAggregator);
-    const auto rank = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/7);
-    const auto& body = late == 0 ? daemon : rank;
+    const auto body = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/7,
+                                  aggregator ? proto::kJoinAggregator : 0u);
     const Action first = e.OnPacket(JoinPacket(1, 2, 0, body), 100, 1);
     ASSERT_EQ(first.header.type, MsgType::kJoinAck);
-    proto::PacketView leave;
-    leave.header.type = MsgType::kLeave;
-    leave.header.job_id = 1;
-    leave.header.epoch = first.header.epoch;
-    e.OnPacket(testing::Sealed(leave, 2), 100, 2);
-    // The recycle happens at this JOIN (a rank's) or at the one before.
-    if (late != 0) EXPECT_EQ(e.OnPacket(JoinPacket(1, 2, 0, rank), 100, 3).kind, ActionKind::kNone);
-    const Action again = e.OnPacket(JoinPacket(1, 2, 0, body), 100, 3 + late);
+    leave(&e, 0, first.header.epoch, 2);
+    if (!aggregator) {
+      EXPECT_EQ(e.OnPacket(JoinPacket(1, 2, 0, body), 100, 2 * proto::kCookiePeriodNs).kind,
+                ActionKind::kNone);
+    }
+    const uint64_t now = aggregator ? 3 : 1 + 2 * proto::kCookiePeriodNs;
+    const Action again = e.OnPacket(JoinPacket(1, 2, 0, body), 100, now);
     ASSERT_EQ(again.header.type, MsgType::kJoinAck);
     EXPECT_NE(again.header.epoch, first.header.epoch);
   }

@@ -91,6 +91,9 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
   // which logs the choice); payload and window "auto" are resolved from that
   // choice, and further lanes open the same transport.
   const uint32_t lanes = config.options.lanes;
+  // Creation gives up connect_timeout_ms from now, whatever part waits: a
+  // transport's own greeting (ofi's hello), each lane's JOIN handshake.
+  const uint64_t deadline_ms = NowMs() + config.options.connect_timeout_ms;
   std::vector<std::string> lane_address(lanes, config.options.aggregator);
   for (uint32_t k = 0; lanes > 1 && k < lanes; ++k) {  // every lane's port must fit
     auto addr = LaneAddress(config.options.aggregator, k);
@@ -132,7 +135,7 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
     }
     uint32_t epoch = 0;
     std::string trusted_key;
-    s = impl->Join(transport.value().get(), lo, &epoch, &trusted_key);
+    s = impl->Join(transport.value().get(), lo, deadline_ms, &epoch, &trusted_key);
     if (!s.ok()) return Status(s.code(), where + s.message());
     Lane lane;
     lane.identity.job_id = config.job_id;
@@ -180,11 +183,9 @@ host::JoinRequest CommImpl::JoinRequestFor(const Options& o) const {
 
 // FORMAT.md §3.1, §3.8 (host/src/join_handshake.h): JOIN, answer the
 // CHALLENGE, until an authentic JOIN_ACK or NACK, resending with backoff.
-Status CommImpl::Join(host::Transport* transport, const Options& o, uint32_t* epoch,
-                      std::string* trusted_key) {
+Status CommImpl::Join(host::Transport* transport, const Options& o, uint64_t deadline,
+                      uint32_t* epoch, std::string* trusted_key) {
   host::JoinHandshake handshake(JoinRequestFor(o));
-  uint64_t start = NowMs();
-  uint64_t deadline = start + o.connect_timeout_ms;
   uint64_t retry_ms = 50;
   uint32_t attempts = 0;
   bool unknown_job = false;

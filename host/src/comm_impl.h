@@ -138,8 +138,10 @@ class CommImpl {
   // One small collective over this job during set-up, on temporarily
   // registered copies.
   Status SetUpCollective(bool gather, const void* send, void* recv, size_t bytes);
-  // `trusted_key`: the aggregator key the JOIN trusted (JoinHandshake::trusted_key).
-  Status Join(host::Transport* transport, const Options& o, uint32_t* epoch,
+  // Until `deadline` (NowMs, the creation's: connect_timeout_ms from its
+  // start). `trusted_key`: the aggregator key the JOIN trusted
+  // (JoinHandshake::trusted_key).
+  Status Join(host::Transport* transport, const Options& o, uint64_t deadline, uint32_t* epoch,
               std::string* trusted_key);
   host::JoinRequest JoinRequestFor(const Options& lane_options) const;
   // The lane's LEAVEs (best effort, unanswered), saying `cause`

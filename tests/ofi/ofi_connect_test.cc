@@ -12,7 +12,8 @@
 // Proves that the hello waits exactly the connect timeout: with the daemon
 // gone, creation fails with kUnavailable naming the aggregator and the
 // timeout (both providers); a daemon that comes up after 20 s (later than
-// the old retries lasted) but within the timeout is joined (shm).
+// the old retries lasted) but within the timeout is joined, and the
+// timeout bounds hello and JOIN together (shm).
 //
 // The daemons stop cleanly, so shm removes their regions: a daemon killed
 // inside libfabric can leave its region's lock held, and then fi_sendmsg
@@ -112,6 +113,10 @@ bool Exited(pid_t pid) {
          info.si_pid == pid;
 }
 
+// The connect timeout bounds the whole creation: a second rank, whose JOIN
+// can never succeed (it pins another aggregator key), fails by its 25 s
+// although its hello waited 20 of them (it got a fresh 25 s for the JOIN
+// before: 45 s).
 TEST(OfiShmConnect, ARankWaitsItsConnectTimeoutForADaemonThatComesUpLate) {
   int port = 0;
   const std::string address = GoneDaemonAddress("shm", &port);
@@ -120,6 +125,27 @@ TEST(OfiShmConnect, ARankWaitsItsConnectTimeoutForADaemonThatComesUpLate) {
     auto comm = Communicator::Create(OneRank("shm", address, 120000));
     if (!comm.ok()) {
       fprintf(stderr, "rank: %s\n", comm.status().ToString().c_str());
+      return 1;
+    }
+    return 0;
+  });
+  constexpr uint32_t kPinnedTimeoutMs = 25000;
+  const pid_t pinned = testing::ForkChild([&] {
+    CommConfig c = OneRank("shm", address, kPinnedTimeoutMs);
+    c.job_id ^= 2;  // a job of its own
+    c.options.aggregator_key = std::string(63, '0') + "1";
+    const auto start = std::chrono::steady_clock::now();
+    auto comm = Communicator::Create(c);
+    const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+    if (comm.ok() || comm.status().code() != StatusCode::kPermissionDenied) {
+      fprintf(stderr, "pinned rank: want kPermissionDenied, got %s\n",
+              comm.ok() ? "a communicator" : comm.status().ToString().c_str());
+      return 1;
+    }
+    if (took_ms > long{kPinnedTimeoutMs} + testing::kSchedulingSlackMs) {
+      fprintf(stderr, "pinned rank failed after %ld ms\n", static_cast<long>(took_ms));
       return 1;
     }
     return 0;
@@ -134,7 +160,7 @@ TEST(OfiShmConnect, ARankWaitsItsConnectTimeoutForADaemonThatComesUpLate) {
   args.insert(args.end(), {"--port", std::to_string(port)});
   const Status started = late.Start(args);
   EXPECT_TRUE(IsOk(started)) << started.ToString();
-  EXPECT_EQ(testing::WaitChildren({rank}, 240), "") << late.Output();
+  EXPECT_EQ(testing::WaitChildren({rank, pinned}, 240), "") << late.Output();
 }
 
 }  // namespace

@@ -106,7 +106,8 @@ struct TRIB_API Options {
   // no Wait is ever unbounded.
   uint32_t op_timeout_ms = 30000;
 
-  // Communicator creation (JOIN handshake) gives up after this long.
+  // Communicator creation gives up after this long, whatever it waits for
+  // (a transport's greeting, such as ofi's hello; every lane's JOIN handshake).
   uint32_t connect_timeout_ms = 10000;
 
   // Retransmission timeout bounds. The timeout adapts to the measured

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -130,9 +131,13 @@ Status OfiTransport::SendHello(const Options& options) {
   // the connect timeout, as the JOIN handshake does, not a number of tries.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  // The pause grows from 10 us to 1 ms: a daemon that answers at once is
+  // met at once, one that comes up late costs no core while it does.
+  useconds_t pause_us = 10;
   while ((rc = PostHello()) == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
     ReapTx();  // drives the provider's progress
-    usleep(10);
+    usleep(pause_us);
+    pause_us = std::min<useconds_t>(pause_us * 2, 1000);
   }
   if (rc == -FI_EAGAIN) {
     return Status(StatusCode::kUnavailable,

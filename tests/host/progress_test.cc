@@ -313,7 +313,7 @@ TEST_F(ProbeTest, AProbeOfACommunicatorThatJoinedWithoutAKeySealsNothing) {
 }
 
 // Within one handshake, too, the first key presented is the one trusted.
-TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
+JoinRequest HandshakeRequest() {
   JoinRequest r;
   r.job_id = kJob;
   r.job_key = kKey;
@@ -322,7 +322,11 @@ TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
   r.window = 4;
   r.payload_bytes = 64;
   r.aggregator = "test:1";
-  JoinHandshake hs(r);
+  return r;
+}
+
+TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
+  JoinHandshake hs(HandshakeRequest());
   EXPECT_EQ(hs.trusted_key(), "");
   proto::PacketView join;
   ASSERT_EQ(proto::Decode(hs.packet(), hs.packet_len(), &join), proto::DecodeError::kOk);
@@ -359,6 +363,37 @@ TEST(JoinHandshakeTest, TheFirstKeyPresentedIsPinnedAndAnotherIsAnImpostors) {
   EXPECT_TRUE(sealed_to(first));
   // The job key was sealed once (X25519), not per CHALLENGE: anyone who
   // sniffed the nonce can send CHALLENGEs with new cookies.
+  EXPECT_EQ(hs.seals(), 1u);
+}
+
+// A key that does not seal (X25519 refuses a point of small order, such as
+// u = 1) is tried once per handshake, not per CHALLENGE: CHALLENGEs with new
+// cookies cost nothing more. The JOIN goes without a sealed key (an
+// aggregator that does not hold the job answers unknown_job).
+TEST(JoinHandshakeTest, AKeyThatDoesNotSealIsTriedOnce) {
+  JoinHandshake hs(HandshakeRequest());
+  proto::PacketView join;
+  ASSERT_EQ(proto::Decode(hs.packet(), hs.packet_len(), &join), proto::DecodeError::kOk);
+  proto::JoinBody body;
+  ASSERT_TRUE(proto::DecodeJoinBody(join.payload, join.payload_len, &body));
+  uint8_t small_order[proto::kPublicKeyBytes] = {1};
+  uint64_t sealed_key = 0;
+  uint8_t sealed[proto::kSealedKeyBytes];
+  ASSERT_FALSE(proto::SealJobKey(small_order, sealed_key, sealed));
+  for (const uint64_t cookie : {0xc00c1eull, 0xc00c1full, 0xc00c20ull}) {
+    const std::vector<uint8_t> bytes =
+        testing::ChallengeBytes(kJob, 3, body.nonce, small_order, cookie);
+    proto::PacketView v;
+    ASSERT_EQ(proto::Decode(bytes.data(), bytes.size(), &v), proto::DecodeError::kOk);
+    EXPECT_EQ(hs.OnPacket(v), JoinHandshake::Step::kSendAgain);
+    proto::PacketView sent;
+    ASSERT_EQ(proto::Decode(hs.packet(), hs.packet_len(), &sent), proto::DecodeError::kOk);
+    proto::JoinBody now;
+    ASSERT_TRUE(proto::DecodeJoinBody(sent.payload, sent.payload_len, &now));
+    EXPECT_EQ(now.cookie, cookie);
+    EXPECT_EQ(now.join_flags & proto::kJoinSealedKey, 0u);
+    EXPECT_EQ(proto::JoinSealedKey(sent.payload, sent.payload_len), nullptr);
+  }
   EXPECT_EQ(hs.seals(), 1u);
 }
 

@@ -18,7 +18,8 @@
 // for that round's RESULT at once (unless a request for it went out less
 // than a round trip ago), one that says it pending arms no poll (both poll
 // too while the aggregator reports the job lossy), and one that says both
-// is read as saying nothing.
+// is read as saying nothing; an unnumbered "held" STATUS ends a probe only
+// from an aggregator that predates the echo.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -74,6 +75,21 @@ class WindowTest : public ProgressTest {
     EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
     EXPECT_EQ(asked[0].header.slot, slot);
     EXPECT_EQ(asked[0].header.aux, 0u);
+  }
+  // Fragment 1's RESULT, then fragment 3's saying fragment 2's round is
+  // complete (its RESULT went out first): what went for slot 2 meanwhile.
+  std::vector<Sent> SlotTwoAfterARoundBeforeComplete() {
+    Answer(c_[0]);
+    engine_->Poll();
+    Take();
+    result_flags_ = proto::kFlagPrevComplete;
+    Answer(c_[2]);
+    engine_->Poll();
+    std::vector<Sent> asked;
+    for (Sent& s : Take()) {
+      if (s.header.slot == 2) asked.push_back(std::move(s));
+    }
+    return asked;
   }
   // Every fragment answered: the all-reduce completes.
   void Finish() {
@@ -487,16 +503,7 @@ TEST_F(WindowTest, AResultSayingTheRoundBeforeIsCompleteLeavesARecentRequestToBe
     ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
     ASSERT_EQ(ProbeAll().size(), 4u);  // every fragment's timer: a probe each
     now_ += since;
-    Answer(c_[0]);  // fragment 1
-    engine_->Poll();
-    Take();
-    result_flags_ = proto::kFlagPrevComplete;
-    Answer(c_[2]);  // fragment 3: fragment 2's RESULT went out first
-    engine_->Poll();
-    std::vector<Sent> asked;
-    for (Sent& s : Take()) {
-      if (s.header.slot == 2) asked.push_back(std::move(s));
-    }
+    const std::vector<Sent> asked = SlotTwoAfterARoundBeforeComplete();
     if (since < kMs) {
       EXPECT_TRUE(asked.empty());
       EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
@@ -634,6 +641,36 @@ TEST_F(WindowTest, AnUnnumberedAnswerToADataCopyLeavesTheProbesOut) {
   EXPECT_TRUE(Take().empty());
   EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 1);
   Finish();
+}
+
+// An aggregator that predates the echo (FORMAT.md §11) answers a probe
+// with a plain "held" STATUS, unnumbered like the answer to a copy of the
+// data: from such an aggregator (no numbered answer seen yet) one answers
+// the probe, which is then no longer pending, and a RESULT found lost right
+// after is asked for at once. From one that numbers its answers the same
+// STATUS answers a copy of the data: the probe stays pending, and a request
+// out for less than a round trip is left to be answered.
+TEST_F(WindowTest, AnUnnumberedHeldAnswerEndsAProbeOnlyFromAnAggregatorThatPredatesTheEcho) {
+  for (const bool numbers : {false, true}) {
+    SCOPED_TRACE(numbers);
+    ASSERT_NO_FATAL_FAILURE(Start(/*poll=*/false));
+    const std::vector<Sent> probes = ProbeAll();
+    ASSERT_EQ(probes.size(), 4u);
+    if (numbers) SendStatus(probes[3], /*held=*/true, {0});  // slot 4's, numbered
+    now_ += kMs / 2;
+    SendStatus(c_[1], /*held=*/true, {0});  // slot 2: unnumbered, held
+    const std::vector<Sent> asked = SlotTwoAfterARoundBeforeComplete();
+    if (numbers) {
+      EXPECT_TRUE(asked.empty());
+      EXPECT_EQ(engine_->Stats().early_recoveries, 0u);
+    } else {
+      ASSERT_EQ(asked.size(), 1u);
+      EXPECT_EQ(asked[0].header.type, proto::MsgType::kResultRequest);
+      EXPECT_EQ(engine_->Stats().early_recoveries, 1u);
+    }
+    result_flags_ = 0;
+    Finish();
+  }
 }
 
 // The aggregator's gap report (FORMAT.md §3.6.1) naming fragment `k`.

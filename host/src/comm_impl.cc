@@ -252,6 +252,12 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint64_t dea
                       "check that `tributary job create` placed this job and that this rank uses "
                       "the aggregator it was given");
   }
+  if (attempts == 0) {
+    return Status(StatusCode::kUnavailable,
+                  "aggregator " + o.aggregator + " took the transport's greeting but no time "
+                  "was left of connect_timeout_ms " + std::to_string(o.connect_timeout_ms) +
+                  " for the JOIN: raise it (TRIBUTARY_CONNECT_TIMEOUT_MS)");
+  }
   std::string msg = "no answer from aggregator " + o.aggregator + " within " +
                     std::to_string(o.connect_timeout_ms) + " ms (" + std::to_string(attempts) +
                     " JOIN attempts for job " + std::to_string(config_.job_id) + ", " +

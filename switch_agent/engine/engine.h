@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "proto/auth.h"
@@ -420,6 +421,10 @@ class Engine {
   // A JOIN of a child's process that left, replayed (engine_jobs.cc).
   static bool StaleRejoin(Job* job, uint32_t sender, const proto::JoinBody& body,
                           uint64_t now_ns);
+  // The same for a job freed since, and what it needs kept (engine_jobs.cc).
+  bool StaleJoinOfReapedJob(uint32_t job_id, uint32_t sender, const proto::JoinBody& body,
+                            uint64_t now_ns);
+  void KeepIncarnations(Job& job, uint64_t now_ns);
   void Drop(DropReason reason);
   void Nack(const proto::Header& in, PeerToken to, proto::NackCode code, DropReason reason,
             Action* out);
@@ -474,6 +479,15 @@ class Engine {
   uint32_t reap_burst_ = 0;
   uint32_t uplink_jobs_ = 0;  // jobs with a parent
   std::unordered_map<uint32_t, std::unique_ptr<Job>> jobs_;
+  // Jobs freed in the last two cookie periods: their children's incarnations
+  // (index, incarnation), by index, so that a JOIN of a process that left,
+  // replayed, creates no job (FORMAT.md §3.1). At most 2^20 in all.
+  struct Reaped {
+    uint64_t until_ns = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> incarnations;
+  };
+  std::unordered_map<uint32_t, Reaped> reaped_;
+  size_t reaped_incarnations_ = 0;
   Job* cached_job_ = nullptr;         // last job looked up (packets come in trains)
   Job* authentic_job_ = nullptr;      // the current packet's job, once its MAC checked
   // A JOIN for a job not created (refused for limits) whose sealed key and

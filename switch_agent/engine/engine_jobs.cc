@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "common/log.h"
@@ -19,6 +20,10 @@ namespace {
 
 // How long the JOIN of a new generation waits for the old one to leave.
 constexpr uint64_t kGenerationDrainNs = 2000ull * 1000000;
+// How long a JOIN can be replayed: its cookie's life (FORMAT.md §3.8).
+constexpr uint64_t kReplayWindowNs = 2 * proto::kCookiePeriodNs;
+// Incarnations kept for jobs freed within that window, in all.
+constexpr size_t kMaxReapedIncarnations = size_t{1} << 20;
 
 using proto::Header;
 using proto::MsgType;
@@ -46,7 +51,12 @@ void Engine::HandleLeave(const proto::PacketView& pkt, PeerToken from, uint64_t 
   last_left_ = true;
   // Only a first LEAVE is news: copies (sent several times, or replayed)
   // keep a job whose children went silent alive no longer.
-  if (!job->HasLeft(h.sender)) job->last_active_ns = now_ns;
+  if (!job->HasLeft(h.sender)) {
+    job->last_active_ns = now_ns;
+    // The process sends no JOIN after this: none of its cookies outlives
+    // two periods from now (StaleRejoin).
+    job->join_time(h.sender) = now_ns;
+  }
   ++counters_.leaves;
   // aux: why (FORMAT.md §3.2); the known causes from 2 on say its
   // communicator failed. A further copy changes nothing: the first one's
@@ -167,6 +177,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     if ((body.join_flags & proto::kJoinCarriesOn) == 0 && job->IsRegistered(h.sender) &&
         !job->HasLeft(h.sender) && body.incarnation > job->incarnation(h.sender)) {
       ++counters_.children_replaced;
+      job->join_time(h.sender) = now_ns;  // the old process's JOINs came before
       if (job->left() == 0) job->first_leave_ns = now_ns;
       job->Leave(h.sender, static_cast<uint32_t>(proto::LeaveCause::kFailed));
     }
@@ -187,6 +198,9 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
     }
     if (!FreshJoin(job, h.sender, from, body.incarnation)) return Drop(DropReason::kStaleJoin);
   } else {
+    if (StaleJoinOfReapedJob(h.job_id, h.sender, body, now_ns)) {
+      return Drop(DropReason::kStaleJoin);
+    }
     DropReason refused;
     bool reserved = ReserveJob(h.job_id, job_key, params, now_ns, &job, &refused);
     // Jobs that ended (every child left, or idle) still hold their place
@@ -287,24 +301,92 @@ bool Engine::FreshJoin(Job* job, uint32_t sender, PeerToken from, uint64_t incar
   return incarnation > have;
 }
 
+namespace {
+
+// Whether a JOIN with `body` comes from a process no newer than the one
+// that held the index with incarnation `have` (0: none did).
+bool NotNewer(const proto::JoinBody& body, uint64_t have) {
+  return have != 0 &&
+         (body.incarnation < have ||
+          (body.incarnation == have && (body.join_flags & proto::kJoinAggregator) == 0));
+}
+
+}  // namespace
+
 // A JOIN for an index whose child left, or that a generation's end freed,
 // with that child's incarnation or an older one: the JOIN of the process
 // that left, replayed (a process that left never joins again). Taken, it
 // would end the generation (left: the drain's recycle) or hold the index
 // until the child's real JOIN (newer) counted as its restart and ended the
-// next one. Its cookie (§3.8) lasts at most two periods from before that
-// child's last JOIN; after that none can be replayed, and any JOIN may come
-// (a rank whose clock stepped back waits no longer). An aggregator joins its
-// parent again with the same incarnation (the same process, after the
-// parent's job started over).
+// next one. Its cookie (§3.8) lasts at most two periods from the child's
+// last JOIN taken or its LEAVE (join_time); after that none can be
+// replayed, and any JOIN may come (a rank whose clock stepped back waits no
+// longer). An aggregator joins its parent again with the same incarnation
+// (the same process, after the parent's job started over).
 bool Engine::StaleRejoin(Job* job, uint32_t sender, const proto::JoinBody& body,
                          uint64_t now_ns) {
   if (job->IsRegistered(sender) && !job->HasLeft(sender)) return false;  // FreshJoin's
-  const uint64_t have = job->incarnation(sender);
-  const uint64_t at = job->join_time(sender);
-  if (have == 0 || now_ns - at >= 2 * proto::kCookiePeriodNs) return false;
-  return body.incarnation < have ||
-         (body.incarnation == have && (body.join_flags & proto::kJoinAggregator) == 0);
+  if (now_ns - job->join_time(sender) >= kReplayWindowNs) return false;
+  return NotNewer(body, job->incarnation(sender));
+}
+
+// The same for a job freed since (every child left): its children's
+// incarnations are kept for two cookie periods after it was freed.
+bool Engine::StaleJoinOfReapedJob(uint32_t job_id, uint32_t sender, const proto::JoinBody& body,
+                                  uint64_t now_ns) {
+  auto it = reaped_.find(job_id);
+  if (it == reaped_.end()) return false;
+  if (now_ns >= it->second.until_ns) {
+    reaped_incarnations_ -= it->second.incarnations.size();
+    reaped_.erase(it);
+    return false;
+  }
+  const auto& kept = it->second.incarnations;  // by child index
+  auto at = std::lower_bound(kept.begin(), kept.end(), std::make_pair(sender, uint64_t{0}));
+  return at != kept.end() && at->first == sender && NotNewer(body, at->second);
+}
+
+void Engine::KeepIncarnations(Job& job, uint64_t now_ns) {
+  for (auto it = reaped_.begin(); it != reaped_.end();) {  // the expired go first
+    if (now_ns >= it->second.until_ns) {
+      reaped_incarnations_ -= it->second.incarnations.size();
+      it = reaped_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  Reaped kept;
+  kept.until_ns = now_ns + kReplayWindowNs;
+  for (uint32_t c = 0; c < job.fan_in(); ++c) {
+    if (job.incarnation(c) != 0 && now_ns - job.join_time(c) < kReplayWindowNs) {
+      kept.incarnations.emplace_back(c, job.incarnation(c));
+    }
+  }
+  if (kept.incarnations.empty() ||
+      reaped_incarnations_ + kept.incarnations.size() > kMaxReapedIncarnations) {
+    return;  // nothing to keep, or no room (a replay may then create the job)
+  }
+  auto [slot, fresh] = reaped_.try_emplace(job.job_id());
+  if (!fresh) {
+    // Freed again within the window: what was kept of the job before
+    // stays (the newer incarnation of an index wins).
+    auto& before = slot->second.incarnations;
+    reaped_incarnations_ -= before.size();
+    std::vector<std::pair<uint32_t, uint64_t>> merged;
+    merged.reserve(before.size() + kept.incarnations.size());
+    std::merge(before.begin(), before.end(), kept.incarnations.begin(), kept.incarnations.end(),
+               std::back_inserter(merged));
+    kept.incarnations.clear();
+    for (const auto& e : merged) {
+      if (!kept.incarnations.empty() && kept.incarnations.back().first == e.first) {
+        kept.incarnations.back().second = std::max(kept.incarnations.back().second, e.second);
+      } else {
+        kept.incarnations.push_back(e);
+      }
+    }
+  }
+  reaped_incarnations_ += kept.incarnations.size();
+  slot->second = std::move(kept);
 }
 
 bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params,
@@ -375,6 +457,7 @@ size_t Engine::FreeEndedJobs(uint64_t now_ns) {
     const Job& job = *it->second;
     if (Ended(job, now_ns)) {
       NoteEnded(job, now_ns);
+      KeepIncarnations(*it->second, now_ns);
       if (job.has_uplink) --uplink_jobs_;
       memory_bytes_ -= job.arena_bytes();
       if (cached_job_ == it->second.get()) cached_job_ = nullptr;

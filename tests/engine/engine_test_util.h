@@ -94,6 +94,15 @@ inline std::vector<uint8_t> EncodeActionFor(const Action& a, PeerToken to) {
   return EncodeAction(n);
 }
 
+// Places job `job_id` (key 2) on the engine as a manager would (no parent).
+inline ProvisionResult ProvisionJob(Engine* engine, uint32_t job_id, const JobParams& params) {
+  JobSpec spec;
+  spec.job_id = job_id;
+  spec.job_key = 2;
+  spec.params = params;
+  return engine->Provision(spec, 1);
+}
+
 inline std::vector<uint8_t> JoinPayload(uint32_t fan_in, uint32_t slots, uint32_t payload_bytes,
                                         uint64_t nonce = 0x1234, uint64_t incarnation = 0,
                                         uint32_t join_flags = 0) {

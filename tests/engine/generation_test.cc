@@ -113,86 +113,136 @@ TEST(EngineJoin, AChildReplacedAloneStartsTheNextGenerationAfterTheDrain) {
   EXPECT_EQ(engine.counters().children_replaced, 1u);
 }
 
-// Review of 2026-12-07: a JOIN of a process that left, replayed from its
-// address while its cookie lasts (two periods from before that JOIN,
-// FORMAT.md §3.8), was taken. After the drain it ended the generation for
-// the children still in it; once every child had left it started the next
-// one and took the index there, and the rank's real JOIN (a new
-// communicator, a newer incarnation) then counted as its restart and
-// ended that one too. Such a JOIN is stale now, before anything can end a
-// generation: a rank must be newer than it was, an aggregator (the same
-// daemon joins its parent again) at least as new; and once the cookie has
-// expired any JOIN is taken as before (a rank whose clock stepped back
-// waits no longer).
-TEST(EngineJoin, AJoinOfAProcessThatLeftReplayedEndsNoGeneration) {
-  constexpr uint64_t kSecond = 1'000'000'000;
-  TestEngine engine(EngineLimits{}, 1);
-  const auto old_body = JoinPayload(2, 1, 64, 0x99, /*incarnation=*/10);
+constexpr uint64_t kSecond = 1'000'000'000;
+
+// Rank `rank` of job 1 (key 2, fan-in 2) joins with `incarnation` from
+// peer 100 + rank (`flags`: its JOIN's join_flags).
+Action JoinAs(Engine* e, uint32_t rank, uint64_t incarnation, uint64_t now,
+              uint32_t flags = 0) {
+  return e->OnPacket(JoinPacket(1, 2, rank, JoinPayload(2, 1, 64, 0x99, incarnation, flags)),
+                     100 + rank, now);
+}
+
+void LeaveAs(Engine* e, uint32_t rank, uint32_t epoch, uint64_t now) {
+  proto::PacketView p;
+  p.header.type = MsgType::kLeave;
+  p.header.job_id = 1;
+  p.header.epoch = epoch;
+  p.header.sender = rank;
+  e->OnPacket(testing::Sealed(p, 2), 100 + rank, now);
+}
+
+// Both ranks join with incarnation 10 at t = 1: the epoch.
+uint32_t JoinBoth(Engine* e) {
   uint32_t epoch = 0;
   for (uint32_t r = 0; r < 2; ++r) {
-    const Action ack = engine.OnPacket(JoinPacket(1, 2, r, old_body), 100 + r, 1);
-    ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+    const Action ack = JoinAs(e, r, 10, 1);
+    EXPECT_EQ(ack.header.type, MsgType::kJoinAck);
     epoch = ack.header.epoch;
   }
-  auto leave = [&](Engine* e, uint32_t r, uint32_t ep, uint64_t now) {
-    proto::PacketView p;
-    p.header.type = MsgType::kLeave;
-    p.header.job_id = 1;
-    p.header.epoch = ep;
-    p.header.sender = r;
-    e->OnPacket(testing::Sealed(p, 2), 100 + r, now);
-  };
-  // Rank 0 leaves; rank 1 goes on. Past the drain, the replay: dropped,
-  // and the generation (rank 1's) goes on.
-  leave(&engine, 0, epoch, 2);
-  const uint64_t replayed_at = 2 + 3 * kSecond;
-  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, replayed_at).kind,
-            ActionKind::kNone);
+  return epoch;
+}
+
+// Review of 2026-12-07: a JOIN of a process that left, replayed from its
+// address while its cookie lasts (FORMAT.md §3.8), was taken. After the
+// drain it ended the generation for the children still in it; in the next
+// generation it took the index, and the rank's real JOIN (a new
+// communicator, a newer incarnation) then counted as its restart and ended
+// that one too. Such a JOIN is stale now, before anything can end a
+// generation (a rank must be newer than it was), for two cookie periods
+// after the child's last JOIN or its LEAVE.
+TEST(EngineJoin, AJoinOfAProcessThatLeftReplayedEndsNoGeneration) {
+  TestEngine engine(EngineLimits{}, 1);
+  const uint32_t epoch = JoinBoth(&engine);
+  // Rank 0 leaves at 5 s; rank 1 goes on. Past the drain, the replay:
+  // dropped, and the generation (rank 1's) goes on.
+  LeaveAs(&engine, 0, epoch, 5 * kSecond);
+  EXPECT_EQ(JoinAs(&engine, 0, 10, 8 * kSecond).kind, ActionKind::kNone);
   EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 1u);
   EXPECT_EQ(engine.counters().recycles, 0u);
   EXPECT_EQ(engine.Jobs()[0].epoch, epoch);
-  // Rank 1 leaves too; the replay again: nothing starts over, nothing is
-  // taken.
-  leave(&engine, 1, epoch, replayed_at);
-  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, replayed_at + 1).kind,
-            ActionKind::kNone);
+  // 20 s: 16 s from its first JOIN, not from its LEAVE: still stale.
+  EXPECT_EQ(JoinAs(&engine, 0, 10, 20 * kSecond).kind, ActionKind::kNone);
   EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 2u);
-  EXPECT_EQ(engine.counters().recycles, 0u);
   // The new communicators start the next generation; nobody is replaced.
   Action acks[2];
   for (uint32_t r = 0; r < 2; ++r) {
-    acks[r] = engine.OnPacket(JoinPacket(1, 2, r, JoinPayload(2, 1, 64, 0x98, 20 + r)), 200 + r,
-                              replayed_at + 2);
+    acks[r] = JoinAs(&engine, r, 20 + r, 21 * kSecond);
     ASSERT_EQ(acks[r].header.type, MsgType::kJoinAck);
   }
   EXPECT_NE(acks[0].header.epoch, epoch);
   EXPECT_EQ(acks[1].header.epoch, acks[0].header.epoch);
   EXPECT_EQ(engine.counters().children_replaced, 0u);
   EXPECT_EQ(engine.counters().recycles, 1u);
-  // ... and a replay of the old generation's JOIN takes no index there.
-  leave(&engine, 0, acks[0].header.epoch, replayed_at + 3);
-  EXPECT_EQ(engine.OnPacket(JoinPacket(1, 2, 0, old_body), 100, replayed_at + 4).kind,
-            ActionKind::kNone);
+  // Rank 0's new process leaves too; past the drain, its JOIN replayed.
+  LeaveAs(&engine, 0, acks[0].header.epoch, 22 * kSecond);
+  EXPECT_EQ(JoinAs(&engine, 0, 20, 25 * kSecond).kind, ActionKind::kNone);
   EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 3u);
+  EXPECT_EQ(engine.counters().recycles, 1u);
+  // Once every cookie of it has expired, an old incarnation is taken as
+  // before (a rank whose clock stepped back waits no longer).
+  const Action late = JoinAs(&engine, 0, 20, 22 * kSecond + 2 * proto::kCookiePeriodNs);
+  ASSERT_EQ(late.header.type, MsgType::kJoinAck);
+  EXPECT_NE(late.header.epoch, acks[0].header.epoch);
+}
 
-  // An aggregator joins again with its incarnation; once every cookie of
-  // its JOIN has expired, a rank's JOIN with an old incarnation is taken.
-  for (const bool aggregator : {true, false}) {
-    SCOPED_TRACE(aggregator);
-    TestEngine e(EngineLimits{}, 1);
-    const auto body = JoinPayload(1, 1, 64, 0x99, /*incarnation=*/7,
-                                  aggregator ? proto::kJoinAggregator : 0u);
-    const Action first = e.OnPacket(JoinPacket(1, 2, 0, body), 100, 1);
-    ASSERT_EQ(first.header.type, MsgType::kJoinAck);
-    leave(&e, 0, first.header.epoch, 2);
-    if (!aggregator) {
-      EXPECT_EQ(e.OnPacket(JoinPacket(1, 2, 0, body), 100, 2 * proto::kCookiePeriodNs).kind,
-                ActionKind::kNone);
+// A job created by JOIN is freed once every child left: its children's
+// incarnations are kept for two cookie periods, so that a replayed JOIN
+// creates no job holding the index (the real JOIN would then count as the
+// rank's restart). A newer incarnation creates it; so does an old one after
+// the window.
+TEST(EngineJoin, AJoinOfAProcessThatLeftReplayedCreatesNoJobOnceItsJobWasFreed) {
+  TestEngine engine(EngineLimits{}, 1);
+  const uint32_t epoch = JoinBoth(&engine);
+  LeaveAs(&engine, 0, epoch, 2 * kSecond);
+  LeaveAs(&engine, 1, epoch, 2 * kSecond);
+  EXPECT_EQ(engine.Reap(3 * kSecond), 1u);
+  ASSERT_TRUE(engine.Jobs().empty());
+  EXPECT_EQ(JoinAs(&engine, 0, 10, 4 * kSecond).kind, ActionKind::kNone);
+  EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 1u);
+  EXPECT_TRUE(engine.Jobs().empty());
+  EXPECT_EQ(JoinAs(&engine, 1, 11, 5 * kSecond).header.type, MsgType::kJoinAck);  // newer
+  ASSERT_EQ(engine.Jobs().size(), 1u);
+  // Freed again: what was kept of rank 0 stays; after the window even its
+  // old incarnation is taken.
+  LeaveAs(&engine, 1, engine.Jobs()[0].epoch, 6 * kSecond);
+  EXPECT_EQ(engine.Reap(7 * kSecond), 1u);
+  EXPECT_EQ(JoinAs(&engine, 0, 10, 8 * kSecond).kind, ActionKind::kNone);
+  EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 2u);
+  EXPECT_EQ(JoinAs(&engine, 0, 10, 7 * kSecond + 2 * proto::kCookiePeriodNs).header.type,
+            MsgType::kJoinAck);
+}
+
+// A provisioned job starts over as soon as every child left: the indices
+// are free at once. A JOIN replayed into them is stale; the new
+// communicators' JOINs are taken; an aggregator (the same daemon joins its
+// parent again after the parent's job started over) may come back with
+// the same incarnation.
+TEST(EngineJoin, AJoinOfAProcessThatLeftReplayedTakesNoFreedIndexOfAProvisionedJob) {
+  for (const uint32_t flags : {0u, static_cast<uint32_t>(proto::kJoinAggregator)}) {
+    SCOPED_TRACE(flags);
+    TestEngine engine(EngineLimits{}, 1);
+    ASSERT_EQ(testing::ProvisionJob(&engine, 1, {2, 1, 64}), ProvisionResult::kCreated);
+    uint32_t epoch = 0;
+    for (uint32_t r = 0; r < 2; ++r) {
+      const Action ack = JoinAs(&engine, r, 10, 1, flags);
+      ASSERT_EQ(ack.header.type, MsgType::kJoinAck);
+      epoch = ack.header.epoch;
     }
-    const uint64_t now = aggregator ? 3 : 1 + 2 * proto::kCookiePeriodNs;
-    const Action again = e.OnPacket(JoinPacket(1, 2, 0, body), 100, now);
-    ASSERT_EQ(again.header.type, MsgType::kJoinAck);
-    EXPECT_NE(again.header.epoch, first.header.epoch);
+    LeaveAs(&engine, 0, epoch, 2 * kSecond);
+    LeaveAs(&engine, 1, epoch, 2 * kSecond);
+    ASSERT_EQ(engine.counters().recycles, 1u);
+    ASSERT_EQ(engine.Jobs()[0].joined, 0u);
+    const Action replay = JoinAs(&engine, 0, 10, 3 * kSecond, flags);
+    if (flags == 0) {
+      EXPECT_EQ(replay.kind, ActionKind::kNone);
+      EXPECT_EQ(testing::Drops(engine, DropReason::kStaleJoin), 1u);
+      EXPECT_EQ(engine.Jobs()[0].joined, 0u);
+      EXPECT_EQ(JoinAs(&engine, 0, 20, 3 * kSecond).header.type, MsgType::kJoinAck);
+    } else {
+      EXPECT_EQ(replay.header.type, MsgType::kJoinAck);
+    }
+    EXPECT_EQ(engine.Jobs()[0].joined, 1u);
   }
 }
 

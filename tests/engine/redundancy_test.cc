@@ -91,11 +91,7 @@ TEST(EngineRedundancy, LossyAboveThreePercentOfFirstCopiesLostUntilUnderOneAndAH
 // next generation is not lossy because the last one was.
 TEST(EngineRedundancy, ARecycledJobForgetsItsLossEstimate) {
   TestEngine engine(EngineLimits{}, 1);
-  JobSpec spec;
-  spec.job_id = 1;
-  spec.job_key = 2;
-  spec.params = {2, 4, 1024};
-  ASSERT_EQ(engine.Provision(spec, 1), ProvisionResult::kCreated);
+  ASSERT_EQ(testing::ProvisionJob(&engine, 1, {2, 4, 1024}), ProvisionResult::kCreated);
   uint32_t first_epoch = 0;
   {
     JobFixture job(&engine, 1, 2, 2, 4, 1024);

@@ -114,9 +114,9 @@ bool Exited(pid_t pid) {
 }
 
 // The connect timeout bounds the whole creation: a second rank, whose JOIN
-// can never succeed (it pins another aggregator key), fails by its 25 s
-// although its hello waited 20 of them (it got a fresh 25 s for the JOIN
-// before: 45 s).
+// can never succeed (it pins another aggregator key), fails by its 40 s
+// although its hello waited 20 of them (it got a fresh 40 s for the JOIN
+// before: 60 s).
 TEST(OfiShmConnect, ARankWaitsItsConnectTimeoutForADaemonThatComesUpLate) {
   int port = 0;
   const std::string address = GoneDaemonAddress("shm", &port);
@@ -129,7 +129,7 @@ TEST(OfiShmConnect, ARankWaitsItsConnectTimeoutForADaemonThatComesUpLate) {
     }
     return 0;
   });
-  constexpr uint32_t kPinnedTimeoutMs = 25000;
+  constexpr uint32_t kPinnedTimeoutMs = 40000;
   const pid_t pinned = testing::ForkChild([&] {
     CommConfig c = OneRank("shm", address, kPinnedTimeoutMs);
     c.job_id ^= 2;  // a job of its own

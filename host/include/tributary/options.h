@@ -106,8 +106,10 @@ struct TRIB_API Options {
   // no Wait is ever unbounded.
   uint32_t op_timeout_ms = 30000;
 
-  // Communicator creation gives up after this long, whatever it waits for
-  // (a transport's greeting, such as ofi's hello; every lane's JOIN handshake).
+  // Communicator creation gives up when the aggregator has not answered
+  // within this long: one budget for the transport's greeting (ofi's hello)
+  // and every lane's JOIN handshake together. The node level's set-up, which
+  // follows, waits on its own (its collectives by op_timeout_ms).
   uint32_t connect_timeout_ms = 10000;
 
   // Retransmission timeout bounds. The timeout adapts to the measured

@@ -153,19 +153,27 @@ class GroupedRecv : public ::testing::Test {
 constexpr int kGroup = 3;
 constexpr size_t kBytes = 64;
 
-TEST_F(GroupedRecv, ARefusedMemberFailsIrecvAndCancelsTheMembersPosted) {
-  g_verdict = [](int call) -> ssize_t { return call == 1 ? -FI_EIO : 0; };
+// A grouped receive of kGroup buffers of kBytes (filled with 0xee), tags 1..3.
+struct Group {
+  Group() {
+    for (int g = 0; g < kGroup; ++g) {
+      buffers[g].assign(kBytes, 0xee);
+      data[g] = buffers[g].data();
+      sizes[g] = kBytes;
+    }
+  }
   std::vector<uint8_t> buffers[kGroup];
   void* data[kGroup];
   size_t sizes[kGroup];
   int tags[kGroup] = {1, 2, 3};
-  for (int g = 0; g < kGroup; ++g) {
-    buffers[g].assign(kBytes, 0xee);
-    data[g] = buffers[g].data();
-    sizes[g] = kBytes;
-  }
+};
+
+TEST_F(GroupedRecv, ARefusedMemberFailsIrecvAndCancelsTheMembersPosted) {
+  g_verdict = [](int call) -> ssize_t { return call == 1 ? -FI_EIO : 0; };
+  Group group;
+  std::vector<uint8_t>* buffers = group.buffers;
   void* request = &request;
-  EXPECT_EQ(NetIrecv(recv_, kGroup, data, sizes, tags, &request), kSystemError);
+  EXPECT_EQ(NetIrecv(recv_, kGroup, group.data, group.sizes, group.tags, &request), kSystemError);
   EXPECT_EQ(request, nullptr) << "NCCL gets no request for a group posted in part";
   EXPECT_EQ(g_calls, 2) << "member 0 posted, member 1 refused, member 2 not tried";
   EXPECT_TRUE(Logged("grouped receive posted in part parked"));
@@ -196,17 +204,12 @@ TEST_F(GroupedRecv, AFullQueueBetweenMembersIsWaitedOutAndTheGroupPostedWhole) {
   g_verdict = [&refusals](int call) -> ssize_t {
     return call >= 1 && refusals-- > 0 ? -FI_EAGAIN : 0;  // member 1 finds the queue full
   };
-  std::vector<uint8_t> buffers[kGroup], out[kGroup];
-  void* data[kGroup];
-  size_t sizes[kGroup];
-  int tags[kGroup] = {1, 2, 3};
-  for (int g = 0; g < kGroup; ++g) {
-    buffers[g].assign(kBytes, 0xee);
-    data[g] = buffers[g].data();
-    sizes[g] = kBytes;
-  }
+  Group group;
+  std::vector<uint8_t>* buffers = group.buffers;
+  const int* tags = group.tags;
+  std::vector<uint8_t> out[kGroup];
   void* request = nullptr;
-  ASSERT_EQ(NetIrecv(recv_, kGroup, data, sizes, tags, &request), kSuccess);
+  ASSERT_EQ(NetIrecv(recv_, kGroup, group.data, group.sizes, tags, &request), kSuccess);
   ASSERT_NE(request, nullptr) << "a group whose first member is posted is not handed back null";
   EXPECT_EQ(g_calls, kGroup + 3);
   for (int g = 0; g < kGroup; ++g) Send(static_cast<uint8_t>(0x60 + g), kBytes, tags[g], &out[g]);

@@ -11,6 +11,8 @@
 #include <rdma/fi_rma.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -162,41 +164,64 @@ void OfiDataplane::ReapTx() {
     } else if (n <= 0) {
       return;
     }
+    const uint64_t now_ns = MonotonicNowNs();
     for (ssize_t i = 0; i < n; ++i) {
       auto* op = static_cast<TxOp*>(e[i].op_context);
       if (op == nullptr) continue;
-      if (op->buffer >= 0 && --tx_refs_[op->buffer] == 0) tx_free_buffers_.push_back(op->buffer);
+      if (op->buffer >= 0 && --tx_refs_[op->buffer] == 0) {
+        tx_free_buffers_.push_back(op->buffer);
+        buffers_starved_ = false;
+      }
       op->buffer = -1;
+      Peer* peer = peers_.GetMutable(op->peer);
+      if (peer != nullptr && peer->serial == op->serial && peer->in_flight > 0) {
+        --peer->in_flight;
+        peer->progress_ns = now_ns;  // its backlog is posted by PumpBacklogs
+      }
       tx_free_ops_.push_back(static_cast<int>(op - tx_ops_.data()));
+      ops_starved_ = false;
     }
   }
 }
 
-int OfiDataplane::TakeBuffer() {
-  // Bounded wait for a buffer: completions need only the peers' progress.
-  for (int spin = 0; tx_free_buffers_.empty() && spin < 200000; ++spin) {
-    ReapTx();
-    if (tx_free_buffers_.empty()) usleep(5);
+int OfiDataplane::TakeBuffer() { return TakeFree(&tx_free_buffers_, &buffers_starved_); }
+
+int OfiDataplane::TakeOp() { return TakeFree(&tx_free_ops_, &ops_starved_); }
+
+// Completions need only the peers' progress; a peer that makes none (a
+// stopped process) must not stall every other job, nor the daemon's stop.
+int OfiDataplane::TakeFree(std::vector<int>* free_list, bool* starved) {
+  if (free_list->empty()) ReapTx();
+  if (free_list->empty() && !*starved) {
+    const uint64_t until = MonotonicNowNs() + kTxWaitNs;
+    while (free_list->empty() && MonotonicNowNs() < until) ReapTx();
+    *starved = free_list->empty();
   }
-  if (tx_free_buffers_.empty()) return -1;
-  int b = tx_free_buffers_.back();
-  tx_free_buffers_.pop_back();
-  return b;
+  if (free_list->empty()) return -1;
+  const int index = free_list->back();
+  free_list->pop_back();
+  return index;
 }
 
-int OfiDataplane::TakeOp() {
-  for (int spin = 0; tx_free_ops_.empty() && spin < 200000; ++spin) {
-    ReapTx();
-    if (tx_free_ops_.empty()) usleep(5);
+void OfiDataplane::DropForStalledPeer(engine::PeerToken token, uint64_t now_ns, uint64_t n) {
+  Peer& peer = *peers_.GetMutable(token);
+  stats_.tx_drops += n;
+  const uint64_t before = peer.drops;
+  peer.drops += n;
+  if (std::bit_width(before) != std::bit_width(peer.drops)) {
+    const char* why = now_ns < peer.refused_until_ns ? "its queue stays full"
+                      : Stalled(peer, now_ns)        ? "its sends stopped completing"
+                                                     : "too many sends wait for it";
+    TRIB_LOG(kWarn, kLog,
+             "connection %016llx takes no packets (%s; %u sends outstanding, %zu waiting: a "
+             "stopped or hung rank process?): dropping packets to it, %llu so far; it asks "
+             "again once it runs",
+             static_cast<unsigned long long>(peer.conn_id), why, peer.in_flight,
+             peer.backlog.size(), static_cast<unsigned long long>(peer.drops));
   }
-  if (tx_free_ops_.empty()) return -1;
-  int o = tx_free_ops_.back();
-  tx_free_ops_.pop_back();
-  return o;
 }
 
-void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id,
-                               uint64_t now_ns) {
+void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id, uint64_t now_ns) {
   uint32_t name_len = 0;
   if (len >= kHelloHeaderBytes && memcmp(data, kHelloMagic, sizeof(kHelloMagic)) == 0) {
     for (int i = 0; i < 4; ++i) name_len |= uint32_t{data[8 + i]} << (8 * i);
@@ -223,6 +248,8 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
     if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "hello with an unusable address");
     return;
   }
+  peer.serial = next_serial_++;
+  peer.conn_id = conn_id;
   TRIB_CHECK(peers_.Insert(conn_id, peer, now_ns, &token));
   peers_.GetMutable(token)->token = token;
   stats_.peers = peers_.size();
@@ -232,6 +259,24 @@ size_t OfiDataplane::SweepPeers(uint64_t now_ns, uint64_t idle_ns) {
   std::unordered_set<engine::PeerToken> referenced;
   engine_->CollectPeers(&referenced);
   const size_t freed = peers_.Sweep(referenced, now_ns, idle_ns, [&](const Peer& gone) {
+    for (int op : gone.backlog) Release(op);
+    backlog_ops_ -= gone.backlog.size();
+    if (gone.in_flight > 0 && !forget_addresses_) {
+      // shm completes no send to a process that died: their buffers stay.
+      lost_sends_ += gone.in_flight;
+      const base::LogLevel level =
+          lost_sends_ >= kTxBuffers / 4 ? base::LogLevel::kError : base::LogLevel::kWarn;
+      if (base::LogEnabled(level)) {
+        base::LogMessage(level, kLog,
+                         "forgot connection %016llx with %u sends never completed: their "
+                         "buffers stay held, %llu such sends in all of %d transmit buffers%s",
+                         static_cast<unsigned long long>(gone.conn_id), gone.in_flight,
+                         static_cast<unsigned long long>(lost_sends_), kTxBuffers,
+                         level == base::LogLevel::kError
+                             ? "; restart this daemon before they run out"
+                             : "");
+      }
+    }
     // rxm closes its connection to an address removed; shm (libfabric
     // 1.17) crashes on a message from a peer removed from the address
     // vector, and a forgotten rank may well send again: there the address
@@ -388,61 +433,139 @@ void OfiDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
         Emit(buffer, proto::kHeaderSize + payload_len, action.header, peer);
       });
   for (int buffer : buffers) {
-    if (buffer >= 0 && --tx_refs_[buffer] == 0) tx_free_buffers_.push_back(buffer);
+    if (buffer >= 0 && --tx_refs_[buffer] == 0) {
+      tx_free_buffers_.push_back(buffer);
+      buffers_starved_ = false;
+    }
   }
 }
 
 void OfiDataplane::Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken token) {
   Peer& peer = *peers_.GetMutable(token);  // a token ReplyPolicy::Deliver looked up
-  const uint8_t* data = tx_area_ + size_t(buffer) * kBufferBytes;
-  Placement* place = nullptr;
-  if (h.type == proto::MsgType::kResult && len > proto::kHeaderSize) {  // a notice is a message
-    const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
-    if (at < peer.placements.size() && peer.placements[at].valid &&
-        peer.placements[at].collective_id == h.collective_id &&
-        peer.placements[at].elem_offset == h.elem_offset) {
-      place = &peer.placements[at];
-    }
+  const uint64_t now_ns = MonotonicNowNs();
+  if (!peer.backlog.empty() || peer.in_flight >= kPeerTxOps) ReapTx();  // completions not read yet
+  const bool post_now = peer.backlog.empty() && peer.in_flight < kPeerTxOps;
+  if (!post_now && (peer.backlog.size() >= kPeerBacklog || backlog_ops_ >= kBacklogOps ||
+                    Stalled(peer, now_ns))) {
+    DropForStalledPeer(token, now_ns);
+    return;
   }
   const int op = TakeOp();
   if (op < 0) {
     ++stats_.tx_drops;
     return;
   }
-  tx_ops_[op].buffer = buffer;
+  TxOp& tx = tx_ops_[op];
+  tx.buffer = buffer;
   ++tx_refs_[buffer];
-  for (int attempt = 0;; ++attempt) {
+  tx.peer = token;
+  tx.serial = peer.serial;
+  tx.len = len;
+  tx.write = false;
+  if (h.type == proto::MsgType::kResult && len > proto::kHeaderSize) {  // a notice is a message
+    const size_t at = size_t(h.slot) * 2 + (h.shadow & 1);
+    if (at < peer.placements.size()) {
+      Placement& place = peer.placements[at];
+      if (place.valid && place.collective_id == h.collective_id &&
+          place.elem_offset == h.elem_offset) {
+        place.valid = false;  // used once; later copies travel as messages
+        tx.write = true;
+        tx.cq_data = proto::PackPlacedResult(h.slot, h.shadow, h.collective_id);
+        tx.remote_addr = place.addr;
+        tx.remote_key = place.key;
+      }
+    }
+  }
+  if (!post_now) {
+    if (peer.backlog.empty()) peer.progress_ns = std::max(peer.progress_ns, now_ns);
+    peer.backlog.push_back(op);
+    ++backlog_ops_;
+    if (!peer.listed) {
+      peer.listed = true;
+      backlogged_.push_back(token);
+    }
+    return;
+  }
+  const bool refused = now_ns < peer.refused_until_ns;
+  if (Post(op, &peer, refused ? now_ns : now_ns + kTxWaitNs) == PostResult::kBusy) {
+    // Its queue stayed full: a peer that takes nothing, or an overload.
+    const uint64_t now = MonotonicNowNs();
+    if (!refused) peer.refused_until_ns = now + kPeerRefusedNs;
+    Release(op);
+    DropForStalledPeer(token, now);
+  }
+}
+
+OfiDataplane::PostResult OfiDataplane::Post(int op, Peer* peer, uint64_t give_up_ns) {
+  TxOp& tx = tx_ops_[op];
+  const uint8_t* data = tx_area_ + size_t(tx.buffer) * kBufferBytes;
+  while (true) {
     ssize_t rc;
-    if (place != nullptr) {
-      const uint64_t cq_data = proto::PackPlacedResult(h.slot, h.shadow, h.collective_id);
-      rc = fi_writedata(ep_, data + proto::kHeaderSize, len - proto::kHeaderSize, nullptr,
-                        cq_data, peer.addr, place->addr, place->key, &tx_ops_[op].ctx);
+    if (tx.write) {
+      rc = fi_writedata(ep_, data + proto::kHeaderSize, tx.len - proto::kHeaderSize, nullptr,
+                        tx.cq_data, peer->addr, tx.remote_addr, tx.remote_key, &tx.ctx);
     } else {
-      rc = fi_send(ep_, data, len, nullptr, peer.addr, &tx_ops_[op].ctx);
+      rc = fi_send(ep_, data, tx.len, nullptr, peer->addr, &tx.ctx);
     }
     if (rc == 0) {
+      if (peer->in_flight++ == 0) peer->progress_ns = MonotonicNowNs();
+      peer->refused_until_ns = 0;  // it takes packets again
       ++stats_.tx_packets;
-      stats_.tx_bytes += place != nullptr ? len - proto::kHeaderSize : len;
-      if (place != nullptr) {
-        place->valid = false;  // used once; later copies travel as messages
-        ++placed_writes_;
-      }
-      return;
+      stats_.tx_bytes += tx.write ? tx.len - proto::kHeaderSize : tx.len;
+      if (tx.write) ++placed_writes_;
+      return PostResult::kPosted;
     }
-    if (rc != -FI_EAGAIN || attempt > 100000) {
-      ++stats_.tx_errors;
-      if (PowerOfTwo(stats_.tx_errors)) {
-        TRIB_LOG(kWarn, kLog, "%s: %s", place ? "fi_writedata" : "fi_send",
+    if (rc == -FI_EAGAIN && MonotonicNowNs() >= give_up_ns) return PostResult::kBusy;
+    if (rc != -FI_EAGAIN) {
+      if (PowerOfTwo(++stats_.tx_errors)) {
+        TRIB_LOG(kWarn, kLog, "%s: %s", tx.write ? "fi_writedata" : "fi_send",
                  FiError(static_cast<int>(rc)).c_str());
       }
-      --tx_refs_[buffer];
-      tx_ops_[op].buffer = -1;
-      tx_free_ops_.push_back(op);
-      return;
+      Release(op);
+      return PostResult::kFailed;
     }
     ++stats_.tx_retries;
     ReapTx();
   }
+}
+
+void OfiDataplane::Release(int op) {
+  TxOp& tx = tx_ops_[op];
+  if (tx.buffer >= 0 && --tx_refs_[tx.buffer] == 0) {
+    tx_free_buffers_.push_back(tx.buffer);
+    buffers_starved_ = false;
+  }
+  tx.buffer = -1;
+  tx_free_ops_.push_back(op);
+  ops_starved_ = false;
+}
+
+void OfiDataplane::PumpBacklogs(uint64_t now_ns) {
+  size_t kept = 0;
+  for (size_t i = 0; i < backlogged_.size(); ++i) {
+    const engine::PeerToken token = backlogged_[i];
+    Peer* peer = peers_.GetMutable(token);
+    if (peer == nullptr || !peer->listed) continue;  // swept: SweepPeers released its backlog
+    if (Stalled(*peer, now_ns)) {
+      const size_t n = peer->backlog.size();
+      for (int op : peer->backlog) Release(op);
+      peer->backlog.clear();
+      backlog_ops_ -= n;
+      DropForStalledPeer(token, now_ns, n);
+    }
+    while (!peer->backlog.empty() && peer->in_flight < kPeerTxOps) {
+      const PostResult r = Post(peer->backlog.front(), peer, now_ns);  // no waiting here
+      if (r == PostResult::kBusy) break;
+      peer->backlog.pop_front();
+      --backlog_ops_;
+    }
+    if (peer->backlog.empty()) {
+      peer->listed = false;
+    } else {
+      backlogged_[kept++] = token;
+    }
+  }
+  backlogged_.resize(kept);
 }
 
 void OfiDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
@@ -452,9 +575,11 @@ void OfiDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   while (!stop.load(std::memory_order_relaxed)) {
     uint64_t now = MonotonicNowNs();
     int got = 0;
+    ReapTx();  // before the engine's answers judge which peers stalled
     for (int burst = 0; burst < 16; ++burst) {
       const int n = DrainReceive(now);
       ReapTx();
+      if (!backlogged_.empty()) PumpBacklogs(MonotonicNowNs());
       if (n <= 0) break;
       got += n;
       now = MonotonicNowNs();
@@ -469,7 +594,7 @@ void OfiDataplane::Run(const std::atomic<bool>& stop, const TickFn& tick) {
       last_tick = now;
     }
     if (got > 0) continue;
-    if (cq_fd_ >= 0) {
+    if (cq_fd_ >= 0 && backlogged_.empty()) {  // a backlog waits on send completions
       fid* fids[1] = {&rx_cq_->fid};
       if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) {
         pollfd pfd{cq_fd_, POLLIN, 0};

@@ -46,6 +46,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -63,8 +64,34 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
  public:
   static constexpr size_t kBufferBytes = 65536;  // largest packet + extension fits
   static constexpr int kRecvBuffers = 256;
-  static constexpr int kTxBuffers = 512;
+  static constexpr int kTxBuffers = 1024;
   static constexpr int kTxOps = 8192;
+  // Flow control per peer (docs/RELIABILITY.md, "A rank that takes
+  // nothing"): at most kPeerTxOps sends to one peer are posted and not
+  // completed; more wait in its backlog (their buffers held), at most
+  // kPeerBacklog (and kBacklogOps over all peers), and are posted as its
+  // sends complete. A provider holds a send (and its buffer) until the
+  // receiver takes it, and shm never completes one to a process that
+  // stopped or died: uncapped, one such
+  // rank held every transmit buffer, and the loop waited for one before
+  // every later packet of every job. A peer with a backlog none of whose
+  // sends completed for kPeerStallNs since the backlog began loses it, and
+  // packets to it are dropped (its recovery asks again once it runs); a
+  // full backlog drops too. Sends shm never completes keep their buffers:
+  // each dead rank costs up to kPeerTxOps of them for the daemon's life
+  // (counted when it is forgotten; RELIABILITY.md).
+  static constexpr uint32_t kPeerTxOps = 64;
+  static constexpr size_t kPeerBacklog = kTxBuffers / 2;
+  static constexpr size_t kBacklogOps = kTxBuffers * 3 / 4;
+  static constexpr uint64_t kPeerStallNs = 1000000000;
+  // How long one send may retry -FI_EAGAIN (progressing the provider),
+  // or wait for a free buffer or operation, before the packet is dropped.
+  // A wait for a buffer (an operation) that found none is not repeated
+  // until one is freed; after a peer outlasted the -FI_EAGAIN wait, its
+  // sends are tried once each, without waiting, until one is taken or
+  // kPeerRefusedNs passed.
+  static constexpr uint64_t kTxWaitNs = 2000000;
+  static constexpr uint64_t kPeerRefusedNs = 1000000000;
   static constexpr int kPollIntervalUs = 50;  // providers without a CQ wait fd
   static constexpr int kRxCqEntries = 4096;
 
@@ -92,6 +119,14 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
     engine::PeerToken token = 0;  // its own index: what ReplyPolicy::Deliver hands back
     fi_addr_t addr = FI_ADDR_UNSPEC;
     std::vector<Placement> placements;  // by slot * 2 + shadow, grown on demand
+    uint64_t serial = 0;                // tells a reused token's peer from the one before
+    uint64_t conn_id = 0;               // its key in the table (for messages)
+    uint32_t in_flight = 0;             // sends posted to it and not completed
+    uint64_t progress_ns = 0;  // its last completion, first send after none, or backlog's start
+    uint64_t drops = 0;                 // packets dropped because it took nothing
+    uint64_t refused_until_ns = 0;      // -FI_EAGAIN outlasted kTxWaitNs: no waits until then
+    std::deque<int> backlog;            // operations (their buffers held) not yet posted
+    bool listed = false;                // in backlogged_
   };
   struct ConnIdOps {  // peer table key: the rank's connection id
     static size_t Hash(uint64_t id) { return static_cast<size_t>(id * 0x9e3779b97f4a7c15ull); }
@@ -104,7 +139,15 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   struct TxOp {
     fi_context2 ctx;  // first: completions return a pointer to it
     int buffer = -1;
+    engine::PeerToken peer = 0;  // whose in_flight it counts in, if its serial still matches
+    uint64_t serial = 0;
+    size_t len = 0;      // bytes of the buffer (header included) it sends
+    bool write = false;  // fi_writedata of the payload to remote_addr/key (§12.3)
+    uint64_t cq_data = 0;
+    uint64_t remote_addr = 0;
+    uint64_t remote_key = 0;
   };
+  enum class PostResult { kPosted, kBusy, kFailed };
 
   // Opens the endpoint on a candidate provider (owns `info`, see
   // ofi::OpenFn) and learns the address ranks reach it at.
@@ -119,8 +162,27 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   void KeepPlacement(const proto::PacketView& view, engine::PeerToken token);
   void Queue(const engine::Action& action, bool incoming_checksum);
   void Emit(int buffer, size_t len, const proto::Header& h, engine::PeerToken peer);
+  // A free buffer or operation, waiting at most kTxWaitNs for one (not
+  // at all while the last wait found none and nothing completed since);
+  // -1 if none.
   int TakeBuffer();
   int TakeOp();
+  int TakeFree(std::vector<int>* free_list, bool* starved);
+  // Posts `op` to `peer`, retrying -FI_EAGAIN until `give_up_ns`: kBusy
+  // (op kept) if that passed, kFailed (op released) on another error.
+  PostResult Post(int op, Peer* peer, uint64_t give_up_ns);
+  // Returns an operation and its reference on its buffer to the pools.
+  void Release(int op);
+  // Posts what backlogs hold, as far as their peers' limits allow; drops
+  // the backlogs of peers that stalled.
+  void PumpBacklogs(uint64_t now_ns);
+  bool Stalled(const Peer& peer, uint64_t now_ns) const {
+    return !peer.backlog.empty() && now_ns > peer.progress_ns &&
+           now_ns - peer.progress_ns >= kPeerStallNs;
+  }
+  // Counts and logs `n` packets dropped because `token`'s peer takes
+  // nothing: it stalled, its backlog is full, or its queue stayed full.
+  void DropForStalledPeer(engine::PeerToken token, uint64_t now_ns, uint64_t n = 1);
   void ReapTx();
   void PostRecv(int index);
 
@@ -147,6 +209,12 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   uint64_t bad_hellos_ = 0;
   uint64_t placed_writes_ = 0;    // results written with fi_writedata
   uint64_t write_errors_ = 0;
+  uint64_t next_serial_ = 1;
+  bool buffers_starved_ = false;  // a wait for a buffer found none, and none was freed since
+  bool ops_starved_ = false;      // likewise for operations
+  size_t backlog_ops_ = 0;        // operations in all backlogs
+  uint64_t lost_sends_ = 0;       // sends to forgotten peers never completed (buffers kept)
+  std::vector<engine::PeerToken> backlogged_;  // peers whose backlog is not empty
 };
 
 }  // namespace tributary::agent

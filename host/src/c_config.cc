@@ -46,7 +46,8 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                                 redundant_auto] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
-                                corrupt_payload_only, corrupt_sticky, seed, ranks] = o.faults;
+                                corrupt_payload_only, corrupt_sticky, seed, ranks,
+                                stall_after_rx] = o.faults;
   [[maybe_unused]] const auto& [collectives_completed, fragments_sent, retransmissions, probes,
                                 losses_detected, results_received, duplicate_results,
                                 packets_rejected, nacks_received, bytes_sent, bytes_received,
@@ -146,6 +147,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   TRIB_COPY(fault_tx_corrupt, f.tx_corrupt);
   TRIB_COPY(fault_rx_corrupt, f.rx_corrupt);
   TRIB_COPY(fault_seed, f.seed);
+  TRIB_COPY(fault_stall_after_rx, f.stall_after_rx);
 #undef TRIB_COPY
   if (TRIB_HAS_FIELD(p, fault_corrupt_payload_only)) {
     f.corrupt_payload_only = c.fault_corrupt_payload_only != 0;
@@ -250,6 +252,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(redundant_max_bytes, o.redundant_max_bytes);
   TRIB_SET(redundant_auto, o.redundant_auto ? 1 : 0);
   TRIB_SET(fault_seed, f.seed);
+  TRIB_SET(fault_stall_after_rx, f.stall_after_rx);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);
     c->fault_rank_count = f.ranks.size();

@@ -99,6 +99,13 @@ Status SetFaultRanks(const char* name, const char* value, EnvSettings* e) {
   return Status::Ok();
 }
 
+Status SetStallAfterRx(const char* name, const char* value, EnvSettings* e) {
+  uint64_t v = 0;
+  if (!ParseU64(value, &v)) return BadValue(name, value, "an unsigned 64-bit integer (packets)");
+  e->options.faults.stall_after_rx = v;
+  return Status::Ok();
+}
+
 Status SetDelayUs(const char* name, const char* value, EnvSettings* e) {
   Options* o = &e->options;
   uint64_t v = 0;
@@ -452,6 +459,11 @@ const EnvVar kEnvTable[] = {
      },
      "Fault injection applies to these ranks only (comma-separated, e.g. 3 or 0,2); all = "
      "every rank."},
+    {"TRIBUTARY_FAULT_STALL_AFTER_RX", "u64", SetStallAfterRx,
+     [](const Options& o) { return std::to_string(o.faults.stall_after_rx); },
+     "Fault injection: a hung rank. After this many received packets (per lane) the transport "
+     "takes nothing more, and after its next wait sends nothing more either (one WARN line); "
+     "0 = never."},
     {"TRIBUTARY_JOB_ID", "u32", CheckLaunch,
      [](const Options&) { return std::string("(none)"); },
      "Job id (decimal) for communicators created from the environment "

@@ -56,6 +56,7 @@ trib_config_t DistinctConfig() {
   c.fault_corrupt_payload_only = 1;
   c.fault_corrupt_sticky = 1;
   c.fault_seed = 77;
+  c.fault_stall_after_rx = 4242;
   c.fault_ranks = kRanks;
   c.fault_rank_count = 2;
   c.payload_mac = 0;  // the default is 1: 0 is distinct
@@ -108,6 +109,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_TRUE(f.corrupt_payload_only);
   EXPECT_TRUE(f.corrupt_sticky);
   EXPECT_EQ(f.seed, 77u);
+  EXPECT_EQ(f.stall_after_rx, 4242u);
   EXPECT_EQ(f.ranks, (std::vector<uint32_t>{3, 5}));
   EXPECT_FALSE(o.payload_mac);
   EXPECT_EQ(o.aggregator_key, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");

@@ -86,6 +86,7 @@ TEST(EnvTest, EveryVariableIsApplied) {
                   {"TRIBUTARY_FAULT_TX_REORDER", "0.1"},
                   {"TRIBUTARY_FAULT_RX_REORDER", "0.2"},
                   {"TRIBUTARY_FAULT_SEED", "42"},
+                  {"TRIBUTARY_FAULT_STALL_AFTER_RX", "9000"},
                   {"TRIBUTARY_LOG_LEVEL", "debug"},
                   {"TRIBUTARY_DEBUG_SUBSYS", "^progress,fault"},
                   {"TRIBUTARY_DEBUG_FILE", "/tmp/trib.%h.%p.log"}});
@@ -115,6 +116,7 @@ TEST(EnvTest, EveryVariableIsApplied) {
   EXPECT_DOUBLE_EQ(v.faults.tx_reorder, 0.1);
   EXPECT_DOUBLE_EQ(v.faults.rx_reorder, 0.2);
   EXPECT_EQ(v.faults.seed, 42u);
+  EXPECT_EQ(v.faults.stall_after_rx, 9000u);
 }
 
 TEST(EnvTest, LogVariablesAreParsedNotApplied) {
@@ -211,6 +213,7 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       {"TRIBUTARY_OP_TIMEOUT_MS", "0"},  // 0 would let Wait block forever
       {"TRIBUTARY_FAULT_RANKS", "1,x"},
       {"TRIBUTARY_FAULT_RANKS", ""},
+      {"TRIBUTARY_FAULT_STALL_AFTER_RX", "-1"},
   };
   for (const auto& [name, value] : bad) {
     auto o = Parse({{name, value}});

@@ -9,6 +9,7 @@
 // untouched when no fault is configured.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -24,7 +25,14 @@ class FakeTransport final : public Transport {
  public:
   const char* name() const override { return "fake"; }
   int Send(const TxPacket* p, int n) override {
+    ++calls_;
+    n = std::min(n, accept_);  // a full queue refuses the rest
     for (int i = 0; i < n; ++i) {
+      // Transports copy headers up to kMaxHeaderSize and payloads marked
+      // copy_payload; the rest they may read after Send returned.
+      if ((p[i].payload_len > 0 && !p[i].copy_payload) || p[i].header_len > proto::kMaxHeaderSize) {
+        ++uncopied_;
+      }
       std::vector<uint8_t> bytes(static_cast<const uint8_t*>(p[i].header),
                                  static_cast<const uint8_t*>(p[i].header) + p[i].header_len);
       if (p[i].payload_len) {
@@ -37,6 +45,7 @@ class FakeTransport final : public Transport {
     return n;
   }
   int Recv(RxEvent* out, int max) override {
+    ++calls_;
     current_.clear();
     int n = 0;
     while (n < max && !inbox_.empty()) {
@@ -49,9 +58,16 @@ class FakeTransport final : public Transport {
     for (int i = 0; i < n; ++i) DecodeEvent(current_[i].data(), current_[i].size(), &out[i]);
     return n;
   }
-  void Wait(int64_t) override {}
+  void Wait(int64_t) override { ++calls_; }
   void Wake() override {}
+  bool Fence(int64_t) override {
+    ++calls_;
+    return true;
+  }
   TransportStats stats() const override { return {}; }
+  int calls_ = 0;         // Send, Recv, Wait and Fence
+  int accept_ = 1 << 30;  // packets taken per Send
+  int uncopied_ = 0;      // packets the caller may free before a later read
   std::vector<std::vector<uint8_t>> sent_;
   std::deque<std::vector<uint8_t>> inbox_;
   std::vector<std::vector<uint8_t>> current_;
@@ -455,6 +471,85 @@ TEST(FaultTransportTest, FaultsOfRankSelectsRanksAndSeedsEachIndependently) {
   EXPECT_TRUE(FaultsOfRank(f, 1, 0).enabled());
   EXPECT_TRUE(FaultsOfRank(f, 3, 2).enabled());
   EXPECT_DOUBLE_EQ(FaultsOfRank(f, 3, 0).tx_drop, 0.2);
+}
+
+// A stall stops taking at the count (the packets of the call that reached
+// it are delivered), sends until the first Wait, then never calls the
+// inner transport again.
+TEST(FaultTransportTest, StallTakesNothingAfterTheCountAndSendsNothingAfterAWait) {
+  auto fake = std::make_unique<FakeTransport>();
+  FakeTransport* inner = fake.get();
+  FaultOptions f;
+  f.stall_after_rx = 5;
+  ASSERT_TRUE(f.enabled());
+  FaultTransport t(std::move(fake), f);
+  uint32_t v[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  TxPacket p[8];
+  for (int i = 0; i < 8; ++i) p[i] = TxPacket{&v[i], 4, nullptr, 0};
+  ASSERT_EQ(t.Send(p, 3), 3);
+  RxEvent rx[64];
+  ASSERT_EQ(t.Recv(rx, 64), 3);  // 3 of 5
+  ASSERT_EQ(t.Send(p + 3, 4), 4);
+  ASSERT_EQ(t.Recv(rx, 64), 4);  // 7: past the count, this call's packets still arrive
+  uint32_t got;
+  memcpy(&got, rx[3].raw, 4);
+  EXPECT_EQ(got, 6u);
+
+  ASSERT_EQ(t.Send(p + 7, 1), 1);  // still sent
+  EXPECT_EQ(inner->sent_.size(), 8u);
+  int calls = inner->calls_;
+  EXPECT_EQ(t.Recv(rx, 64), 0);  // not taken
+  EXPECT_EQ(inner->calls_, calls);
+  EXPECT_FALSE(t.fault_stats().stalled);
+
+  t.Wait(0);  // stalls for good
+  EXPECT_TRUE(t.fault_stats().stalled);
+  calls = inner->calls_;
+  EXPECT_EQ(t.Send(p, 8), 8);  // taken, never sent
+  EXPECT_EQ(t.Recv(rx, 64), 0);
+  t.Wait(-1);  // returns (bounded), without the inner transport
+  EXPECT_FALSE(t.Fence(1000));
+  EXPECT_EQ(inner->calls_, calls);
+  EXPECT_EQ(inner->sent_.size(), 8u);
+  EXPECT_EQ(t.fault_stats().stalled_tx, 8u);
+}
+
+// What the inner transport refuses (a full queue) is sent by a later call,
+// in order, none lost; payloads are marked to be copied, since the
+// injector frees its copies once they are taken.
+TEST(FaultTransportTest, RefusedPacketsAreSentLaterInOrder) {
+  auto fake = std::make_unique<FakeTransport>();
+  FakeTransport* inner = fake.get();
+  FaultOptions f;
+  f.tx_duplicate = 0.5;  // any fault makes the injector copy every packet
+  f.seed = 5;
+  FaultTransport t(std::move(fake), f);
+  inner->accept_ = 0;
+  for (uint32_t i = 0; i < 40; ++i) {
+    std::vector<uint8_t> header(proto::kHeaderSize, 0), payload(100, static_cast<uint8_t>(i));
+    memcpy(header.data(), &i, 4);
+    TxPacket p{header.data(), header.size(), payload.data(), payload.size()};
+    ASSERT_EQ(t.Send(&p, 1), 1);  // always "sent": the rest waits inside
+  }
+  EXPECT_EQ(inner->sent_.size(), 0u);
+  inner->accept_ = 3;  // a few per call from now on
+  for (int i = 0; i < 100 && inner->sent_.size() < 40u + t.fault_stats().tx_duplicated; ++i) {
+    t.Wait(0);
+  }
+  const uint64_t duplicated = t.fault_stats().tx_duplicated;
+  ASSERT_EQ(inner->sent_.size(), 40u + duplicated);
+  uint32_t last = 0;
+  for (const auto& b : inner->sent_) {
+    ASSERT_EQ(b.size(), proto::kHeaderSize + 100);
+    uint32_t id;
+    memcpy(&id, b.data(), 4);
+    EXPECT_GE(id, last);  // in order (a duplicate right after its original)
+    EXPECT_EQ(b.back(), static_cast<uint8_t>(id));
+    last = id;
+  }
+  EXPECT_EQ(last, 39u);
+  EXPECT_EQ(inner->uncopied_, 0);
+  EXPECT_EQ(t.fault_stats().tx_refused, 0u);
 }
 
 TEST(FaultTransportTest, NoFaultsIsTransparent) {

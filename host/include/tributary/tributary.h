@@ -210,6 +210,10 @@ typedef struct trib_config {
    * redundant_auto): 1 = on (default), 0 = copy whenever the aggregator
    * reports loss. */
   int redundant_auto;
+  /* Fault injection (tributary::FaultOptions::stall_after_rx): after this
+   * many received packets the transport takes and sends nothing more (a
+   * hung rank); 0 = never. */
+  uint64_t fault_stall_after_rx;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

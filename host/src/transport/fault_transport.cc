@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/log.h"
 #include "proto/wire.h"
@@ -85,11 +86,16 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultOpti
     : inner_(std::move(inner)), faults_(faults), clock_(clock ? std::move(clock) : Clock(NowNs)) {
   TRIB_LOG(kWarn, "fault",
            "fault injection ON (seed %llu): tx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt "
-           "%.4f; rx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt %.4f; delay up to %u us%s",
+           "%.4f; rx drop %.4f dup %.4f reorder %.4f delay %.4f corrupt %.4f; delay up to %u "
+           "us%s%s",
            static_cast<unsigned long long>(faults.seed), faults.tx_drop, faults.tx_duplicate,
            faults.tx_reorder, faults.tx_delay, faults.tx_corrupt, faults.rx_drop,
            faults.rx_duplicate, faults.rx_reorder, faults.rx_delay, faults.rx_corrupt,
-           faults.delay_us, faults.corrupt_sticky ? "; corruption sticks to every copy" : "");
+           faults.delay_us, faults.corrupt_sticky ? "; corruption sticks to every copy" : "",
+           faults.stall_after_rx > 0
+               ? ("; stalls after " + std::to_string(faults.stall_after_rx) + " received packets")
+                     .c_str()
+               : "");
 }
 
 void FaultTransport::FlipBit(const Draw& d, Bytes* b) const {
@@ -110,13 +116,36 @@ void FaultTransport::FlipBit(const Draw& d, Bytes* b) const {
 }
 
 void FaultTransport::SendCopies(std::vector<Bytes>* copies) {
-  if (copies->empty()) return;
-  std::vector<TxPacket> out;
-  out.reserve(copies->size());
-  for (const Bytes& b : *copies) out.push_back({b.data(), b.size(), nullptr, 0});
-  // What the OS refuses is lost, as a dropped packet would be.
-  inner_->Send(out.data(), static_cast<int>(out.size()));
+  for (Bytes& b : *copies) tx_unsent_.push_back(std::move(b));
   copies->clear();
+  FlushUnsent();
+}
+
+// In order, what the inner transport has not taken yet. What it refuses (a
+// full queue: libfabric's, verbs', the socket's) waits for the next call:
+// the caller was told it was sent, and over a reliable transport a packet
+// lost here would wait for a timeout the injector did not choose.
+void FaultTransport::FlushUnsent() {
+  while (!tx_unsent_.empty()) {
+    TxPacket out[64];
+    const int batch = static_cast<int>(std::min<size_t>(tx_unsent_.size(), 64));
+    for (int i = 0; i < batch; ++i) {
+      // The bytes are freed once taken, while libfabric and verbs may read
+      // a payload later: it goes as one to copy, behind a header they copy
+      // anyway (ofi used to send freed bytes: the aggregator saw bad magic).
+      const Bytes& b = tx_unsent_[static_cast<size_t>(i)];
+      const size_t header = std::min(b.size(), proto::kHeaderSize);
+      out[i] = TxPacket{b.data(), header, b.data() + header, b.size() - header};
+      out[i].copy_payload = true;
+    }
+    const int sent = std::max(0, inner_->Send(out, batch));
+    tx_unsent_.erase(tx_unsent_.begin(), tx_unsent_.begin() + sent);
+    if (sent < batch) break;
+  }
+  while (tx_unsent_.size() > kMaxUnsent) {  // a peer that never takes: bounded
+    tx_unsent_.pop_front();
+    fstats_.tx_refused++;
+  }
 }
 
 void FaultTransport::ReleaseDue(uint64_t now) {
@@ -141,6 +170,10 @@ int64_t FaultTransport::UsUntilNextRelease(uint64_t now) const {
 }
 
 int FaultTransport::Send(const TxPacket* packets, int n) {
+  if (fstats_.stalled) {
+    fstats_.stalled_tx += static_cast<uint64_t>(std::max(n, 0));
+    return n;  // taken, never sent
+  }
   const uint64_t now = clock_();
   std::vector<Bytes> out;
   out.reserve(static_cast<size_t>(n) * 2 + 1);
@@ -223,9 +256,17 @@ FaultTransport::Draw FaultTransport::DrawForPlaced(const proto::PlacedResult& r)
   return {id, rx_copies_.Next(id)};
 }
 
+// Stops taking once the count is reached; the stall is whole at the next
+// Wait (see Wait).
+void FaultTransport::CountReceived(int got) {
+  received_ += static_cast<uint64_t>(got);
+  if (faults_.stall_after_rx != 0 && received_ >= faults_.stall_after_rx) rx_stalled_ = true;
+}
+
 int FaultTransport::Recv(RxEvent* out, int max) {
+  if (rx_stalled_) return 0;
   const uint64_t now = clock_();
-  ReleaseDue(now);
+  ReleaseDue(now);  // and what the inner transport refused before
   rx_out_.clear();
   auto emit = [&](RxItem item) {
     if (static_cast<int>(rx_out_.size()) >= max) return;  // lost, like an overflowing socket
@@ -243,6 +284,7 @@ int FaultTransport::Recv(RxEvent* out, int max) {
   RxEvent in[64];
   const int room = std::max(0, std::min(max - static_cast<int>(rx_out_.size()), 64));
   const int got = room > 0 ? inner_->Recv(in, room) : 0;
+  CountReceived(got);  // what this call took is still delivered
   for (int i = 0; i < got; ++i) {
     const bool placed = in[i].kind == RxEvent::Kind::kResultPlaced;
     const Draw d = placed ? DrawForPlaced(in[i].placed)
@@ -298,13 +340,34 @@ int FaultTransport::Recv(RxEvent* out, int max) {
 }
 
 void FaultTransport::Wait(int64_t timeout_us) {
+  // A rank that stopped taking sends until it has nothing left to send (its
+  // window full of results it will never take: the aggregator's sends to it
+  // pile up), and at its first wait stops for good. The progress thread, the
+  // only one that calls the inner transport, is outside it from here on.
+  if (rx_stalled_ && !fstats_.stalled) {
+    fstats_.stalled = true;
+    TRIB_LOG(kWarn, "fault",
+             "transport stalled after %llu received packets (TRIBUTARY_FAULT_STALL_AFTER_RX=%llu): "
+             "it takes and sends nothing more",
+             static_cast<unsigned long long>(received_),
+             static_cast<unsigned long long>(faults_.stall_after_rx));
+  }
+  if (fstats_.stalled) {  // a hung process: sleeps, bounded so that Wake-ups are not lost
+    constexpr int64_t kStalledWaitUs = 1000;
+    timespec ts{
+        0, 1000 * ((timeout_us < 0 || timeout_us > kStalledWaitUs) ? kStalledWaitUs : timeout_us)};
+    nanosleep(&ts, nullptr);
+    return;
+  }
   const uint64_t now = clock_();
   // Held packets must not wait for traffic that may never come.
   if (rx_has_held_ || tx_has_held_) {
     if (tx_has_held_) Send(nullptr, 0);
     return;
   }
-  const int64_t release = UsUntilNextRelease(now);
+  FlushUnsent();
+  int64_t release = UsUntilNextRelease(now);
+  if (!tx_unsent_.empty()) release = 0;  // refused packets are retried at once
   if (release >= 0 && (timeout_us < 0 || release < timeout_us)) timeout_us = release;
   inner_->Wait(timeout_us);
 }

@@ -9,6 +9,9 @@
 //   reorder   it is held back and released right after the next packet
 //   delay     it is held for a time in [0, delay_us]
 //   corrupt   one bit of header or payload is flipped (a copy)
+//   stall     after stall_after_rx received packets nothing more is taken;
+//             sends go on until the first Wait, after which the inner
+//             transport is never called again (a hung rank)
 //
 // Fates follow packet identity, not packet order. A packet's identity is
 // what names it on the wire whatever the timing: message type, collective
@@ -44,6 +47,9 @@ struct FaultStats {
   uint64_t tx_reordered = 0, rx_reordered = 0;
   uint64_t tx_delayed = 0, rx_delayed = 0;
   uint64_t tx_corrupted = 0, rx_corrupted = 0;
+  uint64_t tx_refused = 0;  // the inner transport never took them (kMaxUnsent exceeded)
+  bool stalled = false;
+  uint64_t stalled_tx = 0;  // packets handed to Send after the stall: never sent
 };
 
 // The fault options lane `lane` of rank `rank` runs with: none when
@@ -73,7 +79,9 @@ class FaultTransport final : public Transport {
   void DeregisterMemory(const TransportMemory& memory) override {
     inner_->DeregisterMemory(memory);
   }
-  bool Fence(int64_t timeout_us) override { return inner_->Fence(timeout_us); }
+  bool Fence(int64_t timeout_us) override {
+    return fstats_.stalled ? false : inner_->Fence(timeout_us);
+  }
   TransportStats stats() const override { return inner_->stats(); }
   const FaultStats& fault_stats() const { return fstats_; }
 
@@ -131,6 +139,10 @@ class FaultTransport final : public Transport {
   }
   void FlipBit(const Draw& d, Bytes* b) const;
   void SendCopies(std::vector<Bytes>* copies);
+  void FlushUnsent();
+  static constexpr size_t kMaxUnsent = 1u << 16;
+  // Counts received packets; past stall_after_rx, takes no more.
+  void CountReceived(int got);
   void ReleaseDue(uint64_t now);
   int64_t UsUntilNextRelease(uint64_t now) const;
 
@@ -139,12 +151,15 @@ class FaultTransport final : public Transport {
   Clock clock_;
   CopyCounter tx_copies_, rx_copies_;
   FaultStats fstats_;
+  uint64_t received_ = 0;      // packets the inner transport delivered
+  bool rx_stalled_ = false;    // stall_after_rx reached: Recv takes nothing
   bool tx_has_held_ = false;   // reorder: one packet held until the next send
   Bytes tx_held_;
   bool rx_has_held_ = false;   // reorder: one packet held until the next receive
   RxItem rx_held_;
   std::deque<Held> tx_delayed_;  // by release time (pushed in any order, scanned)
   std::deque<HeldRx> rx_delayed_;
+  std::deque<Bytes> tx_unsent_;  // sent by the caller, refused by the inner transport so far
   // Packets handed out by the last Recv (they must outlive the inner
   // transport's buffers until the next Recv).
   std::deque<RxItem> rx_out_;

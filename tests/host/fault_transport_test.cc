@@ -508,10 +508,11 @@ TEST(FaultTransportTest, StallTakesNothingAfterTheCountAndSendsNothingAfterAWait
   EXPECT_EQ(t.Send(p, 8), 8);  // taken, never sent
   EXPECT_EQ(t.Recv(rx, 64), 0);
   t.Wait(-1);  // returns (bounded), without the inner transport
-  EXPECT_FALSE(t.Fence(1000));
   EXPECT_EQ(inner->calls_, calls);
   EXPECT_EQ(inner->sent_.size(), 8u);
   EXPECT_EQ(t.fault_stats().stalled_tx, 8u);
+  EXPECT_TRUE(t.Fence(1000));  // the inner fence, at once: what a closing rank still does
+  EXPECT_EQ(inner->calls_, calls + 1);
 }
 
 // What the inner transport refuses (a full queue) is sent by a later call,
@@ -550,6 +551,23 @@ TEST(FaultTransportTest, RefusedPacketsAreSentLaterInOrder) {
   EXPECT_EQ(last, 39u);
   EXPECT_EQ(inner->uncopied_, 0);
   EXPECT_EQ(t.fault_stats().tx_refused, 0u);
+
+  // Fence first sends what is still refused (a failing rank's LEAVE is
+  // queued last).
+  inner->accept_ = 0;
+  const size_t before = inner->sent_.size();
+  uint32_t leave = 1000;
+  std::vector<uint8_t> header(proto::kHeaderSize, 0);
+  memcpy(header.data(), &leave, 4);
+  TxPacket p{header.data(), header.size(), nullptr, 0};
+  ASSERT_EQ(t.Send(&p, 1), 1);
+  EXPECT_EQ(inner->sent_.size(), before);
+  inner->accept_ = 1;
+  EXPECT_TRUE(t.Fence(100000));
+  ASSERT_GT(inner->sent_.size(), before);
+  uint32_t id;
+  memcpy(&id, inner->sent_.back().data(), 4);
+  EXPECT_EQ(id, 1000u);
 }
 
 TEST(FaultTransportTest, NoFaultsIsTransparent) {

@@ -50,10 +50,11 @@ struct FaultOptions {
   // A hung rank: once the transport has received this many packets it takes
   // nothing more; it sends until its first wait (its window then full of
   // results it never takes: the aggregator's sends to it pile up), then
-  // nothing either, and logs one WARN line. From that line on it never
-  // calls the network library again, so a test may stop or kill the process
-  // without leaving a lock of shared memory held (libfabric shm). Counted
-  // per lane. 0 = never.
+  // nothing either, and logs one WARN line. From that line on its progress
+  // thread never calls the network library (registration, a failing
+  // communicator's fence and teardown still do), so a test that stops or
+  // kills the process right after the line leaves no lock of shared memory
+  // held (libfabric shm). Counted per lane. 0 = never.
   uint64_t stall_after_rx = 0;
   bool enabled() const {
     return tx_drop > 0 || rx_drop > 0 || tx_duplicate > 0 || rx_duplicate > 0 || tx_reorder > 0 ||

@@ -116,7 +116,10 @@ void FaultTransport::FlipBit(const Draw& d, Bytes* b) const {
 }
 
 void FaultTransport::SendCopies(std::vector<Bytes>* copies) {
-  for (Bytes& b : *copies) tx_unsent_.push_back(std::move(b));
+  for (Bytes& b : *copies) {
+    tx_unsent_bytes_ += b.size();
+    tx_unsent_.push_back(std::move(b));
+  }
   copies->clear();
   FlushUnsent();
 }
@@ -138,11 +141,13 @@ void FaultTransport::FlushUnsent() {
       out[i] = TxPacket{b.data(), header, b.data() + header, b.size() - header};
       out[i].copy_payload = true;
     }
-    const int sent = std::max(0, inner_->Send(out, batch));
+    const int sent = std::clamp(inner_->Send(out, batch), 0, batch);
+    for (int i = 0; i < sent; ++i) tx_unsent_bytes_ -= tx_unsent_[static_cast<size_t>(i)].size();
     tx_unsent_.erase(tx_unsent_.begin(), tx_unsent_.begin() + sent);
     if (sent < batch) break;
   }
-  while (tx_unsent_.size() > kMaxUnsent) {  // a peer that never takes: bounded
+  while (tx_unsent_bytes_ > kMaxUnsentBytes) {  // a peer that never takes: bounded
+    tx_unsent_bytes_ -= tx_unsent_.front().size();
     tx_unsent_.pop_front();
     fstats_.tx_refused++;
   }
@@ -367,9 +372,29 @@ void FaultTransport::Wait(int64_t timeout_us) {
   }
   FlushUnsent();
   int64_t release = UsUntilNextRelease(now);
-  if (!tx_unsent_.empty()) release = 0;  // refused packets are retried at once
+  if (!tx_unsent_.empty()) {  // refused packets are retried soon (the engine's own pause)
+    release = release < 0 ? kRefusedWaitUs : std::min(release, kRefusedWaitUs);
+  }
   if (release >= 0 && (timeout_us < 0 || release < timeout_us)) timeout_us = release;
   inner_->Wait(timeout_us);
+}
+
+bool FaultTransport::Fence(int64_t timeout_us) {
+  if (fstats_.stalled) return inner_->Fence(0);  // a hung rank waits for nothing
+  // The LEAVE a failing communicator sends last is queued behind what was
+  // refused: half the time to get them out, the rest for the inner fence.
+  // Bounded in rounds too: a test's clock may stand still.
+  const int64_t budget_us = std::max<int64_t>(timeout_us, 0);
+  const uint64_t start = clock_();
+  FlushUnsent();
+  for (int64_t round = 0; !tx_unsent_.empty() && round * kRefusedWaitUs < budget_us / 2 &&
+                          clock_() - start < static_cast<uint64_t>(budget_us / 2) * 1000;
+       ++round) {
+    inner_->Wait(kRefusedWaitUs);
+    FlushUnsent();
+  }
+  const int64_t spent_us = static_cast<int64_t>((clock_() - start) / 1000);
+  return inner_->Fence(std::max<int64_t>(budget_us - spent_us, 0));
 }
 
 }  // namespace tributary::host

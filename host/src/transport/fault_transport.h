@@ -10,8 +10,9 @@
 //   delay     it is held for a time in [0, delay_us]
 //   corrupt   one bit of header or payload is flipped (a copy)
 //   stall     after stall_after_rx received packets nothing more is taken;
-//             sends go on until the first Wait, after which the inner
-//             transport is never called again (a hung rank)
+//             sends go on until the first Wait, after which Send, Recv and
+//             Wait never call the inner transport again (a hung rank;
+//             registration, Fence and teardown still do)
 //
 // Fates follow packet identity, not packet order. A packet's identity is
 // what names it on the wire whatever the timing: message type, collective
@@ -47,7 +48,7 @@ struct FaultStats {
   uint64_t tx_reordered = 0, rx_reordered = 0;
   uint64_t tx_delayed = 0, rx_delayed = 0;
   uint64_t tx_corrupted = 0, rx_corrupted = 0;
-  uint64_t tx_refused = 0;  // the inner transport never took them (kMaxUnsent exceeded)
+  uint64_t tx_refused = 0;  // the inner transport never took them (kMaxUnsentBytes exceeded)
   bool stalled = false;
   uint64_t stalled_tx = 0;  // packets handed to Send after the stall: never sent
 };
@@ -79,9 +80,9 @@ class FaultTransport final : public Transport {
   void DeregisterMemory(const TransportMemory& memory) override {
     inner_->DeregisterMemory(memory);
   }
-  bool Fence(int64_t timeout_us) override {
-    return fstats_.stalled ? false : inner_->Fence(timeout_us);
-  }
+  // Sends what the inner transport refused so far (within part of the
+  // timeout), then fences it; a stalled one is fenced at once.
+  bool Fence(int64_t timeout_us) override;
   TransportStats stats() const override { return inner_->stats(); }
   const FaultStats& fault_stats() const { return fstats_; }
 
@@ -140,7 +141,8 @@ class FaultTransport final : public Transport {
   void FlipBit(const Draw& d, Bytes* b) const;
   void SendCopies(std::vector<Bytes>* copies);
   void FlushUnsent();
-  static constexpr size_t kMaxUnsent = 1u << 16;
+  static constexpr size_t kMaxUnsentBytes = size_t{64} << 20;
+  static constexpr int64_t kRefusedWaitUs = 100;  // the progress engine's own pause
   // Counts received packets; past stall_after_rx, takes no more.
   void CountReceived(int got);
   void ReleaseDue(uint64_t now);
@@ -160,6 +162,7 @@ class FaultTransport final : public Transport {
   std::deque<Held> tx_delayed_;  // by release time (pushed in any order, scanned)
   std::deque<HeldRx> rx_delayed_;
   std::deque<Bytes> tx_unsent_;  // sent by the caller, refused by the inner transport so far
+  size_t tx_unsent_bytes_ = 0;
   // Packets handed out by the last Recv (they must outlive the inner
   // transport's buffers until the next Recv).
   std::deque<RxItem> rx_out_;

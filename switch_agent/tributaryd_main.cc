@@ -220,6 +220,18 @@ int main(int argc, char** argv) {
   // no-op anywhere else.
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s with dataplane '%s'",
              dataplane->LocalAddress().c_str(), dataplane->name());
+  // WatchdogSec= in the unit: the loop's tick says WATCHDOG=1 twice per
+  // period, so a loop that stops turning (a libfabric shm lock held by a
+  // stopped rank, docs/RELIABILITY.md) is killed and restarted by systemd.
+  uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(0, &watchdog_usec) <= 0) watchdog_usec = 0;
+  const uint64_t watchdog_ping_ns = watchdog_usec * 1000 / 2;
+  if (watchdog_ping_ns != 0) {
+    TRIB_LOG(kInfo, "tributaryd", "systemd watchdog: %llu ms, pinged every %llu ms",
+             static_cast<unsigned long long>(watchdog_usec / 1000),
+             static_cast<unsigned long long>(watchdog_ping_ns / 1000000));
+  }
+  uint64_t next_watchdog_ns = 0;
 #endif
   // Signals are blocked and taken here (control/signals.h), once a
   // millisecond at most: the tick runs after every burst when busy.
@@ -229,6 +241,12 @@ int main(int argc, char** argv) {
       agent::PollSignals();
       next_signal_poll_ns = now_ns + 1000000;
     }
+#if TRIBUTARY_HAVE_SYSTEMD
+    if (watchdog_ping_ns != 0 && now_ns >= next_watchdog_ns) {
+      sd_notify(0, "WATCHDOG=1");
+      next_watchdog_ns = now_ns + watchdog_ping_ns;
+    }
+#endif
 #if TRIBUTARY_HAVE_METRICS
     if (metrics && metrics->Due(now_ns)) {
       metrics->Publish(agent::GatherCounters(*dataplane, engine), now_ns);

@@ -375,18 +375,26 @@ TEST_F(TributarydTest, SigintExitsCleanlyWithCounters) {
 // systemd READY=1, with its address in STATUS, once the port is bound (its
 // listening line is out), and STOPPING=1 when it stops. The test plays
 // systemd's part: a datagram socket at the path of NOTIFY_SOCKET.
-TEST_F(TributarydTest, NotifiesSystemdReadyAndStopping) {
-  const std::string path = ::testing::TempDir() + "tributaryd-notify-" + std::to_string(getpid());
+// systemd's side of NOTIFY_SOCKET: a datagram socket bound at a fresh path,
+// whose recv gives up after 10 s (a missing message fails, never hangs).
+static int BindNotifySocket(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
+  if (fd < 0) return -1;
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  ASSERT_LT(path.size(), sizeof(a.sun_path));
+  if (path.size() >= sizeof(a.sun_path)) return close(fd), -1;
   std::strcpy(a.sun_path, path.c_str());
   unlink(path.c_str());
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << strerror(errno);
-  timeval tv{10, 0};  // a missing message fails the test, never hangs it
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return close(fd), -1;
+  timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+TEST_F(TributarydTest, NotifiesSystemdReadyAndStopping) {
+  const std::string path = ::testing::TempDir() + "tributaryd-notify-" + std::to_string(getpid());
+  const int fd = BindNotifySocket(path);
+  ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
   setenv("NOTIFY_SOCKET", path.c_str(), 1);
   StartDaemon();  // returns once the listening line is out
   unsetenv("NOTIFY_SOCKET");
@@ -401,6 +409,46 @@ TEST_F(TributarydTest, NotifiesSystemdReadyAndStopping) {
   n = recv(fd, buf, sizeof(buf) - 1, 0);
   ASSERT_GT(n, 0) << "no STOPPING notification: " << strerror(errno);
   EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find("STOPPING=1"), std::string::npos);
+  close(fd);
+  unlink(path.c_str());
+}
+
+// Proves: with WatchdogSec= in the unit (systemd sets WATCHDOG_USEC) the
+// serving loop says WATCHDOG=1 again and again, at about half the period,
+// so that systemd kills a loop that stopped turning; without it (the test
+// above) the daemon sends nothing between READY=1 and STOPPING=1.
+TEST_F(TributarydTest, PingsTheSystemdWatchdogFromItsServingLoop) {
+  const std::string path = ::testing::TempDir() + "tributaryd-wd-" + std::to_string(getpid());
+  const int fd = BindNotifySocket(path);
+  ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
+  setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  setenv("WATCHDOG_USEC", "200000", 1);  // 200 ms: a ping every 100 ms
+  // Taken before the daemon starts, so before its first ping whatever the
+  // scheduling: five pings are then at least 400 ms later.
+  const auto start = std::chrono::steady_clock::now();
+  StartDaemon();
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+  char buf[512] = {};
+  int pings = 0;
+  bool ready = false;
+  while (pings < 5) {
+    const ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+    ASSERT_GT(n, 0) << "pings so far: " << pings << "; " << strerror(errno) << "\n"
+                    << daemon_.Stderr();
+    const std::string msg(buf, static_cast<size_t>(n));
+    if (msg.find("READY=1") != std::string::npos) {
+      ready = true;
+    } else {
+      EXPECT_EQ(msg, "WATCHDOG=1");
+      EXPECT_TRUE(ready) << "a ping before READY=1";
+      ++pings;
+    }
+  }
+  // Not one per tick: five pings are four ping periods (100 ms) apart.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400));
+  const std::string err = StopDaemon();
+  EXPECT_NE(err.find("systemd watchdog: 200 ms, pinged every 100 ms"), std::string::npos) << err;
   close(fd);
   unlink(path.c_str());
 }

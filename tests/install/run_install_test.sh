@@ -124,6 +124,13 @@ for u in "${units[@]}"; do
 done
 grep -q -- "--config $prefix/etc/tributary/tributaryd.yaml" "${units[0]}" ||
   fail "tributaryd.service does not read $prefix/etc/tributary/tributaryd.yaml"
+# A watchdog only where the daemon pings it (Type=notify: built with
+# libsystemd); a Type=simple daemon would be killed for never pinging.
+if grep -q '^Type=notify$' "${units[0]}"; then
+  grep -q '^WatchdogSec=[1-9]' "${units[0]}" || fail "Type=notify tributaryd.service sets no WatchdogSec"
+elif grep -q '^WatchdogSec=' "${units[0]}"; then
+  fail "tributaryd.service sets WatchdogSec= without Type=notify: $(grep '^Type=' "${units[0]}")"
+fi
 command -v systemd-analyze > /dev/null || fail "systemd-analyze not found (package systemd)"
 step units-verify.log systemd-analyze verify "${units[@]}"
 echo "systemd units for $prefix pass systemd-analyze verify: ${units[*]##*/}"

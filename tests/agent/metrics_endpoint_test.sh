@@ -5,7 +5,8 @@
 # Starts tributaryd with --metrics-address 127.0.0.1:0 and two UDP lanes,
 # runs a 2-rank `tributary bench` striped over both (node level off, so
 # every round reaches the daemon) and scrapes /metrics while the job is
-# alive, until its per-job completions show (bounded: 60 s): the scrape
+# alive, until its per-job completions show (bounded: 60 s; the job runs
+# until then, then is stopped): the scrape
 # must pass `promtool check metrics`, carry the job once (not once per
 # lane) with its completions, contributions, bytes, round-time and lateness
 # histograms, both lanes' packets, and the engine's completions; /healthz
@@ -40,11 +41,15 @@ base=${url%/metrics}
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] || fail "/readyz is not 200"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/healthz") == 200 ]] || fail "/healthz is not 200"
 
-# A job that lives for many rounds: 2 ranks, 256 KiB, 2000 iterations.
+# A job that lives until a scrape has shown it (stopped below): the loop
+# publishes once a second, and a job of a fixed number of rounds can end
+# between two publications on a fast machine (2000 rounds of 256 KiB took
+# 0.7 s here on 2026-12-07, and the test failed every time).
 "$CLI" bench --in-place 0 --daemon "$addr" --lanes 2 --ranks 2 --node-level off -b 256K -e 256K \
-  -n 2000 -w 1 -c 0 \
+  -n 1000000 -w 1 -c 0 \
   > "$work/bench.log" 2>&1 &
-pids+=($!)
+bench=$!
+pids+=($bench)
 found=""
 for ((i = 0; i < 300; ++i)); do
   curl -s "$url" > "$work/scrape.txt" || true
@@ -57,7 +62,8 @@ for ((i = 0; i < 300; ++i)); do
   fi
   sleep 0.2
 done
-[[ -n $found ]] || { tail -30 "$work/scrape.txt" >&2; fail "no job with completions (and lane 1 packets) in 60 s of scrapes"; }
+[[ -n $found ]] || { tail -30 "$work/scrape.txt" "$work/bench.log" >&2; fail "no job with completions (and lane 1 packets) in 60 s of scrapes"; }
+kill "$bench" 2> /dev/null  # its ranks stop with it (SIGTERM)
 promtool check metrics < "$work/scrape.txt" > "$work/promtool.log" 2>&1 ||
   { cat "$work/promtool.log" >&2; fail "promtool check metrics refused the scrape"; }
 grep -Eq '^tributaryd_engine_completions_total [1-9]' "$work/scrape.txt" ||

@@ -15,6 +15,22 @@
 //   address, which the backend names with SetSourceHost), so spoofed
 //   traffic cannot use the daemon as an amplifier and one source cannot
 //   take every answer (a legitimate rank's CHALLENGE) from the others.
+//   Answers to packets that proved their sender holds the job key
+//   (Action::proven: a CHALLENGE to a JOIN whose MAC checks under a job the
+//   engine holds) come out of budgets of that job instead, at the same
+//   rates: kTransientRepliesPerSecond for the job, and
+//   kTransientRepliesPerHostPerSecond for each (host, job) pair (one of
+//   kTransientHostSlots by a keyed hash). Spoofed JOINs from any number of
+//   addresses (2000 a second are enough to spend the shared budget), from
+//   a rank's own host, or MAC'd with the key of another job (a tenant's
+//   own), keep no rank of a held job (a managed one, the later ranks of an
+//   open one, a restarted rank) from its CHALLENGE; a sniffer replaying a
+//   rank's JOIN spends only that job's budget. Only the first rank of a
+//   job created by JOIN still depends on the shared budget: nothing it
+//   sends can be checked yet. A spoofed victim may so receive up to 100
+//   answers a second from the shared budget plus 100 per held job whose
+//   JOINs the spoofer can MAC or replay, each about the size of the JOIN
+//   that caused it (a 112-byte CHALLENGE for a JOIN of 104 or more).
 // - MACs: an Action with the job's keys is sealed (proto/auth.h) before its
 //   checksum; payloads are covered except data payloads of a job that opted
 //   out (FORMAT.md §10.2).
@@ -66,6 +82,7 @@ class ReplyPolicy {
   static constexpr size_t kTransientHostSlots = 4096;
   static constexpr double kJobsPerHostPerMinute = 120;
   static constexpr size_t kMaxHostBuckets = 65536;
+  static constexpr size_t kMaxProvenJobs = 4096;
   struct HostBucket {
     double tokens;
     uint64_t refill_ns;
@@ -147,6 +164,7 @@ class ReplyPolicy {
     }
     const proto::Identity* identity = engine->identity();
     ++stats->join_challenges;
+    const bool proven = engine->JoinProvesKey(join);
     proto::ChallengeBody c;
     c.cookie = proto::JoinCookie(cookie_secret_, source, source_len, h.job_id, h.sender,
                                  now_ns / proto::kCookiePeriodNs);
@@ -161,6 +179,7 @@ class ReplyPolicy {
     challenge->payload = challenge_body_;
     challenge->payload_len = proto::kChallengeBodySize;
     challenge->peer = reply_to;
+    challenge->proven = proven;
     return false;
   }
 
@@ -239,7 +258,9 @@ class ReplyPolicy {
       EncodeHeader(n, incoming_checksum, notice);
     }
     ForEachPeer(action, [&](engine::PeerToken peer) {
-      if (peer == kTransientPeer && !AllowTransientReply(MonotonicNowNs())) {
+      if (peer == kTransientPeer &&
+          !(action.proven ? AllowProvenReply(action.header.job_id, MonotonicNowNs())
+                          : AllowTransientReply(MonotonicNowNs()))) {
         ++stats->transient_replies_limited;
         return;
       }
@@ -307,6 +328,23 @@ class ReplyPolicy {
   // now, in its host's budget and the daemon's; spends a token of each.
   bool AllowTransientReply(uint64_t now_ns) { return TransientBudget(now_ns, true); }
 
+  // The same for an answer to a JOIN that proved the key of held job
+  // `job_id` (Action::proven), in that job's budgets.
+  bool AllowProvenReply(uint32_t job_id, uint64_t now_ns) {
+    if (proven_jobs_.size() >= kMaxProvenJobs && proven_jobs_.count(job_id) == 0) {
+      proven_jobs_.clear();  // jobs that ended; a live one starts again full
+    }
+    Refill& job = Refilled(proven_jobs_[job_id], kTransientRepliesPerSecond, now_ns);
+    const uint64_t pair =
+        proto::JoinCookie(cookie_secret_, source_host_, source_host_len_, job_id, 0, 1);
+    Refill& host = Refilled(proven_host_replies_[pair % kTransientHostSlots],
+                            kTransientRepliesPerHostPerSecond, now_ns);
+    if (job.tokens < 1.0 || host.tokens < 1.0) return false;
+    job.tokens -= 1.0;
+    host.tokens -= 1.0;
+    return true;
+  }
+
  private:
   struct Refill {
     double tokens = 0;
@@ -355,6 +393,8 @@ class ReplyPolicy {
   uint8_t challenge_body_[proto::kChallengeBodySize];
   Refill all_replies_;
   std::vector<Refill> host_replies_ = std::vector<Refill>(kTransientHostSlots);
+  std::unordered_map<uint32_t, Refill> proven_jobs_;  // AllowProvenReply
+  std::vector<Refill> proven_host_replies_ = std::vector<Refill>(kTransientHostSlots);
   char refusal_[proto::kMaxNackTextBytes];
 };
 

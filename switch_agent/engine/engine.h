@@ -169,6 +169,12 @@ struct Action {
   // > 0: the request number of an aggregator's RESULT_REQUEST to its
   // parent (FORMAT.md §3.4), sent in a header extension word.
   uint64_t request_seq = 0;
+  // An answer to a packet that proved its sender holds the key of job
+  // header.job_id (a JOIN without a cookie whose MAC checks under a job the
+  // engine holds): to an unknown source it is weighed against that job's
+  // budgets, which packets forged without its key cannot spend
+  // (ReplyPolicy).
+  bool proven = false;
 };
 
 // Encodes the header of what `a` sends into `out` and returns its length:
@@ -343,6 +349,11 @@ class Engine {
   const EngineCounters& counters() const { return counters_; }
   std::vector<JobInfo> Jobs() const;
   bool HoldsJob(uint32_t job_id) const { return jobs_.count(job_id) != 0; }
+  // Whether `join` names a job this engine holds and carries a valid MAC,
+  // over header and body, under that job's key: its sender holds the key
+  // (it may still be a replay). One MAC check; nothing is changed or
+  // counted.
+  bool JoinProvesKey(const proto::PacketView& join) const;
   // True if `from` may send packets of the job `h` names: it is the peer
   // h.sender registered from, or the job's parent. The dataplanes' fair
   // queues give only those the job's bucket, before any MAC is checked;

@@ -283,6 +283,12 @@ Action Engine::RefuseJoin(const proto::PacketView& join, PeerToken to, NackCode 
   return out;
 }
 
+bool Engine::JoinProvesKey(const proto::PacketView& join) const {
+  if ((join.header.flags & proto::kFlagPayloadMac) == 0) return false;  // the body uncovered
+  auto it = jobs_.find(join.header.job_id);
+  return it != jobs_.end() && proto::VerifyPacket(it->second->mac_key(), join);
+}
+
 bool Engine::OpenSealedKey(const proto::PacketView& pkt, uint64_t* job_key) {
   const uint8_t* sealed = proto::JoinSealedKey(pkt.payload, pkt.payload_len);
   if (sealed == nullptr || identity_ == nullptr) return false;

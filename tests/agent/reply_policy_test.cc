@@ -35,10 +35,11 @@ struct Join {
 // A JOIN; with `seal_to`, as a rank sends it after the CHALLENGE: the job
 // key (job id + 1) sealed to that identity and the packet MAC'd, so that it
 // creates the job.
+// `key` 0: the job's key (job id + 1); another: a forger's guess.
 Join MakeJoin(uint32_t job_id, uint32_t sender, uint64_t cookie, uint64_t nonce = 77,
-              const proto::Identity* seal_to = nullptr) {
+              const proto::Identity* seal_to = nullptr, uint64_t key = 0) {
   Join j;
-  const uint64_t key = job_id + 1;
+  if (key == 0) key = job_id + 1;
   proto::JoinBody body{2, 4, 1024, seal_to ? proto::kJoinSealedKey : 0u, nonce, cookie, 1};
   uint8_t raw[proto::kJoinSealedBodySize];
   proto::EncodeJoinBody(body, raw);
@@ -186,6 +187,71 @@ bool DeliverTo(ReplyPolicy* policy, const engine::Action& a, const Source& s,
 // (a bound that holds however slowly the test runs).
 double Refilled(double per_second, uint64_t start_ns) {
   return static_cast<double>(MonotonicNowNs() - start_ns) * 1e-9 * per_second + 1;
+}
+
+// Review of 2026-12-07: every answer to an unknown source came out of one
+// budget of 2000 a second for the whole loop, so spoofed JOINs from that
+// many addresses a second (about 2 Mbit/s) kept every new rank from its
+// CHALLENGE, and 100 a second naming a rank's host kept that host's ranks
+// from theirs. A JOIN whose MAC checks under a job the engine holds is
+// answered from that job's budgets, which forgeries cannot spend, nor a
+// tenant with the key of another job; replays spend only the job's own.
+TEST_F(ReplyPolicyTest, ForgedJoinsLeaveTheChallengesOfJoinsThatProveTheirKey) {
+  engine::Action answer;
+  bool created = false;
+  ASSERT_TRUE(CreateJob(5, Source(1, 4000), 10 * kSecond, &answer, &created));
+  ASSERT_TRUE(created);
+  ASSERT_TRUE(CreateJob(6, Source(3, 4000), 10 * kSecond, &answer, &created));  // a tenant's
+  ASSERT_TRUE(created);
+  const auto host = [](uint32_t i) {  // 10.x.y.z, one host per i
+    Source s(0, 4000);
+    s.bytes[1] = static_cast<uint8_t>(i >> 16);
+    s.bytes[2] = static_cast<uint8_t>(i >> 8);
+    s.bytes[3] = static_cast<uint8_t>(i);
+    return s;
+  };
+  // Each JOIN from `first` hosts on (or the rank's host from `at_rank`),
+  // delivered; returns how many answers went out.
+  const Source rank_host(2, 5000);
+  const auto flood = [&](uint32_t n, uint32_t first, uint32_t at_rank, auto make, bool proven) {
+    int sent = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const Join j = make(i);
+      const Source s = i < at_rank ? host(first + i) : rank_host;
+      EXPECT_FALSE(Admit(j, s, 10 * kSecond, &answer));
+      EXPECT_EQ(answer.header.type, proto::MsgType::kChallenge);
+      EXPECT_EQ(answer.proven, proven) << i;
+      sent += DeliverTo(&policy_, answer, s, &stats_);
+    }
+    return sent;
+  };
+  const double all = ReplyPolicy::kTransientRepliesPerSecond;
+  const double per_host = ReplyPolicy::kTransientRepliesPerHostPerSecond;
+  const uint64_t start = MonotonicNowNs();
+  // Forged: job 5's id with a guessed key, and jobs nobody holds, from
+  // 3000 hosts and then 300 times naming the rank's host.
+  const auto forged = [](uint32_t i) {
+    return MakeJoin(i % 2 ? 5 : 9000 + i, 1, 0, 77, nullptr, 123456 + i);
+  };
+  // (Each count is taken before the bound: Refilled reads the clock.)
+  const int forgeries = flood(3300, 1000, 3000, forged, false);
+  EXPECT_LE(forgeries, all + Refilled(all, start));
+  // The tenant's own job 6, MAC'd with its key, from 3000 hosts and from
+  // the rank's host: job 6's budgets, spent.
+  const auto tenant = [](uint32_t) { return MakeJoin(6, 1, 0); };
+  const int tenants = flood(3000, 100000, 2900, tenant, true);
+  EXPECT_GE(tenants, all);
+  EXPECT_LE(tenants, all + Refilled(all, start));
+  // Job 5's other rank, from its own host and from fresh ones: every first
+  // JOIN (no cookie, the job's MAC) is answered.
+  const auto rank = [](uint32_t) { return MakeJoin(5, 1, 0); };
+  const int ranks = flood(11, 200000, 10, rank, true);
+  EXPECT_EQ(ranks, 11);
+  // Its JOIN replayed by a sniffer from 3000 spoofed hosts: within job 5's
+  // budget.
+  const int replayed = flood(3000, 300000, 3000, rank, true);
+  EXPECT_GE(replayed, all - 11);
+  EXPECT_LE(replayed, all - 11 + Refilled(all, start));
 }
 
 // Review of 2026-12-06: a host with a valid cookie could send JOINs whose

@@ -19,8 +19,8 @@
 //   (Action::proven: a CHALLENGE to a JOIN whose MAC checks under a job the
 //   engine holds) come out of budgets of that job instead, at the same
 //   rates: kTransientRepliesPerSecond for the job, and
-//   kTransientRepliesPerHostPerSecond for each (host, job) pair (one of
-//   kTransientHostSlots by a keyed hash). Spoofed JOINs from any number of
+//   kTransientRepliesPerHostPerSecond for each host (one of the job's own
+//   kProvenHostSlots, by a keyed hash). Spoofed JOINs from any number of
 //   addresses (2000 a second are enough to spend the shared budget), from
 //   a rank's own host, or MAC'd with the key of another job (a tenant's
 //   own), keep no rank of a held job (a managed one, the later ranks of an
@@ -56,6 +56,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -83,6 +84,7 @@ class ReplyPolicy {
   static constexpr double kJobsPerHostPerMinute = 120;
   static constexpr size_t kMaxHostBuckets = 65536;
   static constexpr size_t kMaxProvenJobs = 4096;
+  static constexpr size_t kProvenHostSlots = 64;  // per job: 64 x 100/s > its 2000/s
   struct HostBucket {
     double tokens;
     uint64_t refill_ns;
@@ -332,13 +334,20 @@ class ReplyPolicy {
   // `job_id` (Action::proven), in that job's budgets.
   bool AllowProvenReply(uint32_t job_id, uint64_t now_ns) {
     if (proven_jobs_.size() >= kMaxProvenJobs && proven_jobs_.count(job_id) == 0) {
-      proven_jobs_.clear();  // jobs that ended; a live one starts again full
+      // Buckets unused for a second are full again: forgetting them changes
+      // nothing. Should all be in use, a clear only gives answers back.
+      std::erase_if(proven_jobs_,
+                    [&](const auto& e) { return e.second.all.refill_ns + 1000000000 <= now_ns; });
+      if (proven_jobs_.size() >= kMaxProvenJobs) proven_jobs_.clear();
     }
-    Refill& job = Refilled(proven_jobs_[job_id], kTransientRepliesPerSecond, now_ns);
-    const uint64_t pair =
-        proto::JoinCookie(cookie_secret_, source_host_, source_host_len_, job_id, 0, 1);
-    Refill& host = Refilled(proven_host_replies_[pair % kTransientHostSlots],
-                            kTransientRepliesPerHostPerSecond, now_ns);
+    ProvenJob& p = proven_jobs_[job_id];
+    Refill& job = Refilled(p.all, kTransientRepliesPerSecond, now_ns);
+    // The host's slot in this job's own table (a period no cookie has: the
+    // value never leaves this object anyway).
+    const uint64_t slot =
+        proto::JoinCookie(cookie_secret_, source_host_, source_host_len_, job_id, 0, UINT64_MAX);
+    Refill& host =
+        Refilled(p.hosts[slot % kProvenHostSlots], kTransientRepliesPerHostPerSecond, now_ns);
     if (job.tokens < 1.0 || host.tokens < 1.0) return false;
     job.tokens -= 1.0;
     host.tokens -= 1.0;
@@ -393,8 +402,13 @@ class ReplyPolicy {
   uint8_t challenge_body_[proto::kChallengeBodySize];
   Refill all_replies_;
   std::vector<Refill> host_replies_ = std::vector<Refill>(kTransientHostSlots);
-  std::unordered_map<uint32_t, Refill> proven_jobs_;  // AllowProvenReply
-  std::vector<Refill> proven_host_replies_ = std::vector<Refill>(kTransientHostSlots);
+  // AllowProvenReply: each job's budget and its own table of host slots,
+  // so that no job's answers, however many, spend another's.
+  struct ProvenJob {
+    Refill all;
+    std::array<Refill, kProvenHostSlots> hosts;
+  };
+  std::unordered_map<uint32_t, ProvenJob> proven_jobs_;
   char refusal_[proto::kMaxNackTextBytes];
 };
 

@@ -236,12 +236,15 @@ TEST_F(ReplyPolicyTest, ForgedJoinsLeaveTheChallengesOfJoinsThatProveTheirKey) {
   // (Each count is taken before the bound: Refilled reads the clock.)
   const int forgeries = flood(3300, 1000, 3000, forged, false);
   EXPECT_LE(forgeries, all + Refilled(all, start));
-  // The tenant's own job 6, MAC'd with its key, from 3000 hosts and from
-  // the rank's host: job 6's budgets, spent.
+  // The tenant's own job 6, MAC'd with its key: from the rank's host (its
+  // slot in job 6's budget, spent), then from 3000 hosts (job 6's, spent).
   const auto tenant = [](uint32_t) { return MakeJoin(6, 1, 0); };
-  const int tenants = flood(3000, 100000, 2900, tenant, true);
-  EXPECT_GE(tenants, all);
-  EXPECT_LE(tenants, all + Refilled(all, start));
+  const int tenant_at_rank_host = flood(200, 0, 0, tenant, true);
+  EXPECT_GE(tenant_at_rank_host, per_host);
+  EXPECT_LE(tenant_at_rank_host, per_host + Refilled(per_host, start));
+  const int tenants = flood(3000, 100000, 3000, tenant, true);
+  EXPECT_GE(tenants, all - tenant_at_rank_host);
+  EXPECT_LE(tenants, all - tenant_at_rank_host + Refilled(all, start));
   // Job 5's other rank, from its own host and from fresh ones: every first
   // JOIN (no cookie, the job's MAC) is answered.
   const auto rank = [](uint32_t) { return MakeJoin(5, 1, 0); };

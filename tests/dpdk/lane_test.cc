@@ -28,6 +28,7 @@
 #include "bench/dpdk/ring_port.h"
 #include "switch_agent/dataplane/dpdk/dpdk_dataplane.h"
 #include "switch_agent/dataplane/dpdk/eal.h"
+#include "switch_agent/dataplane/reply_policy.h"
 
 namespace tributary {
 namespace {
@@ -512,6 +513,41 @@ TEST_F(LaneTest, HostileFramesChangeNothing) {
   EXPECT_EQ(engine_.counters().contributions, 2u);
   EXPECT_EQ(engine_.counters().completions, 1u);
   EXPECT_EQ(engine_.counters().duplicates, 1u);
+}
+
+// Review of 2026-12-07, on the DPDK dataplane: JOINs forged from a rank's
+// own host (the ring port's frames all share one address) spend that
+// host's answers to unknown sources (100 a second), and the job's second
+// rank, from that host, still gets its CHALLENGE: its JOIN carries the
+// job's MAC and is answered from the job's own budgets. Before, it met
+// the host's empty budget and the handshake stopped.
+TEST_F(LaneTest, ForgedJoinsFromARanksHostLeaveItsChallenge) {
+  const uint32_t epoch = Join(0, kPort, 7, 0, 2);
+  ASSERT_NE(epoch, 0u);
+  size_t forged_answers = 0;
+  const uint64_t start = agent::MonotonicNowNs();
+  for (uint32_t i = 0; i < 300; ++i) {
+    proto::Header h{};
+    h.type = proto::MsgType::kJoin;
+    h.job_id = 1000 + i;  // nobody's job: the MAC proves nothing
+    proto::JoinBody body{};
+    body.fan_in = 2;
+    body.slot_count = 4;
+    body.payload_bytes = 1024;
+    body.nonce = i;
+    uint8_t raw[proto::kJoinBodySize] = {};
+    proto::EncodeJoinBody(body, raw);
+    ASSERT_TRUE(port_.Send(0, 10 + i % 100, kPort, h, raw, sizeof(raw), kKey));
+    if (i % 50 == 49) {
+      PollBoth();
+      forged_answers += port_.Drain(0, [](uint16_t, const proto::PacketView&) {});
+    }
+  }
+  // The host's budget: 100, and 100 a second since the first answer.
+  const double budget = agent::ReplyPolicy::kTransientRepliesPerHostPerSecond *
+                        (1 + static_cast<double>(agent::MonotonicNowNs() - start) * 1e-9);
+  EXPECT_LE(static_cast<double>(forged_answers), budget + 1);
+  EXPECT_EQ(Join(0, kPort, 7, 1, 2), epoch);
 }
 
 TEST(LaneStartup, MoreLanesThanLcoresIsAClearError) {

@@ -11,26 +11,20 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "proto/byte_order.h"
+
 namespace tributary::proto {
 namespace {
+
+using internal::LoadLe64;
+using internal::StoreLe32;
+using internal::StoreLe64;
 
 // sodium_init() is thread-safe and idempotent; every entry point that may
 // run first calls it (a static initialises once).
 void EnsureSodium() {
   static const int ok = sodium_init();
   if (ok < 0) std::abort();  // no usable random source: nothing can be secure
-}
-
-inline void StoreLe32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-inline void StoreLe64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-inline uint64_t LoadLe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
 }
 
 constexpr char kMacContext[16] = {'t', 'r', 'i', 'b', 'u', 't', 'a', 'r',
@@ -136,7 +130,14 @@ uint64_t PacketMac(const MacKey& key, const uint8_t* header, size_t header_len,
   static_assert(crypto_shorthash_siphash24_BYTES == 8 && crypto_shorthash_siphash24_KEYBYTES == kMacKeyBytes);
   if (header_len > kMaxHeaderBytes) header_len = kMaxHeaderBytes;
   alignas(64) uint8_t buf[kMaxHeaderBytes + kPayloadDigestBytes];
-  std::memcpy(buf, header, header_len);
+  // Nearly every packet has the fixed header: a copy of constant size is a
+  // few vector moves, where a variable one became `rep movsq`, whose start-up
+  // cost was 12% of a DPDK lane's time per packet (two MACs each).
+  if (header_len == kHeaderSize) {
+    std::memcpy(buf, header, kHeaderSize);
+  } else {
+    std::memcpy(buf, header, header_len);
+  }
   std::memset(buf + kOffMac, 0, 8);
   std::memset(buf + kOffChecksum, 0, 4);
   size_t len = header_len;

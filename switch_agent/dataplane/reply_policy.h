@@ -290,17 +290,23 @@ class ReplyPolicy {
   // The answer to a JOIN from a new address while the peer table is full:
   // NACK kResourceExhausted to the source (kTransientPeer, so rate-limited by
   // Deliver) whose text names the limit, sealed when the JOIN proves its
-  // sender holds the job key (Engine::RefuseJoin). Built (a sealed key
-  // opened) only when the source's budget has room for the answer; none
-  // (ActionKind::kNone) otherwise. Valid until the next call.
+  // sender holds the job key (Engine::RefuseJoin). A JOIN that proves the
+  // key of a held job (Engine::JoinProvesKey: no key to open) is answered
+  // from that job's budgets (Action::proven), as its CHALLENGE is, so
+  // forgeries that spent the shared one do not leave its rank guessing why
+  // nobody answers. Any other is built (a sealed key opened) only when the
+  // source's budget has room for the answer; none (ActionKind::kNone)
+  // otherwise. Valid until the next call.
   engine::Action RefuseNewPeer(engine::Engine* engine, const proto::PacketView& join,
                                uint32_t max_peers, uint64_t now_ns, DataplaneStats* stats) {
-    if (!MayOpenKeyFor(kTransientPeer, now_ns)) {
+    const bool proven = engine->JoinProvesKey(join);
+    if (!proven && !MayOpenKeyFor(kTransientPeer, now_ns)) {
       ++stats->transient_replies_limited;
       return engine::Action{};
     }
     engine::Action a =
         engine->RefuseJoin(join, kTransientPeer, proto::NackCode::kResourceExhausted);
+    a.proven = proven;
     const int n = std::snprintf(refusal_, sizeof(refusal_),
                                 "peer table full: this daemon serves max_peers %u rank addresses",
                                 max_peers);

@@ -170,8 +170,9 @@ struct Action {
   // parent (FORMAT.md §3.4), sent in a header extension word.
   uint64_t request_seq = 0;
   // An answer to a packet that proved its sender holds the key of job
-  // header.job_id (a JOIN without a cookie whose MAC checks under a job the
-  // engine holds): to an unknown source it is weighed against that job's
+  // header.job_id (a JOIN whose MAC checks under a job the engine holds:
+  // its CHALLENGE, or the refusal when the peer table is full): to an
+  // unknown source it is weighed against that job's
   // budgets, which packets forged without its key cannot spend
   // (ReplyPolicy).
   bool proven = false;

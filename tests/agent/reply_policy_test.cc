@@ -66,6 +66,15 @@ struct Source {
   Source(uint8_t host, uint16_t port) : bytes{10, 0, 0, host, uint8_t(port >> 8), uint8_t(port)} {}
 };
 
+// 10.x.y.z, one host per i.
+Source DistinctHost(uint32_t i) {
+  Source s(0, 4000);
+  s.bytes[1] = static_cast<uint8_t>(i >> 16);
+  s.bytes[2] = static_cast<uint8_t>(i >> 8);
+  s.bytes[3] = static_cast<uint8_t>(i);
+  return s;
+}
+
 class ReplyPolicyTest : public ::testing::Test {
  protected:
   ReplyPolicyTest() { engine_.SetIdentity(&identity_); }
@@ -203,13 +212,7 @@ TEST_F(ReplyPolicyTest, ForgedJoinsLeaveTheChallengesOfJoinsThatProveTheirKey) {
   ASSERT_TRUE(created);
   ASSERT_TRUE(CreateJob(6, Source(3, 4000), 10 * kSecond, &answer, &created));  // a tenant's
   ASSERT_TRUE(created);
-  const auto host = [](uint32_t i) {  // 10.x.y.z, one host per i
-    Source s(0, 4000);
-    s.bytes[1] = static_cast<uint8_t>(i >> 16);
-    s.bytes[2] = static_cast<uint8_t>(i >> 8);
-    s.bytes[3] = static_cast<uint8_t>(i);
-    return s;
-  };
+  const auto host = DistinctHost;
   // Each JOIN from `first` hosts on (or the rank's host from `at_rank`),
   // delivered; returns how many answers went out.
   const Source rank_host(2, 5000);
@@ -255,6 +258,62 @@ TEST_F(ReplyPolicyTest, ForgedJoinsLeaveTheChallengesOfJoinsThatProveTheirKey) {
   const int replayed = flood(3000, 300000, 3000, rank, true);
   EXPECT_GE(replayed, all - 11);
   EXPECT_LE(replayed, all - 11 + Refilled(all, start));
+}
+
+// Noticed 2026-12-07: a JOIN with a valid cookie from a new address while
+// the peer table is full was refused (NACK resource_exhausted naming
+// max_peers) only from the shared budget of answers, so forged JOINs that
+// spent it left a held job's rank without the reason it cannot join. A
+// JOIN that proves the job's key is refused from the job's own budgets.
+TEST_F(ReplyPolicyTest, ARankOfAHeldJobLearnsThePeerTableIsFullWhenForgeriesSpentTheSharedBudget) {
+  engine::Action answer;
+  bool created = false;
+  const uint64_t now = 10 * kSecond;
+  ASSERT_TRUE(CreateJob(5, Source(1, 4000), now, &answer, &created));
+  ASSERT_TRUE(created);
+  // Forged JOINs (jobs nobody holds) from as many hosts as the shared
+  // budget has answers, and some: every answer taken.
+  const uint64_t start = MonotonicNowNs();
+  const int forgeries = static_cast<int>(ReplyPolicy::kTransientRepliesPerSecond) + 500;
+  int answered = 0;
+  for (int i = 0; i < forgeries; ++i) {
+    const Source spoofed = DistinctHost(1000 + i);
+    ASSERT_FALSE(Admit(MakeJoin(9000 + i, 0, 0), spoofed, now, &answer));
+    answered += DeliverTo(&policy_, answer, spoofed, &stats_);
+  }
+  ASSERT_LE(answered, ReplyPolicy::kTransientRepliesPerSecond +
+                          Refilled(ReplyPolicy::kTransientRepliesPerSecond, start));
+  // A forged JOIN with a valid cookie (a host that can receive) for job 5
+  // under a guessed key: nothing left for it, and no key opened.
+  const Source stranger(200, 7000);
+  const uint64_t limited = stats_.transient_replies_limited;
+  const uint64_t opened = engine_.counters().sealed_keys_opened;
+  const Join guessed = MakeJoin(5, 1, CookieFor(5, 1, stranger, now), 77, &identity_, 999);
+  policy_.SetSourceHost(stranger.bytes, 4);
+  const engine::Action refused_guess =
+      policy_.RefuseNewPeer(&engine_, guessed.view, 64, now, &stats_);
+  const bool guess_answered = refused_guess.kind != engine::ActionKind::kNone &&
+                              DeliverTo(&policy_, refused_guess, stranger, &stats_);
+  // (The budget may have regained a token while this test ran.)
+  if (!guess_answered) {
+    EXPECT_GT(stats_.transient_replies_limited, limited);
+  }
+  EXPECT_FALSE(refused_guess.proven);
+  EXPECT_LE(engine_.counters().sealed_keys_opened, opened + (guess_answered ? 1 : 0));
+  // Job 5's rank 1 from a new address: refused, sealed, with the reason,
+  // and delivered, from job 5's budget.
+  const Source rank_host(2, 5000);
+  const Join join = MakeJoin(5, 1, CookieFor(5, 1, rank_host, now));
+  policy_.SetSourceHost(rank_host.bytes, 4);
+  const engine::Action refusal = policy_.RefuseNewPeer(&engine_, join.view, 64, now, &stats_);
+  ASSERT_EQ(refusal.kind, engine::ActionKind::kSendToOne);
+  EXPECT_EQ(refusal.header.type, proto::MsgType::kNack);
+  EXPECT_EQ(refusal.header.aux, static_cast<uint32_t>(proto::NackCode::kResourceExhausted));
+  EXPECT_TRUE(refusal.proven);
+  EXPECT_NE(refusal.key, nullptr);
+  const std::string text(reinterpret_cast<const char*>(refusal.payload), refusal.payload_len);
+  EXPECT_NE(text.find("max_peers 64"), std::string::npos) << text;
+  EXPECT_TRUE(DeliverTo(&policy_, refusal, rank_host, &stats_));
 }
 
 // Review of 2026-12-06: a host with a valid cookie could send JOINs whose

@@ -29,6 +29,9 @@ void JoinHandshake::Encode() {
   h.flags = proto::kFlagPayloadMac;
   h.job_id = request_.job_id;
   h.sender = request_.rank;
+  // FORMAT.md §3.1: the nonce in the header too, where a refusal (which
+  // echoes the header, §3.5) brings it back.
+  h.collective_id = body_.nonce;
   uint8_t* b = packet_ + proto::kHeaderSize;
   proto::EncodeJoinBody(body_, b);
   size_t body_len = proto::kJoinBodySize;
@@ -94,6 +97,15 @@ JoinHandshake::Step JoinHandshake::OnPacket(const proto::PacketView& p) {
     return Step::kSendAgain;
   }
   if (h.type != proto::MsgType::kJoinAck && h.type != proto::MsgType::kNack) {
+    return Step::kIgnored;
+  }
+  // A NACK answers this handshake only if it echoes a JOIN of it: epoch 0
+  // and our nonce in collective_id (§3.1). Any other is a refusal of an
+  // earlier handshake or a NACK of a data packet, replayed: even with the
+  // job's MAC it says nothing of this one (review of 2026-12-07: one such
+  // NACK failed Create at once).
+  if (h.type == proto::MsgType::kNack && (h.epoch != 0 || h.collective_id != body_.nonce)) {
+    ++ignored_nacks_;
     return Step::kIgnored;
   }
   const bool unknown = h.type == proto::MsgType::kNack &&

@@ -76,6 +76,8 @@ class JoinHandshake {
   // full ...)"), and a CHALLENGE presenting a key other than the pinned one.
   const std::string& unauthenticated() const { return unauthenticated_; }
   const std::string& impostor() const { return impostor_; }
+  // NACKs that echoed no JOIN of this handshake (replays), dropped.
+  uint64_t ignored_nacks() const { return ignored_nacks_; }
   // The aggregator's public key this handshake trusts (hex): the pinned
   // one, else the first one a CHALLENGE presented; empty if neither.
   std::string trusted_key() const;
@@ -99,6 +101,7 @@ class JoinHandshake {
   bool challenged_ = false;
   bool unknown_job_ = false;
   std::string unauthenticated_;
+  uint64_t ignored_nacks_ = 0;
   std::string impostor_;
 };
 

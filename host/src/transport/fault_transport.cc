@@ -63,8 +63,15 @@ uint32_t FaultTransport::CopyCounter::Next(uint64_t identity) {
 FaultTransport::Draw FaultTransport::DrawFor(const uint8_t* bytes, size_t len, Direction dir) {
   uint64_t id = Mix(static_cast<uint64_t>(dir));
   if (len >= proto::kHeaderSize && LoadBe(bytes + proto::kOffMagic, 4) == proto::kMagic) {
+    const auto type = static_cast<proto::MsgType>(bytes[proto::kOffType]);
     id = Mix(id ^ bytes[proto::kOffType]);
-    id = Mix(id ^ LoadBe(bytes + proto::kOffCollectiveId, 8));
+    // The handshake's collective_id is its random nonce (FORMAT.md §3.1: a
+    // JOIN, and the NACK that refuses one, at epoch 0), which varies
+    // between runs: left out, like the epoch.
+    const bool handshake = type == proto::MsgType::kJoin || type == proto::MsgType::kJoinAck ||
+                           (type == proto::MsgType::kNack &&
+                            LoadBe(bytes + proto::kOffEpoch, 4) == 0);
+    if (!handshake) id = Mix(id ^ LoadBe(bytes + proto::kOffCollectiveId, 8));
     id = Mix(id ^ LoadBe(bytes + proto::kOffElemOffset, 8));
     id = Mix(id ^ LoadBe(bytes + proto::kOffSender, 4));
   } else {

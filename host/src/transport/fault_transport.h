@@ -17,7 +17,8 @@
 // Fates follow packet identity, not packet order. A packet's identity is
 // what names it on the wire whatever the timing: message type, collective
 // id, element offset and sender (FORMAT.md §2; job id, epoch, slot and flags
-// are left out, they vary between runs or with the window). Each direction
+// are left out, they vary between runs or with the window, and so is the
+// collective id of the JOIN handshake's packets, its random nonce). Each direction
 // counts the copies it has seen of every identity, and the fate of the k-th
 // copy is a hash of (seed, fault, identity, k). So "fragment 7 of collective
 // 3: first copy corrupted, second copy clean" holds in every run with that

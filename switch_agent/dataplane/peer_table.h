@@ -10,7 +10,8 @@
 //   from spoofed or random sources cannot fill the table.
 // - Entries that no live job references and that have been idle for a while
 //   are swept and their slots reused, so a long-running daemon does not run
-//   out of entries as jobs come and go.
+//   out of entries as jobs come and go. Only authenticated packets count as
+//   activity (Touch): anyone can send from a peer's address.
 // - The table is bounded: when it is full a new peer is refused rather than
 //   evicting one a live job may still use.
 // A token is an index into a vector, so the transmit path turns it back into
@@ -64,8 +65,15 @@ class PeerTable {
     e->last_seen_ns = now_ns;
     return true;
   }
-  // Finds a known peer without noting activity (a packet not yet served).
+  // Finds a known peer without noting activity (a packet not yet served,
+  // or not yet authenticated).
   bool Peek(const Key& key, engine::PeerToken* token) { return Locate(key, token) != nullptr; }
+  // Notes activity of a known peer: call only for a packet the engine
+  // authenticated, so that packets spoofed from a departed peer's address
+  // cannot keep its entry from the sweep.
+  void Touch(engine::PeerToken token, uint64_t now_ns) {
+    if (token < entries_.size() && entries_[token].used) entries_[token].last_seen_ns = now_ns;
+  }
 
   // Adds a peer. False only when the table is full.
   bool Insert(const Key& key, const Value& value, uint64_t now_ns, engine::PeerToken* token) {

@@ -14,7 +14,8 @@
 // misdirected frames change nothing (issue #12's attacks on this
 // dataplane); a job flooding a lane loses its own frames to the fair queue,
 // never another job's; reduce-scatter and all-gather answers reach the
-// right children.
+// right children; frames spoofed from a departed rank's address do not keep
+// its peer entry from the sweep.
 #include <gtest/gtest.h>
 #include <rte_mempool.h>
 #include <unistd.h>
@@ -513,6 +514,30 @@ TEST_F(LaneTest, HostileFramesChangeNothing) {
   EXPECT_EQ(engine_.counters().contributions, 2u);
   EXPECT_EQ(engine_.counters().completions, 1u);
   EXPECT_EQ(engine_.counters().duplicates, 1u);
+}
+
+// Review of 2026-12-07: every frame from a known peer's address noted
+// activity before its MAC was checked, so frames spoofed from a departed
+// rank's address (no key needed) kept its entry from the sweep for ever,
+// and a table filled once stayed full. Only authenticated frames count.
+TEST_F(LaneTest, SpoofedFramesDoNotKeepADepartedRanksPeerEntry) {
+  const uint64_t t0 = agent::MonotonicNowNs();
+  const uint32_t epoch = JoinBoth(7);
+  ASSERT_NE(epoch, 0u);
+  SendRealRound(7, epoch);
+  PollBoth();
+  ExpectRealRoundResult();
+  EXPECT_EQ(dp_->lane(0).stats().peers, 2u);
+  // The job idles out (300 s); forgeries from child 0's address every 20 s.
+  constexpr uint64_t kSecond = 1000000000;
+  for (uint64_t t = 20; t <= 400; t += 20) {
+    Forge(1, 7, epoch, 0);
+    dp_->lane(0).PollOnce(t0 + t * kSecond);
+    dp_->lane(0).Housekeeping(t0 + t * kSecond, {});
+  }
+  EXPECT_EQ(engine_.Snapshot(0).jobs.size(), 0u) << "reaped";
+  EXPECT_GE(engine_.counters().drops[static_cast<size_t>(engine::DropReason::kBadMac)], 15u);
+  EXPECT_EQ(dp_->lane(0).stats().peers, 0u) << "both entries swept, the spoofed one too";
 }
 
 // Review of 2026-12-07, on the DPDK dataplane: JOINs forged from a rank's

@@ -293,7 +293,7 @@ void DpdkLane::Serve(const Held& held, uint64_t now_ns) {
   }
   engine::PeerToken token;
   bool inserted = false;
-  if (!peers_.Find(current_source_, now_ns, &token)) {
+  if (!peers_.Peek(current_source_, &token)) {
     if (view.header.type == proto::MsgType::kJoin) {
       if (!peers_.Insert(current_source_, now_ns, &token)) {
         if (PowerOfTwo(++stats_.peer_table_full)) {
@@ -314,7 +314,11 @@ void DpdkLane::Serve(const Held& held, uint64_t now_ns) {
       replies_.Process(engine_, view, token, now_ns, [&] { Flush(); }, &joined);
   // Copies the payload: the RX mbuf may go now.
   Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
-  if (inserted && !joined) peers_.Remove(token);
+  if (inserted && !joined) {
+    peers_.Remove(token);
+  } else if (token != kTransientPeer && engine_->last_authentic()) {
+    peers_.Touch(token, now_ns);  // only proven packets keep an entry from the sweep
+  }
   stats_.peers = peers_.size();
 }
 

@@ -462,7 +462,7 @@ void UdpDataplane::ProcessPacket(uint32_t id, uint64_t now_ns) {
   }
   engine::PeerToken token;
   bool inserted = false;
-  if (!peers_.Find(from, now_ns, &token)) {
+  if (!peers_.Peek(from, &token)) {
     if (view.header.type == proto::MsgType::kJoin) {
       if (!peers_.Insert(from, now_ns, &token)) {
         if (PowerOfTwo(++stats_.peer_table_full)) {
@@ -488,6 +488,8 @@ void UdpDataplane::ProcessPacket(uint32_t id, uint64_t now_ns) {
     // The engine refused the JOIN (wrong key, conflict, limits): forget
     // the address; the answer, if any, is already queued by address.
     peers_.Remove(token);
+  } else if (token != kTransientPeer && engine_->last_authentic()) {
+    peers_.Touch(token, now_ns);
   }
   stats_.peers = peers_.size();
 }

@@ -229,14 +229,16 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
   }
   engine::PeerToken token = kTransientPeer;
   bool inserted = false;
-  if (!peers_.Find(source, now_ns, &token)) {
+  if (!peers_.Peek(source, &token)) {
     token = kTransientPeer;
     if (view.header.type == proto::MsgType::kJoin) {
       ibv_ah* ah = roce::CreateAh(pd_, port_, source.gid);
       if (ah == nullptr) {
-        TRIB_LOG(kWarn, kLog, "no address handle for %s: %s; JOIN dropped",
-                 roce::GidToString(source.gid).c_str(), strerror(errno));
-        ++stats_.tx_errors;
+        if (PowerOfTwo(++stats_.tx_errors)) {
+          TRIB_LOG(kWarn, kLog, "no address handle for %s: %s; JOIN dropped (%llu send errors)",
+                   roce::GidToString(source.gid).c_str(), strerror(errno),
+                   static_cast<unsigned long long>(stats_.tx_errors));
+        }
         return;
       }
       if (!peers_.Insert(source, ah, now_ns, &token)) {
@@ -256,6 +258,8 @@ void VerbsDataplane::ProcessCompletion(const ibv_wc& wc, uint64_t now_ns) {
   Queue(action, (view.header.flags & proto::kFlagChecksum) != 0);
   if (inserted && !joined) {
     if (void* ah = peers_.Remove(token)) ibverbs::Lib().destroy_ah(static_cast<ibv_ah*>(ah));
+  } else if (token != kTransientPeer && engine_->last_authentic()) {
+    peers_.Touch(token, now_ns);  // only proven packets keep an entry from the sweep
   }
   stats_.peers = peers_.size();
 }

@@ -527,6 +527,7 @@ engine::EngineLimits ToEngineLimits(const Config& c) {
   // it (§3.3.3).
   l.ordered_paths = c.dataplane == "udp" || c.dataplane == "dpdk";
   l.gap_reports = c.gap_reports != 0 && l.ordered_paths;
+  if (c.dataplane == "ofi") l.dataplane_bytes_per_child_slot = kOfiPlacementBytesPerChildSlot;
   return l;
 }
 

@@ -37,6 +37,11 @@ namespace tributary::agent {
 class Provisioner;
 
 // Settings every backend understands. Defaults match control/config.h.
+// The ofi dataplane keeps, per child and slot of a job, where to write the
+// RESULT of each of the slot's two rounds (FORMAT.md §12): counted in the
+// job's memory (EngineLimits::dataplane_bytes_per_child_slot).
+inline constexpr uint32_t kOfiPlacementBytesPerChildSlot = 80;
+
 struct DataplaneOptions {
   std::string listen_address = "127.0.0.1";  // IPv4 address to bind
   uint16_t port = proto::kDefaultPort;        // 0 = let the kernel pick (tests)

@@ -104,7 +104,12 @@ struct EngineCounters {
 
 struct EngineLimits {
   uint32_t max_jobs = 1024;                       // jobs alive at once
-  uint64_t max_memory_bytes = 4ull << 30;         // sum of all job arenas
+  uint64_t max_memory_bytes = 4ull << 30;         // sum of all jobs' memory (JobBytes)
+  // What the dataplane keeps per child and slot of a job (the ofi
+  // dataplane's result placements), counted in a job's memory with its
+  // arena: a job of many children and slots must not hold more than the
+  // limit says.
+  uint32_t dataplane_bytes_per_child_slot = 0;
   uint32_t max_fan_in = proto::kMaxFanIn;
   uint32_t max_slots = proto::kMaxSlotCount;
   uint64_t job_idle_timeout_ns = 300ull * 1000000000;  // no packet for this long: job reaped
@@ -383,6 +388,9 @@ class Engine {
   // ChildLateness), at most `max`; empty for an unknown job.
   std::vector<ChildStat> Stragglers(uint32_t job_id, size_t max) const;
   uint64_t memory_bytes() const { return memory_bytes_; }
+  // The memory a job with these parameters is charged: its arena and what
+  // the dataplane keeps for it (EngineLimits::dataplane_bytes_per_child_slot).
+  uint64_t JobBytes(const JobParams& params) const;
   const EngineLimits& limits() const { return limits_; }
   // Counters, jobs and each job's `stragglers_per_job` latest children.
   EngineSnapshot Snapshot(size_t stragglers_per_job) const;

@@ -229,7 +229,7 @@ void Engine::HandleJoin(const proto::PacketView& pkt, PeerToken from, uint64_t n
       return NackWithText(
           h, from, NackCode::kResourceExhausted, refused, out,
           "the job needs %.1f MiB of aggregation memory; %.1f of max_memory_mb %.0f are in use",
-          static_cast<double>(Job::ArenaBytes(params)) / (1 << 20),
+          static_cast<double>(JobBytes(params)) / (1 << 20),
           static_cast<double>(memory_bytes_) / (1 << 20),
           static_cast<double>(limits_.max_memory_bytes) / (1 << 20));
     }
@@ -395,14 +395,19 @@ void Engine::KeepIncarnations(Job& job, uint64_t now_ns) {
   slot->second = std::move(kept);
 }
 
+uint64_t Engine::JobBytes(const JobParams& params) const {
+  return Job::ArenaBytes(params) +
+         uint64_t{params.fan_in} * params.slot_count * limits_.dataplane_bytes_per_child_slot;
+}
+
 bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& params,
                         uint64_t now_ns, Job** job, DropReason* refused) {
   if (jobs_.size() >= limits_.max_jobs) {
     *refused = DropReason::kJobLimit;
     return false;
   }
-  const uint64_t arena = Job::ArenaBytes(params);
-  if (arena > limits_.max_memory_bytes || memory_bytes_ + arena > limits_.max_memory_bytes) {
+  const uint64_t bytes = JobBytes(params);
+  if (bytes > limits_.max_memory_bytes || memory_bytes_ + bytes > limits_.max_memory_bytes) {
     *refused = DropReason::kMemoryLimit;
     return false;
   }
@@ -413,7 +418,7 @@ bool Engine::ReserveJob(uint32_t job_id, uint64_t job_key, const JobParams& para
   }
   next_epoch_ = next_epoch_ + 1 == 0 ? 1 : next_epoch_ + 1;  // 0 is never an epoch
   *job = created.get();
-  memory_bytes_ += created->arena_bytes();
+  memory_bytes_ += bytes;
   jobs_.emplace(job_id, std::move(created));
   ++counters_.jobs_created;
   return true;
@@ -465,7 +470,7 @@ size_t Engine::FreeEndedJobs(uint64_t now_ns) {
       NoteEnded(job, now_ns);
       KeepIncarnations(*it->second, now_ns);
       if (job.has_uplink) --uplink_jobs_;
-      memory_bytes_ -= job.arena_bytes();
+      memory_bytes_ -= JobBytes(job.params());
       if (cached_job_ == it->second.get()) cached_job_ = nullptr;
       it = jobs_.erase(it);
       ++counters_.jobs_destroyed;

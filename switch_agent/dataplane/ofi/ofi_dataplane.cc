@@ -245,7 +245,25 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
   }
   Peer peer;
   if (fi_av_insert(av_, data + kHelloHeaderBytes, 1, &peer.addr, 0, nullptr) != 1) {
-    if (PowerOfTwo(++bad_hellos_)) TRIB_LOG(kWarn, kLog, "hello with an unusable address");
+    ++bad_hellos_;
+    // shm keeps every address it was given (they cannot leave, see
+    // SweepPeers), and libfabric 1.17's shm holds at most 256: a daemon that
+    // met that many rank processes takes no new ones.
+    const uint64_t connected = next_serial_ - 1;
+    if (!forget_addresses_ && connected >= kShmAddressVectorSize) {
+      if (PowerOfTwo(++av_full_)) {
+        TRIB_LOG(kError, kLog,
+                 "hello refused: the %s address vector is full (%llu rank processes connected "
+                 "since this daemon started; libfabric's shm provider keeps each one and holds "
+                 "at most %llu): new ranks cannot connect until this daemon restarts (%llu "
+                 "refused)",
+                 provider_.c_str(), static_cast<unsigned long long>(connected),
+                 static_cast<unsigned long long>(kShmAddressVectorSize),
+                 static_cast<unsigned long long>(av_full_));
+      }
+    } else if (PowerOfTwo(bad_hellos_)) {
+      TRIB_LOG(kWarn, kLog, "hello with an unusable address");
+    }
     return;
   }
   peer.serial = next_serial_++;
@@ -331,9 +349,13 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       if (ctx >= rx_ctx_.data() && ctx < rx_ctx_.data() + rx_ctx_.size()) {
         PostRecv(static_cast<int>(ctx - rx_ctx_.data()));
       }
-      ++stats_.rx_truncated;
-      TRIB_LOG(kWarn, kLog, "receive failed: %s",
-               fi_cq_strerror(rx_cq_, err.prov_errno, err.err_data, nullptr, 0));
+      // Any connection can cause these (an oversized message is truncated):
+      // counted, and logged at power-of-two counts.
+      if (PowerOfTwo(++stats_.rx_truncated)) {
+        TRIB_LOG(kWarn, kLog, "receive failed: %s (%llu times)",
+                 fi_cq_strerror(rx_cq_, err.prov_errno, err.err_data, nullptr, 0),
+                 static_cast<unsigned long long>(stats_.rx_truncated));
+      }
     }
     return 1;
   }

@@ -115,6 +115,8 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
     uint64_t key = 0;
     bool valid = false;
   };
+  static_assert(2 * sizeof(Placement) <= kOfiPlacementBytesPerChildSlot,
+                "the job memory charged for placements (dataplane.h) must cover them");
   struct Peer {
     engine::PeerToken token = 0;  // its own index: what ReplyPolicy::Deliver hands back
     fi_addr_t addr = FI_ADDR_UNSPEC;
@@ -204,6 +206,9 @@ class OfiDataplane final : public Dataplane, private ofi::RdmEndpoint {
   uint64_t next_sweep_ns_ = 0;
   uint64_t next_full_sweep_ns_ = 0;
   bool forget_addresses_ = false;  // swept peers leave the address vector (rxm providers)
+  uint64_t av_full_ = 0;           // hellos refused by a full address vector that keeps all (shm)
+  // libfabric 1.17's shm: the addresses one endpoint can hold.
+  static constexpr uint64_t kShmAddressVectorSize = 256;
   ReplyPolicy replies_;  // checksum rules, header encoding, flush-and-retry
   uint64_t unknown_sender_ = 0;   // messages from connection ids without a hello
   uint64_t bad_hellos_ = 0;

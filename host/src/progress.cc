@@ -430,7 +430,9 @@ void ProgressEngine::HandlePacket(const proto::PacketView& p, uint64_t now) {
       HandleStats(p);
       return;
     case proto::MsgType::kJoinAck:
-      return;  // a late duplicate of the handshake
+      // A late duplicate of the handshake, or a replay: nothing to act on.
+      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+      return;
     default:
       counters_.rejected.fetch_add(1, std::memory_order_relaxed);
       return;

@@ -105,7 +105,10 @@ int64_t ProgressEngine::ServiceStatsWaiters(uint64_t now) {
 // report sniffed and replayed) does not finish that caller. Unnumbered
 // (an aggregator that predates the echo) it finishes everyone waiting.
 void ProgressEngine::HandleStats(const proto::PacketView& p) {
-  if (p.header.epoch != id_.epoch) return;
+  if (p.header.epoch != id_.epoch) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   uint64_t number = 0;
   const bool numbered = proto::DecodeRequestSeq(p, &number);
   if (numbered) answers_numbered_ = true;

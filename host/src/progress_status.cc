@@ -30,11 +30,15 @@ namespace tributary::host {
 // says nothing of this one.
 void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   const proto::Header& h = p.header;
-  if (h.slot >= window_.size() || h.epoch != id_.epoch) return;
+  if (h.slot >= window_.size() || h.epoch != id_.epoch) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (h.flags & proto::kFlagGap) return HandleGapReport(p, now);
   Slot& slot = window_.slot(h.slot);
   if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
       slot.elem_offset != h.elem_offset) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);  // late, or replayed
     return;
   }
   const bool held = (h.flags & proto::kFlagHeld) != 0;

@@ -127,12 +127,14 @@ void ProgressEngine::HandleGapReport(const proto::PacketView& p, uint64_t now) {
       after.elem_offset != h.elem_offset || h.shadow != window_.ShadowOf(after.next_seq) ||
       after.data_resent || after.next_seq == 0 || window_.size() < 2 || reliable_) {
     // (A reliable transport loses nothing: a gap there is reordering.)
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   const uint32_t i = h.slot == 0 ? window_.size() - 1 : h.slot - 1;
   const Slot& before = window_.slot(i);
   if (!before.busy || before.next_seq + 1 != after.next_seq || before.held ||
       before.data_order > after.data_order) {
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);  // late, or replayed
     return;
   }
   counters_.gap_resends.fetch_add(1, std::memory_order_relaxed);

@@ -613,6 +613,45 @@ TEST_F(ProgressTest, AStragglerReportIsTakenOnlyFromAnAnswerToARequestSentForIt)
   EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 2);
 }
 
+// Review of 2026-12-07: a STATUS naming no fragment in flight or another
+// epoch, a STATS of another epoch and a JOIN_ACK after the handshake were
+// dropped without a count (issue #12: dropped and counted). Each counts now,
+// and none changes the collective.
+TEST_F(ProgressTest, AnswersThatMatchNothingOutstandingAreCounted) {
+  auto req = Submit(16);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  const uint64_t rejected = engine_->Stats().packets_rejected;
+  proto::Header status = c[0].header;
+  status.type = proto::MsgType::kStatus;
+  status.flags = proto::kFlagHeld;
+  status.collective_id += 5;  // not in flight
+  Deliver(status, {});
+  status = c[0].header;
+  status.type = proto::MsgType::kStatus;
+  status.epoch += 1;
+  Deliver(status, {});
+  proto::Header stats = c[0].header;
+  stats.type = proto::MsgType::kStats;
+  stats.epoch += 1;
+  Deliver(stats, {});
+  proto::Header ack;
+  ack.type = proto::MsgType::kJoinAck;
+  ack.job_id = kJob;
+  ack.sender = 3;
+  ack.epoch = kEpoch;
+  Deliver(ack, std::vector<uint8_t>(proto::kJoinBodySize, 0));
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 4);
+  EXPECT_TRUE(Take().empty()) << "nothing sent for them";
+  Answer(c[0]);
+  engine_->Poll();
+  tributary::Status s;
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 TEST_F(ProgressTest, StopAbortsWhatIsInFlightAndAFullSocketKeepsPacketsQueued) {
   fake_->accept = 1;  // the "socket" takes one packet per call (a Poll flushes twice)
   auto req = Submit(16 * 3);

@@ -109,7 +109,7 @@ struct CommStats {
   uint64_t losses_detected = 0;      // STATUS said the aggregator lacked our data
   uint64_t results_received = 0;
   uint64_t duplicate_results = 0;    // results for fragments already done
-  uint64_t packets_rejected = 0;     // undecodable or foreign packets received
+  uint64_t packets_rejected = 0;     // undecodable, foreign, late or replayed packets received
   uint64_t nacks_received = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;

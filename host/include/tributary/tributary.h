@@ -271,7 +271,7 @@ typedef struct trib_stats {
   uint64_t losses_detected;   /* STATUS said the aggregator lacked our data */
   uint64_t results_received;
   uint64_t duplicate_results;
-  uint64_t packets_rejected;  /* undecodable or foreign packets received */
+  uint64_t packets_rejected; /* undecodable, foreign, late or replayed packets received */
   uint64_t nacks_received;
   uint64_t bytes_sent;
   uint64_t bytes_received;

@@ -88,19 +88,22 @@ MacKey DeriveMacKey(uint32_t job_id, uint64_t job_key) {
   return key;
 }
 
-DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, uint32_t stripes,
-                           uint32_t nodes) {
+namespace {
+// BLAKE2b-96 of (context with its NUL, job id, job key, a, b, c): the
+// derived job's id (low 32 bits) and key, neither ever 0.
+template <size_t N>
+DerivedJob DeriveJob(const char (&context)[N], uint32_t job_id, uint64_t job_key, uint32_t a,
+                     uint32_t b, uint32_t c) {
   EnsureSodium();
-  static constexpr char kContext[] = "tributary node-level stripe job v1";
-  uint8_t in[sizeof(kContext) + 4 + 8 + 4 + 4 + 4];
+  uint8_t in[N + 4 + 8 + 4 + 4 + 4];
   uint8_t* w = in;
-  std::memcpy(w, kContext, sizeof(kContext));
-  w += sizeof(kContext);
+  std::memcpy(w, context, N);
+  w += N;
   StoreLe32(w, job_id);
   StoreLe64(w + 4, job_key);
-  StoreLe32(w + 12, stripe);
-  StoreLe32(w + 16, stripes);
-  StoreLe32(w + 20, nodes);
+  StoreLe32(w + 12, a);
+  StoreLe32(w + 16, b);
+  StoreLe32(w + 20, c);
   uint8_t out[12];
   crypto_generichash_blake2b(out, sizeof(out), in, sizeof(in), nullptr, 0);
   DerivedJob d;
@@ -111,6 +114,16 @@ DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, u
   sodium_memzero(in, sizeof(in));
   sodium_memzero(out, sizeof(out));
   return d;
+}
+}  // namespace
+
+DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, uint32_t stripes,
+                           uint32_t nodes) {
+  return DeriveJob("tributary node-level stripe job v1", job_id, job_key, stripe, stripes, nodes);
+}
+
+DerivedJob DeriveLaneJob(uint32_t job_id, uint64_t job_key, uint32_t lane, uint32_t lanes) {
+  return DeriveJob("tributary udp lane job v1", job_id, job_key, lane, lanes, 0);
 }
 
 void PayloadDigest(const MacKey& key, const uint8_t* payload, size_t payload_len,

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "proto/auth.h"
 #include "tests/common/daemon_process.h"
 #include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
@@ -217,12 +218,17 @@ TEST(UdpLanes, OneDaemonServesAJobStripedOverItsThreeLanes) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("jobs_created=([0-9]+)"))) << out;
   EXPECT_EQ(m[1], "3") << out;
-  // ... and logs it forming, naming itself.
-  for (int lane = 0; lane < 3; ++lane) {
-    EXPECT_TRUE(std::regex_search(out, std::regex("job " + std::to_string(job) +
-                                                  " epoch [0-9]+ on lane " + std::to_string(lane) +
-                                                  " of 3: 2 of 2 ranks joined")))
-        << lane << "\n" << out;
+  // ... and logs it forming, naming itself: lane 0 the job, lanes 1 and 2
+  // jobs of their own (proto::DeriveLaneJob), which no packet of another
+  // lane verifies for.
+  for (uint32_t lane = 0; lane < 3; ++lane) {
+    const uint32_t id =
+        lane == 0 ? job : proto::DeriveLaneJob(job, 0x1a9e5ull + job, lane, 3).job_id;
+    EXPECT_TRUE(
+        std::regex_search(out, std::regex("job " + std::to_string(id) + " epoch [0-9]+ on lane " +
+                                          std::to_string(lane) + " of 3: 2 of 2 ranks joined")))
+        << lane << "\n"
+        << out;
   }
 }
 

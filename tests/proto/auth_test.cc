@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "proto/codec.h"
@@ -222,6 +223,52 @@ TEST(Auth, StripeJobsAreDerivedFromEveryInput) {
     EXPECT_NE(d.job_key, 0u);
     EXPECT_NE(d.job_id, s) << "a stripe job must not reuse its parent's id";
   }
+}
+
+// Derived jobs (the node level's stripe jobs, ARCHITECTURE.md; the lanes of
+// a striped job, CONFIGURATION.md TRIBUTARY_LANES), computed here
+// independently: BLAKE2b-96 of (context with its NUL, id, key, three u32,
+// all LE); the id is the low 32 bits, the key the next 64. The lanes of a
+// striped job (DeriveLaneJob) are jobs of their own: none shares an id or
+// key with the job, another lane, or a stripe job of the same numbers.
+DerivedJob ReferenceDerivation(const std::string& context, uint32_t id, uint64_t key, uint32_t a,
+                               uint32_t b, uint32_t c) {
+  std::vector<uint8_t> in(context.begin(), context.end());
+  in.push_back(0);
+  for (int i = 0; i < 4; ++i) in.push_back(static_cast<uint8_t>(id >> (8 * i)));
+  for (int i = 0; i < 8; ++i) in.push_back(static_cast<uint8_t>(key >> (8 * i)));
+  for (const uint32_t v : {a, b, c}) {
+    for (int i = 0; i < 4; ++i) in.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  uint8_t out[12];
+  crypto_generichash_blake2b(out, sizeof(out), in.data(), in.size(), nullptr, 0);
+  DerivedJob d;
+  for (int i = 3; i >= 0; --i) d.job_id = d.job_id << 8 | out[i];
+  for (int i = 11; i >= 4; --i) d.job_key = d.job_key << 8 | out[i];
+  return d;
+}
+
+TEST(Auth, LaneJobsAreJobsOfTheirOwnDerivedAsSpecified) {
+  const DerivedJob stripe = DeriveStripeJob(42, 0x1234, 1, 4, 2);
+  const DerivedJob want_stripe =
+      ReferenceDerivation("tributary node-level stripe job v1", 42, 0x1234, 1, 4, 2);
+  EXPECT_EQ(stripe.job_id, want_stripe.job_id);
+  EXPECT_EQ(stripe.job_key, want_stripe.job_key);
+  std::vector<DerivedJob> seen = {{42, 0x1234}, DeriveStripeJob(42, 0x1234, 1, 3, 0)};
+  for (uint32_t lane = 1; lane < 4; ++lane) {
+    const DerivedJob l = DeriveLaneJob(42, 0x1234, lane, 4);
+    const DerivedJob want =
+        ReferenceDerivation("tributary udp lane job v1", 42, 0x1234, lane, 4, 0);
+    EXPECT_EQ(l.job_id, want.job_id) << lane;
+    EXPECT_EQ(l.job_key, want.job_key) << lane;
+    for (const DerivedJob& other : seen) {
+      EXPECT_NE(l.job_id, other.job_id) << lane;
+      EXPECT_NE(l.job_key, other.job_key) << lane;
+    }
+    seen.push_back(l);
+  }
+  const DerivedJob three = DeriveLaneJob(42, 0x1234, 1, 3);
+  EXPECT_NE(three.job_key, DeriveLaneJob(42, 0x1234, 1, 4).job_key) << "the lane count is an input";
 }
 
 }  // namespace

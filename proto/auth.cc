@@ -122,8 +122,8 @@ DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, u
   return DeriveJob("tributary node-level stripe job v1", job_id, job_key, stripe, stripes, nodes);
 }
 
-DerivedJob DeriveLaneJob(uint32_t job_id, uint64_t job_key, uint32_t lane, uint32_t lanes) {
-  return DeriveJob("tributary udp lane job v1", job_id, job_key, lane, lanes, 0);
+uint64_t DeriveLaneKey(uint32_t job_id, uint64_t job_key, uint32_t lane, uint32_t lanes) {
+  return DeriveJob("tributary udp lane key v1", job_id, job_key, lane, lanes, 0).job_key;
 }
 
 void PayloadDigest(const MacKey& key, const uint8_t* payload, size_t payload_len,

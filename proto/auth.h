@@ -40,14 +40,15 @@ struct DerivedJob {
 };
 DerivedJob DeriveStripeJob(uint32_t job_id, uint64_t job_key, uint32_t stripe, uint32_t stripes,
                            uint32_t nodes);
-// The job that lane `lane` (1..lanes-1) of a job striped over a daemon's
-// udp lanes (TRIBUTARY_LANES, docs/CONFIGURATION.md) joins: its own id and key,
-// derived the same way with another context. Each lane's engine holds its
-// job under its own epoch; under one shared key a packet replayed from one
-// lane to another drew an authentic stale_epoch echoing it, and a JOIN
-// forwarded there an authentic JOIN_ACK. Lane 0 uses the job itself (jobs
-// placed by a manager live there).
-DerivedJob DeriveLaneJob(uint32_t job_id, uint64_t job_key, uint32_t lane, uint32_t lanes);
+// The key of lane `lane` (1..lanes-1) of job `job_id` striped over a
+// daemon's udp lanes (TRIBUTARY_LANES, docs/CONFIGURATION.md): derived the
+// same way with another context (the key part of that derivation). Each
+// lane's engine holds the job under its own epoch; under one shared key a
+// packet replayed from one lane to another drew an authentic stale_epoch
+// echoing it. The job id stays the same on every lane (reports merge the
+// lanes by it); lane 0 uses the job's own key (jobs placed by a manager
+// live there).
+uint64_t DeriveLaneKey(uint32_t job_id, uint64_t job_key, uint32_t lane, uint32_t lanes);
 
 // The 16-byte payload digest of §10.2: Poly1305 under key.payload.
 void PayloadDigest(const MacKey& key, const uint8_t* payload, size_t payload_len,

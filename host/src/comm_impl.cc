@@ -133,27 +133,22 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
       return InvalidArg("lanes=" + std::to_string(lanes) + " needs the udp transport, not " +
                         transport.value()->name());
     }
-    // Lane k > 0 joins a job of its own (id and key derived from the job's,
-    // proto::DeriveLaneJob): under one key a packet replayed from one lane
-    // to another draws an authentic answer of the other lane's job.
-    proto::DerivedJob job{config.job_id, config.job_key};
-    if (k > 0) {
-      job = proto::DeriveLaneJob(config.job_id, config.job_key, k, lanes);
-      TRIB_LOG(kInfo, "comm",
-               "job %u lane %u: job %u at %s (its id and key derived from the job's)",
-               config.job_id, k, job.job_id, lo.aggregator.c_str());
-    }
+    // Lane k > 0 holds the job under a key of its own (derived from the
+    // job's, proto::DeriveLaneKey): under one key a packet replayed from
+    // one lane to another draws an authentic answer of the other lane.
+    const uint64_t key =
+        k == 0 ? config.job_key : proto::DeriveLaneKey(config.job_id, config.job_key, k, lanes);
     uint32_t epoch = 0;
     std::string trusted_key;
-    s = impl->Join(transport.value().get(), lo, job, deadline_ms, &epoch, &trusted_key);
+    s = impl->Join(transport.value().get(), lo, key, deadline_ms, &epoch, &trusted_key);
     if (!s.ok()) return Status(s.code(), where + s.message());
     Lane lane;
-    lane.identity.job_id = job.job_id;
-    lane.identity.job_key = job.job_key;
+    lane.identity.job_id = config.job_id;
+    lane.identity.job_key = key;
     lane.identity.epoch = epoch;
     lane.identity.rank = config.rank;
     lane.identity.lane = k;
-    lane.identity.join = impl->JoinRequestFor(lo, job);
+    lane.identity.join = impl->JoinRequestFor(lo, key);
     // Later JOINs (the progress thread's probes) trust only the key this
     // one did: trust on first use, not on every use.
     lane.identity.join.aggregator_key = trusted_key;
@@ -176,10 +171,10 @@ Result<std::unique_ptr<CommImpl>> CommImpl::Open(const CommConfig& config, bool 
   return impl;
 }
 
-host::JoinRequest CommImpl::JoinRequestFor(const Options& o, const proto::DerivedJob& job) const {
+host::JoinRequest CommImpl::JoinRequestFor(const Options& o, uint64_t job_key) const {
   host::JoinRequest r;
-  r.job_id = job.job_id;
-  r.job_key = job.job_key;
+  r.job_id = config_.job_id;
+  r.job_key = job_key;
   r.rank = config_.rank;
   r.world_size = config_.world_size;
   r.window = o.window;
@@ -193,14 +188,9 @@ host::JoinRequest CommImpl::JoinRequestFor(const Options& o, const proto::Derive
 
 // FORMAT.md §3.1, §3.8 (host/src/join_handshake.h): JOIN, answer the
 // CHALLENGE, until an authentic JOIN_ACK or NACK, resending with backoff.
-Status CommImpl::Join(host::Transport* transport, const Options& o, const proto::DerivedJob& job,
+Status CommImpl::Join(host::Transport* transport, const Options& o, uint64_t job_key,
                       uint64_t deadline, uint32_t* epoch, std::string* trusted_key) {
-  host::JoinHandshake handshake(JoinRequestFor(o, job));
-  // The job as the daemon knows it: a lane's own names the job it serves.
-  const std::string job_name = job.job_id == config_.job_id
-                                   ? std::to_string(job.job_id)
-                                   : std::to_string(job.job_id) + " (this lane's, of job " +
-                                         std::to_string(config_.job_id) + ")";
+  host::JoinHandshake handshake(JoinRequestFor(o, job_key));
   uint64_t retry_ms = 50;
   uint32_t attempts = 0;
   bool unknown_job = false;
@@ -253,14 +243,16 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, const proto:
   }
   if (unknown_job && stripe_job_) {
     return Status(StatusCode::kUnavailable,
-                  "aggregator " + o.aggregator + " does not hold job " + job_name +
+                  "aggregator " + o.aggregator + " does not hold job " +
+                      std::to_string(config_.job_id) +
                       " (refused at once): a daemon run by tributary-manager serves only the "
                       "jobs placed on it, and no manager places the node level's stripe jobs");
   }
   if (unknown_job) {
     return Status(StatusCode::kUnavailable,
-                  "aggregator " + o.aggregator + " does not hold job " + job_name +
-                      " (still unknown after " + std::to_string(o.connect_timeout_ms) +
+                  "aggregator " + o.aggregator + " does not hold job " +
+                      std::to_string(config_.job_id) + " (still unknown after " +
+                      std::to_string(o.connect_timeout_ms) +
                       " ms): a daemon run by tributary-manager serves only the jobs placed on it; "
                       "check that `tributary job create` placed this job and that this rank uses "
                       "the aggregator it was given");
@@ -273,7 +265,7 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, const proto:
   }
   std::string msg = "no answer from aggregator " + o.aggregator + " within " +
                     std::to_string(o.connect_timeout_ms) + " ms (" + std::to_string(attempts) +
-                    " JOIN attempts for job " + job_name + ", " +
+                    " JOIN attempts for job " + std::to_string(config_.job_id) + ", " +
                     (handshake.challenged() ? "challenge answered" : "no challenge received") +
                     "): is tributaryd running there, and is the job key right?";
   if (!handshake.unauthenticated().empty()) {

@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "host/src/progress.h"
-#include "proto/auth.h"
 #include "host/src/registration.h"
 #include "tributary/communicator.h"
 #include "tributary/reproducible.h"
@@ -141,11 +140,11 @@ class CommImpl {
   Status SetUpCollective(bool gather, const void* send, void* recv, size_t bytes);
   // Until `deadline` (NowMs, the creation's: connect_timeout_ms from its
   // start). `trusted_key`: the aggregator key the JOIN trusted
-  // (JoinHandshake::trusted_key). `job`: the lane's (the job itself, or
-  // proto::DeriveLaneJob's).
-  Status Join(host::Transport* transport, const Options& o, const proto::DerivedJob& job,
-              uint64_t deadline, uint32_t* epoch, std::string* trusted_key);
-  host::JoinRequest JoinRequestFor(const Options& lane_options, const proto::DerivedJob& job) const;
+  // (JoinHandshake::trusted_key). `job_key`: the lane's (lane k > 0:
+  // proto::DeriveLaneKey's).
+  Status Join(host::Transport* transport, const Options& o, uint64_t job_key, uint64_t deadline,
+              uint32_t* epoch, std::string* trusted_key);
+  host::JoinRequest JoinRequestFor(const Options& lane_options, uint64_t job_key) const;
   // The lane's LEAVEs (best effort, unanswered), saying `cause`
   // (proto::LeaveCause, FORMAT.md §3.2).
   void Leave(Lane& lane, uint32_t cause);

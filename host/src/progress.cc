@@ -421,7 +421,7 @@ void ProgressEngine::HandlePacket(const proto::PacketView& p, uint64_t now) {
       HandleResult(p, now);
       return;
     case proto::MsgType::kNack:
-      HandleNack(p, now);
+      HandleNack(p);
       return;
     case proto::MsgType::kStatus:
       HandleStatus(p, now);
@@ -583,7 +583,7 @@ void ProgressEngine::CompleteFragment(uint32_t index, size_t bytes, uint64_t now
   }
 }
 
-void ProgressEngine::HandleNack(const proto::PacketView& p, uint64_t now) {
+void ProgressEngine::HandleNack(const proto::PacketView& p) {
   // A NACK names the packet it refuses (FORMAT.md §3.5): one that names no
   // fragment in flight is a replay or a late answer, and changes nothing.
   // A NACK echoes the epoch of the packet it refuses (§8.3): one of another
@@ -596,18 +596,6 @@ void ProgressEngine::HandleNack(const proto::PacketView& p, uint64_t now) {
     return;
   }
   counters_.nacks.fetch_add(1, std::memory_order_relaxed);
-  const auto code = static_cast<proto::NackCode>(h.aux);
-  if (code == proto::NackCode::kUnknownJob || code == proto::NackCode::kStaleEpoch) {
-    // "The job is gone" is no proof, even with the job's MAC: every engine
-    // that holds the job's key under another epoch (another lane of a
-    // striped job, a parent aggregator) answers a packet of ours replayed
-    // to it with a sealed stale_epoch that echoes it. Ask our aggregator
-    // with a JOIN, as for an unauthenticated unknown_job: its answer
-    // decides (HandleProbeAnswer).
-    unconfirmed_gone_.store(static_cast<uint8_t>(code) + 1, std::memory_order_relaxed);
-    MaybeStartProbe(now);
-    return;
-  }
   const Status s = NackToStatus(p, options_.aggregator, id_.job_id, id_.epoch);
   if (s.ok()) {
     TRIB_LOG(kWarn, "progress",

@@ -210,7 +210,7 @@ class ProgressEngine {
   // that arrived first: slot i's RESULT was lost. One plain request asks for
   // it, unless one asked since that RESULT could have left.
   void AskForLostResult(uint32_t i, uint64_t now);
-  void HandleNack(const proto::PacketView& p, uint64_t now);
+  void HandleNack(const proto::PacketView& p);
   // An unauthenticated "unknown job" starts a JOIN probe (at most one at a
   // time, one per kProbeIntervalNs): the answer proves the job lost (an
   // authentic JOIN_ACK with another epoch: abort, UNAVAILABLE) or the NACK
@@ -358,9 +358,6 @@ class ProgressEngine {
   // An unauthenticated NACK unknown_job arrived: an aggregator that lost the
   // job says so without a MAC; named when collectives time out.
   std::atomic<bool> unauthenticated_unknown_job_{false};
-  // An authentic NACK unknown_job or stale_epoch for a fragment in flight
-  // (its code + 1; 0: none), which a JOIN probe checks (HandleNack).
-  std::atomic<uint8_t> unconfirmed_gone_{0};
   std::unique_ptr<JoinHandshake> probe_;  // a JOIN probe in flight
   uint64_t probe_deadline_ns_ = 0;        // it is given up then
   uint64_t next_probe_ns_ = 0;            // no new probe before

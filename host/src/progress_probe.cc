@@ -100,13 +100,10 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
       probe_.reset();
       if (epoch == id_.epoch) {
         // The aggregator still holds the job as we know it: the NACK lied.
-        const uint8_t gone = unconfirmed_gone_.exchange(0, std::memory_order_relaxed);
         TRIB_LOG(kWarn, "progress",
-                 "job %u rank %u: a NACK %s claiming to come from aggregator %s was false (it "
-                 "still holds the job, epoch %u): ignored",
-                 id_.job_id, id_.rank,
-                 gone ? proto::NackCodeName(static_cast<proto::NackCode>(gone - 1)) : "unknown_job",
-                 options_.aggregator.c_str(), epoch);
+                 "job %u rank %u: an \"unknown job\" claiming to come from aggregator %s was "
+                 "false (it still holds the job, epoch %u): ignored",
+                 id_.job_id, id_.rank, options_.aggregator.c_str(), epoch);
         return true;
       }
       // It created the job afresh for our JOIN: ours is gone. Leave the new

@@ -240,13 +240,6 @@ int64_t ProgressEngine::CheckTimers(uint64_t now) {
                   "its identity_file, or an impostor)";
         }
       }
-      if (const uint8_t gone = unconfirmed_gone_.load(std::memory_order_relaxed)) {
-        what += std::string("; an authenticated NACK ") +
-                proto::NackCodeName(static_cast<proto::NackCode>(gone - 1)) +
-                " named a fragment in flight, and the JOIN sent to check it with the "
-                "aggregator did not confirm it (such a NACK can be replayed from another "
-                "aggregator holding the job's key)";
-      }
       TRIB_LOG(kError, "progress", "job %u rank %u: %s", id_.job_id, id_.rank, what.c_str());
       Abort(Status(StatusCode::kTimedOut, what), op.get());
       return -1;

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "proto/auth.h"
 #include "tests/common/daemon_process.h"
 #include "tests/common/status_matchers.h"
 #include "tests/common/patterns.h"
@@ -218,18 +217,36 @@ TEST(UdpLanes, OneDaemonServesAJobStripedOverItsThreeLanes) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("jobs_created=([0-9]+)"))) << out;
   EXPECT_EQ(m[1], "3") << out;
-  // ... and logs it forming, naming itself: lane 0 the job, lanes 1 and 2
-  // jobs of their own (proto::DeriveLaneJob), which no packet of another
-  // lane verifies for.
-  for (uint32_t lane = 0; lane < 3; ++lane) {
-    const uint32_t id =
-        lane == 0 ? job : proto::DeriveLaneJob(job, 0x1a9e5ull + job, lane, 3).job_id;
-    EXPECT_TRUE(
-        std::regex_search(out, std::regex("job " + std::to_string(id) + " epoch [0-9]+ on lane " +
-                                          std::to_string(lane) + " of 3: 2 of 2 ranks joined")))
-        << lane << "\n"
-        << out;
+  // ... and logs it forming, naming itself.
+  for (int lane = 0; lane < 3; ++lane) {
+    EXPECT_TRUE(std::regex_search(out, std::regex("job " + std::to_string(job) +
+                                                  " epoch [0-9]+ on lane " + std::to_string(lane) +
+                                                  " of 3: 2 of 2 ranks joined")))
+        << lane << "\n" << out;
   }
+}
+
+// Review of 2026-12-07: every lane held the job under the job's own key,
+// so a rank's packet replayed from one lane's daemon to another's drew an
+// authentic NACK stale_epoch (each lane holds the job under its own epoch)
+// that aborted the rank when replayed back. Lane k > 0 now uses a key of
+// its own (proto::DeriveLaneKey): a rank that JOINs lane 1 with the job's
+// own key is not the job's there, and one with the lanes is.
+TEST_F(LanesTest, ALaneHoldsTheJobUnderAKeyOfItsOwn) {
+  const uint32_t job = std::random_device{}() | 1;
+  auto striped = Communicator::Create(Config(job, 0, 2));
+  ASSERT_TRUE(striped.ok()) << striped.status().ToString();
+  CommConfig at_lane1 = Config(job, 1, 2);
+  at_lane1.options.aggregator = lane1_->address();
+  at_lane1.options.lanes = 1;
+  at_lane1.options.connect_timeout_ms = 1000;
+  auto plain = Communicator::Create(at_lane1);
+  ASSERT_FALSE(plain.ok()) << "lane 1 took the job's own key";
+  EXPECT_EQ(plain.status().code(), StatusCode::kUnavailable) << plain.status().ToString();
+  EXPECT_NE(plain.status().message().find("is the job key right?"), std::string::npos)
+      << plain.status().ToString();
+  auto other = Communicator::Create(Config(job, 1, 2));
+  EXPECT_TRUE(other.ok()) << other.status().ToString();
 }
 
 TEST_F(LanesTest, MissingLaneFailsCreationNamingIt) {

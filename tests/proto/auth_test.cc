@@ -228,9 +228,9 @@ TEST(Auth, StripeJobsAreDerivedFromEveryInput) {
 // Derived jobs (the node level's stripe jobs, ARCHITECTURE.md; the lanes of
 // a striped job, CONFIGURATION.md TRIBUTARY_LANES), computed here
 // independently: BLAKE2b-96 of (context with its NUL, id, key, three u32,
-// all LE); the id is the low 32 bits, the key the next 64. The lanes of a
-// striped job (DeriveLaneJob) are jobs of their own: none shares an id or
-// key with the job, another lane, or a stripe job of the same numbers.
+// all LE); the id is the low 32 bits, the key the next 64. Each lane of a
+// striped job (DeriveLaneKey) has a key of its own: none is the job's,
+// another lane's, or a stripe job's of the same numbers.
 DerivedJob ReferenceDerivation(const std::string& context, uint32_t id, uint64_t key, uint32_t a,
                                uint32_t b, uint32_t c) {
   std::vector<uint8_t> in(context.begin(), context.end());
@@ -248,27 +248,23 @@ DerivedJob ReferenceDerivation(const std::string& context, uint32_t id, uint64_t
   return d;
 }
 
-TEST(Auth, LaneJobsAreJobsOfTheirOwnDerivedAsSpecified) {
+TEST(Auth, LaneKeysAreKeysOfTheirOwnDerivedAsSpecified) {
   const DerivedJob stripe = DeriveStripeJob(42, 0x1234, 1, 4, 2);
   const DerivedJob want_stripe =
       ReferenceDerivation("tributary node-level stripe job v1", 42, 0x1234, 1, 4, 2);
   EXPECT_EQ(stripe.job_id, want_stripe.job_id);
   EXPECT_EQ(stripe.job_key, want_stripe.job_key);
-  std::vector<DerivedJob> seen = {{42, 0x1234}, DeriveStripeJob(42, 0x1234, 1, 3, 0)};
+  std::vector<uint64_t> seen = {0x1234, DeriveStripeJob(42, 0x1234, 1, 4, 0).job_key};
   for (uint32_t lane = 1; lane < 4; ++lane) {
-    const DerivedJob l = DeriveLaneJob(42, 0x1234, lane, 4);
-    const DerivedJob want =
-        ReferenceDerivation("tributary udp lane job v1", 42, 0x1234, lane, 4, 0);
-    EXPECT_EQ(l.job_id, want.job_id) << lane;
-    EXPECT_EQ(l.job_key, want.job_key) << lane;
-    for (const DerivedJob& other : seen) {
-      EXPECT_NE(l.job_id, other.job_id) << lane;
-      EXPECT_NE(l.job_key, other.job_key) << lane;
-    }
-    seen.push_back(l);
+    const uint64_t key = DeriveLaneKey(42, 0x1234, lane, 4);
+    EXPECT_EQ(key, ReferenceDerivation("tributary udp lane key v1", 42, 0x1234, lane, 4, 0).job_key)
+        << lane;
+    for (const uint64_t other : seen) EXPECT_NE(key, other) << lane;
+    seen.push_back(key);
   }
-  const DerivedJob three = DeriveLaneJob(42, 0x1234, 1, 3);
-  EXPECT_NE(three.job_key, DeriveLaneJob(42, 0x1234, 1, 4).job_key) << "the lane count is an input";
+  EXPECT_NE(DeriveLaneKey(42, 0x1234, 1, 3), DeriveLaneKey(42, 0x1234, 1, 4))
+      << "the lane count is an input";
+  EXPECT_NE(DeriveLaneKey(43, 0x1234, 1, 4), DeriveLaneKey(42, 0x1234, 1, 4)) << "so is the job id";
 }
 
 }  // namespace

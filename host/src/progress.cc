@@ -430,8 +430,8 @@ void ProgressEngine::HandlePacket(const proto::PacketView& p, uint64_t now) {
       HandleStats(p);
       return;
     case proto::MsgType::kJoinAck:
-      // A late duplicate of the handshake, or a replay: nothing to act on.
-      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
+      // A late duplicate of the handshake (a JOIN resent before its
+      // JOIN_ACK came), which happens on any slow path: not counted.
       return;
     default:
       counters_.rejected.fetch_add(1, std::memory_order_relaxed);

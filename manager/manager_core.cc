@@ -121,7 +121,6 @@ std::vector<DaemonView> ManagerCore::Views(std::vector<const Daemon*>* order) co
     v.up = d.up;
     v.capacity_slots = d.info.capacity_slots();
     v.capacity_bytes = d.info.capacity_bytes();
-    v.bytes_per_child_slot = d.info.bytes_per_child_slot();
     v.used_slots = d.used_slots;
     v.used_bytes = d.used_bytes;
     views.push_back(std::move(v));

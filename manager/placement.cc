@@ -39,12 +39,6 @@ class Placer {
     const DaemonView& v = daemons_[d];
     return static_cast<double>(v.used_slots) / static_cast<double>(std::max<uint64_t>(1, v.capacity_slots));
   }
-  // What daemon `v` is charged for a node of the job with `fan_in`
-  // children: the arena, and what its dataplane keeps per child and slot.
-  uint64_t NodeBytes(const DaemonView& v, uint32_t fan_in) const {
-    return ArenaBytes(fan_in, req_.slot_count, req_.payload_bytes) +
-           uint64_t{fan_in} * req_.slot_count * v.bytes_per_child_slot;
-  }
   bool RoleFits(const DaemonView& v, bool leaf) const {
     return v.role == DaemonRole::kAny || v.role == (leaf ? DaemonRole::kLeaf : DaemonRole::kInner);
   }
@@ -83,6 +77,7 @@ class Placer {
 Status Placer::PickDaemon(int pos, bool leaf, uint32_t fan_in, int* out) const {
   const std::string& where = topo_.nodes()[pos].name;
   const uint64_t need_slots = req_.slot_count;
+  const uint64_t need_bytes = ArenaBytes(fan_in, req_.slot_count, req_.payload_bytes);
   int best = -1;
   int short_one = -1;
   std::vector<std::string> down;
@@ -95,7 +90,7 @@ Status Placer::PickDaemon(int pos, bool leaf, uint32_t fan_in, int* out) const {
     }
     const uint64_t free_slots = v.capacity_slots > v.used_slots ? v.capacity_slots - v.used_slots : 0;
     const uint64_t free_bytes = v.capacity_bytes > v.used_bytes ? v.capacity_bytes - v.used_bytes : 0;
-    if (free_slots < need_slots || free_bytes < NodeBytes(v, fan_in)) {
+    if (free_slots < need_slots || free_bytes < need_bytes) {
       if (short_one < 0 || Load(d) < Load(short_one)) short_one = d;
       continue;
     }
@@ -111,7 +106,6 @@ Status Placer::PickDaemon(int pos, bool leaf, uint32_t fan_in, int* out) const {
     const DaemonView& v = daemons_[short_one];
     const uint64_t free_slots = v.capacity_slots > v.used_slots ? v.capacity_slots - v.used_slots : 0;
     const uint64_t free_bytes = v.capacity_bytes > v.used_bytes ? v.capacity_bytes - v.used_bytes : 0;
-    const uint64_t need_bytes = NodeBytes(v, fan_in);
     if (free_slots < need_slots) {
       return ResourceExhausted("daemon " + v.name + " at " + where + " short of slots by " +
                                std::to_string(need_slots - free_slots) + " (needs " +
@@ -335,8 +329,8 @@ Status Placer::Finish(Placement* out) {
     node.fan_in = index;
     node.level = level;
     node.slots = req_.slot_count;
+    node.bytes = ArenaBytes(node.fan_in, req_.slot_count, req_.payload_bytes);
     const DaemonView& v = daemons_[node.daemon];
-    node.bytes = NodeBytes(v, node.fan_in);
     const uint64_t free_bytes = v.capacity_bytes > v.used_bytes ? v.capacity_bytes - v.used_bytes : 0;
     if (free_bytes < node.bytes) {
       return ResourceExhausted("daemon " + v.name + " short of bytes by " +

@@ -45,7 +45,6 @@ struct DaemonView {
   uint64_t capacity_bytes = 0;
   uint64_t used_slots = 0;
   uint64_t used_bytes = 0;
-  uint32_t bytes_per_child_slot = 0;  // DaemonInfo.bytes_per_child_slot
 };
 
 struct PlacementRequest {

@@ -157,7 +157,6 @@ int main(int argc, char** argv) {
     mo.role = config.role;
     mo.capacity_slots = config.capacity_slots == 0 ? 65536 : config.capacity_slots;
     mo.capacity_bytes = config.max_memory_mb << 20;
-    mo.bytes_per_child_slot = agent::ToEngineLimits(config).dataplane_bytes_per_child_slot;
     manager = std::make_unique<agent::ManagerClient>(mo, &provisioner);
     manager->Start();
   }

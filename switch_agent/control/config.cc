@@ -41,72 +41,54 @@ const Field kFields[] = {
      nullptr},
     {"dpdk_lanes", "dpdk dataplane: share-nothing lanes (lcores); lane k serves UDP port port+k",
      nullptr, &Config::dpdk_lanes},
-    {"udp_lanes",
-     "udp dataplane: share-nothing lanes (a thread, socket and engine each); lane k "
-     "serves UDP port port+k",
-     nullptr, &Config::udp_lanes},
-    {"ofi_provider",
-     "ofi dataplane: libfabric provider (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa, auto); "
-     "empty = $TRIBUTARY_OFI_PROVIDER, else auto",
-     &Config::ofi_provider, nullptr},
+    {"udp_lanes", "udp dataplane: share-nothing lanes (a thread, socket and engine each); lane k "
+     "serves UDP port port+k", nullptr, &Config::udp_lanes},
+    {"ofi_provider", "ofi dataplane: libfabric provider (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa, auto); "
+     "empty = $TRIBUTARY_OFI_PROVIDER, else auto", &Config::ofi_provider, nullptr},
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
-    {"max_memory_mb",
-     "MiB for all jobs (arenas; on ofi also result placements); JOINs that do not fit are refused",
-     nullptr, &Config::max_memory_mb},
+    {"max_memory_mb", "MiB for all job arenas; JOINs that do not fit are refused", nullptr,
+     &Config::max_memory_mb},
     {"max_slots_per_job", "slots (window) one job may ask for (1-65536); larger JOINs are refused",
      nullptr, &Config::max_slots_per_job},
     {"job_idle_timeout_s", "seconds without a packet before a job is reaped", nullptr,
      &Config::job_idle_timeout_s},
-    {"job_join_timeout_s",
-     "seconds without a packet before a job not every rank joined, or "
-     "that a rank left, is reaped",
-     nullptr, &Config::job_join_timeout_s},
+    {"job_join_timeout_s", "seconds without a packet before a job not every rank joined, or "
+     "that a rank left, is reaped", nullptr, &Config::job_join_timeout_s},
     {"batch_size", "datagrams per receive burst (1-1024)", nullptr, &Config::batch_size},
-    {"fair_queue_packets",
-     "udp and dpdk: packets (udp: 64 KiB each) queued between receive and "
-     "processing and served to jobs round-robin; 0 = arrival order (0, 2*batch_size-65536)",
-     nullptr, &Config::fair_queue_packets},
-    {"shed_after_ms",
-     "udp: the fair queue drops packets only while those it reads waited this "
-     "long in the socket; 0 = whenever its pool is full (0-60000)",
-     nullptr, &Config::shed_after_ms},
+    {"fair_queue_packets", "udp and dpdk: packets (udp: 64 KiB each) queued between receive and "
+     "processing and served to jobs round-robin; 0 = arrival order (0, 2*batch_size-65536)", nullptr,
+     &Config::fair_queue_packets},
+    {"shed_after_ms", "udp: the fair queue drops packets only while those it reads waited this "
+     "long in the socket; 0 = whenever its pool is full (0-60000)", nullptr,
+     &Config::shed_after_ms},
     {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
      &Config::socket_buffer_bytes},
-    {"udp_offload",
-     "udp: 1 sends runs of same-size datagrams to one peer as one UDP GSO "
-     "message where the kernel and the route allow it; 0 = one datagram per message",
-     nullptr, &Config::udp_offload},
-    {"busy_poll_us",
-     "udp: after a packet, poll the socket without sleeping for up to this many "
+    {"udp_offload", "udp: 1 sends runs of same-size datagrams to one peer as one UDP GSO "
+     "message where the kernel and the route allow it; 0 = one datagram per message", nullptr,
+     &Config::udp_offload},
+    {"busy_poll_us", "udp: after a packet, poll the socket without sleeping for up to this many "
      "microseconds before blocking (lower latency, a core spins while packets keep coming; "
-     "also asks the kernel for SO_BUSY_POLL); 0 = block at once (0-10000)",
-     nullptr, &Config::busy_poll_us},
+     "also asks the kernel for SO_BUSY_POLL); 0 = block at once (0-10000)", nullptr,
+     &Config::busy_poll_us},
     {"max_peers", "distinct sender addresses kept; new ones beyond are refused", nullptr,
      &Config::max_peers},
-    {"redundant_max_bytes",
-     "while a job's paths lose packets (3% of first copies, until under "
+    {"redundant_max_bytes", "while a job's paths lose packets (3% of first copies, until under "
      "1.5%), the ranks are asked to send the first this many bytes of each collective twice "
      "where that pays on their path (they measure it), and RESULTs within them go out twice "
-     "while they do; 0 = never (0-65536)",
-     nullptr, &Config::redundant_max_bytes},
-    {"gap_reports",
-     "1 tells a rank at once (a header-only STATUS) when its first copy of a "
+     "while they do; 0 = never (0-65536)", nullptr,
+     &Config::redundant_max_bytes},
+    {"gap_reports", "1 tells a rank at once (a header-only STATUS) when its first copy of a "
      "fragment arrives while its fragment before it is missing, so that it resends that one "
-     "without waiting for later results; 0 = never",
-     nullptr, &Config::gap_reports},
-    {"metrics_address",
-     "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
+     "without waiting for later results; 0 = never", nullptr, &Config::gap_reports},
+    {"metrics_address", "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (e.g. "
      "127.0.0.1:9464); empty = off; port 0 picks one (printed on stdout)",
      &Config::metrics_address, nullptr},
-    {"identity_file",
-     "file with this daemon's X25519 secret key (64 hex digits), created "
-     "(mode 0600) if missing; empty = a new key pair at every start",
-     &Config::identity_file, nullptr},
+    {"identity_file", "file with this daemon's X25519 secret key (64 hex digits), created "
+     "(mode 0600) if missing; empty = a new key pair at every start", &Config::identity_file,
+     nullptr},
     {"log_level", "trace|debug|info|warn|error|off", &Config::log_level, nullptr},
-    {"log_format",
-     "text|json: json writes one object per line (time, host, pid, level, "
-     "subsystem, message)",
-     &Config::log_format, nullptr},
+    {"log_format", "text|json: json writes one object per line (time, host, pid, level, "
+     "subsystem, message)", &Config::log_format, nullptr},
     {"stats_interval_s", "print counters every N seconds; 0 = on SIGUSR1 and exit only", nullptr,
      &Config::stats_interval_s},
     {"straggler_interval_ms", "check for persistent stragglers every N ms (WARN naming them)",

@@ -99,7 +99,6 @@ void ManagerClient::Loop() {
       d->set_role(RoleOf(options_.role));
       d->set_capacity_slots(options_.capacity_slots);
       d->set_capacity_bytes(options_.capacity_bytes);
-      d->set_bytes_per_child_slot(options_.bytes_per_child_slot);
       d->set_version(TRIBUTARY_VERSION);
       pb::RegisterReply reply;
       const grpc::Status st = managers.Call(

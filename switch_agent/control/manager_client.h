@@ -38,7 +38,6 @@ struct ManagerClientOptions {
   std::string role;      // leaf | inner | any
   uint64_t capacity_slots = 0;
   uint64_t capacity_bytes = 0;
-  uint32_t bytes_per_child_slot = 0;  // EngineLimits::dataplane_bytes_per_child_slot
 };
 
 class ManagerClient {

@@ -271,6 +271,11 @@ Status CommImpl::Join(host::Transport* transport, const Options& o, uint64_t job
   if (!handshake.unauthenticated().empty()) {
     msg += " The last unauthenticated answer said: " + handshake.unauthenticated();
   }
+  if (handshake.ignored_nacks() > 0) {
+    msg += " " + std::to_string(handshake.ignored_nacks()) +
+           " authentic NACK(s) that answered no JOIN of this handshake were ignored (replayed "
+           "from an earlier communicator or the data phase).";
+  }
   return Status(StatusCode::kUnavailable, msg);
 }
 

@@ -430,8 +430,10 @@ void ProgressEngine::HandlePacket(const proto::PacketView& p, uint64_t now) {
       HandleStats(p);
       return;
     case proto::MsgType::kJoinAck:
-      // A late duplicate of the handshake (a JOIN resent before its
-      // JOIN_ACK came), which happens on any slow path: not counted.
+      // Of our epoch: a late duplicate of the handshake (a JOIN resent
+      // before its JOIN_ACK came), which happens on any slow path: not
+      // counted. Of another: a replay.
+      if (h.epoch != id_.epoch) counters_.rejected.fetch_add(1, std::memory_order_relaxed);
       return;
     default:
       counters_.rejected.fetch_add(1, std::memory_order_relaxed);

@@ -46,8 +46,8 @@ const Field kFields[] = {
     {"ofi_provider", "ofi dataplane: libfabric provider (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa, auto); "
      "empty = $TRIBUTARY_OFI_PROVIDER, else auto", &Config::ofi_provider, nullptr},
     {"max_jobs", "jobs alive at once; JOINs beyond are refused", nullptr, &Config::max_jobs},
-    {"max_memory_mb", "MiB for all job arenas; JOINs that do not fit are refused", nullptr,
-     &Config::max_memory_mb},
+    {"max_memory_mb", "MiB for all jobs (arenas; on ofi also result placements); JOINs that do "
+     "not fit are refused", nullptr, &Config::max_memory_mb},
     {"max_slots_per_job", "slots (window) one job may ask for (1-65536); larger JOINs are refused",
      nullptr, &Config::max_slots_per_job},
     {"job_idle_timeout_s", "seconds without a packet before a job is reaped", nullptr,

@@ -574,8 +574,9 @@ TEST_F(ProgressTest, AStragglerReportIsTakenOnlyFromAnAnswerToARequestSentForIt)
 // Review of 2026-12-07: a STATUS naming no fragment in flight or another
 // epoch and a STATS of another epoch were dropped without a count (issue
 // #12: dropped and counted). Each counts now, and none changes the
-// collective. A JOIN_ACK after the handshake is a late duplicate (a JOIN
-// resent on a slow path): ignored, not counted.
+// collective. A JOIN_ACK of our epoch after the handshake is a late
+// duplicate (a JOIN resent on a slow path): ignored, not counted; one of
+// another epoch is a replay, counted.
 TEST_F(ProgressTest, AnswersThatMatchNothingOutstandingAreCounted) {
   auto req = Submit(16);
   engine_->Poll();
@@ -603,6 +604,10 @@ TEST_F(ProgressTest, AnswersThatMatchNothingOutstandingAreCounted) {
   Deliver(ack, std::vector<uint8_t>(proto::kJoinBodySize, 0));
   engine_->Poll();
   EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 3);
+  ack.epoch = kEpoch + 1;
+  Deliver(ack, std::vector<uint8_t>(proto::kJoinBodySize, 0));
+  engine_->Poll();
+  EXPECT_EQ(engine_->Stats().packets_rejected, rejected + 4);
   EXPECT_TRUE(Take().empty()) << "nothing sent for them";
   Answer(c[0]);
   engine_->Poll();

@@ -19,15 +19,17 @@ namespace tributary::host {
 namespace {
 
 JoinRequest HandshakeRequest() {
-  JoinRequest r;
-  r.job_id = kJob;
-  r.job_key = kKey;
-  r.rank = 3;
-  r.world_size = 4;
-  r.window = 4;
-  r.payload_bytes = 64;
-  r.aggregator = "test:1";
-  return r;
+  return JoinRequest{.job_id = kJob,
+                     .job_key = kKey,
+                     .rank = 3,
+                     .world_size = 4,
+                     .window = 4,
+                     .payload_bytes = 64,
+                     .payload_mac = true,
+                     .incarnation = 0,
+                     .aggregator = "test:1",
+                     .aggregator_key = "",
+                     .never_seal = false};
 }
 
 // The JOIN the handshake sends now, decoded (the view points into it).

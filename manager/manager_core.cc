@@ -173,8 +173,15 @@ Status ManagerCore::CreateJob(const v1::CreateJobRequest& request, int64_t now_m
   j.set_last_heartbeat_unix_ms(now_ms);
   j.set_heartbeat_timeout_ms(request.heartbeat_timeout_ms() ? request.heartbeat_timeout_ms()
                                                             : options_.job_timeout_ms);
-  for (const PlacedNode& node : placement.nodes) {
+  // Above the ranks' own daemons every node gets a key of its own, so that
+  // a packet of one tree level replayed at another fails its MAC (FORMAT.md
+  // §13). A node with ranks among its children keeps the job's key.
+  std::vector<bool> has_ranks(placement.nodes.size(), false);
+  for (const PlacedRank& pr : placement.ranks) has_ranks[static_cast<size_t>(pr.node)] = true;
+  for (size_t n = 0; n < placement.nodes.size(); ++n) {
+    const PlacedNode& node = placement.nodes[n];
     v1::TreeNode* t = j.add_tree();
+    if (!has_ranks[n]) t->set_key(SecureRandom64());
     const DaemonView& v = views[node.daemon];
     t->set_daemon(v.name);
     t->set_endpoint(v.endpoint);
@@ -238,7 +245,7 @@ void ManagerCore::BuildAssignments(JobEntry* entry) const {
   for (const v1::TreeNode& t : j.tree()) {
     v1::JobAssignment a;
     a.set_job_id(j.job_id());
-    a.set_job_key(j.job_key());
+    a.set_job_key(t.key() != 0 ? t.key() : j.job_key());
     a.set_fan_in(t.fan_in());
     a.set_slot_count(j.slot_count());
     a.set_payload_bytes(j.payload_bytes());
@@ -247,6 +254,7 @@ void ManagerCore::BuildAssignments(JobEntry* entry) const {
       a.set_parent_endpoint(parent->endpoint());
       a.set_child_index(t.child_index());
       a.set_parent_fan_in(parent->fan_in());
+      a.set_uplink_key(parent->key() != 0 ? parent->key() : j.job_key());
     }
     // Children in child-index order: its ranks first, then child daemons.
     for (const v1::RankAssignment& r : j.ranks()) {

@@ -115,8 +115,9 @@ const Field kFields[] = {
 };
 
 // Keys of one entry of the YAML `jobs:` list.
-const char* const kJobKeys[] = {"id",     "key",         "fan_in",       "slot_count",
-                                "payload_bytes", "parent", "child_index", "parent_fan_in"};
+const char* const kJobKeys[] = {"id",          "key",           "fan_in",
+                                "slot_count",  "payload_bytes", "parent",
+                                "child_index", "parent_fan_in", "uplink_key"};
 
 // Decimal, or 0x-prefixed hexadecimal (job keys are usually written in hex).
 bool ParseUintOrHex(const std::string& text, uint64_t* out);
@@ -137,7 +138,7 @@ Status ParseJobs(const YAML::Node& list, const std::string& where, Config* c) {
       if (std::find(std::begin(kJobKeys), std::end(kJobKeys), key) == std::end(kJobKeys)) {
         return InvalidArgument(at + ": unknown key '" + key +
                                "' (known: id, key, fan_in, slot_count, payload_bytes, parent, "
-                               "child_index, parent_fan_in)");
+                               "child_index, parent_fan_in, uplink_key)");
       }
       if (!kv.second.IsScalar()) {
         return InvalidArgument(at + ": '" + key + "' needs a single value");
@@ -148,11 +149,13 @@ Status ParseJobs(const YAML::Node& list, const std::string& where, Config* c) {
         continue;
       }
       uint64_t v;
-      if (!ParseUintOrHex(value, &v) || (key != "key" && v > UINT32_MAX)) {
+      const bool is_key = key == "key" || key == "uplink_key";
+      if (!ParseUintOrHex(value, &v) || (!is_key && v > UINT32_MAX)) {
         return InvalidArgument(at + ": '" + key + "': invalid value '" + value + "'");
       }
       if (key == "id") a.job_id = static_cast<uint32_t>(v);
       else if (key == "key") a.job_key = v;
+      else if (key == "uplink_key") a.uplink_key = v;
       else if (key == "fan_in") a.fan_in = static_cast<uint32_t>(v);
       else if (key == "slot_count") a.slot_count = static_cast<uint32_t>(v);
       else if (key == "payload_bytes") a.payload_bytes = static_cast<uint32_t>(v);
@@ -470,6 +473,10 @@ std::string ConfigToYaml(const Config& config) {
         out << YAML::Key << "parent" << YAML::Value << a.parent << YAML::Key << "child_index"
             << YAML::Value << a.child_index << YAML::Key << "parent_fan_in" << YAML::Value
             << a.parent_fan_in;
+        if (a.uplink_key != 0) {
+          snprintf(key, sizeof(key), "0x%llx", static_cast<unsigned long long>(a.uplink_key));
+          out << YAML::Key << "uplink_key" << YAML::Value << key;
+        }
       }
       out << YAML::EndMap;
     }

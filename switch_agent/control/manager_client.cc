@@ -35,6 +35,7 @@ JobAssignment FromProto(const pb::JobAssignment& j) {
   a.parent = j.parent_endpoint();
   a.child_index = j.child_index();
   a.parent_fan_in = j.parent_fan_in();
+  if (!a.parent.empty()) a.uplink_key = j.uplink_key();
   return a;
 }
 

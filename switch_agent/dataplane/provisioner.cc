@@ -40,7 +40,10 @@ Status ValidateAssignment(const JobAssignment& a) {
                            std::to_string(proto::kMinPayloadBytes) + ", " +
                            std::to_string(proto::kMaxPayloadBytes) + "]");
   }
-  if (a.parent.empty()) return Status::Ok();
+  if (a.parent.empty()) {
+    if (a.uplink_key != 0) return InvalidArgument(job + "uplink_key needs a parent");
+    return Status::Ok();
+  }
   if (a.parent_fan_in == 0 || a.child_index >= a.parent_fan_in) {
     return InvalidArgument(job + "child_index must be below parent_fan_in (and parent_fan_in >= 1)");
   }
@@ -96,6 +99,7 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
       spec.has_parent = true;
       spec.child_index = a.child_index;
       spec.parent_fan_in = a.parent_fan_in;
+      spec.uplink_key = a.uplink_key;
       if (Status s = resolve(a.parent, &spec.parent); !s.ok()) {
         why = "parent " + a.parent + ": " + s.message();
       }

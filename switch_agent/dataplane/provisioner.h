@@ -35,6 +35,9 @@ struct JobAssignment {
   std::string parent;          // "ip:port" of the parent aggregator; empty at the root
   uint32_t child_index = 0;    // at the parent
   uint32_t parent_fan_in = 0;
+  // The parent's job key, which MACs the uplink (FORMAT.md §13); 0: job_key.
+  // tributary-manager gives every node above the leaves a key of its own.
+  uint64_t uplink_key = 0;
 
   bool operator==(const JobAssignment&) const = default;
   std::string Describe() const;  // one line for logs

@@ -264,13 +264,22 @@ void Engine::SealWith(const Job* job, Action* out) {
   out->payload_mac = job->payload_mac();
 }
 
+void Engine::SealForParent(const Job* job, Action* out) {
+  out->key = &job->uplink.mac_key;
+  out->payload_mac = job->payload_mac();
+}
+
 bool Engine::Authentic(Job* job, const proto::PacketView& pkt) {
+  return Authentic(job, pkt, job->mac_key());
+}
+
+bool Engine::Authentic(Job* job, const proto::PacketView& pkt, const proto::MacKey& key) {
   // A job that MACs its payloads takes no CONTRIBUTION without (a sender
   // cannot opt out alone); every other payload must be covered.
   const bool covered = (pkt.header.flags & proto::kFlagPayloadMac) != 0;
   const bool data = pkt.header.type == MsgType::kContribution || pkt.header.type == MsgType::kResult;
   const bool rule_ok = pkt.payload_len == 0 || covered || (data && !job->payload_mac());
-  if (!rule_ok || !proto::VerifyPacket(job->mac_key(), pkt)) {
+  if (!rule_ok || !proto::VerifyPacket(key, pkt)) {
     Drop(DropReason::kBadMac);
     return false;
   }

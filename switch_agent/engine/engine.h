@@ -244,6 +244,10 @@ struct JobSpec {
   PeerToken parent = 0;        // the dataplane's token for the parent aggregator
   uint32_t child_index = 0;    // this node's index at the parent
   uint32_t parent_fan_in = 0;
+  // The key of the parent's job, which MACs everything between this node
+  // and its parent (FORMAT.md §13); 0: job_key. A key of its own per tree
+  // level keeps packets of one level from being replayed at another.
+  uint64_t uplink_key = 0;
 };
 
 enum class ProvisionResult : uint8_t {
@@ -282,6 +286,7 @@ class Engine {
   const proto::Identity* identity() const { return identity_; }
   // Gives an Action the job's keys and payload-MAC rule (the encoder seals it).
   static void SealWith(const Job* job, Action* out);
+  static void SealForParent(const Job* job, Action* out);
 
   // A refusal of `join` that the dataplane decides (its peer table is full):
   // NACK `code` to `to`, sealed when the JOIN proves its sender holds the
@@ -458,6 +463,7 @@ class Engine {
   // The packet's MAC is right for the job and follows its payload-MAC rule;
   // on success answers to this packet are sealed with the job's keys.
   bool Authentic(Job* job, const proto::PacketView& pkt);
+  bool Authentic(Job* job, const proto::PacketView& pkt, const proto::MacKey& key);
 
   Job* Lookup(uint32_t job_id);
   // Where the wire-format result of a complete set is (what its RESULTs and

@@ -156,6 +156,8 @@ struct ChildStat {
 // A non-root node of a job's tree: where partial sums go (DESIGN.md §3).
 struct Uplink {
   PeerToken parent = 0;
+  uint64_t key = 0;         // the parent's job key (JobSpec::uplink_key, resolved)
+  proto::MacKey mac_key{};  // derived from it: seals and checks every packet to and from the parent
   uint32_t child_index = 0;    // this node's child index at the parent
   uint32_t parent_fan_in = 0;
   uint32_t parent_epoch = 0;   // 0 until the parent's JOIN_ACK

@@ -2,8 +2,10 @@
 // Trees: provisioned jobs and the uplink of a non-root node (engine.h).
 //
 // A node below the root of a job's tree is, towards its parent, one child
-// like any rank: it JOINs the parent's job (same job id and key, its own
-// child index, the parent's fan-in, the same slot count and payload size),
+// like any rank: it JOINs the parent's job (same job id; its own child
+// index; the parent's fan-in; the same slot count and payload size; every
+// packet to and from the parent MACed with the parent's key, Uplink::key,
+// so that a packet of one tree level replayed at another fails its MAC),
 // and when a set completes here it sends the partial sum as one
 // CONTRIBUTION for the same (slot, shadow, collective id, offset). The set
 // then waits in kUpstream; the parent's RESULT for that round is copied into
@@ -96,7 +98,7 @@ void UplinkPacket(Job* job, const SetMeta& m, uint32_t slot, uint32_t shadow, Ms
   r.dtype = m.dtype;
   r.op = m.op;
   out->peer = job->uplink.parent;
-  Engine::SealWith(job, out);
+  Engine::SealForParent(job, out);
 }
 
 }  // namespace
@@ -123,14 +125,16 @@ ProvisionResult Engine::Provision(const JobSpec& spec, uint64_t now_ns) {
         spec.child_index >= spec.parent_fan_in))) {
     return ProvisionResult::kInvalid;
   }
+  const uint64_t uplink_key = spec.uplink_key != 0 ? spec.uplink_key : spec.job_key;
   if (Job* job = Lookup(spec.job_id)) {
     const JobParams& have = job->params();
-    const bool same = job->job_key() == spec.job_key && have.fan_in == p.fan_in &&
-                      have.slot_count == p.slot_count && have.payload_bytes == p.payload_bytes &&
-                      job->has_uplink == spec.has_parent &&
-                      (!spec.has_parent || (job->uplink.parent == spec.parent &&
-                                            job->uplink.child_index == spec.child_index &&
-                                            job->uplink.parent_fan_in == spec.parent_fan_in));
+    const bool same =
+        job->job_key() == spec.job_key && have.fan_in == p.fan_in &&
+        have.slot_count == p.slot_count && have.payload_bytes == p.payload_bytes &&
+        job->has_uplink == spec.has_parent &&
+        (!spec.has_parent || (job->uplink.parent == spec.parent && job->uplink.key == uplink_key &&
+                              job->uplink.child_index == spec.child_index &&
+                              job->uplink.parent_fan_in == spec.parent_fan_in));
     if (!same || job->withdrawn) return ProvisionResult::kConflict;
     job->provisioned = true;  // a job its ranks created first is adopted
     return ProvisionResult::kUnchanged;
@@ -146,6 +150,8 @@ ProvisionResult Engine::Provision(const JobSpec& spec, uint64_t now_ns) {
     job->has_uplink = true;
     job->uplink = Uplink{};
     job->uplink.parent = spec.parent;
+    job->uplink.key = uplink_key;
+    job->uplink.mac_key = proto::DeriveMacKey(spec.job_id, uplink_key);
     job->uplink.child_index = spec.child_index;
     job->uplink.parent_fan_in = spec.parent_fan_in;
     job->uplink.next_join_ns = now_ns;  // JOIN once a child joined
@@ -193,7 +199,7 @@ void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
   out->payload = job->uplink_join_body();
   out->payload_len = proto::kJoinBodySize;
   out->peer = up.parent;
-  SealWith(job, out);
+  SealForParent(job, out);
   ++counters_.uplink_joins;
 }
 
@@ -209,7 +215,7 @@ void Engine::LeaveAction(Job* job, Action* out) {
   // Every child below left: this generation is over, not failed (§3.2).
   out->header.aux = static_cast<uint32_t>(proto::LeaveCause::kClosed);
   out->peer = up.parent;
-  SealWith(job, out);
+  SealForParent(job, out);
 }
 
 void Engine::UplinkProbeAction(Job* job, uint32_t slot, uint32_t shadow, uint64_t now_ns,
@@ -359,7 +365,7 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
     }
     return;
   }
-  if (!Authentic(job, pkt)) return;
+  if (!Authentic(job, pkt, up.mac_key)) return;
   // The parent echoes the asking child's index in a STATUS or NACK (FORMAT.md
   // §3.5): every child of the job holds its key, so a sibling's answer,
   // sniffed and replayed at this node, verifies but is not ours.

@@ -288,17 +288,21 @@ TEST(ConfigTest, ShippedExampleIsValidAndComplete) {
 // message naming the problem.
 TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
   Config c;
-  Status s = ApplyYamlText("jobs:\n"
-                           "  - {id: 7, key: 0x5eed, fan_in: 2, slot_count: 64, payload_bytes: 8192}\n"
-                           "  - {id: 8, key: 12, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
-                           "     parent: \"198.18.0.9:17820\", child_index: 1, parent_fan_in: 2}\n",
-                           "test", &c);
+  Status s = ApplyYamlText(
+      "jobs:\n"
+      "  - {id: 7, key: 0x5eed, fan_in: 2, slot_count: 64, payload_bytes: 8192}\n"
+      "  - {id: 8, key: 12, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
+      "     parent: \"198.18.0.9:17820\", child_index: 1, parent_fan_in: 2,\n"
+      "     uplink_key: 0x7ee}\n",
+      "test", &c);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(c.jobs.size(), 2u);
   EXPECT_EQ(c.jobs[0].job_key, 0x5eedu);
   EXPECT_TRUE(c.jobs[0].parent.empty());
   EXPECT_EQ(c.jobs[1].parent, "198.18.0.9:17820");
   EXPECT_EQ(c.jobs[1].child_index, 1u);
+  EXPECT_EQ(c.jobs[0].uplink_key, 0u);
+  EXPECT_EQ(c.jobs[1].uplink_key, 0x7eeu);
   Config again;
   s = ApplyYamlText(ConfigToYaml(c), "printed", &again);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -314,6 +318,8 @@ TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
        "child_index: 2, parent_fan_in: 2}",
        "child_index must be below parent_fan_in"},
       {"jobs:\n  - {id: 1, key: 0xzz, fan_in: 2, slot_count: 4, payload_bytes: 64}", "'key'"},
+      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64, uplink_key: 2}",
+       "uplink_key needs a parent"},
       {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64}\n"
        "  - {id: 1, key: 2, fan_in: 2, slot_count: 4, payload_bytes: 64}",
        "listed twice"},

@@ -29,7 +29,8 @@ using testing::JoinPacket;
 using testing::JoinPayload;
 
 constexpr uint32_t kJob = 42;
-constexpr uint64_t kKey = 0xabcdef;
+constexpr uint64_t kKey = 0xabcdef;         // the ranks' job key, at the leaves
+constexpr uint64_t kRootKey = 0x5eed1e7e1;  // the root's, on the leaves' uplinks (FORMAT.md §13)
 constexpr uint32_t kSlots = 4;
 constexpr uint32_t kPayload = 256;
 constexpr PeerToken kParentToken = 1;   // the root, as the leaves' dataplanes name it
@@ -57,7 +58,7 @@ class Tree {
     root_ = std::make_unique<testing::TestEngine>(EngineLimits{}, seed);
     JobSpec spec;
     spec.job_id = kJob;
-    spec.job_key = kKey;
+    spec.job_key = kRootKey;
     spec.params = {2, kSlots, kPayload};
     EXPECT_EQ(root_->Provision(spec, now_), ProvisionResult::kCreated);
   }
@@ -71,6 +72,7 @@ class Tree {
     spec.parent = kParentToken;
     spec.child_index = static_cast<uint32_t>(i);
     spec.parent_fan_in = 2;
+    spec.uplink_key = kRootKey;
     EXPECT_EQ(leaf_[i]->Provision(spec, now_), ProvisionResult::kCreated);
     const auto body = JoinPayload(ranks_[i], kSlots, kPayload);
     for (uint32_t r = 0; r < ranks_[i]; ++r) {

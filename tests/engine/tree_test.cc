@@ -8,7 +8,8 @@
 // (new epoch) recovered by re-JOIN and re-send; children probing a set that
 // waits for its parent hear "held"; provisioning rules (conflicts, limits,
 // withdraw, no idle reaping); packets a parent would send refused from
-// anyone else; AVG divided once, at the root, by the job's rank count (5
+// anyone else; a packet of one level replayed at another refused (each
+// level has a key of its own); AVG divided once, at the root, by the job's rank count (5
 // ranks under a root of fan-in 2), which the leaves' partial sums carry.
 #include <gtest/gtest.h>
 
@@ -389,10 +390,10 @@ TEST(EngineTree, ASpoofedUnknownJobDoesNotStopTheParentsResults) {
   status.header.shadow = 1;
   status.header.flags = proto::kFlagHeld;
   const uint64_t drops = t.leaf(0).counters().uplink_drops;
-  t.leaf(0).OnPacket(testing::Sealed(status, kKey), kParentToken, t.now());
+  t.leaf(0).OnPacket(testing::Sealed(status, kRootKey), kParentToken, t.now());
   EXPECT_EQ(t.leaf(0).counters().uplink_drops, drops + 1);
   status.header.sender = 0;  // leaf 0's own: taken (held: nothing to do)
-  t.leaf(0).OnPacket(testing::Sealed(status, kKey), kParentToken, t.now());
+  t.leaf(0).OnPacket(testing::Sealed(status, kRootKey), kParentToken, t.now());
   EXPECT_EQ(t.leaf(0).counters().uplink_drops, drops + 1);
 }
 
@@ -483,14 +484,88 @@ TEST(EngineTree, ParentMessagesFromAnyoneElseAreRefused) {
             ActionKind::kNone);
   EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kUnexpectedType)],
             unexpected + 1);
-  // From the parent's address (spoofed) without the key: dropped, bad MAC.
+  // From the parent's address (spoofed) without the parent's key: dropped,
+  // bad MAC; the ranks' key, which every rank holds, is not the parent's.
   EXPECT_EQ(t.leaf(0).OnPacket(testing::Sealed(p, kKey + 1), kParentToken, t.now()).kind,
             ActionKind::kNone);
-  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadMac)], 1u);
+  EXPECT_EQ(t.leaf(0).OnPacket(testing::Sealed(p, kKey), kParentToken, t.now()).kind,
+            ActionKind::kNone);
+  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadMac)], 2u);
   // The real round still completes exactly.
   for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 0));
   t.Pump();
   ExpectResults(&t, 0);
+}
+
+// FORMAT.md §13: a tree level has a key of its own. Everything on the
+// leaves' uplinks is MACed with the root's key, which no rank holds. A rank's
+// contribution, sniffed and replayed at the root from its leaf's address,
+// fails the root's MAC and draws no answer (with one key for every level the
+// root answered it with an authentic NACK stale_epoch, which replayed at the
+// rank failed its communicator); an uplink packet replayed at a leaf as a
+// rank's fails there.
+TEST(EngineTree, APacketOfOneLevelReplayedAtAnotherIsRefused) {
+  Tree t;
+  std::vector<Wire> uplink;  // both ways, as the sniffer on the link saw it
+  auto sniff = [&](const Wire& w, const proto::Header&) {
+    if (w.to_engine == 2 || w.from == kParentToken) uplink.push_back(w);
+    return false;
+  };
+  t.Poll();
+  t.Pump(sniff);
+  ContributeRound(&t, 0, 0, 0);
+  t.Pump(sniff);
+  ExpectResults(&t, 0);
+  const proto::MacKey ranks = proto::DeriveMacKey(kJob, kKey);
+  const proto::MacKey root = proto::DeriveMacKey(kJob, kRootKey);
+  ASSERT_GE(uplink.size(), 6u);  // JOIN, JOIN_ACK, CONTRIBUTION and RESULT per leaf
+  for (const Wire& w : uplink) {
+    proto::PacketView v;
+    ASSERT_EQ(proto::Decode(w.bytes.data(), w.bytes.size(), &v), proto::DecodeError::kOk);
+    EXPECT_TRUE(proto::VerifyPacket(root, v)) << proto::MsgTypeName(v.header.type);
+    EXPECT_FALSE(proto::VerifyPacket(ranks, v)) << proto::MsgTypeName(v.header.type);
+  }
+
+  // Rank 1 of leaf 0's contribution of the next round, replayed at the root.
+  const std::vector<int32_t> values = Values(0, 1, 1);
+  proto::PacketView p;
+  p.header.type = MsgType::kContribution;
+  p.header.job_id = kJob;
+  p.header.epoch = t.epoch(0);
+  p.header.sender = 1;
+  p.header.slot = 1;
+  p.header.collective_id = 1;
+  p.header.dtype = DataType::kInt32;
+  p.header.op = ReduceOp::kSum;
+  p.header.elem_count = static_cast<uint32_t>(values.size());
+  p.payload = reinterpret_cast<const uint8_t*>(values.data());
+  p.payload_len = values.size() * 4;
+  const size_t bad_mac = static_cast<size_t>(DropReason::kBadMac);
+  const uint64_t root_bad = t.root().counters().drops[bad_mac];
+  EXPECT_EQ(t.root().OnPacket(testing::Sealed(p, kKey), kLeafToken + 0, t.now()).kind,
+            ActionKind::kNone);
+  EXPECT_EQ(t.root().counters().drops[bad_mac], root_bad + 1);
+  EXPECT_EQ(t.root().counters().drops[static_cast<size_t>(DropReason::kStaleEpoch)], 0u);
+
+  // Leaf 0's partial sum (to the root), replayed at leaf 1 from a rank's
+  // address: refused there too.
+  const auto up = std::find_if(uplink.begin(), uplink.end(), [](const Wire& w) {
+    proto::PacketView v;
+    return w.to_engine == 2 &&
+           proto::Decode(w.bytes.data(), w.bytes.size(), &v) == proto::DecodeError::kOk &&
+           v.header.type == MsgType::kContribution;
+  });
+  ASSERT_NE(up, uplink.end());
+  proto::PacketView replay;
+  ASSERT_EQ(proto::Decode(up->bytes.data(), up->bytes.size(), &replay), proto::DecodeError::kOk);
+  const uint64_t leaf_bad = t.leaf(1).counters().drops[bad_mac];
+  EXPECT_EQ(t.leaf(1).OnPacket(replay, kRankToken + 0, t.now()).kind, ActionKind::kNone);
+  EXPECT_EQ(t.leaf(1).counters().drops[bad_mac], leaf_bad + 1);
+
+  // The job goes on exactly.
+  ContributeRound(&t, 1, 0, 1);
+  t.Pump();
+  ExpectResults(&t, 1);
 }
 
 // A provisioned tree outlives its communicators: when every rank left, each

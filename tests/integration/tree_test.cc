@@ -46,14 +46,23 @@ struct TreeJob {
   uint64_t key;
 };
 
-// A YAML `jobs:` entry for one daemon of the tree.
-std::string JobEntry(const TreeJob& j, const std::string& parent, uint32_t child) {
-  std::string e = "  - {id: " + std::to_string(j.id) + ", key: " + std::to_string(j.key) +
+// The key a daemon `level` steps above the ranks holds (FORMAT.md §13): the
+// job's at the leaves, one of its own at each level above, as
+// tributary-manager provisions them.
+uint64_t LevelKey(const TreeJob& j, uint32_t level) {
+  return level == 0 ? j.key : j.key ^ (0x9e3779b97f4a7c15ull * level);
+}
+
+// A YAML `jobs:` entry for one daemon of the tree, `level` steps above the
+// ranks.
+std::string JobEntry(const TreeJob& j, uint32_t level, const std::string& parent, uint32_t child) {
+  std::string e = "  - {id: " + std::to_string(j.id) +
+                  ", key: " + std::to_string(LevelKey(j, level)) +
                   ", fan_in: 2, slot_count: " + std::to_string(kWindow) +
                   ", payload_bytes: " + std::to_string(kPayload);
   if (!parent.empty()) {
     e += ", parent: \"" + parent + "\", child_index: " + std::to_string(child) +
-         ", parent_fan_in: 2";
+         ", parent_fan_in: 2, uplink_key: " + std::to_string(LevelKey(j, level + 1));
   }
   return e + "}\n";
 }
@@ -64,18 +73,18 @@ class Tree : public ::testing::Test {
   // child's configuration names its parent's port).
   void StartTree(const std::vector<TreeJob>& jobs) {
     jobs_ = jobs;
-    root_ = Start(jobs, "", 0);
-    for (uint32_t i = 0; i < 2; ++i) inner_[i] = Start(jobs, root_->address(), i);
-    for (uint32_t l = 0; l < 4; ++l) leaf_[l] = Start(jobs, inner_[l / 2]->address(), l % 2);
+    root_ = Start(jobs, 2, "", 0);
+    for (uint32_t i = 0; i < 2; ++i) inner_[i] = Start(jobs, 1, root_->address(), i);
+    for (uint32_t l = 0; l < 4; ++l) leaf_[l] = Start(jobs, 0, inner_[l / 2]->address(), l % 2);
   }
 
-  std::unique_ptr<DaemonProcess> Start(const std::vector<TreeJob>& jobs, const std::string& parent,
-                                       uint32_t child) {
+  std::unique_ptr<DaemonProcess> Start(const std::vector<TreeJob>& jobs, uint32_t level,
+                                       const std::string& parent, uint32_t child) {
     const std::string path = "/tmp/tributary-tree-" + std::to_string(getpid()) + "-" +
                              std::to_string(configs_.size()) + ".yaml";
     std::ofstream out(path);
     out << "jobs:\n";
-    for (const TreeJob& j : jobs) out << JobEntry(j, parent, child);
+    for (const TreeJob& j : jobs) out << JobEntry(j, level, parent, child);
     out.close();
     configs_.push_back(path);
     auto d = std::make_unique<DaemonProcess>();

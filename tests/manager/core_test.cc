@@ -98,6 +98,13 @@ TEST_F(CoreTest, CreateJobAndAssignments) {
   EXPECT_TRUE(r.jobs(0).parent_endpoint().empty());
   EXPECT_EQ(r.jobs(0).fan_in(), 2u);
   EXPECT_EQ(a.parent_endpoint(), job.tree(0).endpoint());
+  // FORMAT.md §13: the root, with no ranks below it, has a key of its own,
+  // which MACs the leaves' uplinks; the leaves keep the ranks' key.
+  EXPECT_EQ(job.tree(0).key(), r.jobs(0).job_key());
+  EXPECT_NE(r.jobs(0).job_key(), job.job_key());
+  EXPECT_NE(r.jobs(0).job_key(), 0u);
+  EXPECT_EQ(r.jobs(0).uplink_key(), 0u);
+  EXPECT_EQ(a.uplink_key(), r.jobs(0).job_key());
 
   // Wrong key refused; a stale session is told to register again.
   v1::JobHeartbeatRequest jh;
@@ -215,6 +222,8 @@ TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
   ASSERT_TRUE(restarted.Heartbeat(hb, 5030, &reply).ok());
   ASSERT_EQ(reply.jobs_size(), 1);
   EXPECT_EQ(reply.jobs(0).job_key(), job.job_key());
+  EXPECT_NE(reply.jobs(0).uplink_key(), 0u);  // the root's own key, kept in the saved state
+  EXPECT_EQ(reply.jobs(0).uplink_key(), job.tree(0).key());
   // Grace: nobody is down before daemon_timeout_ms after the restart...
   restarted.Expire(5090);
   EXPECT_EQ(again.state(), "running");

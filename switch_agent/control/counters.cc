@@ -46,6 +46,7 @@ void VisitCounters(const CounterReport& r, const CounterVisitor& visit) {
   visit(g, "tx_bytes", d.tx_bytes);
   visit(g, "tx_batches", d.tx_batches);
   visit(g, "tx_gso_runs", d.tx_gso_runs);
+  visit(g, "tx_route_shrank", d.tx_route_shrank);
   visit(g, "tx_retries", d.tx_retries);
   visit(g, "tx_drops", d.tx_drops);
   visit(g, "tx_errors", d.tx_errors);

@@ -70,6 +70,8 @@ struct DataplaneStats {
   uint64_t tx_bytes = 0;
   uint64_t tx_batches = 0;       // sendmmsg flushes
   uint64_t tx_gso_runs = 0;      // udp: GSO messages (runs of 2+ datagrams to one peer) sent
+  uint64_t tx_route_shrank =
+      0;  // udp: runs refused because their route's MTU fell, sent unsegmented
   uint64_t tx_retries = 0;       // EAGAIN/ENOBUFS retries
   uint64_t tx_drops = 0;         // datagrams given up after retries (peers retransmit)
   uint64_t tx_errors = 0;        // datagrams refused for other reasons (EPERM, unreachable)

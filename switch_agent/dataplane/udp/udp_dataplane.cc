@@ -330,6 +330,7 @@ void UdpDataplane::MaybeSweepPeers(uint64_t now_ns) {
   std::unordered_set<engine::PeerToken> referenced;
   engine_->CollectPeers(&referenced);
   if (peers_.Sweep(referenced, now_ns, kIdleNs) > 0) stats_.peers = peers_.size();
+  route_mtu_.clear();  // routes change: probed again when next needed
 }
 
 bool UdpDataplane::Receive() {
@@ -539,6 +540,11 @@ void UdpDataplane::CountRefused(int err, const sockaddr_in& to, uint64_t datagra
   }
 }
 
+size_t UdpDataplane::EntryBytes(int32_t e) const {
+  return tx_iov_[2 * e].iov_len +
+         (tx_msgs_[e].msg_hdr.msg_iovlen > 1 ? tx_iov_[2 * e + 1].iov_len : 0);
+}
+
 bool UdpDataplane::FitsRoute(const sockaddr_in& to, size_t bytes) {
   const uint64_t key = (static_cast<uint64_t>(to.sin_addr.s_addr) << 16) | to.sin_port;
   auto it = route_mtu_.find(key);
@@ -567,9 +573,7 @@ size_t UdpDataplane::PlanGso() {
       gso_last_[it->second] = static_cast<uint32_t>(i);
     }
   }
-  const auto bytes = [&](int32_t e) {
-    return tx_iov_[2 * e].iov_len + (tx_msgs_[e].msg_hdr.msg_iovlen > 1 ? tx_iov_[2 * e + 1].iov_len : 0);
-  };
+  const auto bytes = [&](int32_t e) { return EntryBytes(e); };
   size_t m = 0;
   size_t v = 0;  // next free iovec
   std::array<int32_t, net::kMaxGsoSegments> chain;
@@ -649,6 +653,11 @@ void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m)
       // socket sends it again below (EAGAIN: wait for room). A GSO run
       // refused before any went out is the kernel or device without it.
       if (sent < m && Writable(fd_)) {
+        if (counts[sent] > 1 &&
+            ResendIfRouteShrank(static_cast<size_t>(msgs + sent - gso_msgs_.data()))) {
+          ++sent;
+          continue;
+        }
         if (counts[sent] > 1 && !gso_confirmed_) {
           return FallBackFromGso(0, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
         }
@@ -677,6 +686,15 @@ void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m)
       return;
     }
     const int err = errno;
+    // A run whose datagrams no longer fit its route's MTU (a device's, or a
+    // path MTU learned from ICMP) is refused EINVAL: it goes again, one
+    // datagram per message.
+    if (counts[sent] > 1 && (err == EINVAL || err == EMSGSIZE) &&
+        ResendIfRouteShrank(static_cast<size_t>(msgs + sent - gso_msgs_.data()))) {
+      ++sent;
+      retries = 0;
+      continue;
+    }
     if (counts[sent] > 1 && !gso_confirmed_ && (err == EINVAL || err == EIO)) {
       return FallBackFromGso(err, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
     }
@@ -692,8 +710,34 @@ void UdpDataplane::FallBackFromGso(int err, size_t first, size_t m) {
   gso_ = false;
   TRIB_LOG(kInfo, kLog, "UDP GSO refused by the kernel (%s): one datagram per message from now on",
            err != 0 ? strerror(err) : "inside a batch, errno not reported");
-  // The rest of the plan as the batch's own messages, one per datagram, in
-  // the plan's order.
+  SendUnsegmented(first, m);
+}
+
+bool UdpDataplane::ResendIfRouteShrank(size_t i) {
+  const int32_t e = static_cast<int32_t>(gso_entry_[i]);
+  const sockaddr_in& to = tx_addr_[e];
+  const size_t segment = EntryBytes(e);
+  const uint64_t key = (static_cast<uint64_t>(to.sin_addr.s_addr) << 16) | to.sin_port;
+  // Other runs of this flush were planned before the first was refused:
+  // the route is probed once.
+  const auto known = route_mtu_.find(key);
+  const bool said = known != route_mtu_.end() && segment + net::kUdpIpv4Overhead > known->second;
+  if (!said) {
+    route_mtu_.erase(key);
+    if (FitsRoute(to, segment)) return false;
+    TRIB_LOG(kWarn, kLog,
+             "the MTU of the route to %s fell to %u: its %zu-byte datagrams go without UDP GSO "
+             "(IP-fragmented) while it stays so",
+             FormatAddress(to).c_str(), route_mtu_[key], segment);
+  }
+  ++stats_.tx_route_shrank;
+  SendUnsegmented(i, 1);
+  return true;
+}
+
+void UdpDataplane::SendUnsegmented(size_t first, size_t m) {
+  // Runs first..first+m of the plan as the batch's own messages, one per
+  // datagram, in the plan's order.
   size_t out = 0;
   for (size_t i = first; i < first + m; ++i) {
     int32_t e = static_cast<int32_t>(gso_entry_[i]);

@@ -134,8 +134,17 @@ class UdpDataplane final : public Dataplane {
   // its errno, 0 when unreported; said once at INFO) and sends runs
   // first..first+m one datagram per message.
   void FallBackFromGso(int err, size_t first, size_t m);
-  // True when a datagram of `bytes` fits the route to `to` (cached probe).
+  // True when a datagram of `bytes` fits the route to `to` (cached probe;
+  // the cache is emptied with each peer sweep, every 10 s).
   bool FitsRoute(const sockaddr_in& to, size_t bytes);
+  // After the kernel refused plan message `i` (a GSO run): probes its
+  // route again, and if its MTU fell below the run's datagrams, sends them
+  // one per message and returns true (GSO stays on where runs fit).
+  bool ResendIfRouteShrank(size_t i);
+  // Bytes of batch entry `e` (header and payload).
+  size_t EntryBytes(int32_t e) const;
+  // Sends runs first..first+m of the plan one datagram per message.
+  void SendUnsegmented(size_t first, size_t m);
   // Counts `datagrams` to `to` as refused by the kernel (err: its errno, 0
   // when sendmmsg did not report it) and logs the 1st, 2nd, 4th ...
   void CountRefused(int err, const sockaddr_in& to, uint64_t datagrams);

@@ -177,14 +177,23 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) break;
-      if (count[0] > 1 && !gso_confirmed_ && (errno == EINVAL || errno == EIO)) {
-        DisableGso(errno);  // the run is sent again, one datagram at a time
+      const int err = errno;
+      // A run whose datagrams no longer fit the route (its MTU fell: a
+      // device's, or a path MTU learned from ICMP) is refused EINVAL: it
+      // goes again, one datagram at a time, and so does everything after.
+      const TxPacket& head = packets[sent_total];  // the first packet of message 0
+      if (count[0] > 1 && (err == EINVAL || err == EMSGSIZE) &&
+          RouteShrank(head.header_len + head.payload_len)) {
+        continue;
+      }
+      if (count[0] > 1 && !gso_confirmed_ && (err == EINVAL || err == EIO)) {
+        DisableGso(err);  // the run is sent again, one datagram at a time
         continue;
       }
       // EPERM (a firewall's drop on the output path), EHOSTUNREACH and the
       // like: the packets are lost, as on a wire. Count them and let the
       // retransmission timer or the operation timeout decide.
-      CountRefused(errno, count[0]);
+      CountRefused(err, count[0]);
       sent_total += count[0];
       continue;
     }
@@ -205,8 +214,11 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
       // with room was not full, and the message was refused; its packets
       // are lost. A full socket keeps the rest for the next pass. A GSO run
       // refused before any went out is the kernel or NIC without the
-      // offload: it is sent again without.
+      // offload, and one whose datagrams no longer fit the route's MTU was
+      // refused for that: either is sent again without.
       if (!Writable(fd_)) break;
+      const TxPacket& head = packets[sent_total];  // the first packet of message rc
+      if (count[rc] > 1 && RouteShrank(head.header_len + head.payload_len)) continue;
       if (count[rc] > 1 && !gso_confirmed_) {
         DisableGso(0);
         continue;
@@ -216,6 +228,19 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
     }
   }
   return sent_total;
+}
+
+bool UdpTransport::RouteShrank(size_t segment) {
+  const int mtu = net::RouteMtu(aggregator_);
+  if (mtu <= 0 || segment + net::kUdpIpv4Overhead <= static_cast<size_t>(mtu)) return false;
+  gso_ = false;
+  char addr[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &aggregator_.sin_addr, addr, sizeof(addr));
+  TRIB_LOG(kWarn, "udp",
+           "the MTU of the route to %s fell to %d: datagrams of %zu bytes no longer fit, UDP GSO "
+           "off from now on (they are IP-fragmented); lower TRIBUTARY_PAYLOAD_BYTES to avoid it",
+           addr, mtu, segment);
+  return true;
 }
 
 void UdpTransport::DisableGso(int err) {

@@ -45,6 +45,9 @@ class UdpTransport final : public Transport {
   // Turns GSO off for good after the kernel refused a run (no UDP GSO on
   // this path, or no checksum offload); says so once.
   void DisableGso(int err);
+  // After a run of `segment`-byte datagrams was refused: true (and GSO off)
+  // if the route's MTU no longer fits them, so the run goes again unsegmented.
+  bool RouteShrank(size_t segment);
   // Hands out the datagrams of buffers already received (coalesced ones
   // split); returns how many events were filled.
   int DrainReceived(RxEvent* out, int max);

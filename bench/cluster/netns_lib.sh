@@ -385,6 +385,40 @@ netns_start_daemon() {  # TRIBUTARYD LOG [ARGS...]
   return 1
 }
 
+# A fresh SIGUSR1 counter report of tributaryd PID, printed from its LOG:
+# waits (bounded, 30 s) until the log holds one more report header than
+# before the signal and, after the last header, a line matching UNTIL (a
+# line near the report's end, so the lines before it are complete).
+# Returns 1 (printing nothing) if none comes.
+netns_counter_report() {  # PID LOG UNTIL
+  local pid=$1 log=$2 until=$3 before i report
+  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
+  kill -USR1 "$pid" || return 1
+  for ((i = 0; i < 300; ++i)); do
+    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
+      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
+      if grep -q "$until" <<< "$report"; then
+        printf '%s\n' "$report"
+        return 0
+      fi
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# Counter NAME (e.g. contributions, tx_errors) of the daemon netns_start_daemon
+# started, logging to LOG, from a fresh report; -1 (and a message) if none.
+netns_daemon_counter() {  # LOG NAME
+  local report
+  if ! report=$(netns_counter_report "$NETNS_DAEMON_PID" "$1" 'uplink:'); then
+    echo "netns: no SIGUSR1 report from tributaryd" >&2
+    echo -1
+    return 0
+  fi
+  grep -o " $2=[0-9]*" <<< "$report" | head -1 | cut -d= -f2
+}
+
 netns_stop_daemon() {
   [[ -n "$NETNS_DAEMON_PID" ]] || return 0
   kill -TERM "$NETNS_DAEMON_PID" 2> /dev/null

@@ -43,33 +43,11 @@ export TRIBUTARY_UDP_OFFLOAD=0
 netns_start_daemon "$DAEMON_BIN" "$WORK/tributaryd.log" --udp-offload 0 || exit 1
 echo "# tributaryd at $NETNS_DAEMON in $NETNS_SWITCH; $RANKS ranks in $(netns_host_ns 0)"
 
-# The daemon's engine `contributions` counter, from a fresh SIGUSR1 report:
-# waits (bounded) until the log holds one more report header than before the
-# signal and, after the last header, the `uplink:` line that follows the
-# `engine:` line (so the counter read is complete and the new report's).
-daemon_contributions() {
-  local log="$WORK/tributaryd.log" before i report
-  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
-  kill -USR1 "$NETNS_DAEMON_PID"
-  for ((i = 0; i < 300; ++i)); do
-    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
-      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
-      if grep -q 'uplink:' <<< "$report"; then
-        grep -o ' contributions=[0-9]*' <<< "$report" | head -1 | cut -d= -f2
-        return 0
-      fi
-    fi
-    sleep 0.1
-  done
-  echo "loss_test: no SIGUSR1 report from tributaryd" >&2
-  echo -1
-}
-
 failures=0
 for permille in $LOSSES; do
   netns_set_loss "$permille" || { echo "loss_test: nft rules failed" >&2; exit 1; }
   for dtype in int32 float; do
-    contributions_before=$(daemon_contributions)
+    contributions_before=$(netns_daemon_counter "$WORK/tributaryd.log" contributions)
     log="$WORK/bench-$permille-$dtype.log"
     # -c 1: the bench exits non-zero on any wrong element. The op timeout
     # bounds a hang; 10% loss in both directions needs a few RTOs per op.
@@ -86,7 +64,7 @@ for permille in $LOSSES; do
       echo "ok   loss $permille/1000 $dtype: exact; $retrans"
     fi
     sent=$(sed -n 's/^# fragments sent \([0-9]*\),.*/\1/p' "$log" | head -1)
-    counted=$(($(daemon_contributions) - contributions_before))
+    counted=$(($(netns_daemon_counter "$WORK/tributaryd.log" contributions) - contributions_before))
     if [[ -z $sent || $counted -ne $sent ]]; then
       echo "FAIL loss $permille/1000 $dtype: the daemon counted $counted contributions for ${sent:-?} fragments sent" >&2
       failures=$((failures + 1))

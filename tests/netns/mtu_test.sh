@@ -31,26 +31,6 @@ DAEMON_BIN=${1:-${TRIBUTARYD:-}}
 CLI_BIN=${2:-${TRIBUTARY_CLI:-}}
 netns_test_init mtu_test "$DAEMON_BIN" "$CLI_BIN"
 
-# The daemon's dataplane counter NAME from a fresh SIGUSR1 report (bounded
-# wait for the report to be complete: its `uplink:` line).
-daemon_counter() {
-  local log="$WORK/tributaryd.log" before i report
-  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
-  kill -USR1 "$NETNS_DAEMON_PID"
-  for ((i = 0; i < 300; ++i)); do
-    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
-      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
-      if grep -q 'uplink:' <<< "$report"; then
-        grep -o " $1=[0-9]*" <<< "$report" | head -1 | cut -d= -f2
-        return 0
-      fi
-    fi
-    sleep 0.1
-  done
-  echo "mtu_test: no SIGUSR1 report from tributaryd" >&2
-  echo -1
-}
-
 set_mtu() {
   ip -n "$(netns_host_ns 0)" link set eth0 mtu "$1" &&
     ip -n "$NETNS_SWITCH" link set h0 mtu "$1" &&
@@ -70,7 +50,7 @@ for attempt in 1 2 3; do
   runs=0
   for ((i = 0; i < 200 && runs <= 0; ++i)); do
     sleep 0.05
-    runs=$(daemon_counter tx_gso_runs)
+    runs=$(netns_daemon_counter "$WORK/tributaryd.log" tx_gso_runs)
     kill -0 "$bench" 2> /dev/null || break
   done
   set_mtu 1500 || { echo "mtu_test: cannot change the MTU" >&2; exit 1; }
@@ -81,8 +61,8 @@ for attempt in 1 2 3; do
   tail -3 "$log"
   rank_warns=$(grep -c 'the MTU of the route to .* fell to 1500' "$log")
   daemon_warns=$(grep -c 'the MTU of the route to .* fell to 1500' "$WORK/tributaryd.log")
-  shrank=$(daemon_counter tx_route_shrank)
-  errors=$(daemon_counter tx_errors)
+  shrank=$(netns_daemon_counter "$WORK/tributaryd.log" tx_route_shrank)
+  errors=$(netns_daemon_counter "$WORK/tributaryd.log" tx_errors)
   echo "# attempt $attempt: $iters iterations, GSO runs before the change $runs, bench rc $rc," \
     "changed inside the run $inside, rank WARNs $rank_warns, daemon WARNs $daemon_warns," \
     "tx_route_shrank $shrank, tx_errors $errors"

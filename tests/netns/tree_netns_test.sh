@@ -235,26 +235,13 @@ else
 fi
 
 # uplink_report NAME: the `uplink:` and `engine_drops:` lines of a fresh
-# SIGUSR1 counter report from daemon NAME. Waits (bounded) until the log
-# holds one more report header than before the signal and, after the last
-# header, the `engine_drops:` line that follows `uplink:` (so that line is
-# complete).
+# SIGUSR1 counter report from daemon NAME (complete once `engine_drops:`,
+# which follows `uplink:`, is there).
 uplink_report() {
-  local log="$WORK/$1.log" before t report
-  before=$(grep -c 'tributaryd counters (SIGUSR1)' "$log")
-  kill -USR1 "${DAEMON_PID[$1]}"
-  for ((t = 0; t < 300; ++t)); do
-    if (($(grep -c 'tributaryd counters (SIGUSR1)' "$log") > before)); then
-      report=$(awk '/tributaryd counters \(SIGUSR1\)/ { r = "" } { r = r $0 "\n" } END { printf "%s", r }' "$log")
-      if grep -q 'engine_drops:' <<< "$report"; then
-        grep -m1 'uplink:' <<< "$report"
-        grep -m1 'engine_drops:' <<< "$report"
-        return 0
-      fi
-    fi
-    sleep 0.1
-  done
-  return 1
+  local report
+  report=$(netns_counter_report "${DAEMON_PID[$1]}" "$WORK/$1.log" 'engine_drops:') || return 1
+  grep -m1 'uplink:' <<< "$report"
+  grep -m1 'engine_drops:' <<< "$report"
 }
 
 # 3b: 1% loss on every link (ranks <-> leaves and daemon <-> daemon, both

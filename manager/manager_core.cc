@@ -175,13 +175,20 @@ Status ManagerCore::CreateJob(const v1::CreateJobRequest& request, int64_t now_m
                                                             : options_.job_timeout_ms);
   // Above the ranks' own daemons every node gets a key of its own, so that
   // a packet of one tree level replayed at another fails its MAC (FORMAT.md
-  // §13). A node with ranks among its children keeps the job's key.
-  std::vector<bool> has_ranks(placement.nodes.size(), false);
-  for (const PlacedRank& pr : placement.ranks) has_ranks[static_cast<size_t>(pr.node)] = true;
+  // §13). A node with ranks among its children keeps the job's key, and so
+  // does one with a child daemon that predates uplink keys (it would MAC
+  // its uplink with the job's key).
+  std::vector<bool> own_key(placement.nodes.size(), true);
+  for (const PlacedRank& pr : placement.ranks) own_key[static_cast<size_t>(pr.node)] = false;
+  for (const PlacedNode& node : placement.nodes) {
+    if (node.parent >= 0 && !order[node.daemon]->info.uplink_keys()) {
+      own_key[static_cast<size_t>(node.parent)] = false;
+    }
+  }
   for (size_t n = 0; n < placement.nodes.size(); ++n) {
     const PlacedNode& node = placement.nodes[n];
     v1::TreeNode* t = j.add_tree();
-    if (!has_ranks[n]) t->set_key(SecureRandom64());
+    if (own_key[n]) t->set_key(SecureRandom64());
     const DaemonView& v = views[node.daemon];
     t->set_daemon(v.name);
     t->set_endpoint(v.endpoint);
@@ -245,7 +252,8 @@ void ManagerCore::BuildAssignments(JobEntry* entry) const {
   for (const v1::TreeNode& t : j.tree()) {
     v1::JobAssignment a;
     a.set_job_id(j.job_id());
-    a.set_job_key(t.key() != 0 ? t.key() : j.job_key());
+    const uint64_t own = t.key() != 0 ? t.key() : j.job_key();
+    a.set_job_key(own);
     a.set_fan_in(t.fan_in());
     a.set_slot_count(j.slot_count());
     a.set_payload_bytes(j.payload_bytes());
@@ -254,7 +262,12 @@ void ManagerCore::BuildAssignments(JobEntry* entry) const {
       a.set_parent_endpoint(parent->endpoint());
       a.set_child_index(t.child_index());
       a.set_parent_fan_in(parent->fan_in());
-      a.set_uplink_key(parent->key() != 0 ? parent->key() : j.job_key());
+      // Only where it differs from job_key: a job saved by a manager that
+      // predates uplink keys then gets the same assignment as before (an
+      // assignment that changes is provisioned again, and its ranks lose
+      // the job).
+      const uint64_t up = parent->key() != 0 ? parent->key() : j.job_key();
+      if (up != own) a.set_uplink_key(up);
     }
     // Children in child-index order: its ranks first, then child daemons.
     for (const v1::RankAssignment& r : j.ranks()) {

@@ -101,6 +101,7 @@ void ManagerClient::Loop() {
       d->set_capacity_slots(options_.capacity_slots);
       d->set_capacity_bytes(options_.capacity_bytes);
       d->set_version(TRIBUTARY_VERSION);
+      d->set_uplink_keys(true);
       pb::RegisterReply reply;
       const grpc::Status st = managers.Call(
           [&](pb::Manager::Stub* stub, grpc::ClientContext* ctx) {

@@ -424,8 +424,14 @@ TEST(EngineTree, ProvisioningRulesAndLifetime) {
   other.child_index = 2;  // >= the parent's fan-in
   EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kInvalid);
   other.child_index = 1;
+  other.uplink_key = 11;  // the parent's key
   EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kCreated);
   EXPECT_TRUE(e.HasUplinks());
+  for (const uint64_t uplink_key : {uint64_t{0}, uint64_t{12}}) {  // 0: the job's own key
+    JobSpec moved = other;
+    moved.uplink_key = uplink_key;
+    EXPECT_EQ(e.Provision(moved, 1), ProvisionResult::kConflict);
+  }
   other.job_id = 7;
   EXPECT_EQ(e.Provision(other, 1), ProvisionResult::kJobLimit);
   // Children must JOIN with the provisioned parameters.

@@ -21,8 +21,10 @@ class CoreTest : public ::testing::Test {
     o.job_timeout_ms = 1000;
     return o;
   }
-  uint64_t Register(ManagerCore* core, const std::string& pos, uint64_t slots, int64_t now) {
+  uint64_t Register(ManagerCore* core, const std::string& pos, uint64_t slots, int64_t now,
+                    bool uplink_keys = true) {
     v1::DaemonInfo info;
+    info.set_uplink_keys(uplink_keys);
     info.set_name("d-" + pos);
     info.set_endpoint("127.0.0.1:" + std::to_string(9000 + topo_.FindNode(pos)));
     info.set_position(pos);
@@ -234,6 +236,43 @@ TEST_F(CoreTest, SnapshotRestoresJobsAndReservations) {
   ASSERT_TRUE(restarted.GetJob(job.job_id(), &again).ok());
   EXPECT_EQ(again.state().rfind("failed: daemon", 0), 0u) << again.state();
   EXPECT_EQ(UsedSlots(restarted), 0u);
+}
+
+// FORMAT.md §13 across versions. A job saved by a manager that predates
+// keys per tree level (no TreeNode.key) keeps the assignments it had: no
+// uplink_key, so running daemons see no change and do not provision it
+// again. A parent whose child daemon predates uplink keys (it would MAC its
+// uplink with the job's key) keeps the job's key.
+TEST_F(CoreTest, KeysPerLevelStayCompatibleWithOlderManagersAndDaemons) {
+  v1::Job job;
+  v1::ListReply state;
+  ASSERT_NO_FATAL_FAILURE(JobSnapshot(&job, &state));
+  ASSERT_NE(job.tree(0).key(), 0u);
+  for (v1::Job& j : *state.mutable_jobs()) {
+    for (v1::TreeNode& t : *j.mutable_tree()) t.clear_key();
+  }
+  ManagerCore restarted(&topo_, Options());
+  ASSERT_TRUE(restarted.Restore(state, 5000).ok());
+  for (const v1::TreeNode& t : job.tree()) {
+    v1::HeartbeatRequest hb;
+    hb.set_name(t.daemon());
+    hb.set_session(Register(&restarted, t.daemon().substr(2), 128, 5010));
+    v1::HeartbeatReply reply;
+    ASSERT_TRUE(restarted.Heartbeat(hb, 5020, &reply).ok());
+    ASSERT_EQ(reply.jobs_size(), 1) << t.daemon();
+    EXPECT_EQ(reply.jobs(0).job_key(), job.job_key()) << t.daemon();
+    EXPECT_EQ(reply.jobs(0).uplink_key(), 0u) << t.daemon();
+  }
+
+  // A new job whose leaves include one that predates uplink keys.
+  ManagerCore mixed(&topo_, Options());
+  for (const auto& n : topo_.nodes()) Register(&mixed, n.name, 128, 0, n.name != "leaf2");
+  v1::CreateJobRequest req;
+  for (const char* h : {"h0-0", "h2-0"}) req.add_rank_hosts(h);
+  v1::Job two;
+  ASSERT_TRUE(mixed.CreateJob(req, 0, &two).ok());
+  ASSERT_EQ(two.tree_size(), 3);
+  for (const v1::TreeNode& t : two.tree()) EXPECT_EQ(t.key(), 0u) << t.daemon();
 }
 
 // A state saved half-way (a daemon recorded down, a job on it still

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -233,6 +234,22 @@ int main(int argc, char** argv) {
   }
   uint64_t next_watchdog_ns = 0;
 #endif
+  // A lane of its own (udp_lanes, dpdk_lanes > 1) that stops going round
+  // its loop (a bug, a lock held by a stopped peer) strands its jobs while
+  // this loop turns on: said at ERROR and by /healthz, and the systemd
+  // watchdog goes unpinged, so that a supervisor restarts the daemon.
+  // Stuck: 5 s without a turn; under a watchdog, one watchdog period (at
+  // least 1 s), so that systemd acts within two.
+#if TRIBUTARY_HAVE_SYSTEMD
+  const bool watchdog_on = watchdog_ping_ns != 0;
+  const uint64_t stuck_after_ns =
+      watchdog_on ? std::max<uint64_t>(2 * watchdog_ping_ns, 1000000000) : 5000000000;
+#else
+  const bool watchdog_on = false;
+  const uint64_t stuck_after_ns = 5000000000;
+#endif
+  uint64_t next_lane_check_ns = 0;
+  bool lane_stuck = false;
   // Signals are blocked and taken here (control/signals.h), once a
   // millisecond at most: the tick runs after every burst when busy.
   uint64_t next_signal_poll_ns = 0;
@@ -241,8 +258,30 @@ int main(int argc, char** argv) {
       agent::PollSignals();
       next_signal_poll_ns = now_ns + 1000000;
     }
+    if (now_ns >= next_lane_check_ns) {
+      next_lane_check_ns = now_ns + 100000000;
+      size_t lane = 0;
+      uint64_t age_ns = 0;
+      const bool stuck = dataplane->StuckLane(now_ns, stuck_after_ns, &lane, &age_ns);
+      if (stuck && !lane_stuck) {
+        const std::string what = "lane " + std::to_string(lane) +
+                                 " has not gone round its loop for " +
+                                 std::to_string(age_ns / 1000000) + " ms: its jobs are stranded";
+        TRIB_LOG(kError, "tributaryd", "%s%s", what.c_str(),
+                 watchdog_on ? "; the systemd watchdog is no longer pinged" : "");
+#if TRIBUTARY_HAVE_METRICS
+        if (metrics) metrics->SetStuck(what);
+#endif
+      } else if (!stuck && lane_stuck) {
+        TRIB_LOG(kInfo, "tributaryd", "every lane goes round its loop again");
+#if TRIBUTARY_HAVE_METRICS
+        if (metrics) metrics->SetStuck("");
+#endif
+      }
+      lane_stuck = stuck;
+    }
 #if TRIBUTARY_HAVE_SYSTEMD
-    if (watchdog_ping_ns != 0 && now_ns >= next_watchdog_ns) {
+    if (watchdog_ping_ns != 0 && now_ns >= next_watchdog_ns && !lane_stuck) {
       sd_notify(0, "WATCHDOG=1");
       next_watchdog_ns = now_ns + watchdog_ping_ns;
     }

@@ -242,6 +242,11 @@ MetricsServer::MetricsServer(BuildInfo build) : build_(std::move(build)) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
+void MetricsServer::SetStuck(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stuck_ = std::move(why);
+}
+
 Status MetricsServer::Start(const std::string& address) {
   endpoint_ = std::make_unique<http::HttpEndpoint>();
   endpoint_->Handle("/metrics", [this] {
@@ -254,10 +259,13 @@ Status MetricsServer::Start(const std::string& address) {
   });
   endpoint_->Handle("/healthz", [this] {
     uint64_t at;
+    std::string stuck;
     {
       std::lock_guard<std::mutex> lock(mu_);
       at = latest_ns_;
+      stuck = stuck_;
     }
+    if (!stuck.empty()) return http::Reply{503, stuck + "\n"};
     const uint64_t now = MonotonicNowNs();
     if (at != 0 && now - at <= kStaleNs) return http::Reply{200, "ok\n"};
     return http::Reply{503, at == 0 ? "the loop has not reported yet\n"

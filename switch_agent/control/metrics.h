@@ -12,13 +12,13 @@
 // histograms of round times and of contributions' lateness, and for the
 // children that most often arrived last their last-arrival rounds and mean
 // lateness; per lane (lane="k"): packets and bytes in and out,
-// contributions, completions, jobs; and tributaryd_build_info. The loop thread publishes a report every
-// kPublishNs (Publish); a scrape formats the latest, so it never touches
-// the packet path and is at most that old.
+// contributions, completions, jobs; and tributaryd_build_info. The loop thread publishes a report
+// every kPublishNs (Publish); a scrape formats the latest, so it never touches the packet path and
+// is at most that old.
 //
-// /healthz: 200 while the loop published within kStaleNs (it is turning),
-// else 503 naming how long ago. /readyz: 200 once the dataplane is bound and
-// serving (SetReady), else 503.
+// /healthz: 200 while the loop published within kStaleNs (it is turning)
+// and no lane of its own is stuck (SetStuck), else 503 saying which. /readyz: 200 once the
+// dataplane is bound and serving (SetReady), else 503.
 //
 // Thread-safety: Publish/SetReady from the loop thread, the handlers on the
 // server's threads; one mutex guards the latest report.
@@ -67,6 +67,9 @@ class MetricsServer {
   bool Due(uint64_t now_ns) const { return now_ns >= next_publish_ns_; }
   void Publish(CounterReport report, uint64_t now_ns);
   void SetReady() { ready_.store(true, std::memory_order_release); }
+  // Loop thread: a lane that stopped going round its loop (why, for
+  // /healthz), or "" once every lane turns again.
+  void SetStuck(std::string why);
 
  private:
   BuildInfo build_;
@@ -77,6 +80,7 @@ class MetricsServer {
   mutable std::mutex mu_;
   CounterReport latest_;       // guarded by mu_
   uint64_t latest_ns_ = 0;     // guarded by mu_; 0: none yet
+  std::string stuck_;          // guarded by mu_; "": every lane turns
 };
 
 }  // namespace tributary::agent

@@ -59,6 +59,24 @@ struct DataplaneOptions {
   std::string ofi_provider;                   // ofi only: provider name; empty = env or auto
 };
 
+// Dataplane::StuckLane over lanes 1..lanes-1, where `turned_ns(k)` is when
+// lane k last went round its loop (monotonic ns; 0: not started, not stuck).
+template <typename TurnedNs>
+bool OldestTurn(size_t lanes, const TurnedNs& turned_ns, uint64_t now_ns, uint64_t max_age_ns,
+                size_t* lane, uint64_t* age_ns) {
+  bool stuck = false;
+  for (size_t k = 1; k < lanes; ++k) {
+    const uint64_t t = turned_ns(k);
+    if (t == 0 || now_ns <= t || now_ns - t <= max_age_ns) continue;
+    if (!stuck || now_ns - t > *age_ns) {
+      *lane = k;
+      *age_ns = now_ns - t;
+    }
+    stuck = true;
+  }
+  return stuck;
+}
+
 // Counters of one backend. Written only by the loop thread.
 struct DataplaneStats {
   uint64_t rx_packets = 0;       // datagrams received (valid or not)
@@ -131,6 +149,16 @@ class Dataplane {
     uint32_t jobs = 0;
   };
   virtual std::vector<LaneFigures> Lanes() const { return {}; }
+
+  // Lanes 1..N-1 run loops of their own, which the loop that calls `tick`
+  // cannot see stop. True when one of them has not gone round its loop for
+  // `max_age_ns` (a stuck lane): `lane` names the one stuck longest and
+  // `age_ns` how long. Any thread. Default: no other lanes.
+  virtual bool StuckLane(uint64_t now_ns, uint64_t max_age_ns, size_t* lane,
+                         uint64_t* age_ns) const {
+    (void)now_ns, (void)max_age_ns, (void)lane, (void)age_ns;
+    return false;
+  }
 
   // Jobs placed ahead of their ranks and trees (provisioner.h): a backend
   // that can apply them in its loop and reach parent aggregators keeps the

@@ -10,8 +10,11 @@
 // 127.0.0.1 talking to the daemon. Thread-safety: none; one test thread.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include <cstdint>
 #include <string>
@@ -61,6 +64,31 @@ class DaemonProcess {
   uint16_t port_ = 0;
   std::string out_path_;
   std::string err_path_;
+};
+
+// A test that runs one tributaryd (daemon_), skipped without TRIBUTARYD.
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (DaemonPath().empty()) GTEST_SKIP() << "TRIBUTARYD not set";
+  }
+  // On an ephemeral loopback port, with `extra` arguments.
+  void StartDaemon(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--port", "0", "--listen-address", "127.0.0.1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Status s = daemon_.Start(args);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  // `sig` (SIGTERM or SIGINT), expect exit 0 (not a hang: within 30 s; an
+  // idle daemon takes milliseconds), return stderr (with the exit report).
+  std::string StopDaemon(int sig = SIGTERM) {
+    daemon_.Signal(sig);
+    int status = 0, elapsed = 0;
+    EXPECT_TRUE(daemon_.WaitExit(30000, &status, &elapsed)) << "no exit within 30 s of " << sig;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    return daemon_.Stderr();
+  }
+  DaemonProcess daemon_;
 };
 
 // The value of `name` in group `group` ("decode_errors", "engine_drops",

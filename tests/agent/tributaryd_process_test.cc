@@ -9,7 +9,6 @@
 // behave as documented. Every daemon is killed by pid in teardown.
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,25 +146,8 @@ class JobDriver {
   std::vector<std::unique_ptr<Rank>> ranks_;
 };
 
-class TributarydTest : public ::testing::Test {
+class TributarydTest : public DaemonTest {
  protected:
-  void SetUp() override {
-    if (DaemonPath().empty()) GTEST_SKIP() << "TRIBUTARYD not set";
-  }
-  void StartDaemon(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--port", "0", "--listen-address", "127.0.0.1"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    ASSERT_TRUE(IsOk(daemon_.Start(args)));
-  }
-  // `sig` (SIGTERM or SIGINT), expect exit 0 (not a hang: within 30 s; an
-  // idle daemon takes milliseconds), return stderr (with the exit report).
-  std::string StopDaemon(int sig = SIGTERM) {
-    daemon_.Signal(sig);
-    int status = 0, elapsed = 0;
-    EXPECT_TRUE(daemon_.WaitExit(30000, &status, &elapsed)) << "no exit within 30 s of " << sig;
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-    return daemon_.Stderr();
-  }
   // Asks for SIGUSR1 reports (at most 20) until `group.name` reads `value`:
   // the loop has processed what the test sent, however it was scheduled.
   bool ReportUntilCounted(const char* group, const char* name, long value) {
@@ -181,7 +163,6 @@ class TributarydTest : public ::testing::Test {
   // checks that every packet of the backlog is accounted for (processed or
   // shed) and the job stayed exact, and returns stderr after exit.
   std::string FrozenFlood(const char* pool, const char* shed_after_ms = "5", int more = 32);
-  DaemonProcess daemon_;
 };
 
 // Proves: three ranks get the exact int32 sums of 12 fragments through 4
@@ -369,89 +350,6 @@ TEST_F(TributarydTest, SigintExitsCleanlyWithCounters) {
   EXPECT_NE(err.find("tributaryd counters (exit)"), std::string::npos) << err;
   EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_packets"), 1) << err;
 }
-
-#if TRIBUTARY_HAVE_SYSTEMD
-// Proves: under a Type=notify unit (NOTIFY_SOCKET set) the daemon tells
-// systemd READY=1, with its address in STATUS, once the port is bound (its
-// listening line is out), and STOPPING=1 when it stops. The test plays
-// systemd's part: a datagram socket at the path of NOTIFY_SOCKET.
-// systemd's side of NOTIFY_SOCKET: a datagram socket bound at a fresh path,
-// whose recv gives up after 10 s (a missing message fails, never hangs).
-static int BindNotifySocket(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (fd < 0 || path.size() >= sizeof(a.sun_path)) return fd < 0 ? -1 : (close(fd), -1);
-  std::strcpy(a.sun_path, path.c_str());
-  unlink(path.c_str());
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return close(fd), -1;
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-TEST_F(TributarydTest, NotifiesSystemdReadyAndStopping) {
-  const std::string path = ::testing::TempDir() + "tributaryd-notify-" + std::to_string(getpid());
-  const int fd = BindNotifySocket(path);
-  ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
-  setenv("NOTIFY_SOCKET", path.c_str(), 1);
-  unsetenv("WATCHDOG_USEC");  // pings would come between READY and STOPPING
-  StartDaemon();  // returns once the listening line is out
-  unsetenv("NOTIFY_SOCKET");
-  char buf[512] = {};
-  ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
-  ASSERT_GT(n, 0) << "no notification within 10 s: " << strerror(errno);
-  std::string ready(buf, static_cast<size_t>(n));
-  EXPECT_NE(ready.find("READY=1"), std::string::npos) << ready;
-  EXPECT_NE(ready.find("STATUS=serving on 127.0.0.1:" + std::to_string(daemon_.port())),
-            std::string::npos) << ready;
-  StopDaemon();
-  n = recv(fd, buf, sizeof(buf) - 1, 0);
-  ASSERT_GT(n, 0) << "no STOPPING notification: " << strerror(errno);
-  EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find("STOPPING=1"), std::string::npos);
-  close(fd);
-  unlink(path.c_str());
-}
-
-// Proves: with WatchdogSec= in the unit (systemd sets WATCHDOG_USEC) the
-// serving loop says WATCHDOG=1 again and again, at about half the period,
-// so that systemd kills a loop that stopped turning; without it (the test
-// above) the daemon sends nothing between READY=1 and STOPPING=1.
-TEST_F(TributarydTest, PingsTheSystemdWatchdogFromItsServingLoop) {
-  const std::string path = ::testing::TempDir() + "tributaryd-wd-" + std::to_string(getpid());
-  const int fd = BindNotifySocket(path);
-  ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
-  setenv("NOTIFY_SOCKET", path.c_str(), 1);
-  setenv("WATCHDOG_USEC", "200000", 1);  // 200 ms: a ping every 100 ms
-  unsetenv("WATCHDOG_PID");              // (another process's would turn it off)
-  // Before the daemon's first ping whatever the scheduling.
-  const auto start = std::chrono::steady_clock::now();
-  StartDaemon();
-  unsetenv("NOTIFY_SOCKET");
-  unsetenv("WATCHDOG_USEC");
-  char buf[512] = {};
-  int pings = 0;
-  for (bool ready = false; pings < 5;) {
-    const ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
-    ASSERT_GT(n, 0) << "pings so far: " << pings << "; " << strerror(errno) << "\n"
-                    << daemon_.Stderr();
-    const std::string msg(buf, static_cast<size_t>(n));
-    if (msg.find("READY=1") != std::string::npos) {
-      ready = true;
-    } else {
-      EXPECT_EQ(msg, "WATCHDOG=1");
-      EXPECT_TRUE(ready) << "a ping before READY=1";
-      ++pings;
-    }
-  }
-  // Not one per tick: five pings are four ping periods (100 ms) apart.
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400));
-  const std::string err = StopDaemon();
-  EXPECT_NE(err.find("systemd watchdog: 200 ms, pinged every 100 ms"), std::string::npos) << err;
-  close(fd);
-  unlink(path.c_str());
-}
-#endif
 
 // Proves: SIGHUP reads the command line and the --config file again and
 // applies what can change while running (log_level, stats_interval_s: a

@@ -250,6 +250,14 @@ std::vector<Dataplane::LaneFigures> DpdkDataplane::Lanes() const {
   return out;
 }
 
+bool DpdkDataplane::StuckLane(uint64_t now_ns, uint64_t max_age_ns, size_t* lane,
+                              uint64_t* age_ns) const {
+  return OldestTurn(
+      lanes_.size(),
+      [&](size_t k) { return lanes_[k]->turned_ns().load(std::memory_order_relaxed); }, now_ns,
+      max_age_ns, lane, age_ns);
+}
+
 DpdkStats DpdkDataplane::TotalDpdkStats() const {
   DpdkStats total;
   for (size_t k = 0; k < lanes_.size(); ++k) {

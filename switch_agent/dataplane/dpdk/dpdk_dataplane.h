@@ -61,6 +61,8 @@ class DpdkDataplane final : public Dataplane {
   const DataplaneStats& stats() const override { return lanes_.at(0)->stats(); }
   void AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const override;
   std::vector<LaneFigures> Lanes() const override;
+  bool StuckLane(uint64_t now_ns, uint64_t max_age_ns, size_t* lane,
+                 uint64_t* age_ns) const override;
 
   size_t lane_count() const { return lanes_.size(); }
   DpdkLane& lane(size_t k) { return *lanes_.at(k); }

@@ -62,6 +62,7 @@ void DpdkLane::ConnectLanes(std::vector<rte_ring*> to, std::vector<rte_ring*> fr
 }
 
 void DpdkLane::Loop(const std::atomic<bool>& stop, const TickFn& tick) {
+  turned_ns_.store(MonotonicNowNs(), std::memory_order_relaxed);
   while (!stop.load(std::memory_order_relaxed)) {
     const uint64_t now = MonotonicNowNs();
     if (PollOnce(now) > 0) {
@@ -78,6 +79,7 @@ void DpdkLane::Loop(const std::atomic<bool>& stop, const TickFn& tick) {
 
 void DpdkLane::Housekeeping(uint64_t now_ns, const TickFn& tick) {
   next_housekeeping_ns_ = now_ns + kHousekeepingNs;
+  turned_ns_.store(now_ns, std::memory_order_relaxed);
   Flush();
   engine_->Reap(now_ns);
   // Every 10 s, forget peers that no live job references and that have been

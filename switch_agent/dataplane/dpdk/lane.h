@@ -146,6 +146,9 @@ class DpdkLane {
   };
   Published ReadPublished() const;
   void Publish();
+  // When the loop last did its housekeeping (monotonic ns; every
+  // kHousekeepingNs while it turns). Any thread.
+  const std::atomic<uint64_t>& turned_ns() const { return turned_ns_; }
 
  private:
   // A frame the fair queue holds: the mbuf, its decoded packet (pointing
@@ -208,6 +211,7 @@ class DpdkLane {
 
   mutable std::mutex published_mu_;
   Published published_;
+  std::atomic<uint64_t> turned_ns_{0};
 };
 
 }  // namespace tributary::agent::dpdk

@@ -2,6 +2,8 @@
 // Share-nothing kernel-UDP lanes; the design is in udp_lanes.h.
 #include "switch_agent/dataplane/udp/udp_lanes.h"
 
+#include <pthread.h>
+
 #include <random>
 #include <thread>
 
@@ -90,10 +92,16 @@ void UdpLanes::Publish(size_t k) {
 
 void UdpLanes::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   std::vector<std::thread> threads;
+  turned_ns_ = std::make_unique<std::atomic<uint64_t>[]>(lanes_.size());
+  for (size_t k = 1; k < lanes_.size(); ++k) turned_ns_[k].store(MonotonicNowNs());
   for (size_t k = 1; k < lanes_.size(); ++k) {
     threads.emplace_back([this, k, &stop] {
+      // `top -H` and a debugger name the lanes.
+      const std::string name = "trib-udp-lane" + std::to_string(k);
+      pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
       uint64_t next_publish_ns = 0;
       lanes_[k]->Run(stop, [&](uint64_t now_ns) {
+        turned_ns_[k].store(now_ns, std::memory_order_relaxed);
         if (now_ns < next_publish_ns) return;
         Publish(k);
         next_publish_ns = now_ns + kPublishNs;
@@ -111,6 +119,14 @@ void UdpLanes::AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot)
     *stats += published_[k].stats;
     snapshot->Add(published_[k].engine);
   }
+}
+
+bool UdpLanes::StuckLane(uint64_t now_ns, uint64_t max_age_ns, size_t* lane,
+                         uint64_t* age_ns) const {
+  if (turned_ns_ == nullptr) return false;  // not running yet
+  return OldestTurn(
+      lanes_.size(), [&](size_t k) { return turned_ns_[k].load(std::memory_order_relaxed); },
+      now_ns, max_age_ns, lane, age_ns);
 }
 
 std::vector<Dataplane::LaneFigures> UdpLanes::Lanes() const {

@@ -53,6 +53,8 @@ class UdpLanes final : public Dataplane {
   const DataplaneStats& stats() const override { return lanes_.at(0)->stats(); }
   void AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const override;
   std::vector<LaneFigures> Lanes() const override;
+  bool StuckLane(uint64_t now_ns, uint64_t max_age_ns, size_t* lane,
+                 uint64_t* age_ns) const override;
   bool AttachProvisioner(Provisioner* provisioner) override;
 
   size_t lane_count() const { return lanes_.size(); }
@@ -72,6 +74,8 @@ class UdpLanes final : public Dataplane {
   std::vector<std::unique_ptr<UdpDataplane>> lanes_;
   mutable std::mutex published_mu_;
   std::vector<Published> published_;  // per lane; [0] unused
+  // When each lane last went round its loop (monotonic ns; [0] unused).
+  std::unique_ptr<std::atomic<uint64_t>[]> turned_ns_;
 };
 
 }  // namespace tributary::agent

@@ -133,6 +133,10 @@ bool FairQueue::ShedLongest(uint32_t* job_id, uint32_t* shed_id) {
       longest = b;
     }
   }
+  // A lone job beside packets of bucket 0 (invented ids, non-members, new
+  // JOINs) keeps its backlog: shedding it to read on would mostly read its
+  // own packets again, and a spoofer needs no key to put one there.
+  if (longest != 0 && holding_ == 2 && buckets_[0].packets > 0) return false;
   const uint32_t id = PopHead(longest);
   if (job_id != nullptr) *job_id = job_[id];
   if (shed_id != nullptr) *shed_id = id;

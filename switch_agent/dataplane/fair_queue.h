@@ -66,7 +66,8 @@ class FairQueue {
   uint32_t free_count() const { return static_cast<uint32_t>(free_.size()); }
   uint32_t queued() const { return capacity() - free_count() - taken_; }
   bool empty() const { return queued() == 0; }
-  // Buckets holding packets: ShedLongest can make room only when >= 2.
+  // Buckets holding packets: ShedLongest can make room only when >= 2
+  // (and two of them jobs', unless bucket 0 holds the most).
   uint32_t holding() const { return holding_; }
 
   // Takes a free packet id for a receive; false when none is free.
@@ -84,9 +85,10 @@ class FairQueue {
   // The id stays taken until Release.
   bool Pop(uint32_t* id);
   // Drops the oldest packet of the bucket holding the most packets and frees
-  // its id. Only for another bucket's sake: false (nothing dropped) unless
+  // its id. Only for another job's sake: false (nothing dropped) unless
   // two or more buckets hold packets; a lone job's backlog waits in the
-  // kernel's queue as it did without this class. *job_id (if not null) is
+  // kernel's queue as it did without this class, also beside packets of
+  // bucket 0 (which is shed when it holds the most). *job_id (if not null) is
   // the dropped packet's job, *id (if not null) its id, already free again
   // (the caller frees what the id held, e.g. an mbuf).
   bool ShedLongest(uint32_t* job_id, uint32_t* id = nullptr);

@@ -162,7 +162,10 @@ class TributarydTest : public DaemonTest {
   // `pool` as fair_queue_packets and batches of 8, serves another window;
   // checks that every packet of the backlog is accounted for (processed or
   // shed) and the job stayed exact, and returns stderr after exit.
-  std::string FrozenFlood(const char* pool, const char* shed_after_ms = "5", int more = 32);
+  // `other_job`: the other flow is a second job's member (its own
+  // bucket); false: packets of an unknown job id (bucket 0).
+  std::string FrozenFlood(const char* pool, const char* shed_after_ms = "5", int more = 32,
+                          bool other_job = true);
 };
 
 // Proves: three ranks get the exact int32 sums of 12 fragments through 4
@@ -559,8 +562,9 @@ TEST_F(TributarydTest, SpoofedJoinsLeaveAHeldJobsRankItsChallenge) {
 }
 
 // A backlog queued while the daemon is frozen (SIGSTOP): 8 large forged
-// contributions for the running job, 4 small packets of another flow (an
-// unknown job id, from another address: the unknown jobs' queue), `more`
+// contributions for the running job, 4 small packets of another flow
+// (`other`, a member of a second job, contributing to 4 rounds; without it
+// an unknown job id from another address: the unknown jobs' queue), `more`
 // forged ones for the job. The forgeries come from rank 0's own address
 // and index under a guessed key (an attacker on the path spoofing that
 // member, or a broken member): from any other address they would share
@@ -568,7 +572,8 @@ TEST_F(TributarydTest, SpoofedJoinsLeaveAHeldJobsRankItsChallenge) {
 // them all before the loop reads one, so the daemon meets a backlog of two
 // flows, the same one on every run, and one that has waited long enough
 // to shed.
-void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, int more) {
+void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, int more,
+                      Rank* other, uint32_t other_epoch) {
   Rank attacker(daemon.port(), kJobKey ^ 1);  // a guessed key: every MAC is wrong
   daemon.Signal(SIGSTOP);
   EXPECT_TRUE(WaitStopped(daemon.pid()));
@@ -584,10 +589,15 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, 
   };
   for (int i = 0; i < 8; ++i) forged();
   const auto small = job.Data(0, fragment);
-  for (int i = 0; i < 4; ++i) {
-    proto::Header h = job.Contribution(0, fragment);
+  for (uint32_t i = 0; i < 4; ++i) {
+    proto::Header h = job.Contribution(0, i);
     h.job_id = kJobId + 1000;
-    attacker.Send(h, small.data(), kPayloadBytes);
+    if (other != nullptr) {
+      h.epoch = other_epoch;
+      other->Send(h, small.data(), kPayloadBytes);
+    } else {
+      attacker.Send(h, small.data(), kPayloadBytes);
+    }
   }
   for (int i = 0; i < more; ++i) forged();
   // Every packet then waits at least 50 ms in the socket, beyond the 5 ms
@@ -596,14 +606,25 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, 
   daemon.Signal(SIGCONT);
 }
 
-std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after_ms, int more) {
+std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after_ms, int more,
+                                        bool other_job) {
   StartDaemon({"--batch-size", "8", "--fair-queue-packets", pool, "--shed-after-ms",
                shed_after_ms});
   JobDriver job(daemon_.port(), 0);
   job.JoinAll();
   job.RunWindow(0, kSlots);
-  FloodWhileFrozen(daemon_, job, kSlots, more);
-  EXPECT_TRUE(ReportUntilCounted("engine_drops", "unknown_job", 4)) << daemon_.Stderr();
+  Rank other(daemon_.port(), kJobKey ^ 0x5a5a);  // one of a second job's two ranks
+  uint32_t other_epoch = 0;
+  if (other_job) {
+    const proto::JoinBody body{2, kSlots, kPayloadBytes, 0, 0, 0, 1};
+    EXPECT_TRUE(other.Join(kJobId + 1000, 0, body, &other_epoch)) << daemon_.Stderr();
+  }
+  FloodWhileFrozen(daemon_, job, kSlots, more, other_job ? &other : nullptr, other_epoch);
+  // The other flow's 4 packets reached the engine: 4 first contributions,
+  // or 4 packets of an unknown job.
+  EXPECT_TRUE(other_job ? ReportUntilCounted("engine", "contributions", kSlots * kFanIn + 4)
+                        : ReportUntilCounted("engine_drops", "unknown_job", 4))
+      << daemon_.Stderr();
   job.RunWindow(kSlots, kSlots);
   const std::string err = StopDaemon();
   const long shed = CounterValue(err, "dataplane.udp", "rx_shed");
@@ -622,6 +643,14 @@ TEST_F(TributarydTest, AFloodingFlowLosesOnlyItsOwnPackets) {
   const std::string err = FrozenFlood("16");
   EXPECT_GT(CounterValue(err, "dataplane.udp", "rx_shed"), 0) << err;
   EXPECT_NE(err.find("daemon overloaded: dropped a packet of job 7"), std::string::npos) << err;
+}
+
+// Proves (review of 2026-12-07): packets of bucket 0 (an unknown job id:
+// anyone can send them without a key) beside a lone job's backlog shed
+// none of it; they reach the engine all the same.
+TEST_F(TributarydTest, AnUnknownFlowBesideALoneJobShedsNothing) {
+  const std::string err = FrozenFlood("16", "5", 32, /*other_job=*/false);
+  EXPECT_EQ(CounterValue(err, "dataplane.udp", "rx_shed"), 0) << err;
 }
 
 // Proves: with fair_queue_packets 0 the same backlog is served in arrival

@@ -505,7 +505,11 @@ void UdpDataplane::Queue(const engine::Action& action, bool incoming_checksum) {
 
 void UdpDataplane::Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
                           const sockaddr_in& to) {
-  if (tx_count_ == kTxCapacity) Flush();
+  // A full batch goes out, but the engine's burst goes on: the rest of the
+  // answer being delivered (a RESULT to the children after these) still
+  // points into the set it sends, which must not be reused before it is
+  // sent (Engine::EndBurst).
+  if (tx_count_ == kTxCapacity) SendQueued();
   const size_t slot = tx_count_++;
   uint8_t* hdr = tx_headers_ + slot * proto::kHeaderSize;
   std::memcpy(hdr, header, proto::kHeaderSize);
@@ -615,6 +619,11 @@ size_t UdpDataplane::PlanGso() {
 
 void UdpDataplane::Flush() {
   if (tx_count_ == 0) return;
+  SendQueued();
+  engine_->EndBurst();  // queued payload pointers are no longer needed
+}
+
+void UdpDataplane::SendQueued() {
   if (gso_ && tx_count_ > 1) {
     const size_t m = PlanGso();
     SendMessages(gso_msgs_.data(), gso_counts_.data(), m);
@@ -623,7 +632,6 @@ void UdpDataplane::Flush() {
   }
   ++stats_.tx_batches;
   tx_count_ = 0;
-  engine_->EndBurst();  // queued payload pointers are no longer needed
 }
 
 void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m) {

@@ -123,7 +123,11 @@ class UdpDataplane final : public Dataplane {
   // Appends one datagram; `header` is the encoded header to copy.
   void Append(const uint8_t* header, const uint8_t* payload, size_t payload_len,
               const sockaddr_in& to);
+  // Sends the batch (SendQueued) and ends the engine's burst: nothing
+  // queued points into engine memory any more.
   void Flush();
+  // Sends the batch, the burst going on.
+  void SendQueued();
   // Sends messages msgs[0..m) of counts[i] datagrams each (sendmmsg, with
   // the retry and loss rules above).
   void SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m);

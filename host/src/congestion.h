@@ -74,7 +74,10 @@ class CongestionWindow {
     }
     if (now_ns - epoch_start_ns_ < std::max(kMinEpochNs, epoch_ns)) return;
     const uint64_t base = base_ns();
-    queue_ns_ = epoch_min_ns_ - base;
+    // The base window may have turned over inside this epoch (and again
+    // after an idle spell) and forgotten a sample that is still the epoch's
+    // minimum: below the base is no queue.
+    queue_ns_ = epoch_min_ns_ > base ? epoch_min_ns_ - base : 0;
     target_used_ns_ = std::max({target_ns_, base, floor_ns});
     // Proportional to the excess, at most halving: a queue twice the
     // target cuts a quarter, a deep one half.

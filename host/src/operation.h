@@ -78,7 +78,7 @@ struct Operation {
   uint64_t nfrags = 0;
   uint64_t done_frags = 0;
   uint64_t submit_ns = 0;
-  uint64_t deadline_ns = 0;  // op_timeout_ms after the start
+  uint64_t deadline_ns = 0;  // op_timeout_ms after its first send (UINT64_MAX before)
   bool finished = false;
   // Every first send of it went while the aggregator reported loss
   // (FORMAT.md §8.4): its latency then tells whether copies pay

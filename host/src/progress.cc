@@ -218,7 +218,9 @@ void ProgressEngine::DrainSubmissions(uint64_t now) {
     op->Layout();
     op->first_seq = window_.Append(op->nfrags);
     op->submit_ns = now;
-    op->deadline_ns = now + options_.op_timeout_ms * 1000000ull;
+    // Counted from its first send (FillWindow): an operation queued behind
+    // others does not time out for their time (each of them is bounded).
+    op->deadline_ns = UINT64_MAX;
     if (op->nfrags == 0) {
       // Nothing to reduce: complete at once; it still consumed its collective id.
       counters_.collectives.fetch_add(1, std::memory_order_relaxed);
@@ -246,7 +248,11 @@ void ProgressEngine::FillWindow(uint64_t now) {
   };
   uint32_t index;
   while (window_.NextToSend(ops_, admit, &index)) {
-    window_.slot(index).first_sent_ns = now;
+    Slot& slot = window_.slot(index);
+    slot.first_sent_ns = now;
+    if (slot.op->deadline_ns == UINT64_MAX) {
+      slot.op->deadline_ns = now + options_.op_timeout_ms * 1000000ull;
+    }
     delivery_.Resume(now);
     SendFragment(index, now, false, false);
   }

@@ -101,6 +101,25 @@ TEST(CongestionWindowTest, TheBaseRoundTripIsForgottenAfterTenSeconds) {
   EXPECT_GT(c.decreases(), 0u);
 }
 
+// Review of 2026-12-07: the base window turned over inside an epoch that
+// already held a faster sample, then the job idled past the next turn; that
+// sample left the base while still the epoch's minimum, and the queue
+// (minimum - base) wrapped around to 1.8e19 ns: a spurious halving, and a
+// nonsense figure in the log. A minimum below the base is no queue.
+TEST(CongestionWindowTest, AnEpochMinimumBelowTheBaseIsNoQueue) {
+  CongestionWindow c(64, 1 * kMs);
+  const uint64_t t0 = 20000 * kMs;  // the first sample starts a base window
+  c.OnLatency(150 * kUs, t0, 0, 0);
+  const uint64_t turn = t0 + CongestionWindow::kBaseHalfNs;
+  c.OnLatency(150 * kUs, turn - 1 * kMs, 0, 0);  // an epoch ends: no queue
+  c.OnLatency(100 * kUs, turn - kMs / 2, 0, 0);  // the next one's fastest
+  c.OnLatency(200 * kUs, turn + kMs / 2, 0, 0);  // the base turns over
+  c.OnLatency(300 * kUs, turn + CongestionWindow::kBaseHalfNs + 100 * kMs, 0, 0);  // after idling
+  EXPECT_LT(c.queue_ns(), 1000 * kMs);
+  EXPECT_EQ(c.limit(), 64u);
+  EXPECT_EQ(c.decreases(), 0u);
+}
+
 TEST(CongestionWindowTest, TargetZeroTurnsItOff) {
   CongestionWindow c(64, 0);
   uint64_t now = 1000 * kMs;

@@ -195,19 +195,35 @@ class ProgressTest : public ::testing::Test {
   // `then` runs on completion, on the completing thread.
   std::shared_ptr<internal::RequestState> Submit(
       size_t n, uint64_t collective = 1, std::function<void(const Status&)> then = nullptr) {
-    send_.resize(n);
-    recv_.assign(n, -1.0f);
-    for (size_t i = 0; i < n; ++i) send_[i] = static_cast<float>(i);
-    MemoryDesc sm{send_.data(), n * 4}, rm{recv_.data(), n * 4};
-    send_reg_ = table_->Register(sm).value();
-    recv_reg_ = table_->Register(rm).value();
+    return SubmitWith(&send_, &recv_, &send_reg_, &recv_reg_, n, collective, std::move(then));
+  }
+  // The same with buffers of the test's own (another operation in flight).
+  struct Buffers {
+    std::vector<float> send, recv;
+    std::shared_ptr<Registration> send_reg, recv_reg;
+  };
+  std::shared_ptr<internal::RequestState> Submit(Buffers* b, size_t n, uint64_t collective) {
+    return SubmitWith(&b->send, &b->recv, &b->send_reg, &b->recv_reg, n, collective, nullptr);
+  }
+  std::shared_ptr<internal::RequestState> SubmitWith(std::vector<float>* send,
+                                                     std::vector<float>* recv,
+                                                     std::shared_ptr<Registration>* send_reg,
+                                                     std::shared_ptr<Registration>* recv_reg,
+                                                     size_t n, uint64_t collective,
+                                                     std::function<void(const Status&)> then) {
+    send->resize(n);
+    recv->assign(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) (*send)[i] = static_cast<float>(i);
+    MemoryDesc sm{send->data(), n * 4}, rm{recv->data(), n * 4};
+    *send_reg = table_->Register(sm).value();
+    *recv_reg = table_->Register(rm).value();
     OpDesc d;
     d.request = std::make_shared<internal::RequestState>();
     d.request->then = std::move(then);
-    d.send = reinterpret_cast<const uint8_t*>(send_.data());
-    d.recv = reinterpret_cast<uint8_t*>(recv_.data());
-    d.send_registration = send_reg_;
-    d.recv_registration = recv_reg_;
+    d.send = reinterpret_cast<const uint8_t*>(send->data());
+    d.recv = reinterpret_cast<uint8_t*>(recv->data());
+    d.send_registration = *send_reg;
+    d.recv_registration = *recv_reg;
     d.count = n;
     d.dtype = DataType::kFloat32;
     d.op = ReduceOp::kSum;

@@ -165,6 +165,42 @@ TEST_F(ProgressTest, FatalNacksAbortWithTheirCodeAndBadChecksumDoesNot) {
   }
 }
 
+// op_timeout_ms counts from an operation's first send (review of
+// 2026-12-07): queued behind another that fills the window, it does not
+// time out for the time it waited. Timeout 1 s; the first operation's four
+// rounds are answered 200 ms apart (done at 800 ms), the second, sent then,
+// at 1300 ms after its submission: done, where it used to fail at 1000 ms.
+TEST_F(ProgressTest, AnOperationQueuedBehindAnotherIsTimedFromItsFirstSend) {
+  Buffers first, second;
+  auto a = Submit(&first, 16 * 16, 1);  // 16 fragments: four windows of 4
+  auto b = Submit(&second, 16 * 4, 2);  // 4 fragments, waiting for the window
+  engine_->Poll();
+  tributary::Status s;
+  std::vector<Sent> out = Take();
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_EQ(out.size(), 4u) << "round " << round;
+    for (const Sent& x : out) EXPECT_EQ(x.header.collective_id, 1u);
+    now_ += 200 * kMs;
+    for (const Sent& x : out) Answer(x);
+    engine_->Poll();
+    out = Take();
+  }
+  ASSERT_TRUE(Done(a, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(out.size(), 4u);  // the second operation's, sent at 800 ms
+  for (const Sent& x : out) EXPECT_EQ(x.header.collective_id, 2u);
+  now_ += 300 * kMs;
+  engine_->Poll();  // 1100 ms after its submission, 300 after its first send
+  EXPECT_FALSE(Done(b, &s)) << s.ToString();
+  now_ += 200 * kMs;
+  for (const Sent& x : out) {
+    if (x.header.type == proto::MsgType::kContribution) Answer(x);
+  }
+  engine_->Poll();
+  ASSERT_TRUE(Done(b, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 // A NACK unknown_job without a valid MAC (what a restarted daemon that lost
 // the job sends, and what anyone could send) aborts nothing: it starts a
 // JOIN probe. Unanswered, it only explains a timeout later.

@@ -111,9 +111,10 @@ struct TRIB_API Options {
   // port. udp transport only.
   uint32_t lanes = 1;
 
-  // An all-reduce that has not completed after this long fails with
-  // kTimedOut and names the fragments that never completed. Must be > 0:
-  // no Wait is ever unbounded.
+  // An all-reduce that has not completed this long after its first
+  // fragment went out fails with kTimedOut and names the fragments that
+  // never completed (one queued behind others is timed from its own first
+  // send). Must be > 0: no Wait is ever unbounded.
   uint32_t op_timeout_ms = 30000;
 
   // Communicator creation gives up when the aggregator has not answered

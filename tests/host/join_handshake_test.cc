@@ -7,13 +7,22 @@
 // data phase are dropped and counted.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host/src/join_handshake.h"
 #include "proto/auth.h"
 #include "tests/common/challenge.h"
+#include "tests/common/loopback_udp.h"
 #include "tests/host/progress_fixture.h"
+#include "tributary/communicator.h"
 
 namespace tributary::host {
 namespace {
@@ -173,6 +182,58 @@ TEST(JoinHandshakeTest, OnlyANackEchoingAJoinOfThisHandshakeRefusesIt) {
   EXPECT_EQ(hs.refusal().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(hs.refusal().message().find("max_jobs 1"), std::string::npos) << hs.refusal().message();
   EXPECT_EQ(hs.ignored_nacks(), 5u);
+}
+
+// The same through Communicator::Create against an aggregator played by
+// the test on a loopback socket, which answers every JOIN with an authentic
+// NACK that echoes another nonce (what replays of earlier refusals look
+// like): Create ignores them and, when connect_timeout_ms runs out, says
+// how many it ignored and why.
+TEST(JoinHandshakeTest, ACreateThatTimesOutNamesTheNacksItIgnored) {
+  sockaddr_in addr{};
+  const int fd = testing::LoopbackUdpSocket(&addr, timeval{0, 50000});
+  ASSERT_GE(fd, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0};
+  std::thread aggregator([&] {
+    uint8_t buf[2048];
+    while (!stop.load()) {
+      sockaddr_in from{};
+      socklen_t from_len = sizeof(from);
+      const ssize_t n =
+          recvfrom(fd, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+      proto::PacketView v;
+      if (n <= 0 || proto::Decode(buf, static_cast<size_t>(n), &v) != proto::DecodeError::kOk ||
+          v.header.type != proto::MsgType::kJoin) {
+        continue;
+      }
+      proto::Header h = v.header;
+      h.collective_id ^= 1;  // another JOIN's nonce
+      const std::vector<uint8_t> nack = SealedNack(h, proto::NackCode::kJobConflict, "");
+      if (sendto(fd, nack.data(), nack.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len) ==
+          static_cast<ssize_t>(nack.size())) {
+        ++answered;
+      }
+    }
+  });
+  CommConfig c;
+  c.job_id = kJob;
+  c.job_key = kKey;
+  c.world_size = 1;
+  c.options.aggregator = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  c.options.connect_timeout_ms = 600;
+  c.options.node_level = "off";
+  auto comm = Communicator::Create(c);
+  stop = true;
+  aggregator.join();
+  close(fd);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_GT(answered.load(), 0);
+  EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable) << comm.status().ToString();
+  const std::string ignored =
+      " authentic NACK(s) that answered no JOIN of this handshake were "
+      "ignored";
+  EXPECT_NE(comm.status().message().find(ignored), std::string::npos) << comm.status().ToString();
 }
 
 }  // namespace

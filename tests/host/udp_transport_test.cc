@@ -39,6 +39,7 @@
 
 #include "common/net/udp_offload.h"
 #include "host/src/transport/udp/udp_transport.h"
+#include "tests/common/loopback_udp.h"
 
 namespace tributary::host {
 namespace {
@@ -222,20 +223,13 @@ INSTANTIATE_TEST_SUITE_P(Offload, UdpTransportFirewallTest, ::testing::Bool(),
 class UdpTransportOffloadTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    peer_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(peer_, 0);
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(peer_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(peer_, reinterpret_cast<sockaddr*>(&a), &len);
+    peer_ = testing::LoopbackUdpSocket(&a, timeval{5, 0});
+    ASSERT_GE(peer_, 0);
     const int bytes = 8 << 20;  // every datagram of a test fits (root may exceed rmem_max)
     if (setsockopt(peer_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0) {
       setsockopt(peer_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
     }
-    timeval tv{5, 0};  // a missing datagram fails the test, never hangs it
-    setsockopt(peer_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     Options options;
     options.udp_offload = GetParam();
     options.payload_bytes = 8192;

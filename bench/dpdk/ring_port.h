@@ -72,6 +72,10 @@ struct RingPort {
     pool = nullptr;
   }
 
+  // Frames from any child carry this source MAC instead (tests: a frame
+  // from another host's MAC with a child's address), when set.
+  const agent::dpdk::MacAddress* source_mac = nullptr;
+
   // Frame from rank `child` (MAC 02:00:00:00:01:<child>, UDP port
   // 40000 + child) to the daemon's `dst_port` carrying `len` bytes.
   rte_mbuf* Frame(uint32_t child, uint16_t dst_port, const uint8_t* data, size_t len) {
@@ -79,6 +83,7 @@ struct RingPort {
     if (m == nullptr) return nullptr;
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     agent::dpdk::MacAddress mac{{0x02, 0, 0, 0, 1, static_cast<uint8_t>(child)}};
+    if (source_mac != nullptr) mac = *source_mac;
     agent::dpdk::BuildUdpHeaders(mac, kDaemonMac, rank_ip, daemon_ip,
                                  htons(static_cast<uint16_t>(40000 + child)), htons(dst_port), 0,
                                  len, f);

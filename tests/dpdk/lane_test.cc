@@ -89,6 +89,24 @@ class LaneTest : public ::testing::Test {
                       [&] { PollBoth(); });
   }
 
+  // A first JOIN (no cookie) of child `sender` of `job`, fan-in 2, 4
+  // slots of 1 KiB, with `nonce`.
+  static proto::Header JoinHeader(uint32_t job, uint32_t sender) {
+    proto::Header h{};
+    h.type = proto::MsgType::kJoin;
+    h.job_id = job;
+    h.sender = sender;
+    return h;
+  }
+  static proto::JoinBody JoinBodyOf(uint64_t nonce) {
+    proto::JoinBody body{};
+    body.fan_in = 2;
+    body.slot_count = 4;
+    body.payload_bytes = 1024;
+    body.nonce = nonce;
+    return body;
+  }
+
   // The header of collective 1 of `job`: three int32 summed.
   static proto::Header RoundHeader(proto::MsgType type, uint32_t job, uint32_t epoch,
                                    uint32_t sender) {
@@ -454,15 +472,8 @@ TEST_F(LaneTest, HostileFramesChangeNothing) {
                          kKey));
   // 4. A JOIN as child 0 from another address: challenged, nothing kept.
   {
-    proto::Header h{};
-    h.type = proto::MsgType::kJoin;
-    h.job_id = 7;
-    h.sender = 0;
-    proto::JoinBody body{};
-    body.fan_in = 2;
-    body.slot_count = 4;
-    body.payload_bytes = 1024;
-    body.nonce = 0x6666;
+    const proto::Header h = JoinHeader(7, 0);
+    const proto::JoinBody body = JoinBodyOf(0x6666);
     uint8_t raw[proto::kJoinBodySize] = {};
     proto::EncodeJoinBody(body, raw);
     ASSERT_TRUE(port_.Send(0, 6, kPort, h, raw, proto::kJoinBodySize, kKey));
@@ -538,6 +549,50 @@ TEST_F(LaneTest, SpoofedFramesDoNotKeepADepartedRanksPeerEntry) {
   EXPECT_EQ(engine_.Snapshot(0).jobs.size(), 0u) << "reaped";
   EXPECT_GE(engine_.counters().drops[static_cast<size_t>(engine::DropReason::kBadMac)], 15u);
   EXPECT_EQ(dp_->lane(0).stats().peers, 0u) << "both entries swept, the spoofed one too";
+}
+
+// Review of 2026-12-07: the JOIN cookie covered the source IP and port but
+// not the MAC that answers go to, so a cookie sent to one MAC worked from
+// another (the broadcast one, a gateway's) and registered a peer there.
+// Now the MAC is part of it: the JOIN with that cookie from another MAC is
+// challenged again and joins nothing; from the MAC the cookie went to it
+// joins.
+TEST_F(LaneTest, AJoinCookieIsGoodOnlyFromTheMacItWentTo) {
+  const proto::Header h = JoinHeader(9, 0);
+  proto::JoinBody body = JoinBodyOf(0x77);
+  uint8_t raw[proto::kJoinSealedBodySize] = {};
+  proto::EncodeJoinBody(body, raw);
+  ASSERT_TRUE(port_.Send(0, 0, kPort, h, raw, proto::kJoinBodySize, kKey));
+  PollBoth();
+  proto::ChallengeBody first{};
+  int challenges = 0;
+  auto answers = [&] {
+    std::vector<proto::MsgType> types;
+    port_.Drain(0, [&](uint16_t, const proto::PacketView& v) {
+      types.push_back(v.header.type);
+      if (v.header.type == proto::MsgType::kChallenge && challenges++ == 0) {
+        EXPECT_TRUE(proto::DecodeChallengeBody(v.payload, v.payload_len, &first));
+      }
+    });
+    return types;
+  };
+  ASSERT_EQ(answers(), std::vector<proto::MsgType>{proto::MsgType::kChallenge});
+  body.cookie = first.cookie;
+  body.join_flags |= proto::kJoinSealedKey;
+  proto::EncodeJoinBody(body, raw);
+  ASSERT_TRUE(proto::SealJobKey(first.public_key, kKey, raw + proto::kJoinOffSealedKey));
+  const agent::dpdk::MacAddress other{{0x02, 0, 0, 0, 9, 9}};
+  port_.source_mac = &other;
+  ASSERT_TRUE(port_.Send(0, 0, kPort, h, raw, sizeof(raw), kKey));
+  PollBoth();
+  port_.source_mac = nullptr;
+  EXPECT_EQ(answers(), std::vector<proto::MsgType>{proto::MsgType::kChallenge})
+      << "another MAC must prove it receives";
+  EXPECT_EQ(engine_.counters().joins, 0u);
+  ASSERT_TRUE(port_.Send(0, 0, kPort, h, raw, sizeof(raw), kKey));
+  PollBoth();
+  EXPECT_EQ(answers(), std::vector<proto::MsgType>{proto::MsgType::kJoinAck});
+  EXPECT_EQ(engine_.counters().joins, 1u);
 }
 
 // Review of 2026-12-07, on the DPDK dataplane: JOINs forged from a rank's

@@ -175,6 +175,26 @@ TEST(DpdkPacket, EachDefectHasItsVerdict) {
   f[12] = 0x86;  // IPv6 ethertype
   f[13] = 0xdd;
   EXPECT_EQ(fx.Parse(f), FrameVerdict::kNotIpv4);
+  // Sources no answer may go to (review of 2026-12-07: answered, they
+  // flooded the segment or reflected at a victim).
+  f = good;
+  f[6] |= 1;  // a group MAC (multicast)
+  EXPECT_EQ(fx.Parse(f), FrameVerdict::kBadSource);
+  std::memset(f.data() + 6, 0xff, 6);  // broadcast
+  EXPECT_EQ(fx.Parse(f), FrameVerdict::kBadSource);
+  for (const char* source :
+       {"0.0.0.0", "255.255.255.255", "224.0.0.1", "240.1.2.3", "127.0.0.1", "198.18.0.1"}) {
+    f = good;
+    const uint32_t ip = inet_addr(source);
+    std::memcpy(f.data() + kEthHeaderBytes + 12, &ip, 4);
+    FixIpChecksum(&f);
+    EXPECT_EQ(fx.Parse(f), FrameVerdict::kBadSource) << source;
+  }
+  f = good;
+  const uint32_t other = inet_addr("198.18.0.77");  // any other unicast source is fine
+  std::memcpy(f.data() + kEthHeaderBytes + 12, &other, 4);
+  FixIpChecksum(&f);
+  EXPECT_EQ(fx.Parse(f), FrameVerdict::kUdp);
 }
 
 std::vector<uint8_t> ArpRequest(uint32_t target_ip_be, uint32_t sender_ip_be) {
@@ -212,6 +232,15 @@ TEST(DpdkPacket, AnswersArpForOurAddressOnly) {
   EXPECT_EQ(0, std::memcmp(a + 24, &fx.peer_ip, 4));
   // A reply is not itself answered.
   EXPECT_EQ(fx.Parse(f), FrameVerdict::kNotIpv4);
+  // The reply would go to the request's sender MAC: one other than the
+  // frame's source, or a group one, makes us a reflector.
+  auto lying = ArpRequest(fx.our_ip, fx.peer_ip);
+  lying[kEthHeaderBytes + 8 + 5] ^= 1;  // another host's MAC
+  EXPECT_EQ(fx.Parse(lying), FrameVerdict::kBadSource);
+  auto broadcast = ArpRequest(fx.our_ip, fx.peer_ip);
+  std::memset(broadcast.data() + 6, 0xff, 6);
+  std::memset(broadcast.data() + kEthHeaderBytes + 8, 0xff, 6);
+  EXPECT_EQ(fx.Parse(broadcast), FrameVerdict::kBadSource);
 }
 
 }  // namespace

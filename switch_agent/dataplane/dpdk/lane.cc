@@ -282,10 +282,13 @@ void DpdkLane::Serve(const Held& held, uint64_t now_ns) {
   current_source_ = held.source;
   replies_.SetSourceHost(&current_source_.ip_be, 4);
   if (view.header.type == proto::MsgType::kJoin) {
-    // FORMAT.md §3.8: the source address must prove it receives first.
-    uint8_t source[6];
+    // FORMAT.md §3.8: the source address must prove it receives first;
+    // here its MAC too, where the answers go (a cookie sent to one MAC is
+    // no good from another, e.g. the broadcast one or a gateway's).
+    uint8_t source[12];
     std::memcpy(source, &current_source_.ip_be, 4);
     std::memcpy(source + 4, &current_source_.port_be, 2);
+    std::memcpy(source + 6, current_source_.mac.bytes, 6);
     engine::Action challenge;
     if (!replies_.AdmitJoin(view, source, sizeof(source), 4, engine_, kTransientPeer, now_ns,
                             &stats_, &challenge)) {
@@ -416,8 +419,8 @@ void DpdkLane::Flush() {
       TRIB_LOG(kWarn, kLog, "lane %u: TX queue full: dropped %llu frames (peers will retransmit)",
                setup_.index, static_cast<unsigned long long>(dropped));
     }
-    stats_.tx_retries += retries;
   }
+  stats_.tx_retries += retries;  // also those that got the frames out
   ++stats_.tx_batches;
   tx_count_ = 0;
   engine_->EndBurst();  // nothing queued references engine memory any more

@@ -23,8 +23,8 @@ void Store16(uint8_t* p, uint16_t v) {
 
 const char* FrameVerdictName(FrameVerdict v) {
   static const char* const kNames[kNumFrameVerdicts] = {
-      "udp", "arp_request", "not_ipv4", "too_short", "bad_ip_header",
-      "bad_length", "fragment", "not_udp", "not_for_us"};
+      "udp",        "arp_request", "not_ipv4", "too_short",  "bad_ip_header",
+      "bad_length", "fragment",    "not_udp",  "not_for_us", "bad_source"};
   const int i = static_cast<int>(v);
   return i >= 0 && i < kNumFrameVerdicts ? kNames[i] : "?";
 }
@@ -61,6 +61,19 @@ uint16_t Ipv4HeaderChecksum(const uint8_t* header, size_t len) {
 #endif
 }
 
+namespace {
+
+// A MAC with the group bit set (multicast, broadcast).
+bool GroupMac(const uint8_t* mac) { return (mac[0] & 1) != 0; }
+
+// An IPv4 source nothing should answer: 0.0.0.0/8, 127/8, 224/4 and
+// 240/4 (multicast, reserved, broadcast), or our own address.
+bool BadSourceIp(const uint8_t* ip, uint32_t our_ip_be) {
+  return ip[0] == 0 || ip[0] == 127 || ip[0] >= 224 || std::memcmp(ip, &our_ip_be, 4) == 0;
+}
+
+}  // namespace
+
 FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
                         uint16_t our_port_be, UdpFrameInfo* info, uint16_t port_count,
                         bool ip_checksum_verified) {
@@ -72,6 +85,11 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
     // Ethernet/IPv4 request whose target protocol address is ours.
     if (Load16(arp) == 1 && Load16(arp + 2) == kEtherTypeIpv4 && arp[4] == 6 && arp[5] == 4 &&
         Load16(arp + 6) == 1 && std::memcmp(arp + 24, &our_ip_be, 4) == 0) {
+      // The reply goes to the sender MAC the request names: it must be the
+      // frame's own, and unicast.
+      if (std::memcmp(arp + 8, frame + 6, 6) != 0 || GroupMac(frame + 6)) {
+        return FrameVerdict::kBadSource;
+      }
       return FrameVerdict::kArpRequest;
     }
     return FrameVerdict::kNotIpv4;
@@ -97,6 +115,7 @@ FrameVerdict ParseFrame(const uint8_t* frame, size_t len, uint32_t our_ip_be,
   }
   const size_t udp_len = Load16(udp + 4);
   if (udp_len < kUdpHeaderBytes || udp_len != total - ihl) return FrameVerdict::kBadLength;
+  if (GroupMac(frame + 6) || BadSourceIp(ip + 12, our_ip_be)) return FrameVerdict::kBadSource;
   std::memcpy(info->src_mac.bytes, frame + 6, 6);
   std::memcpy(&info->src_ip_be, ip + 12, 4);
   std::memcpy(&info->src_port_be, udp, 2);

@@ -35,17 +35,22 @@ struct MacAddress {
 // Why a frame was not handed to the protocol decoder. Stable order: stats
 // print these names.
 enum class FrameVerdict : uint8_t {
-  kUdp = 0,         // an IPv4/UDP datagram for us: payload found
-  kArpRequest,      // an ARP request for our address: answer it
-  kNotIpv4,         // other ethertype (IPv6, LLDP...), or ARP not for us / not a request
-  kTooShort,        // frame shorter than its headers
-  kBadIpHeader,     // version/IHL wrong, or header checksum wrong
-  kBadLength,       // IP total length or UDP length inconsistent with the frame
-  kFragment,        // IPv4 fragment (MF set or offset != 0): we do not reassemble
-  kNotUdp,          // another IP protocol (ICMP, TCP...)
-  kNotForUs,        // destination address or UDP port is not ours
+  kUdp = 0,      // an IPv4/UDP datagram for us: payload found
+  kArpRequest,   // an ARP request for our address: answer it
+  kNotIpv4,      // other ethertype (IPv6, LLDP...), or ARP not for us / not a request
+  kTooShort,     // frame shorter than its headers
+  kBadIpHeader,  // version/IHL wrong, or header checksum wrong
+  kBadLength,    // IP total length or UDP length inconsistent with the frame
+  kFragment,     // IPv4 fragment (MF set or offset != 0): we do not reassemble
+  kNotUdp,       // another IP protocol (ICMP, TCP...)
+  kNotForUs,     // destination address or UDP port is not ours
+  // A source no answer may go to: a group (multicast, broadcast) MAC, an
+  // IPv4 source that is unspecified, broadcast, multicast, reserved,
+  // loopback or our own; an ARP request whose sender MAC is not the
+  // frame's. Answered, it would flood the segment or reflect at a victim.
+  kBadSource,
 };
-inline constexpr int kNumFrameVerdicts = static_cast<int>(FrameVerdict::kNotForUs) + 1;
+inline constexpr int kNumFrameVerdicts = static_cast<int>(FrameVerdict::kBadSource) + 1;
 const char* FrameVerdictName(FrameVerdict v);
 
 // The addressing of one datagram, in network byte order, and where its

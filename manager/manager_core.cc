@@ -71,6 +71,25 @@ Status ManagerCore::RegisterDaemon(const v1::DaemonInfo& info, int64_t now_ms,
       FailJob(&jobs_[id], "daemon " + info.name() + " changed endpoint");
     }
   }
+  if (d.info.uplink_keys() && !info.uplink_keys()) {
+    // Rolled back to a tributaryd that MACs its uplink with the job's key:
+    // where its parent holds a key of its own (FORMAT.md §13), the job's
+    // data path is broken.
+    const std::set<uint32_t> held = d.jobs;
+    for (uint32_t id : held) {
+      JobEntry& entry = jobs_[id];
+      std::map<std::string, uint64_t> key_of;
+      for (const v1::TreeNode& t : entry.job.tree()) key_of[t.daemon()] = t.key();
+      for (const v1::TreeNode& t : entry.job.tree()) {
+        if (t.daemon() == info.name() && !t.parent().empty() && key_of[t.parent()] != 0) {
+          FailJob(&entry, "daemon " + info.name() +
+                              " re-registered without uplink keys (an older tributaryd?); its "
+                              "parent in this job's tree holds a key of its own");
+          break;
+        }
+      }
+    }
+  }
   d.info = info;
   d.position = position;
   d.up = true;
@@ -137,6 +156,20 @@ uint32_t ManagerCore::NewJobId() const {
 }
 
 Status ManagerCore::CreateJob(const v1::CreateJobRequest& request, int64_t now_ms, v1::Job* job) {
+  if (request.name().size() > kMaxJobNameBytes) {
+    return InvalidArgument("job name of " + std::to_string(request.name().size()) +
+                           " bytes: at most " + std::to_string(kMaxJobNameBytes));
+  }
+  if (static_cast<size_t>(request.rank_hosts_size()) > kMaxJobRanks) {
+    return InvalidArgument(std::to_string(request.rank_hosts_size()) +
+                           " ranks: a job has at most " + std::to_string(kMaxJobRanks) +
+                           " (its record must fit one request to the state store)");
+  }
+  if (request.heartbeat_timeout_ms() > kMaxJobTimeoutMs) {
+    return InvalidArgument(
+        "heartbeat_timeout_ms " + std::to_string(request.heartbeat_timeout_ms()) + " exceeds " +
+        std::to_string(kMaxJobTimeoutMs) + " (an abandoned job holds its slots that long)");
+  }
   PlacementRequest place;
   place.rank_hosts.assign(request.rank_hosts().begin(), request.rank_hosts().end());
   place.payload_bytes = request.payload_bytes() ? request.payload_bytes() : options_.default_payload_bytes;
@@ -329,6 +362,10 @@ Status ManagerCore::JobHeartbeat(const v1::JobHeartbeatRequest& request, int64_t
 }
 
 Status ManagerCore::EndJob(const v1::EndJobRequest& request, int64_t now_ms) {
+  if (request.reason().size() > kMaxEndReasonBytes) {
+    return InvalidArgument("reason of " + std::to_string(request.reason().size()) +
+                           " bytes: at most " + std::to_string(kMaxEndReasonBytes));
+  }
   if (jobs_.count(request.job_id()) == 0) {
     return NotFound("job " + std::to_string(request.job_id()) + " unknown or already ended");
   }

@@ -50,6 +50,13 @@ struct ManagerOptions {
 // Payload limits are the wire format's (proto/wire.h); the slot cap is the
 // manager's own, below the protocol's.
 constexpr uint32_t kMaxSlotCount = 4096;
+// What a client may put in the job table (review of 2026-12-07): a job's
+// record must fit one etcd request (1.5 MiB by default) with room to spare,
+// and an abandoned job must not hold its slots for weeks.
+constexpr size_t kMaxJobNameBytes = 256;
+constexpr size_t kMaxJobRanks = 16384;
+constexpr uint32_t kMaxJobTimeoutMs = 3600000;  // 1 h
+constexpr size_t kMaxEndReasonBytes = 1024;
 
 class ManagerCore {
  public:

@@ -150,7 +150,10 @@ class ManagerServer::Service final : public v1::Manager::Service {
     std::lock_guard<std::mutex> lock(mu_);
     store_ = std::move(store);
   }
-  StateStore* store() { return store_.get(); }
+  StateStore* store() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_.get();
+  }
 
   Status TakeOver() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -285,9 +288,11 @@ class ManagerServer::Service final : public v1::Manager::Service {
                              "missing or wrong bearer token (the manager runs with --token-file)");
   }
 
-  grpc::Status NotLeader() {
+  // `store`: store_ as read under mu_ (set once, but possibly after the
+  // server started).
+  grpc::Status NotLeader(StateStore* store) {
     std::string leader;
-    const Status s = store_ ? store_->Leader(&leader) : Unavailable("no state store yet");
+    const Status s = store ? store->Leader(&leader) : Unavailable("no state store yet");
     std::string why = "the leader is " + leader;
     if (!s.ok()) {
       why = "no leader can be known: " + s.message();
@@ -305,8 +310,9 @@ class ManagerServer::Service final : public v1::Manager::Service {
       if (!auth.ok()) return auth;
       std::unique_lock<std::mutex> lock(mu_);
       if (!leader_) {
+        StateStore* store = store_.get();
         lock.unlock();  // asking etcd who leads must not hold up other calls
-        return NotLeader();
+        return NotLeader(store);
       }
       const Status s = op();
       const Status saved = PersistLocked(false);
@@ -330,7 +336,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
       if (leader_) return ToGrpc(lead());
       store = store_.get();
     }
-    if (store == nullptr) return NotLeader();
+    if (store == nullptr) return NotLeader(nullptr);
     v1::ListReply state;
     Status s = store->Read(&state);  // thread-safe; no need to hold mu_ for etcd's round trip
     if (!s.ok()) return ToGrpc(s);

@@ -275,6 +275,57 @@ TEST_F(CoreTest, KeysPerLevelStayCompatibleWithOlderManagersAndDaemons) {
   for (const v1::TreeNode& t : two.tree()) EXPECT_EQ(t.key(), 0u) << t.daemon();
 }
 
+// What a client may put in the job table is bounded (review of 2026-12-07:
+// a 3 MiB name made every save to etcd fail, and each failed save reset the
+// daemons' sessions): names, rank counts, job timeouts, end reasons.
+TEST_F(CoreTest, OversizedRequestsAreRefusedNamingTheLimit) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  for (const char* h : {"h0-0", "h1-0"}) req.add_rank_hosts(h);
+  v1::Job job;
+  req.set_name(std::string(kMaxJobNameBytes + 1, 'n'));
+  Status s = core_.CreateJob(req, 0, &job);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("at most 256"), std::string::npos) << s.ToString();
+  req.set_name("j");
+  req.set_heartbeat_timeout_ms(kMaxJobTimeoutMs + 1);
+  s = core_.CreateJob(req, 0, &job);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("heartbeat_timeout_ms"), std::string::npos) << s.ToString();
+  req.set_heartbeat_timeout_ms(0);
+  v1::CreateJobRequest many = req;
+  for (size_t i = many.rank_hosts_size(); i <= kMaxJobRanks; ++i) many.add_rank_hosts("h0-0");
+  s = core_.CreateJob(many, 0, &job);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("at most 16384"), std::string::npos) << s.ToString();
+  EXPECT_EQ(UsedSlots(core_), 0u);
+  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
+  v1::EndJobRequest end;
+  end.set_job_id(job.job_id());
+  end.set_reason(std::string(kMaxEndReasonBytes + 1, 'r'));
+  EXPECT_EQ(core_.EndJob(end, 10).code(), StatusCode::kInvalidArgument);
+  end.set_reason("done");
+  EXPECT_TRUE(core_.EndJob(end, 10).ok());
+}
+
+// A daemon that re-registers without uplink keys (rolled back to an older
+// tributaryd) fails the jobs whose tree gives its parent a key of its own:
+// it would MAC its uplink with the job's key, which that parent refuses.
+TEST_F(CoreTest, ADaemonRolledBackBelowUplinkKeysFailsItsKeyedJobs) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  for (const char* h : {"h0-0", "h2-0"}) req.add_rank_hosts(h);
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 0, &job).ok());
+  ASSERT_EQ(job.tree_size(), 3);
+  ASSERT_NE(job.tree(0).key(), 0u);  // the root's own key
+  Register(&core_, "leaf0", 128, 10, /*uplink_keys=*/false);
+  ASSERT_TRUE(core_.GetJob(job.job_id(), &job).ok());
+  EXPECT_EQ(job.state().rfind("failed: daemon d-leaf0 re-registered without uplink keys", 0), 0u)
+      << job.state();
+  EXPECT_EQ(UsedSlots(core_), 0u);
+}
+
 // A state saved half-way (a daemon recorded down, a job on it still
 // running: the leader died between the transactions of one save) restores
 // that job failed, holding nothing, rather than running forever.

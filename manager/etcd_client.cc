@@ -114,6 +114,9 @@ std::shared_ptr<EtcdClient::Stubs> EtcdClient::Connect(size_t i) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // The whole state comes back in one Range at a takeover: past gRPC's
+  // default 4 MiB a replica could not lead (review of 2026-12-07).
+  args.SetMaxReceiveMessageSize(256 << 20);
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (tls_.enabled()) {
     grpc::SslCredentialsOptions ssl;

@@ -281,11 +281,17 @@ Status EtcdStateStore::Save(const v1::ListReply& state) {
 
   std::vector<int64_t> unused;  // leases of records deleted or written without one
   const size_t per_txn = options_.max_txn_ops > 1 ? options_.max_txn_ops - 1 : 1;
-  for (size_t first = 0; first < ops.size(); first += per_txn) {
+  for (size_t first = 0, last = 0; first < ops.size(); first = last) {
     pb::TxnRequest txn;
     // Fencing: still the leader this manager became.
     AddCompare(&txn, leader_key_, pb::Compare::CREATE)->set_create_revision(leader_revision_);
-    const size_t last = std::min(ops.size(), first + per_txn);
+    // At most per_txn records and max_txn_bytes of them (at least one).
+    size_t bytes = 0;
+    for (last = first; last < ops.size() && last - first < per_txn; ++last) {
+      const size_t op_bytes = ops[last].key.size() + ops[last].plain.size() + 64;
+      if (last > first && bytes + op_bytes > options_.max_txn_bytes) break;
+      bytes += op_bytes;
+    }
     for (size_t i = first; i < last; ++i) {
       const Op& op = ops[i];
       auto it = saved_.find(op.key);

@@ -18,7 +18,8 @@
 // daemons down and ends jobs, and a takeover does not lose a live job.
 //
 // Writes: Save() writes only the records that changed, in one transaction
-// (several when more than max_txn_ops change) whose compares are: the
+// (several when more than max_txn_ops, or max_txn_bytes of records,
+// change) whose compares are: the
 // leader key still has the create revision this manager won it at
 // (fencing: a deposed leader can write nothing), and every record written
 // or deleted still has the mod revision this manager last saw (absent for
@@ -61,6 +62,9 @@ struct EtcdStoreOptions {
   int64_t takeover_allowance_s = 10;  // added to each job's own timeout
   int rpc_timeout_ms = 2000;        // each etcd call, each member
   size_t max_txn_ops = 100;         // below etcd's default --max-txn-ops (128)
+  // Bytes of records per transaction, below etcd's default request limit
+  // (--max-request-bytes, 1.5 MiB); one record alone may go above it.
+  size_t max_txn_bytes = 1 << 20;
 };
 
 // Reads a sealing key: 32 raw bytes, or 64 hex digits (and a newline).

@@ -459,6 +459,11 @@ Status EtcdStateStore::KeepLeadership(bool* leader) {
   return s;
 }
 
+bool EtcdStateStore::LeaseFresh() const {
+  return leader_revision_ != 0 &&
+         SteadyMs() - leader_renewed_ms_.load() < options_.leader_ttl_s * 1000 - 500;
+}
+
 void EtcdStateStore::Resign() {
   if (leader_revision_ == 0) return;
   Status s = client_.LeaseRevoke(leader_lease_);

@@ -83,6 +83,7 @@ class EtcdStateStore final : public StateStore {
   Status Campaign(bool* leader) override;
   Status KeepLeadership(bool* leader) override;
   void Resign() override;
+  bool LeaseFresh() const override;
   Status Leader(std::string* address) override;
 
   void TouchDaemon(const std::string& name) override;
@@ -130,7 +131,9 @@ class EtcdStateStore final : public StateStore {
   // Save() (under the service's mutex) reads for its fencing compare.
   int64_t leader_lease_ = 0;
   std::atomic<int64_t> leader_revision_{0};  // create revision of our leader key; 0: not leading
-  int64_t leader_renewed_ms_ = 0;  // steady clock of the last successful renewal
+  // Steady clock of the last successful renewal; atomic: LeaseFresh() is
+  // asked from the service's handler threads.
+  std::atomic<int64_t> leader_renewed_ms_{0};
   // Steady clock when the last grant or renewal of the leader lease was asked.
   int64_t lease_kept_ms_ = 0;
   // What etcd holds, as this leader loaded and wrote it (the service's mutex).

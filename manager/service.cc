@@ -290,6 +290,11 @@ class ManagerServer::Service final : public v1::Manager::Service {
 
   // `store`: store_ as read under mu_ (set once, but possibly after the
   // server started).
+  // Leading, and sure no other replica can lead yet (StateStore::LeaseFresh):
+  // a leader cut off from etcd stops answering as one within the lease, even
+  // while its renewal still waits on unreachable members.
+  bool LeadingLocked() const { return leader_ && (store_ == nullptr || store_->LeaseFresh()); }
+
   grpc::Status NotLeader(StateStore* store) {
     std::string leader;
     const Status s = store ? store->Leader(&leader) : Unavailable("no state store yet");
@@ -309,7 +314,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
       grpc::Status auth = Authorize(ctx);
       if (!auth.ok()) return auth;
       std::unique_lock<std::mutex> lock(mu_);
-      if (!leader_) {
+      if (!LeadingLocked()) {
         StateStore* store = store_.get();
         lock.unlock();  // asking etcd who leads must not hold up other calls
         return NotLeader(store);
@@ -333,7 +338,7 @@ class ManagerServer::Service final : public v1::Manager::Service {
     StateStore* store = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (leader_) return ToGrpc(lead());
+      if (LeadingLocked()) return ToGrpc(lead());
       store = store_.get();
     }
     if (store == nullptr) return NotLeader(nullptr);

@@ -42,6 +42,11 @@ class StateStore {
   virtual Status Campaign(bool* leader) { *leader = true; return Status::Ok(); }
   virtual Status KeepLeadership(bool* leader) { *leader = true; return Status::Ok(); }
   virtual void Resign() {}
+  // While leading: the leadership was confirmed recently enough that no
+  // other replica can lead yet (the lease TTL less a margin). A leader that
+  // is not fresh answers as a follower, even while a renewal still blocks
+  // on an unreachable store. Any thread.
+  virtual bool LeaseFresh() const { return true; }
   // The leader's advertised address as the store knows it ("" if none).
   virtual Status Leader(std::string* address) { address->clear(); return Status::Ok(); }
   // A heartbeat proved that a daemon / a job is alive; RefreshLeases()

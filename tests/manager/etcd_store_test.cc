@@ -210,6 +210,25 @@ TEST_F(EtcdStoreTest, AStateOfManyMegabytesIsSavedInPiecesAndReadWhole) {
   }
 }
 
+// Review of 2026-12-07: a leader cut off from etcd answered as the leader
+// until its renewal calls gave up (each member tried for 2 s), up to 12 s
+// with three members, while another replica led after about one TTL. The
+// service now asks LeaseFresh(): false once the last renewal is TTL - 0.5 s
+// old, whatever the renewal is doing (TTL 3 s here; no renewal for 2.6 s).
+TEST_F(EtcdStoreTest, ALeaderIsFreshOnlyWithinItsLeaseSinceTheLastRenewal) {
+  EtcdStateStore a(Options("a:1"));
+  EXPECT_FALSE(a.LeaseFresh()) << "not leading";
+  const auto before = std::chrono::steady_clock::now();  // before the lease was asked for
+  ASSERT_NO_FATAL_FAILURE(Lead(a));
+  EXPECT_TRUE(a.LeaseFresh() ||
+              std::chrono::steady_clock::now() - before > std::chrono::milliseconds(2500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  EXPECT_FALSE(a.LeaseFresh());
+  bool leader = false;
+  ASSERT_TRUE(a.KeepLeadership(&leader).ok() || !leader);
+  EXPECT_EQ(a.LeaseFresh(), leader);  // renewed in time (or lost: not fresh)
+}
+
 TEST_F(EtcdStoreTest, OnlyTheLeaderWritesAndADeposedLeaderCannot) {
   EtcdStateStore a(Options("a:1"));
   EtcdStateStore b(Options("b:1"));

@@ -72,19 +72,23 @@ Status ManagerCore::RegisterDaemon(const v1::DaemonInfo& info, int64_t now_ms,
     }
   }
   if (d.info.uplink_keys() && !info.uplink_keys()) {
-    // Rolled back to a tributaryd that MACs its uplink with the job's key:
-    // where its parent holds a key of its own (FORMAT.md §13), the job's
-    // data path is broken.
+    // Rolled back to a tributaryd that MACs its uplink with its own job
+    // key: where that is not its parent's (FORMAT.md §13), the job's data
+    // path is broken.
     const std::set<uint32_t> held = d.jobs;
     for (uint32_t id : held) {
       JobEntry& entry = jobs_[id];
-      std::map<std::string, uint64_t> key_of;
-      for (const v1::TreeNode& t : entry.job.tree()) key_of[t.daemon()] = t.key();
-      for (const v1::TreeNode& t : entry.job.tree()) {
-        if (t.daemon() == info.name() && !t.parent().empty() && key_of[t.parent()] != 0) {
+      const v1::Job& j = entry.job;
+      std::map<std::string, uint64_t> key_of;  // resolved: 0 is the job's key
+      for (const v1::TreeNode& t : j.tree()) {
+        key_of[t.daemon()] = t.key() != 0 ? t.key() : j.job_key();
+      }
+      for (const v1::TreeNode& t : j.tree()) {
+        if (t.daemon() == info.name() && !t.parent().empty() &&
+            key_of[t.daemon()] != key_of[t.parent()]) {
           FailJob(&entry, "daemon " + info.name() +
-                              " re-registered without uplink keys (an older tributaryd?); its "
-                              "parent in this job's tree holds a key of its own");
+                              " re-registered without uplink keys (an older tributaryd?); it and "
+                              "its parent in this job's tree hold different keys");
           break;
         }
       }
@@ -208,13 +212,15 @@ Status ManagerCore::CreateJob(const v1::CreateJobRequest& request, int64_t now_m
                                                             : options_.job_timeout_ms);
   // Above the ranks' own daemons every node gets a key of its own, so that
   // a packet of one tree level replayed at another fails its MAC (FORMAT.md
-  // §13). A node with ranks among its children keeps the job's key, and so
-  // does one with a child daemon that predates uplink keys (it would MAC
-  // its uplink with the job's key).
+  // §13). A node with ranks among its children keeps the job's key. So do a
+  // daemon that predates uplink keys and its parent: it MACs its uplink with
+  // its own job key, which must then be its parent's.
   std::vector<bool> own_key(placement.nodes.size(), true);
   for (const PlacedRank& pr : placement.ranks) own_key[static_cast<size_t>(pr.node)] = false;
-  for (const PlacedNode& node : placement.nodes) {
+  for (size_t n = 0; n < placement.nodes.size(); ++n) {
+    const PlacedNode& node = placement.nodes[n];
     if (node.parent >= 0 && !order[node.daemon]->info.uplink_keys()) {
+      own_key[n] = false;
       own_key[static_cast<size_t>(node.parent)] = false;
     }
   }

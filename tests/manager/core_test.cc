@@ -5,6 +5,8 @@
 // snapshot restores jobs and reservations (with a grace period for daemons).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "manager/manager_core.h"
 #include "tests/manager/topology_gen.h"
 
@@ -306,6 +308,41 @@ TEST_F(CoreTest, OversizedRequestsAreRefusedNamingTheLimit) {
   EXPECT_EQ(core_.EndJob(end, 10).code(), StatusCode::kInvalidArgument);
   end.set_reason("done");
   EXPECT_TRUE(core_.EndJob(end, 10).ok());
+}
+
+// Review of 2026-12-07: in a tree of three levels a daemon in the middle
+// that predates uplink keys got a key of its own and MACed its uplink with
+// it, which its parent refused: the job never ran. Such a daemon, and its
+// parent, hold the job's key; the nodes above keep keys of their own.
+TEST(CoreKeysTest, AMiddleDaemonThatPredatesUplinkKeysSharesItsParentsKey) {
+  const Topology topo = testing::MakeFatTree(4, 2);
+  ManagerCore core(&topo, ManagerOptions{});
+  for (const auto& n : topo.nodes()) {
+    v1::DaemonInfo info;
+    info.set_name("d-" + n.name);
+    info.set_endpoint("127.0.0.1:" + std::to_string(9000 + topo.FindNode(n.name)));
+    info.set_position(n.name);
+    info.set_capacity_slots(128);
+    info.set_capacity_bytes(1ull << 30);
+    info.set_uplink_keys(n.name.rfind("agg", 0) != 0);  // every aggregation switch's is old
+    v1::RegisterReply reply;
+    ASSERT_TRUE(core.RegisterDaemon(info, 0, &reply).ok());
+  }
+  v1::CreateJobRequest req;
+  for (const char* h : {"h0-0-0", "h1-0-0"}) req.add_rank_hosts(h);
+  v1::Job job;
+  ASSERT_TRUE(core.CreateJob(req, 0, &job).ok());
+  ASSERT_EQ(job.tree_size(), 5);  // two leaves, two aggregation switches, a core
+  std::map<std::string, uint64_t> key_of;
+  for (const v1::TreeNode& t : job.tree()) key_of[t.daemon()] = t.key() ? t.key() : job.job_key();
+  int old = 0;
+  for (const v1::TreeNode& t : job.tree()) {
+    if (t.daemon().rfind("d-agg", 0) != 0) continue;
+    ++old;
+    ASSERT_FALSE(t.parent().empty());
+    EXPECT_EQ(key_of[t.daemon()], key_of[t.parent()]) << t.daemon() << " under " << t.parent();
+  }
+  EXPECT_EQ(old, 2);
 }
 
 // A daemon that re-registers without uplink keys (rolled back to an older

@@ -218,7 +218,9 @@ class ManagerServer::Service final : public v1::Manager::Service {
 
   void Tick() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!leader_) return;
+    // Not while the lease is stale: heartbeats are refused then, and
+    // expiring on their silence would fail what is alive.
+    if (!LeadingLocked()) return;
     core_->Expire(now_ms_());
     PersistLocked(store_->NeedsSave());
   }

@@ -267,16 +267,17 @@ int main(int argc, char** argv) {
         const std::string what = "lane " + std::to_string(lane) +
                                  " has not gone round its loop for " +
                                  std::to_string(age_ns / 1000000) + " ms: its jobs are stranded";
-        TRIB_LOG(kError, "tributaryd", "%s%s", what.c_str(),
-                 watchdog_on ? "; the systemd watchdog is no longer pinged" : "");
+        // /healthz first: whoever reads the log line finds it already said.
 #if TRIBUTARY_HAVE_METRICS
         if (metrics) metrics->SetStuck(what);
 #endif
+        TRIB_LOG(kError, "tributaryd", "%s%s", what.c_str(),
+                 watchdog_on ? "; the systemd watchdog is no longer pinged" : "");
       } else if (!stuck && lane_stuck) {
-        TRIB_LOG(kInfo, "tributaryd", "every lane goes round its loop again");
 #if TRIBUTARY_HAVE_METRICS
         if (metrics) metrics->SetStuck("");
 #endif
+        TRIB_LOG(kInfo, "tributaryd", "every lane goes round its loop again");
       }
       lane_stuck = stuck;
     }

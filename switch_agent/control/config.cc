@@ -61,6 +61,9 @@ const Field kFields[] = {
     {"shed_after_ms", "udp: the fair queue drops packets only while those it reads waited this "
      "long in the socket; 0 = whenever its pool is full (0-60000)", nullptr,
      &Config::shed_after_ms},
+    {"fair_queue_seed", "udp: seed of the fair queue's job buckets; 0 = random at start (keep "
+     "it so: a known seed lets a sender pick a job id that shares another job's bucket); for "
+     "tests", nullptr, &Config::fair_queue_seed},
     {"socket_buffer_bytes", "SO_RCVBUF/SO_SNDBUF request in bytes; 0 = OS default", nullptr,
      &Config::socket_buffer_bytes},
     {"udp_offload", "udp: 1 sends runs of same-size datagrams to one peer as one UDP GSO "
@@ -508,6 +511,7 @@ DataplaneOptions ToDataplaneOptions(const Config& c) {
   o.batch_size = static_cast<uint32_t>(c.batch_size);
   o.fair_queue_packets = static_cast<uint32_t>(c.fair_queue_packets);
   o.shed_after_ms = static_cast<uint32_t>(c.shed_after_ms);
+  o.fair_queue_seed = c.fair_queue_seed;
   o.socket_buffer_bytes = c.socket_buffer_bytes;
   o.udp_offload = c.udp_offload != 0;
   o.busy_poll_us = static_cast<uint32_t>(c.busy_poll_us);

@@ -70,6 +70,10 @@ struct Config {
   // this long in the socket (the daemon is really behind, not absorbing a
   // burst). 0 = whenever the pool is full (measured best: RELIABILITY.md).
   uint64_t shed_after_ms = 0;
+  // udp: the seed of the fair queue's buckets; 0 = random at start. A known
+  // seed lets a sender choose a job id that shares another job's bucket:
+  // for tests that need two jobs in different buckets.
+  uint64_t fair_queue_seed = 0;
   // SO_RCVBUF/SO_SNDBUF request, bytes; 0 keeps the OS default. Large buffers
   // absorb a fan-in's synchronized bursts.
   uint64_t socket_buffer_bytes = 16ull << 20;

@@ -48,6 +48,7 @@ struct DataplaneOptions {
   uint32_t batch_size = 64;                   // packets per receive burst
   uint32_t fair_queue_packets = 256;          // udp: pool shared fairly by jobs; 0 = arrival order
   uint32_t shed_after_ms = 0;                 // udp: shed only when reads are this far behind
+  uint64_t fair_queue_seed = 0;               // udp: bucket seed; 0 = random
   uint64_t socket_buffer_bytes = 16u << 20;   // SO_RCVBUF/SO_SNDBUF request; 0 = OS default
   bool udp_offload = true;                    // udp: GSO runs of same-size datagrams to one peer
   uint32_t udp_lanes = 1;                     // udp: share-nothing lanes; lane k serves port+k

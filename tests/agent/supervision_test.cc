@@ -33,13 +33,17 @@ namespace {
 
 class SupervisionTest : public DaemonTest {
  protected:
-  // The thread of the daemon named `name` (its comm), or -1.
+  // The thread of the daemon named `name` (its comm), or -1 after 10 s (a
+  // lane thread starts, and names itself, after the listening line).
   pid_t Thread(const std::string& name) const {
     const std::string dir = "/proc/" + std::to_string(daemon_.pid()) + "/task";
-    for (const auto& task : std::filesystem::directory_iterator(dir)) {
-      std::ifstream comm(task.path() / "comm");
-      std::string line;
-      if (std::getline(comm, line) && line == name) return std::stoi(task.path().filename());
+    for (int tries = 0; tries < 1000; ++tries) {
+      for (const auto& task : std::filesystem::directory_iterator(dir)) {
+        std::ifstream comm(task.path() / "comm");
+        std::string line;
+        if (std::getline(comm, line) && line == name) return std::stoi(task.path().filename());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return -1;
   }

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "proto/codec.h"
+#include "switch_agent/dataplane/fair_queue.h"
 #include "switch_agent/engine/engine.h"
 #include "tests/agent/daemon_harness.h"
 #include "tests/common/spoof.h"
@@ -573,7 +574,7 @@ TEST_F(TributarydTest, SpoofedJoinsLeaveAHeldJobsRankItsChallenge) {
 // flows, the same one on every run, and one that has waited long enough
 // to shed.
 void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, int more,
-                      Rank* other, uint32_t other_epoch) {
+                      Rank* other, uint32_t other_epoch, uint32_t other_id) {
   Rank attacker(daemon.port(), kJobKey ^ 1);  // a guessed key: every MAC is wrong
   daemon.Signal(SIGSTOP);
   EXPECT_TRUE(WaitStopped(daemon.pid()));
@@ -591,7 +592,7 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, 
   const auto small = job.Data(0, fragment);
   for (uint32_t i = 0; i < 4; ++i) {
     proto::Header h = job.Contribution(0, i);
-    h.job_id = kJobId + 1000;
+    h.job_id = other_id;
     if (other != nullptr) {
       h.epoch = other_epoch;
       other->Send(h, small.data(), kPayloadBytes);
@@ -608,8 +609,14 @@ void FloodWhileFrozen(DaemonProcess& daemon, JobDriver& job, uint32_t fragment, 
 
 std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after_ms, int more,
                                         bool other_job) {
-  StartDaemon({"--batch-size", "8", "--fair-queue-packets", pool, "--shed-after-ms",
-               shed_after_ms});
+  // A known bucket seed, and a second job in another bucket than the first
+  // (with a random seed they would share one 1 time in 1023, and then
+  // nothing would be shed for the other's sake).
+  StartDaemon({"--batch-size", "8", "--fair-queue-packets", pool, "--shed-after-ms", shed_after_ms,
+               "--fair-queue-seed", "12345"});
+  const FairQueue buckets(2, FairQueue::kBuckets, 12345);
+  uint32_t other_id = kJobId + 1000;
+  while (buckets.BucketOf(other_id) == buckets.BucketOf(kJobId)) ++other_id;
   JobDriver job(daemon_.port(), 0);
   job.JoinAll();
   job.RunWindow(0, kSlots);
@@ -617,9 +624,9 @@ std::string TributarydTest::FrozenFlood(const char* pool, const char* shed_after
   uint32_t other_epoch = 0;
   if (other_job) {
     const proto::JoinBody body{2, kSlots, kPayloadBytes, 0, 0, 0, 1};
-    EXPECT_TRUE(other.Join(kJobId + 1000, 0, body, &other_epoch)) << daemon_.Stderr();
+    EXPECT_TRUE(other.Join(other_id, 0, body, &other_epoch)) << daemon_.Stderr();
   }
-  FloodWhileFrozen(daemon_, job, kSlots, more, other_job ? &other : nullptr, other_epoch);
+  FloodWhileFrozen(daemon_, job, kSlots, more, other_job ? &other : nullptr, other_epoch, other_id);
   // The other flow's 4 packets reached the engine: 4 first contributions,
   // or 4 packets of an unknown job.
   EXPECT_TRUE(other_job ? ReportUntilCounted("engine", "contributions", kSlots * kFanIn + 4)

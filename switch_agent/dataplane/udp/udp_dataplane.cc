@@ -160,9 +160,10 @@ Status UdpDataplane::Init() {
   const uint32_t pool =
       fair ? std::max<uint32_t>(options_.fair_queue_packets, 2 * options_.batch_size)
            : options_.batch_size;
-  std::random_device seed;
-  queue_ = std::make_unique<FairQueue>(pool, fair ? FairQueue::kBuckets : 1,
-                                       (uint64_t{seed()} << 32) | seed());
+  std::random_device random;
+  const uint64_t seed = options_.fair_queue_seed != 0 ? options_.fair_queue_seed
+                                                      : (uint64_t{random()} << 32) | random();
+  queue_ = std::make_unique<FairQueue>(pool, fair ? FairQueue::kBuckets : 1, seed);
   rx_buffers_ = AlignedAlloc(pool * kRxBufferBytes);
   tx_headers_ = AlignedAlloc(kTxCapacity * proto::kHeaderSize);
   tx_small_ = AlignedAlloc(kTxCapacity * kTxSmallPayload);

@@ -113,11 +113,19 @@ void UdpLanes::Run(const std::atomic<bool>& stop, const TickFn& tick) {
   for (std::thread& t : threads) t.join();
 }
 
+void UdpLanes::ReadPublished() const {
+  // Without waiting: a lane stuck while it holds the lock (a debugger, a
+  // bug) must not stop the loop that says it is stuck. The last copy then
+  // stands.
+  std::unique_lock<std::mutex> lock(published_mu_, std::try_to_lock);
+  if (lock.owns_lock()) read_ = published_;
+}
+
 void UdpLanes::AddLanes(DataplaneStats* stats, engine::EngineSnapshot* snapshot) const {
-  std::lock_guard<std::mutex> lock(published_mu_);
-  for (size_t k = 1; k < published_.size(); ++k) {
-    *stats += published_[k].stats;
-    snapshot->Add(published_[k].engine);
+  ReadPublished();
+  for (size_t k = 1; k < read_.size(); ++k) {
+    *stats += read_[k].stats;
+    snapshot->Add(read_[k].engine);
   }
 }
 
@@ -130,11 +138,11 @@ bool UdpLanes::StuckLane(uint64_t now_ns, uint64_t max_age_ns, size_t* lane,
 }
 
 std::vector<Dataplane::LaneFigures> UdpLanes::Lanes() const {
-  std::lock_guard<std::mutex> lock(published_mu_);
+  ReadPublished();
   std::vector<LaneFigures> out;
-  for (size_t k = 1; k < published_.size(); ++k) {
-    out.push_back({published_[k].stats, published_[k].engine.counters,
-                   static_cast<uint32_t>(published_[k].engine.jobs.size())});
+  for (size_t k = 1; k < read_.size(); ++k) {
+    out.push_back({read_[k].stats, read_[k].engine.counters,
+                   static_cast<uint32_t>(read_[k].engine.jobs.size())});
   }
   return out;
 }

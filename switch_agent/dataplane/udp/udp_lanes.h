@@ -74,6 +74,9 @@ class UdpLanes final : public Dataplane {
   std::vector<std::unique_ptr<UdpDataplane>> lanes_;
   mutable std::mutex published_mu_;
   std::vector<Published> published_;  // per lane; [0] unused
+  // The reading thread's last copy of published_ (ReadPublished).
+  void ReadPublished() const;
+  mutable std::vector<Published> read_;
   // When each lane last went round its loop (monotonic ns; [0] unused).
   std::unique_ptr<std::atomic<uint64_t>[]> turned_ns_;
 };

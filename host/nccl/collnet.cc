@@ -167,6 +167,28 @@ NcclResult CollListen(CommContext* context, int, void* handle, void** listen_com
   return kSuccess;
 }
 
+// Every rank of the new communicator adds 1 in `*joined`; OK once the sum
+// is `nranks` within `timeout_ms`. On failure the all-reduce may still run:
+// `*joined` must outlive the communicator.
+Status AgreeOnConnect(Communicator& comm, int nranks, uint32_t timeout_ms, int32_t* joined_out) {
+  int32_t& joined = *joined_out;
+  joined = 1;
+  Result<Buffer> b = comm.Register(&joined, sizeof(joined));
+  if (!b.ok()) return b.status();
+  Result<Request> r = comm.AllReduce(*b, *b, 1, DataType::kInt32, ReduceOp::kSum);
+  Status s = r.ok() ? r->WaitFor(std::chrono::milliseconds(timeout_ms)) : r.status();
+  if (s.code() == StatusCode::kTimedOut) {
+    s = Status(StatusCode::kTimedOut, "not every rank of the " + std::to_string(nranks) +
+                                          " joined within " + std::to_string(timeout_ms) +
+                                          " ms (a node whose connect failed?)");
+  } else if (s.ok() && joined != nranks) {
+    s = Status(StatusCode::kInternal,
+               std::to_string(joined) + " of " + std::to_string(nranks) + " ranks joined");
+  }
+  if (s.ok()) s = comm.Deregister(*b);
+  return s;
+}
+
 NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
                        void** coll_comm) {
   *coll_comm = nullptr;
@@ -193,7 +215,19 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
   // NCCL reduces inside the node itself and connects CollNet among one
   // head per node: the library's node level has nothing to add.
   config.options.node_level = "off";
+  int32_t joined = 0;  // declared first: destroyed after the communicator
   auto comm = Communicator::Create(config);
+  if (comm.ok()) {
+    // NCCL takes connect's outcome to be the same on every node (as
+    // SHARP's is) and goes on with collective set-up steps only where it
+    // succeeded: a node whose connect failed alone made the others' set-up
+    // wait for it. So every rank agrees first, with one all-reduce among
+    // them: a rank that could not join makes it time out at every other
+    // rank, whose connect then fails too.
+    const Status agreed =
+        AgreeOnConnect(*comm.value(), nranks, config.options.connect_timeout_ms, &joined);
+    if (!agreed.ok()) comm = agreed;  // destroys the communicator (ends the all-reduce)
+  }
   if (!comm.ok()) {
     TRIB_LOG(kWarn, kLog,
              "CollNet NOT IN USE: rank %d of %d could not join the aggregator at %s: %s. NCCL "

@@ -388,16 +388,17 @@ TEST_F(CollNetDriver, UnreachableAggregatorFailsConnectLoudly) {
 }
 
 // Rank 1 connects with a wrong key. Whichever rank JOINs first sets the
-// job's key, so which of the two is refused depends on timing; either way
-// exactly one connect fails with the reason logged. The accepted rank
-// waits for that verdict before it all-reduces (the job lives until it
-// leaves, so the refused rank cannot get in later); its all-reduce, which
-// can never complete, fails at the operation timeout instead of hanging.
-enum Outcome { kNone = 0, kConnectRefused = 1, kAllReduceFailed = 2 };
+// job's key, so which of the two is refused by the aggregator depends on
+// timing. NCCL takes a connect's outcome to be the same on every node (a
+// review of 2026-12-07 found a node whose connect failed alone made the
+// others' CollNet set-up wait for it): the accepted rank's connect waits
+// for every rank to join (one all-reduce) and fails too, at the connect
+// timeout, saying why. Both fail, each with its reason logged.
+enum Outcome { kNone = 0, kConnectRefused = 1 };
 
-TEST_F(CollNetDriver, WrongKeyFailsOneRankAndTheOtherTimesOut) {
+TEST_F(CollNetDriver, WrongKeyAtOneRankFailsEveryRanksConnect) {
   setenv("TRIBUTARY_OP_TIMEOUT_MS", "2000", 1);
-  setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "5000", 1);
+  setenv("TRIBUTARY_CONNECT_TIMEOUT_MS", "3000", 1);
   Exchange* x = x_;
   EXPECT_EQ(testing::RunRanks(2, 90,
                               [x](int rank) {
@@ -408,34 +409,15 @@ TEST_F(CollNetDriver, WrongKeyFailsOneRankAndTheOtherTimesOut) {
                                                        &connected)) {
                                   return rc;
                                 }
-                                if (connected != kSuccess) {
-                                  x->outcome[rank] = kConnectRefused;
-                                  Barrier(x, 3, 2);
-                                  return g_log.find("CollNet NOT IN USE") != std::string::npos
-                                             ? 0
-                                             : Fail(rank, "refused without a logged reason");
-                                }
-                                if (!Barrier(x, 3, 2)) return Fail(rank, "barrier 3");
-                                float v[4] = {1, 2, 3, 4};
-                                void* mh;
-                                coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh);
-                                void* request;
-                                int size;
-                                if (!Posted([&](void** q) {
-                                      return coll->iallreduce(comm, v, v, 4, kNcclFloat32,
-                                                              kNcclSum, mh, mh, q);
-                                    }, &request) ||
-                                    Wait(coll->test, request, &size, 30) != kSystemError) {
-                                  return Fail(rank, "all-reduce without the other rank did not fail");
-                                }
-                                x->outcome[rank] = kAllReduceFailed;
-                                return g_log.find("collective failed") != std::string::npos
+                                if (connected == kSuccess) return Fail(rank, "connect succeeded");
+                                x->outcome[rank] = kConnectRefused;
+                                return g_log.find("CollNet NOT IN USE") != std::string::npos
                                            ? 0
-                                           : Fail(rank, "no logged reason");
+                                           : Fail(rank, "refused without a logged reason");
                               }),
             "");
-  EXPECT_EQ(x->outcome[0] + x->outcome[1], kConnectRefused + kAllReduceFailed);
-  EXPECT_NE(x->outcome[0], x->outcome[1]);
+  EXPECT_EQ(x->outcome[0], kConnectRefused);
+  EXPECT_EQ(x->outcome[1], kConnectRefused);
 }
 
 // A rank that dies after connecting: the survivors' all-reduce fails at

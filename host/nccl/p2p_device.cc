@@ -35,6 +35,10 @@ Status Device::EnsureOpen() {
   size_t len = address_.size();
   int rc = fi_getname(&ep_->fid, address_.data(), &len);
   if (rc != 0) {
+    // Closed again: a half-open device would publish a garbage address at
+    // the next EnsureOpen, which would then return OK.
+    CloseRdm();
+    address_.clear();
     return Status(StatusCode::kUnavailable, "fi_getname: " + ofi::FiError(rc) +
                                                 (rc == -FI_ETOOSMALL ? " (address too long)" : ""));
   }

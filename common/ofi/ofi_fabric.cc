@@ -57,6 +57,15 @@ Result<fi_info*> GetInfo(const std::string& provider, const ProviderQuery& q) {
                                                 (service.empty() ? "" : ":" + service) +
                                                 "): " + FiError(rc));
   }
+  if (info->domain_attr == nullptr || info->domain_attr->cq_data_size < q.cq_data_bytes) {
+    const size_t has = info->domain_attr == nullptr ? 0 : info->domain_attr->cq_data_size;
+    Lib().freeinfo(info);
+    return Status(StatusCode::kUnavailable, provider + " carries " + std::to_string(has) +
+                                                " bytes of CQ data, and the "
+                                                "aggregator binding needs " +
+                                                std::to_string(q.cq_data_bytes) +
+                                                " (FORMAT.md §12)");
+  }
   return info;
 }
 

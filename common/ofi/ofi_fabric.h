@@ -56,6 +56,11 @@ struct ProviderQuery {
   // the NCCL plugin needs FI_ORDER_SAS, since NCCL gives every message
   // between two comms the same tag and matching must then be FIFO.
   uint64_t msg_order = 0;
+  // Bytes of remote CQ data the provider must carry (domain_attr
+  // cq_data_size): the aggregator binding packs a 64-bit hello flag and
+  // connection id, and a collective id into placed results' CQ data
+  // (FORMAT.md §12), which verbs;ofi_rxm and efa cut to 4 bytes. 0: none.
+  size_t cq_data_bytes = 0;
   std::string setting;  // how users name a provider, quoted in the WARN and errors
 };
 

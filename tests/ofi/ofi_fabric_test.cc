@@ -125,5 +125,25 @@ TEST(SelectProvider, CapabilityTheProviderLacksIsRefused) {
       << sel.status().message();
 }
 
+// Review of 2026-12-07: the aggregator binding packs 64-bit values into
+// CQ data, which verbs;ofi_rxm and efa cut to 4 bytes (placed results of
+// collectives from 32768 on then failed their check). A provider that
+// carries fewer bytes than the query needs is refused before open, naming
+// both counts; tcp;ofi_rxm carries the 8 the binding asks for.
+TEST(SelectProvider, TooLittleCqDataIsRefusedNamingIt) {
+  ProviderQuery q = Query("tcp;ofi_rxm");
+  q.cq_data_bytes = 8;
+  FakeOpen open{{"tcp;ofi_rxm"}, {}};
+  ASSERT_TRUE(SelectProvider(q, std::ref(open)).ok());
+  q.cq_data_bytes = 64;  // more than any provider
+  open.calls.clear();
+  auto sel = SelectProvider(q, std::ref(open));
+  ASSERT_FALSE(sel.ok());
+  EXPECT_TRUE(open.calls.empty());
+  EXPECT_NE(sel.status().message().find("bytes of CQ data, and the aggregator binding needs 64"),
+            std::string::npos)
+      << sel.status().message();
+}
+
 }  // namespace
 }  // namespace tributary::ofi

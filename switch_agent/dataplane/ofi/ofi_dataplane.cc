@@ -81,6 +81,7 @@ Status OfiDataplane::Init() {
   query.source = true;
   query.threading = FI_THREAD_DOMAIN;
   query.setting = "--ofi-provider or TRIBUTARY_OFI_PROVIDER";
+  query.cq_data_bytes = 8;  // FORMAT.md §12: 64-bit hello flags, connection and collective ids
   auto open = [this, &query](const std::string&, fi_info* info) {
     return OpenEndpoint(info, query.port);
   };
@@ -231,7 +232,10 @@ void OfiDataplane::HandleHello(const uint8_t* data, size_t len, uint64_t conn_id
     return;
   }
   engine::PeerToken token;
-  if (peers_.Find(conn_id, now_ns, &token)) return;  // a repeated hello (one before each JOIN)
+  // A repeated hello (one before each JOIN) changes nothing, and keeps the
+  // entry no longer alive: only authenticated packets do (below), or
+  // hellos for invented ids would hold a full table against every sweep.
+  if (peers_.Peek(conn_id, &token)) return;
   if (peers_.size() >= peers_.capacity() && now_ns >= next_full_sweep_ns_) {
     next_full_sweep_ns_ = now_ns + kFullSweepIntervalNs;
     SweepPeers(now_ns, kFullIdleNs);
@@ -380,7 +384,7 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
       continue;
     }
     engine::PeerToken token;
-    if (!peers_.Find(e[i].data, now_ns, &token)) {
+    if (!peers_.Peek(e[i].data, &token)) {
       if (PowerOfTwo(++unknown_sender_)) {
         TRIB_LOG(kWarn, kLog, "message from a connection that sent no hello (%llu times)",
                  static_cast<unsigned long long>(unknown_sender_));
@@ -411,6 +415,7 @@ int OfiDataplane::DrainReceive(uint64_t now_ns) {
     // flush-and-retry needs no flush here.
     bool joined = false;
     const engine::Action action = replies_.Process(engine_, view, token, now_ns, [] {}, &joined);
+    if (engine_->last_authentic() || joined) peers_.Touch(token, now_ns);
     KeepPlacement(view, token);
     const bool checksum = (h.flags & proto::kFlagChecksum) != 0;
     Queue(action, checksum);

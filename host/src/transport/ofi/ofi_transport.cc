@@ -58,6 +58,7 @@ Status OfiTransport::Open(const Options& options) {
   query.port = address.port;
   query.threading = FI_THREAD_SAFE;
   query.setting = "TRIBUTARY_OFI_PROVIDER";
+  query.cq_data_bytes = 8;  // FORMAT.md §12: 64-bit hello flags, connection and collective ids
   auto sel = ofi::SelectProvider(query, [this](const std::string&, fi_info* info) {
     return OpenRdm(info, kCqEntries, kCqEntries);
   });
@@ -187,16 +188,18 @@ void OfiTransport::ReapTx() {
     ssize_t n = fi_cq_read(tx_cq_, e, 64);
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      if (fi_cq_readerr(tx_cq_, &err, 0) == 1) {
-        if (err.op_context != nullptr) {
-          tx_free_.push_back(static_cast<int>(static_cast<TxContext*>(err.op_context) -
-                                              tx_ctx_.data()));
-        }
-        if (PowerOfTwo(++stats_.send_errors)) {
-          TRIB_LOG(kWarn, kLog, "send to the aggregator failed: %s (%llu times)",
-                   fi_cq_strerror(tx_cq_, err.prov_errno, err.err_data, nullptr, 0),
-                   static_cast<unsigned long long>(stats_.send_errors));
-        }
+      // Anything but the one error entry (a provider that cannot hand it
+      // over now) ends this pass: the next Send reads again, where looping
+      // on -FI_EAVAIL would spin for ever.
+      if (fi_cq_readerr(tx_cq_, &err, 0) != 1) return;
+      if (err.op_context != nullptr) {
+        tx_free_.push_back(
+            static_cast<int>(static_cast<TxContext*>(err.op_context) - tx_ctx_.data()));
+      }
+      if (PowerOfTwo(++stats_.send_errors)) {
+        TRIB_LOG(kWarn, kLog, "send to the aggregator failed: %s (%llu times)",
+                 fi_cq_strerror(tx_cq_, err.prov_errno, err.err_data, nullptr, 0),
+                 static_cast<unsigned long long>(stats_.send_errors));
       }
       continue;
     }

@@ -181,19 +181,29 @@ int64_t ProgressEngine::Poll() {
   DrainSubmissions(now);
   FillWindow(now);
   Flush();
-  const int n = transport_->Recv(rx_.data(), kRecvBatch);
-  // Before the packets are handled: a caller who reads Stats() once its
-  // request completed (in HandleEvent) must find their bytes counted.
-  if (n > 0) PublishTransportStats();
-  now = clock_();
-  for (int i = 0; i < n; ++i) HandleEvent(rx_[i], now);
+  // A full batch may leave more in the socket. After a stall (the process
+  // stopped, swapped out, a long page fault) the answers an operation at
+  // its deadline waits for can be among them: read on, a bounded number of
+  // batches, before deadlines are judged, and judge none that could still
+  // be met by what is left unread.
+  int events = 0;
+  int n = kRecvBatch;
+  for (int batch = 0; batch < kMaxRecvBatches && n == kRecvBatch; ++batch) {
+    n = transport_->Recv(rx_.data(), kRecvBatch);
+    // Before the packets are handled: a caller who reads Stats() once its
+    // request completed (in HandleEvent) must find their bytes counted.
+    if (n > 0) PublishTransportStats();
+    now = clock_();
+    for (int i = 0; i < n; ++i) HandleEvent(rx_[i], now);
+    events += n;
+  }
   FillWindow(now);
-  int64_t wait_us = CheckTimers(now);
+  int64_t wait_us = CheckTimers(now, /*drained=*/n < kRecvBatch);
   const int64_t stats_us = ServiceStatsWaiters(now);
   if (stats_us >= 0 && (wait_us < 0 || stats_us < wait_us)) wait_us = stats_us;
   Flush();
   PublishTransportStats();
-  last_events_ = n;
+  last_events_ = events;
   return wait_us;
 }
 

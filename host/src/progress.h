@@ -235,7 +235,10 @@ class ProgressEngine {
   int64_t ServiceStatsWaiters(uint64_t now);  // microseconds until the next resend/deadline
   // Hands every waiting straggler-report caller `result` (progress_stats.cc).
   void FinishStatsWaiters(const Result<StragglerReport>& result);
-  int64_t CheckTimers(uint64_t now);          // microseconds until the next deadline
+  // Microseconds until the next deadline. Not `drained` (the transport may
+  // hold more packets than Poll read): operations' deadlines wait for the
+  // next Poll, which comes at once.
+  int64_t CheckTimers(uint64_t now, bool drained);
   void Flush();
   void PublishTransportStats();
   void FinishOp(Operation* op, Status status);
@@ -368,6 +371,7 @@ class ProgressEngine {
   uint8_t probe_bytes_[kProbeCopies][proto::kHeaderSize + proto::kJoinSealedBodySize];
   uint32_t probe_bytes_next_ = 0;
   static constexpr int kRecvBatch = 64;
+  static constexpr int kMaxRecvBatches = 16;  // per Poll
   // How long a failure waits for the transport's outstanding sends before
   // it abandons them (Transport::Fence).
   static constexpr int64_t kFenceTimeoutUs = 1000000;

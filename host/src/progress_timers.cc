@@ -224,11 +224,15 @@ uint32_t ProgressEngine::WindowFrom(uint32_t i) const {
   return w > 1 ? static_cast<uint32_t>(w) : 0;
 }
 
-int64_t ProgressEngine::CheckTimers(uint64_t now) {
+int64_t ProgressEngine::CheckTimers(uint64_t now, bool drained) {
   if (aborted_) return -1;
   uint64_t next = UINT64_MAX;
   for (auto& op : ops_) {
     if (op->finished) continue;
+    if (now >= op->deadline_ns && !drained) {
+      next = now;
+      continue;
+    }
     if (now >= op->deadline_ns) {
       std::string what = DescribeIncomplete(*op, window_, now);
       if (unauthenticated_unknown_job_.load(std::memory_order_relaxed)) {

@@ -730,5 +730,35 @@ TEST_F(ProgressTest, AnswersAddressedToAnotherRankOfTheJobChangeNothing) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// After a stall (the process stopped past an operation's deadline) the
+// answers it waits for can sit in the socket behind other packets: they are
+// read before the deadline is judged, and while more than a Poll reads may
+// be waiting, no deadline is judged at all.
+TEST_F(ProgressTest, AnOperationPastItsDeadlineWhoseAnswersWaitUnreadIsNotTimedOut) {
+  auto req = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 4u);
+  // 1100 forgeries ahead of the answers: more than one Poll reads.
+  for (int i = 0; i < 1100; ++i) Answer(c[i % 4], proto::MsgType::kResult, kKey + 1);
+  for (const Sent& x : c) Answer(x);
+  now_ += 1500 * kMs;  // past the 1000 ms operation timeout
+  engine_->Poll();
+  tributary::Status s;
+  EXPECT_FALSE(Done(req, &s)) << s.ToString();
+  EXPECT_TRUE(engine_->Health().ok()) << engine_->Health().ToString();
+  engine_->Poll();
+  ASSERT_TRUE(Done(req, &s));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(engine_->Stats().packets_rejected, 1100u);
+  // With nothing left unread, the deadline holds.
+  auto late = Submit(16 * 4, ++collective_);
+  engine_->Poll();
+  now_ += 1500 * kMs;
+  engine_->Poll();
+  ASSERT_TRUE(Done(late, &s));
+  EXPECT_EQ(s.code(), StatusCode::kTimedOut) << s.ToString();
+}
+
 }  // namespace
 }  // namespace tributary::host

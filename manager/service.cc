@@ -52,6 +52,15 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(ToGrpcCode(s.code()), s.message());
 }
 
+// What GetJob and List say of a job: everything but its keys. A job's key
+// goes to whoever created it (CreateJob's reply) and its keys to the
+// daemons that hold the job (heartbeat replies); a monitor that lists jobs
+// needs neither, and with them it could forge any job's packets.
+void RedactKeys(v1::Job* job) {
+  job->clear_job_key();
+  for (v1::TreeNode& node : *job->mutable_tree()) node.clear_key();
+}
+
 }  // namespace
 
 // RPC, state-save and leadership counters for /metrics. Thread-safe.
@@ -256,21 +265,34 @@ class ManagerServer::Service final : public v1::Manager::Service {
   }
   grpc::Status GetJob(grpc::ServerContext* ctx, const v1::JobRef* request,
                       v1::Job* reply) override {
-    return Read("GetJob", ctx, [&] { return core_->GetJob(request->job_id(), reply); },
-                [&](const v1::ListReply& state) {
-                  for (const v1::Job& j : state.jobs()) {
-                    if (j.job_id() == request->job_id()) {
-                      *reply = j;
-                      return Status::Ok();
-                    }
-                  }
-                  return NotFound("no job " + std::to_string(request->job_id()));
-                });
+    grpc::Status s = Read(
+        "GetJob", ctx, [&] { return core_->GetJob(request->job_id(), reply); },
+        [&](const v1::ListReply& state) {
+          for (const v1::Job& j : state.jobs()) {
+            if (j.job_id() == request->job_id()) {
+              *reply = j;
+              return Status::Ok();
+            }
+          }
+          return NotFound("no job " + std::to_string(request->job_id()));
+        });
+    RedactKeys(reply);
+    return s;
   }
   grpc::Status List(grpc::ServerContext* ctx, const v1::ListRequest*,
                     v1::ListReply* reply) override {
-    return Read("List", ctx, [&] { core_->List(reply); return Status::Ok(); },
-                [&](const v1::ListReply& state) { *reply = state; return Status::Ok(); });
+    grpc::Status s = Read(
+        "List", ctx,
+        [&] {
+          core_->List(reply);
+          return Status::Ok();
+        },
+        [&](const v1::ListReply& state) {
+          *reply = state;
+          return Status::Ok();
+        });
+    for (v1::Job& job : *reply->mutable_jobs()) RedactKeys(&job);
+    return s;
   }
 
  private:

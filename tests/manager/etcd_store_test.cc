@@ -648,7 +648,9 @@ TEST_F(ReplicaTest, FollowerRedirectsWritesServesReadsAndTakesOver) {
     v1::Job read;
     grpc::ClientContext ctx;
     ASSERT_TRUE(sb->GetJob(&ctx, ref, &read).ok());
-    EXPECT_EQ(read.job_key(), job.job_key());
+    EXPECT_EQ(read.name(), job.name());
+    EXPECT_EQ(read.tree_size(), job.tree_size());
+    EXPECT_EQ(read.job_key(), 0u) << "reads never carry keys";
   }
 
   // A client that lists both replicas; the leader stops; the next call
@@ -673,9 +675,17 @@ TEST_F(ReplicaTest, FollowerRedirectsWritesServesReadsAndTakesOver) {
   ASSERT_TRUE(sb->List(&ctx, v1::ListRequest(), &list).ok());
   ASSERT_EQ(list.jobs_size(), 2);
   for (const v1::Job& j : list.jobs()) {
-    if (j.job_id() == job.job_id()) {
-      EXPECT_EQ(j.job_key(), job.job_key());
-    }
+    EXPECT_EQ(j.job_key(), 0u) << "reads never carry keys";
+  }
+  {
+    // The new leader holds the first job's key (read from etcd).
+    v1::JobHeartbeatRequest beat;
+    beat.set_job_id(job.job_id());
+    beat.set_job_key(job.job_key());
+    v1::JobHeartbeatReply reply;
+    grpc::ClientContext beat_ctx;
+    ASSERT_TRUE(sb->JobHeartbeat(&beat_ctx, beat, &reply).ok());
+    EXPECT_EQ(reply.state(), "running");
   }
   ASSERT_EQ(list.daemons_size(), 1);
   EXPECT_EQ(list.daemons(0).used_slots(), 128u) << "both jobs on the one daemon, 64 slots each";

@@ -73,6 +73,7 @@ class ServiceTest : public ::testing::Test {
     req.mutable_daemon()->set_position(pos);
     req.mutable_daemon()->set_capacity_slots(slots);
     req.mutable_daemon()->set_capacity_bytes(1ull << 30);
+    req.mutable_daemon()->set_uplink_keys(true);
     v1::RegisterReply reply;
     grpc::ClientContext ctx;
     const grpc::Status s = stub_->RegisterDaemon(&ctx, req, &reply);
@@ -256,16 +257,40 @@ TEST_F(ServiceTest, RestartRestoresJobsAndReservations) {
   v1::Job again;
   grpc::ClientContext ctx;
   ASSERT_TRUE(stub_->GetJob(&ctx, ref, &again).ok());
-  EXPECT_EQ(again.job_key(), job.job_key());
   EXPECT_EQ(again.tree_size(), job.tree_size());
   EXPECT_EQ(again.state(), "running");
+  EXPECT_EQ(JobState(job), "running") << "the key survived the restart";
   // Daemons' old sessions are unknown: they register again and get the job.
   EXPECT_TRUE(Beat("leaf0").reregister());
   ASSERT_TRUE(Register("leaf0", 256, &sessions_["leaf0"]).ok());
   const v1::HeartbeatReply reply = Beat("leaf0");
   ASSERT_EQ(reply.jobs_size(), 1);
   EXPECT_EQ(reply.jobs(0).job_id(), job.job_id());
+  EXPECT_EQ(reply.jobs(0).job_key(), job.job_key());
   EXPECT_EQ(reply.jobs(0).fan_in(), 2u);
+}
+
+// GetJob and List say everything of a job but its keys: those go to its
+// creator and to the daemons that hold it, never to a monitor.
+TEST_F(ServiceTest, ReadsNeverCarryAJobsKeys) {
+  RegisterAll(256);
+  v1::Job job;
+  ASSERT_TRUE(Create({"h0", "h5"}, 32, &job).ok());  // two leaves under a root
+  ASSERT_NE(job.job_key(), 0u);
+  bool tree_keyed = false;
+  for (const v1::TreeNode& t : job.tree()) tree_keyed |= t.key() != 0;
+  ASSERT_TRUE(tree_keyed) << "the root has a key of its own";
+  const v1::Job read = GetJob(job);
+  EXPECT_EQ(read.job_id(), job.job_id());
+  EXPECT_EQ(read.ranks_size(), 2);
+  EXPECT_EQ(read.job_key(), 0u);
+  ASSERT_EQ(read.tree_size(), job.tree_size());
+  for (const v1::TreeNode& t : read.tree()) EXPECT_EQ(t.key(), 0u) << t.daemon();
+  const v1::ListReply list = List();
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).job_key(), 0u);
+  for (const v1::TreeNode& t : list.jobs(0).tree()) EXPECT_EQ(t.key(), 0u) << t.daemon();
+  EXPECT_EQ(JobState(job), "running") << "the manager itself still holds the key";
 }
 
 TEST_F(ServiceTest, AChangeThatCannotBeSavedIsNotMade) {

@@ -31,6 +31,7 @@
 //   answers a second from the shared budget plus 100 per held job whose
 //   JOINs the spoofer can MAC or replay, each about the size of the JOIN
 //   that caused it (a 112-byte CHALLENGE for a JOIN of 104 or more).
+// - ARP (DPDK lanes): at most kArpRepliesPerSecond replies a second.
 // - MACs: an Action with the job's keys is sealed (proto/auth.h) before its
 //   checksum; payloads are covered except data payloads of a job that opted
 //   out (FORMAT.md §10.2).
@@ -85,6 +86,10 @@ class ReplyPolicy {
   static constexpr size_t kMaxHostBuckets = 65536;
   static constexpr size_t kMaxProvenJobs = 4096;
   static constexpr size_t kProvenHostSlots = 64;  // per job: 64 x 100/s > its 2000/s
+  // ARP replies of a DPDK lane (it answers for its own address): a host
+  // asks once a minute or so; a flood of requests is not answered frame
+  // for frame on the link the results share.
+  static constexpr double kArpRepliesPerSecond = 1000;
   struct HostBucket {
     double tokens;
     uint64_t refill_ns;
@@ -336,6 +341,15 @@ class ReplyPolicy {
   // now, in its host's budget and the daemon's; spends a token of each.
   bool AllowTransientReply(uint64_t now_ns) { return TransientBudget(now_ns, true); }
 
+  // True if an ARP reply may go out now (kArpRepliesPerSecond, as much
+  // burst); spends a token.
+  bool AllowArpReply(uint64_t now_ns) {
+    Refill& arp = Refilled(arp_replies_, kArpRepliesPerSecond, now_ns);
+    if (arp.tokens < 1.0) return false;
+    arp.tokens -= 1.0;
+    return true;
+  }
+
   // The same for an answer to a JOIN that proved the key of held job
   // `job_id` (Action::proven), in that job's budgets.
   bool AllowProvenReply(uint32_t job_id, uint64_t now_ns) {
@@ -407,6 +421,7 @@ class ReplyPolicy {
   proto::CookieSecret cookie_secret_;
   uint8_t challenge_body_[proto::kChallengeBodySize];
   Refill all_replies_;
+  Refill arp_replies_;
   std::vector<Refill> host_replies_ = std::vector<Refill>(kTransientHostSlots);
   // AllowProvenReply: each job's budget and its own table of host slots,
   // so that no job's answers, however many, spend another's.

@@ -15,13 +15,15 @@
 // dataplane); a job flooding a lane loses its own frames to the fair queue,
 // never another job's; reduce-scatter and all-gather answers reach the
 // right children; frames spoofed from a departed rank's address do not keep
-// its peer entry from the sweep.
+// its peer entry from the sweep; ARP requests are answered at a bounded
+// rate.
 #include <gtest/gtest.h>
 #include <rte_mempool.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -641,6 +643,52 @@ TEST(LaneStartup, MoreLanesThanLcoresIsAClearError) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("3 dpdk lanes need 3 EAL lcores, the EAL has 2"), std::string::npos)
       << s.ToString();
+}
+
+// ARP requests for the daemon's address are answered at most
+// kArpRepliesPerSecond a second (as much burst): a flood of them is not
+// answered frame for frame on the link the results share. The lane's clock
+// is the test's.
+TEST_F(LaneTest, ArpRequestsAreAnsweredAtABoundedRate) {
+  const auto arp_requests = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      rte_mbuf* m = rte_pktmbuf_alloc(port_.pool);
+      ASSERT_NE(m, nullptr);
+      uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+      const uint8_t mac[6] = {0x02, 0, 0, 0, 1, 1};
+      std::memset(f, 0, 60);  // padded to 60 bytes as on the wire
+      std::memset(f, 0xff, 6);
+      std::memcpy(f + 6, mac, 6);
+      f[12] = 0x08;
+      f[13] = 0x06;
+      uint8_t* a = f + agent::dpdk::kEthHeaderBytes;
+      a[1] = 1;     // Ethernet
+      a[2] = 0x08;  // IPv4
+      a[4] = 6;
+      a[5] = 4;
+      a[7] = 1;  // request
+      std::memcpy(a + 8, mac, 6);
+      std::memcpy(a + 14, &port_.rank_ip, 4);
+      std::memcpy(a + 24, &port_.daemon_ip, 4);
+      m->data_len = 60;
+      m->pkt_len = 60;
+      ASSERT_EQ(rte_ring_enqueue(port_.rx[0], m), 0);
+    }
+  };
+  constexpr double kRate = agent::ReplyPolicy::kArpRepliesPerSecond;
+  const uint64_t t0 = agent::MonotonicNowNs();
+  const unsigned pool_free = rte_mempool_avail_count(port_.pool);
+  ASSERT_NO_FATAL_FAILURE(arp_requests(static_cast<int>(kRate) + 500));
+  for (int i = 0; i < 200; ++i) dp_->lane(0).PollOnce(t0);
+  EXPECT_EQ(port_.Drain(0), static_cast<size_t>(kRate));
+  EXPECT_EQ(dp_->lane(0).dpdk_stats().arp_replies, static_cast<uint64_t>(kRate));
+  EXPECT_EQ(dp_->lane(0).dpdk_stats().arp_limited, 500u);
+  // Half a second later, half the rate again.
+  ASSERT_NO_FATAL_FAILURE(arp_requests(static_cast<int>(kRate)));
+  for (int i = 0; i < 200; ++i) dp_->lane(0).PollOnce(t0 + 500000000);
+  EXPECT_EQ(port_.Drain(0), static_cast<size_t>(kRate / 2));
+  EXPECT_EQ(dp_->lane(0).dpdk_stats().arp_limited, 500u + static_cast<uint64_t>(kRate / 2));
+  EXPECT_EQ(rte_mempool_avail_count(port_.pool), pool_free) << "mbufs leaked";
 }
 
 }  // namespace

@@ -274,11 +274,14 @@ std::string DpdkDataplane::FormatDpdkStats() const {
          std::to_string(t.frames[i]);
   }
   s += "; arp_replies=" + std::to_string(t.arp_replies) +
+       " arp_limited=" + std::to_string(t.arp_limited) +
        " rx_multi_segment=" + std::to_string(t.rx_multi_segment) +
        " tx_no_mbuf=" + std::to_string(t.tx_no_mbuf) +
-       " tx_too_big=" + std::to_string(t.tx_too_big) +
-       "; lanes=" + std::to_string(lanes_.size()) +
-       " steering=" + (lanes_.size() < 2 ? "none" : hardware_steering() ? "rte_flow" : "rings") +
+       " tx_too_big=" + std::to_string(t.tx_too_big) + "; lanes=" + std::to_string(lanes_.size()) +
+       " steering=" +
+       (lanes_.size() < 2     ? "none"
+        : hardware_steering() ? "rte_flow"
+                              : "rings") +
        " steered_out=" + std::to_string(t.steered_out) +
        " steered_in=" + std::to_string(t.steered_in) +
        " steer_drops=" + std::to_string(t.steer_drops);

@@ -200,6 +200,11 @@ uint32_t DpdkLane::Ingest(rte_mbuf* m, bool steered_in, uint64_t now_ns) {
     return 1;
   }
   if (verdict == FrameVerdict::kArpRequest) {
+    if (!replies_.AllowArpReply(now_ns)) {
+      ++dpdk_stats_.arp_limited;
+      Done(m);
+      return 1;
+    }
     const size_t len = MakeArpReply(frame, setup_.mac, setup_.ip_be);
     m->data_len = static_cast<uint16_t>(len);
     m->pkt_len = static_cast<uint32_t>(len);

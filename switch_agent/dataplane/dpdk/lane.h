@@ -68,6 +68,7 @@ namespace tributary::agent::dpdk {
 struct DpdkStats {
   uint64_t frames[kNumFrameVerdicts] = {};  // by FrameVerdict
   uint64_t arp_replies = 0;
+  uint64_t arp_limited = 0;       // ARP requests not answered: over the rate
   uint64_t rx_multi_segment = 0;  // frames larger than one mbuf (dropped)
   uint64_t tx_no_mbuf = 0;        // answers dropped: pool empty
   uint64_t tx_too_big = 0;        // answers dropped: frame larger than kMaxFrameBytes / MTU

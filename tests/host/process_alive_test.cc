@@ -2,15 +2,19 @@
 // The node level's handling of dead peers (node_segment.h): ProcessAlive
 // (a running process is alive; an exited one is not, also while it is a
 // zombie nobody reaped, when kill(pid, 0) still succeeds, and not after it
-// was reaped), and a segment whose creator died before the others attached
-// leaves no name behind in /dev/shm.
+// was reaped), a segment whose creator died before the others attached
+// leaves no name behind in /dev/shm, and one larger than /dev/shm has room
+// for is refused when it is created.
 #include <fcntl.h>
+#include <sched.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -88,6 +92,36 @@ TEST(NodeSegmentTest, ACreatorThatDiesLeavesNoNameBehind) {
     close(fd);
     shm_unlink(name.c_str());
   }
+}
+
+// A segment larger than /dev/shm has left is refused at once, naming
+// /dev/shm: sizing it alone (ftruncate) reserved nothing on tmpfs, and the
+// first write past the limit killed the rank with SIGBUS. In a private
+// mount namespace with a 1 MiB /dev/shm (root; skipped without).
+TEST(NodeSegmentTest, ASegmentLargerThanDevShmIsRefusedNamingIt) {
+  const std::string name = "/tributary-test-full-" + std::to_string(getpid());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
+      _exit(77);
+    }
+    // 4 rounds x 3 slots of 128 KiB and the header: over 1.5 MiB.
+    auto seg = NodeSegment::Attach(name, 0, 2, 128 * 1024, 2000);
+    if (seg.ok()) _exit(2);
+    const std::string m = seg.status().message();
+    fprintf(stderr, "%s\n", seg.status().ToString().c_str());
+    _exit(seg.status().code() == StatusCode::kResourceExhausted &&
+                  m.find("/dev/shm") != std::string::npos
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "needs root (a mount namespace)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: attached; 1: another error (stderr above)";
 }
 
 }  // namespace

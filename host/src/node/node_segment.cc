@@ -97,9 +97,20 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
   if (creator) {
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) return SysError("node level: cannot create shared memory " + name);
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      Status s = SysError("node level: cannot size shared memory " + name + " to " +
-                          std::to_string(bytes) + " bytes (is /dev/shm large enough?)");
+    // Reserved, not only sized: ftruncate on tmpfs reserves nothing, and a
+    // segment larger than what /dev/shm has left would map, then kill a
+    // rank with SIGBUS at the first write past the limit. The size is set
+    // once every page is there, so the other ranks wait for it as before.
+    int rc;
+    do {
+      rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    } while (rc == EINTR);
+    if (rc != 0) {
+      Status s(StatusCode::kResourceExhausted,
+               "node level: cannot reserve " + std::to_string(bytes) + " bytes of shared memory " +
+                   name + ": " + strerror(rc) +
+                   " (is /dev/shm large enough? a container's --shm-size; or use a smaller "
+                   "node_chunk_bytes, or node_level off)");
       close(fd);
       shm_unlink(name.c_str());
       return s;

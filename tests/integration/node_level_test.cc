@@ -394,5 +394,69 @@ TEST_F(NodeLevel, DestroyWhileAStripeWaitsOnTheNetworkReturns) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
+// The local ranks of a host call all-reduces that differ in count, type or
+// operation (or one calls an empty one): every rank's call fails, naming
+// both, and the communicator stays in step for the next. Before, the node
+// level paired the slots anyway: rank 0 got OK with elements nobody wrote.
+TEST_F(NodeLevel, LocalRanksThatDisagreeOnTheOperationAreRefusedAlike) {
+  const Layout l{1, 2};
+  const uint32_t job = NextJobId();
+  const std::string failures = RunRanks(2, 120, [&](int rank) {
+    CommConfig c = NodeConfig(daemon_, job, rank, l);
+    c.options.op_timeout_ms = 10000;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    std::vector<float> send(5000, 1.0f), recv(5000);
+    if (!comm.value()->Register(send.data(), send.size() * 4).ok() ||
+        !comm.value()->Register(recv.data(), recv.size() * 4).ok()) {
+      return Fail(rank, "register");
+    }
+    struct Call {
+      size_t count;
+      DataType dtype;
+      ReduceOp op;
+    };
+    // Rank 0's call, rank 1's call, and whether they must succeed.
+    const struct {
+      Call calls[2];
+      bool ok;
+    } cases[] = {
+        {{{10, DataType::kFloat32, ReduceOp::kSum}, {5000, DataType::kFloat32, ReduceOp::kSum}},
+         false},
+        {{{1000, DataType::kFloat32, ReduceOp::kSum}, {1000, DataType::kInt32, ReduceOp::kSum}},
+         false},
+        {{{1000, DataType::kFloat32, ReduceOp::kSum}, {1000, DataType::kFloat32, ReduceOp::kMax}},
+         false},
+        {{{100, DataType::kFloat32, ReduceOp::kSum}, {0, DataType::kFloat32, ReduceOp::kSum}},
+         false},
+        {{{0, DataType::kFloat32, ReduceOp::kSum}, {0, DataType::kFloat32, ReduceOp::kSum}}, true},
+        {{{3000, DataType::kFloat32, ReduceOp::kSum}, {3000, DataType::kFloat32, ReduceOp::kSum}},
+         true},
+    };
+    int i = 0;
+    for (const auto& k : cases) {
+      const Call& call = k.calls[rank];
+      std::fill(recv.begin(), recv.end(), -1.0f);
+      auto req = comm.value()->AllReduce(send.data(), recv.data(), call.count, call.dtype, call.op);
+      if (!req.ok())
+        return Fail(rank, "case " + std::to_string(i) + ": submit: " + req.status().ToString());
+      const Status s = req.value().Wait();
+      if (k.ok) {
+        if (!s.ok()) return Fail(rank, "case " + std::to_string(i) + ": " + s.ToString());
+        for (size_t e = 0; e < call.count; ++e) {
+          if (recv[e] != 2.0f) return Fail(rank, "case " + std::to_string(i) + ": wrong result");
+        }
+      } else if (s.code() != StatusCode::kFailedPrecondition ||
+                 s.message().find("same count, type and operation") == std::string::npos) {
+        return Fail(rank,
+                    "case " + std::to_string(i) + ": expected a refusal, got " + s.ToString());
+      }
+      ++i;
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
 }  // namespace
 }  // namespace tributary

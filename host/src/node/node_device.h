@@ -51,6 +51,9 @@ struct NodeOffer {
   uint64_t send = 0, recv = 0;                // this process's addresses
   uint64_t send_offset = 0, recv_offset = 0;  // within the allocations below
   CudaIpcHandle send_handle{}, recv_handle{};
+  // The operation as this rank called it: every local rank must agree.
+  uint64_t count = 0;
+  uint32_t dtype = 0, op = 0;
 };
 static_assert(sizeof(NodeOffer) <= 256, "a NodeOffer fits a segment mailbox");
 

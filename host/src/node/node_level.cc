@@ -190,6 +190,24 @@ Status NodeLevel::CheckOffers(const NodeOffer& mine, std::vector<NodeOffer>* off
                         std::to_string(mine.round) + " (the local ranks are out of step)");
     }
   }
+  // The same operation on every local rank: nothing else notices a
+  // difference on one host (no stripe job), and the slots would pair one
+  // rank's elements with another's of another type or operation. Judged
+  // against local rank 0's offer, so every rank refuses with the same words.
+  const NodeOffer& first = (*offers)[0];
+  for (uint32_t r = 1; r < n_local; ++r) {
+    const NodeOffer& o = (*offers)[r];
+    if (o.count != first.count || o.dtype != first.dtype || o.op != first.op) {
+      auto what = [](const NodeOffer& x) {
+        return std::to_string(x.count) + " x " + DataTypeName(static_cast<DataType>(x.dtype)) +
+               " " + ReduceOpName(static_cast<ReduceOp>(x.op));
+      };
+      return Status(StatusCode::kFailedPrecondition,
+                    "node level: local rank 0 called an all-reduce of " + what(first) +
+                        " and local rank " + std::to_string(r) + " of " + what(o) +
+                        "; every rank must pass the same count, type and operation");
+    }
+  }
   // The peer path needs every rank on it; host and staged mix.
   for (uint32_t r = 0; r < n_local; ++r) {
     const NodeOffer& o = (*offers)[r];
@@ -267,7 +285,6 @@ Status NodeLevel::PeerGather(const NodeOp& op, const std::vector<uint8_t*>& peer
 
 Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
   *fatal = true;
-  if (op.count == 0) return Status::Ok();
   const auto dtype = static_cast<proto::DataType>(op.dtype);
   const reduce::Kernel* kernel = reduce::FindKernel(dtype, static_cast<proto::ReduceOp>(op.op));
   if (kernel == nullptr) {
@@ -291,7 +308,10 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
 
   // This rank's offer (node_device.h), published with the first round.
   NodeOffer offer;
-  if (op.cuda != nullptr) {
+  // An empty operation still takes a round: it is checked against the
+  // other ranks' (one rank's empty call must not pair its next one with
+  // their current one), with no data.
+  if (op.cuda != nullptr && op.count > 0) {
     if (!device_) device_ = std::make_unique<NodeDevice>(op.cuda);
     Status s = device_->Prepare(op.send, op.recv, op.send_on_device, op.recv_on_device, n_local,
                                 &offer);
@@ -305,6 +325,9 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
     offer.mode = NodeOffer::kHost;
   }
   offer.round = mark(base);
+  offer.count = op.count;
+  offer.dtype = static_cast<uint32_t>(op.dtype);
+  offer.op = static_cast<uint32_t>(op.op);
   const bool peer = offer.mode == NodeOffer::kPeer;
   // Rounds bound what passes through the segment's slots and pipeline the
   // network. The peer path on one host uses neither: one round, so one
@@ -312,12 +335,13 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
   // offer does not match counts differently, but every rank stops after
   // the first round then.)
   const size_t round_elems = peer && !stripe_ ? op.count : per_stripe * n_local;
-  const uint64_t rounds = (op.count + round_elems - 1) / round_elems;
+  const uint64_t rounds = std::max<uint64_t>(1, (op.count + round_elems - 1) / round_elems);
   std::vector<NodeOffer> offers;
   std::vector<uint8_t*> peer_send(n_local), peer_recv(n_local);
   // Input into a slot, results out of one: CUDA copies for device buffers
   // (waited for: the slot is shared), memcpy for host ones.
   auto copy = [&](uint8_t* dst, const uint8_t* src, size_t bytes, bool on_device) -> Status {
+    if (bytes == 0) return Status::Ok();
     if (!on_device) {
       std::memcpy(dst, src, bytes);
       return Status::Ok();

@@ -238,8 +238,9 @@ DecodeError Decode(const void* data, size_t len, PacketView* out) {
   if (raw_type == 0 || raw_type > kMaxMsgType) return DecodeError::kBadType;
   const uint16_t flags = LoadBe16(p + kOffFlags);
   if (flags & ~kFlagsDefined) return DecodeError::kBadFlags;
-
   const auto type = static_cast<MsgType>(raw_type);
+  if ((flags & kFlagGap) && type != MsgType::kStatus) return DecodeError::kBadFlags;
+
   const uint8_t* payload = p + header_len;
   const size_t payload_len = len - header_len;
   if (DecodeError e = CheckBody(p, type, payload, payload_len); e != DecodeError::kOk) return e;

@@ -74,7 +74,7 @@ enum class DecodeError : uint8_t {
   kOk = 0,
   kTooShort,          // fewer bytes than the fixed header
   kBadMagic,          // magic is not "TRIB"
-  kBadVersion,        // version other than 1
+  kBadVersion,        // version other than kVersion
   kBadHeaderLength,   // header_words < 8 or header longer than the packet
   kBadType,           // message type not defined
   kBadFlags,          // reserved flag bits set

@@ -55,7 +55,7 @@ enum class MsgType : uint8_t {
 };
 inline constexpr uint8_t kMaxMsgType = 11;
 
-// FORMAT.md §2.2: flags. Bits not defined here must be zero in v1.
+// FORMAT.md §2.2: flags. Bits not defined here must be zero.
 inline constexpr uint16_t kFlagRetransmit = 1u << 0;  // sender has sent this before
 inline constexpr uint16_t kFlagChecksum = 1u << 1;    // checksum field holds CRC32C
 inline constexpr uint16_t kFlagLastFragment = 1u << 2; // last fragment of its collective

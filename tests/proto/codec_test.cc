@@ -448,8 +448,13 @@ TEST(DecodeErrors, GapReportsAreHeaderOnlyStatuses) {
   status.flags = kFlagGap | kFlagWindow;
   status.aux = 1;
   EXPECT_EQ(DecodeBytes(EncodeToVector(status, Bytes(8))), DecodeError::kBadFlags);
-  EXPECT_EQ(DecodeBytes(ValidPacket(MsgType::kContribution, kFlagGap)), DecodeError::kBadFlags);
-  EXPECT_EQ(DecodeBytes(ValidPacket(MsgType::kResult, kFlagGap)), DecodeError::kBadFlags);
+  for (uint8_t t = 1; t <= kMaxMsgType; ++t) {
+    const auto type = static_cast<MsgType>(t);
+    if (type == MsgType::kStatus) continue;
+    EXPECT_EQ(DecodeBytes(ValidPacket(type)), DecodeError::kOk) << MsgTypeName(type);
+    EXPECT_EQ(DecodeBytes(ValidPacket(type, kFlagGap)), DecodeError::kBadFlags)
+        << MsgTypeName(type);
+  }
 }
 
 // FORMAT.md §3.3.3, §11: a RESULT may carry the two STATUS bits that say

@@ -99,15 +99,15 @@ struct TRIB_API Options {
   // Window: slots (fragments in flight) per rank, also the job's slot pool
   // on the aggregator, or 0 = auto: 2 MiB in flight (2 MiB / payload_bytes,
   // clamped to [16, 128]). More hides more latency and costs aggregator
-  // memory (2 x slots x 3 x payload_bytes per job) and socket buffer space.
+  // memory (2 x slots x 4 x payload_bytes per job) and socket buffer space.
   uint32_t window = 0;
 
   // Aggregator lanes each all-reduce is striped over, 1-64. Lane k is the
   // aggregator's port + k: `tributaryd --dataplane dpdk --dpdk-lanes N`
   // serves N consecutive ports, one lcore each, so one job can use them
   // all. Each all-reduce is cut into `lanes` contiguous parts (whole
-  // packets), part k aggregated at lane k as its own job (same id and key,
-  // its own window). Every rank of a job must use the same value. 1 = one
+  // packets), part k aggregated at lane k as its own job (the same id; a
+  // key derived from the job's for k >= 1; its own window). Every rank of a job must use the same value. 1 = one
   // port. udp transport only.
   uint32_t lanes = 1;
 

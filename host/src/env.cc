@@ -662,11 +662,30 @@ Status Options::Validate() const {
   }
   if (connect_timeout_ms == 0) return bad("connect_timeout_ms must be > 0");
   if (op_timeout_ms == 0) return bad("op_timeout_ms must be > 0: every Wait is bounded");
-  if (rto_min_us == 0 || rto_min_us > rto_max_us || rto_initial_us < rto_min_us ||
+  if (rto_min_us < 10 || rto_min_us > rto_max_us || rto_initial_us < rto_min_us ||
       rto_initial_us > rto_max_us) {
-    return bad("retransmission timeouts must satisfy 0 < rto_min_us <= rto_initial_us <= "
-               "rto_max_us (got " + std::to_string(rto_min_us) + ", " +
-               std::to_string(rto_initial_us) + ", " + std::to_string(rto_max_us) + ")");
+    return bad(
+        "retransmission timeouts must satisfy 10 <= rto_min_us <= rto_initial_us <= "
+        "rto_max_us (got " +
+        std::to_string(rto_min_us) + ", " + std::to_string(rto_initial_us) + ", " +
+        std::to_string(rto_max_us) + ")");
+  }
+  // The ranges TRIBUTARY_* enforces (env.cc's table), for options set in code.
+  const struct {
+    const char* name;
+    uint32_t value, lo, hi;
+  } ranges[] = {
+      {"congestion_target_us", congestion_target_us, 0, 10000000},
+      {"spin_us", spin_us, 0, 1000000},
+      {"inline_progress_bytes", inline_progress_bytes, 0, 1u << 30},
+      {"redundant_max_bytes", redundant_max_bytes, 0, 1u << 16},
+      {"socket_buffer_bytes", socket_buffer_bytes, 65536, 1u << 30},
+  };
+  for (const auto& r : ranges) {
+    if (r.value < r.lo || r.value > r.hi) {
+      return bad(std::string(r.name) + "=" + std::to_string(r.value) + " must be in [" +
+                 std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]");
+    }
   }
   if (Result<net::HostPort> address = host::ParseAggregatorAddress(aggregator); !address.ok()) {
     return bad("aggregator=" + address.status().message() +

@@ -191,6 +191,28 @@ TEST(EnvTest, AggregatorAcceptsHostPortAndTheVerbsQpnForm) {
       << s.message();
 }
 
+// Options set in code are held to the ranges TRIBUTARY_* enforces.
+TEST(EnvTest, CodeSetOptionsOutsideTheirRangesAreRefusedNamingThem) {
+  const std::pair<const char*, void (*)(Options*)> cases[] = {
+      {"congestion_target_us=10000001", [](Options* o) { o->congestion_target_us = 10000001; }},
+      {"spin_us=1000001", [](Options* o) { o->spin_us = 1000001; }},
+      {"inline_progress_bytes=1073741825",
+       [](Options* o) { o->inline_progress_bytes = (1u << 30) + 1; }},
+      {"redundant_max_bytes=1048576", [](Options* o) { o->redundant_max_bytes = 1u << 20; }},
+      {"socket_buffer_bytes=4096", [](Options* o) { o->socket_buffer_bytes = 4096; }},
+      {"socket_buffer_bytes=4294967295", [](Options* o) { o->socket_buffer_bytes = UINT32_MAX; }},
+      {"10 <= rto_min_us", [](Options* o) { o->rto_min_us = 5; }},
+  };
+  for (const auto& [what, set] : cases) {
+    Options o;
+    EXPECT_TRUE(o.Validate().ok());
+    set(&o);
+    const Status s = o.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  }
+}
+
 TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
   const std::pair<const char*, const char*> bad[] = {
       {"TRIBUTARY_PAYLOAD_BYTES", "100"},      // not a multiple of 64 (Validate)

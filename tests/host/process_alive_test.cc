@@ -3,8 +3,10 @@
 // (a running process is alive; an exited one is not, also while it is a
 // zombie nobody reaped, when kill(pid, 0) still succeeds, and not after it
 // was reaped), a segment whose creator died before the others attached
-// leaves no name behind in /dev/shm, and one larger than /dev/shm has room
-// for is refused when it is created.
+// leaves no name behind in /dev/shm, one larger than /dev/shm has room
+// for is refused when it is created, an attach that times out names the
+// local ranks that never came, and one rank whose layout differs fails the
+// others at once with its reason.
 #include <fcntl.h>
 #include <sched.h>
 #include <gtest/gtest.h>
@@ -122,6 +124,60 @@ TEST(NodeSegmentTest, ASegmentLargerThanDevShmIsRefusedNamingIt) {
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "needs root (a mount namespace)";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "2: attached; 1: another error (stderr above)";
+}
+
+// Attach fails naming the local ranks that never came, fast when one
+// cannot attach (its layout differs: it says why in the header), and a
+// name local rank 0 created but never sized does not outlive the wait.
+TEST(NodeSegmentTest, AttachNamesTheMissingRanks) {
+  const std::string name = "/tributary-test-missing-" + std::to_string(getpid());
+  Status s0, s1;
+  std::thread a([&] { s0 = NodeSegment::Attach(name, 0, 3, 4096, 500).status(); });
+  std::thread b([&] { s1 = NodeSegment::Attach(name, 1, 3, 4096, 500).status(); });
+  a.join();
+  b.join();
+  // The first to time out aborts the segment with its reason; the other
+  // may read that before its own deadline.
+  for (const Status& s : {s0, s1}) {
+    EXPECT_TRUE(s.code() == StatusCode::kTimedOut || s.code() == StatusCode::kAborted)
+        << s.ToString();
+    EXPECT_NE(s.message().find("missing: local rank 2"), std::string::npos) << s.ToString();
+  }
+}
+
+TEST(NodeSegmentTest, ARankWhoseLayoutDiffersFailsTheOthersAtOnceSayingWhy) {
+  const std::string name = "/tributary-test-layout-" + std::to_string(getpid());
+  // 2 ranks of 8192-byte rounds and 3 of 6144 take the same bytes: the
+  // segment opens, its header says the layout differs.
+  Status s0;
+  std::thread a([&] { s0 = NodeSegment::Attach(name, 0, 2, 8192, 20000).status(); });
+  Status s1;
+  for (int i = 0; i < 1000; ++i) {  // until rank 0 created it (bounded: 10 s)
+    s1 = NodeSegment::Attach(name, 1, 3, 6144, 20000).status();
+    if (s1.code() != StatusCode::kTimedOut) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  a.join();
+  EXPECT_EQ(s1.code(), StatusCode::kFailedPrecondition) << s1.ToString();
+  EXPECT_EQ(s0.code(), StatusCode::kAborted) << s0.ToString();
+  EXPECT_NE(s0.message().find("local rank 1: node level: shared memory"), std::string::npos)
+      << s0.ToString();
+  EXPECT_NE(s0.message().find("is for 2 ranks"), std::string::npos) << s0.ToString();
+}
+
+TEST(NodeSegmentTest, ANameCreatedButNeverSizedIsRemovedAtTheTimeout) {
+  const std::string name = "/tributary-test-unsized-" + std::to_string(getpid());
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const Status s = NodeSegment::Attach(name, 1, 2, 4096, 300).status();
+  EXPECT_EQ(s.code(), StatusCode::kTimedOut) << s.ToString();
+  const int again = shm_open(name.c_str(), O_RDWR, 0);
+  EXPECT_LT(again, 0) << "the unsized name outlived the wait";
+  if (again >= 0) {
+    close(again);
+    shm_unlink(name.c_str());
+  }
 }
 
 }  // namespace

@@ -117,6 +117,7 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
     }
   } else {
     // The creator may not have made it yet, or not sized it yet.
+    bool seen_unsized = false;
     while (true) {
       fd = shm_open(name.c_str(), O_RDWR, 0);
       if (fd >= 0) {
@@ -128,15 +129,18 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
         fd = -1;
         if (size != 0) {  // 0: not sized yet
           return Status(StatusCode::kFailedPrecondition,
-                        "node level: shared memory " + name + " has " +
-                            std::to_string(st.st_size) + " bytes, this rank expects " +
-                            std::to_string(bytes) +
-                            " (do all ranks of the host use the same node_chunk_bytes?)");
+                        "node level: shared memory " + name + " has " + std::to_string(st.st_size) +
+                            " bytes, this rank expects " + std::to_string(bytes) +
+                            " (local ranks of one host with different libtributary versions?)");
         }
+        seen_unsized = true;
       } else if (errno != ENOENT) {
         return SysError("node level: cannot open shared memory " + name);
       }
       if (NodeNowMs() >= deadline) {
+        // Created and never sized: local rank 0 died (or gave up) on the
+        // way; the name must not outlive it.
+        if (seen_unsized) shm_unlink(name.c_str());
         return Status(StatusCode::kTimedOut,
                       "node level: local rank 0 did not create shared memory " + name + " within " +
                           std::to_string(timeout_ms) + " ms");
@@ -173,15 +177,18 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
       usleep(1000);
     }
     if (h->version != kVersion || h->local_size != local_size || h->round_bytes != round_bytes) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "node level: shared memory " + name + " is for " +
-                        std::to_string(h->local_size) + " ranks and rounds of " +
-                        std::to_string(h->round_bytes) + " bytes (version " +
-                        std::to_string(h->version) + "), this rank expects " +
-                        std::to_string(local_size) + " and " + std::to_string(round_bytes));
+      Status s(StatusCode::kFailedPrecondition,
+               "node level: shared memory " + name + " is for " + std::to_string(h->local_size) +
+                   " ranks and rounds of " + std::to_string(h->round_bytes) + " bytes (version " +
+                   std::to_string(h->version) + "), this rank expects " +
+                   std::to_string(local_size) + " and " + std::to_string(round_bytes));
+      // The others stop waiting for this rank now, with the reason (the
+      // same layout: only the version check says the header is ours).
+      if (h->version == kVersion) seg->Abort(s.message());
+      return s;
     }
   }
-  h->pids[local_rank] = static_cast<int32_t>(getpid());
+  __atomic_store_n(&h->pids[local_rank], static_cast<int32_t>(getpid()), __ATOMIC_RELAXED);
   h->pid_ns[local_rank] = PidNamespace();
   h->attached.fetch_add(1, std::memory_order_acq_rel);
   FutexWake(&h->attached);
@@ -189,11 +196,22 @@ Result<std::unique_ptr<NodeSegment>> NodeSegment::Attach(const std::string& name
   while (true) {
     const uint32_t n = h->attached.load(std::memory_order_acquire);
     if (n >= local_size) break;
+    // A local rank that could not attach (its layout differs) says so.
+    if (Status failed = seg->Failure(); !failed.ok()) {
+      shm_unlink(name.c_str());
+      return failed;
+    }
     if (NodeNowMs() >= deadline) {
-      all = Status(StatusCode::kTimedOut,
-                   "node level: " + std::to_string(n) + " of " + std::to_string(local_size) +
-                       " local ranks attached to " + name + " within " +
-                       std::to_string(timeout_ms) + " ms");
+      std::string missing;
+      for (uint32_t r = 0; r < local_size; ++r) {
+        if (__atomic_load_n(&h->pids[r], __ATOMIC_RELAXED) != 0) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      all =
+          Status(StatusCode::kTimedOut,
+                 "node level: " + std::to_string(n) + " of " + std::to_string(local_size) +
+                     " local ranks attached to " + name + " within " + std::to_string(timeout_ms) +
+                     " ms" + (missing.empty() ? "" : "; missing: local rank " + missing));
       break;
     }
     FutexWait(&h->attached, n, 20);
@@ -244,7 +262,7 @@ void NodeSegment::Publish(Counter c, uint32_t value) {
 }
 
 Status NodeSegment::CheckPeer(uint32_t r, const char* what) const {
-  const int32_t pid = header_->pids[r];
+  const int32_t pid = __atomic_load_n(&header_->pids[r], __ATOMIC_RELAXED);
   if (header_->detached[r].load(std::memory_order_acquire) != 0) {
     return Status(StatusCode::kUnavailable,
                   "node level: local rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
@@ -314,8 +332,9 @@ Status NodeSegment::WaitAll(Counter c, uint32_t value, uint64_t deadline_ms, con
       if (now >= deadline_ms) {
         Status s(StatusCode::kTimedOut,
                  "node level: local rank " + std::to_string(r) + " (pid " +
-                     std::to_string(header_->pids[r]) + ") did not get to round " +
-                     std::to_string(value) + " of " + what + " in time (op_timeout_ms)");
+                     std::to_string(__atomic_load_n(&header_->pids[r], __ATOMIC_RELAXED)) +
+                     ") did not get to round " + std::to_string(value) + " of " + what +
+                     " in time (op_timeout_ms)");
         Abort(s.message());
         return s;
       }

@@ -458,5 +458,41 @@ TEST_F(NodeLevel, LocalRanksThatDisagreeOnTheOperationAreRefusedAlike) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
+// Host 1's ranks never all-reduce: host 0's ranks time out with the
+// stripe's own verdict, which names the host the aggregator waits for (a
+// stripe's rank is a host), not an anonymous "did not complete in time".
+// Local rank 1 comes a second late, so that rank 0's stripe starts a second
+// after its node operation: the node's deadline passes first, and the
+// stripe's verdict is awaited beyond it.
+TEST_F(NodeLevel, ATimeoutOnTheNetworkNamesTheMissingHost) {
+  const Layout l{2, 2};
+  const uint32_t job = NextJobId();
+  const std::string failures = RunRanks(4, 120, [&](int rank) {
+    CommConfig c = NodeConfig(daemon_, job, rank, l);
+    c.options.op_timeout_ms = 3000;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    if (rank >= 2) {  // host 1: alive, silent
+      sleep(10);
+      return 0;
+    }
+    std::vector<float> data(50000, 1.0f);
+    if (!comm.value()->Register(data.data(), data.size() * 4).ok()) return Fail(rank, "register");
+    if (rank == 1) sleep(1);
+    auto req = comm.value()->AllReduce(data.data(), data.data(), data.size(), DataType::kFloat32,
+                                       ReduceOp::kSum);
+    if (!req.ok()) return Fail(rank, "submit: " + req.status().ToString());
+    const Status s = req.value().Wait();
+    if (s.ok()) return Fail(rank, "all-reduce completed without host 1");
+    if (rank == 1) return 0;  // its node operation and stripe start together: either verdict
+    if (s.message().find("waits for 1 rank(s): 1") == std::string::npos ||
+        s.message().find("rank k is host k") == std::string::npos) {
+      return Fail(rank, "the timeout does not name host 1: " + s.ToString());
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
 }  // namespace
 }  // namespace tributary

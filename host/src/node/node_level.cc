@@ -155,13 +155,16 @@ void NodeLevel::Run() {
 
 // The stripe's all-reduce, waited for in slices: a communicator being
 // destroyed, or a local peer's abort, ends the wait at once rather than at
-// the operation's deadline.
+// the operation's deadline. Past the node operation's deadline the stripe's
+// own verdict is awaited a while longer: its timeout, counted from its
+// first send (a little later), names the hosts the aggregator waits for.
 Status NodeLevel::WaitNetwork(const Request& request, uint64_t deadline) {
+  const uint64_t give_up = deadline + op_timeout_ms_;
   while (true) {
     Status s;
     if (request.Test(&s)) return s;
     const uint64_t now = host::NodeNowMs();
-    if (now >= deadline) {
+    if (now >= give_up) {
       return Status(StatusCode::kTimedOut, "the stripe's all-reduce did not complete in time "
                                            "(op_timeout_ms)");
     }
@@ -171,7 +174,7 @@ Status NodeLevel::WaitNetwork(const Request& request, uint64_t deadline) {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return Status(StatusCode::kAborted, "communicator destroyed");
     }
-    request.WaitFor(std::chrono::milliseconds(std::min<uint64_t>(deadline - now, 50)));
+    request.WaitFor(std::chrono::milliseconds(std::min<uint64_t>(give_up - now, 50)));
   }
 }
 
@@ -444,7 +447,9 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
     if (d.network.valid()) {
       Status s = WaitNetwork(d.network, deadline);
       if (!s.ok()) {
-        return Status(s.code(), "node level: stripe " + std::to_string(me) + " on the network: " +
+        return Status(s.code(), "node level: stripe " + std::to_string(me) +
+                                    " on the network (its rank k is host k, the hosts in order "
+                                    "of their lowest global rank): " +
                                     s.message());
       }
       if (op.op == ReduceOp::kAvg) {

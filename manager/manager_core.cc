@@ -418,6 +418,18 @@ void ManagerCore::Expire(int64_t now_ms) {
     const std::set<uint32_t> held = d.jobs;
     for (uint32_t id : held) FailJob(&jobs_.at(id), "daemon " + name + " down");
   }
+  const int64_t forget_ms = int64_t{options_.forget_daemon_after_s} * 1000;
+  for (auto it = daemons_.begin(); forget_ms > 0 && it != daemons_.end();) {
+    const Daemon& d = it->second;
+    if (d.up || !d.jobs.empty() || now_ms - d.last_heartbeat_ms <= forget_ms) {
+      ++it;
+      continue;
+    }
+    TRIB_LOG(kInfo, kLog, "daemon %s forgotten: down for %lld s, holding no job", it->first.c_str(),
+             static_cast<long long>((now_ms - d.last_heartbeat_ms) / 1000));
+    it = daemons_.erase(it);
+    Changed();
+  }
   std::vector<std::pair<uint32_t, int64_t>> silent;
   for (const auto& [id, entry] : jobs_) {
     const int64_t quiet = now_ms - entry.job.last_heartbeat_unix_ms();
@@ -461,6 +473,8 @@ Status ManagerCore::Restore(const v1::ListReply& state, int64_t now_ms) {
     // gRPC backoff after the manager's restart, and marking them down would
     // fail the running jobs the restart must leave alone.
     d.last_heartbeat_ms = now_ms + 2 * static_cast<int64_t>(options_.daemon_timeout_ms);
+    // One saved down keeps its silence (forget_daemon_after_s counts from it).
+    if (!d.up) d.last_heartbeat_ms = std::min(d.last_heartbeat_ms, s.last_heartbeat_unix_ms());
   }
   for (const v1::Job& j : state.jobs()) {
     JobEntry& entry = jobs_[j.job_id()];

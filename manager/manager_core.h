@@ -45,6 +45,10 @@ struct ManagerOptions {
   uint32_t default_payload_bytes = 8192;  // multiple of 64 in [64, 65024]
   uint32_t default_slot_count = 64;       // in [1, 4096]
   size_t ended_history = 64;              // ended jobs kept for GetJob/List
+  // A daemon down this long, holding no job, is forgotten: its record goes
+  // (a renamed or retired daemon's would stay in List and the store for
+  // ever). It may register again at any time. 0: never.
+  uint32_t forget_daemon_after_s = 86400;
 };
 
 // Payload limits are the wire format's (proto/wire.h); the slot cap is the

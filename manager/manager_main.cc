@@ -101,6 +101,11 @@ int main(int argc, char** argv) {
                  "default: a job without JobHeartbeat this long is ended")
       ->capture_default_str()
       ->check(CLI::Range(10u, 86400000u));
+  app.add_option("--forget-daemons-after-s", options.core.forget_daemon_after_s,
+                 "a daemon down this long and holding no job is forgotten (its record removed; "
+                 "it may register again); 0 = never")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 315360000u));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
   std::string log_format = "text";

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "manager/manager_core.h"
 #include "tests/manager/topology_gen.h"
@@ -402,6 +403,48 @@ TEST_F(CoreTest, TheRegistrationReplyNamesTheHeartbeatInterval) {
   ManagerCore configured(&topo_, options);
   ASSERT_TRUE(configured.RegisterDaemon(info, 0, &reply).ok());
   EXPECT_EQ(reply.heartbeat_interval_ms(), 20u);
+}
+
+// A daemon down for forget_daemon_after_s and holding no job is forgotten
+// (a renamed or retired one stayed in List and the store for ever); one
+// that comes back is welcome; a manager restart does not restart the count.
+TEST_F(CoreTest, ADaemonDownLongEnoughAndHoldingNothingIsForgotten) {
+  ManagerOptions o = Options();
+  o.forget_daemon_after_s = 10;
+  ManagerCore core(&topo_, o);
+  Register(&core, "leaf0", 128, 0);
+  const uint64_t session = Register(&core, "leaf1", 128, 0);
+  const auto names = [](const ManagerCore& c) {
+    v1::ListReply list;
+    c.List(&list);
+    std::set<std::string> out;
+    for (const auto& d : list.daemons()) out.insert(d.info().name());
+    return out;
+  };
+  v1::ListReply saved;
+  for (int64_t t = 50; t <= 10100; t += 50) {  // leaf1 beats, leaf0 is silent
+    v1::HeartbeatRequest req;
+    req.set_name("d-leaf1");
+    req.set_session(session);
+    v1::HeartbeatReply reply;
+    ASSERT_TRUE(core.Heartbeat(req, t, &reply).ok());
+    core.Expire(t);
+    if (t == 5000) core.Snapshot(&saved);
+    if (t == 10000) {
+      EXPECT_EQ(names(core), (std::set<std::string>{"d-leaf0", "d-leaf1"})) << "down 10 s: kept";
+    }
+  }
+  EXPECT_EQ(names(core), (std::set<std::string>{"d-leaf1"}));
+  // Restored from a state saved at 5 s, it forgets leaf0 at the same time.
+  ManagerCore restarted(&topo_, o);
+  ASSERT_TRUE(restarted.Restore(saved, 9000).ok());
+  restarted.Expire(9900);
+  EXPECT_EQ(names(restarted).count("d-leaf0"), 1u);
+  restarted.Expire(10100);
+  EXPECT_EQ(names(restarted).count("d-leaf0"), 0u);
+  // It may come back.
+  Register(&core, "leaf0", 128, 10200);
+  EXPECT_EQ(names(core), (std::set<std::string>{"d-leaf0", "d-leaf1"}));
 }
 
 }  // namespace

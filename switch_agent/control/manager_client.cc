@@ -83,6 +83,11 @@ void ManagerClient::Loop() {
   uint64_t session = 0;
   uint32_t interval_ms = 1000;
   bool outage_logged = false;
+  // "Register again" answers in a row, each to a session just granted: a
+  // manager (or another daemon registering under this name) that never lets
+  // a session stand. Past the first the loop pauses as between heartbeats,
+  // and it stops when asked (shutdown must not wait on such a manager).
+  uint32_t reregisters = 0;
   auto report_outage = [&](const char* what, const grpc::Status& st) {
     if (outage_logged) return;
     outage_logged = true;
@@ -140,11 +145,22 @@ void ManagerClient::Loop() {
     if (!st.ok()) {
       report_outage("heartbeat", st);
     } else if (reply.reregister()) {
-      TRIB_LOG(kInfo, kLog, "manager %s asks '%s' to register again", managers.current().c_str(),
-               options_.name.c_str());
       session = 0;
-      continue;
+      ++reregisters;
+      if (reregisters == 1) {
+        TRIB_LOG(kInfo, kLog, "manager %s asks '%s' to register again", managers.current().c_str(),
+                 options_.name.c_str());
+        if (!WaitFor(0)) return;
+        continue;
+      }
+      if (reregisters == 2) {
+        TRIB_LOG(kWarn, kLog,
+                 "manager %s asks '%s' to register again right after it registered; another "
+                 "daemon registering under the same name? (retrying every %u ms)",
+                 managers.current().c_str(), options_.name.c_str(), interval_ms);
+      }
     } else {
+      reregisters = 0;
       if (outage_logged) TRIB_LOG(kInfo, kLog, "manager %s reachable again", managers.current().c_str());
       outage_logged = false;
       std::vector<JobAssignment> jobs;

@@ -9,7 +9,9 @@
 # made once and reused; every failure raises tributary.Error with the status
 # name in `code` (an unreachable aggregator, mismatched types, a read-only
 # or non-contiguous buffer, too many elements, an unknown operation or
-# option, a closed communicator); Request.test() and wait(timeout).
+# option, a closed communicator, a list or scalar NumPy would copy, a
+# non-native byte order); views of a registered array share its
+# registration; Request.test() and wait(timeout).
 # Usage: bindings_test.py (TRIBUTARYD and PYTHONPATH from ctest).
 import multiprocessing as mp
 import os
@@ -195,6 +197,34 @@ class BindingsTest(unittest.TestCase):
         comm.all_reduce(a).wait()  # a one-rank job works: its own sum
         comm.close()
         self.assertError("FAILED_PRECONDITION", comm.all_reduce, a)
+
+    def test_memory_that_is_not_the_callers_own_is_refused_and_views_share(self):
+        comm = tributary.Communicator(job_id=78, job_key=3, rank=0, world_size=1,
+                                      aggregator=self.address, node_level="off")
+        a = np.zeros(8, dtype=np.float32)
+        # A copy NumPy would make (freed on return, written by the library).
+        for not_own in ([1.0, 2.0], (1.0, 2.0), 3.0):
+            e = self.assertError("INVALID_ARGUMENT", comm.all_reduce, not_own)
+            self.assertIn("not memory of its own", e.message)
+        self.assertError("INVALID_ARGUMENT", comm.all_reduce, a, [0.0] * 8)
+        # Non-native byte order would be reduced as native.
+        e = self.assertError("INVALID_ARGUMENT", comm.all_reduce, np.ones(8, ">f4"))
+        self.assertIn("byte order", e.message)
+        # A Parameter is a tensor (its module is torch.nn.parameter).
+        e = self.assertError("INVALID_ARGUMENT", comm.all_reduce,
+                             torch.nn.Parameter(torch.zeros(4, 4)).t())
+        self.assertIn("non-contiguous tensor", e.message)
+        # Views of a registered array use its registration, several in flight.
+        v = np.arange(16, dtype=np.float32)
+        comm.register(v)
+        first = comm.all_reduce(v[:4], v[4:8])
+        second = comm.all_reduce(v[8:12], v[12:])
+        first.wait()
+        second.wait()
+        np.testing.assert_array_equal(v, np.array([0, 1, 2, 3] * 2 + [8, 9, 10, 11] * 2,
+                                                  dtype=np.float32))
+        self.assertEqual(len(comm._registered), 1)
+        comm.close()
 
 
 if __name__ == "__main__":

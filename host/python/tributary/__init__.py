@@ -21,6 +21,8 @@ Options not given as keywords come from the TRIBUTARY_* environment
 (docs/CONFIGURATION.md). tributary.torch has the DDP communication hook.
 """
 
+import sys
+
 from . import _tributary
 from ._tributary import CommConfig, DataType, Error, Options, ReduceOp, dtype_size
 
@@ -56,9 +58,14 @@ def _invalid(message):
     return error
 
 
+def _is_torch_tensor(obj):
+    torch = sys.modules.get("torch")  # never imported here: only tensors the caller made
+    return torch is not None and isinstance(obj, torch.Tensor)  # Parameters too
+
+
 def _memory(obj, writable):
     """(address, nbytes, DataType) of obj's own memory, never a copy."""
-    if type(obj).__module__ == "torch" and type(obj).__name__ in ("Tensor", "Parameter"):
+    if _is_torch_tensor(obj):
         if obj.device.type != "cpu":
             raise _invalid("a %s tensor: the Python bindings take CPU memory (GPU jobs use "
                            "NCCL with libnccl-net-tributary, docs/NCCL.md)" % obj.device.type)
@@ -73,6 +80,11 @@ def _memory(obj, writable):
     except ImportError:  # pragma: no cover - numpy is a dependency of the package
         raise _invalid("NumPy is needed for buffer-protocol objects")
     array = numpy.asarray(obj)  # no copy for arrays and buffers
+    if array is not obj and array.base is None:
+        # A list, tuple or scalar: asarray made a new array, which would be
+        # freed on return while the library reads and writes its memory.
+        raise _invalid("a %s is not memory of its own: pass a NumPy array, a CPU tensor or a "
+                       "buffer-protocol object" % type(obj).__name__)
     if not array.flags.c_contiguous:
         raise _invalid("a non-contiguous array (numpy.ascontiguousarray makes a copy)")
     if writable and not array.flags.writeable:
@@ -80,6 +92,9 @@ def _memory(obj, writable):
     dtype = _NUMPY_TYPES.get(array.dtype.name)
     if dtype is None:
         raise _invalid("array type %s has no Tributary type" % array.dtype.name)
+    if not array.dtype.isnative:
+        raise _invalid("array of non-native byte order (%s): array.astype(array.dtype."
+                       "newbyteorder('=')) makes a copy" % array.dtype.str)
     return array.ctypes.data, array.nbytes, dtype
 
 
@@ -131,7 +146,7 @@ class Communicator:
         opts.validate()
         config.options = opts
         self._comm = _tributary.Communicator.create(config)
-        self._registered = {}  # address -> (Buffer, nbytes, obj)
+        self._registered = {}  # (address, nbytes) -> (Buffer, obj)
         self._reproducible = None  # a ReproducibleAllReducer, grown on demand
 
     # -- memory ---------------------------------------------------------------
@@ -141,26 +156,35 @@ class Communicator:
         return self._register(address, nbytes, obj)
 
     def _register(self, address, nbytes, obj):
-        held = self._registered.get(address)
-        if held is not None and held[1] >= nbytes:
-            return held[0]
-        # Memory that now holds other objects (freed and reused, or grown):
-        # its old registrations go first.
-        for other, (buffer, size, _) in list(self._registered.items()):
+        # A registration that holds the whole range serves it: a view of a
+        # registered array included. Registered objects are kept alive, so
+        # their memory holds nothing else.
+        for (other, size), (buffer, _) in self._registered.items():
+            if other <= address and address + nbytes <= other + size:
+                return buffer
+        # Registrations that overlap the range without holding it (the same
+        # array grown in place, a view across two): those no operation uses
+        # go; one in use stays beside the new one.
+        for (other, size), (buffer, _) in list(self._registered.items()):
             if other < address + nbytes and address < other + size:
-                self._comm.deregister(buffer)
-                del self._registered[other]
+                try:
+                    self._comm.deregister(buffer)
+                except Error as e:
+                    if getattr(e, "code", None) != "FAILED_PRECONDITION":
+                        raise
+                    continue
+                del self._registered[(other, size)]
         buffer = self._comm.register_memory(address, nbytes)
-        self._registered[address] = (buffer, nbytes, obj)
+        self._registered[(address, nbytes)] = (buffer, obj)
         return buffer
 
     def deregister(self, obj):
         """Releases obj's registration (fails while an operation uses it)."""
-        address = _memory(obj, writable=False)[0]
-        held = self._registered.get(address)
-        if held is not None:
-            self._comm.deregister(held[0])
-            del self._registered[address]
+        address, nbytes, _ = _memory(obj, writable=False)
+        for key, (buffer, _) in list(self._registered.items()):
+            if key == (address, nbytes) or (key[0] == address and key[1] >= nbytes):
+                self._comm.deregister(buffer)
+                del self._registered[key]
 
     # -- collectives ----------------------------------------------------------
     @staticmethod

@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -163,23 +164,34 @@ PYBIND11_MODULE(_tributary, m) {
       .def_readwrite("options", &CommConfig::options);
 
   py::class_<Request>(m, "Request", "An asynchronous operation")
-      .def("test", [](const Request& r) {
-             Status s;
-             const bool done = r.Test(&s);
-             if (done) Check(s);
-             return done;
-           }, "True once done; raises tributary.Error if it failed")
-      .def("wait", [](const Request& r, std::optional<double> timeout_s) {
-             Status s;
-             {
-               py::gil_scoped_release release;
-               s = timeout_s ? r.WaitFor(std::chrono::milliseconds(
-                                   static_cast<int64_t>(*timeout_s * 1000)))
-                             : r.Wait();
-             }
-             Check(s);
-           }, py::arg("timeout_s") = py::none(),
-           "Blocks (GIL released) until done; raises tributary.Error on failure or timeout");
+      .def(
+          "test",
+          [](const Request& r) {
+            Status s;
+            const bool done = r.Test(&s);
+            if (done) Check(s);
+            return done;
+          },
+          "True once done; raises tributary.Error if it failed")
+      .def(
+          "wait",
+          [](const Request& r, std::optional<double> timeout_s) {
+            if (timeout_s && std::isnan(*timeout_s)) {
+              Check(Status(StatusCode::kInvalidArgument, "wait: timeout_s is NaN"));
+            }
+            // Beyond a year (inf included) is no limit: the conversion to
+            // milliseconds would overflow. Negative: a test, no wait.
+            const bool bounded = timeout_s && *timeout_s < 365.0 * 86400;
+            const int64_t ms = bounded ? static_cast<int64_t>(std::max(0.0, *timeout_s) * 1000) : 0;
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = bounded ? r.WaitFor(std::chrono::milliseconds(ms)) : r.Wait();
+            }
+            Check(s);
+          },
+          py::arg("timeout_s") = py::none(),
+          "Blocks (GIL released) until done; raises tributary.Error on failure or timeout");
 
   py::class_<Buffer>(m, "Buffer", "A registered memory region")
       .def_property_readonly("address", [](const Buffer& b) {
@@ -238,17 +250,29 @@ PYBIND11_MODULE(_tributary, m) {
 
   py::class_<ReproducibleAllReducer>(m, "ReproducibleAllReducer",
                                      "Bit-reproducible float all-reduce (tributary/reproducible.h)")
-      .def_static("create", [](PyCommunicator& c, size_t max_count, uint32_t block) {
-        return Take(ReproducibleAllReducer::Create(&c.get(), max_count, block));
-      }, py::arg("comm"), py::arg("max_count"), py::arg("block") = 256,
-         py::keep_alive<0, 1>())
-      .def("all_reduce", [](ReproducibleAllReducer& r, uintptr_t send, uintptr_t recv,
-                            size_t count, DataType dtype, ReduceOp op) {
-        Status s;
-        {
-          py::gil_scoped_release release;
-          s = r.AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv), count, dtype, op);
-        }
-        Check(s);
-      }, "Blocking (GIL released): float32/float64 SUM and AVG bitwise reproducible");
+      .def_static(
+          "create",
+          [](PyCommunicator& c, size_t max_count, uint32_t block) {
+            // Collective (an all-reduce of the ranks' scales): without the GIL,
+            // or ranks that are threads of one process could never meet.
+            Result<std::unique_ptr<ReproducibleAllReducer>> r = [&] {
+              py::gil_scoped_release release;
+              return ReproducibleAllReducer::Create(&c.get(), max_count, block);
+            }();
+            return Take(std::move(r));
+          },
+          py::arg("comm"), py::arg("max_count"), py::arg("block") = 256, py::keep_alive<0, 1>())
+      .def(
+          "all_reduce",
+          [](ReproducibleAllReducer& r, uintptr_t send, uintptr_t recv, size_t count,
+             DataType dtype, ReduceOp op) {
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = r.AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv), count, dtype,
+                              op);
+            }
+            Check(s);
+          },
+          "Blocking (GIL released): float32/float64 SUM and AVG bitwise reproducible");
 }

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import unittest
@@ -224,7 +225,34 @@ class BindingsTest(unittest.TestCase):
         np.testing.assert_array_equal(v, np.array([0, 1, 2, 3] * 2 + [8, 9, 10, 11] * 2,
                                                   dtype=np.float32))
         self.assertEqual(len(comm._registered), 1)
+        # wait() without a limit, however it is spelt; NaN is refused.
+        comm.all_reduce(a).wait(timeout_s=float("inf"))
+        comm.all_reduce(a).wait(timeout_s=1e300)
+        self.assertError("INVALID_ARGUMENT", comm.all_reduce(a).wait, timeout_s=float("nan"))
         comm.close()
+
+    def test_ranks_that_are_threads_of_one_process_meet_in_collective_calls(self):
+        # Creating a communicator and a reproducible all-reduce's set-up are
+        # collective: each releases the GIL while it waits for the others.
+        results = [None, None]
+
+        def rank(r):
+            try:
+                with tributary.Communicator(job_id=79, job_key=5, rank=r, world_size=2,
+                                            aggregator=self.address, node_level="off",
+                                            op_timeout_ms=20000) as comm:
+                    x = np.full(8, r + 1, dtype=np.float32)
+                    comm.reproducible_all_reduce(x)
+                    results[r] = x.tolist()
+            except tributary.Error as e:
+                results[r] = str(e)
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertEqual(results, [[3.0] * 8, [3.0] * 8])
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 // Thread-safety: see provisioner.h; every member is guarded by mu_.
 #include "switch_agent/dataplane/provisioner.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -67,6 +68,7 @@ void Provisioner::Submit(const std::string& source, std::vector<JobAssignment> j
 void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn& resolve) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.store(false, std::memory_order_relaxed);
+  retry_at_ns_.store(0, std::memory_order_relaxed);
   std::map<uint32_t, JobAssignment> want;
   for (const auto& [source, jobs] : wanted_) {
     for (const JobAssignment& a : jobs) want.emplace(a.job_id, a);  // first source wins
@@ -86,7 +88,8 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
   }
   // A job withdrawn just now is still in the engine until the next Reap();
   // a changed assignment is applied on the next pass.
-  bool retry = false;
+  bool retry = false;        // at the next pass (after the loop's Reap)
+  bool retry_later = false;  // in kRetryNs
   for (const auto& [id, a] : want) {
     if (applied_.count(id) != 0) continue;
     base::ScopedLogJob log_job(id);
@@ -102,6 +105,7 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
       spec.uplink_key = a.uplink_key;
       if (Status s = resolve(a.parent, &spec.parent); !s.ok()) {
         why = "parent " + a.parent + ": " + s.message();
+        retry_later = true;  // a full peer table may empty
       }
     }
     if (why.empty()) {
@@ -113,9 +117,14 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
         continue;
       }
       why = engine::ProvisionResultName(r);
-      // A job withdrawn in this pass stays in the engine until the next
-      // Reap(): try again then instead of reporting a conflict for good.
-      if (r == engine::ProvisionResult::kConflict && withdrew) retry = true;
+      // A job withdrawn in this pass stays in the engine, with its room,
+      // until the next Reap(): try again then. Room held by other jobs
+      // (open-mode ones, by JOIN) may be freed later: try again each
+      // second; the failure is logged once, not per try.
+      if (r == engine::ProvisionResult::kConflict || r == engine::ProvisionResult::kJobLimit ||
+          r == engine::ProvisionResult::kMemoryLimit) {
+        (withdrew ? retry : retry_later) = true;
+      }
     }
     auto f = failed_.find(id);
     if (f == failed_.end() || f->second != why) {
@@ -127,6 +136,8 @@ void Provisioner::Apply(engine::Engine* engine, uint64_t now_ns, const ResolveFn
     it = want.count(it->first) != 0 ? std::next(it) : failed_.erase(it);
   }
   if (retry) pending_.store(true, std::memory_order_relaxed);
+  if (retry_later)
+    retry_at_ns_.store(std::max<uint64_t>(now_ns + kRetryNs, 1), std::memory_order_relaxed);
 }
 
 std::vector<uint32_t> Provisioner::Held() const {

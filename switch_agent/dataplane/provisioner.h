@@ -9,7 +9,7 @@
 // (a pinned peer-table entry) through the resolver it passes to Apply().
 //
 // Thread-safety: Submit(), Held() and Problems() from any thread (the
-// manager client's); Apply() on the loop thread only, which checks pending()
+// manager client's); Apply() on the loop thread only, which checks pending(now)
 // (one relaxed atomic load) once per loop iteration.
 #pragma once
 
@@ -55,7 +55,15 @@ class Provisioner {
   // Replaces the set of jobs `source` wants held ("config", "manager").
   void Submit(const std::string& source, std::vector<JobAssignment> jobs);
 
-  bool pending() const { return pending_.load(std::memory_order_relaxed); }
+  // True when Apply() has work: a new set, or (from `now_ns` on) another try
+  // at jobs refused for want of room (job or memory limit, a conflict, the
+  // peer table full), which open-mode jobs ending or a withdrawal may free.
+  bool pending(uint64_t now_ns) const {
+    if (pending_.load(std::memory_order_relaxed)) return true;
+    const uint64_t retry = retry_at_ns_.load(std::memory_order_relaxed);
+    return retry != 0 && now_ns >= retry;
+  }
+  static constexpr uint64_t kRetryNs = 1000000000;  // a refused job is tried again each second
 
   // Loop thread: provisions and withdraws so that the engine holds what the
   // sources want. Failures are logged once per job and listed by Problems().
@@ -71,6 +79,7 @@ class Provisioner {
   std::map<uint32_t, JobAssignment> applied_;                 // loop thread writes, under mu_
   std::map<uint32_t, std::string> failed_;                    // job id -> why
   std::atomic<bool> pending_{false};
+  std::atomic<uint64_t> retry_at_ns_{0};  // 0: none
 };
 
 }  // namespace tributary::agent

@@ -287,7 +287,7 @@ int UdpDataplane::PollTimeoutMs() const {
 }
 
 void UdpDataplane::ServiceProvisioning(uint64_t now_ns) {
-  if (provisioner_ == nullptr || !provisioner_->pending()) return;
+  if (provisioner_ == nullptr || !provisioner_->pending(now_ns)) return;
   provisioner_->Apply(engine_, now_ns,
                       [this](const std::string& ep, engine::PeerToken* t) {
                         return ResolveParent(ep, t);

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/net/host_port.h"
 #include "reduce/reduce_table.h"
 #include "switch_agent/control/config.h"
 #include "switch_agent/control/counters.h"
@@ -147,6 +148,38 @@ int main(int argc, char** argv) {
     }
     mo.endpoint = config.advertise_address.empty() ? dataplane->LocalAddress()
                                                    : config.advertise_address;
+    if (mo.endpoint.rfind("0.0.0.0:", 0) == 0) {
+      std::fprintf(stderr,
+                   "tributaryd: the manager would hand children the parent %s, which they cannot "
+                   "send to: set advertise_address (--advertise-address) to this daemon's "
+                   "address\n",
+                   mo.endpoint.c_str());
+      return kExitUsage;
+    }
+    if (auto self = net::ParseHostPort(mo.endpoint); self.ok() && self->IsLoopback()) {
+      for (const std::string& m : manager::SplitAddressList(config.manager)) {
+        if (auto a = net::ParseHostPort(m); a.ok() && !a->IsLoopback()) {
+          TRIB_LOG(kWarn, "manager",
+                   "registering the loopback endpoint %s with manager %s: daemons on other hosts "
+                   "cannot send to it (set advertise_address)",
+                   mo.endpoint.c_str(), m.c_str());
+          break;
+        }
+      }
+    }
+    {
+      // An unreadable CA would only be found by the manager thread, which
+      // gives up: the daemon would serve nothing (a managed daemon creates
+      // no job by JOIN) while it reported ready.
+      manager::ManagerConnectionOptions probe;
+      probe.addresses = manager::SplitAddressList(config.manager);
+      probe.ca_file = config.manager_ca;
+      std::string error;
+      if (!manager::ManagerEndpoints(probe).Init(&error)) {
+        std::fprintf(stderr, "tributaryd: manager_ca: %s\n", error.c_str());
+        return kExitUsage;
+      }
+    }
     if (config.daemon_name.empty()) {
       char host[256] = "localhost";
       gethostname(host, sizeof(host) - 1);

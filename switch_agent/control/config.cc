@@ -383,6 +383,11 @@ Status ValidateConfig(const Config& c) {
   if (!c.advertise_address.empty()) {
     if (auto address = net::ParseHostPort(c.advertise_address); !address.ok()) {
       fail("advertise_address", address.status().message());
+    } else if (address->kind != net::HostPort::Kind::kIpv4 || address->host == "0.0.0.0") {
+      // What the manager hands the daemon's children as their parent, who
+      // send to it without name lookups.
+      fail("advertise_address",
+           "'" + c.advertise_address + "' must be an IPv4 address:port the children can send to");
     }
   }
   if (problems.empty()) return Status::Ok();

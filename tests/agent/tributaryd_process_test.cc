@@ -701,6 +701,12 @@ TEST_F(TributarydTest, BadInvocationsFailWithMessage) {
        "manager: '127.0.0.1:99999': port 99999 is out of range 1..65535"},
       {{"--manager", "::1:17900"}, "must be bracketed"},
       {{"--advertise-address", "10.0.0.1"}, "advertise_address: '10.0.0.1': missing ':PORT'"},
+      // What children are handed as their parent: an IPv4 address they can send to.
+      {{"--advertise-address", "agg-3:17820"}, "must be an IPv4 address:port"},
+      {{"--advertise-address", "0.0.0.0:17820"}, "must be an IPv4 address:port"},
+      {{"--manager", "127.0.0.1:17900", "--listen-address", "0.0.0.0"}, "set advertise_address"},
+      // An unreadable CA: before, one ERROR and a daemon that served nothing.
+      {{"--manager", "127.0.0.1:17900", "--manager-ca", "/nonexistent/ca.pem"}, "manager_ca: "},
       {{"--dataplane", "carrier-pigeon"}, "available: udp"},
       {{"--config", "/nonexistent/tributaryd.yaml"}, "/nonexistent/tributaryd.yaml"},
       // A directory is not an empty file: the daemon must not run with defaults.

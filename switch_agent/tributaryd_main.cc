@@ -190,6 +190,7 @@ int main(int argc, char** argv) {
     mo.position = config.position;
     mo.role = config.role;
     mo.capacity_slots = config.capacity_slots == 0 ? 65536 : config.capacity_slots;
+    mo.max_jobs = static_cast<uint32_t>(config.max_jobs);
     mo.capacity_bytes = config.max_memory_mb << 20;
     manager = std::make_unique<agent::ManagerClient>(mo, &provisioner);
     manager->Start();

@@ -88,6 +88,7 @@ void ManagerClient::Loop() {
   // a session stand. Past the first the loop pauses as between heartbeats,
   // and it stops when asked (shutdown must not wait on such a manager).
   uint32_t reregisters = 0;
+  int refused_size = -1;  // the size of the last oversized reply, logged once
   auto report_outage = [&](const char* what, const grpc::Status& st) {
     if (outage_logged) return;
     outage_logged = true;
@@ -159,8 +160,21 @@ void ManagerClient::Loop() {
                  "daemon registering under the same name? (retrying every %u ms)",
                  managers.current().c_str(), options_.name.c_str(), interval_ms);
       }
+    } else if (static_cast<uint64_t>(reply.jobs_size()) > options_.max_jobs) {
+      reregisters = 0;
+      // Applied on the packet loop's thread, a failure logged per job: a
+      // reply of hundreds of thousands would stall every job here.
+      if (reply.jobs_size() != refused_size) {
+        refused_size = reply.jobs_size();
+        TRIB_LOG(kError, kLog,
+                 "manager %s placed %d jobs on '%s', more than its max_jobs (%u): reply ignored, "
+                 "the %zu job(s) held are kept",
+                 managers.current().c_str(), reply.jobs_size(), options_.name.c_str(),
+                 options_.max_jobs, provisioner_->Held().size());
+      }
     } else {
       reregisters = 0;
+      refused_size = -1;
       if (outage_logged) TRIB_LOG(kInfo, kLog, "manager %s reachable again", managers.current().c_str());
       outage_logged = false;
       std::vector<JobAssignment> jobs;

@@ -38,6 +38,9 @@ struct ManagerClientOptions {
   std::string role;      // leaf | inner | any
   uint64_t capacity_slots = 0;
   uint64_t capacity_bytes = 0;
+  // A heartbeat reply placing more jobs than this (the engine's max_jobs)
+  // is refused whole, with one ERROR, and the jobs held stay as they are.
+  uint32_t max_jobs = 1024;
 };
 
 class ManagerClient {

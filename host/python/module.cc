@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -46,23 +47,40 @@ void Check(const Status& s) {
 
 void* Pointer(uintptr_t address) { return reinterpret_cast<void*>(address); }
 
-// A communicator for Python: the C++ object plus nothing else; requests
-// and buffers are plain values.
+// A communicator for Python; requests and buffers are plain values. Every
+// call holds a reference for its duration (Use(), taken with the GIL): a
+// close() from another thread while a call runs without the GIL (a
+// reproducible all-reduce, a blocking set-up) leaves the job once that call
+// has returned, instead of destroying the communicator under it.
 class PyCommunicator {
  public:
   explicit PyCommunicator(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
 
-  Communicator& get() {
+  std::shared_ptr<Communicator> Use() {
+    std::lock_guard<std::mutex> lock(mu_);
     if (!comm_) Raise(Status(StatusCode::kFailedPrecondition, "the communicator is closed"));
-    return *comm_;
+    return comm_;
   }
   void Close() {
+    std::shared_ptr<Communicator> last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = std::move(comm_);
+    }
     py::gil_scoped_release release;
-    comm_.reset();
+    last.reset();  // or the last call running drops it
   }
 
  private:
-  std::unique_ptr<Communicator> comm_;
+  std::mutex mu_;
+  std::shared_ptr<Communicator> comm_;
+};
+
+// A reproducible all-reduce and the communicator it uses (a raw pointer in
+// the C++ API), kept alive together; the reducer goes first.
+struct PyReducer {
+  std::shared_ptr<Communicator> comm;
+  std::unique_ptr<ReproducibleAllReducer> reducer;
 };
 
 py::dict StatsDict(const CommStats& s) {
@@ -201,76 +219,92 @@ PYBIND11_MODULE(_tributary, m) {
       .def_property_readonly("id", &Buffer::id);
 
   py::class_<PyCommunicator>(m, "Communicator")
-      .def_static("create", [](const CommConfig& config) {
-        std::unique_ptr<Communicator> comm;
-        Status s;
-        {
-          py::gil_scoped_release release;
-          Result<std::unique_ptr<Communicator>> r = Communicator::Create(config);
-          if (r.ok()) comm = std::move(r.value()); else s = r.status();
-        }
-        Check(s);
-        return std::make_unique<PyCommunicator>(std::move(comm));
-      }, "Joins the job (collective with the node level on); GIL released while it waits")
-      .def("register_memory", [](PyCommunicator& c, uintptr_t address, size_t nbytes) {
-        return Take(c.get().Register(Pointer(address), nbytes));
-      }, py::arg("address"), py::arg("nbytes"))
-      .def("deregister", [](PyCommunicator& c, const Buffer& b) {
-        Check(c.get().Deregister(b));
-      })
-      .def("all_reduce", [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count,
-                            DataType dtype, ReduceOp op) {
-        // Without the GIL: with Options::reproducible a float sum runs to
-        // completion in this call.
-        Result<Request> r = [&] {
-          py::gil_scoped_release release;
-          return c.get().AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv), count,
-                                   dtype, op);
-        }();
-        return Take(std::move(r));
-      }, py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"), py::arg("op"),
-         "All-reduce between addresses inside registered buffers (same address: in place)")
-      .def("reduce_scatter", [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count,
-                                DataType dtype, ReduceOp op) {
-        return Take(c.get().ReduceScatter(static_cast<const void*>(Pointer(send)), Pointer(recv),
-                                          count, dtype, op));
-      })
-      .def("all_gather", [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count,
-                            DataType dtype) {
-        return Take(c.get().AllGather(static_cast<const void*>(Pointer(send)), Pointer(recv),
-                                      count, dtype));
-      })
-      .def_property_readonly("rank", [](PyCommunicator& c) { return c.get().rank(); })
-      .def_property_readonly("world_size", [](PyCommunicator& c) { return c.get().world_size(); })
-      .def_property_readonly("options", [](PyCommunicator& c) { return c.get().options(); })
-      .def("stats", [](PyCommunicator& c) { return StatsDict(c.get().Stats()); })
-      .def("health", [](PyCommunicator& c) { Check(c.get().Health()); },
-           "Raises tributary.Error with what aborted the communicator, if anything did")
+      .def_static(
+          "create",
+          [](const CommConfig& config) {
+            std::unique_ptr<Communicator> comm;
+            Status s;
+            {
+              py::gil_scoped_release release;
+              Result<std::unique_ptr<Communicator>> r = Communicator::Create(config);
+              if (r.ok())
+                comm = std::move(r.value());
+              else
+                s = r.status();
+            }
+            Check(s);
+            return std::make_unique<PyCommunicator>(std::move(comm));
+          },
+          "Joins the job (collective with the node level on); GIL released while it waits")
+      .def(
+          "register_memory",
+          [](PyCommunicator& c, uintptr_t address, size_t nbytes) {
+            return Take(c.Use()->Register(Pointer(address), nbytes));
+          },
+          py::arg("address"), py::arg("nbytes"))
+      .def("deregister", [](PyCommunicator& c, const Buffer& b) { Check(c.Use()->Deregister(b)); })
+      .def(
+          "all_reduce",
+          [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count, DataType dtype,
+             ReduceOp op) {
+            // Without the GIL: with Options::reproducible a float sum runs to
+            // completion in this call.
+            const std::shared_ptr<Communicator> comm = c.Use();
+            Result<Request> r = [&] {
+              py::gil_scoped_release release;
+              return comm->AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv), count,
+                                     dtype, op);
+            }();
+            return Take(std::move(r));
+          },
+          py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+          "All-reduce between addresses inside registered buffers (same address: in place)")
+      .def("reduce_scatter",
+           [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count, DataType dtype,
+              ReduceOp op) {
+             return Take(c.Use()->ReduceScatter(static_cast<const void*>(Pointer(send)),
+                                                Pointer(recv), count, dtype, op));
+           })
+      .def("all_gather",
+           [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count, DataType dtype) {
+             return Take(c.Use()->AllGather(static_cast<const void*>(Pointer(send)), Pointer(recv),
+                                            count, dtype));
+           })
+      .def_property_readonly("rank", [](PyCommunicator& c) { return c.Use()->rank(); })
+      .def_property_readonly("world_size", [](PyCommunicator& c) { return c.Use()->world_size(); })
+      .def_property_readonly("options", [](PyCommunicator& c) { return c.Use()->options(); })
+      .def("stats", [](PyCommunicator& c) { return StatsDict(c.Use()->Stats()); })
+      .def(
+          "health", [](PyCommunicator& c) { Check(c.Use()->Health()); },
+          "Raises tributary.Error with what aborted the communicator, if anything did")
       .def("close", &PyCommunicator::Close, "Leaves the job; later calls raise");
 
-  py::class_<ReproducibleAllReducer>(m, "ReproducibleAllReducer",
-                                     "Bit-reproducible float all-reduce (tributary/reproducible.h)")
+  py::class_<PyReducer>(m, "ReproducibleAllReducer",
+                        "Bit-reproducible float all-reduce (tributary/reproducible.h)")
       .def_static(
           "create",
           [](PyCommunicator& c, size_t max_count, uint32_t block) {
+            auto out = std::make_unique<PyReducer>();
+            out->comm = c.Use();
             // Collective (an all-reduce of the ranks' scales): without the GIL,
             // or ranks that are threads of one process could never meet.
             Result<std::unique_ptr<ReproducibleAllReducer>> r = [&] {
               py::gil_scoped_release release;
-              return ReproducibleAllReducer::Create(&c.get(), max_count, block);
+              return ReproducibleAllReducer::Create(out->comm.get(), max_count, block);
             }();
-            return Take(std::move(r));
+            out->reducer = Take(std::move(r));
+            return out;
           },
-          py::arg("comm"), py::arg("max_count"), py::arg("block") = 256, py::keep_alive<0, 1>())
+          py::arg("comm"), py::arg("max_count"), py::arg("block") = 256)
       .def(
           "all_reduce",
-          [](ReproducibleAllReducer& r, uintptr_t send, uintptr_t recv, size_t count,
-             DataType dtype, ReduceOp op) {
+          [](PyReducer& r, uintptr_t send, uintptr_t recv, size_t count, DataType dtype,
+             ReduceOp op) {
             Status s;
             {
               py::gil_scoped_release release;
-              s = r.AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv), count, dtype,
-                              op);
+              s = r.reducer->AllReduce(static_cast<const void*>(Pointer(send)), Pointer(recv),
+                                       count, dtype, op);
             }
             Check(s);
           },

@@ -254,6 +254,46 @@ class BindingsTest(unittest.TestCase):
             t.join(timeout=120)
         self.assertEqual(results, [[3.0] * 8, [3.0] * 8])
 
+    def test_close_while_another_thread_waits_in_a_call_fails_that_call_cleanly(self):
+        # Rank 0's reproducible all-reduce waits (GIL released) for rank 1,
+        # which never calls; rank 0's communicator is closed meanwhile from
+        # this thread. The call fails with an error; the communicator was
+        # not destroyed under it (a use after free before).
+        comms = [None, None]
+        ready = threading.Barrier(3)
+
+        def create(r):
+            comms[r] = tributary.Communicator(job_id=80, job_key=5, rank=r, world_size=2,
+                                              aggregator=self.address, node_level="off",
+                                              op_timeout_ms=3000)
+            ready.wait()
+
+        creators = [threading.Thread(target=create, args=(r,)) for r in range(2)]
+        for t in creators:
+            t.start()
+        ready.wait(timeout=60)
+        outcome = []
+
+        def waiter():
+            try:
+                comms[0].reproducible_all_reduce(np.ones(8, dtype=np.float32))
+                outcome.append("completed")
+            except tributary.Error as e:
+                outcome.append(e.code)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.5)
+        comms[0].close()  # returns at once; the job is left when the call returns
+        t.join(timeout=60)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(len(outcome), 1)
+        self.assertNotEqual(outcome[0], "completed")
+        self.assertError("FAILED_PRECONDITION", comms[0].all_reduce, np.ones(8, np.float32))
+        comms[1].close()
+        for c in creators:
+            c.join()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -127,8 +127,15 @@ class ReproducibleImpl {
         ints_[i] = std::isfinite(x) ? std::llrint(std::ldexp(x, scale)) : 0;
       }
     }
-    // The inputs for the fallback, before recv (maybe send) is written.
-    if (any_special) std::memcpy(plain_.data(), send, count * sizeof(T));
+    // The fallback's inputs, before recv (maybe send) is written: the
+    // non-finite ones alone (zeros elsewhere), so that its sum is
+    // non-finite only where some rank's input was, whatever the order (a
+    // plain sum of finite inputs could overflow in one order and not in
+    // another).
+    if (any_special) {
+      T* plain = reinterpret_cast<T*>(plain_.data());
+      for (size_t i = 0; i < count; ++i) plain[i] = std::isfinite(send[i]) ? T{0} : send[i];
+    }
     s = Wait(comm_->AllReduce(ints_buffer_, ints_buffer_, count, DataType::kInt64,
                               ReduceOp::kSum));
     if (!s.ok()) return s;

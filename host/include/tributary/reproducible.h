@@ -26,9 +26,9 @@
 // than fp32 carries for elements within 2^(38 - h) of the block's largest,
 // less for much smaller ones (their bits below the block's resolution are
 // rounded away, identically on every run). Elements that are NaN or
-// infinite on some rank take the plain float all-reduce's result (IEEE
-// gives the same inf or NaN whatever the order); the others of their block
-// stay exact. MIN and MAX are order-independent already and go through the
+// infinite on some rank take the result of a plain float all-reduce of the
+// non-finite inputs alone (IEEE gives the same inf or NaN whatever the
+// order); the others of their block stay exact. MIN and MAX are order-independent already and go through the
 // plain all-reduce; PROD is refused.
 //
 // Cost: for float32, twice the bytes on the wire (int64) plus 8 bytes per

@@ -139,7 +139,10 @@ CommStats ProgressEngine::Stats() const {
   s.early_recoveries = counters_.early_recoveries.load(std::memory_order_relaxed);
   s.results_received = counters_.results.load(std::memory_order_relaxed);
   s.duplicate_results = counters_.duplicate_results.load(std::memory_order_relaxed);
-  s.packets_rejected = counters_.rejected.load(std::memory_order_relaxed);
+  // Those the engine refused and those the transport dropped (another
+  // source than the aggregator's address, truncated).
+  s.packets_rejected = counters_.rejected.load(std::memory_order_relaxed) +
+                       counters_.foreign_packets.load(std::memory_order_relaxed);
   s.nacks_received = counters_.nacks.load(std::memory_order_relaxed);
   s.srtt_us = counters_.srtt_us.load(std::memory_order_relaxed);
   s.rto_us = counters_.rto_us.load(std::memory_order_relaxed);
@@ -169,6 +172,7 @@ void ProgressEngine::PublishTransportStats() {
   counters_.bytes_sent.store(ts.bytes_sent, std::memory_order_relaxed);
   counters_.bytes_received.store(ts.bytes_received, std::memory_order_relaxed);
   counters_.send_errors.store(ts.send_errors, std::memory_order_relaxed);
+  counters_.foreign_packets.store(ts.foreign_packets, std::memory_order_relaxed);
 }
 
 bool ProgressEngine::SubmissionsPending() {

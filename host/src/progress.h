@@ -401,6 +401,7 @@ class ProgressEngine {
         redundant_copies{0}, gap_resends{0};
     std::atomic<uint32_t> srtt_us{0}, rto_us{0}, cwnd{0};
     std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, send_errors{0};
+    std::atomic<uint64_t> foreign_packets{0};  // the transport's: not from the aggregator
   };
   Counters counters_;
 };

@@ -229,6 +229,9 @@ int64_t ProgressEngine::CheckTimers(uint64_t now, bool drained) {
   uint64_t next = UINT64_MAX;
   for (auto& op : ops_) {
     if (op->finished) continue;
+    // Only once nothing is left to read: a short batch is not proof (the
+    // transport may have dropped a foreign datagram inside it).
+    if (now >= op->deadline_ns && drained) drained = !transport_->MoreWaiting();
     if (now >= op->deadline_ns && !drained) {
       next = now;
       continue;

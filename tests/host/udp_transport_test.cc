@@ -348,6 +348,47 @@ TEST_P(UdpTransportOffloadTest, CoalescedReceivesAreHandedOutAsTheirDatagrams) {
   EXPECT_EQ(s.foreign_packets, 0u);
 }
 
+// A short Recv is no proof that nothing is left: a foreign datagram
+// dropped inside the batch (or a coalesced receive cut short) leaves more
+// waiting, which MoreWaiting() says (the progress engine asks it before it
+// fails an operation for its deadline).
+TEST_P(UdpTransportOffloadTest, AShortRecvSaysWhetherMoreWaits) {
+  uint8_t hello[64] = {};
+  TxPacket h{hello, sizeof(hello), nullptr, 0, nullptr};
+  ASSERT_EQ(transport_->Send(&h, 1), 1);
+  uint8_t buf[128];
+  socklen_t len = sizeof(rank_);
+  ASSERT_EQ(recvfrom(peer_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&rank_), &len), 64);
+  sockaddr_in other_address{};
+  const int other = testing::LoopbackUdpSocket(&other_address, timeval{5, 0});
+  ASSERT_GE(other, 0);
+  const std::vector<uint8_t> stray = Datagram(999, 100);
+  ASSERT_EQ(sendto(other, stray.data(), stray.size(), 0, reinterpret_cast<sockaddr*>(&rank_),
+                   sizeof(rank_)),
+            100);
+  close(other);
+  constexpr int kCount = 70;
+  for (int i = 0; i < kCount; ++i) {
+    const std::vector<uint8_t> d = Datagram(static_cast<uint32_t>(i), 200);
+    ASSERT_EQ(
+        sendto(peer_, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&rank_), sizeof(rank_)),
+        200);
+  }
+  transport_->Wait(5000000);
+  RxEvent events[64];
+  const int first = transport_->Recv(events, 64);
+  ASSERT_LT(first, 64) << "the foreign datagram takes a slot of the batch";
+  EXPECT_TRUE(transport_->MoreWaiting());
+  int got = first;
+  for (int pass = 0; pass < 100 && got < kCount; ++pass) {
+    transport_->Wait(100000);
+    got += transport_->Recv(events, 64);
+  }
+  EXPECT_EQ(got, kCount);
+  EXPECT_FALSE(transport_->MoreWaiting());
+  EXPECT_EQ(transport_->stats().foreign_packets, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Offload, UdpTransportOffloadTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return std::string(i.param ? "On" : "Off");

@@ -120,8 +120,15 @@ class Transport {
   // not sent (full buffers) are the caller's to retry later.
   virtual int Send(const TxPacket* packets, int n) = 0;
 
-  // Receives up to `max` events without blocking; returns the count.
+  // Receives up to `max` events without blocking; returns the count. Fewer
+  // than `max` does not mean nothing is left: MoreWaiting() says.
   virtual int Recv(RxEvent* out, int max) = 0;
+
+  // Whether Recv would hand out more now (a datagram dropped inside a
+  // batch, a coalesced receive cut short, or one that came meanwhile).
+  // Asked before an operation is failed for its deadline; false where a
+  // short Recv means the queue was empty.
+  virtual bool MoreWaiting() { return false; }
 
   // Blocks until a packet may be ready, Wake() is called, or timeout_us
   // passes (negative: no timeout).

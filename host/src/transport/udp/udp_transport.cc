@@ -332,6 +332,12 @@ int UdpTransport::Recv(RxEvent* out, int max) {
   return DrainReceived(out, max);
 }
 
+bool UdpTransport::MoreWaiting() {
+  if (received_head_ < received_count_) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
 void UdpTransport::Wait(int64_t timeout_us) {
   // Datagrams of a coalesced receive not handed out yet are ready now.
   if (received_head_ < received_count_) return;

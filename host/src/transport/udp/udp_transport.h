@@ -33,6 +33,7 @@ class UdpTransport final : public Transport {
   const char* name() const override { return "udp"; }
   int Send(const TxPacket* packets, int n) override;
   int Recv(RxEvent* out, int max) override;
+  bool MoreWaiting() override;
   void Wait(int64_t timeout_us) override;
   void Wake() override;
   TransportStats stats() const override { return stats_; }

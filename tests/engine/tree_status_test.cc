@@ -92,8 +92,13 @@ TEST(EngineTree, AHeldAnswerToACopyOfThePartialSumAnswersNoProbe) {
   copy_answer.header = v.header;
   copy_answer.header.flags = proto::kFlagHeld;
   copy_answer.header.aux = 0;
-  EXPECT_EQ(t.leaf(0).OnPacket(testing::Sealed(copy_answer, kKey), kParentToken, t.now()).kind,
-            ActionKind::kNone);
+  // Sealed with the uplink's key: with another, it would be refused for its
+  // MAC and test nothing (it did until per-level keys; review of 2026-12-07).
+  const uint64_t bad_mac = t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadMac)];
+  EXPECT_EQ(
+      t.leaf(0).OnPacket(testing::Sealed(copy_answer, kRootKey), kParentToken, t.now()).kind,
+      ActionKind::kNone);
+  EXPECT_EQ(t.leaf(0).counters().drops[static_cast<size_t>(DropReason::kBadMac)], bad_mac);
   t.now() += later;
   t.Poll();
   t.Pump(watch);

@@ -94,6 +94,12 @@ void Engine::RecycleJob(Job* job, uint64_t now_ns) {
     up.leaves_to_send = 2;
     up.leave_epoch = up.parent_epoch;
   }
+  // The next generation joins the parent as a newer incarnation (which
+  // does not carry on): should both LEAVEs be lost, or the JOIN overtake
+  // them, the parent still ends this node's part in its generation instead
+  // of taking the new communicator's rounds into the old one's sets
+  // (FORMAT.md §3.1, "A new process starts a new generation").
+  ++up.incarnation;
   up.parent_epoch = 0;
   up.doubted_epoch = 0;  // the next generation's JOIN_ACK settles nothing old
   up.join_attempts = 0;

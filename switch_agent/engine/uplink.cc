@@ -187,8 +187,11 @@ void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
   // same ranks. A leaf's restart ends its ranks' communicator (they fail on
   // the new epoch), so the parent takes its newer incarnation for a new
   // process, as a rank's (FORMAT.md §3.1).
-  body.join_flags = proto::kJoinAggregator |
-                    (job->children_aggregators ? proto::kJoinCarriesOn : 0) |
+  // After this node's own generation ended (RecycleJob made the uplink's
+  // incarnation newer than the process's), its ranks' communicator is a new
+  // one: nothing carries on.
+  const bool carries_on = job->children_aggregators && up.incarnation == incarnation_;
+  body.join_flags = proto::kJoinAggregator | (carries_on ? proto::kJoinCarriesOn : 0) |
                     (job->payload_mac() ? 0 : proto::kJoinHeaderMacOnly);
   proto::EncodeJoinBody(body, job->uplink_join_body());
   *out = Action{};

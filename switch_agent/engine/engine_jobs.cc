@@ -318,9 +318,7 @@ namespace {
 // Whether a JOIN with `body` comes from a process no newer than the one
 // that held the index with incarnation `have` (0: none did).
 bool NotNewer(const proto::JoinBody& body, uint64_t have) {
-  return have != 0 &&
-         (body.incarnation < have ||
-          (body.incarnation == have && (body.join_flags & proto::kJoinAggregator) == 0));
+  return have != 0 && body.incarnation <= have;
 }
 
 }  // namespace
@@ -333,12 +331,16 @@ bool NotNewer(const proto::JoinBody& body, uint64_t have) {
 // next one. Its cookie (§3.8) lasts at most two periods from the child's
 // last JOIN taken or its LEAVE (join_time); after that none can be
 // replayed, and any JOIN may come (a rank whose clock stepped back waits no
-// longer). An aggregator joins its parent again with the same incarnation
-// (the same process, after the parent's job started over).
+// longer). An aggregator child's next generation joins with a newer
+// incarnation (RecycleJob); one with the same incarnation after this job
+// started over without it (the drain dropped it) holds the old
+// communicator's partial sums, which must not enter the new generation: it
+// stays out, beyond the window too, until its own generation ends.
 bool Engine::StaleRejoin(Job* job, uint32_t sender, const proto::JoinBody& body,
                          uint64_t now_ns) {
   if (job->IsRegistered(sender) && !job->HasLeft(sender)) return false;  // FreshJoin's
-  if (now_ns - job->join_time(sender) >= kReplayWindowNs) return false;
+  const bool aggregator = (body.join_flags & proto::kJoinAggregator) != 0;
+  if (!aggregator && now_ns - job->join_time(sender) >= kReplayWindowNs) return false;
   return NotNewer(body, job->incarnation(sender));
 }
 

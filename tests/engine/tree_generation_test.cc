@@ -3,7 +3,9 @@
 // whose ranks start a new communicator joins its parent as a newer
 // incarnation, so the parent ends the leaf's part in its generation even
 // when the leaf's LEAVEs were lost, and the new communicator's rounds never
-// meet the old one's partial sums.
+// meet the old one's partial sums; and a leaf the parent's drain left
+// behind (its ranks still in the old communicator) keeps its old partial
+// sums out of the parent's next generation.
 #include <gtest/gtest.h>
 
 #include "tests/engine/tree_harness.h"
@@ -55,6 +57,46 @@ TEST(EngineTree, ALeafsNextGenerationEndsItsOldOneAtTheParentWhenItsLeavesAreLos
   for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 100));
   t.Pump();
   ExpectResultsOf(&t, 0, 0, 100);
+}
+
+// The parent starts its next generation after the 2 s drain, without a
+// leaf whose ranks are still in the old communicator (they never left).
+// That leaf's probes then draw NACK stale_epoch, and its JOIN (the same
+// incarnation: its generation goes on) is refused: its old partial sum
+// must not enter the parent's new generation, where another leaf's new
+// communicator contributes the same collective.
+TEST(EngineTree, ALeafLeftBehindByTheDrainKeepsItsOldPartialSumsOutOfTheNextGeneration) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 0, 0, 0, Values(0, r, 0));
+  t.Pump();  // leaf 0's partial sum of collective 0 waits at the root
+  t.LeaveAll(1);
+  for (int i = 0; i < 2; ++i) {
+    t.Poll();
+    t.Pump();
+  }
+  t.Rejoin(1);  // a new communicator at leaf 1; the root defers its JOIN
+  t.Poll();
+  t.Pump();
+  for (int i = 0; i < 40; ++i) {  // 12 s: the drain, leaf 0's probes, its JOINs
+    t.now() += 300'000'000;
+    t.Poll();
+    t.Pump();
+  }
+  EXPECT_GE(t.root().counters().recycles, 1u);
+  t.rank_rx().clear();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 0, 0, 0, Values(1, r, 100));
+  t.Pump();
+  for (int i = 0; i < 10; ++i) {
+    t.now() += 300'000'000;
+    t.Poll();
+    t.Pump();
+  }
+  for (const auto& p : t.rank_rx()) {
+    EXPECT_NE(p.header.type, MsgType::kResult)
+        << "leaf 1's new communicator's round completed with leaf 0's old partial sum";
+  }
 }
 
 }  // namespace

@@ -64,6 +64,10 @@ class Tree {
   }
   void MakeLeaf(int i) {
     leaf_[i] = std::make_unique<testing::TestEngine>(EngineLimits{}, 100 + i);
+    // As tributaryd's (its start time): later for a leaf made later (a
+    // restart), and well above the +1 of each generation's end.
+    next_incarnation_ += 1000;
+    leaf_[i]->SetIncarnation(next_incarnation_);
     JobSpec spec;
     spec.job_id = kJob;
     spec.job_key = kKey;
@@ -219,6 +223,7 @@ class Tree {
   std::unique_ptr<Engine> root_;
   uint32_t epoch_[2] = {};
   uint64_t now_ = 1000;
+  uint64_t next_incarnation_ = 0;
   std::deque<Wire> wire_;
   bool contribute_ce_ = false;
   std::vector<RankPacket> rank_rx_;

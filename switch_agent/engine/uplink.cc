@@ -489,6 +489,15 @@ void Engine::ParentResult(Job* job, const proto::PacketView& pkt, uint64_t now_n
     ++counters_.uplink_drops;
     return Drop(DropReason::kMismatch);
   }
+  if (notice && ((OwnerOnly(m) && OwnerOf(m) < job->fan_in()) || (HasData(m) && !OwnerOnly(m)))) {
+    // FORMAT.md §3.3.1: this node is owed the round's data (its owner is
+    // below, or the round holds this node's data for everyone). Siblings
+    // share the parent's key and a RESULT's sender is 0: a notice sent to
+    // one verifies at another, and taken here it would answer the owner's
+    // resends with notices for ever.
+    ++counters_.uplink_drops;
+    return;
+  }
   if (m.result_burst == burst_) {
     // Our partial sum for this set may still sit in the send queue pointing
     // at the buffer the RESULT is about to overwrite.

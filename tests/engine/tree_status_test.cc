@@ -3,9 +3,11 @@
 // (FORMAT.md §3.6, §13): only as the answer to a probe it sent since its
 // partial sum last went up and has not seen answered (the number the
 // parent echoes), and an unnumbered "held" one, the answer to a copy of
-// the partial sum, as the answer to no probe. Harness: tree_harness.h.
+// the partial sum, as the answer to no probe; and a notice for a round
+// whose data it is owed as nothing. Harness: tree_harness.h.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "tests/engine/engine_test_util.h"
@@ -108,6 +110,64 @@ TEST(EngineTree, AHeldAnswerToACopyOfThePartialSumAnswersNoProbe) {
   t.Pump(watch);
   EXPECT_EQ(t.leaf(0).counters().uplink_resends, 1u);
   LeafOneCompletesTheRound(&t, 1, 1);
+}
+
+// FORMAT.md §3.3.1: a notice for a round whose data this node is owed (the
+// owner of a reduce-scatter round below it, or a round this node sent data
+// for that is not owner-only) is dropped. Sibling nodes share the parent's
+// key and a RESULT's sender is 0, so a notice sent to one verifies at
+// another: replayed at the owner's leaf, it completed the round there with
+// notices, and the owner's resends were answered with notices for ever.
+TEST(EngineTree, ANoticeWhereTheDataIsOwedIsDropped) {
+  Tree t;
+  t.Poll();
+  t.Pump();
+  const uint64_t c = 5;
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      const auto v = Values(i, r, c);
+      const bool owner = i == 1 && r == 0;
+      t.ContributeBytes(i, r, 1, 0, c, DataType::kInt32, ReduceOp::kSum,
+                        reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4,
+                        proto::kFlagOwnerOnly | (owner ? proto::kFlagOwner : 0));
+    }
+  }
+  std::vector<uint8_t> notice;  // the root's RESULT to leaf 0
+  t.Pump([&](const Wire& w, const proto::Header& h) {
+    if (h.type != MsgType::kResult || w.to_engine > 1) return false;
+    if (w.to_engine == 0) notice = w.bytes;
+    return w.to_engine == 1;  // the owner's leaf loses its data
+  });
+  ASSERT_FALSE(notice.empty());
+  proto::PacketView v;
+  ASSERT_EQ(proto::Decode(notice.data(), notice.size(), &v), proto::DecodeError::kOk);
+  ASSERT_NE(v.header.flags & proto::kFlagNotice, 0);
+  const uint64_t drops = t.leaf(1).counters().uplink_drops;
+  EXPECT_EQ(t.leaf(1).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);
+  EXPECT_EQ(t.leaf(1).counters().uplink_drops, drops + 1);
+  // The owner's leaf asks again and its owner gets the data.
+  t.rank_rx().clear();
+  for (int i = 0; i < 10; ++i) {
+    t.now() += 300'000'000;
+    t.Poll();
+    t.Pump();
+  }
+  std::vector<int32_t> want(kPayload / 4, 0);
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      const auto x = Values(i, r, c);
+      for (size_t k = 0; k < x.size(); ++k) want[k] += x[k];
+    }
+  }
+  int data = 0;
+  for (const auto& p : t.rank_rx()) {
+    if (p.leaf != 1 || p.rank != 0 || p.header.type != MsgType::kResult) continue;
+    ASSERT_EQ(p.header.flags & proto::kFlagNotice, 0) << "the owner got a notice";
+    ASSERT_EQ(p.payload.size(), kPayload);
+    EXPECT_EQ(std::memcmp(p.payload.data(), want.data(), kPayload), 0);
+    ++data;
+  }
+  EXPECT_EQ(data, 1);
 }
 
 }  // namespace

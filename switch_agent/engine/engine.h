@@ -525,6 +525,7 @@ class Engine {
   bool last_left_ = false;
   const proto::Identity* identity_ = nullptr;
   uint64_t incarnation_ = 0;
+  uint64_t join_nonces_ = 0;         // the last uplink JOIN's nonce (UplinkJoinAction)
   uint64_t uplink_request_seq_ = 0;  // the last uplink RESULT_REQUEST's number (§3.4)
   const reduce::Table* table_ = nullptr;  // kernel variant, fixed at construction
   JobEventSink sink_ = nullptr;

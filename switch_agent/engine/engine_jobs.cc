@@ -103,6 +103,7 @@ void Engine::RecycleJob(Job* job, uint64_t now_ns) {
   up.parent_epoch = 0;
   up.doubted_epoch = 0;  // the next generation's JOIN_ACK settles nothing old
   up.join_attempts = 0;
+  up.join_nonce = 0;  // no answer to the old generation's JOIN is taken
   up.next_join_ns = 0;
   up.waiting = 0;
 }

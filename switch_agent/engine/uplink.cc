@@ -171,7 +171,13 @@ bool Engine::Withdraw(uint32_t job_id) {
 void Engine::UplinkJoinAction(Job* job, uint64_t now_ns, Action* out) {
   Uplink& up = job->uplink;
   ++up.join_attempts;
-  up.join_nonce = (uint64_t{job->epoch()} << 32) | up.join_attempts;
+  // Never the same twice in this engine's life (FORMAT.md §3.1 asks a fresh
+  // nonce per handshake): a JOIN_ACK or CHALLENGE of an earlier handshake,
+  // replayed, matches no later JOIN. (Made of the epoch and the attempts,
+  // a re-JOIN after a parent's restart repeated the first handshake's: the
+  // parent's old JOIN_ACK set the old epoch again and sent every waiting
+  // partial sum into NACK stale_epoch, as often as it was replayed.)
+  up.join_nonce = ++join_nonces_;
   const uint64_t wait = std::min(kJoinRetryMinNs << std::min<uint32_t>(up.join_attempts - 1, 6),
                                  kJoinRetryMaxNs);
   up.next_join_ns = now_ns + wait;

@@ -8,6 +8,8 @@
 // sums out of the parent's next generation.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "tests/engine/tree_harness.h"
 
 namespace tributary::engine {
@@ -97,6 +99,51 @@ TEST(EngineTree, ALeafLeftBehindByTheDrainKeepsItsOldPartialSumsOutOfTheNextGene
     EXPECT_NE(p.header.type, MsgType::kResult)
         << "leaf 1's new communicator's round completed with leaf 0's old partial sum";
   }
+}
+
+// A JOIN_ACK of an earlier handshake, replayed at a leaf (after its
+// parent restarted and it joined again), matches no later JOIN: every
+// handshake has a nonce of its own. Before, a re-JOIN repeated the first
+// handshake's nonce, and the old JOIN_ACK set the old epoch again.
+TEST(EngineTree, AJoinAckOfAnEarlierHandshakeReplayedChangesNothing) {
+  Tree t;
+  std::vector<uint8_t> first_ack;  // the root's first JOIN_ACK to leaf 1
+  t.Poll();
+  t.Pump([&](const Wire& w, const proto::Header& h) {
+    if (w.to_engine == 1 && h.type == MsgType::kJoinAck && first_ack.empty()) first_ack = w.bytes;
+    return false;
+  });
+  ASSERT_FALSE(first_ack.empty());
+  t.Restart(99);  // the root restarts; both leaves join it again
+  ContributeRound(&t, 1, 0, 1);
+  t.Pump();
+  for (int round = 0; round < 4 && t.rank_rx().size() < 4; ++round) {
+    t.now() += 60'000'000;
+    t.Poll();
+    t.Pump();
+  }
+  ExpectResults(&t, 1);
+  ASSERT_GE(t.leaf(1).counters().uplink_joins, 2u);
+  // Leaf 1's partial sum of collective 2 waits at the root; the first
+  // handshake's JOIN_ACK is replayed at leaf 1.
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(1, r, 2, 0, 2, Values(1, r, 2));
+  t.Pump();
+  const uint64_t stale = t.root().counters().drops[static_cast<size_t>(DropReason::kStaleEpoch)];
+  const uint64_t drops = t.leaf(1).counters().uplink_drops;
+  proto::PacketView v;
+  ASSERT_EQ(proto::Decode(first_ack.data(), first_ack.size(), &v), proto::DecodeError::kOk);
+  EXPECT_EQ(t.leaf(1).OnPacket(v, kParentToken, t.now()).kind, ActionKind::kNone);
+  EXPECT_EQ(t.leaf(1).counters().uplink_drops, drops + 1);
+  // Leaf 0 completes the round: leaf 1's partial sum is still the root's.
+  t.rank_rx().clear();
+  for (uint32_t r = 0; r < 2; ++r) t.Contribute(0, r, 2, 0, 2, Values(0, r, 2));
+  for (int round = 0; round < 4; ++round) {
+    t.now() += 60'000'000;
+    t.Poll();
+    t.Pump();
+  }
+  ExpectResults(&t, 2);
+  EXPECT_EQ(t.root().counters().drops[static_cast<size_t>(DropReason::kStaleEpoch)], stale);
 }
 
 }  // namespace

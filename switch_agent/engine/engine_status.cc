@@ -64,6 +64,16 @@ void Engine::HandleResultRequest(const proto::PacketView& pkt, PeerToken from, u
     return ResultTo(job, h.slot, h.shadow, from, out);
   }
   if (NackIfDeserted(job, h, h.slot, h.shadow, true, from, out)) return;
+  if (m.state == SetState::kUpstream && (m.routing & kRoutingParentDeserted) != 0) {
+    ++counters_.peer_left_nacks;
+    MakeNack(h, from, proto::NackCode::kPeerLeft, out);
+    static constexpr char kText[] =
+        "the parent aggregator waits for a child of its own that left the job without "
+        "contributing to this round";
+    out->payload = reinterpret_cast<const uint8_t*>(kText);
+    out->payload_len = sizeof(kText) - 1;
+    return;
+  }
   if (windowed) return WindowStatus(job, h, from, out);
   StatusTo(job, h, h.slot, h.shadow, from, out);
 }

@@ -84,6 +84,10 @@ inline constexpr uint32_t kNoOwner = (1u << 21) - 1;  // > any child index (kMax
 inline constexpr uint32_t kRoutingHadNotice = 1u << 28;  // a notice arrived (FORMAT.md §3.3.2)
 inline constexpr uint32_t kRoutingHasData = 1u << 29;
 inline constexpr uint32_t kRoutingOwnerOnly = 1u << 30;
+// kUpstream: the parent answered this round's probe NACK peer_left (a child
+// of its own left without contributing): the round can never complete, and
+// this node's children are told so when they ask (FORMAT.md §5, §13).
+inline constexpr uint32_t kRoutingParentDeserted = 1u << 31;
 // SetMeta::uplink_resend: the parent's RESULT of the next round said this
 // round's RESULT went out (FORMAT.md §3.3.3): lost on the way here; a plain
 // request asks for it at the next poll.

@@ -387,6 +387,15 @@ void Engine::HandleFromParent(const proto::PacketView& pkt, PeerToken from, uint
     case MsgType::kNack:
       ++counters_.uplink_nacks;
       up.last_nack = h.aux;
+      if (h.aux == static_cast<uint32_t>(NackCode::kPeerLeft) && h.epoch == up.parent_epoch &&
+          h.slot < job->slot_count() && h.shadow <= 1) {
+        SetMeta& m = job->meta(h.slot, h.shadow);
+        // The round waits for a child of the parent that left: say so to
+        // this node's children when they ask, instead of "held" until
+        // their operations time out.
+        if (SameRound(h, m) && m.state == SetState::kUpstream) m.routing |= kRoutingParentDeserted;
+        return;
+      }
       if (h.aux == static_cast<uint32_t>(NackCode::kStaleEpoch) && up.parent_epoch != 0 &&
           h.epoch == up.parent_epoch) {
         // The parent restarted (or reaped the job), and says so with the

@@ -170,5 +170,40 @@ TEST(EngineTree, ANoticeWhereTheDataIsOwedIsDropped) {
   EXPECT_EQ(data, 1);
 }
 
+// FORMAT.md §5, §13: a round waiting at the parent for a child of the
+// parent's that left can never complete. The parent says so to the node's
+// probe (NACK peer_left); the node tells its own ranks the same when they
+// ask, instead of "held" until their operations time out.
+TEST(EngineTree, APeerLeftAtTheParentReachesTheRanksOfAnotherLeaf) {
+  Tree t;
+  LeafZeroWaitsAtTheRoot(&t);  // collective 1, slot 1, shadow 0
+  t.LeaveAll(1);
+  for (int i = 0; i < 2; ++i) {
+    t.Poll();
+    t.Pump();
+  }
+  const auto ask = [&] {
+    proto::PacketView req;
+    req.header.type = MsgType::kResultRequest;
+    req.header.job_id = kJob;
+    req.header.epoch = t.epoch(0);
+    req.header.sender = 0;
+    req.header.slot = 1;
+    req.header.shadow = 0;
+    req.header.collective_id = 1;
+    req.header.dtype = DataType::kInt32;
+    req.header.op = ReduceOp::kSum;
+    req.header.elem_count = kPayload / 4;
+    return t.leaf(0).OnPacket(testing::Sealed(req, kKey), kRankToken + 0, t.now());
+  };
+  EXPECT_EQ(ask().header.type, MsgType::kStatus) << "before the parent said anything: held";
+  t.now() += 1'100'000'000;  // past the uplink RTO: leaf 0 probes the root
+  t.Poll();
+  t.Pump();
+  const Action a = ask();
+  EXPECT_EQ(a.header.type, MsgType::kNack);
+  EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kPeerLeft));
+}
+
 }  // namespace
 }  // namespace tributary::engine

@@ -246,16 +246,36 @@ inline void ContributeRound(Tree* t, uint32_t slot, uint32_t shadow, uint64_t c)
   }
 }
 
-// Every rank got exactly one RESULT for the fragment of `collective` at
-// `offset` holding the sum of the four ranks' Values(.., round).
-inline void ExpectResultsOf(Tree* t, uint64_t collective, uint64_t offset, uint64_t round) {
-  std::vector<int64_t> want(kPayload / 4, 0);
+// The sum of the four ranks' Values(.., round), as the int32 sum gives it.
+inline std::vector<int32_t> SumOfValues(uint64_t round) {
+  std::vector<int64_t> sum(kPayload / 4, 0);
   for (int i = 0; i < 2; ++i) {
     for (uint32_t r = 0; r < 2; ++r) {
       const auto v = Values(i, r, round);
-      for (size_t k = 0; k < v.size(); ++k) want[k] += v[k];
+      for (size_t k = 0; k < v.size(); ++k) sum[k] += v[k];
     }
   }
+  return std::vector<int32_t>(sum.begin(), sum.end());
+}
+
+// Every rank contributes Values(.., c) to a reduce-scatter round of
+// collective c in slot 1, shadow 0, whose owner is rank 0 of leaf 1.
+inline void ContributeReduceScatterRound(Tree* t, uint64_t c) {
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      const auto v = Values(i, r, c);
+      const bool owner = i == 1 && r == 0;
+      t->ContributeBytes(i, r, 1, 0, c, DataType::kInt32, ReduceOp::kSum,
+                         reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4,
+                         proto::kFlagOwnerOnly | (owner ? proto::kFlagOwner : 0));
+    }
+  }
+}
+
+// Every rank got exactly one RESULT for the fragment of `collective` at
+// `offset` holding the sum of the four ranks' Values(.., round).
+inline void ExpectResultsOf(Tree* t, uint64_t collective, uint64_t offset, uint64_t round) {
+  const std::vector<int32_t> want = SumOfValues(round);
   int got = 0;
   for (const auto& p : t->rank_rx()) {
     if (p.header.type != MsgType::kResult || p.header.collective_id != collective ||
@@ -266,7 +286,7 @@ inline void ExpectResultsOf(Tree* t, uint64_t collective, uint64_t offset, uint6
     ASSERT_EQ(p.payload.size(), kPayload);
     const auto* out = reinterpret_cast<const int32_t*>(p.payload.data());
     for (size_t k = 0; k < want.size(); ++k) {
-      ASSERT_EQ(out[k], static_cast<int32_t>(want[k])) << "collective " << collective << " [" << k << "]";
+      ASSERT_EQ(out[k], want[k]) << "collective " << collective << " [" << k << "]";
     }
   }
   EXPECT_EQ(got, 4) << "collective " << collective << " offset " << offset;

@@ -123,15 +123,7 @@ TEST(EngineTree, ANoticeWhereTheDataIsOwedIsDropped) {
   t.Poll();
   t.Pump();
   const uint64_t c = 5;
-  for (int i = 0; i < 2; ++i) {
-    for (uint32_t r = 0; r < 2; ++r) {
-      const auto v = Values(i, r, c);
-      const bool owner = i == 1 && r == 0;
-      t.ContributeBytes(i, r, 1, 0, c, DataType::kInt32, ReduceOp::kSum,
-                        reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4,
-                        proto::kFlagOwnerOnly | (owner ? proto::kFlagOwner : 0));
-    }
-  }
+  ContributeReduceScatterRound(&t, c);
   std::vector<uint8_t> notice;  // the root's RESULT to leaf 0
   t.Pump([&](const Wire& w, const proto::Header& h) {
     if (h.type != MsgType::kResult || w.to_engine > 1) return false;
@@ -152,13 +144,7 @@ TEST(EngineTree, ANoticeWhereTheDataIsOwedIsDropped) {
     t.Poll();
     t.Pump();
   }
-  std::vector<int32_t> want(kPayload / 4, 0);
-  for (int i = 0; i < 2; ++i) {
-    for (uint32_t r = 0; r < 2; ++r) {
-      const auto x = Values(i, r, c);
-      for (size_t k = 0; k < x.size(); ++k) want[k] += x[k];
-    }
-  }
+  const std::vector<int32_t> want = SumOfValues(c);
   int data = 0;
   for (const auto& p : t.rank_rx()) {
     if (p.leaf != 1 || p.rank != 0 || p.header.type != MsgType::kResult) continue;

@@ -249,6 +249,16 @@ class UdpTransportOffloadTest : public ::testing::TestWithParam<bool> {
     return d;
   }
 
+  // The peer learns the transport's address (rank_) from one datagram.
+  void Hello() {
+    uint8_t hello[64] = {};
+    TxPacket h{hello, sizeof(hello), nullptr, 0, nullptr};
+    ASSERT_EQ(transport_->Send(&h, 1), 1);
+    uint8_t buf[128];
+    socklen_t len = sizeof(rank_);
+    ASSERT_EQ(recvfrom(peer_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&rank_), &len), 64);
+  }
+
   int peer_ = -1;
   sockaddr_in rank_{};  // the transport's address, as the peer saw it
   std::unique_ptr<Transport> transport_;
@@ -292,13 +302,7 @@ TEST_P(UdpTransportOffloadTest, RunsArriveAsTheSameDatagramsInOrder) {
 // runs arrived coalesced (GRO) and were split by the transport, with it off
 // the kernel split them.
 TEST_P(UdpTransportOffloadTest, CoalescedReceivesAreHandedOutAsTheirDatagrams) {
-  // The peer learns the transport's address from one datagram.
-  uint8_t hello[64] = {};
-  TxPacket h{hello, sizeof(hello), nullptr, 0, nullptr};
-  ASSERT_EQ(transport_->Send(&h, 1), 1);
-  uint8_t buf[128];
-  socklen_t len = sizeof(rank_);
-  ASSERT_EQ(recvfrom(peer_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&rank_), &len), 64);
+  ASSERT_NO_FATAL_FAILURE(Hello());
 
   std::vector<std::vector<uint8_t>> sent;
   const auto send_run = [&](uint32_t count, size_t size, size_t last) {
@@ -353,12 +357,7 @@ TEST_P(UdpTransportOffloadTest, CoalescedReceivesAreHandedOutAsTheirDatagrams) {
 // waiting, which MoreWaiting() says (the progress engine asks it before it
 // fails an operation for its deadline).
 TEST_P(UdpTransportOffloadTest, AShortRecvSaysWhetherMoreWaits) {
-  uint8_t hello[64] = {};
-  TxPacket h{hello, sizeof(hello), nullptr, 0, nullptr};
-  ASSERT_EQ(transport_->Send(&h, 1), 1);
-  uint8_t buf[128];
-  socklen_t len = sizeof(rank_);
-  ASSERT_EQ(recvfrom(peer_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&rank_), &len), 64);
+  ASSERT_NO_FATAL_FAILURE(Hello());
   sockaddr_in other_address{};
   const int other = testing::LoopbackUdpSocket(&other_address, timeval{5, 0});
   ASSERT_GE(other, 0);

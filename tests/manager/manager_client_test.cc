@@ -41,24 +41,33 @@ class ReregisteringManager final : public v1::Manager::Service {
   std::atomic<bool> relent{false};  // the test's way out should Stop() hang
 };
 
-TEST(ManagerClientTest, AManagerThatAlwaysSaysRegisterAgainNeitherSpinsNorKeepsStopWaiting) {
-  ReregisteringManager fake;
+// `service` on a free loopback port; *port says which.
+std::unique_ptr<grpc::Server> Serve(grpc::Service* service, int* port) {
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&fake);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  ASSERT_GT(port, 0);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
 
-  Provisioner provisioner;
+// A leaf daemon's client options for the manager on `port`.
+ManagerClientOptions LeafOptions(int port) {
   ManagerClientOptions o;
   o.manager = "127.0.0.1:" + std::to_string(port);
   o.name = "d-leaf0";
   o.endpoint = "127.0.0.1:17820";
   o.position = "leaf0";
   o.role = "leaf";
-  ManagerClient client(o, &provisioner);
+  return o;
+}
+
+TEST(ManagerClientTest, AManagerThatAlwaysSaysRegisterAgainNeitherSpinsNorKeepsStopWaiting) {
+  ReregisteringManager fake;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Serve(&fake, &port);
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  Provisioner provisioner;
+  ManagerClient client(LeafOptions(port), &provisioner);
   client.Start();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   // One registration per heartbeat interval (100 ms) at most, after the
@@ -107,19 +116,11 @@ class PlacingManager final : public v1::Manager::Service {
 TEST(ManagerClientTest, AReplyPlacingMoreJobsThanMaxJobsIsRefusedWhole) {
   PlacingManager fake;
   fake.jobs = 5000;
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&fake);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = Serve(&fake, &port);
   ASSERT_NE(server, nullptr);
   Provisioner provisioner;
-  ManagerClientOptions o;
-  o.manager = "127.0.0.1:" + std::to_string(port);
-  o.name = "d-leaf0";
-  o.endpoint = "127.0.0.1:17820";
-  o.position = "leaf0";
-  o.role = "leaf";
+  ManagerClientOptions o = LeafOptions(port);
   o.max_jobs = 1024;
   ManagerClient client(o, &provisioner);
   client.Start();

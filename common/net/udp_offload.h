@@ -51,6 +51,34 @@ inline int EnableGro(int fd) {
   return setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) == 0 ? 0 : errno;
 }
 
+// What became of a GSO run that sendmmsg refused inside a batch, where the
+// kernel drops the errno, while no run has gone out yet on the socket (so
+// the refusal may be the kernel or device lacking the offload).
+enum class RefusedRun {
+  kSent,       // it went out when sent alone: the offload works
+  kFull,       // no room in the socket: keep it for the next pass
+  kNoOffload,  // EINVAL or EIO: the kernel or device has no GSO for it
+  kLost,       // anything else (EPERM from a firewall, EHOSTUNREACH ...):
+               // the kernel took the run and a later stage refused it, so
+               // the offload works and the run is lost like one on a wire
+};
+
+// Sends the run once more, alone, to learn which of the above it was. Only
+// for the first such refusal of a socket: each answer but kFull proves
+// whether GSO works, and asking a firewall twice (a `numgen random` drop
+// draws again) is bounded to that once. `*err` gets the errno (0: sent).
+inline RefusedRun SendRefusedRunAlone(int fd, const msghdr& run, int* err) {
+  ssize_t rc;
+  do {
+    rc = sendmsg(fd, &run, MSG_DONTWAIT);
+  } while (rc < 0 && errno == EINTR);
+  *err = rc < 0 ? errno : 0;
+  if (rc >= 0) return RefusedRun::kSent;
+  if (*err == EAGAIN || *err == EWOULDBLOCK || *err == ENOBUFS) return RefusedRun::kFull;
+  if (*err == EINVAL || *err == EIO) return RefusedRun::kNoOffload;
+  return RefusedRun::kLost;
+}
+
 // True when the kernel knows UDP_SEGMENT (checked on `fd` without changing
 // what it sends: a socket-wide segment size of 0 means "none").
 inline bool GsoKnown(int fd) {

@@ -202,6 +202,36 @@ TEST_P(UdpTransportFirewallTest, RefusedPacketsAreLostAndCountedNotSentAgain) {
   EXPECT_EQ(s.offload_sends, 0u);
 }
 
+// A GSO run refused inside a batch (sendmmsg drops its errno) before any
+// run went out: the transport cannot tell a firewall from a kernel without
+// GSO, so it sends the run once more alone. The firewall refuses it again
+// (EPERM, every run: `meta length` is the run's, over 2000 bytes): the run
+// is lost and counted, and GSO stays on, as the next send shows. (Turning
+// GSO off sent the run again as 60 datagrams, which passed, and every
+// later send went one datagram at a time.) The 63 go as runs of 60 and 3.
+TEST_P(UdpTransportFirewallTest, ARunRefusedInsideABatchLeavesGsoOn) {
+  packets_[0].payload_len = 512;  // a datagram of its own, ahead of a run of 63
+  ASSERT_TRUE(Refuse("meta length > 2000"));
+  SendAll();
+  std::vector<uint32_t> got = receiver_->Drain();
+  TransportStats s = transport_->stats();
+  if (!GetParam()) {
+    EXPECT_EQ(got.size(), size_t{kPackets}) << "no datagram is over 2000 bytes";
+    EXPECT_EQ(s.send_errors, 0u);
+    return;
+  }
+  EXPECT_EQ(got, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(s.send_errors, uint64_t{kPackets - 1});
+  EXPECT_EQ(NftDrops("trib_udp_test"), 3u) << "the run of 60 twice (the second alone), then 3";
+  Nft("delete table inet trib_udp_test\n");
+  SendAll();
+  got = receiver_->Drain();
+  EXPECT_EQ(got.size(), size_t{kPackets});
+  s = transport_->stats();
+  EXPECT_EQ(s.offload_sends, 2u) << "GSO was turned off";
+  EXPECT_EQ(s.send_errors, uint64_t{kPackets - 1});
+}
+
 // A firewall that refuses everything: every packet is counted as lost and
 // Send returns (nothing blocks, nothing aborts); the next call works alike.
 TEST_P(UdpTransportFirewallTest, EveryPacketRefusedIsCountedAndSendReturns) {

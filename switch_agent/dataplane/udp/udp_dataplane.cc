@@ -660,17 +660,36 @@ void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m)
       // counted). A socket with room was not full, so the message was
       // refused: it is lost like one dropped on a wire, and counted. A full
       // socket sends it again below (EAGAIN: wait for room). A GSO run
-      // refused before any went out is the kernel or device without it.
+      // refused before any went out may be the kernel or device without
+      // it: sent alone once, its errno says.
       if (sent < m && Writable(fd_)) {
         if (counts[sent] > 1 &&
             ResendIfRouteShrank(static_cast<size_t>(msgs + sent - gso_msgs_.data()))) {
           ++sent;
           continue;
         }
+        int err = 0;
         if (counts[sent] > 1 && !gso_confirmed_) {
-          return FallBackFromGso(0, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
+          // Until a run has gone out, a refused one is sent once more alone
+          // to learn why (udp_offload.h).
+          const net::RefusedRun why = net::SendRefusedRunAlone(fd_, msgs[sent].msg_hdr, &err);
+          if (why == net::RefusedRun::kFull) continue;  // sendmmsg meets EAGAIN below
+          if (why == net::RefusedRun::kNoOffload) {
+            return FallBackFromGso(err, static_cast<size_t>(msgs + sent - gso_msgs_.data()),
+                                   m - sent);
+          }
+          gso_confirmed_ = true;
+          if (why == net::RefusedRun::kSent) {
+            for (size_t v = 0; v < msgs[sent].msg_hdr.msg_iovlen; ++v) {
+              stats_.tx_bytes += msgs[sent].msg_hdr.msg_iov[v].iov_len;
+            }
+            stats_.tx_packets += counts[sent];
+            ++stats_.tx_gso_runs;
+            ++sent;
+            continue;
+          }
         }
-        CountRefused(0, to(sent), counts[sent]);
+        CountRefused(err, to(sent), counts[sent]);
         ++sent;
       }
       continue;
@@ -707,6 +726,7 @@ void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m)
     if (counts[sent] > 1 && !gso_confirmed_ && (err == EINVAL || err == EIO)) {
       return FallBackFromGso(err, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
     }
+    if (counts[sent] > 1) gso_confirmed_ = true;  // it passed the kernel's GSO checks first
     // Any other error concerns the first message only (EPERM from a
     // firewall, EHOSTUNREACH ...): it is lost; skip it and send the rest.
     CountRefused(err, to(sent), counts[sent]);

@@ -190,6 +190,8 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
         DisableGso(err);  // the run is sent again, one datagram at a time
         continue;
       }
+      // A run refused otherwise passed the kernel's GSO checks first.
+      if (count[0] > 1) gso_confirmed_ = true;
       // EPERM (a firewall's drop on the output path), EHOSTUNREACH and the
       // like: the packets are lost, as on a wire. Count them and let the
       // retransmission timer or the operation timeout decide.
@@ -215,12 +217,30 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
       // are lost. A full socket keeps the rest for the next pass. A GSO run
       // refused before any went out is the kernel or NIC without the
       // offload, and one whose datagrams no longer fit the route's MTU was
-      // refused for that: either is sent again without.
+      // refused for that: either is sent again without. Until a run has
+      // gone out, a refused one is sent once more alone to learn which.
       if (!Writable(fd_)) break;
       const TxPacket& head = packets[sent_total];  // the first packet of message rc
       if (count[rc] > 1 && RouteShrank(head.header_len + head.payload_len)) continue;
       if (count[rc] > 1 && !gso_confirmed_) {
-        DisableGso(0);
+        int err = 0;
+        const net::RefusedRun why = net::SendRefusedRunAlone(fd_, msgs[rc].msg_hdr, &err);
+        if (why == net::RefusedRun::kFull) break;
+        if (why == net::RefusedRun::kNoOffload) {
+          DisableGso(err);  // the run is sent again, one datagram at a time
+          continue;
+        }
+        gso_confirmed_ = true;
+        if (why == net::RefusedRun::kSent) {
+          stats_.packets_sent += count[rc];
+          for (size_t v = 0; v < msgs[rc].msg_hdr.msg_iovlen; ++v) {
+            stats_.bytes_sent += msgs[rc].msg_hdr.msg_iov[v].iov_len;
+          }
+          stats_.offload_sends++;
+        } else {
+          CountRefused(err, count[rc]);
+        }
+        sent_total += count[rc];
         continue;
       }
       CountRefused(0, count[rc]);

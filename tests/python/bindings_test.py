@@ -23,6 +23,7 @@ import threading
 import time
 import traceback
 import unittest
+import weakref
 
 import numpy as np
 import torch
@@ -230,6 +231,47 @@ class BindingsTest(unittest.TestCase):
         comm.all_reduce(a).wait(timeout_s=1e300)
         self.assertError("INVALID_ARGUMENT", comm.all_reduce(a).wait, timeout_s=float("nan"))
         comm.close()
+
+    def test_objects_all_reduced_without_register_are_released_with_their_memory(self):
+        comm = tributary.Communicator(job_id=80, job_key=3, rank=0, world_size=1,
+                                      aggregator=self.address, node_level="off")
+        kept = np.ones(64, dtype=np.float32)
+        comm.register(kept)
+        # Fresh arrays and tensors each step, as a training loop makes them:
+        # each goes, with its registration, once the caller drops it.
+        for i in range(40):
+            fresh = (np.full(1000 + i, 1.0, dtype=np.float32) if i % 2
+                     else torch.full((1000 + i,), 1.0))
+            out = np.zeros(1000 + i, dtype=np.float32)
+            alive = weakref.ref(fresh), weakref.ref(out)
+            comm.all_reduce(fresh, out).wait()
+            self.assertEqual(float(out[-1]), 1.0)
+            del fresh, out
+            self.assertEqual([a() is None for a in alive], [True, True],
+                             "the communicator keeps an array it all-reduced alive")
+            self.assertEqual(list(comm._registered), [(kept.ctypes.data, kept.nbytes)])
+        # A view keeps its base (and the base's registration) alive; the
+        # registration goes with the last of them.
+        base = np.ones(32, dtype=np.float32)
+        view = base[8:]
+        comm.all_reduce(base).wait()
+        comm.all_reduce(view).wait()
+        gone = weakref.ref(base)
+        del base
+        self.assertEqual(len(comm._registered), 2)
+        del view
+        self.assertIsNone(gone())
+        self.assertEqual(len(comm._registered), 1)
+        # register() keeps its object, also one an operation registered first.
+        later = np.ones(16, dtype=np.float32)
+        comm.all_reduce(later).wait()
+        comm.register(later)
+        held = weakref.ref(later)
+        del later
+        self.assertIsNotNone(held(), "register() must keep its object alive")
+        comm.deregister(held())
+        comm.close()
+        self.assertIsNone(held())
 
     def test_ranks_that_are_threads_of_one_process_meet_in_collective_calls(self):
         # Creating a communicator and a reproducible all-reduce's set-up are

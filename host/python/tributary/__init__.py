@@ -5,8 +5,11 @@ The bindings of libtributary's public API (host/include/tributary/): a
 Communicator joins a job at an aggregator (tributaryd) and all-reduces
 NumPy arrays, CPU torch tensors or any contiguous buffer in place or
 between two buffers, without copies: the library works on the objects'
-own memory, registered on first use and kept registered (the objects kept
-alive) until deregister() or close(). Operations are asynchronous: each
+own memory, registered on first use. An object passed to register() is
+kept alive and registered until deregister() or close(); one an operation
+registered on its own stays registered while it lives (its memory is
+released with it; objects that take no weak reference, like bytearray,
+are kept until deregister() or close()). Operations are asynchronous: each
 returns a Request to wait() on (the GIL is released while it waits).
 Every failure raises tributary.Error, whose ``code`` is the status name
 ("UNAVAILABLE", "TIMED_OUT", ...).
@@ -22,6 +25,7 @@ Options not given as keywords come from the TRIBUTARY_* environment
 """
 
 import sys
+import weakref
 
 from . import _tributary
 from ._tributary import CommConfig, DataType, Error, Options, ReduceOp, dtype_size
@@ -146,21 +150,34 @@ class Communicator:
         opts.validate()
         config.options = opts
         self._comm = _tributary.Communicator.create(config)
-        self._registered = {}  # (address, nbytes) -> (Buffer, obj)
+        # (address, nbytes) -> (Buffer, holders): the objects whose memory it
+        # is, each itself (kept alive) or a weak reference (its end, once
+        # the last holder's, deregisters the range: the memory is freed).
+        self._registered = {}
+        self._unreleased = []  # Buffers whose release found them in use: tried again
         self._reproducible = None  # a ReproducibleAllReducer, grown on demand
 
     # -- memory ---------------------------------------------------------------
     def register(self, obj):
         """Registers obj's memory (kept alive until deregister or close); idempotent."""
         address, nbytes, _ = _memory(obj, writable=False)
-        return self._register(address, nbytes, obj)
+        return self._register(address, nbytes, obj, keep=True)
 
-    def _register(self, address, nbytes, obj):
+    def _register(self, address, nbytes, obj, keep=False):
+        # Weak-reference callbacks may change the dict at any allocation (a
+        # garbage collection) or from another thread: iterate over copies.
+        for buffer in list(self._unreleased):
+            try:
+                self._comm.deregister(buffer)
+                self._unreleased.remove(buffer)
+            except Error:
+                pass
         # A registration that holds the whole range serves it: a view of a
-        # registered array included. Registered objects are kept alive, so
-        # their memory holds nothing else.
-        for (other, size), (buffer, _) in self._registered.items():
-            if other <= address and address + nbytes <= other + size:
+        # registered array included. Its memory is alive while a holder is,
+        # so it holds nothing else.
+        for key, (buffer, holders) in list(self._registered.items()):
+            if key[0] <= address and address + nbytes <= key[0] + key[1]:
+                self._hold(key, holders, obj, keep)
                 return buffer
         # Registrations that overlap the range without holding it (the same
         # array grown in place, a view across two): those no operation uses
@@ -175,8 +192,45 @@ class Communicator:
                     continue
                 del self._registered[(other, size)]
         buffer = self._comm.register_memory(address, nbytes)
-        self._registered[(address, nbytes)] = (buffer, obj)
+        holders = []
+        self._registered[(address, nbytes)] = (buffer, holders)
+        self._hold((address, nbytes), holders, obj, keep)
         return buffer
+
+    def _hold(self, key, holders, obj, keep):
+        """Adds obj to the holders of registration `key`: weakly, unless keep or
+        it takes no weak reference."""
+        if any((h() if isinstance(h, weakref.ref) else h) is obj for h in holders):
+            if keep and not any(h is obj for h in holders):
+                holders.append(obj)  # register() after an operation's own: kept now
+            return
+        if not keep:
+            this = weakref.ref(self)  # the callback must not keep the communicator
+            try:
+                holders.append(weakref.ref(
+                    obj, lambda ref: this() is not None and this()._release(key, ref)))
+                return
+            except TypeError:
+                pass  # no weak reference (bytearray): kept until deregister or close
+        holders.append(obj)
+
+    def _release(self, key, ref):
+        """A weakly held object ended: its registration goes with its last holder."""
+        entry = self._registered.get(key)
+        # By identity: `in` and remove() compare with ==, elementwise on arrays.
+        at = next((i for i, h in enumerate(entry[1]) if h is ref), None) if entry else None
+        if at is None:
+            return
+        del entry[1][at]
+        if entry[1]:
+            return
+        del self._registered[key]
+        try:
+            self._comm.deregister(entry[0])
+        except Error:
+            # In use (a Request dropped before it finished) or closed: the
+            # next registration tries again; close() ends it anyway.
+            self._unreleased.append(entry[0])
 
     def deregister(self, obj):
         """Releases obj's registration (fails while an operation uses it)."""
@@ -260,6 +314,7 @@ class Communicator:
         self._reproducible = None
         self._comm.close()
         self._registered.clear()
+        self._unreleased.clear()
 
     def __enter__(self):
         return self

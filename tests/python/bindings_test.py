@@ -273,6 +273,30 @@ class BindingsTest(unittest.TestCase):
         comm.close()
         self.assertIsNone(held())
 
+    def test_a_request_dropped_before_it_is_done_keeps_its_buffers_alive(self):
+        # Rank 1 never contributes, so rank 0's all-reduce cannot finish: its
+        # array must outlive the Request the caller dropped (the library
+        # still writes into it), and go once closing ended the operation.
+        comms = [None, None]
+
+        def create(r):
+            comms[r] = tributary.Communicator(job_id=81, job_key=5, rank=r, world_size=2,
+                                              aggregator=self.address, node_level="off")
+
+        creators = [threading.Thread(target=create, args=(r,)) for r in range(2)]
+        for t in creators:
+            t.start()
+        for t in creators:
+            t.join(timeout=60)
+        x = np.ones(4096, dtype=np.float32)
+        alive = weakref.ref(x)
+        request = comms[0].all_reduce(x)
+        del x, request
+        self.assertIsNotNone(alive(), "an array freed while its all-reduce runs")
+        comms[0].close()
+        self.assertIsNone(alive(), "closing ended the operation: its array can go")
+        comms[1].close()
+
     def test_ranks_that_are_threads_of_one_process_meet_in_collective_calls(self):
         # Creating a communicator and a reproducible all-reduce's set-up are
         # collective: each releases the GIL while it waits for the others.

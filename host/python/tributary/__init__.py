@@ -62,6 +62,14 @@ def _invalid(message):
     return error
 
 
+def _finished(request):
+    """True once a (binding) request is done, failed or not."""
+    try:
+        return request.test()
+    except Error:
+        return True
+
+
 def _is_torch_tensor(obj):
     torch = sys.modules.get("torch")  # never imported here: only tensors the caller made
     return torch is not None and isinstance(obj, torch.Tensor)  # Parameters too
@@ -105,9 +113,16 @@ def _memory(obj, writable):
 class Request:
     """An asynchronous operation; keeps its buffers alive until it is done."""
 
-    def __init__(self, request, keep):
+    def __init__(self, request, keep, orphans):
         self._request = request
         self._keep = keep
+        self._orphans = orphans  # the communicator's: where a dropped one's buffers wait
+
+    def __del__(self):
+        # Dropped before wait() or test() saw it done: its buffers stay alive
+        # with the communicator until it is (the library still uses them).
+        if getattr(self, "_keep", None) is not None:
+            self._orphans.append((self._request, self._keep))
 
     def wait(self, timeout_s=None):
         """Blocks until done (GIL released); raises tributary.Error on failure or timeout."""
@@ -155,6 +170,7 @@ class Communicator:
         # the last holder's, deregisters the range: the memory is freed).
         self._registered = {}
         self._unreleased = []  # Buffers whose release found them in use: tried again
+        self._orphans = []  # (request, buffers) of Requests dropped before they were done
         self._reproducible = None  # a ReproducibleAllReducer, grown on demand
 
     # -- memory ---------------------------------------------------------------
@@ -164,6 +180,7 @@ class Communicator:
         return self._register(address, nbytes, obj, keep=True)
 
     def _register(self, address, nbytes, obj, keep=False):
+        self._orphans[:] = [o for o in list(self._orphans) if not _finished(o[0])]
         # Weak-reference callbacks may change the dict at any allocation (a
         # garbage collection) or from another thread: iterate over copies.
         for buffer in list(self._unreleased):
@@ -273,7 +290,7 @@ class Communicator:
         if r_addr != s_addr:
             self._register(r_addr, r_bytes, recv)
         request = self._comm.all_reduce(s_addr, r_addr, count, dtype, reduce_op)
-        return Request(request, (send, recv))
+        return Request(request, (send, recv), self._orphans)
 
     def reproducible_all_reduce(self, send, recv=None, op="sum", count=None):
         """Blocking all-reduce whose float results are bitwise identical whatever the
@@ -315,6 +332,9 @@ class Communicator:
         self._comm.close()
         self._registered.clear()
         self._unreleased.clear()
+        # Closing ended their operations, unless a call running in another
+        # thread still holds the communicator: those stay until it is done.
+        self._orphans[:] = [o for o in list(self._orphans) if not _finished(o[0])]
 
     def __enter__(self):
         return self

@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tributaryd: manager_token_file: %s\n", error.c_str());
         return 2;
       }
+      if (config.manager_ca.empty()) {
+        TRIB_LOG(kWarn, "manager",
+                 "manager_token_file without manager_ca: the token, and the job keys the "
+                 "manager sends back, cross the network in clear text");
+      }
     }
     mo.endpoint = config.advertise_address.empty() ? dataplane->LocalAddress()
                                                    : config.advertise_address;

@@ -506,8 +506,10 @@ std::vector<EnvVarInfo> EnvTable() {
 }
 
 const std::vector<std::string>& LogSubsystems() {
-  static const std::vector<std::string> names = {"comm", "env", "fault", "launch", "nccl",
-                                                 "ofi", "progress", "transport", "udp", "verbs"};
+  // Every subsystem the library logs under (TRIB_LOG's second argument).
+  static const std::vector<std::string> names = {"comm",     "cuda",      "env",  "fault",
+                                                 "launch",   "nccl",      "node", "ofi",
+                                                 "progress", "transport", "udp",  "verbs"};
   return names;
 }
 

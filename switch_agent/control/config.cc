@@ -380,6 +380,15 @@ Status ValidateConfig(const Config& c) {
       }
     }
   }
+  // Settings of the manager connection mean nothing without a manager:
+  // never silently ignored (a --manager left out of a unit file).
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"manager_ca", &c.manager_ca},
+        {"manager_token_file", &c.manager_token_file}}) {
+    if (!value->empty() && c.manager.empty()) {
+      fail(key, "'" + *value + "' is set but manager is not (nothing would use it)");
+    }
+  }
   if (!c.advertise_address.empty()) {
     if (auto address = net::ParseHostPort(c.advertise_address); !address.ok()) {
       fail("advertise_address", address.status().message());

@@ -28,9 +28,12 @@ Result<proto::Identity> Create(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return FileError(path, std::string("cannot create: ") + std::strerror(errno));
   const ssize_t n = ::write(fd, hex, kHexBytes + 1);
+  // On disk before the public key is logged and pinned: a crash must not
+  // leave an empty file (refused as malformed) behind a key ranks trust.
+  const int synced = n == static_cast<ssize_t>(kHexBytes + 1) ? ::fsync(fd) : 0;
   const int err = errno;
   sodium_memzero(hex, sizeof(hex));
-  if (::close(fd) != 0 || n != static_cast<ssize_t>(kHexBytes + 1)) {
+  if (::close(fd) != 0 || n != static_cast<ssize_t>(kHexBytes + 1) || synced != 0) {
     ::unlink(path.c_str());
     return FileError(path, std::string("cannot write: ") + std::strerror(n < 0 ? err : EIO));
   }
@@ -41,7 +44,9 @@ Result<proto::Identity> Create(const std::string& path) {
 
 Result<proto::Identity> LoadIdentity(const std::string& path) {
   if (path.empty()) return proto::GenerateIdentity();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (refused below) must not hold the start until a
+  // writer comes; regular files ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return Create(path);
     return FileError(path, std::string("cannot open: ") + std::strerror(errno));
@@ -55,7 +60,15 @@ Result<proto::Identity> LoadIdentity(const std::string& path) {
     ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%o", static_cast<unsigned>(st.st_mode & 0777));
-    return FileError(path, std::string("readable by others (mode ") + mode + "); chmod 600 it");
+    return FileError(path, std::string("open to group or others (mode ") + mode +
+                               "): it holds a secret key; chmod 600 it");
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    // Its owner could replace the key this daemon answers with.
+    ::close(fd);
+    return FileError(path, "owned by uid " + std::to_string(st.st_uid) +
+                               ", not by this process (uid " + std::to_string(::geteuid()) +
+                               ") or root; chown it");
   }
   char buf[kHexBytes + 8] = {};
   const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);

@@ -13,8 +13,10 @@
 
 namespace tributary::agent {
 
-// A missing file is created; an unreadable, malformed or group/world-
-// readable one is an error naming the file and the fix.
+// A missing file is created (0600, synced); an unreadable or malformed
+// one, one open to group or others, one owned by another user than this
+// process's or root, or one that is no regular file is an error naming the
+// file and the fix.
 Result<proto::Identity> LoadIdentity(const std::string& path);
 
 // The public key as 64 hex digits (logs, `tributaryd --print-public-key`).

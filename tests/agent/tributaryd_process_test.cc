@@ -9,6 +9,7 @@
 // behave as documented. Every daemon is killed by pid in teardown.
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -719,6 +720,24 @@ TEST_F(TributarydTest, BadInvocationsFailWithMessage) {
         << c.args[0] << " stderr: " << p.Stderr();
     EXPECT_EQ(p.Stdout().find("listening"), std::string::npos) << "must fail before serving";
   }
+}
+
+// Proves: a manager token sent without TLS is said at WARN (the token and
+// the job keys the manager returns cross the network in clear text), and
+// the token's settings without a manager are refused (above: config_test).
+TEST_F(TributarydTest, AManagerTokenWithoutTlsIsWarnedAbout) {
+  const std::string path = ::testing::TempDir() + "tributaryd-token-" + std::to_string(getpid());
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("s3cret\n", f);
+  std::fclose(f);
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  // Port 1 of loopback: nothing listens; the daemon keeps trying.
+  StartDaemon({"--manager", "127.0.0.1:1", "--manager-token-file", path});
+  EXPECT_TRUE(daemon_.WaitForStderr("manager_token_file without manager_ca", 1, 10000))
+      << daemon_.Stderr();
+  StopDaemon();
+  unlink(path.c_str());
 }
 
 // Proves: --help, --version and --print-config exit 0 with their output.

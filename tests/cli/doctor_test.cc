@@ -143,12 +143,20 @@ TEST_F(DoctorTest, MtuBelowPayloadPlusHeaders) {
   Finding f = CheckMtu(in, sys, view);
   EXPECT_EQ(f.verdict, Verdict::kWarn) << f.saw;
   EXPECT_NE(f.saw.find("leaves lo (127.0.0.1), MTU 1500"), std::string::npos) << f.saw;
-  EXPECT_NE(f.saw.find("8192 B + 108 B of headers = 8300 B"), std::string::npos) << f.saw;
-  // (1500 - 108) rounded down to a multiple of 64.
-  EXPECT_NE(f.fix.find("TRIBUTARY_PAYLOAD_BYTES=1344"), std::string::npos) << f.fix;
+  EXPECT_NE(f.saw.find("8192 B + 92 B of headers = 8284 B"), std::string::npos) << f.saw;
+  // (1500 - 92) rounded down to a multiple of 64: the 64-byte header, UDP
+  // and IPv4. That payload fits; 64 more do not.
+  EXPECT_NE(f.fix.find("TRIBUTARY_PAYLOAD_BYTES=1408"), std::string::npos) << f.fix;
+  in.options.payload_bytes = 1408;
+  EXPECT_EQ(CheckMtu(in, sys, view).verdict, Verdict::kPass);
+  in.options.payload_bytes = 1472;
+  EXPECT_EQ(CheckMtu(in, sys, view).verdict, Verdict::kWarn);
+  // verbs places results: 16 more header bytes (FORMAT.md §12.3).
   in.options.transport = "verbs";
   in.options.payload_bytes = 4096;
-  EXPECT_EQ(CheckMtu(in, sys, view).verdict, Verdict::kFail);
+  f = CheckMtu(in, sys, view);
+  EXPECT_EQ(f.verdict, Verdict::kFail);
+  EXPECT_NE(f.fix.find("TRIBUTARY_PAYLOAD_BYTES=1344"), std::string::npos) << f.fix;
   root.Write("/sys/class/net/lo/mtu", "9000\n");
   in.options.transport = "udp";
   in.options.payload_bytes = 8192;

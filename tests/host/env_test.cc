@@ -119,6 +119,13 @@ TEST(EnvTest, EveryVariableIsApplied) {
   EXPECT_EQ(v.faults.stall_after_rx, 9000u);
 }
 
+// The node level and the CUDA path log as `node` and `cuda`: both can be
+// selected (they were refused as unknown names).
+TEST(EnvTest, EverySubsystemTheLibraryLogsUnderCanBeSelected) {
+  auto e = ParseAll({{"TRIBUTARY_DEBUG_SUBSYS", "node,cuda,comm,progress,udp,launch,fault,nccl"}});
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+}
+
 TEST(EnvTest, LogVariablesAreParsedNotApplied) {
   const base::LogLevel before = base::GetLogLevel();
   base::SetLogLevel(base::LogLevel::kError);

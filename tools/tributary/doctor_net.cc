@@ -30,8 +30,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Header with placement extension, UDP, IPv4.
-constexpr uint32_t kPacketOverhead = proto::kMaxHeaderSize + 8 + 20;
+// Header bytes a data packet carries, UDP and IPv4 included: only verbs
+// places results, with the placement extension (FORMAT.md §12.3).
+uint32_t PacketOverhead(const std::string& transport) {
+  return static_cast<uint32_t>((transport == "verbs" ? proto::kMaxHeaderSize : proto::kHeaderSize) +
+                               8 + 20);
+}
 
 struct LogLine {
   LogLevel level;
@@ -280,7 +284,8 @@ Finding CheckMtu(const DoctorInputs& in, const DoctorSystem& sys, const Aggregat
   }
   char local_text[INET_ADDRSTRLEN] = "?";
   inet_ntop(AF_INET, &local.sin_addr, local_text, sizeof(local_text));
-  const uint64_t packet = uint64_t{o.payload_bytes} + kPacketOverhead;
+  const uint32_t overhead = PacketOverhead(transport);
+  const uint64_t packet = uint64_t{o.payload_bytes} + overhead;
   std::string saw = "route to " + in.options.aggregator + " leaves " +
                     (interface.empty() ? std::string("?") : interface) + " (" + local_text +
                     "), MTU " + std::to_string(mtu) +
@@ -288,13 +293,13 @@ Finding CheckMtu(const DoctorInputs& in, const DoctorSystem& sys, const Aggregat
                          ? " (path; the interface has " + std::to_string(if_mtu) + ")"
                          : "") +
                     "; payload " + std::to_string(o.payload_bytes) + " B + " +
-                    std::to_string(kPacketOverhead) + " B of headers = " + std::to_string(packet) +
+                    std::to_string(overhead) + " B of headers = " + std::to_string(packet) +
                     " B over " + transport;
   if (transport.rfind("ofi", 0) == 0) {
     return {kName, Verdict::kPass, saw + " (libfabric sizes its own packets)", ""};
   }
   if (packet <= mtu) return {kName, Verdict::kPass, saw, ""};
-  const uint64_t fits = mtu > kPacketOverhead + 64 ? (mtu - kPacketOverhead) / 64 * 64 : 64;
+  const uint64_t fits = mtu > overhead + 64 ? (mtu - overhead) / 64 * 64 : 64;
   const std::string fix = "TRIBUTARY_PAYLOAD_BYTES=" + std::to_string(fits) +
                           " (and the same on every rank), or raise the MTU on every hop "
                           "(ip link set " + (interface.empty() ? "DEV" : interface) + " mtu 9000)";

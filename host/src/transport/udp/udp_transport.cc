@@ -102,9 +102,10 @@ Result<std::unique_ptr<Transport>> UdpTransport::Create(const Options& options) 
   inet_ntop(AF_INET, &t->aggregator_.sin_addr, addr, sizeof(addr));
   if (options.udp_offload) {
     // GSO cuts a run into datagrams without IP fragmentation: every
-    // datagram (the largest is header + payload_bytes) must fit the MTU.
+    // datagram (the largest is header + payload_bytes; udp places no
+    // results, so no placement extension) must fit the MTU.
     const int mtu = net::RouteMtu(t->aggregator_);
-    const size_t largest = proto::kMaxHeaderSize + options.payload_bytes;
+    const size_t largest = proto::kHeaderSize + options.payload_bytes;
     if (!net::GsoKnown(t->fd_)) {
       TRIB_LOG(kInfo, "udp", "no UDP GSO in this kernel: one datagram per send");
     } else if (mtu <= 0 || largest + net::kUdpIpv4Overhead > static_cast<size_t>(mtu)) {

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// tributaryd's identity_file (switch_agent/control/identity.h): created once
+// (mode 0600) and read back as the same key pair; every file that must not
+// be trusted with a secret key, or cannot hold one, is refused naming why,
+// and a FIFO is refused at once instead of holding the start.
+#include "switch_agent/control/identity.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace tributary::agent {
+namespace {
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/trib-identity-XXXXXX";
+    ASSERT_NE(mkdtemp(templ), nullptr);
+    dir_ = templ;
+    path_ = dir_ + "/identity.key";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  void Write(const std::string& text, mode_t mode) {
+    FILE* f = std::fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    ASSERT_EQ(chmod(path_.c_str(), mode), 0);
+  }
+  std::string Refusal() {
+    Result<proto::Identity> r = LoadIdentity(path_);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? "" : r.status().ToString();
+  }
+
+  std::string dir_, path_;
+};
+
+TEST_F(IdentityTest, AMissingFileIsCreatedPrivateAndReadBackAsTheSameKey) {
+  Result<proto::Identity> first = LoadIdentity(path_);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  struct stat st {};
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 65);  // 64 hex digits and a newline
+  Result<proto::Identity> again = LoadIdentity(path_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(PublicKeyHex(first.value()), PublicKeyHex(again.value()));
+  // No file configured: a fresh pair each time.
+  EXPECT_NE(PublicKeyHex(LoadIdentity("").value()), PublicKeyHex(LoadIdentity("").value()));
+}
+
+TEST_F(IdentityTest, FilesThatCannotBeTrustedWithTheKeyAreRefused) {
+  ASSERT_TRUE(LoadIdentity(path_).ok());
+  ASSERT_EQ(chmod(path_.c_str(), 0640), 0);
+  EXPECT_NE(Refusal().find("open to group or others (mode 640)"), std::string::npos);
+  ASSERT_EQ(chmod(path_.c_str(), 0602), 0);  // writable by others only: refused too
+  EXPECT_NE(Refusal().find("(mode 602)"), std::string::npos);
+  if (geteuid() == 0) {
+    ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
+    ASSERT_EQ(chown(path_.c_str(), 12345, 12345), 0);
+    EXPECT_NE(Refusal().find("owned by uid 12345"), std::string::npos);
+  }
+}
+
+TEST_F(IdentityTest, FilesThatCannotHoldAKeyAreRefused) {
+  Write("not hex\n", 0600);
+  EXPECT_NE(Refusal().find("exactly 64 hex digits"), std::string::npos);
+  Write(std::string(63, 'a') + "\n", 0600);
+  EXPECT_NE(Refusal().find("exactly 64 hex digits"), std::string::npos);
+  unlink(path_.c_str());
+  // A FIFO: refused at once (open would wait for a writer without O_NONBLOCK).
+  ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
+  EXPECT_NE(Refusal().find("not a regular file"), std::string::npos);
+  unlink(path_.c_str());
+  ASSERT_EQ(mkdir(path_.c_str(), 0700), 0);
+  EXPECT_NE(Refusal().find("not a regular file"), std::string::npos);
+  rmdir(path_.c_str());
+}
+
+}  // namespace
+}  // namespace tributary::agent

@@ -234,6 +234,14 @@ Result<Request> CommImpl::Submit(const Shape& shape, std::shared_ptr<host::Regis
     return InvalidArg(what + ": recv buffer holds " + std::to_string(recv->memory.bytes) +
                       " bytes, the operation needs " + std::to_string(recv_bytes));
   }
+  // An all-reduce reads send at each send and resend while results land in
+  // recv: ranges that overlap without being one (in place) would send sums
+  // as inputs. (Reduce-scatter and all-gather in place overlap by design.)
+  if (!parted && send_ptr != recv_ptr && send_bytes > 0 && recv_bytes > 0 &&
+      send_ptr < recv_ptr + recv_bytes && recv_ptr < send_ptr + send_bytes) {
+    return InvalidArg(what + ": send and recv overlap without being the same buffer (for in "
+                             "place, pass the same pointer for both)");
+  }
   Status health = Health();
   if (!health.ok()) {
     return Status(StatusCode::kAborted, "communicator aborted earlier: " + health.message());

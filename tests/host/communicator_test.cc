@@ -140,6 +140,14 @@ TEST_F(CommunicatorTest, SingleRankAllReduceAndArgumentChecks) {
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
+  // send and recv that overlap without being one buffer (in place).
+  const Result<Request> overlap =
+      c.AllReduce(a.data(), a.data() + 100, 500, DataType::kFloat64, ReduceOp::kSum);
+  EXPECT_EQ(overlap.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(overlap.status().message().find("overlap"), std::string::npos);
+  req = c.AllReduce(a.data() + 100, a.data() + 100, 500, DataType::kFloat64, ReduceOp::kSum);
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  EXPECT_TRUE(req.value().Wait().ok());
   Buffer foreign;
   EXPECT_EQ(c.AllReduce(foreign, bb.value(), 1, DataType::kInt32, ReduceOp::kSum).status().code(),
             StatusCode::kFailedPrecondition);

@@ -199,8 +199,9 @@ class Communicator {
   // Fails with kFailedPrecondition while a request uses the buffer.
   TRIB_API Status Deregister(const Buffer& buffer);
 
-  // All-reduce `count` elements of `send` into `recv` (same buffer: in place).
-  // count may be 0. Both buffers must hold count * DataTypeSize(dtype) bytes.
+  // All-reduce `count` elements of `send` into `recv` (same buffer: in place;
+  // ranges that overlap otherwise: kInvalidArgument). count may be 0. Both
+  // buffers must hold count * DataTypeSize(dtype) bytes.
   // With the node level on (Options::node_level; Stats().local_ranks > 0)
   // host buffers are reduced with the host's other ranks in shared memory
   // first and one stripe per rank crosses the network; every rank of the

@@ -13,6 +13,8 @@
 # non-native byte order); views of a registered array share its
 # registration; Request.test() and wait(timeout).
 # Usage: bindings_test.py (TRIBUTARYD and PYTHONPATH from ctest).
+import gc
+import mmap
 import multiprocessing as mp
 import os
 import re
@@ -293,8 +295,24 @@ class BindingsTest(unittest.TestCase):
         request = comms[0].all_reduce(x)
         del x, request
         self.assertIsNotNone(alive(), "an array freed while its all-reduce runs")
+        # A buffer-protocol object stays exported while its operation runs: a
+        # bytearray cannot be resized (moved) nor an mmap closed under it.
+        raw = bytearray(4096)
+        pending = comms[0].all_reduce(raw)
+        with self.assertRaises(BufferError):
+            raw.extend(b"more")
+        mapped = mmap.mmap(-1, 4096)
+        dropped = comms[0].all_reduce(np.frombuffer(mapped, dtype=np.uint8))
+        del dropped
+        gc.collect()
+        with self.assertRaises(BufferError):
+            mapped.close()
         comms[0].close()
         self.assertIsNone(alive(), "closing ended the operation: its array can go")
+        with self.assertRaises(tributary.Error):  # closing failed it
+            pending.wait()
+        raw.extend(b"more")  # the operation ended: the bytearray is its own again
+        mapped.close()
         comms[1].close()
 
     def test_ranks_that_are_threads_of_one_process_meet_in_collective_calls(self):

@@ -25,6 +25,7 @@ Options not given as keywords come from the TRIBUTARY_* environment
 """
 
 import sys
+import threading
 import weakref
 
 from . import _tributary
@@ -86,7 +87,10 @@ def _memory(obj, writable):
         dtype = _TORCH_TYPES.get(str(obj.dtype))
         if dtype is None:
             raise _invalid("tensor type %s has no Tributary type" % obj.dtype)
-        return obj.data_ptr(), obj.numel() * obj.element_size(), dtype
+        # The storage too: a tensor given other memory (set_, resize_, .data =)
+        # while an operation runs must not free the memory the library uses.
+        storage = obj.untyped_storage() if hasattr(obj, "untyped_storage") else obj.storage()
+        return obj.data_ptr(), obj.numel() * obj.element_size(), dtype, storage
     try:
         import numpy
     except ImportError:  # pragma: no cover - numpy is a dependency of the package
@@ -107,7 +111,28 @@ def _memory(obj, writable):
     if not array.dtype.isnative:
         raise _invalid("array of non-native byte order (%s): array.astype(array.dtype."
                        "newbyteorder('=')) makes a copy" % array.dtype.str)
-    return array.ctypes.data, array.nbytes, dtype
+    # The array holds obj's buffer export: while it lives, a bytearray cannot
+    # be resized nor an mmap closed (BufferError) under a running operation.
+    return array.ctypes.data, array.nbytes, dtype, array
+
+
+def _ended(communicator, ended, key, ref):
+    """A weakly held object ended: its registration ends with its last holder,
+    at once where the lock is free, else at the next registration."""
+    ended.append((key, ref))
+    comm = communicator()
+    if comm is not None and comm._lock.acquire(blocking=False):
+        try:
+            comm._settle()
+        finally:
+            comm._lock.release()
+
+
+def _range(obj):
+    """(address, nbytes) an object holds now: a tensor's may move (set_, resize_)."""
+    if _is_torch_tensor(obj):
+        return obj.data_ptr(), obj.numel() * obj.element_size()
+    return None  # arrays and buffers never move while referenced
 
 
 class Request:
@@ -115,23 +140,31 @@ class Request:
 
     def __init__(self, request, keep, orphans):
         self._request = request
-        self._keep = keep
+        self._keep = keep  # the objects, their arrays or storages
         self._orphans = orphans  # the communicator's: where a dropped one's buffers wait
 
     def __del__(self):
         # Dropped before wait() or test() saw it done: its buffers stay alive
         # with the communicator until it is (the library still uses them).
+        # list.append is atomic: no lock needed from any thread.
         if getattr(self, "_keep", None) is not None:
             self._orphans.append((self._request, self._keep))
 
     def wait(self, timeout_s=None):
         """Blocks until done (GIL released); raises tributary.Error on failure or timeout."""
-        self._request.wait(timeout_s)
-        self._keep = None
+        try:
+            self._request.wait(timeout_s)
+        finally:
+            if _finished(self._request):  # failed too: the buffers are the caller's again
+                self._keep = None
 
     def test(self):
         """True once done; raises tributary.Error if it failed."""
-        done = self._request.test()
+        try:
+            done = self._request.test()
+        except Error:
+            self._keep = None
+            raise
         if done:
             self._keep = None
         return done
@@ -166,53 +199,104 @@ class Communicator:
         config.options = opts
         self._comm = _tributary.Communicator.create(config)
         # (address, nbytes) -> (Buffer, holders): the objects whose memory it
-        # is, each itself (kept alive) or a weak reference (its end, once
-        # the last holder's, deregisters the range: the memory is freed).
+        # is, each itself (kept alive) or a weak reference. A registration
+        # whose holders all ended (or, tensors, moved to other memory) is
+        # released: its memory may be freed and reused.
         self._registered = {}
+        # The registrations, from any thread. Not re-entrant: a holder's end
+        # (a weak-reference callback, at any allocation) settles at once only
+        # where no thread, this one included, is inside a locked section.
+        self._lock = threading.Lock()
+        self._ended = []  # (key, weak reference) of holders that ended: settled under the lock
         self._unreleased = []  # Buffers whose release found them in use: tried again
         self._orphans = []  # (request, buffers) of Requests dropped before they were done
         self._reproducible = None  # a ReproducibleAllReducer, grown on demand
 
+    def __del__(self):
+        # Without close(): the C++ communicator (and its operations) must end
+        # before the objects whose memory they use are released.
+        if getattr(self, "_comm", None) is not None:
+            try:
+                self.close()
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+
     # -- memory ---------------------------------------------------------------
     def register(self, obj):
         """Registers obj's memory (kept alive until deregister or close); idempotent."""
-        address, nbytes, _ = _memory(obj, writable=False)
+        address, nbytes, _, _ = _memory(obj, writable=False)
         return self._register(address, nbytes, obj, keep=True)
 
     def _register(self, address, nbytes, obj, keep=False):
-        self._orphans[:] = [o for o in list(self._orphans) if not _finished(o[0])]
-        # Weak-reference callbacks may change the dict at any allocation (a
-        # garbage collection) or from another thread: iterate over copies.
+        with self._lock:
+            self._settle()
+            # A registration that holds the whole range serves it (a view of a
+            # registered array included) while one of its holders still has
+            # that memory.
+            for key, (buffer, holders) in list(self._registered.items()):
+                if key[0] <= address and address + nbytes <= key[0] + key[1]:
+                    if not self._current(key, holders):
+                        self._release(key)
+                        continue
+                    self._hold(key, holders, obj, keep)
+                    return buffer
+            # Registrations that overlap the range without holding it (the same
+            # array grown in place, a view across two): those no operation
+            # uses go; one in use stays beside the new one.
+            for (other, size), (buffer, _) in list(self._registered.items()):
+                if other < address + nbytes and address < other + size:
+                    try:
+                        self._comm.deregister(buffer)
+                    except Error as e:
+                        if getattr(e, "code", None) != "FAILED_PRECONDITION":
+                            raise
+                        continue
+                    self._registered.pop((other, size), None)
+            buffer = self._comm.register_memory(address, nbytes)
+            holders = []
+            self._registered[(address, nbytes)] = (buffer, holders)
+            self._hold((address, nbytes), holders, obj, keep)
+            return buffer
+
+    def _settle(self):
+        """Under the lock: ends the registrations whose last holder ended, tries
+        again the releases that found their buffer in use, and lets go of the
+        buffers of dropped Requests that are done."""
+        while self._ended:
+            key, ref = self._ended.pop()
+            entry = self._registered.get(key)
+            # By identity: `in` and remove() compare with ==, elementwise on arrays.
+            at = next((i for i, h in enumerate(entry[1]) if h is ref), None) if entry else None
+            if at is not None:
+                del entry[1][at]
+                if not entry[1]:
+                    self._release(key)
         for buffer in list(self._unreleased):
             try:
                 self._comm.deregister(buffer)
                 self._unreleased.remove(buffer)
             except Error:
                 pass
-        # A registration that holds the whole range serves it: a view of a
-        # registered array included. Its memory is alive while a holder is,
-        # so it holds nothing else.
-        for key, (buffer, holders) in list(self._registered.items()):
-            if key[0] <= address and address + nbytes <= key[0] + key[1]:
-                self._hold(key, holders, obj, keep)
-                return buffer
-        # Registrations that overlap the range without holding it (the same
-        # array grown in place, a view across two): those no operation uses
-        # go; one in use stays beside the new one.
-        for (other, size), (buffer, _) in list(self._registered.items()):
-            if other < address + nbytes and address < other + size:
-                try:
-                    self._comm.deregister(buffer)
-                except Error as e:
-                    if getattr(e, "code", None) != "FAILED_PRECONDITION":
-                        raise
-                    continue
-                del self._registered[(other, size)]
-        buffer = self._comm.register_memory(address, nbytes)
-        holders = []
-        self._registered[(address, nbytes)] = (buffer, holders)
-        self._hold((address, nbytes), holders, obj, keep)
-        return buffer
+        # pop() and extend() are atomic: an orphan appended meanwhile stays.
+        pending = []
+        while self._orphans:
+            orphan = self._orphans.pop()
+            if not _finished(orphan[0]):
+                pending.append(orphan)
+        self._orphans.extend(pending)
+
+    @staticmethod
+    def _current(key, holders):
+        """Drops the holders that ended or whose memory moved out of `key`; true
+        if one is left."""
+        def holds(h):
+            obj = h() if isinstance(h, weakref.ref) else h
+            if obj is None:
+                return False
+            now = _range(obj)
+            return now is None or (key[0] <= now[0] and now[0] + now[1] <= key[0] + key[1])
+        holders[:] = [h for h in holders if holds(h)]
+        return bool(holders)
 
     def _hold(self, key, holders, obj, keep):
         """Adds obj to the holders of registration `key`: weakly, unless keep or
@@ -222,52 +306,47 @@ class Communicator:
                 holders.append(obj)  # register() after an operation's own: kept now
             return
         if not keep:
-            this = weakref.ref(self)  # the callback must not keep the communicator
+            ended, this = self._ended, weakref.ref(self)  # not keeping the communicator
             try:
-                holders.append(weakref.ref(
-                    obj, lambda ref: this() is not None and this()._release(key, ref)))
+                holders.append(weakref.ref(obj, lambda ref: _ended(this, ended, key, ref)))
                 return
             except TypeError:
                 pass  # no weak reference (bytearray): kept until deregister or close
         holders.append(obj)
 
-    def _release(self, key, ref):
-        """A weakly held object ended: its registration goes with its last holder."""
-        entry = self._registered.get(key)
-        # By identity: `in` and remove() compare with ==, elementwise on arrays.
-        at = next((i for i, h in enumerate(entry[1]) if h is ref), None) if entry else None
-        if at is None:
+    def _release(self, key):
+        """Under the lock: ends registration `key`."""
+        entry = self._registered.pop(key, None)
+        if entry is None:
             return
-        del entry[1][at]
-        if entry[1]:
-            return
-        del self._registered[key]
         try:
             self._comm.deregister(entry[0])
         except Error:
-            # In use (a Request dropped before it finished) or closed: the
-            # next registration tries again; close() ends it anyway.
+            # In use (a Request dropped before it finished) or closed: tried
+            # again at the next registration; close() ends it anyway.
             self._unreleased.append(entry[0])
 
     def deregister(self, obj):
         """Releases obj's registration (fails while an operation uses it)."""
-        address, nbytes, _ = _memory(obj, writable=False)
-        for key, (buffer, _) in list(self._registered.items()):
-            if key == (address, nbytes) or (key[0] == address and key[1] >= nbytes):
-                self._comm.deregister(buffer)
-                del self._registered[key]
+        address, nbytes, _, _ = _memory(obj, writable=False)
+        with self._lock:
+            for key, (buffer, _) in list(self._registered.items()):
+                if key == (address, nbytes) or (key[0] == address and key[1] >= nbytes):
+                    self._comm.deregister(buffer)
+                    self._registered.pop(key, None)
 
     # -- collectives ----------------------------------------------------------
     @staticmethod
     def _operands(send, recv, op, count):
-        """The checked operands: (op, recv, send's and recv's memory, element type, count)."""
+        """The checked operands: (op, recv, send's and recv's memory, element type, count,
+        what keeps send's and recv's memory)."""
         reduce_op = _OPS.get(op, op) if isinstance(op, str) else op
         if not isinstance(reduce_op, ReduceOp):
             raise _invalid("unknown operation %r (sum, prod, min, max, avg)" % (op,))
         if recv is None:
             recv = send
-        s_addr, s_bytes, s_type = _memory(send, writable=recv is send)
-        r_addr, r_bytes, r_type = _memory(recv, writable=True)
+        s_addr, s_bytes, s_type, s_owner = _memory(send, writable=recv is send)
+        r_addr, r_bytes, r_type, r_owner = _memory(recv, writable=True)
         if s_type != r_type:
             raise _invalid("send is %s and recv %s" % (s_type.name, r_type.name))
         size = dtype_size(s_type)
@@ -276,7 +355,8 @@ class Communicator:
         if count * size > min(s_bytes, r_bytes):
             raise _invalid("%d elements do not fit in send (%d B) and recv (%d B)"
                            % (count, s_bytes, r_bytes))
-        return reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), s_type, count
+        return reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), s_type, count, \
+            (s_owner, r_owner)
 
     def all_reduce(self, send, recv=None, op="sum", count=None):
         """All-reduces send into recv (recv None or send: in place); returns a Request.
@@ -284,19 +364,19 @@ class Communicator:
         op: "sum", "prod", "min", "max" or "avg" (or a ReduceOp). count: elements
         (default: all of send). Both must have the same element type.
         """
-        reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), dtype, count = \
+        reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), dtype, count, owners = \
             self._operands(send, recv, op, count)
         self._register(s_addr, s_bytes, send)
         if r_addr != s_addr:
             self._register(r_addr, r_bytes, recv)
         request = self._comm.all_reduce(s_addr, r_addr, count, dtype, reduce_op)
-        return Request(request, (send, recv), self._orphans)
+        return Request(request, (send, recv, owners), self._orphans)
 
     def reproducible_all_reduce(self, send, recv=None, op="sum", count=None):
         """Blocking all-reduce whose float results are bitwise identical whatever the
         arrival order, losses and tree shape (float32/float64, "sum" or "avg";
         docs/TRAINING.md). Its staging grows to the largest size asked for."""
-        reduce_op, recv, (s_addr, _), (r_addr, _), dtype, count = \
+        reduce_op, recv, (s_addr, _), (r_addr, _), dtype, count, _ = \
             self._operands(send, recv, op, count)
         if self._reproducible is None or self._reproducible[1] < count:
             self._reproducible = None  # the old staging goes before the new is registered
@@ -328,13 +408,15 @@ class Communicator:
 
     def close(self):
         """Leaves the job; the registered objects are released."""
-        self._reproducible = None
-        self._comm.close()
-        self._registered.clear()
-        self._unreleased.clear()
-        # Closing ended their operations, unless a call running in another
-        # thread still holds the communicator: those stay until it is done.
-        self._orphans[:] = [o for o in list(self._orphans) if not _finished(o[0])]
+        with self._lock:
+            self._reproducible = None
+            self._comm.close()
+            self._registered.clear()
+            self._unreleased.clear()
+            del self._ended[:]
+            # Closing ended their operations, unless a call running in another
+            # thread still holds the communicator: those stay until it is.
+            self._settle()
 
     def __enter__(self):
         return self

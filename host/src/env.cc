@@ -298,7 +298,8 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_PAYLOAD_BYTES", "u32",
      SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
-     "Payload bytes per packet; multiple of 64; must fit the path MTU. 0 = auto: 3968 with the "
+     "Payload bytes per packet; multiple of 64, 64-65024; must fit the path MTU. 0 = auto: 3968 "
+     "with the "
      "verbs transport, else 65024 to a loopback aggregator, else 8192."},
     {"TRIBUTARY_WINDOW", "u32", SetU32<&Options::window, 0, proto::kMaxSlotCount>,
      U32Default<&Options::window>,
@@ -343,8 +344,8 @@ const EnvVar kEnvTable[] = {
      "for on the calling thread (no hand-off to the progress thread); 0: never."},
     {"TRIBUTARY_REDUNDANT_MAX_BYTES", "u32", SetU32<&Options::redundant_max_bytes, 0, (1u << 16)>,
      U32Default<&Options::redundant_max_bytes>,
-     "While the aggregator reports loss on the job's paths, fragments of at most this many "
-     "bytes are sent twice at their first send; 0: never."},
+     "While the aggregator reports loss on the job's paths, fragments within the first this "
+     "many bytes of a collective are sent twice at their first send; 0: never."},
     {"TRIBUTARY_REDUNDANT_AUTO", "bool", SetRedundantAuto,
      [](const Options& o) { return std::string(o.redundant_auto ? "1" : "0"); },
      "Measure whether redundant copies pay on this path (trials of 64 collectives with and "

@@ -273,6 +273,17 @@ TEST_F(CliBenchTest, UncheckedRunPrintsNotApplicable) {
   EXPECT_EQ(rows, 2u) << run.output;
 }
 
+// --lanes 2 without --daemon: the daemon the run starts serves two udp
+// lanes (it got no --udp-lanes before, and the ranks' second lane found no
+// port), and every all-reduce striped over them is exact.
+TEST_F(CliBenchTest, LanesAreServedByTheDaemonTheRunStarts) {
+  const CommandResult run =
+      RunCli("bench --ranks 2 -b 64K -e 1M -f 4 -n 3 -w 1 -c 1 --lanes 2 --node-level off", 120);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("lanes 2"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("Out of bounds values : 0 OK"), std::string::npos) << run.output;
+}
+
 // Payload bits flipped on the way to the aggregator with every end-to-end
 // check off (no CRC, a MAC over headers only; loopback carries no UDP
 // checksum either; FORMAT.md §10): the corruption reaches the sums, -c 1

@@ -67,8 +67,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "Payload bytes per packet (Options::payload_bytes; 0 = default)");
   sub->add_option("--window", config->window, "Fragments in flight per rank (0 = default)");
   sub->add_option("--lanes", config->lanes,
-                  "Aggregator lanes (ports PORT..PORT+N-1, tributaryd --dpdk-lanes N) each "
-                  "all-reduce is striped over (Options::lanes; 0 = default)");
+                  "Aggregator lanes (ports PORT..PORT+N-1: tributaryd --udp-lanes N, which "
+                  "the udp daemon this run starts gets, or --dpdk-lanes N) each all-reduce is "
+                  "striped over (Options::lanes; 0 = default)");
   sub->add_option("--timeout-ms", config->op_timeout_ms,
                   "Per-operation timeout (Options::op_timeout_ms; 0 = default)");
   sub->add_option("--connect-timeout-ms", config->connect_timeout_ms,

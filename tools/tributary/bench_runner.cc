@@ -158,6 +158,16 @@ class BenchRun {
     } else {
       dataplane_ = given;
     }
+    // --lanes N stripes each all-reduce over ports PORT..PORT+N-1: the udp
+    // daemon started here serves them with as many lanes (unless
+    // --daemon-args says how).
+    if (dataplane_ == "udp" && config_.lanes > 1 &&
+        std::find(args.begin(), args.end(), "--udp-lanes") == args.end() &&
+        std::none_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a.rfind("--udp-lanes=", 0) == 0; })) {
+      args.push_back("--udp-lanes");
+      args.push_back(std::to_string(config_.lanes));
+    }
     // With transport auto a rank might pick another transport than the
     // daemon serves (verbs where an RDMA device exists): pin it.
     if (options_.transport == "auto") rank_transport_ = TransportFor(dataplane_);

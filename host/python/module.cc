@@ -151,8 +151,9 @@ PYBIND11_MODULE(_tributary, m) {
 
   py::class_<Options>(m, "Options", "tributary::Options (docs/CONFIGURATION.md)")
       .def(py::init<>())
-      .def_static("from_environment", [] { return Take(Options::FromEnvironment()); },
-                  "Defaults overridden by the TRIBUTARY_* environment variables")
+      .def_static(
+          "from_environment", [] { return Take(Options::FromEnvironment()); },
+          "Defaults overridden by the TRIBUTARY_* environment variables")
       .def("validate", [](const Options& o) { Check(o.Validate()); })
       .def_readwrite("aggregator", &Options::aggregator)
       .def_readwrite("aggregator_key", &Options::aggregator_key)
@@ -169,7 +170,8 @@ PYBIND11_MODULE(_tributary, m) {
       .def_readwrite("checksum", &Options::checksum)
       .def_readwrite("payload_mac", &Options::payload_mac)
       .def_readwrite("block_sparse", &Options::block_sparse)
-      .def_readwrite("reproducible", &Options::reproducible);
+      .def_readwrite("reproducible", &Options::reproducible)
+      .def_readwrite("keepalive_ms", &Options::keepalive_ms);
 
   py::class_<CommConfig>(m, "CommConfig")
       .def(py::init<>())

@@ -39,11 +39,10 @@ static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
   [[maybe_unused]] const auto& [aggregator, transport, ofi_provider, payload_bytes, window, lanes,
                                 op_timeout_ms, connect_timeout_ms, rto_min_us, rto_initial_us,
                                 rto_max_us, spin_us, socket_buffer_bytes, checksum, faults,
-                                payload_mac, aggregator_key, resend_max_bytes,
-                                congestion_target_us, window_poll, node_level, node_id,
-                                node_chunk_bytes, staging_bytes, udp_offload, block_sparse,
-                                reproducible, inline_progress_bytes, redundant_max_bytes,
-                                redundant_auto] = o;
+                                payload_mac, aggregator_key, resend_max_bytes, congestion_target_us,
+                                window_poll, node_level, node_id, node_chunk_bytes, staging_bytes,
+                                udp_offload, block_sparse, reproducible, inline_progress_bytes,
+                                redundant_max_bytes, redundant_auto, keepalive_ms] = o;
   [[maybe_unused]] const auto& [tx_drop, rx_drop, tx_duplicate, rx_duplicate, tx_reorder,
                                 rx_reorder, tx_delay, rx_delay, delay_us, tx_corrupt, rx_corrupt,
                                 corrupt_payload_only, corrupt_sticky, seed, ranks,
@@ -178,6 +177,7 @@ Status CommConfigFromC(const trib_config_t& c, const CommConfig& defaults, CommC
   if (TRIB_HAS_FIELD(p, inline_progress_bytes)) o.inline_progress_bytes = c.inline_progress_bytes;
   if (TRIB_HAS_FIELD(p, redundant_max_bytes)) o.redundant_max_bytes = c.redundant_max_bytes;
   if (TRIB_HAS_FIELD(p, redundant_auto)) o.redundant_auto = c.redundant_auto != 0;
+  if (TRIB_HAS_FIELD(p, keepalive_ms)) o.keepalive_ms = c.keepalive_ms;
   if (TRIB_HAS_FIELD(p, aggregator_key)) {
     o.aggregator_key = str(c.aggregator_key, builtin.aggregator_key);
   }
@@ -253,6 +253,7 @@ void CommConfigToC(const CommConfig& config, trib_config_t* c) {
   TRIB_SET(redundant_auto, o.redundant_auto ? 1 : 0);
   TRIB_SET(fault_seed, f.seed);
   TRIB_SET(fault_stall_after_rx, f.stall_after_rx);
+  TRIB_SET(keepalive_ms, o.keepalive_ms);
   if (TRIB_HAS_FIELD(p, fault_rank_count)) {
     c->fault_ranks = Intern(f.ranks);
     c->fault_rank_count = f.ranks.size();

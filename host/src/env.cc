@@ -55,6 +55,16 @@ Status SetU32(const char* name, const char* value, EnvSettings* e) {
   return Status::Ok();
 }
 
+// 0 (never) or a period of 100 ms to an hour.
+Status SetKeepalive(const char* name, const char* value, EnvSettings* e) {
+  uint64_t v = 0;
+  if (!ParseU64(value, &v) || (v != 0 && (v < 100 || v > 3600000))) {
+    return BadValue(name, value, "0 (never) or an integer in [100, 3600000]");
+  }
+  e->options.keepalive_ms = static_cast<uint32_t>(v);
+  return Status::Ok();
+}
+
 template <double FaultOptions::*Field>
 Status SetProbability(const char* name, const char* value, EnvSettings* e) {
   Options* o = &e->options;
@@ -295,8 +305,7 @@ const EnvVar kEnvTable[] = {
      "NCCL plugin: the NICs (libfabric domain names, comma-separated, e.g. mlx5_0,mlx5_1 or "
      "eth0) its point-to-point transport offers NCCL; all = every NIC of the provider, loopback "
      "only when there is nothing else."},
-    {"TRIBUTARY_PAYLOAD_BYTES", "u32",
-     SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
+    {"TRIBUTARY_PAYLOAD_BYTES", "u32", SetU32<&Options::payload_bytes, 0, proto::kMaxPayloadBytes>,
      U32Default<&Options::payload_bytes>,
      "Payload bytes per packet; multiple of 64, 64-65024; must fit the path MTU. 0 = auto: 3968 "
      "with the "
@@ -320,13 +329,13 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_RTO_INITIAL_US", "u32", SetU32<&Options::rto_initial_us, 10, kU32Max>,
      U32Default<&Options::rto_initial_us>, "Retransmission timeout before any RTT is measured."},
     {"TRIBUTARY_RTO_MAX_US", "u32", SetU32<&Options::rto_max_us, 10, kU32Max>,
-     U32Default<&Options::rto_max_us>, "Upper bound of the retransmission timeout (after backoff)."},
+     U32Default<&Options::rto_max_us>,
+     "Upper bound of the retransmission timeout (after backoff)."},
     {"TRIBUTARY_RESEND_MAX_BYTES", "u32", SetU32<&Options::resend_max_bytes, 0, kU32Max>,
      U32Default<&Options::resend_max_bytes>,
      "An overdue fragment of at most this many bytes is resent at once; bigger ones are probed "
      "first (header-only). 0: always probe first."},
-    {"TRIBUTARY_CONGESTION_TARGET_US", "u32",
-     SetU32<&Options::congestion_target_us, 0, 10000000>,
+    {"TRIBUTARY_CONGESTION_TARGET_US", "u32", SetU32<&Options::congestion_target_us, 0, 10000000>,
      U32Default<&Options::congestion_target_us>,
      "Queueing a rank tolerates before it keeps fewer fragments in flight than its window "
      "(congestion control); 0: off."},
@@ -336,7 +345,8 @@ const EnvVar kEnvTable[] = {
      "finds every loss of a burst); 0: timers and send-time detection alone."},
     {"TRIBUTARY_SPIN_US", "u32", SetU32<&Options::spin_us, 0, 1000000>,
      U32Default<&Options::spin_us>,
-     "Progress thread (and a caller driving a small operation) busy-polls this long before sleeping: lower latency, burns a core."},
+     "Progress thread (and a caller driving a small operation) busy-polls this long before "
+     "sleeping: lower latency, burns a core."},
     {"TRIBUTARY_INLINE_PROGRESS_BYTES", "u32",
      SetU32<&Options::inline_progress_bytes, 0, (1u << 30)>,
      U32Default<&Options::inline_progress_bytes>,
@@ -351,6 +361,9 @@ const EnvVar kEnvTable[] = {
      "Measure whether redundant copies pay on this path (trials of 64 collectives with and "
      "without them, at most every 1024; the faster is kept); 0: copy whenever the aggregator "
      "reports loss."},
+    {"TRIBUTARY_KEEPALIVE_MS", "u32", SetKeepalive, U32Default<&Options::keepalive_ms>,
+     "An idle communicator sends each lane's aggregator a JOIN probe after this long with "
+     "nothing sent, so the aggregator keeps its job (job_idle_timeout_s); 0: never."},
     {"TRIBUTARY_SOCKET_BUFFER_BYTES", "u32",
      SetU32<&Options::socket_buffer_bytes, 65536, (1u << 30)>,
      U32Default<&Options::socket_buffer_bytes>, "UDP socket send/receive buffer request."},
@@ -362,16 +375,19 @@ const EnvVar kEnvTable[] = {
      "MAC the payloads of contributions and results, not only headers (every rank of a job "
      "alike)."},
     {"TRIBUTARY_AGGREGATOR_KEY", "hex", SetAggregatorKey,
-     [](const Options& o) { return o.aggregator_key.empty() ? std::string("unset") : o.aggregator_key; },
+     [](const Options& o) {
+       return o.aggregator_key.empty() ? std::string("unset") : o.aggregator_key;
+     },
      "The aggregator's public key (64 hex digits, logged by tributaryd at start): refuse an "
      "aggregator presenting another. Empty: trust the key presented (WARN)."},
-    {"TRIBUTARY_NODE_LEVEL", "word", SetNodeLevel,
-     [](const Options& o) { return o.node_level; },
+    {"TRIBUTARY_NODE_LEVEL", "word", SetNodeLevel, [](const Options& o) { return o.node_level; },
      "auto, on or off: ranks sharing a host all-reduce through shared memory and send one "
      "stripe each to the aggregator (auto: when every host has the same k >= 2 ranks; on: "
      "fail creation otherwise)."},
     {"TRIBUTARY_NODE_ID", "text", SetNodeId,
-     [](const Options& o) { return o.node_id.empty() ? std::string("(boot id + namespaces)") : o.node_id; },
+     [](const Options& o) {
+       return o.node_id.empty() ? std::string("(boot id + namespaces)") : o.node_id;
+     },
      "Ranks with equal node ids form one host's group for the node level; empty: this "
      "machine's boot id and the process's mount and network namespaces."},
     {"TRIBUTARY_NODE_CHUNK_BYTES", "u32", SetU32<&Options::node_chunk_bytes, 4096, (64u << 20)>,
@@ -401,7 +417,8 @@ const EnvVar kEnvTable[] = {
     {"TRIBUTARY_DEBUG_SUBSYS", "list", SetDebugSubsys,
      [](const Options&) { return std::string("all"); },
      "Subsystems whose trace/debug/info lines are printed, comma-separated, as "
-     "NCCL_DEBUG_SUBSYS: comm, env, fault, launch, nccl, ofi, progress, transport, udp, verbs or all; a "
+     "NCCL_DEBUG_SUBSYS: comm, env, fault, launch, nccl, ofi, progress, transport, udp, verbs or "
+     "all; a "
      "leading ^ negates the list (^progress,fault: all but those). WARN and ERROR lines always "
      "print."},
     {"TRIBUTARY_DEBUG_FILE", "path", SetDebugFile,
@@ -465,16 +482,14 @@ const EnvVar kEnvTable[] = {
      "Fault injection: a hung rank. After this many received packets (per lane) the transport "
      "takes nothing more, and after its next wait sends nothing more either (one WARN line); "
      "0 = never."},
-    {"TRIBUTARY_JOB_ID", "u32", CheckLaunch,
-     [](const Options&) { return std::string("(none)"); },
+    {"TRIBUTARY_JOB_ID", "u32", CheckLaunch, [](const Options&) { return std::string("(none)"); },
      "Job id (decimal) for communicators created from the environment "
      "(Communicator::CreateFromEnvironment, trib_comm_create_from_env); required there."},
     {"TRIBUTARY_JOB_KEY", "hex64", CheckLaunch,
      [](const Options&) { return std::string("(none)"); },
      "Job key, 1-16 hexadecimal digits as `tributary job create` prints them; required with "
      "TRIBUTARY_JOB_ID. Never invented."},
-    {"TRIBUTARY_RANK", "u32", CheckLaunch,
-     [](const Options&) { return std::string("(launcher)"); },
+    {"TRIBUTARY_RANK", "u32", CheckLaunch, [](const Options&) { return std::string("(launcher)"); },
      "This process's rank; with TRIBUTARY_WORLD_SIZE, overrides the launcher's (torchrun, "
      "Open MPI, PMI, Slurm)."},
     {"TRIBUTARY_WORLD_SIZE", "u32", CheckLaunch,
@@ -630,15 +645,14 @@ std::string DescribeOptions(const Options& o) {
            "congestion_target_us=%u window_poll=%d spin_us=%u inline_progress_bytes=%u "
            "redundant_max_bytes=%u redundant_auto=%d checksum=%d "
            "payload_mac=%d aggregator_key=%s node_level=%s udp_offload=%d block_sparse=%d "
-           "reproducible=%d faults=%s",
+           "reproducible=%d keepalive_ms=%u faults=%s",
            o.aggregator.c_str(), o.transport.c_str(), o.payload_bytes, o.window, o.lanes,
-           o.op_timeout_ms,
-           o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us, o.resend_max_bytes,
-           o.congestion_target_us, o.window_poll ? 1 : 0,
-           o.spin_us, o.inline_progress_bytes, o.redundant_max_bytes, o.redundant_auto ? 1 : 0,
+           o.op_timeout_ms, o.connect_timeout_ms, o.rto_min_us, o.rto_max_us, o.rto_initial_us,
+           o.resend_max_bytes, o.congestion_target_us, o.window_poll ? 1 : 0, o.spin_us,
+           o.inline_progress_bytes, o.redundant_max_bytes, o.redundant_auto ? 1 : 0,
            o.checksum ? 1 : 0, o.payload_mac ? 1 : 0,
            o.aggregator_key.empty() ? "trust-on-first-use" : "pinned", o.node_level.c_str(),
-           o.udp_offload ? 1 : 0, o.block_sparse ? 1 : 0, o.reproducible ? 1 : 0,
+           o.udp_offload ? 1 : 0, o.block_sparse ? 1 : 0, o.reproducible ? 1 : 0, o.keepalive_ms,
            o.faults.enabled() ? "on" : "off");
   return buf;
 }
@@ -683,6 +697,7 @@ Status Options::Validate() const {
       {"inline_progress_bytes", inline_progress_bytes, 0, 1u << 30},
       {"redundant_max_bytes", redundant_max_bytes, 0, 1u << 16},
       {"socket_buffer_bytes", socket_buffer_bytes, 65536, 1u << 30},
+      {"keepalive_ms", keepalive_ms, 0, 3600000},
   };
   for (const auto& r : ranges) {
     if (r.value < r.lo || r.value > r.hi) {
@@ -693,6 +708,11 @@ Status Options::Validate() const {
   if (Result<net::HostPort> address = host::ParseAggregatorAddress(aggregator); !address.ok()) {
     return bad("aggregator=" + address.status().message() +
                " (expected HOST:PORT, e.g. 127.0.0.1:17820)");
+  }
+  if (keepalive_ms != 0 && keepalive_ms < 100) {
+    return bad("keepalive_ms=" + std::to_string(keepalive_ms) +
+               " must be 0 (never) or in [100, "
+               "3600000]");
   }
   if (node_level != "auto" && node_level != "on" && node_level != "off") {
     return bad("node_level=" + node_level + " must be auto, on or off");

@@ -75,6 +75,7 @@ ProgressEngine::ProgressEngine(std::unique_ptr<Transport> transport, const JobId
   tx_view_.reserve(options.window * 2 + 16);
   counters_.rto_us = static_cast<uint32_t>(rtt_.RtoNs() / 1000);
   counters_.cwnd = cwnd_.limit();
+  last_sent_ns_ = clock_();  // the JOIN that made the job went out just before
 }
 
 ProgressEngine::~ProgressEngine() { Stop(); }
@@ -205,6 +206,8 @@ int64_t ProgressEngine::Poll() {
   int64_t wait_us = CheckTimers(now, /*drained=*/n < kRecvBatch);
   const int64_t stats_us = ServiceStatsWaiters(now);
   if (stats_us >= 0 && (wait_us < 0 || stats_us < wait_us)) wait_us = stats_us;
+  const int64_t probe_us = KeepAlive(now);
+  if (probe_us >= 0 && (wait_us < 0 || probe_us < wait_us)) wait_us = probe_us;
   Flush();
   PublishTransportStats();
   last_events_ = events;
@@ -386,6 +389,7 @@ void ProgressEngine::Flush() {
         {e.header, e.header_len, e.payload, e.payload_len, e.payload_memory, e.copy_payload});
   }
   const int sent = transport_->Send(tx_view_.data(), static_cast<int>(tx_view_.size()));
+  if (sent > 0) last_sent_ns_ = clock_();
   // Unsent packets (socket buffer full) stay queued, in order, with their
   // own headers; the next pass retries them.
   tx_.erase(tx_.begin(), tx_.begin() + sent);

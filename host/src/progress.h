@@ -216,6 +216,11 @@ class ProgressEngine {
   // authentic JOIN_ACK with another epoch: abort, UNAVAILABLE) or the NACK
   // false (our epoch: carry on). True if `p` belonged to the probe.
   void MaybeStartProbe(uint64_t now);
+  // Options::keepalive_ms: an idle engine that sent nothing for that long
+  // starts a JOIN probe (its answer, our epoch, refreshes the job at the
+  // aggregator; another epoch finds it lost). Drops a probe past its
+  // deadline. Returns microseconds until the probe's deadline, or -1.
+  int64_t KeepAlive(uint64_t now);
   bool HandleProbeAnswer(const proto::PacketView& p, uint64_t now);
   void QueueProbePacket(const uint8_t* packet, size_t len);
   // Two LEAVEs for `epoch` (FORMAT.md §3.2), sealed, saying LeaveCause().
@@ -364,6 +369,10 @@ class ProgressEngine {
   std::unique_ptr<JoinHandshake> probe_;  // a JOIN probe in flight
   uint64_t probe_deadline_ns_ = 0;        // it is given up then
   uint64_t next_probe_ns_ = 0;            // no new probe before
+  bool probe_checks_nack_ = false;        // an "unknown job" is what the probe checks
+  // When the transport last took a packet (Flush; drive_mu_): an idle
+  // communicator's keepalive is due keepalive_ms after it (KeepAlive).
+  uint64_t last_sent_ns_ = 0;
   bool impostor_logged_ = false;          // a probe met a key other than the trusted one
   uint32_t also_leave_epoch_ = 0;         // a job a probe created: left by the abort too
   // Queued copies of the probe's JOINs (QueueProbePacket).

@@ -63,8 +63,14 @@ bool ProgressEngine::AwaitTurn(std::unique_lock<std::mutex>& lock) {
       // A caller drives, or waits for this thread to let go; it notifies
       // when it lets go with work left, and SendOwned when it leaves an
       // operation for this thread to watch (deep_parked_: no timeout here).
+      // A caller that drove to the end lets go without a word: with a
+      // keepalive, look again each period (the idle park below follows).
       deep_parked_ = true;
-      park_cv_.wait(lock);
+      if (options_.keepalive_ms == 0) {
+        park_cv_.wait(lock);
+      } else {
+        park_cv_.wait_for(lock, std::chrono::milliseconds(options_.keepalive_ms));
+      }
       continue;
     }
     if (kick_ || !submitted_.empty() || !stats_waiters_.empty()) {
@@ -87,8 +93,18 @@ bool ProgressEngine::AwaitTurn(std::unique_lock<std::mutex>& lock) {
       run = true;
       break;
     }
+    // Idle. With a keepalive, a pass each period sees whether one is due
+    // (KeepAlive); deep_parked_ all the same: a caller's hand-off must
+    // wake this thread, not wait out the period.
     deep_parked_ = true;
-    park_cv_.wait(lock);
+    if (options_.keepalive_ms == 0) {
+      park_cv_.wait(lock);
+    } else if (park_cv_.wait_for(lock, std::chrono::milliseconds(options_.keepalive_ms)) ==
+                   std::cv_status::timeout &&
+               idle_ && drive_wanted_ == 0 && !stop_.load(std::memory_order_relaxed)) {
+      run = true;
+      break;
+    }
   }
   deep_parked_ = false;
   parked_ = false;

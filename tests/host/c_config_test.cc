@@ -68,6 +68,7 @@ trib_config_t DistinctConfig() {
   c.reproducible = 1;  // the default is 0
   c.redundant_max_bytes = 1234;
   c.redundant_auto = 0;  // the default is 1
+  c.keepalive_ms = 4567;
   return c;
 }
 
@@ -120,6 +121,7 @@ TEST(CConfigTest, EveryFieldReachesOptionsAndComesBack) {
   EXPECT_TRUE(o.reproducible);
   EXPECT_EQ(o.redundant_max_bytes, 1234u);
   EXPECT_FALSE(o.redundant_auto);
+  EXPECT_EQ(o.keepalive_ms, 4567u);
 
   // And back: the same bytes field by field (booleans normalised to 1).
   trib_config_t back;

@@ -222,9 +222,9 @@ TEST(EnvTest, CodeSetOptionsOutsideTheirRangesAreRefusedNamingThem) {
 
 TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
   const std::pair<const char*, const char*> bad[] = {
-      {"TRIBUTARY_PAYLOAD_BYTES", "100"},      // not a multiple of 64 (Validate)
-      {"TRIBUTARY_PAYLOAD_BYTES", "abc"},      // not a number
-      {"TRIBUTARY_PAYLOAD_BYTES", "99999999"}, // out of range
+      {"TRIBUTARY_PAYLOAD_BYTES", "100"},       // not a multiple of 64 (Validate)
+      {"TRIBUTARY_PAYLOAD_BYTES", "abc"},       // not a number
+      {"TRIBUTARY_PAYLOAD_BYTES", "99999999"},  // out of range
       {"TRIBUTARY_WINDOW", "70000"},
       {"TRIBUTARY_WINDOW", "-3"},
       {"TRIBUTARY_AGGREGATOR", "nohostport"},
@@ -243,6 +243,8 @@ TEST(EnvTest, InvalidValuesAreRejectedWithTheVariableName) {
       {"TRIBUTARY_FAULT_RANKS", "1,x"},
       {"TRIBUTARY_FAULT_RANKS", ""},
       {"TRIBUTARY_FAULT_STALL_AFTER_RX", "-1"},
+      {"TRIBUTARY_KEEPALIVE_MS", "50"},  // 0 (never) or at least 100 (Validate)
+      {"TRIBUTARY_KEEPALIVE_MS", "3600001"},
   };
   for (const auto& [name, value] : bad) {
     auto o = Parse({{name, value}});

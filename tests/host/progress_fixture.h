@@ -22,6 +22,7 @@
 #include "host/src/registration.h"
 #include "proto/auth.h"
 #include "proto/codec.h"
+#include "tests/common/challenge.h"
 
 namespace tributary::host {
 
@@ -152,6 +153,7 @@ class ProgressTest : public ::testing::Test {
     options_.redundant_auto = redundant_auto_;
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = op_timeout_ms_;
+    options_.keepalive_ms = keepalive_ms_;
     auto t = std::make_unique<FakeTransport>();
     t->places = places;
     t->reliable_transport = reliable_;
@@ -191,6 +193,9 @@ class ProgressTest : public ::testing::Test {
   uint32_t redundant_max_bytes_ = 8192;
   bool redundant_auto_ = true;
   uint32_t op_timeout_ms_ = 1000;
+  // Off unless a keepalive test sets it: the others advance the clock far
+  // past 30 s and count every packet sent.
+  uint32_t keepalive_ms_ = 0;
   void TearDown() override {
     engine_->Stop();
     table_->Clear();
@@ -418,6 +423,51 @@ class ProgressTest : public ::testing::Test {
   std::vector<float> send_, recv_;
   std::shared_ptr<Registration> send_reg_, recv_reg_;
   uint64_t collective_ = 0;
+};
+
+// The JOIN probe's answers (progress_test.cc, keepalive_test.cc): the
+// aggregator's CHALLENGE, then its JOIN_ACK to the JOIN sent again with the
+// cookie and the key sealed to the challenge's public key.
+class ProbeTest : public ProgressTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // Answers the JOIN probe in `sent`; returns the JOIN sent after the CHALLENGE.
+  // Queues the CHALLENGE answering the JOIN `join`, presenting `who`'s key.
+  void Challenge(const Sent& join, const proto::Identity& who) {
+    proto::JoinBody body;
+    EXPECT_TRUE(proto::DecodeJoinBody(join.payload.data(), join.payload.size(), &body));
+    EXPECT_EQ(body.fan_in, 4u);
+    EXPECT_EQ(body.cookie, 0u);
+    FakeTransport::Item item;
+    item.bytes = testing::ChallengeBytes(kJob, 3, body.nonce, who.public_key);
+    fake_->inbox.push_back(std::move(item));  // a CHALLENGE carries no MAC
+  }
+  Sent AnswerProbe(const Sent& join, uint32_t epoch) {
+    Challenge(join, identity_);
+    engine_->Poll();
+    std::vector<Sent> again = Take();
+    EXPECT_EQ(again.size(), 1u);
+    if (again.empty()) return {};
+    proto::JoinBody body2;
+    EXPECT_TRUE(proto::DecodeJoinBody(again[0].payload.data(), again[0].payload.size(), &body2));
+    EXPECT_EQ(body2.cookie, 0xc00c1eu);
+    const uint8_t* sealed = proto::JoinSealedKey(again[0].payload.data(), again[0].payload.size());
+    uint64_t key = 0;
+    EXPECT_TRUE(sealed != nullptr && proto::OpenJobKey(identity_, sealed, &key));
+    EXPECT_EQ(key, kKey);
+    proto::Header ack;
+    ack.type = proto::MsgType::kJoinAck;
+    ack.job_id = kJob;
+    ack.sender = 3;
+    ack.epoch = epoch;
+    proto::JoinBody ab = body2;
+    ab.join_flags = 0;  // a JOIN_ACK echoes the body without the sealed key
+    ab.cookie = 0;
+    std::vector<uint8_t> ack_body(proto::kJoinBodySize);
+    proto::EncodeJoinBody(ab, ack_body.data());
+    Deliver(ack, ack_body);
+    return again[0];
+  }
+  proto::Identity identity_ = proto::GenerateIdentity();
 };
 
 }  // namespace tributary::host

@@ -227,48 +227,6 @@ TEST_F(ProgressTest, UnauthenticatedUnknownJobStartsAProbeAndExplainsATimeout) {
 // JOIN_ACK): with our epoch the NACK was false and the collective goes on;
 // with another epoch the job was lost: UNAVAILABLE naming the restart, and
 // the fresh job is left.
-class ProbeTest : public ProgressTest, public ::testing::WithParamInterface<bool> {
- protected:
-  // Answers the JOIN probe in `sent`; returns the JOIN sent after the CHALLENGE.
-  // Queues the CHALLENGE answering the JOIN `join`, presenting `who`'s key.
-  void Challenge(const Sent& join, const proto::Identity& who) {
-    proto::JoinBody body;
-    EXPECT_TRUE(proto::DecodeJoinBody(join.payload.data(), join.payload.size(), &body));
-    EXPECT_EQ(body.fan_in, 4u);
-    EXPECT_EQ(body.cookie, 0u);
-    FakeTransport::Item item;
-    item.bytes = testing::ChallengeBytes(kJob, 3, body.nonce, who.public_key);
-    fake_->inbox.push_back(std::move(item));  // a CHALLENGE carries no MAC
-  }
-  Sent AnswerProbe(const Sent& join, uint32_t epoch) {
-    Challenge(join, identity_);
-    engine_->Poll();
-    std::vector<Sent> again = Take();
-    EXPECT_EQ(again.size(), 1u);
-    if (again.empty()) return {};
-    proto::JoinBody body2;
-    EXPECT_TRUE(proto::DecodeJoinBody(again[0].payload.data(), again[0].payload.size(), &body2));
-    EXPECT_EQ(body2.cookie, 0xc00c1eu);
-    const uint8_t* sealed = proto::JoinSealedKey(again[0].payload.data(), again[0].payload.size());
-    uint64_t key = 0;
-    EXPECT_TRUE(sealed != nullptr && proto::OpenJobKey(identity_, sealed, &key));
-    EXPECT_EQ(key, kKey);
-    proto::Header ack;
-    ack.type = proto::MsgType::kJoinAck;
-    ack.job_id = kJob;
-    ack.sender = 3;
-    ack.epoch = epoch;
-    proto::JoinBody ab = body2;
-    ab.join_flags = 0;  // a JOIN_ACK echoes the body without the sealed key
-    ab.cookie = 0;
-    std::vector<uint8_t> ack_body(proto::kJoinBodySize);
-    proto::EncodeJoinBody(ab, ack_body.data());
-    Deliver(ack, ack_body);
-    return again[0];
-  }
-  proto::Identity identity_ = proto::GenerateIdentity();
-};
-
 TEST_P(ProbeTest, AnAnsweredProbeDecides) {
   const bool lost = GetParam();
   auto req = Submit(16);

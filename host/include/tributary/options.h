@@ -268,6 +268,13 @@ struct TRIB_API Options {
   // Other types and operators, reduce-scatter and all-gather are as always.
   bool reproducible = false;
 
+  // An idle communicator keeps its job alive: after this many milliseconds
+  // with nothing sent to the aggregator, each lane sends a JOIN probe (the
+  // aggregator refreshes the job, which tributaryd's job_idle_timeout_s, 300
+  // s by default, would otherwise end; a restarted aggregator is found then,
+  // not at the next operation). 0: never (100-3600000).
+  uint32_t keepalive_ms = 30000;
+
   // Defaults overridden by TRIBUTARY_* environment variables. The process
   // environment is parsed once; the logging variables in it are applied by
   // tributary::Init() (tributary/log.h), not here.

@@ -214,6 +214,10 @@ typedef struct trib_config {
    * many received packets the transport takes and sends nothing more (a
    * hung rank); 0 = never. */
   uint64_t fault_stall_after_rx;
+  /* An idle communicator's keepalive (tributary::Options::keepalive_ms):
+   * milliseconds with nothing sent before each lane sends a JOIN probe that
+   * keeps its job at the aggregator; 0 = never. */
+  uint32_t keepalive_ms;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

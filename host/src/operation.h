@@ -79,6 +79,7 @@ struct Operation {
   uint64_t done_frags = 0;
   uint64_t submit_ns = 0;
   uint64_t deadline_ns = 0;  // op_timeout_ms after its first send (UINT64_MAX before)
+  uint64_t overdue_ns = 0;   // when a pass first found it past deadline_ns (0: none yet)
   bool finished = false;
   // Every first send of it went while the aggregator reported loss
   // (FORMAT.md §8.4): its latency then tells whether copies pay

@@ -111,6 +111,9 @@ int64_t UsUntil(uint64_t when, uint64_t now);
 
 class ProgressEngine {
  public:
+  // An operation past its deadline waits for what the socket still holds
+  // at most this long (CheckTimers).
+  static constexpr uint64_t kJudgeGraceNs = 1000000000;
   ProgressEngine(std::unique_ptr<Transport> transport, const JobIdentity& id,
                  const Options& options, ClockFn clock = MonotonicNs);
   ~ProgressEngine();  // Stop()s

@@ -230,11 +230,19 @@ int64_t ProgressEngine::CheckTimers(uint64_t now, bool drained) {
   for (auto& op : ops_) {
     if (op->finished) continue;
     // Only once nothing is left to read: a short batch is not proof (the
-    // transport may have dropped a foreign datagram inside it).
-    if (now >= op->deadline_ns && drained) drained = !transport_->MoreWaiting();
-    if (now >= op->deadline_ns && !drained) {
-      next = now;
-      continue;
+    // transport may have dropped a foreign datagram inside it). For at most
+    // kJudgeGraceNs from the first pass that found it overdue, though (after
+    // a stall that is from the stall's end): a flood of datagrams at the
+    // rank's port keeps the socket readable for ever.
+    if (now >= op->deadline_ns) {
+      if (op->overdue_ns == 0) op->overdue_ns = now;
+      if (now - op->overdue_ns < kJudgeGraceNs) {
+        if (drained) drained = !transport_->MoreWaiting();
+        if (!drained) {
+          next = now;
+          continue;
+        }
+      }
     }
     if (now >= op->deadline_ns) {
       std::string what = DescribeIncomplete(*op, window_, now);

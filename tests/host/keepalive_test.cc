@@ -150,5 +150,30 @@ TEST_F(KeepaliveTest, ZeroTurnsItOff) {
   EXPECT_TRUE(Take().empty());
 }
 
+// Forged datagrams arriving faster than a pass reads them keep the socket
+// readable: an operation past its deadline is judged anyway, at most
+// kJudgeGraceNs later (before, never: the flood kept a collective whose
+// aggregator died from timing out, the progress thread at 100% CPU).
+TEST_F(ProgressTest, AFloodAtThePortDelaysATimeoutByAtMostTheGrace) {
+  auto req = Submit(16, ++collective_);
+  const uint64_t start = now_;
+  engine_->Poll();
+  std::vector<Sent> c = Take();
+  ASSERT_EQ(c.size(), 1u);
+  tributary::Status s;
+  for (int i = 0; i < 40 && !Done(req, &s); ++i) {
+    // More than one Poll reads (16 batches): some always wait unread.
+    for (int k = 0; k < 1100; ++k) Answer(c[0], proto::MsgType::kResult, kKey + 1);
+    now_ += 100 * kMs;
+    engine_->Poll();
+  }
+  ASSERT_TRUE(Done(req, &s)) << "never judged under the flood";
+  EXPECT_EQ(s.code(), StatusCode::kTimedOut) << s.ToString();
+  const uint64_t judged_after = now_ - start;
+  EXPECT_LE(judged_after,
+            uint64_t{op_timeout_ms_} * kMs + ProgressEngine::kJudgeGraceNs + 100 * kMs);
+  EXPECT_GE(judged_after, uint64_t{op_timeout_ms_} * kMs + ProgressEngine::kJudgeGraceNs);
+}
+
 }  // namespace
 }  // namespace tributary::host

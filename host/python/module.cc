@@ -7,7 +7,8 @@
 //
 // Errors: every failed Status raises tributary.Error, whose `code` is the
 // status name ("UNAVAILABLE") and whose message is Status::ToString().
-// Blocking calls (create, wait, deregister) release the GIL.
+// Blocking calls (create, wait, register_memory, deregister, the reproducible
+// all-reduce) release the GIL.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -241,10 +242,26 @@ PYBIND11_MODULE(_tributary, m) {
       .def(
           "register_memory",
           [](PyCommunicator& c, uintptr_t address, size_t nbytes) {
-            return Take(c.Use()->Register(Pointer(address), nbytes));
+            // Without the GIL: registering may pin the memory (verbs, ofi),
+            // which takes time on a large buffer.
+            const std::shared_ptr<Communicator> comm = c.Use();
+            Result<Buffer> r = [&] {
+              py::gil_scoped_release release;
+              return comm->Register(Pointer(address), nbytes);
+            }();
+            return Take(std::move(r));
           },
           py::arg("address"), py::arg("nbytes"))
-      .def("deregister", [](PyCommunicator& c, const Buffer& b) { Check(c.Use()->Deregister(b)); })
+      .def("deregister",
+           [](PyCommunicator& c, const Buffer& b) {
+             const std::shared_ptr<Communicator> comm = c.Use();
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = comm->Deregister(b);
+             }
+             Check(s);
+           })
       .def(
           "all_reduce",
           [](PyCommunicator& c, uintptr_t send, uintptr_t recv, size_t count, DataType dtype,

@@ -114,15 +114,18 @@ PYBIND11_MODULE(_tributary, m) {
   using namespace tributary::python;
   m.doc() = "Tributary's C++ API (libtributary); use the `tributary` package.";
 
-  static py::exception<StatusError> error(m, "Error", PyExc_RuntimeError);
+  // Never destroyed: a static's destructor would drop its reference after
+  // the interpreter is gone (a crash at exit on some Pythons).
+  static py::exception<StatusError>* const error =
+      new py::exception<StatusError>(m, "Error", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      py::object instance = py::handle(error.ptr())(py::str(e.status.ToString()));
+      py::object instance = py::handle(error->ptr())(py::str(e.status.ToString()));
       instance.attr("code") = StatusCodeName(e.status.code());
       instance.attr("message") = e.status.message();
-      PyErr_SetObject(error.ptr(), instance.ptr());
+      PyErr_SetObject(error->ptr(), instance.ptr());
     }
   });
 

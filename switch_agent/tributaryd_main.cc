@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
   base::SetLogTimestamps(true);
   agent::LogConfig(config);
   if (config.job_idle_timeout_s < 90) {
-    // Ranks keep an idle job with a JOIN every TRIBUTARY_KEEPALIVE_MS (30 s
-    // by default), which may come up to twice that late.
+    // Ranks keep an idle job with a keepalive every TRIBUTARY_KEEPALIVE_MS
+    // (30 s by default), which may come up to twice that late.
     TRIB_LOG(kWarn, "config",
              "job_idle_timeout_s %u is under 90 s: a job whose ranks are idle (their keepalive is "
              "every 30 s by default, TRIBUTARY_KEEPALIVE_MS) may be ended under them",

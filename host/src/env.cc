@@ -362,8 +362,8 @@ const EnvVar kEnvTable[] = {
      "without them, at most every 1024; the faster is kept); 0: copy whenever the aggregator "
      "reports loss."},
     {"TRIBUTARY_KEEPALIVE_MS", "u32", SetKeepalive, U32Default<&Options::keepalive_ms>,
-     "An idle communicator sends each lane's aggregator a JOIN probe after this long with "
-     "nothing sent, so the aggregator keeps its job (job_idle_timeout_s); 0: never."},
+     "An idle communicator sends each lane's aggregator a keepalive request after this long "
+     "with nothing sent, so the aggregator keeps its job (job_idle_timeout_s); 0: never."},
     {"TRIBUTARY_SOCKET_BUFFER_BYTES", "u32",
      SetU32<&Options::socket_buffer_bytes, 65536, (1u << 30)>,
      U32Default<&Options::socket_buffer_bytes>, "UDP socket send/receive buffer request."},

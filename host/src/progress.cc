@@ -235,6 +235,7 @@ void ProgressEngine::DrainSubmissions(uint64_t now) {
     op->Layout();
     op->first_seq = window_.Append(op->nfrags);
     op->submit_ns = now;
+    last_collective_id_ = std::max(last_collective_id_, op->desc.collective_id);
     // Counted from its first send (FillWindow): an operation queued behind
     // others does not time out for their time (each of them is bounded).
     op->deadline_ns = UINT64_MAX;

@@ -220,9 +220,9 @@ class ProgressEngine {
   // false (our epoch: carry on). True if `p` belonged to the probe.
   void MaybeStartProbe(uint64_t now);
   // Options::keepalive_ms: an idle engine that sent nothing for that long
-  // starts a JOIN probe (its answer, our epoch, refreshes the job at the
-  // aggregator; another epoch finds it lost). Drops a probe past its
-  // deadline. Returns microseconds until the probe's deadline, or -1.
+  // sends a keepalive request (the aggregator refreshes the job). Drops a
+  // JOIN probe past its deadline. Returns microseconds until that
+  // deadline, or -1.
   int64_t KeepAlive(uint64_t now);
   bool HandleProbeAnswer(const proto::PacketView& p, uint64_t now);
   void QueueProbePacket(const uint8_t* packet, size_t len);
@@ -372,10 +372,11 @@ class ProgressEngine {
   std::unique_ptr<JoinHandshake> probe_;  // a JOIN probe in flight
   uint64_t probe_deadline_ns_ = 0;        // it is given up then
   uint64_t next_probe_ns_ = 0;            // no new probe before
-  bool probe_checks_nack_ = false;        // an "unknown job" is what the probe checks
   // When the transport last took a packet (Flush; drive_mu_): an idle
   // communicator's keepalive is due keepalive_ms after it (KeepAlive).
   uint64_t last_sent_ns_ = 0;
+  uint64_t keepalive_order_ = 0;     // the number of the last keepalive request (0: none out)
+  uint64_t last_collective_id_ = 0;  // the latest collective submitted (a keepalive names the next)
   bool impostor_logged_ = false;          // a probe met a key other than the trusted one
   uint32_t also_leave_epoch_ = 0;         // a job a probe created: left by the abort too
   // Queued copies of the probe's JOINs (QueueProbePacket).

@@ -78,7 +78,6 @@ void ProgressEngine::QueueProbePacket(const uint8_t* packet, size_t len) {
 }
 
 void ProgressEngine::MaybeStartProbe(uint64_t now) {
-  probe_checks_nack_ = true;  // whether the answer comes to this probe or one out already
   if (probe_ || aborted_ || id_.join.world_size == 0 || now < next_probe_ns_) return;
   next_probe_ns_ = now + kProbeIntervalNs;
   probe_deadline_ns_ = now + kProbeTimeoutNs;
@@ -87,32 +86,49 @@ void ProgressEngine::MaybeStartProbe(uint64_t now) {
 }
 
 int64_t ProgressEngine::KeepAlive(uint64_t now) {
-  if (probe_ && now > probe_deadline_ns_) {
-    probe_.reset();  // unanswered: the next keepalive or "unknown job" asks again
-    probe_checks_nack_ = false;
-  }
+  if (probe_ && now > probe_deadline_ns_) probe_.reset();  // unanswered: may be asked again
   if (probe_) return static_cast<int64_t>((probe_deadline_ns_ - now) / 1000 + 1);
   // Idle: nothing in flight or queued. The thread, parked, wakes once per
   // period to look (AwaitTurn).
   const bool idle = tx_.empty() && std::all_of(ops_.begin(), ops_.end(),
                                                [](const auto& op) { return op->finished; });
-  if (options_.keepalive_ms == 0 || aborted_ || !idle || id_.join.world_size == 0 ||
-      now < last_sent_ns_ + uint64_t{options_.keepalive_ms} * 1000000 || now < next_probe_ns_) {
+  if (options_.keepalive_ms == 0 || aborted_ || !idle ||
+      now < last_sent_ns_ + uint64_t{options_.keepalive_ms} * 1000000) {
     return -1;
   }
-  TRIB_LOG(kDebug, "progress", "job %u rank %u: idle for %u ms, keepalive JOIN to %s", id_.job_id,
+  // A numbered, state-only RESULT_REQUEST (FORMAT.md §3.4) about the round
+  // our next collective will start in slot 0: the aggregator takes it only
+  // from a member of our generation, at its address (a JOIN could enter a
+  // later generation of the job and break it), refreshes the job, and
+  // answers with a windowed STATUS that changes nothing here. A restarted
+  // aggregator answers "unknown job": the probe above finds the job lost.
+  proto::Header h;
+  h.type = proto::MsgType::kResultRequest;
+  h.flags = proto::kFlagWindow;
+  h.job_id = id_.job_id;
+  h.epoch = id_.epoch;
+  h.collective_id = last_collective_id_ + 1;
+  h.elem_offset = 0;
+  h.slot = 0;
+  h.shadow = 0;
+  h.elem_count = 1;
+  h.sender = id_.rank;
+  h.dtype = proto::DataType::kFloat32;
+  h.op = proto::ReduceOp::kSum;
+  h.aux = 1;
+  keepalive_order_ = ++tx_order_;
+  uint8_t* header = QueueTx(nullptr, 0, proto::kRequestSeqHeaderSize);
+  proto::EncodeHeaderWithRequestSeq(h, keepalive_order_, header);
+  proto::SealPacket(mac_key_, header, proto::kRequestSeqHeaderSize, nullptr, 0);
+  if (options_.checksum) proto::EncodeChecksum(header, nullptr, 0, proto::kRequestSeqHeaderSize);
+  TRIB_LOG(kDebug, "progress", "job %u rank %u: idle for %u ms, keepalive to %s", id_.job_id,
            id_.rank, options_.keepalive_ms, options_.aggregator.c_str());
-  next_probe_ns_ = now + kProbeIntervalNs;
-  probe_deadline_ns_ = now + kProbeTimeoutNs;
-  probe_ = std::make_unique<JoinHandshake>(id_.join);
-  QueueProbePacket(probe_->packet(), probe_->packet_len());
-  return static_cast<int64_t>(kProbeTimeoutNs / 1000);
+  return -1;
 }
 
 bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now) {
   if (now > probe_deadline_ns_) {
     probe_.reset();  // unanswered: the next "unknown job" may ask again
-    probe_checks_nack_ = false;
     return false;
   }
   const proto::MsgType t = p.header.type;
@@ -124,14 +140,6 @@ bool ProgressEngine::HandleProbeAnswer(const proto::PacketView& p, uint64_t now)
     case JoinHandshake::Step::kAccepted: {
       const uint32_t epoch = probe_->epoch();
       probe_.reset();
-      const bool checked_nack = probe_checks_nack_;
-      probe_checks_nack_ = false;
-      if (epoch == id_.epoch && !checked_nack) {
-        // A keepalive's answer: the aggregator holds the job, refreshed.
-        TRIB_LOG(kDebug, "progress", "job %u rank %u: keepalive answered, epoch %u", id_.job_id,
-                 id_.rank, epoch);
-        return true;
-      }
       if (epoch == id_.epoch) {
         // The aggregator still holds the job as we know it: the NACK lied.
         TRIB_LOG(kWarn, "progress",

@@ -35,6 +35,13 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
     return;
   }
   if (h.flags & proto::kFlagGap) return HandleGapReport(p, now);
+  uint64_t number = 0;
+  const bool numbered = proto::DecodeRequestSeq(p, &number);
+  if (numbered && keepalive_order_ != 0 && number == keepalive_order_) {
+    keepalive_order_ = 0;  // the keepalive's answer: the aggregator holds the job
+    answers_numbered_ = true;
+    return;
+  }
   Slot& slot = window_.slot(h.slot);
   if (!slot.busy || slot.op->desc.collective_id != h.collective_id ||
       slot.elem_offset != h.elem_offset) {
@@ -43,8 +50,6 @@ void ProgressEngine::HandleStatus(const proto::PacketView& p, uint64_t now) {
   }
   const bool held = (h.flags & proto::kFlagHeld) != 0;
   const bool windowed = (h.flags & proto::kFlagWindow) != 0;
-  uint64_t number = 0;
-  const bool numbered = proto::DecodeRequestSeq(p, &number);
   if (numbered) answers_numbered_ = true;  // authentic: only the aggregator numbers
   uint64_t answered = 0;  // the order of the probe answered (0: none was out)
   if (numbered) {

@@ -161,6 +161,40 @@ TEST_F(JobEventsTest, SilenceEndsAJobAsIdleOrAbandoned) {
       << DescribeJobEvent(e[0]);
 }
 
+// A rank's keepalive (FORMAT.md §3.4, "Keepalive"): a numbered state-only
+// request about a round not started, answered with a windowed STATUS,
+// refreshes the job; the same from a past generation (another epoch) does
+// not, and draws stale_epoch.
+TEST_F(JobEventsTest, AKeepaliveRequestKeepsAnIdleJobAndAStaleOneDoesNot) {
+  const uint64_t idle = EngineLimits{}.job_idle_timeout_ns;
+  JobFixture job(&engine_, 7, 9, 2, 4, 64);  // joined at t = 1
+  ASSERT_EQ(Reaped(2).size(), 1u);           // formed
+  const auto keepalive = [&](uint32_t epoch, uint64_t seq, uint64_t now) {
+    proto::Header h = job.Header(MsgType::kResultRequest, 0, 0, 0, /*collective=*/1, 0,
+                                 DataType::kFloat32, ReduceOp::kSum, 0);
+    h.epoch = epoch;
+    h.flags = proto::kFlagWindow;
+    h.aux = 1;
+    uint8_t bytes[proto::kRequestSeqHeaderSize];
+    proto::EncodeHeaderWithRequestSeq(h, seq, bytes);
+    proto::SealPacket(proto::DeriveMacKey(7, 9), bytes, sizeof(bytes), nullptr, 0);
+    proto::PacketView v;
+    EXPECT_EQ(proto::Decode(bytes, sizeof(bytes), &v), proto::DecodeError::kOk);
+    return engine_.OnPacket(v, JobFixture::Peer(0), now);
+  };
+  Action a = keepalive(job.epoch() + 1, 1, idle - 10 * kSec);
+  EXPECT_EQ(a.header.type, MsgType::kNack);
+  EXPECT_EQ(a.header.aux, static_cast<uint32_t>(proto::NackCode::kStaleEpoch));
+  a = keepalive(job.epoch(), 2, idle - 10 * kSec);
+  EXPECT_EQ(a.kind, ActionKind::kSendToOne);
+  EXPECT_EQ(a.header.type, MsgType::kStatus);
+  EXPECT_TRUE(a.header.flags & proto::kFlagWindow);
+  EXPECT_TRUE(Reaped(idle + 2).empty()) << "refreshed 10 s before the idle timeout";
+  std::vector<JobEvent> e = Reaped(2 * idle);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].end, JobEvent::End::kIdle);
+}
+
 // One child left with a failure and the others fell silent: abandoned
 // once the join timeout passed, naming the child that left.
 TEST_F(JobEventsTest, AChildThatFailedWhileTheOthersFellSilentIsNamed) {

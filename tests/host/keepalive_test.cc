@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // An idle communicator's keepalive (Options::keepalive_ms): after that long
-// with nothing sent, the progress engine sends a JOIN probe, whose answer
-// with our epoch refreshes the job at the aggregator (tributaryd ends a job
-// silent for job_idle_timeout_s, 300 s by default: a healthy job quiet
-// through an evaluation was lost) and with another epoch finds the job
-// lost while idle. Nothing goes while an operation is in flight or
-// packets flow; an unanswered probe is given up and asked again. Also: a
-// deadline past its grace is judged even while a flood keeps the socket
-// readable. Fake transport and clock (progress_fixture.h).
+// with nothing sent, the progress engine sends a numbered, state-only
+// RESULT_REQUEST, which the aggregator takes only from a member of the
+// job's current generation and which refreshes the job (tributaryd ends a
+// job silent for job_idle_timeout_s, 300 s by default: a healthy job quiet
+// through an evaluation was lost). Its answer changes nothing; an
+// unauthenticated "unknown job" in answer (a restarted aggregator) starts
+// the JOIN probe, which finds the job lost while idle. Nothing goes while
+// an operation is in flight or packets flow. Also: a deadline past its
+// grace is judged even while a flood keeps the socket readable. Fake
+// transport and clock (progress_fixture.h).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -40,13 +42,20 @@ class KeepaliveTest : public ProbeTest {
     ASSERT_TRUE(Done(req, &s));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
-  // The JOINs among what was sent since the last Take.
-  std::vector<Sent> Joins() {
-    std::vector<Sent> joins;
-    for (const Sent& x : Take()) {
-      if (x.header.type == proto::MsgType::kJoin) joins.push_back(x);
-    }
-    return joins;
+  // What was sent since the last Take, which must be one keepalive: a
+  // numbered state-only request about the next collective's first round.
+  Sent TakeKeepalive() {
+    std::vector<Sent> sent = Take();
+    EXPECT_EQ(sent.size(), 1u);
+    if (sent.size() != 1) return Sent{};
+    const Sent& k = sent[0];
+    EXPECT_EQ(k.header.type, proto::MsgType::kResultRequest);
+    EXPECT_TRUE(k.header.flags & proto::kFlagWindow);
+    EXPECT_EQ(k.header.aux, 1u);
+    EXPECT_EQ(k.header.epoch, kEpoch);
+    EXPECT_EQ(k.header.collective_id, collective_ + 1);
+    EXPECT_NE(NumberOf(k), 0u);
+    return k;
   }
 };
 
@@ -57,27 +66,27 @@ TEST_F(KeepaliveTest, AnIdleCommunicatorKeepsItsJobEachPeriod) {
   EXPECT_TRUE(Take().empty()) << "not due yet";
   now_ += 2 * kSecond;
   engine_->Poll();
-  std::vector<Sent> join = Take();
-  ASSERT_EQ(join.size(), 1u);
-  EXPECT_EQ(join[0].header.type, proto::MsgType::kJoin);
-  AnswerProbe(join[0], kEpoch);  // the aggregator holds the job: refreshed
+  const Sent first = TakeKeepalive();
+  SendWindowStatus(first, {}, {});  // the aggregator's answer: nothing held
   engine_->Poll();
   EXPECT_TRUE(engine_->Health().ok()) << engine_->Health().ToString();
-  EXPECT_TRUE(Take().empty());
-  // The next is a period after the last packet sent (the JOIN's answer).
-  now_ += 25 * kSecond;
+  EXPECT_TRUE(Take().empty()) << "the answer changes nothing";
+  EXPECT_EQ(engine_->Stats().packets_rejected, 0u) << "the answer is the keepalive's";
+  // The next, a period after the last packet sent (the keepalive).
+  now_ += 29 * kSecond;
   engine_->Poll();
   EXPECT_TRUE(Take().empty());
-  now_ += 6 * kSecond;
+  now_ += 2 * kSecond;
   engine_->Poll();
-  EXPECT_EQ(Joins().size(), 1u);
-  // The job still works.
-  now_ += 2 * kSecond;  // the probe unanswered: given up
+  const Sent second = TakeKeepalive();
+  EXPECT_GT(NumberOf(second), NumberOf(first));
+  // Unanswered (lost): nothing happens, the next period asks again; the
+  // job works as before.
   RunOne();
 }
 
 // The shortest period (100 ms), below the gaps between an operation's own
-// resends (the timer backs off to rto_max, 200 ms here): still no JOIN.
+// resends (the timer backs off to rto_max, 200 ms here): no keepalive.
 TEST_F(KeepaliveTest, NoneWhileAnOperationIsInFlight) {
   keepalive_ms_ = 100;
   Make(4);
@@ -86,13 +95,15 @@ TEST_F(KeepaliveTest, NoneWhileAnOperationIsInFlight) {
   std::vector<Sent> c = Take();
   ASSERT_EQ(c.size(), 1u);
   std::vector<Sent> sent;
-  for (int i = 0; i < 200; ++i) {  // 4 s: probes of the fragment, no JOIN
+  for (int i = 0; i < 200; ++i) {  // 4 s: probes of the fragment only
     now_ += 20 * kMs;
     engine_->Poll();
     for (Sent& x : Take()) sent.push_back(std::move(x));
   }
   EXPECT_FALSE(sent.empty());
-  for (const Sent& x : sent) EXPECT_NE(x.header.type, proto::MsgType::kJoin);
+  for (const Sent& x : sent) {
+    EXPECT_EQ(x.header.collective_id, collective_) << "a keepalive (the next collective's)";
+  }
   Answer(c[0]);
   engine_->Poll();
   tributary::Status s;
@@ -100,14 +111,17 @@ TEST_F(KeepaliveTest, NoneWhileAnOperationIsInFlight) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
-// The aggregator restarted while the communicator was idle: the keepalive's
-// JOIN made a new job (another epoch). The communicator fails at once,
-// naming it, and leaves both jobs; no operation had to time out first.
+// The aggregator restarted while the communicator was idle: the keepalive
+// draws "unknown job" (unauthenticated: the daemon lost the key), which
+// starts the JOIN probe; its answer with another epoch fails the
+// communicator at once, naming it, and both jobs are left. No operation
+// had to time out first.
 TEST_F(KeepaliveTest, AnAggregatorThatLostTheJobIsFoundWhileIdle) {
   RunOne();
   now_ += 31 * kSecond;
   engine_->Poll();
-  std::vector<Sent> join = Take();
+  const Sent keepalive = TakeKeepalive();
+  std::vector<Sent> join = UnknownJobProbe(keepalive);
   ASSERT_EQ(join.size(), 1u);
   AnswerProbe(join[0], kEpoch + 7);
   engine_->Poll();
@@ -122,21 +136,19 @@ TEST_F(KeepaliveTest, AnAggregatorThatLostTheJobIsFoundWhileIdle) {
   EXPECT_EQ(leaves, (std::map<uint32_t, int>{{kEpoch, 2}, {kEpoch + 7, 2}}));
 }
 
-// No answer (the aggregator down, or the JOIN lost): the probe is given up
-// after its second, and the next period asks again. Nothing fails: an
-// aggregator that is back in time still holds the job.
-TEST_F(KeepaliveTest, AnUnansweredKeepaliveIsAskedAgainNextPeriod) {
+// The job's generation ended at the aggregator (a rank restarted): the
+// keepalive draws NACK stale_epoch, authentic, which names no operation in
+// flight and changes nothing (the next operation meets it and fails). A
+// JOIN here could have entered the job's next generation and broken it.
+TEST_F(KeepaliveTest, AStaleEpochAnswerChangesNothing) {
   RunOne();
   now_ += 31 * kSecond;
   engine_->Poll();
-  ASSERT_EQ(Joins().size(), 1u);
-  now_ += 2 * kSecond;
-  engine_->Poll();  // given up
-  EXPECT_TRUE(Take().empty());
-  now_ += 29 * kSecond;  // 31 s after the JOIN
+  const Sent keepalive = TakeKeepalive();
+  Nack(keepalive, proto::NackCode::kStaleEpoch);
   engine_->Poll();
-  EXPECT_EQ(Joins().size(), 1u);
   EXPECT_TRUE(engine_->Health().ok()) << engine_->Health().ToString();
+  EXPECT_TRUE(Take().empty());
 }
 
 TEST_F(KeepaliveTest, ZeroTurnsItOff) {

@@ -269,10 +269,11 @@ struct TRIB_API Options {
   bool reproducible = false;
 
   // An idle communicator keeps its job alive: after this many milliseconds
-  // with nothing sent to the aggregator, each lane sends a JOIN probe (the
-  // aggregator refreshes the job, which tributaryd's job_idle_timeout_s, 300
-  // s by default, would otherwise end; a restarted aggregator is found then,
-  // not at the next operation). 0: never (100-3600000).
+  // with nothing sent to the aggregator, each lane sends it a keepalive
+  // request (FORMAT.md §3.4): the aggregator refreshes the job, which
+  // tributaryd's job_idle_timeout_s, 300 s by default, would otherwise end;
+  // a restarted aggregator is found then, not at the next operation. It may
+  // go up to twice this late. 0: never (100-3600000).
   uint32_t keepalive_ms = 30000;
 
   // Defaults overridden by TRIBUTARY_* environment variables. The process

@@ -215,8 +215,8 @@ typedef struct trib_config {
    * hung rank); 0 = never. */
   uint64_t fault_stall_after_rx;
   /* An idle communicator's keepalive (tributary::Options::keepalive_ms):
-   * milliseconds with nothing sent before each lane sends a JOIN probe that
-   * keeps its job at the aggregator; 0 = never. */
+   * milliseconds with nothing sent before each lane sends a keepalive
+   * request that keeps its job at the aggregator; 0 = never. */
   uint32_t keepalive_ms;
 } trib_config_t;
 

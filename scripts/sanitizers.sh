@@ -16,8 +16,9 @@
 #      not among them: libgrpc from Debian is not TSan-instrumented, and TSan
 #      reports its internal synchronisation as races; the manager's own
 #      state is guarded by one mutex (manager/service.cc). For the same
-#      reason the TSan stage leaves out the node-level test that starts a
-#      tributaryd with --manager (NodeLevel.AManagedDaemon*): that daemon
+#      reason the TSan stage leaves out the tests that start a tributaryd
+#      with --manager (NodeLevel.AManagedDaemon*,
+#      TributarydTest.AManagerToken*): that daemon
 #      runs Debian's gRPC client, and TSan reported absl's GraphCycles
 #      memmoves and a string gRPC read before our thread freed it, with
 #      the ordering inside gRPC's uninstrumented mutexes; with
@@ -58,7 +59,7 @@
 #                    *SixtyFourMebibytesEveryDtype/4ranks)
 #   SAN_TSAN_GTEST_FILTER  GoogleTest filter for the TSan stage
 #                    (default -*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*:
-#                    NodeLevel.AManagedDaemon*:
+#                    NodeLevel.AManagedDaemon*:TributarydTest.AManagerToken*:
 #                    CliBenchTest.DaemonDataplaneFollowsTheTransport, which
 #                    starts an ofi tributaryd: see ofi_allreduce_test above)
 set -euo pipefail
@@ -195,7 +196,7 @@ run_tsan() {
     # The NCCL plugin's 1 GiB messages likewise (TSan's shadow of 2 GiB per
     # rank, filled and checked word by word at TSan's pace). A daemon with
     # --manager runs uninstrumented gRPC (see the header).
-    export GTEST_FILTER=${SAN_TSAN_GTEST_FILTER:--*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*:NodeLevel.AManagedDaemon*:CliBenchTest.DaemonDataplaneFollowsTheTransport}
+    export GTEST_FILTER=${SAN_TSAN_GTEST_FILTER:--*SixtyFour*:CliBenchTest.DemoPasses:*OneGibibyte*:NodeLevel.AManagedDaemon*:TributarydTest.AManagerToken*:CliBenchTest.DaemonDataplaneFollowsTheTransport}
     ctest --output-on-failure -j "$ctest_jobs" -R "$regex" || rc=$?
     check_reports || rc=1
     exit $rc

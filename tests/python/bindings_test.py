@@ -264,6 +264,22 @@ class BindingsTest(unittest.TestCase):
         del view
         self.assertIsNone(gone())
         self.assertEqual(len(comm._registered), 1)
+        # Views made per call (a slice each step) use the registration of
+        # the array they show, which lives as long as it does: one
+        # registration, not one per call.
+        flat = np.ones(1024, dtype=np.float32)
+        ids = set()
+        for _ in range(5):
+            comm.all_reduce(flat[:512]).wait()
+            ids |= {b.id for b, _ in comm._registered.values()}
+        self.assertEqual(len(ids), 2, "kept, and one for the slices")
+        # A registration whose array lives stays beside one that overlaps it
+        # (another thread may be about to use it: deregistered, its
+        # operation failed NOT_FOUND).
+        comm.all_reduce(flat).wait()
+        self.assertEqual(len(comm._registered), 3)
+        del flat
+        self.assertEqual(len(comm._registered), 1)
         # register() keeps its object, also one an operation registered first.
         later = np.ones(16, dtype=np.float32)
         comm.all_reduce(later).wait()

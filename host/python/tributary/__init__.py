@@ -128,6 +128,19 @@ def _ended(communicator, ended, key, ref):
             comm._lock.release()
 
 
+def _owner(obj):
+    """The object that owns the memory a view of it (a NumPy view, a tensor
+    view) shows: it lives at least as long as any view."""
+    if _is_torch_tensor(obj):
+        while getattr(obj, "_base", None) is not None:
+            obj = obj._base
+        return obj
+    numpy = sys.modules.get("numpy")
+    while numpy is not None and isinstance(getattr(obj, "base", None), numpy.ndarray):
+        obj = obj.base
+    return obj
+
+
 def _range(obj):
     """(address, nbytes) an object holds now: a tensor's may move (set_, resize_)."""
     if _is_torch_tensor(obj):
@@ -215,11 +228,18 @@ class Communicator:
     def __del__(self):
         # Without close(): the C++ communicator (and its operations) must end
         # before the objects whose memory they use are released.
-        if getattr(self, "_comm", None) is not None:
-            try:
+        if getattr(self, "_comm", None) is None:
+            return
+        try:
+            # Not forever: a thread stopped at interpreter exit inside a call
+            # that holds the lock would never let go of it.
+            if self._lock.acquire(timeout=5):
+                self._lock.release()
                 self.close()
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
+            else:
+                self._comm.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     # -- memory ---------------------------------------------------------------
     def register(self, obj):
@@ -241,10 +261,13 @@ class Communicator:
                     self._hold(key, holders, obj, keep)
                     return buffer
             # Registrations that overlap the range without holding it (the same
-            # array grown in place, a view across two): those no operation
-            # uses go; one in use stays beside the new one.
-            for (other, size), (buffer, _) in list(self._registered.items()):
+            # array grown in place, a view across two) stay beside the new one
+            # while a holder has their memory (another thread may be about to
+            # use one); the others go, unless an operation still uses them.
+            for (other, size), (buffer, holders) in list(self._registered.items()):
                 if other < address + nbytes and address < other + size:
+                    if self._current((other, size), holders):
+                        continue
                     try:
                         self._comm.deregister(buffer)
                     except Error as e:
@@ -287,14 +310,14 @@ class Communicator:
 
     @staticmethod
     def _current(key, holders):
-        """Drops the holders that ended or whose memory moved out of `key`; true
-        if one is left."""
+        """Drops the holders that ended or whose memory no longer meets `key`
+        (a tensor given other memory); true if one is left."""
         def holds(h):
             obj = h() if isinstance(h, weakref.ref) else h
             if obj is None:
                 return False
             now = _range(obj)
-            return now is None or (key[0] <= now[0] and now[0] + now[1] <= key[0] + key[1])
+            return now is None or (now[0] < key[0] + key[1] and key[0] < now[0] + now[1])
         holders[:] = [h for h in holders if holds(h)]
         return bool(holders)
 
@@ -306,9 +329,12 @@ class Communicator:
                 holders.append(obj)  # register() after an operation's own: kept now
             return
         if not keep:
+            owner = _owner(obj)  # a view made per call would end it with each call
+            if any((h() if isinstance(h, weakref.ref) else h) is owner for h in holders):
+                return
             ended, this = self._ended, weakref.ref(self)  # not keeping the communicator
             try:
-                holders.append(weakref.ref(obj, lambda ref: _ended(this, ended, key, ref)))
+                holders.append(weakref.ref(owner, lambda ref: _ended(this, ended, key, ref)))
                 return
             except TypeError:
                 pass  # no weak reference (bytearray): kept until deregister or close

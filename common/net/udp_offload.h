@@ -58,15 +58,18 @@ enum class RefusedRun {
   kSent,       // it went out when sent alone: the offload works
   kFull,       // no room in the socket: keep it for the next pass
   kNoOffload,  // EINVAL or EIO: the kernel or device has no GSO for it
-  kLost,       // anything else (EPERM from a firewall, EHOSTUNREACH ...):
-               // the kernel took the run and a later stage refused it, so
-               // the offload works and the run is lost like one on a wire
+  kFirewall,   // EPERM: the kernel took the run (its GSO checks come before
+               // the output hook) and a firewall dropped it: the offload
+               // works, and the run is lost like one on a wire
+  kLost,       // anything else (EHOSTUNREACH, ENETUNREACH ...: refused before
+               // the GSO checks): lost, and nothing learned of the offload
 };
 
 // Sends the run once more, alone, to learn which of the above it was. Only
-// for the first such refusal of a socket: each answer but kFull proves
-// whether GSO works, and asking a firewall twice (a `numgen random` drop
-// draws again) is bounded to that once. `*err` gets the errno (0: sent).
+// until a run went out or a firewall refused one (kSent, kFirewall: GSO
+// works) or the offload was refused (kNoOffload): asking a firewall twice
+// (a `numgen random` drop draws again) is so bounded to once in practice.
+// `*err` gets the errno (0: sent).
 inline RefusedRun SendRefusedRunAlone(int fd, const msghdr& run, int* err) {
   ssize_t rc;
   do {
@@ -76,6 +79,7 @@ inline RefusedRun SendRefusedRunAlone(int fd, const msghdr& run, int* err) {
   if (rc >= 0) return RefusedRun::kSent;
   if (*err == EAGAIN || *err == EWOULDBLOCK || *err == ENOBUFS) return RefusedRun::kFull;
   if (*err == EINVAL || *err == EIO) return RefusedRun::kNoOffload;
+  if (*err == EPERM) return RefusedRun::kFirewall;
   return RefusedRun::kLost;
 }
 

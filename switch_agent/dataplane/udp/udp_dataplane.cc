@@ -678,7 +678,7 @@ void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m)
             return FallBackFromGso(err, static_cast<size_t>(msgs + sent - gso_msgs_.data()),
                                    m - sent);
           }
-          gso_confirmed_ = true;
+          if (why != net::RefusedRun::kLost) gso_confirmed_ = true;
           if (why == net::RefusedRun::kSent) {
             for (size_t v = 0; v < msgs[sent].msg_hdr.msg_iovlen; ++v) {
               stats_.tx_bytes += msgs[sent].msg_hdr.msg_iov[v].iov_len;
@@ -726,7 +726,8 @@ void UdpDataplane::SendMessages(mmsghdr* msgs, const uint32_t* counts, size_t m)
     if (counts[sent] > 1 && !gso_confirmed_ && (err == EINVAL || err == EIO)) {
       return FallBackFromGso(err, static_cast<size_t>(msgs + sent - gso_msgs_.data()), m - sent);
     }
-    if (counts[sent] > 1) gso_confirmed_ = true;  // it passed the kernel's GSO checks first
+    // A run a firewall refused passed the kernel's GSO checks first.
+    if (counts[sent] > 1 && err == EPERM) gso_confirmed_ = true;
     // Any other error concerns the first message only (EPERM from a
     // firewall, EHOSTUNREACH ...): it is lost; skip it and send the rest.
     CountRefused(err, to(sent), counts[sent]);

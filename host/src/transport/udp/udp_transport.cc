@@ -191,8 +191,8 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
         DisableGso(err);  // the run is sent again, one datagram at a time
         continue;
       }
-      // A run refused otherwise passed the kernel's GSO checks first.
-      if (count[0] > 1) gso_confirmed_ = true;
+      // A run a firewall refused passed the kernel's GSO checks first.
+      if (count[0] > 1 && err == EPERM) gso_confirmed_ = true;
       // EPERM (a firewall's drop on the output path), EHOSTUNREACH and the
       // like: the packets are lost, as on a wire. Count them and let the
       // retransmission timer or the operation timeout decide.
@@ -231,7 +231,7 @@ int UdpTransport::Send(const TxPacket* packets, int n) {
           DisableGso(err);  // the run is sent again, one datagram at a time
           continue;
         }
-        gso_confirmed_ = true;
+        if (why != net::RefusedRun::kLost) gso_confirmed_ = true;
         if (why == net::RefusedRun::kSent) {
           stats_.packets_sent += count[rc];
           for (size_t v = 0; v < msgs[rc].msg_hdr.msg_iovlen; ++v) {

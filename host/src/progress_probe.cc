@@ -104,7 +104,7 @@ int64_t ProgressEngine::KeepAlive(uint64_t now) {
   // aggregator answers "unknown job": the probe above finds the job lost.
   proto::Header h;
   h.type = proto::MsgType::kResultRequest;
-  h.flags = proto::kFlagWindow;
+  h.flags = proto::kFlagWindow | (options_.checksum ? proto::kFlagChecksum : 0);
   h.job_id = id_.job_id;
   h.epoch = id_.epoch;
   h.collective_id = last_collective_id_ + 1;

@@ -151,6 +151,19 @@ TEST_F(KeepaliveTest, AStaleEpochAnswerChangesNothing) {
   EXPECT_TRUE(Take().empty());
 }
 
+// With end-to-end checksums the keepalive carries its CRC and says so
+// (kFlagChecksum): without the flag the aggregator's decoder refused it as
+// corrupt (a checksum field that is not 0), and the job was ended anyway.
+// The fake transport decodes every packet sent as the aggregator would.
+TEST_F(KeepaliveTest, AKeepaliveWithChecksumsSaysSo) {
+  checksum_ = true;
+  Make(4);
+  now_ += 31 * kSecond;
+  engine_->Poll();
+  const Sent keepalive = TakeKeepalive();
+  EXPECT_TRUE(keepalive.header.flags & proto::kFlagChecksum);
+}
+
 TEST_F(KeepaliveTest, ZeroTurnsItOff) {
   keepalive_ms_ = 0;
   Make(4);

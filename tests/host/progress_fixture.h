@@ -154,6 +154,7 @@ class ProgressTest : public ::testing::Test {
     options_.rto_max_us = 200000;
     options_.op_timeout_ms = op_timeout_ms_;
     options_.keepalive_ms = keepalive_ms_;
+    options_.checksum = checksum_;
     auto t = std::make_unique<FakeTransport>();
     t->places = places;
     t->reliable_transport = reliable_;
@@ -196,6 +197,7 @@ class ProgressTest : public ::testing::Test {
   // Off unless a keepalive test sets it: the others advance the clock far
   // past 30 s and count every packet sent.
   uint32_t keepalive_ms_ = 0;
+  bool checksum_ = false;  // end-to-end CRC32C on what the engine sends
   void TearDown() override {
     engine_->Stop();
     table_->Clear();

@@ -273,13 +273,25 @@ class BindingsTest(unittest.TestCase):
             comm.all_reduce(flat[:512]).wait()
             ids |= {b.id for b, _ in comm._registered.values()}
         self.assertEqual(len(ids), 2, "kept, and one for the slices")
-        # A registration whose array lives stays beside one that overlaps it
-        # (another thread may be about to use it: deregistered, its
-        # operation failed NOT_FOUND).
-        comm.all_reduce(flat).wait()
-        self.assertEqual(len(comm._registered), 3)
+        # A window sliding over the array: each new range replaces the ones
+        # it overlaps that no operation uses (they do not pile up while the
+        # array lives).
+        for start in range(0, 512, 32):
+            comm.all_reduce(flat[start:start + 256]).wait()
+        self.assertEqual(len(comm._registered), 2, "kept, and the last window")
         del flat
         self.assertEqual(len(comm._registered), 1)
+        # A registration whose tensor was given other memory (set_) serves
+        # nothing more: that memory may be freed and reused. (A NumPy array
+        # cannot move while weakly referenced: resize refuses.)
+        x = torch.ones(4096)
+        comm.all_reduce(x[:1024]).wait()
+        first = comm._registered[(x.data_ptr(), 4096)][0].id
+        y = x[:1024]
+        x.set_(torch.ones(8))
+        comm.all_reduce(y).wait()
+        self.assertNotEqual(comm._registered[(y.data_ptr(), 4096)][0].id, first)
+        del x, y
         # register() keeps its object, also one an operation registered first.
         later = np.ones(16, dtype=np.float32)
         comm.all_reduce(later).wait()

@@ -141,11 +141,13 @@ def _owner(obj):
     return obj
 
 
-def _range(obj):
-    """(address, nbytes) an object holds now: a tensor's may move (set_, resize_)."""
+def _address(obj):
+    """Where an object's memory is now: a tensor's moves with set_ or resize_,
+    a bytearray's when resized, an array's with resize()."""
     if _is_torch_tensor(obj):
-        return obj.data_ptr(), obj.numel() * obj.element_size()
-    return None  # arrays and buffers never move while referenced
+        return obj.data_ptr()
+    import numpy
+    return numpy.asarray(obj).ctypes.data
 
 
 class Request:
@@ -212,9 +214,10 @@ class Communicator:
         config.options = opts
         self._comm = _tributary.Communicator.create(config)
         # (address, nbytes) -> (Buffer, holders): the objects whose memory it
-        # is, each itself (kept alive) or a weak reference. A registration
-        # whose holders all ended (or, tensors, moved to other memory) is
-        # released: its memory may be freed and reused.
+        # is, each (itself, kept alive, or a weak reference; the address of
+        # its memory then). A registration whose holders all ended, or moved
+        # to other memory (a tensor's set_, a bytearray resized), is released:
+        # its memory may be freed and reused.
         self._registered = {}
         # The registrations, from any thread. Not re-entrant: a holder's end
         # (a weak-reference callback, at any allocation) settles at once only
@@ -234,8 +237,10 @@ class Communicator:
             # Not forever: a thread stopped at interpreter exit inside a call
             # that holds the lock would never let go of it.
             if self._lock.acquire(timeout=5):
-                self._lock.release()
-                self.close()
+                try:
+                    self._close_locked()
+                finally:
+                    self._lock.release()
             else:
                 self._comm.close()
         except Exception:  # pragma: no cover - interpreter shutdown
@@ -249,37 +254,40 @@ class Communicator:
 
     def _register(self, address, nbytes, obj, keep=False):
         with self._lock:
-            self._settle()
-            # A registration that holds the whole range serves it (a view of a
-            # registered array included) while one of its holders still has
-            # that memory.
-            for key, (buffer, holders) in list(self._registered.items()):
-                if key[0] <= address and address + nbytes <= key[0] + key[1]:
-                    if not self._current(key, holders):
-                        self._release(key)
-                        continue
-                    self._hold(key, holders, obj, keep)
-                    return buffer
-            # Registrations that overlap the range without holding it (the same
-            # array grown in place, a view across two) stay beside the new one
-            # while a holder has their memory (another thread may be about to
-            # use one); the others go, unless an operation still uses them.
-            for (other, size), (buffer, holders) in list(self._registered.items()):
-                if other < address + nbytes and address < other + size:
-                    if self._current((other, size), holders):
-                        continue
-                    try:
-                        self._comm.deregister(buffer)
-                    except Error as e:
-                        if getattr(e, "code", None) != "FAILED_PRECONDITION":
-                            raise
-                        continue
-                    self._registered.pop((other, size), None)
-            buffer = self._comm.register_memory(address, nbytes)
-            holders = []
-            self._registered[(address, nbytes)] = (buffer, holders)
-            self._hold((address, nbytes), holders, obj, keep)
-            return buffer
+            return self._register_locked(address, nbytes, obj, keep)
+
+    def _register_locked(self, address, nbytes, obj, keep=False):
+        # Callers that submit an operation hold the lock until it is
+        # submitted: another thread's registration cannot release this one
+        # in between (its operation would fail NOT_FOUND).
+        self._settle()
+        # A registration that holds the whole range serves it (a view of a
+        # registered array included) while one of its holders still has that
+        # memory.
+        for key, (buffer, holders) in list(self._registered.items()):
+            if key[0] <= address and address + nbytes <= key[0] + key[1]:
+                if not self._current(holders):
+                    self._release(key)
+                    continue
+                self._hold(key, holders, obj, keep)
+                return buffer
+        # Registrations that overlap the range without holding it (the same
+        # array grown in place, a view across two, a window sliding over an
+        # array): those no operation uses go; one in use stays beside the new.
+        for (other, size), (buffer, _) in list(self._registered.items()):
+            if other < address + nbytes and address < other + size:
+                try:
+                    self._comm.deregister(buffer)
+                except Error as e:
+                    if getattr(e, "code", None) != "FAILED_PRECONDITION":
+                        raise
+                    continue
+                self._registered.pop((other, size), None)
+        buffer = self._comm.register_memory(address, nbytes)
+        holders = []
+        self._registered[(address, nbytes)] = (buffer, holders)
+        self._hold((address, nbytes), holders, obj, keep)
+        return buffer
 
     def _settle(self):
         """Under the lock: ends the registrations whose last holder ended, tries
@@ -289,7 +297,7 @@ class Communicator:
             key, ref = self._ended.pop()
             entry = self._registered.get(key)
             # By identity: `in` and remove() compare with ==, elementwise on arrays.
-            at = next((i for i, h in enumerate(entry[1]) if h is ref), None) if entry else None
+            at = next((i for i, h in enumerate(entry[1]) if h[0] is ref), None) if entry else None
             if at is not None:
                 del entry[1][at]
                 if not entry[1]:
@@ -309,36 +317,39 @@ class Communicator:
         self._orphans.extend(pending)
 
     @staticmethod
-    def _current(key, holders):
-        """Drops the holders that ended or whose memory no longer meets `key`
-        (a tensor given other memory); true if one is left."""
-        def holds(h):
+    def _current(holders):
+        """Drops the holders that ended or whose memory moved (another address
+        than when they were added); true if one is left."""
+        def holds(holder):
+            h, address = holder
             obj = h() if isinstance(h, weakref.ref) else h
-            if obj is None:
-                return False
-            now = _range(obj)
-            return now is None or (now[0] < key[0] + key[1] and key[0] < now[0] + now[1])
+            return obj is not None and _address(obj) == address
         holders[:] = [h for h in holders if holds(h)]
         return bool(holders)
+
+    @staticmethod
+    def _held(holders, obj):
+        return any((h() if isinstance(h, weakref.ref) else h) is obj for h, _ in holders)
 
     def _hold(self, key, holders, obj, keep):
         """Adds obj to the holders of registration `key`: weakly, unless keep or
         it takes no weak reference."""
-        if any((h() if isinstance(h, weakref.ref) else h) is obj for h in holders):
-            if keep and not any(h is obj for h in holders):
-                holders.append(obj)  # register() after an operation's own: kept now
+        if self._held(holders, obj):
+            if keep and not any(h is obj for h, _ in holders):
+                holders.append((obj, _address(obj)))  # register() after an operation's own
             return
         if not keep:
             owner = _owner(obj)  # a view made per call would end it with each call
-            if any((h() if isinstance(h, weakref.ref) else h) is owner for h in holders):
+            if self._held(holders, owner):
                 return
             ended, this = self._ended, weakref.ref(self)  # not keeping the communicator
             try:
-                holders.append(weakref.ref(owner, lambda ref: _ended(this, ended, key, ref)))
+                ref = weakref.ref(owner, lambda r: _ended(this, ended, key, r))
+                holders.append((ref, _address(owner)))
                 return
             except TypeError:
                 pass  # no weak reference (bytearray): kept until deregister or close
-        holders.append(obj)
+        holders.append((obj, _address(obj)))
 
     def _release(self, key):
         """Under the lock: ends registration `key`."""
@@ -381,6 +392,9 @@ class Communicator:
         if count * size > min(s_bytes, r_bytes):
             raise _invalid("%d elements do not fit in send (%d B) and recv (%d B)"
                            % (count, s_bytes, r_bytes))
+        if s_addr != r_addr and s_addr < r_addr + r_bytes and r_addr < s_addr + s_bytes:
+            raise _invalid("send and recv overlap without being the same buffer (in place: "
+                           "pass one array, or recv=None)")
         return reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), s_type, count, \
             (s_owner, r_owner)
 
@@ -392,10 +406,11 @@ class Communicator:
         """
         reduce_op, recv, (s_addr, s_bytes), (r_addr, r_bytes), dtype, count, owners = \
             self._operands(send, recv, op, count)
-        self._register(s_addr, s_bytes, send)
-        if r_addr != s_addr:
-            self._register(r_addr, r_bytes, recv)
-        request = self._comm.all_reduce(s_addr, r_addr, count, dtype, reduce_op)
+        with self._lock:  # registered and submitted before another thread may release
+            self._register_locked(s_addr, s_bytes, send)
+            if r_addr != s_addr:
+                self._register_locked(r_addr, r_bytes, recv)
+            request = self._comm.all_reduce(s_addr, r_addr, count, dtype, reduce_op)
         return Request(request, (send, recv, owners), self._orphans)
 
     def reproducible_all_reduce(self, send, recv=None, op="sum", count=None):
@@ -435,14 +450,17 @@ class Communicator:
     def close(self):
         """Leaves the job; the registered objects are released."""
         with self._lock:
-            self._reproducible = None
-            self._comm.close()
-            self._registered.clear()
-            self._unreleased.clear()
-            del self._ended[:]
-            # Closing ended their operations, unless a call running in another
-            # thread still holds the communicator: those stay until it is.
-            self._settle()
+            self._close_locked()
+
+    def _close_locked(self):
+        self._reproducible = None
+        self._comm.close()
+        self._registered.clear()
+        self._unreleased.clear()
+        del self._ended[:]
+        # Closing ended their operations, unless a call running in another
+        # thread still holds the communicator: those stay until it is.
+        self._settle()
 
     def __enter__(self):
         return self

@@ -14,15 +14,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/temp_dir.h"
+
 namespace tributary::agent {
 namespace {
 
 class IdentityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char templ[] = "/tmp/trib-identity-XXXXXX";
-    ASSERT_NE(mkdtemp(templ), nullptr);
-    dir_ = templ;
+    dir_ = testing::MakeTempDir("trib-identity");
+    ASSERT_FALSE(dir_.empty());
     path_ = dir_ + "/identity.key";
   }
   void TearDown() override {

@@ -156,23 +156,33 @@ class Tree {
     ContributeBytes(i, r, slot, shadow, collective, DataType::kInt32, ReduceOp::kSum,
                     reinterpret_cast<const uint8_t*>(values.data()), values.size() * 4);
   }
-  void ContributeBytes(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
-                       DataType dtype, ReduceOp op, const uint8_t* bytes, size_t len,
-                       uint16_t flags = 0, uint32_t notice_count = 0, uint64_t offset = 0) {
+  // The header rank `r` of leaf `i`'s job sends (unsealed): `type` about
+  // (slot, shadow, collective) at element 0, `count` elements of `dtype`.
+  proto::PacketView FromRank(int i, MsgType type, uint32_t r, uint32_t slot, uint32_t shadow,
+                             uint64_t collective, uint32_t count, DataType dtype = DataType::kInt32,
+                             ReduceOp op = ReduceOp::kSum) const {
     proto::PacketView p;
-    p.header.flags = flags;
-    p.header.type = MsgType::kContribution;
+    p.header.type = type;
     p.header.job_id = kJob;
     p.header.epoch = epoch_[i];
     p.header.sender = r;
     p.header.slot = slot;
     p.header.shadow = static_cast<uint8_t>(shadow);
     p.header.collective_id = collective;
-    p.header.elem_offset = offset;
     p.header.dtype = dtype;
     p.header.op = op;
-    p.header.elem_count =
-        notice_count != 0 ? notice_count : static_cast<uint32_t>(len / proto::DataTypeSize(dtype));
+    p.header.elem_count = count;
+    return p;
+  }
+  void ContributeBytes(int i, uint32_t r, uint32_t slot, uint32_t shadow, uint64_t collective,
+                       DataType dtype, ReduceOp op, const uint8_t* bytes, size_t len,
+                       uint16_t flags = 0, uint32_t notice_count = 0, uint64_t offset = 0) {
+    proto::PacketView p = FromRank(
+        i, MsgType::kContribution, r, slot, shadow, collective,
+        notice_count != 0 ? notice_count : static_cast<uint32_t>(len / proto::DataTypeSize(dtype)),
+        dtype, op);
+    p.header.flags = flags;
+    p.header.elem_offset = offset;
     p.payload = bytes;
     p.payload_len = len;
     p.ce = contribute_ce_;

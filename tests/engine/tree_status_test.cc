@@ -169,17 +169,7 @@ TEST(EngineTree, APeerLeftAtTheParentReachesTheRanksOfAnotherLeaf) {
     t.Pump();
   }
   const auto ask = [&] {
-    proto::PacketView req;
-    req.header.type = MsgType::kResultRequest;
-    req.header.job_id = kJob;
-    req.header.epoch = t.epoch(0);
-    req.header.sender = 0;
-    req.header.slot = 1;
-    req.header.shadow = 0;
-    req.header.collective_id = 1;
-    req.header.dtype = DataType::kInt32;
-    req.header.op = ReduceOp::kSum;
-    req.header.elem_count = kPayload / 4;
+    const proto::PacketView req = t.FromRank(0, MsgType::kResultRequest, 0, 1, 0, 1, kPayload / 4);
     return t.leaf(0).OnPacket(testing::Sealed(req, kKey), kRankToken + 0, t.now());
   };
   EXPECT_EQ(ask().header.type, MsgType::kStatus) << "before the parent said anything: held";

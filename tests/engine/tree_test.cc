@@ -534,16 +534,8 @@ TEST(EngineTree, APacketOfOneLevelReplayedAtAnotherIsRefused) {
 
   // Rank 1 of leaf 0's contribution of the next round, replayed at the root.
   const std::vector<int32_t> values = Values(0, 1, 1);
-  proto::PacketView p;
-  p.header.type = MsgType::kContribution;
-  p.header.job_id = kJob;
-  p.header.epoch = t.epoch(0);
-  p.header.sender = 1;
-  p.header.slot = 1;
-  p.header.collective_id = 1;
-  p.header.dtype = DataType::kInt32;
-  p.header.op = ReduceOp::kSum;
-  p.header.elem_count = static_cast<uint32_t>(values.size());
+  proto::PacketView p =
+      t.FromRank(0, MsgType::kContribution, 1, 1, 0, 1, static_cast<uint32_t>(values.size()));
   p.payload = reinterpret_cast<const uint8_t*>(values.data());
   p.payload_len = values.size() * 4;
   const size_t bad_mac = static_cast<size_t>(DropReason::kBadMac);

@@ -28,6 +28,7 @@
 #include "manager/service.h"
 #include "proto/manager.grpc.pb.h"
 #include "proto/manager_endpoints.h"
+#include "tests/common/temp_dir.h"
 
 namespace tributary::manager {
 namespace {
@@ -38,9 +39,8 @@ constexpr int64_t kJobTimeoutMs = 400;
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/trib-mgr-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
+    dir_ = tributary::testing::MakeTempDir("trib-mgr");
+    ASSERT_FALSE(dir_.empty());
     state_ = dir_ + "/manager.state";
     ASSERT_TRUE(LoadTopologyFile(std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml",
                                  &topology_).ok());

@@ -56,7 +56,7 @@ for i in 0 1 2; do
 done
 ectl() { ETCDCTL_API=3 etcdctl --endpoints "$ENDPOINTS" --command-timeout=2s "$@"; }
 for _ in $(seq 100); do ectl put /bench/probe 1 > /dev/null 2>&1 && break; sleep 0.2; done
-openssl rand -hex 32 > "$WORK/key"
+(umask 077 && openssl rand -hex 32 > "$WORK/key")
 
 MPORTS=("${PORTS[6]}" "${PORTS[7]}" "${PORTS[8]}")
 MPID=()

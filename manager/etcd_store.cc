@@ -14,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/secret_file.h"
 
 namespace tributary::manager {
 namespace {
@@ -79,25 +80,28 @@ int64_t AppliedBefore(const pb::TxnRequest& txn, const pb::TxnResponse& resp,
 }  // namespace
 
 Status ReadStateKeyFile(const std::string& path, std::array<uint8_t, 32>* key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("cannot read the state key file " + path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
+  std::string text;
+  std::string error;
+  // 64 hex digits and a line end fit; a longer file is refused below.
+  if (!base::ReadPrivateFile(path, 4 * key->size(), &text, &error)) {
+    return InvalidArgument("state key file " + error);
+  }
+  bool ok = false;
   if (text.size() == key->size()) {
     std::copy(text.begin(), text.end(), key->begin());
-    return Status::Ok();
+    ok = true;
+  } else {
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+      text.pop_back();
+    }
+    size_t len = 0;
+    ok = text.size() == 2 * key->size() &&
+         sodium_hex2bin(key->data(), key->size(), text.data(), text.size(), nullptr, &len,
+                        nullptr) == 0 &&
+         len == key->size();
   }
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
-    text.pop_back();
-  }
-  size_t len = 0;
-  if (text.size() == 2 * key->size() &&
-      sodium_hex2bin(key->data(), key->size(), text.data(), text.size(), nullptr, &len, nullptr) ==
-          0 &&
-      len == key->size()) {
-    return Status::Ok();
-  }
+  base::ZeroString(&text);
+  if (ok) return Status::Ok();
   return InvalidArgument("state key file " + path +
                          " must hold 32 bytes or 64 hex digits (e.g. `openssl rand -hex 32`)");
 }

@@ -2,6 +2,8 @@
 // See manager_endpoints.h.
 #include "proto/manager_endpoints.h"
 
+#include "common/secret_file.h"
+
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -22,15 +24,14 @@ std::vector<std::string> SplitAddressList(const std::string& list) {
 }
 
 bool ReadSecretFile(const std::string& path, std::string* secret, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    *error = "cannot read " + path;
-    return false;
-  }
-  std::string line;
-  std::getline(in, line);
-  const size_t b = line.find_first_not_of(" \t\r\n");
-  const size_t e = line.find_last_not_of(" \t\r\n");
+  std::string text;
+  // A token is one line; more than this is not a token file.
+  if (!base::ReadPrivateFile(path, 4096, &text, error)) return false;
+  const size_t eol = text.find('\n');
+  const std::string line = text.substr(0, eol);
+  base::ZeroString(&text);
+  const size_t b = line.find_first_not_of(" \t\r");
+  const size_t e = line.find_last_not_of(" \t\r");
   if (b == std::string::npos) {
     *error = path + " is empty";
     return false;

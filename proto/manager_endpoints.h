@@ -42,7 +42,9 @@ struct ManagerConnectionOptions {
 std::vector<std::string> SplitAddressList(const std::string& list);
 
 // Reads a secret (a token) from a file: the first line, without surrounding
-// blanks. False and *error when unreadable or empty.
+// blanks. False and *error when unreadable, empty, or not private to this
+// user (common/secret_file.h: mode 600 or stricter, owned by this user or
+// root).
 bool ReadSecretFile(const std::string& path, std::string* secret, std::string* error);
 
 class ManagerEndpoints {

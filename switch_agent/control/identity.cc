@@ -2,7 +2,10 @@
 // Loading and creating the daemon's key pair (see identity.h).
 #include "switch_agent/control/identity.h"
 
+#include "common/secret_file.h"
+
 #include <fcntl.h>
+#include <libgen.h>
 #include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,15 +31,30 @@ Result<proto::Identity> Create(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return FileError(path, std::string("cannot create: ") + std::strerror(errno));
   const ssize_t n = ::write(fd, hex, kHexBytes + 1);
+  const int write_err = n < 0 ? errno : EIO;  // a short write has no errno
   // On disk before the public key is logged and pinned: a crash must not
   // leave an empty file (refused as malformed) behind a key ranks trust.
   const int synced = n == static_cast<ssize_t>(kHexBytes + 1) ? ::fsync(fd) : 0;
-  const int err = errno;
+  const int sync_err = errno;
   sodium_memzero(hex, sizeof(hex));
   if (::close(fd) != 0 || n != static_cast<ssize_t>(kHexBytes + 1) || synced != 0) {
     ::unlink(path.c_str());
-    return FileError(path, std::string("cannot write: ") + std::strerror(n < 0 ? err : EIO));
+    return FileError(path, std::string("cannot write: ") +
+                               std::strerror(n != static_cast<ssize_t>(kHexBytes + 1) ? write_err
+                                             : synced != 0                            ? sync_err
+                                                                                      : EIO));
   }
+  // And its name: without the directory's entry on disk a crash can lose
+  // the file, and the daemon would answer with a new key after it.
+  std::string dir = path;
+  const int dir_fd = ::open(::dirname(dir.data()), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || ::fsync(dir_fd) != 0) {
+    const int err = errno;
+    if (dir_fd >= 0) ::close(dir_fd);
+    ::unlink(path.c_str());
+    return FileError(path, std::string("cannot sync its directory: ") + std::strerror(err));
+  }
+  ::close(dir_fd);
   return id;
 }
 
@@ -44,38 +62,20 @@ Result<proto::Identity> Create(const std::string& path) {
 
 Result<proto::Identity> LoadIdentity(const std::string& path) {
   if (path.empty()) return proto::GenerateIdentity();
-  // O_NONBLOCK: a FIFO (refused below) must not hold the start until a
-  // writer comes; regular files ignore it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) return Create(path);
-    return FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  // ReadPrivateFile refuses what is not a private regular file.
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return Create(path);
+  std::string text;
+  std::string error;
+  if (!base::ReadPrivateFile(path, kHexBytes + 8, &text, &error)) {
+    return Status(StatusCode::kInvalidArgument, "identity_file " + error);
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return FileError(path, "not a regular file");
-  }
-  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-    ::close(fd);
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%o", static_cast<unsigned>(st.st_mode & 0777));
-    return FileError(path, std::string("open to group or others (mode ") + mode +
-                               "): it holds a secret key; chmod 600 it");
-  }
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-    // Its owner could replace the key this daemon answers with.
-    ::close(fd);
-    return FileError(path, "owned by uid " + std::to_string(st.st_uid) +
-                               ", not by this process (uid " + std::to_string(::geteuid()) +
-                               ") or root; chown it");
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+    text.pop_back();
   }
   char buf[kHexBytes + 8] = {};
-  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  size_t len = n > 0 ? static_cast<size_t>(n) : 0;
-  while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ')) --len;
-  buf[len] = '\0';
+  const size_t len = text.size();
+  std::memcpy(buf, text.data(), len);
+  base::ZeroString(&text);
   uint8_t secret[proto::kPublicKeyBytes];
   const bool ok = len == kHexBytes && proto::PublicKeyFromHex(buf, secret);
   sodium_memzero(buf, sizeof(buf));

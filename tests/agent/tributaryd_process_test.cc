@@ -723,8 +723,9 @@ TEST_F(TributarydTest, BadInvocationsFailWithMessage) {
 }
 
 // Proves: a manager token sent without TLS is said at WARN (the token and
-// the job keys the manager returns cross the network in clear text), and
-// the token's settings without a manager are refused (above: config_test).
+// the job keys the manager returns cross the network in clear text), a
+// token file open to others is refused (exit 2), and the token's settings
+// without a manager are refused (above: config_test).
 TEST_F(TributarydTest, AManagerTokenWithoutTlsIsWarnedAbout) {
   const std::string path = ::testing::TempDir() + "tributaryd-token-" + std::to_string(getpid());
   FILE* f = std::fopen(path.c_str(), "w");
@@ -737,6 +738,14 @@ TEST_F(TributarydTest, AManagerTokenWithoutTlsIsWarnedAbout) {
   EXPECT_TRUE(daemon_.WaitForStderr("manager_token_file without manager_ca", 1, 10000))
       << daemon_.Stderr();
   StopDaemon();
+  // A token others may read is refused before anything starts, as ssh
+  // refuses such a key (common/secret_file.h).
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  DaemonProcess open_token;
+  EXPECT_EQ(open_token.RunToExit({"--manager", "127.0.0.1:1", "--manager-token-file", path}, 30000),
+            2);
+  EXPECT_NE(open_token.Stderr().find("open to group or others (mode 644)"), std::string::npos)
+      << open_token.Stderr();
   unlink(path.c_str());
 }
 

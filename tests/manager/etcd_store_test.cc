@@ -31,6 +31,7 @@
 #if TRIBUTARY_HAVE_METRICS
 #include <httplib.h>
 #endif
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -558,6 +559,7 @@ class ReplicaTest : public EtcdStoreTest {
     EtcdStoreTest::SetUp();
     key_file_ = cluster_->dir() + "/key-" + std::to_string(getpid());
     std::ofstream(key_file_) << std::string(64, 'a') << "\n";
+    ASSERT_EQ(chmod(key_file_.c_str(), 0600), 0);
     topology_yaml_ = ReadText(std::string(TRIBUTARY_TOPOLOGIES_DIR) + "/test-4-2-1.yaml");
     ASSERT_TRUE(ParseTopology(topology_yaml_, "test", &topology_).ok());
   }

@@ -93,6 +93,7 @@ class ManagerHaTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
     dir_ = etcd_->dir();
     std::ofstream(dir_ + "/state.key") << std::string(64, 'c') << "\n";
+    ASSERT_EQ(chmod((dir_ + "/state.key").c_str(), 0600), 0);
     // The replicas serve TLS and want a token, as in production; the
     // daemon and the CLI use the CA and the token.
     ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
@@ -102,6 +103,7 @@ class ManagerHaTest : public ::testing::Test {
                               .c_str()),
               0);
     std::ofstream(dir_ + "/token") << "ha-test-token\n";
+    ASSERT_EQ(chmod((dir_ + "/token").c_str(), 0600), 0);
     for (int i = 0; i < 3; ++i) StartManager(i);
     ASSERT_TRUE(WaitUntil([&] { return !Leader().empty(); })) << "no manager leads";
   }

@@ -22,6 +22,8 @@ namespace {
 
 constexpr const char* kLog = "nccl";
 constexpr uint32_t kCollHandleMagic = 0x31435254;  // "TRC1"
+// An operation's limit under NCCL when TRIBUTARY_OP_TIMEOUT_MS is unset.
+constexpr uint32_t kNcclOpTimeoutMs = 30 * 60 * 1000;
 
 // What listen() writes into NCCL's handle. NCCL carries handles over its
 // bootstrap network, the same trust as its own connection setup.
@@ -40,6 +42,15 @@ struct CollListenComm {
 };
 
 struct CollRequest;
+
+// Memory an operation reads or writes.
+struct Span {
+  const char* data = nullptr;
+  size_t bytes = 0;
+  bool Overlaps(const Span& o) const {
+    return bytes > 0 && o.bytes > 0 && data < o.data + o.bytes && o.data < data + bytes;
+  }
+};
 
 struct CollComm {
   explicit CollComm(std::unique_ptr<Communicator> c) : comm(std::move(c)) {}
@@ -60,22 +71,36 @@ struct CollComm {
   // The requests handed to NCCL that test() has not freed. NCCL never tests
   // those of a comm it aborts: closeColl frees them (guarded by mu).
   std::unordered_set<CollRequest*> requests;
+  // Whether a request test() has not freed uses memory in `span`.
+  bool RequestUses(const Span& span);
 };
 
 struct CollMemory {
   Buffer buffer;
+  Span span;
 };
 
 struct CollRequest {
   tributary::Request request;  // invalid: complete at once (flush)
   size_t bytes = 0;
   CollComm* owner = nullptr;  // tracks it until test() frees it
+  Span send, recv;            // the memory the operation uses
 };
 
-// Hands NCCL a request of `coll_comm` for `request` (invalid: a flush).
-void HandOut(void* coll_comm, tributary::Request request, size_t bytes, void** out) {
+bool CollComm::RequestUses(const Span& span) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (const CollRequest* r : requests) {
+    if (r->send.Overlaps(span) || r->recv.Overlaps(span)) return true;
+  }
+  return false;
+}
+
+// Hands NCCL a request of `coll_comm` for `request` (invalid: a flush),
+// which uses the memory of `send` and `recv`.
+void HandOut(void* coll_comm, tributary::Request request, size_t bytes, Span send, Span recv,
+             void** out) {
   auto* cc = static_cast<CollComm*>(coll_comm);
-  auto* r = new CollRequest{std::move(request), bytes, cc};
+  auto* r = new CollRequest{std::move(request), bytes, cc, send, recv};
   std::lock_guard<std::mutex> lock(cc->mu);
   cc->requests.insert(r);
   *out = r;
@@ -215,6 +240,24 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
   // NCCL reduces inside the node itself and connects CollNet among one
   // head per node: the library's node level has nothing to add.
   config.options.node_level = "off";
+  if (config.options.reproducible) {
+    // Its path runs the whole all-reduce on the calling thread, NCCL's
+    // proxy thread, whose progress (point-to-point too) would stall for
+    // each one. Refused rather than ignored: NCCL's own algorithms, which
+    // it falls back to, give the same bits for the same configuration.
+    TRIB_LOG(kWarn, kLog,
+             "CollNet NOT IN USE: TRIBUTARY_REPRODUCIBLE is set, and its all-reduce would block "
+             "NCCL's proxy thread; unset it to reduce in the network. NCCL falls back to its "
+             "own algorithms.");
+    return kSystemError;
+  }
+  if (getenv("TRIBUTARY_OP_TIMEOUT_MS") == nullptr) {
+    // NCCL's collectives wait without limit and leave hung jobs to the
+    // framework's watchdog (PyTorch's: 10 minutes by default): the
+    // library's 30 s would fail a healthy job whose one node is late (a
+    // checkpoint being written), so only a backstop stays.
+    config.options.op_timeout_ms = kNcclOpTimeoutMs;
+  }
   int32_t joined = 0;  // declared first: destroyed after the communicator
   auto comm = Communicator::Create(config);
   if (comm.ok()) {
@@ -237,9 +280,14 @@ NcclResult CollConnect(void* handles[], int nranks, int rank, void* listen_comm,
   }
   CommContext* context = listen_on_failure.release()->context;  // NCCL's to close
   if (context != nullptr) context->MarkCollNetConnected();
-  TRIB_LOG(kInfo, kLog, "CollNet rank %d of %d joined job %u at aggregator %s over %s", rank,
-           nranks, h.job_id, config.options.aggregator.c_str(),
-           comm.value()->options().transport.c_str());
+  TRIB_LOG(kInfo, kLog,
+           "CollNet rank %d of %d joined job %u at aggregator %s over %s; an operation fails "
+           "after %u ms%s",
+           rank, nranks, h.job_id, config.options.aggregator.c_str(),
+           comm.value()->options().transport.c_str(), comm.value()->options().op_timeout_ms,
+           getenv("TRIBUTARY_OP_TIMEOUT_MS") == nullptr
+               ? " (TRIBUTARY_OP_TIMEOUT_MS unset: the plugin's default)"
+               : "");
   *coll_comm = new CollComm(std::move(comm).value());
   return kSuccess;
 }
@@ -259,7 +307,7 @@ NcclResult Register(void* coll_comm, const MemoryDesc& memory, void** mhandle) {
   if (c == nullptr) return kInternalError;
   auto buffer = c->Register(memory);
   if (!buffer.ok()) return Warn(kInvalidUsage, "regMr", buffer.status().ToString());
-  *mhandle = new CollMemory{buffer.value()};
+  *mhandle = new CollMemory{buffer.value(), {static_cast<const char*>(memory.data), memory.bytes}};
   return kSuccess;
 }
 
@@ -290,7 +338,13 @@ NcclResult CollDeregMr(void* coll_comm, void* mhandle) {
   auto* cc = static_cast<CollComm*>(coll_comm);
   std::shared_ptr<Communicator> c = cc->Get();
   if (c == nullptr) return kSuccess;  // closed early below: nothing is registered
-  Status s = c->Deregister(m->buffer);
+  // NCCL registers its shared buffer once per connection and frees it
+  // after the first connection's deregMr, while an operation in flight may
+  // use it through another registration (which Deregister does not see):
+  // any request test() has not freed that touches this memory counts.
+  Status s = cc->RequestUses(m->span) ? Status(StatusCode::kFailedPrecondition,
+                                               "a request not completed by test() uses this memory")
+                                      : c->Deregister(m->buffer);
   if (s.code() == StatusCode::kFailedPrecondition) {
     // Operations NCCL abandoned still use it: NCCL is freeing an aborted
     // communicator, frees this memory next, and its free path stops at the
@@ -323,7 +377,9 @@ NcclResult CollIallreduce(void* coll_comm, void* send_data, void* recv_data, siz
   if (c == nullptr) return kInternalError;
   auto r = c->AllReduce(send_data, recv_data, count, t, o);
   if (!r.ok()) return Warn(kSystemError, "iallreduce", r.status().ToString());
-  HandOut(coll_comm, r.value(), count * DataTypeSize(t), request);
+  const size_t bytes = count * DataTypeSize(t);
+  HandOut(coll_comm, r.value(), bytes, {static_cast<const char*>(send_data), bytes},
+          {static_cast<const char*>(recv_data), bytes}, request);
   return kSuccess;
 }
 
@@ -346,7 +402,8 @@ NcclResult CollIallgather(void* coll_comm, void* send_data, int n_recv_parts, vo
   auto r = c->AllGatherWindow(
       send_data, recv_address, bytes_per_rank, window_offset, window_bytes, DataType::kUint8);
   if (!r.ok()) return Warn(kSystemError, "iallgather", r.status().ToString());
-  HandOut(coll_comm, r.value(), window_bytes, request);
+  HandOut(coll_comm, r.value(), window_bytes, {static_cast<const char*>(send_data), bytes_per_rank},
+          {static_cast<const char*>(recv_address), window_bytes}, request);
   return kSuccess;
 }
 
@@ -375,12 +432,14 @@ NcclResult CollIreducescatter(void* coll_comm, int n_send_parts, void* send_addr
   auto r = c->ReduceScatterWindow(
       send_address, recv_data, bytes_per_rank / es, window_offset / es, window_bytes / es, t, o);
   if (!r.ok()) return Warn(kSystemError, "ireducescatter", r.status().ToString());
-  HandOut(coll_comm, r.value(), window_bytes, request);
+  HandOut(coll_comm, r.value(), window_bytes,
+          {static_cast<const char*>(send_address), window_bytes},
+          {static_cast<const char*>(recv_data), bytes_per_rank}, request);
   return kSuccess;
 }
 
 NcclResult CollIflush(void* coll_comm, void** request) {
-  HandOut(coll_comm, {}, 0, request);  // host memory: nothing to flush
+  HandOut(coll_comm, {}, 0, {}, {}, request);  // host memory: nothing to flush
   return kSuccess;
 }
 

@@ -107,7 +107,9 @@ std::vector<std::string> SplitNames(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
+    const size_t b = item.find_first_not_of(" \t");
+    const size_t e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
   }
   return out;
 }
@@ -143,6 +145,15 @@ Devices* FindDevices() {
     bool allowed = wanted.empty() ||
                    std::find(wanted.begin(), wanted.end(), nic.name) != wanted.end();
     if (!seen && allowed) nics.emplace_back(i, std::move(nic));
+  }
+  // A name that matches nothing is a typo or a NIC this node lacks: said,
+  // since the job then runs on fewer NICs than its settings name.
+  for (const std::string& name : wanted) {
+    if (std::none_of(nics.begin(), nics.end(),
+                     [&](const auto& n) { return n.second.name == name; })) {
+      TRIB_LOG(kWarn, kLog, "TRIBUTARY_NCCL_IFACES: '%s' matches no NIC of provider %s",
+               name.c_str(), selected.value().provider.c_str());
+    }
   }
   // Loopback only when it is all there is, or asked for by name.
   if (wanted.empty() && nics.size() > 1) {

@@ -387,6 +387,56 @@ TEST_F(CollNetDriver, UnreachableAggregatorFailsConnectLoudly) {
             "");
 }
 
+// Under NCCL an operation waits 30 minutes unless TRIBUTARY_OP_TIMEOUT_MS
+// says otherwise: NCCL's collectives never time out themselves, and the
+// library's 30 s would fail a healthy job whose one node is late.
+TEST_F(CollNetDriver, OperationsWaitLongUnlessTheTimeoutIsSet) {
+  setenv("NCCL_DEBUG", "INFO", 1);  // the line is said at INFO
+  unsetenv("TRIBUTARY_OP_TIMEOUT_MS");
+  Exchange* x = x_;
+  EXPECT_EQ(testing::RunRanks(
+                2, 60,
+                [x](int rank) {
+                  CollNetV12* coll;
+                  void* comm;
+                  NcclResult connected = kInternalError;  // until CollSetup says
+                  if (int rc = CollSetup(x, rank, 2, &coll, &comm, false, &connected)) return rc;
+                  if (connected != kSuccess) return Fail(rank, "connect");
+                  {
+                    std::lock_guard<std::mutex> lock(g_log_mu);
+                    if (g_log.find(
+                            "an operation fails after 1800000 ms (TRIBUTARY_OP_TIMEOUT_MS unset") ==
+                        std::string::npos) {
+                      return Fail(rank, "the plugin's default timeout not said");
+                    }
+                  }
+                  return coll->close_coll(comm) == kSuccess ? 0 : Fail(rank, "closeColl");
+                }),
+            "");
+  unsetenv("NCCL_DEBUG");
+}
+
+// TRIBUTARY_REPRODUCIBLE's all-reduce runs on the calling thread, which
+// under NCCL is the proxy thread: connect refuses it, saying so, and NCCL
+// falls back to its own algorithms.
+TEST_F(CollNetDriver, ReproducibleIsRefusedAtConnect) {
+  setenv("TRIBUTARY_REPRODUCIBLE", "1", 1);
+  Exchange* x = x_;
+  const std::string failures = testing::RunRanks(2, 60, [x](int rank) {
+    CollNetV12* coll;
+    void* comm;
+    NcclResult connected = kInternalError;  // until CollSetup says
+    if (int rc = CollSetup(x, rank, 2, &coll, &comm, false, &connected)) return rc;
+    if (connected == kSuccess || comm != nullptr) return Fail(rank, "connect succeeded");
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    return g_log.find("CollNet NOT IN USE: TRIBUTARY_REPRODUCIBLE is set") != std::string::npos
+               ? 0
+               : Fail(rank, "refused without its reason logged");
+  });
+  unsetenv("TRIBUTARY_REPRODUCIBLE");
+  EXPECT_EQ(failures, "");
+}
+
 // Rank 1 connects with a wrong key. Whichever rank JOINs first sets the
 // job's key, so which of the two is refused by the aggregator depends on
 // timing. NCCL takes a connect's outcome to be the same on every node (a
@@ -508,48 +558,72 @@ TEST_F(CollNetDriver, CollNetNotUsedIsToldPerCommunicator) {
 // connection after it, so deregMr succeeds: it closes the CollNet
 // communicator at once (the operation fails, the rank leaves), and the
 // rest of the teardown (another deregMr, closeColl) succeeds too.
+// `twice`: the memory is registered twice and the operation uses the
+// second registration, as NCCL registers its shared buffer once per
+// connection; deregistering the first (NCCL then frees the buffer) must
+// close as well, or the operation would write into freed memory.
+int DeregisterInUseRank(Exchange* x, int rank, bool twice) {
+  CollNetV12* coll;
+  void* comm;
+  if (int rc = Connected(x, rank, &coll, &comm)) return rc;
+  float v[1024] = {}, w[16] = {};
+  void *mh, *used, *other;
+  if (coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh) != kSuccess ||
+      coll->reg_mr(comm, w, sizeof(w), kPtrHost, &other) != kSuccess) {
+    return Fail(rank, "regMr");
+  }
+  used = mh;
+  if (twice && coll->reg_mr(comm, v, sizeof(v), kPtrHost, &used) != kSuccess) {
+    return Fail(rank, "the second regMr");
+  }
+  if (rank != 2) {
+    void* request;
+    if (!Posted(
+            [&](void** q) {
+              return coll->iallreduce(comm, v, v, 1024, kNcclFloat32, kNcclSum, used, used, q);
+            },
+            &request)) {
+      return Fail(rank, "iallreduce");
+    }
+    int done = 0, size = 0;
+    if (coll->test(request, &done, &size) != kSuccess || done) {
+      return Fail(rank, "the all-reduce finished without rank 2");
+    }
+    if (coll->dereg_mr(comm, mh) != kSuccess) return Fail(rank, "deregMr of memory in use");
+    bool said = false;
+    {
+      std::lock_guard<std::mutex> lock(g_log_mu);
+      said = g_log.find("closing this CollNet communicator now") != std::string::npos;
+    }
+    if (!said) return Fail(rank, "no word of the early close");
+    if (twice && coll->dereg_mr(comm, used) != kSuccess) {
+      return Fail(rank, "the second deregMr after the close");
+    }
+    if (coll->dereg_mr(comm, other) != kSuccess) return Fail(rank, "deregMr after the close");
+    if (coll->close_coll(comm) != kSuccess) return Fail(rank, "closeColl after the close");
+  }
+  if (!Barrier(x, 3, kRanks)) return Fail(rank, "barrier 3");
+  if (rank == 2) {
+    coll->dereg_mr(comm, mh);
+    if (twice) coll->dereg_mr(comm, used);
+    coll->dereg_mr(comm, other);
+    if (coll->close_coll(comm) != kSuccess) return Fail(rank, "closeColl");
+  }
+  return 0;
+}
+
 TEST_F(CollNetDriver, DeregisteringMemoryInUseDuringAnAbortClosesAndSucceeds) {
   Exchange* x = x_;
-  std::string failures = testing::RunRanks(kRanks, 90, [x](int rank) {
-    CollNetV12* coll;
-    void* comm;
-    if (int rc = Connected(x, rank, &coll, &comm)) return rc;
-    float v[1024] = {}, w[16] = {};
-    void *mh, *other;
-    if (coll->reg_mr(comm, v, sizeof(v), kPtrHost, &mh) != kSuccess ||
-        coll->reg_mr(comm, w, sizeof(w), kPtrHost, &other) != kSuccess) {
-      return Fail(rank, "regMr");
-    }
-    if (rank != 2) {
-      void* request;
-      if (!Posted([&](void** q) {
-            return coll->iallreduce(comm, v, v, 1024, kNcclFloat32, kNcclSum, mh, mh, q);
-          }, &request)) {
-        return Fail(rank, "iallreduce");
-      }
-      int done = 0, size = 0;
-      if (coll->test(request, &done, &size) != kSuccess || done) {
-        return Fail(rank, "the all-reduce finished without rank 2");
-      }
-      if (coll->dereg_mr(comm, mh) != kSuccess) return Fail(rank, "deregMr of memory in use");
-      bool said = false;
-      {
-        std::lock_guard<std::mutex> lock(g_log_mu);
-        said = g_log.find("closing this CollNet communicator now") != std::string::npos;
-      }
-      if (!said) return Fail(rank, "no word of the early close");
-      if (coll->dereg_mr(comm, other) != kSuccess) return Fail(rank, "deregMr after the close");
-      if (coll->close_coll(comm) != kSuccess) return Fail(rank, "closeColl after the close");
-    }
-    if (!Barrier(x, 3, kRanks)) return Fail(rank, "barrier 3");
-    if (rank == 2) {
-      coll->dereg_mr(comm, mh);
-      coll->dereg_mr(comm, other);
-      if (coll->close_coll(comm) != kSuccess) return Fail(rank, "closeColl");
-    }
-    return 0;
-  });
-  EXPECT_EQ(failures, "");
+  EXPECT_EQ(
+      testing::RunRanks(kRanks, 90, [x](int rank) { return DeregisterInUseRank(x, rank, false); }),
+      "");
+}
+
+TEST_F(CollNetDriver, DeregisteringATwinOfMemoryInUseClosesToo) {
+  Exchange* x = x_;
+  EXPECT_EQ(
+      testing::RunRanks(kRanks, 90, [x](int rank) { return DeregisterInUseRank(x, rank, true); }),
+      "");
 }
 
 // The bytes this process's heap has handed out.

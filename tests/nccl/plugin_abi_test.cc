@@ -5,7 +5,8 @@
 // Proves that every exported version has its name and every pointer NCCL
 // calls without checking, iallgather and ireducescatter included (the
 // v8..v10 CollNet adapters of NCCL call them unchecked); that properties describe
-// the NIC the settings chose (TRIBUTARY_NCCL_IFACES=lo) in each version's
+// the NIC the settings chose (TRIBUTARY_NCCL_IFACES=" lo, nosuchnic",
+// the second said at WARN) in each version's
 // layout; that reduceSupport says yes to exactly the 12 types x
 // sum/prod/min/max; and that the plugin's lines reach NCCL's logger, with
 // the version it was loaded as and the loud warning when CollNet is off.
@@ -48,7 +49,8 @@ bool Logged(const std::string& needle) {
 class PluginAbi : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    setenv("TRIBUTARY_NCCL_IFACES", "lo", 1);
+    // Blanks around a name are dropped; a name no NIC has is said at WARN.
+    setenv("TRIBUTARY_NCCL_IFACES", " lo, nosuchnic", 1);
     setenv("TRIBUTARY_OFI_PROVIDER", "tcp;ofi_rxm", 1);
     setenv("NCCL_DEBUG", "INFO", 1);
     unsetenv("NCCL_COLLNET_ENABLE");
@@ -124,6 +126,7 @@ TEST_F(PluginAbi, EveryNetVersionInitsAndDescribesTheChosenNic) {
   int n = 0;
   ASSERT_EQ(v12->devices(&n), kSuccess);
   ASSERT_EQ(n, 1) << "TRIBUTARY_NCCL_IFACES=lo leaves one NIC";
+  EXPECT_TRUE(Logged("TRIBUTARY_NCCL_IFACES: 'nosuchnic' matches no NIC"));
   PropertiesV12 p12;
   ASSERT_EQ(v12->get_properties(0, &p12), kSuccess);
   ExpectLoopbackProperties(p12);

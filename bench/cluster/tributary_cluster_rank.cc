@@ -96,7 +96,7 @@ class ClusterRank {
   Status RunSize(uint64_t bytes, double* max_us, double* wrong,
                  tributary::bench::MachineCpu* cpu_begin, tributary::bench::MachineCpu* cpu_end) {
     const size_t count = bytes / 4;
-    tributary::bench::FillSweepPattern(sweep_, send_mem_.get(), count, rank_);
+    tributary::bench::FillSweepPattern(sweep_, send_mem_.get(), count, rank_, size_);
     std::fill(recv_mem_.get(), recv_mem_.get() + count, -1000.0f);
     for (int i = 0; i < sweep_.warmup; ++i) {
       Status s = Run(comm_, send_, recv_, count, DataType::kFloat32, ReduceOp::kSum);

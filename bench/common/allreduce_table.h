@@ -6,8 +6,9 @@
 // The peers print exactly the columns `tributary bench` prints (size count
 // type redop time algbw busbw #wrong, "# Avg bus bandwidth"), so one script
 // extracts the same numbers from all of them. The input pattern is the one
-// `tributary bench` uses for float sum: ((rank + i) % 7) - 3, whose sum over
-// ranks is exact in fp32 whatever the reduction order.
+// `tributary bench` uses for float sum: ((rank + i) % 7) - 3, plus 1 where
+// i % ranks == rank (the marker that keeps groups of 7 ranks, whose bases
+// cancel, visible in the sum), exact in fp32 whatever the reduction order.
 //
 // Header-only; no dependencies beyond the C++ library and POSIX (sysconf).
 // Thread-safety: plain functions on caller-owned data.
@@ -91,8 +92,14 @@ inline std::vector<uint64_t> Fp32Sizes(const SizeSweep& sweep, std::string* erro
   return sizes;
 }
 
-inline void FillPattern(float* data, size_t count, int rank) {
-  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(((rank + i) % 7)) - 3.0f;
+// Rank `rank`'s value at element `i` of `ranks`.
+inline int PatternValue(size_t i, int rank, int ranks) {
+  return static_cast<int>((rank + i) % 7) - 3 +
+         (i % static_cast<size_t>(ranks) == static_cast<size_t>(rank) ? 1 : 0);
+}
+
+inline void FillPattern(float* data, size_t count, int rank, int ranks) {
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(PatternValue(i, rank, ranks));
 }
 
 // Whether `rank` keeps block `block` of the pattern at sweep.density (a
@@ -107,8 +114,9 @@ inline bool KeepsBlock(const SizeSweep& sweep, int rank, uint64_t block) {
 }
 
 // FillPattern with the blocks this rank does not keep zeroed.
-inline void FillSweepPattern(const SizeSweep& sweep, float* data, size_t count, int rank) {
-  FillPattern(data, count, rank);
+inline void FillSweepPattern(const SizeSweep& sweep, float* data, size_t count, int rank,
+                             int ranks) {
+  FillPattern(data, count, rank, ranks);
   if (sweep.density >= 100) return;
   const size_t per_block = sweep.density_block / 4;
   for (size_t b = 0; b * per_block < count; ++b) {
@@ -122,7 +130,7 @@ inline void FillSweepPattern(const SizeSweep& sweep, float* data, size_t count, 
 inline uint64_t CheckPattern(const float* data, size_t count, int ranks) {
   float expected[7];
   for (int k = 0; k < 7; ++k) {
-    int sum = 0;
+    int sum = 1;  // the marker: one rank's +1 in every element
     for (int r = 0; r < ranks; ++r) sum += ((r + k) % 7) - 3;
     expected[k] = static_cast<float>(sum);
   }
@@ -147,7 +155,7 @@ inline uint64_t CheckSweepPattern(const SizeSweep& sweep, const float* data, siz
     const size_t end = b * per_block + per_block < count ? b * per_block + per_block : count;
     for (size_t i = b * per_block; i < end; ++i) {
       int sum = 0;
-      for (int r : keepers) sum += static_cast<int>((r + i) % 7) - 3;
+      for (int r : keepers) sum += PatternValue(i, r, ranks);
       wrong += data[i] != static_cast<float>(sum);
     }
   }

@@ -90,7 +90,7 @@ int RunRank(int rank, int size, const std::string& store_dir, const std::string&
   uint32_t tag = 0;
   for (uint64_t bytes : sizes) {
     const size_t count = bytes / 4;
-    tributary::bench::FillSweepPattern(sweep, send.data(), count, rank);
+    tributary::bench::FillSweepPattern(sweep, send.data(), count, rank, size);
     std::fill(recv.begin(), recv.begin() + count, -1000.0f);
     for (int i = 0; i < sweep.warmup; ++i) {
       AllReduceFloat(context, send.data(), recv.data(), count, tag++);

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   }
   for (uint64_t bytes : sizes) {
     const int count = static_cast<int>(bytes / 4);
-    tributary::bench::FillSweepPattern(sweep, send.data(), count, rank);
+    tributary::bench::FillSweepPattern(sweep, send.data(), count, rank, size);
     std::fill(recv.begin(), recv.begin() + count, -1000.0f);
     for (int i = 0; i < sweep.warmup; ++i) {
       MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

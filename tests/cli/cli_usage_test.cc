@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/common/read_file.h"
+#include "tests/common/temp_dir.h"
 
 #ifndef TRIBUTARY_VERSION
 #error "the test compares against the project version"
@@ -83,23 +84,26 @@ struct UsageError {
 
 TEST_F(CliUsageTest, EveryUsageErrorExitsTwoWithTheMessageOnStderr) {
   const std::vector<UsageError> cases = {
-      {{}, "A subcommand is required"},                                  // RequiredError (106)
+      {{}, "A subcommand is required"},  // RequiredError (106)
       // CLI11 checks for the subcommand before it looks at what it did not know.
-      {{"frobnicate"}, "A subcommand is required"},                      // RequiredError (106)
-      {{"--no-such-flag"}, "A subcommand is required"},                  // RequiredError (106)
-      {{"bench", "--no-such-flag"}, "--no-such-flag"},                   // in a subcommand
-      {{"bench", "-b"}, "--minbytes: 1 required TEXT missing"},          // ArgumentMismatch (114)
-      {{"bench", "--ranks", "many"}, "many"},                            // ConversionError (104)
-      {{"bench", "--ranks", "2", "stray"}, "stray"},                     // ExtrasError (109)
-      {{"demo", "--ranks"}, "--ranks"},                                  // ArgumentMismatch (114)
-      {{"version", "extra"}, "extra"},                                   // ExtrasError (109)
-      {{"doctor", "--timeout-ms", "soon"}, "soon"},                      // ConversionError (104)
+      {{"frobnicate"}, "A subcommand is required"},              // RequiredError (106)
+      {{"--no-such-flag"}, "A subcommand is required"},          // RequiredError (106)
+      {{"bench", "--no-such-flag"}, "--no-such-flag"},           // in a subcommand
+      {{"bench", "-b"}, "--minbytes: 1 required TEXT missing"},  // ArgumentMismatch (114)
+      {{"bench", "--ranks", "many"}, "many"},                    // ConversionError (104)
+      {{"bench", "--ranks", "2", "stray"}, "stray"},             // ExtrasError (109)
+      {{"demo", "--ranks"}, "--ranks"},                          // ArgumentMismatch (114)
+      {{"version", "extra"}, "extra"},                           // ExtrasError (109)
+      {{"doctor", "--timeout-ms", "soon"}, "soon"},              // ConversionError (104)
+      {{"doctor", "--timeout-ms", "0"}, "--timeout-ms"},         // Validation
+      {{"doctor", "--dataplane", "DPDK"}, "--dataplane"},        // Validation
+      {{"bench", "-f", "-1"}, "--stepfactor"},                   // Validation
 #ifdef TRIBUTARY_HAVE_MANAGER
-      {{"job"}, "A subcommand is required"},                             // RequiredError (106)
-      {{"job", "create"}, "--hosts is required"},                        // RequiredError (106)
+      {{"job"}, "A subcommand is required"},       // RequiredError (106)
+      {{"job", "create"}, "--hosts is required"},  // RequiredError (106)
       {{"job", "keepalive", "7", "--key", "ab", "--every-ms", "1"}, "--every-ms"},  // Validation
-      {{"tree"}, "JOB is required"},                                     // RequiredError (106)
-      {{"jobs", "--manager"}, "--manager"},                              // ArgumentMismatch (114)
+      {{"tree"}, "JOB is required"},         // RequiredError (106)
+      {{"jobs", "--manager"}, "--manager"},  // ArgumentMismatch (114)
 #endif
   };
   for (const UsageError& c : cases) {
@@ -133,6 +137,70 @@ TEST_F(CliUsageTest, BenchSizeBeyondMemoryIsRefusedUpFront) {
       << Describe(args, run);
   EXPECT_EQ(run.out.find("# nranks"), std::string::npos) << "refused before the run starts";
   EXPECT_EQ(run.out.find("# daemon"), std::string::npos) << "refused before the run starts";
+}
+
+// The parent holds a pipe per rank. Ranks the hard open-file limit cannot
+// hold are refused before anything starts, naming the limit; a soft limit
+// below what they need is raised (16 ranks under a soft limit of 16 failed
+// at "pipe: Too many open files" after forking most of them).
+TEST_F(CliUsageTest, BenchRanksAreCheckedAgainstTheOpenFileLimit) {
+  const std::string cli = Env("TRIBUTARY_CLI");
+  std::vector<std::string> args = {
+      "-c", "ulimit -n 100 && exec \"$0\" bench --ranks 64 -b 8 -e 8 -n 1 -w 0", cli};
+  Outcome run = RunProgram("/bin/sh", args);
+  EXPECT_EQ(run.exit_code, 2) << Describe(args, run);
+  EXPECT_NE(run.err.find("--ranks 64 needs 128 open files (a pipe per rank) and the hard limit "
+                         "is 100 (ulimit -Hn)"),
+            std::string::npos)
+      << Describe(args, run);
+  EXPECT_EQ(run.out.find("# daemon"), std::string::npos) << "refused before the run starts";
+  args = {"-c",
+          "ulimit -Sn 16 && exec \"$0\" bench --ranks 16 -b 8 -e 8 -n 1 -w 0 --node-level off",
+          cli};
+  run = RunProgram("/bin/sh", args);
+  EXPECT_EQ(run.exit_code, 0) << Describe(args, run);
+}
+
+// A reader that goes away (`| head -1`) ends the run at the next row with
+// exit 2 and the reason; before, the sweep ran on for nobody and exited 0.
+// The daemon's log goes to $TMPDIR.
+TEST_F(CliUsageTest, BenchStopsWhenItsOutputIsClosed) {
+  const std::string dir = tributary::testing::MakeTempDir("cli-usage-closed");
+  ASSERT_FALSE(dir.empty());
+  const std::vector<std::string> args = {
+      "-c",
+      "set -o pipefail; TMPDIR=\"$1\" \"$0\" bench --ranks 2 -b 8 -e 8 -n 4000 -d all "
+      "--node-level off | head -1",
+      Env("TRIBUTARY_CLI"), dir};
+  const Outcome run = RunProgram("/bin/bash", args);
+  EXPECT_EQ(run.exit_code, 2) << Describe(args, run);
+  EXPECT_NE(run.err.find("cannot write the results to standard output (Broken pipe)"),
+            std::string::npos)
+      << Describe(args, run);
+  EXPECT_NE(run.err.find("daemon log kept at " + dir + "/tributaryd-"), std::string::npos)
+      << Describe(args, run);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// SIGINT while tributaryd starts (here one that never says it listens) ends
+// the run at once with 130, no rank started and no log left behind; before,
+// it was seen only after the 10 s start-up wait, which then failed (2).
+TEST_F(CliUsageTest, BenchInterruptedWhileTheDaemonStartsExits130) {
+  const std::string dir = tributary::testing::MakeTempDir("cli-usage-interrupted");
+  ASSERT_FALSE(dir.empty());
+  const std::vector<std::string> args = {
+      "-c",
+      "printf \"%s\\n\" \"#!/bin/sh\" \"exec sleep 30\" > \"$1/slow\"; chmod +x \"$1/slow\"; "
+      "TMPDIR=\"$1\" TRIBUTARYD=\"$1/slow\" \"$0\" bench --ranks 2 -b 8 -e 8 & pid=$!; "
+      "sleep 0.5; kill -INT $pid; wait $pid",
+      Env("TRIBUTARY_CLI"), dir};
+  const Outcome run = RunProgram("/bin/bash", args);
+  EXPECT_EQ(run.exit_code, 130) << Describe(args, run);
+  EXPECT_EQ(run.out.find("# nranks"), std::string::npos) << Describe(args, run);
+  EXPECT_EQ(run.err.find("log kept"), std::string::npos) << Describe(args, run);
+  EXPECT_EQ(std::system(("test -z \"$(ls " + dir + " | grep tributaryd-)\"").c_str()), 0)
+      << "a daemon log was left in " << dir;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // `tributary doctor` as a script runs it: --json on stdout, one object with

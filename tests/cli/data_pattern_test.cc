@@ -36,15 +36,18 @@ bool IsInteger(DataType t) {
 // Reduces the ranks' buffers element by element in double (exact for the
 // pattern's small integers at these world sizes) and encodes the result;
 // AVG divides the sum by the world size, truncating integers toward zero.
-std::vector<uint8_t> ReduceDirectly(DataType dtype, ReduceOp op, uint32_t world, size_t count) {
+// `reduced`: only ranks 0 .. reduced - 1 of the world (default: all).
+std::vector<uint8_t> ReduceDirectly(DataType dtype, ReduceOp op, uint32_t world, size_t count,
+                                    uint32_t reduced = 0) {
   const size_t es = DataTypeSize(dtype);
-  std::vector<std::vector<uint8_t>> inputs(world, std::vector<uint8_t>(count * es));
-  for (uint32_t r = 0; r < world; ++r)
+  if (reduced == 0) reduced = world;
+  std::vector<std::vector<uint8_t>> inputs(reduced, std::vector<uint8_t>(count * es));
+  for (uint32_t r = 0; r < reduced; ++r)
     DataPattern(dtype, op, r, world).Fill(inputs[r].data(), count);
   std::vector<uint8_t> out(count * es);
   for (size_t i = 0; i < count; ++i) {
     double acc = DecodeValue(dtype, &inputs[0][i * es]);
-    for (uint32_t r = 1; r < world; ++r) {
+    for (uint32_t r = 1; r < reduced; ++r) {
       const double v = DecodeValue(dtype, &inputs[r][i * es]);
       switch (op) {
         case ReduceOp::kSum:
@@ -73,7 +76,7 @@ TEST(DataPatternTest, ExpectedResultMatchesDirectReduction) {
   const size_t count = 70001;
   for (DataType dtype : kAllTypes) {
     for (ReduceOp op : kAllOps) {
-      for (uint32_t world : {1u, 2u, 3u, 8u, 20u}) {
+      for (uint32_t world : {1u, 2u, 3u, 7u, 8u, 14u, 20u}) {
         SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " + ReduceOpName(op) + " world " +
                      std::to_string(world));
         std::vector<uint8_t> result = ReduceDirectly(dtype, op, world, count);
@@ -95,6 +98,31 @@ TEST(DataPatternTest, RanksContributeDifferentData) {
     EXPECT_NE(a, b) << DataTypeName(dtype);
     const DataPattern pattern(dtype, ReduceOp::kSum, 0, 2);
     EXPECT_GT(pattern.Check(a.data(), 1000, nullptr), 0u) << DataTypeName(dtype);
+  }
+}
+
+// 7 consecutive ranks' bases cancel: without the marker a world of 7 or
+// 14 expected zeros everywhere, so a result never added into passed, and a
+// host of 7 ranks contributed nothing, so losing it passed too.
+TEST(DataPatternTest, NoGroupOfRanksVanishesFromTheSum) {
+  const size_t count = 4096;
+  for (DataType dtype : kAllTypes) {
+    const size_t es = DataTypeSize(dtype);
+    for (uint32_t world : {7u, 14u, 21u}) {
+      SCOPED_TRACE(std::string(DataTypeName(dtype)) + " world " + std::to_string(world));
+      const DataPattern pattern(dtype, ReduceOp::kSum, 0, world);
+      std::vector<uint8_t> zeros(count * es);
+      EncodeValue(dtype, 0.0, zeros.data());
+      for (size_t i = 1; i < count; ++i) std::memcpy(&zeros[i * es], zeros.data(), es);
+      EXPECT_GT(pattern.Check(zeros.data(), count, nullptr), 0u);
+      if (world == 7) continue;
+      // The sum of the first 7 ranks alone (host 0 of hosts of 7).
+      std::vector<uint8_t> host0 = ReduceDirectly(dtype, ReduceOp::kSum, world, count, 7);
+      EXPECT_GT(pattern.Check(host0.data(), count, nullptr), 0u);
+      // And of all ranks but the last 7 (the last host lost).
+      std::vector<uint8_t> lost = ReduceDirectly(dtype, ReduceOp::kSum, world, count, world - 7);
+      EXPECT_GT(pattern.Check(lost.data(), count, nullptr), 0u);
+    }
   }
 }
 
@@ -124,14 +152,16 @@ TEST(DataPatternTest, PoisonMakesEveryElementWrong) {
   }
 }
 
-// AVG: -6 / 4 is -1 (toward zero, not -2), -6 / 3 is -2; in fp8 E4M3 -1.5
-// is exact and 1 / 3 rounds once to 0.34375.
+// AVG: -5 / 4 is -1 (toward zero, not -2); in fp8 E4M3 -1.25 is exact and
+// 1 / 3 rounds once to 0.34375.
 TEST(DataPatternTest, AvgTruncatesIntegersAndRoundsFloatsOnce) {
-  // Element 0 of ranks 0..3 is -3, -2, -1, 0: its sum is -6.
+  // Element 0 of ranks 0..3 is -3, -2, -1, 0, and rank 0's marker: -5.
   std::vector<int32_t> r4(5);
   int32_t sums[5] = {0, 0, 0, 0, 0};
   for (uint32_t r = 0; r < 4; ++r)
-    for (int i = 0; i < 5; ++i) sums[i] += static_cast<int32_t>((r + i) % 7) - 3;
+    for (uint32_t i = 0; i < 5; ++i) {
+      sums[i] += static_cast<int32_t>((r + i) % 7) - 3 + (i % 4 == r ? 1 : 0);
+    }
   for (int i = 0; i < 5; ++i) r4[i] = sums[i] / 4;  // C division
   EXPECT_EQ(r4[0], -1);
   const DataPattern int_pattern(DataType::kInt32, ReduceOp::kAvg, 0, 4);
@@ -140,7 +170,7 @@ TEST(DataPatternTest, AvgTruncatesIntegersAndRoundsFloatsOnce) {
   EXPECT_EQ(int_pattern.Check(r4.data(), 5, nullptr), 1u);
   std::vector<uint8_t> e4(5);
   for (int i = 0; i < 5; ++i) EncodeValue(DataType::kFloat8E4m3, sums[i] / 4.0, &e4[i]);
-  EXPECT_EQ(DecodeValue(DataType::kFloat8E4m3, &e4[0]), -1.5);
+  EXPECT_EQ(DecodeValue(DataType::kFloat8E4m3, &e4[0]), -1.25);
   const DataPattern fp8_pattern(DataType::kFloat8E4m3, ReduceOp::kAvg, 0, 4);
   EXPECT_EQ(fp8_pattern.Check(e4.data(), 5, nullptr), 0u);
   uint8_t third = 0;

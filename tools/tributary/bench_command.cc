@@ -27,7 +27,15 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("-e,--maxbytes", config->max_bytes_text, "Largest message size (K/M/G)")
       ->capture_default_str();
+  // Its field is 64 bits wide, where CLI11 takes "-1" as 2^64 - 1: refused
+  // here, as the narrower fields' conversion refuses it.
   sub->add_option("-f,--stepfactor", config->step_factor, "Size multiplier between steps")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return text.find('-') == std::string::npos ? std::string()
+                                                       : "a negative factor: " + text;
+          },
+          "", "unsigned"))
       ->capture_default_str();
   sub->add_option("-d,--datatype", config->dtype_text,
                   "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64, "

@@ -2,6 +2,7 @@
 // Validation and parsing of BenchConfig. Single-threaded (runs before fork).
 #include "tools/tributary/bench_config.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "common/net/host_port.h"
 #include "common/status.h"
+#include "tools/tributary/rank_group.h"
 
 namespace tributary::cli {
 
@@ -129,6 +131,14 @@ Status BenchConfig::Finalize() {
   }
   if (iterations == 0) return invalid("-n/--iters must be >= 1");
   if (ranks == 0 || ranks > 1024) return invalid("--ranks must be in [1, 1024]");
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max != RLIM_INFINITY &&
+      files.rlim_max < RankGroup::FilesNeeded(ranks)) {
+    return invalid("--ranks " + std::to_string(ranks) + " needs " +
+                   std::to_string(RankGroup::FilesNeeded(ranks)) +
+                   " open files (a pipe per rank) and the hard limit is " +
+                   std::to_string(files.rlim_max) + " (ulimit -Hn)");
+  }
   if (check != 0 && check != 1) return invalid("-c/--check must be 0 or 1");
   if (!node_level.empty() && node_level != "auto" && node_level != "on" && node_level != "off") {
     return invalid("--node-level must be auto, on or off");

@@ -37,7 +37,9 @@ void InstallSignalHandlers() {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGHUP, &action, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill us before cleanup
+  // A closed stdout must not kill us before cleanup: the failed write is
+  // seen instead (PrintCompletedRows) and ends the run.
+  signal(SIGPIPE, SIG_IGN);
 }
 
 std::vector<std::string> SplitArgs(const std::string& text) {
@@ -92,8 +94,9 @@ class BenchRun {
     outcome_.sizes_planned = cases_.size();
     InstallSignalHandlers();
     if (!CheckOptions()) return Finish(kExitFailed);
-    if (!StartDaemon()) return Finish(kExitFailed);
+    if (!StartDaemon()) return Finish(g_interrupted ? kExitInterrupted : kExitFailed);
     PrintPreamble();
+    if (g_interrupted) return Finish(kExitInterrupted);
     if (!SpawnRanks()) return Finish(kExitFailed);
     Supervise();
     ranks_.Terminate(std::chrono::seconds(2));
@@ -179,7 +182,7 @@ class BenchRun {
           "HOST:PORT); looked in: " +
           searched);
     }
-    Status status = daemon_.Start(binary, args, std::chrono::seconds(10));
+    Status status = daemon_.Start(binary, args, std::chrono::seconds(10), &g_interrupted);
     if (!status.ok()) return Fail(status.ToString());
     outcome_.daemon_address = daemon_.address();
     outcome_.own_daemon = true;
@@ -374,6 +377,7 @@ class BenchRun {
       }
       case ReportKind::kError:
         // The first failing rank is the cause; ranks stopped after it are not.
+        progress_.Clear();  // the message starts its own line
         std::fprintf(stderr, "tributary bench: rank %u failed: %s\n", r, p.c_str());
         if (outcome_.failure.empty()) outcome_.failure = "rank " + std::to_string(r) + ": " + p;
         break;
@@ -474,6 +478,13 @@ class BenchRun {
       table_.PrintRow(row);
       ++next_row_;
       outcome_.sizes_done = next_row_;
+      // A closed pipe (`| head`) or a full disk: the rest of the sweep
+      // would run for nobody, and end in exit 0 with the table cut short.
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        Fail(std::string("cannot write the results to standard output (") + std::strerror(errno) +
+             "); stopping all ranks");
+        return;
+      }
     }
   }
 
@@ -559,6 +570,7 @@ class BenchRun {
   bool Fail(const std::string& why) {
     if (outcome_.failure.empty()) {
       outcome_.failure = why;
+      progress_.Clear();  // the message starts its own line
       std::fprintf(stderr, "tributary bench: %s\n", why.c_str());
     }
     return false;
@@ -566,8 +578,10 @@ class BenchRun {
 
   BenchOutcome Finish(int code) {
     ranks_.Terminate(std::chrono::seconds(2));
-    daemon_.Stop(/*keep_log=*/code != kExitOk);
-    if (code != kExitOk && !daemon_.log_path().empty()) {
+    // Interrupted: the user stopped it and has no failure to look into.
+    const bool keep_log = code != kExitOk && code != kExitInterrupted;
+    daemon_.Stop(keep_log);
+    if (keep_log && !daemon_.log_path().empty()) {
       std::fprintf(stderr, "tributary bench: daemon log kept at %s\n", daemon_.log_path().c_str());
     }
     outcome_.exit_code = code;

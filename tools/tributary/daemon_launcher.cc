@@ -85,11 +85,14 @@ std::string FindDaemonBinary(std::string* searched) {
 DaemonProcess::~DaemonProcess() { Stop(); }
 
 Status DaemonProcess::Start(const std::string& binary, const std::vector<std::string>& extra_args,
-                            std::chrono::milliseconds timeout) {
-  char log_template[] = "/tmp/tributaryd-XXXXXX.log";
-  int log_fd = ::mkstemps(log_template, 4);
+                            std::chrono::milliseconds timeout,
+                            const volatile sig_atomic_t* interrupted) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string log_template =
+      std::string(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp") + "/tributaryd-XXXXXX.log";
+  int log_fd = ::mkstemps(log_template.data(), 4);
   if (log_fd < 0) {
-    return Internal(std::string("cannot create daemon log: ") + strerror(errno));
+    return Internal("cannot create the daemon's log " + log_template + ": " + strerror(errno));
   }
   log_path_ = log_template;
 
@@ -151,6 +154,10 @@ Status DaemonProcess::Start(const std::string& binary, const std::vector<std::st
       keep_log_ = true;
       return Unavailable("tributaryd (" + binary + ") exited during startup (" + how +
                          "); its output:\n" + LogTail(20));
+    }
+    if (interrupted != nullptr && *interrupted) {
+      Stop();
+      return Status(StatusCode::kAborted, "interrupted while tributaryd started");
     }
     if (std::chrono::steady_clock::now() > deadline) {
       Stop(/*keep_log=*/true);

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,12 @@ class DaemonProcess {
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
   // Runs `binary --listen-address 127.0.0.1 --port 0 <extra_args>` and waits up to `timeout` for
-  // its listening line. On failure the message includes the daemon's log tail.
+  // its listening line. On failure the message includes the daemon's log tail. The log is
+  // a file in $TMPDIR (else /tmp). `interrupted` (optional, a signal handler's flag) ends
+  // the wait at once: the daemon is stopped and kAborted returned.
   Status Start(const std::string& binary, const std::vector<std::string>& extra_args,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout,
+               const volatile sig_atomic_t* interrupted = nullptr);
   // SIGTERM, wait up to 5 s, then SIGKILL; reaps the process and removes the
   // log file unless keep_log (now or in an earlier call: a failed run keeps
   // the log for diagnosis). Idempotent.

@@ -25,11 +25,12 @@ bool IsUnsigned(DataType t) {
   return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
 }
 
-size_t PeriodOf(ReduceOp op) {
+size_t PeriodOf(ReduceOp op, uint32_t world) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      return 7;
+      // lcm(7, world): the base cycles over 7, the marker over the world.
+      return world % 7 == 0 ? std::max<uint32_t>(world, 1) : 7 * static_cast<size_t>(world);
     case ReduceOp::kProd:
       return 39;  // lcm(13, 3)
     case ReduceOp::kMin:
@@ -40,12 +41,19 @@ size_t PeriodOf(ReduceOp op) {
 }
 
 // The contribution of `rank` at element `i` (see the table in the header).
-int64_t ValueOf(ReduceOp op, bool is_unsigned, uint64_t rank, uint64_t i) {
+int64_t ValueOf(ReduceOp op, bool is_unsigned, uint64_t rank, uint64_t i, uint32_t world) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return is_unsigned ? static_cast<int64_t>((rank + i) % 7)
-                         : static_cast<int64_t>((rank + i) % 7) - 3;
+    case ReduceOp::kAvg: {
+      // Any 7 consecutive ranks' bases cancel; the marker, one rank's +1 per
+      // element (rank i mod world), keeps every rank visible in the sum: a
+      // world or a host of 7 ranks would otherwise sum to 0 (or 21), and a
+      // result of zeros or one that lost such a host would pass.
+      const int64_t marker = world > 0 && i % world == rank ? 1 : 0;
+      return (is_unsigned ? static_cast<int64_t>((rank + i) % 7)
+                          : static_cast<int64_t>((rank + i) % 7) - 3) +
+             marker;
+    }
     case ReduceOp::kProd:
       // 5 is invertible mod 13, so exactly one rank in 13 contributes a 2 to
       // each element: the product grows like 2^(world/13), never overflowing
@@ -261,7 +269,7 @@ double DecodeValue(DataType dtype, const void* in) {
 }
 
 DataPattern::DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t world_size)
-    : dtype_(dtype), element_size_(DataTypeSize(dtype)), period_(PeriodOf(op)) {
+    : dtype_(dtype), element_size_(DataTypeSize(dtype)), period_(PeriodOf(op, world_size)) {
   const bool is_float = IsFloat(dtype);
   const bool is_unsigned = IsUnsigned(dtype);
   // One period of the expected result: integers reduced with wrapping uint64
@@ -274,7 +282,7 @@ DataPattern::DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t wo
     double acc = 0;
     int64_t acc_int = 0;
     for (uint32_t r = 0; r < world_size; ++r) {
-      const int64_t v = ValueOf(op, is_unsigned, r, i);
+      const int64_t v = ValueOf(op, is_unsigned, r, i, world_size);
       const uint64_t v_bits = static_cast<uint64_t>(v);
       if (r == 0) {
         acc_bits = v_bits;
@@ -311,7 +319,7 @@ DataPattern::DataPattern(DataType dtype, ReduceOp op, uint32_t rank, uint32_t wo
       acc /= ranks;
       acc_bits = AverageBits(dtype, acc_bits, ranks);
     }
-    const double mine = static_cast<double>(ValueOf(op, is_unsigned, rank, i));
+    const double mine = static_cast<double>(ValueOf(op, is_unsigned, rank, i, world_size));
     EncodeValue(dtype, mine, &send_period[i * element_size_]);
     if (is_float) {
       EncodeValue(dtype, acc, &expect_period[i * element_size_]);

@@ -5,7 +5,8 @@
 // talking to the other ranks, and that answer must not depend on the order
 // in which the aggregator adds contributions. So every element is a small
 // integer, chosen per operation:
-//   sum, avg  ((rank + i) % 7) - 3           (0..6 for unsigned types)
+//   sum, avg  ((rank + i) % 7) - 3, plus 1 where i % world == rank
+//             (0..6 plus 1 for unsigned types)
 //   prod      1 or -1, and 2 for one rank in 13 (no overflow, exact in half)
 //   min, max  ((7 rank + 13 i) % 101) - 50   (0..100 for unsigned types)
 // Integer sums and products wrap modulo 2^bits exactly as the library
@@ -15,10 +16,13 @@
 // is what the aggregator computes as long as every partial sum it rounds is
 // exact in the type: below 2^8 (bfloat16) .. 2^11 (half), i.e. up to ~85
 // ranks; for fp8 (exact integers up to 8 or 16, and min/max inputs rounded
-// to the type) any group of consecutive ranks sums to at most 6 in
-// magnitude, so a tree that adds consecutive ranks keeps it exact. Each
-// pattern is periodic in the element index, so filling and checking stream
-// through precomputed tables.
+// to the type) any group of consecutive ranks sums to -6..7, so a tree that
+// adds consecutive ranks keeps it exact. The sum's marker (one rank's +1 in
+// each element) keeps every rank visible: 7 consecutive ranks' bases cancel,
+// so without it a world or a host of 7 ranks would contribute nothing, and
+// a result of zeros, or one missing such a host, would pass. Each pattern is
+// periodic in the element index (the sum's with period lcm(7, world)), so
+// filling and checking stream through precomputed tables.
 //
 // Thread-safety: immutable after construction; use from one thread at a time
 // or share const.

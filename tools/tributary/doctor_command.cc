@@ -36,10 +36,12 @@ void RegisterDoctorCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--daemon-metrics", args->in.daemon_metrics,
                   "its metrics_address HOST:PORT: its version, and a job's stragglers");
   sub->add_option("--dataplane", args->in.dataplane,
-                  "dpdk: check hugepages and NIC binding for a DPDK aggregator on this node");
+                  "dpdk: check hugepages and NIC binding for a DPDK aggregator on this node")
+      ->check(CLI::IsMember({"udp", "dpdk", "ofi", "verbs"}));
   sub->add_option("--nccl", args->in.nccl_library,
                   "the libnccl.so.2 the job loads (default: the dynamic loader's)");
   sub->add_option("--timeout-ms", args->in.timeout_ms, "to join the aggregator")
+      ->check(CLI::Range(1u, 3600000u))
       ->capture_default_str();
   sub->add_option("--root", args->in.root,
                   "read /proc and /sys under this directory (tests; a node's files copied "

@@ -6,9 +6,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +24,15 @@ RankGroup::~RankGroup() { Terminate(std::chrono::seconds(2)); }
 
 Status RankGroup::Spawn(uint32_t ranks, const RankBody& body) {
   const pid_t parent = ::getpid();
+  // The parent holds one pipe per rank: a soft limit below that (1024 is
+  // common) is raised toward the hard one, which Finalize checked.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < FilesNeeded(ranks)) {
+    files.rlim_cur = files.rlim_max == RLIM_INFINITY
+                         ? FilesNeeded(ranks)
+                         : std::min<rlim_t>(files.rlim_max, FilesNeeded(ranks));
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
   for (uint32_t rank = 0; rank < ranks; ++rank) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {

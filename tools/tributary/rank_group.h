@@ -45,6 +45,10 @@ class RankGroup {
 
   // Forks `ranks` children. On failure the ones already started are killed.
   Status Spawn(uint32_t ranks, const RankBody& body);
+
+  // Open files the parent needs for `ranks` ranks: a pipe each, the pair
+  // being made, stdio, the daemon's log and socket, and slack.
+  static uint64_t FilesNeeded(uint32_t ranks) { return uint64_t{ranks} + 64; }
   // Waits up to `timeout` for reports or exits and appends them to *events
   // (all frames of a rank before its exit). Returns early on a signal.
   void Poll(std::chrono::milliseconds timeout, std::vector<Event>* events);

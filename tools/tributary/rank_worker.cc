@@ -192,6 +192,16 @@ class Rank {
     return Status::Ok();
   }
 
+  // The untimed all-reduce whose result is checked.
+  Status CheckedAllReduce(const Buffer& send, const Buffer& recv, size_t count,
+                          const BenchConfig::Case& c, const char* half) {
+    Status status = AllReduceOnce(send, recv, count, c);
+    if (status.ok()) return status;
+    return Status(status.code(), std::string("checked ") + half + " all-reduce of " +
+                                     std::to_string(c.bytes) +
+                                     " bytes failed: " + status.message());
+  }
+
   void Check(const DataPattern& pattern, const void* result, size_t count, HalfReport* half) {
     if (!config_.check) return;
     Mismatch first;
@@ -208,7 +218,9 @@ class Rank {
     SizeReport report{};
     report.size_index = index;
 
-    // Out of place: the input stays, so the last timed result is checked.
+    // Out of place: the timed iterations all write the same result, so one
+    // that wrote nothing (or part) would hide behind an earlier one: one
+    // more all-reduce into a poisoned receive buffer is checked.
     pattern.Fill(send_memory_.get(), count);
     pattern.Poison(recv_memory_.get(), count);
     std::vector<float> samples;
@@ -217,7 +229,12 @@ class Rank {
     Status status = TimeHalf(send_, recv_, count, c, "out-of-place", &report.out_of_place.avg_us,
                              config_.latency ? &samples : nullptr);
     if (!status.ok()) return status;
-    Check(pattern, recv_memory_.get(), count, &report.out_of_place);
+    if (config_.check) {
+      pattern.Poison(recv_memory_.get(), count);
+      status = CheckedAllReduce(send_, recv_, count, c, "out-of-place");
+      if (!status.ok()) return status;
+      Check(pattern, recv_memory_.get(), count, &report.out_of_place);
+    }
 
     // In place: each iteration reduces the previous result, so the timed
     // ones run on whatever values they make and one more all-reduce of a
@@ -229,12 +246,8 @@ class Rank {
       if (!status.ok()) return status;
       if (config_.check) {
         pattern.Fill(recv_memory_.get(), count);
-        status = AllReduceOnce(recv_, recv_, count, c);
-        if (!status.ok()) {
-          return Status(status.code(), "checked in-place all-reduce of " +
-                                           std::to_string(c.bytes) + " bytes failed: " +
-                                           status.message());
-        }
+        status = CheckedAllReduce(recv_, recv_, count, c, "in-place");
+        if (!status.ok()) return status;
         Check(pattern, recv_memory_.get(), count, &report.in_place);
       }
     }

@@ -153,6 +153,14 @@ Status ParseJobs(const YAML::Node& list, const std::string& where, Config* c) {
       }
       uint64_t v;
       const bool is_key = key == "key" || key == "uplink_key";
+      if (is_key && value.rfind("0x", 0) != 0 && value.rfind("0X", 0) != 0) {
+        // Ranks read TRIBUTARY_JOB_KEY as hex with or without 0x (as
+        // `tributary job create` prints it): a bare number here would be
+        // another key there.
+        return InvalidArgument(at + ": '" + key + "': write keys in hex with 0x (e.g. 0x" +
+                               value + "), as ranks read TRIBUTARY_JOB_KEY; '" + value +
+                               "' alone would be ambiguous");
+      }
       if (!ParseUintOrHex(value, &v) || (!is_key && v > UINT32_MAX)) {
         return InvalidArgument(at + ": '" + key + "': invalid value '" + value + "'");
       }

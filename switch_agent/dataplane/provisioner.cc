@@ -27,6 +27,11 @@ std::string JobAssignment::Describe() const {
 Status ValidateAssignment(const JobAssignment& a) {
   const std::string job = "job " + std::to_string(a.job_id) + ": ";
   if (a.job_id == 0) return InvalidArgument("job id 0 is reserved");
+  if (a.job_key == 0) {
+    // Held under key 0, anyone who knows the id could MAC its packets.
+    return InvalidArgument(job + "key must be set: the job's secret key, nonzero, the ranks' "
+                                 "TRIBUTARY_JOB_KEY");
+  }
   if (a.fan_in == 0 || a.fan_in > proto::kMaxFanIn) {
     return InvalidArgument(job + "fan_in must be in [1, " + std::to_string(proto::kMaxFanIn) + "]");
   }

@@ -91,9 +91,9 @@ TEST(ConfigTest, DuplicateYamlKeyIsRejected) {
       << r.text;
   const Status s = ApplyYamlText(
       "jobs:\n"
-      "  - {id: 7, key: 1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n"
+      "  - {id: 7, key: 0x1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n"
       "  - id: 8\n"
-      "    key: 2\n"
+      "    key: 0x2\n"
       "    fan_in: 2\n"
       "    slot_count: 64\n"
       "    fan_in: 4\n"
@@ -106,8 +106,8 @@ TEST(ConfigTest, DuplicateYamlKeyIsRejected) {
   // The same key in different mappings is not a duplicate.
   const Status fine = ApplyYamlText(
       "jobs:\n"
-      "  - {id: 7, key: 1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n"
-      "  - {id: 8, key: 1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n",
+      "  - {id: 7, key: 0x1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n"
+      "  - {id: 8, key: 0x1, fan_in: 2, slot_count: 64, payload_bytes: 64}\n",
       "test", &c);
   EXPECT_TRUE(fine.ok()) << fine.ToString();
 }
@@ -288,13 +288,14 @@ TEST(ConfigTest, ShippedExampleIsValidAndComplete) {
 
 // Proves: the static `jobs:` list parses (hex keys, root and non-root
 // entries), prints back, and every malformed entry is refused with a
-// message naming the problem.
+// message naming the problem: a missing or zero key, a key not written
+// in hex with 0x among them.
 TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
   Config c;
   Status s = ApplyYamlText(
       "jobs:\n"
       "  - {id: 7, key: 0x5eed, fan_in: 2, slot_count: 64, payload_bytes: 8192}\n"
-      "  - {id: 8, key: 12, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
+      "  - {id: 8, key: 0xc, fan_in: 4, slot_count: 16, payload_bytes: 1024,\n"
       "     parent: \"198.18.0.9:17820\", child_index: 1, parent_fan_in: 2,\n"
       "     uplink_key: 0x7ee}\n",
       "test", &c);
@@ -312,19 +313,29 @@ TEST(ConfigTest, StaticJobsParseAndBadEntriesAreNamed) {
   EXPECT_EQ(again.jobs, c.jobs);
   const std::pair<const char*, const char*> bad[] = {
       {"jobs: 3", "must be a list"},
-      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64, colour: red}",
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 2, slot_count: 4, payload_bytes: 64, colour: red}",
        "unknown key 'colour'"},
-      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 100}",
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 2, slot_count: 4, payload_bytes: 100}",
        "payload_bytes must be a multiple of 64"},
-      {"jobs:\n  - {id: 1, key: 1, fan_in: 0, slot_count: 4, payload_bytes: 64}", "fan_in"},
-      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64, parent: x, "
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 0, slot_count: 4, payload_bytes: 64}", "fan_in"},
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 2, slot_count: 4, payload_bytes: 64, parent: x, "
        "child_index: 2, parent_fan_in: 2}",
        "child_index must be below parent_fan_in"},
       {"jobs:\n  - {id: 1, key: 0xzz, fan_in: 2, slot_count: 4, payload_bytes: 64}", "'key'"},
-      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64, uplink_key: 2}",
+      // Held under key 0, anyone who knows the id could MAC its packets.
+      {"jobs:\n  - {id: 1, fan_in: 2, slot_count: 4, payload_bytes: 64}", "key must be set"},
+      {"jobs:\n  - {id: 1, key: 0x0, fan_in: 2, slot_count: 4, payload_bytes: 64}",
+       "key must be set"},
+      // Ranks read TRIBUTARY_JOB_KEY as hex: a bare 12 would be 0x12 there.
+      {"jobs:\n  - {id: 1, key: 12, fan_in: 2, slot_count: 4, payload_bytes: 64}",
+       "'key': write keys in hex with 0x (e.g. 0x12)"},
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 2, slot_count: 4, payload_bytes: 64, parent: "
+       "\"198.18.0.9:1\", child_index: 0, parent_fan_in: 2, uplink_key: 7}",
+       "'uplink_key': write keys in hex"},
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 2, slot_count: 4, payload_bytes: 64, uplink_key: 0x2}",
        "uplink_key needs a parent"},
-      {"jobs:\n  - {id: 1, key: 1, fan_in: 2, slot_count: 4, payload_bytes: 64}\n"
-       "  - {id: 1, key: 2, fan_in: 2, slot_count: 4, payload_bytes: 64}",
+      {"jobs:\n  - {id: 1, key: 0x1, fan_in: 2, slot_count: 4, payload_bytes: 64}\n"
+       "  - {id: 1, key: 0x2, fan_in: 2, slot_count: 4, payload_bytes: 64}",
        "listed twice"},
   };
   for (const auto& [text, why] : bad) {

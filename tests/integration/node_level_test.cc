@@ -295,7 +295,7 @@ TEST_F(NodeLevel, AManagedDaemonRefusesStripeJobsAutoGoesFlatOnFails) {
   {
     std::ofstream f(config);
     f << "manager: \"127.0.0.1:9\"\n"
-      << "jobs:\n  - {id: " << job << ", key: " << key
+      << "jobs:\n  - {id: " << job << ", key: 0x" << std::hex << key << std::dec
       << ", fan_in: 4, slot_count: 64, payload_bytes: 8192}\n";
   }
   DaemonProcess managed;

@@ -55,14 +55,19 @@ uint64_t LevelKey(const TreeJob& j, uint32_t level) {
 
 // A YAML `jobs:` entry for one daemon of the tree, `level` steps above the
 // ranks.
+std::string Hex(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
 std::string JobEntry(const TreeJob& j, uint32_t level, const std::string& parent, uint32_t child) {
-  std::string e = "  - {id: " + std::to_string(j.id) +
-                  ", key: " + std::to_string(LevelKey(j, level)) +
+  std::string e = "  - {id: " + std::to_string(j.id) + ", key: " + Hex(LevelKey(j, level)) +
                   ", fan_in: 2, slot_count: " + std::to_string(kWindow) +
                   ", payload_bytes: " + std::to_string(kPayload);
   if (!parent.empty()) {
     e += ", parent: \"" + parent + "\", child_index: " + std::to_string(child) +
-         ", parent_fan_in: 2, uplink_key: " + std::to_string(LevelKey(j, level + 1));
+         ", parent_fan_in: 2, uplink_key: " + Hex(LevelKey(j, level + 1));
   }
   return e + "}\n";
 }

@@ -114,11 +114,30 @@ int main(int argc, char** argv) {
   agent::JobLog job_log;  // lanes (NewLane) log through it too
   engine.SetEventSink(&agent::JobLog::Sink, &job_log);
   // Later than any earlier run's: the incarnation of this node's JOINs to
-  // parent aggregators (FORMAT.md §3.1).
-  engine.SetIncarnation(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count()));
+  // parent aggregators (FORMAT.md §3.1). The wall clock, kept ahead of the
+  // last run's start beside a persistent identity: a parent refuses a JOIN
+  // whose incarnation is not above the one it holds, for as long as it
+  // holds the job.
+  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  uint64_t incarnation = now_ns;
+  if (!config.identity_file.empty()) {
+    Result<uint64_t> next = agent::NextIncarnation(config.identity_file + ".incarnation", now_ns);
+    if (!next.ok()) {
+      std::fprintf(stderr, "tributaryd: %s\n", next.status().message().c_str());
+      return kExitUsage;
+    }
+    if (next.value() != now_ns) {
+      TRIB_LOG(kWarn, "tributaryd",
+               "the clock is behind this daemon's last start (recorded in %s.incarnation): its "
+               "JOINs to parent aggregators carry the recorded start plus 2^32 ns instead; check "
+               "the clock (NTP)",
+               config.identity_file.c_str());
+    }
+    incarnation = next.value();
+  }
+  engine.SetIncarnation(incarnation);
   Result<std::unique_ptr<agent::Dataplane>> created =
       agent::CreateDataplane(config.dataplane, agent::ToDataplaneOptions(config), &engine);
   if (!created.ok()) {

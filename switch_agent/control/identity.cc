@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -84,6 +86,50 @@ Result<proto::Identity> LoadIdentity(const std::string& path) {
   proto::IdentityFromSecret(secret, &id);
   sodium_memzero(secret, sizeof(secret));
   return id;
+}
+
+Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns) {
+  auto error = [&](const std::string& what) {
+    return Status(StatusCode::kInvalidArgument, "incarnation file " + path + ": " + what);
+  };
+  uint64_t next = now_ns;
+  if (FILE* in = std::fopen(path.c_str(), "re")) {
+    char text[32] = {};
+    const size_t n = std::fread(text, 1, sizeof(text) - 1, in);
+    std::fclose(in);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long last = std::strtoull(text, &end, 10);
+    if (n == 0 || end == text || (*end != '\n' && *end != '\0') || errno != 0 ||
+        last > UINT64_MAX - (uint64_t{1} << 32)) {
+      return error(
+          "must hold one decimal number (the last run's incarnation); remove it to "
+          "start from the clock");
+    }
+    next = std::max<uint64_t>(now_ns, last + (uint64_t{1} << 32));
+  } else if (errno != ENOENT) {
+    return error(std::string("cannot read: ") + std::strerror(errno));
+  }
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return error(std::string("cannot write ") + tmp + ": " + std::strerror(errno));
+  const std::string line = std::to_string(next) + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                       ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = written ? errno : err;
+    ::unlink(tmp.c_str());
+    return error(std::string("cannot write: ") + std::strerror(e != 0 ? e : EIO));
+  }
+  std::string dir = path;
+  const int dir_fd = ::open(::dirname(dir.data()), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return next;
 }
 
 std::string PublicKeyHex(const proto::Identity& identity) {

@@ -6,6 +6,7 @@
 // Thread-safety: call once in main().
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -18,6 +19,16 @@ namespace tributary::agent {
 // process's or root, or one that is no regular file is an error naming the
 // file and the fix.
 Result<proto::Identity> LoadIdentity(const std::string& path);
+
+// The incarnation of this run's JOINs to parent aggregators (FORMAT.md
+// §3.1), which must exceed every earlier run's: `now_ns` (the wall clock),
+// or, when the clock is behind the last run's start recorded in `path` (a
+// clock stepped back, a DPU booted without a real-time clock before NTP),
+// that start plus 2^32, room for the +1 of every recycle a run makes.
+// Records the result in `path` (written to a temporary file, synced,
+// renamed) before returning. A malformed or unwritable file is an error
+// naming it; a missing one is created.
+Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns);
 
 // The public key as 64 hex digits (logs, `tributaryd --print-public-key`).
 std::string PublicKeyHex(const proto::Identity& identity);

@@ -88,5 +88,38 @@ TEST_F(IdentityTest, FilesThatCannotHoldAKeyAreRefused) {
   rmdir(path_.c_str());
 }
 
+// Proves: every run's incarnation exceeds the last one's, with room for
+// its recycles, even when the clock went back (a DPU that booted without a
+// real-time clock): a parent refuses a JOIN whose incarnation is not above
+// the one it holds. A file it cannot read as a number is an error.
+TEST_F(IdentityTest, EachRunsIncarnationExceedsTheLastOnesWhateverTheClock) {
+  const std::string path = path_ + ".incarnation";
+  constexpr uint64_t kRoom = uint64_t{1} << 32;
+  Result<uint64_t> first = NextIncarnation(path, 5'000'000'000'000);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first.value(), 5'000'000'000'000u);  // no record: the clock
+  Result<uint64_t> later = NextIncarnation(path, 9'000'000'000'000);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later.value(), 9'000'000'000'000u);  // the clock, ahead of the record
+  Result<uint64_t> stepped_back = NextIncarnation(path, 1'000);
+  ASSERT_TRUE(stepped_back.ok());
+  EXPECT_EQ(stepped_back.value(), 9'000'000'000'000u + kRoom);
+  Result<uint64_t> again = NextIncarnation(path, 1'000);  // still behind: grows again
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value(), 9'000'000'000'000u + 2 * kRoom);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("yesterday\n", f);
+  std::fclose(f);
+  Result<uint64_t> bad = NextIncarnation(path, 1'000);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path + ": must hold one decimal number"), std::string::npos)
+      << bad.status().ToString();
+  unlink(path.c_str());
+}
+
 }  // namespace
 }  // namespace tributary::agent

@@ -347,6 +347,7 @@ TEST_F(ReliabilityTest, DaemonKilledAndRestartedGivesClearErrors) {
   EXPECT_EQ(testing::WaitChildren(pids, 90), "") << restarted.Output();
   EXPECT_EQ(GoodJobOn(restarted.address()), "") << restarted.Output();
   unlink(identity);
+  unlink((std::string(identity) + ".incarnation").c_str());  // kept beside it
 }
 
 // Issue #12, the attacker on the path: it sniffs a rank's address and an

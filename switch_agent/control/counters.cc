@@ -158,19 +158,33 @@ std::vector<std::string> StragglerMonitor::Tick(
   if (now_ns < next_check_ns_) return warnings;
   next_check_ns_ = now_ns + interval_ns_;
   const engine::EngineSnapshot snap = gather();
-  std::unordered_map<uint32_t, Seen> next;
+  std::unordered_map<uint64_t, Seen> next;
   for (size_t i = 0; i < snap.jobs.size(); ++i) {
     const engine::JobInfo& j = snap.jobs[i];
-    Seen& before = jobs_[j.job_id];
-    Seen& now = next[j.job_id];
+    // By epoch too: each lane holds its own copy of a striped job (same id,
+    // an epoch of its own), and a job's next generation starts its counts
+    // from 0 under a new epoch.
+    const uint64_t key = uint64_t{j.job_id} << 32 | j.epoch;
+    Seen& now = next[key];
     now.completions = j.completions;
     const std::vector<engine::ChildStat>& top = snap.stragglers[i];
     for (const engine::ChildStat& c : top) now.rounds_last[c.child] = c.lateness.rounds_last;
-    const uint64_t rounds = j.completions - before.completions;
+    // A job not seen before is judged from its start, when every count was
+    // 0; one seen before from then, on the children it listed then (a child
+    // that was not among its top then has no count to start from).
+    auto seen = jobs_.find(key);
+    const Seen* before =
+        seen != jobs_.end() && seen->second.completions <= j.completions ? &seen->second : nullptr;
+    const uint64_t rounds = j.completions - (before ? before->completions : 0);
     if (j.fan_in < 2 || rounds < min_rounds_ || top.empty()) continue;
     for (const engine::ChildStat& c : top) {
-      auto it = before.rounds_last.find(c.child);
-      const uint64_t last = c.lateness.rounds_last - (it == before.rounds_last.end() ? 0 : it->second);
+      uint64_t baseline = 0;
+      if (before != nullptr) {
+        auto it = before->rounds_last.find(c.child);
+        if (it == before->rounds_last.end() || it->second > c.lateness.rounds_last) continue;
+        baseline = it->second;
+      }
+      const uint64_t last = c.lateness.rounds_last - baseline;
       if (2 * last >= rounds) {
         char buf[200];
         std::snprintf(buf, sizeof(buf),

@@ -64,7 +64,7 @@ class StragglerMonitor {
     std::unordered_map<uint32_t, uint64_t> rounds_last;  // child -> rounds_last at last check
   };
   uint64_t next_check_ns_ = 0;
-  std::unordered_map<uint32_t, Seen> jobs_;
+  std::unordered_map<uint64_t, Seen> jobs_;  // by job id << 32 | epoch
 };
 
 }  // namespace tributary::agent

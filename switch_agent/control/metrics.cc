@@ -190,11 +190,15 @@ std::string FormatPrometheus(const BuildInfo& build, const CounterReport& r) {
              "Each contribution's arrival after its round's first (the stragglers' delay).",
              [](const Job& j) -> const base::Log2Histogram& { return j.stats.lateness; });
   // Stragglers: the children that most often arrived last.
-  w.Family("tributaryd_job_child_last_rounds_total", "counter",
-           "Rounds in which this child's contribution arrived last (the stragglers).");
+  // A gauge: the lanes' copies of a striped job each list their own top
+  // children, so the sum falls when a child leaves one lane's list (as a
+  // counter Prometheus would read that as a reset).
+  w.Family("tributaryd_job_child_last_rounds", "gauge",
+           "Rounds in which this child's contribution arrived last (the stragglers), summed over "
+           "the lanes that list it among their most often last.");
   for (size_t i = 0; i < jobs; ++i) {
     for (const engine::ChildStat& c : merged[i].stragglers) {
-      w.Sample("tributaryd_job_child_last_rounds_total",
+      w.Sample("tributaryd_job_child_last_rounds",
                job_label(i) + ",rank=\"" + std::to_string(c.child) + "\"", c.lateness.rounds_last);
     }
   }

@@ -109,7 +109,7 @@ TEST(Metrics, EveryCounterOnceWithItsValue) {
   EXPECT_EQ(samples["tributaryd_job_fan_in{job=\"42\"}"], "4");
   EXPECT_EQ(samples["tributaryd_job_joined{job=\"42\"}"], "3");
   EXPECT_EQ(samples["tributaryd_job_arena_bytes{job=\"42\"}"], "1048576");
-  EXPECT_EQ(samples["tributaryd_job_child_last_rounds_total{job=\"42\",rank=\"2\"}"], "60");
+  EXPECT_EQ(samples["tributaryd_job_child_last_rounds{job=\"42\",rank=\"2\"}"], "60");
   EXPECT_EQ(samples["tributaryd_job_child_mean_lateness_seconds{job=\"42\",rank=\"2\"}"], "0.0005");
   EXPECT_EQ(samples["tributaryd_build_info{version=\"0.1.0\",dataplane=\"udp\",kernels=\"avx2\"}"],
             "1");

@@ -250,8 +250,8 @@ TEST_F(DoctorTest, StragglersFromTheDaemonsMetrics) {
       "# TYPE tributaryd_job_completions_total counter\n"
       "tributaryd_job_completions_total{job=\"7\"} 1000\n"
       "tributaryd_job_completions_total{job=\"70\"} 5\n"
-      "tributaryd_job_child_last_rounds_total{job=\"7\",rank=\"0\"} 380\n"
-      "tributaryd_job_child_last_rounds_total{job=\"7\",rank=\"3\"} 620\n"
+      "tributaryd_job_child_last_rounds{job=\"7\",rank=\"0\"} 380\n"
+      "tributaryd_job_child_last_rounds{job=\"7\",rank=\"3\"} 620\n"
       "tributaryd_job_child_mean_lateness_seconds{job=\"7\",rank=\"3\"} 0.00084\n"
       "tributaryd_job_child_last_rounds_total{job=\"70\",rank=\"1\"} 5\n";
   EXPECT_EQ(DescribeStragglers(metrics, 7),

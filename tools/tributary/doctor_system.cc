@@ -289,7 +289,10 @@ std::string DescribeStragglers(const std::string& metrics, uint32_t job) {
     if (family == "tributaryd_job_completions_total") {
       held = true;
       completions = static_cast<uint64_t>(value);
-    } else if (family == "tributaryd_job_child_last_rounds_total" && has_rank) {
+    } else if ((family == "tributaryd_job_child_last_rounds" ||
+                // its name as a counter, before 2026-12-08
+                family == "tributaryd_job_child_last_rounds_total") &&
+               has_rank) {
       if (!counted || static_cast<uint64_t>(value) > worst_last) {
         counted = true;
         worst = rank;

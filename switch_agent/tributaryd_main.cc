@@ -225,7 +225,6 @@ int main(int argc, char** argv) {
     mo.max_jobs = static_cast<uint32_t>(config.max_jobs);
     mo.capacity_bytes = config.max_memory_mb << 20;
     manager = std::make_unique<agent::ManagerClient>(mo, &provisioner);
-    manager->Start();
   }
 #else
   if (!config.manager.empty()) {
@@ -252,6 +251,12 @@ int main(int argc, char** argv) {
                  "(configure with cpp-httplib: apt-get install libcpp-httplib-dev)\n");
     return kExitUsage;
   }
+#endif
+#if TRIBUTARY_HAVE_MANAGER
+  // Registered once nothing more can fail the start (the metrics port
+  // above): a daemon that registers and then exits would flap at the
+  // manager, which might place jobs on it, under Restart=on-failure.
+  if (manager) manager->Start();
 #endif
 #if TRIBUTARY_HAVE_METRICS
   // Before the lines below: whoever reads them may ask /healthz and /readyz

@@ -397,6 +397,37 @@ Status ValidateConfig(const Config& c) {
       fail(key, "'" + *value + "' is set but manager is not (nothing would use it)");
     }
   }
+  // Likewise what only the manager reads, and what only one dataplane
+  // reads (a value other than its default).
+  const Config defaults;
+  const auto unused = [&](const char* key, bool set, const std::string& because) {
+    if (set) fail(key, "is set but " + because + " (nothing would use it)");
+  };
+  if (c.manager.empty()) {
+    const std::string because = "manager is not";
+    unused("advertise_address", !c.advertise_address.empty(), because);
+    unused("daemon_name", !c.daemon_name.empty(), because);
+    unused("position", !c.position.empty(), because);
+    unused("role", c.role != defaults.role, because);
+    unused("capacity_slots", c.capacity_slots != defaults.capacity_slots, because);
+  }
+  const std::string dataplane_is = "dataplane is '" + c.dataplane + "'";
+  if (c.dataplane != "dpdk") unused("eal_args", !c.eal_args.empty(), dataplane_is);
+  if (c.dataplane != "ofi") unused("ofi_provider", !c.ofi_provider.empty(), dataplane_is);
+  if (c.dataplane != "udp") {
+    unused("udp_offload", c.udp_offload != defaults.udp_offload, dataplane_is);
+    unused("busy_poll_us", c.busy_poll_us != defaults.busy_poll_us, dataplane_is);
+    unused("shed_after_ms", c.shed_after_ms != defaults.shed_after_ms, dataplane_is);
+    unused("fair_queue_seed", c.fair_queue_seed != defaults.fair_queue_seed, dataplane_is);
+  }
+  if (!c.metrics_address.empty()) {
+    // Bound only once the dataplane is up: a typo must not wait for that,
+    // nor pass --print-config (the unit's ExecStartPre).
+    if (auto address = net::ParseHostPort(c.metrics_address, net::PortRule::kAllowZero);
+        !address.ok()) {
+      fail("metrics_address", address.status().message());
+    }
+  }
   if (!c.advertise_address.empty()) {
     if (auto address = net::ParseHostPort(c.advertise_address); !address.ok()) {
       fail("advertise_address", address.status().message());

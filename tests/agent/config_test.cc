@@ -159,6 +159,24 @@ TEST(ConfigTest, BadValuesAreRejected) {
       {{"--manager-token-file", "/etc/t"},
        "manager_token_file: '/etc/t' is set but manager is not"},
       {{"--manager-ca", "/etc/ca.pem"}, "manager_ca: '/etc/ca.pem' is set but manager is not"},
+      // Settings only the manager or another dataplane reads are never
+      // silently ignored (a review of 2026-12-07 found these were).
+      {{"--advertise-address", "10.0.0.1:1"}, "advertise_address: is set but manager is not"},
+      {{"--daemon-name", "leaf0"}, "daemon_name: is set but manager is not"},
+      {{"--position", "rack1"}, "position: is set but manager is not"},
+      {{"--role", "leaf"}, "role: is set but manager is not"},
+      {{"--capacity-slots", "9"}, "capacity_slots: is set but manager is not"},
+      {{"--eal-args", "-l 0"}, "eal_args: is set but dataplane is 'udp'"},
+      {{"--ofi-provider", "tcp"}, "ofi_provider: is set but dataplane is 'udp'"},
+      {{"--dataplane", "ofi", "--busy-poll-us", "50"},
+       "busy_poll_us: is set but dataplane is 'ofi'"},
+      {{"--dataplane", "ofi", "--udp-offload", "0"}, "udp_offload: is set but dataplane is 'ofi'"},
+      {{"--dataplane", "ofi", "--shed-after-ms", "5"}, "shed_after_ms: is set but dataplane is"},
+      {{"--dataplane", "ofi", "--fair-queue-seed", "5"}, "fair_queue_seed: is set but dataplane"},
+      // Checked up front: it used to pass --print-config and fail only
+      // after the manager had registered the daemon (exit 1).
+      {{"--metrics-address", "nonsense"}, "metrics_address"},
+      {{"--metrics-address", "127.0.0.1:70000"}, "metrics_address"},
       {{"--dataplane", "nope"}, "unknown dataplane 'nope'"},
       {{"--max-jobs", "0"}, "max_jobs"},
       {{"--max-memory-mb", "0"}, "max_memory_mb"},

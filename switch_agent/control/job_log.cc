@@ -52,6 +52,9 @@ void JobLog::Log(const engine::JobEvent& event) {
     line += " (" + std::to_string(left_out) + " job events before it not logged: more than " +
             std::to_string(static_cast<int>(kPerSecond)) + " a second)";
   }
+  // JSON lines carry "job" (CONFIGURATION.md, log_format): the reap that
+  // calls this handles no packet of the job.
+  base::ScopedLogJob log_job(event.job_id);
   if (engine::JobEventIsTrouble(event)) {
     TRIB_LOG(kWarn, "job", "%s", line.c_str());
   } else {

@@ -19,7 +19,7 @@ using Writer = http::PrometheusWriter;
 // A job striped over lanes (udp_lanes, dpdk_lanes) is held by each lane's
 // engine; Prometheus gets it once, its lanes' figures added up, its
 // children's straggler figures too (the most often last first, as the
-// engine orders them). Order: first appearance.
+// engine orders them). Order: by job id.
 struct MergedJob {
   engine::JobInfo info;
   std::vector<engine::ChildStat> stragglers;
@@ -62,6 +62,11 @@ std::vector<MergedJob> MergeLanes(const engine::EngineSnapshot& s) {
       }
     }
   }
+  // By id: when more jobs run than get series (kMaxJobs), the same ones
+  // (the lowest ids) get them at every scrape, not whichever the engines'
+  // hash tables list first.
+  std::sort(out.begin(), out.end(),
+            [](const MergedJob& a, const MergedJob& b) { return a.info.job_id < b.info.job_id; });
   for (MergedJob& m : out) {
     std::stable_sort(m.stragglers.begin(), m.stragglers.end(),
                      [](const engine::ChildStat& a, const engine::ChildStat& b) {

@@ -67,6 +67,22 @@ TEST_F(JobLogTest, FailuresAreWarningsTheRestInfo) {
       << lines_[1].message;
 }
 
+// A review of 2026-12-07 found the job's lines without "job" in JSON: the
+// reap that logs them handles no packet of the job.
+TEST_F(JobLogTest, JsonLinesNameTheJob) {
+  std::string json;
+  base::SetLogFormat(base::LogFormat::kJson);
+  base::SetLogSink(
+      [](base::LogLevel level, const char* subsystem, const char* message, void* user) {
+        *static_cast<std::string*>(user) = base::FormatLogLine(level, subsystem, message);
+      },
+      &json);
+  JobLog log([this] { return now_; });
+  log.Log(Formed(77));
+  base::SetLogFormat(base::LogFormat::kText);
+  EXPECT_NE(json.find("\"job\":77,"), std::string::npos) << json;
+}
+
 TEST_F(JobLogTest, AFloodOfJobsIsLoggedAtALimitedRateAndCounted) {
   JobLog log([this] { return now_; });
   for (uint32_t j = 0; j < 150; ++j) log.Log(Formed(j));

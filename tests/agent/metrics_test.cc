@@ -155,6 +155,23 @@ TEST(Metrics, EveryCounterOnceWithItsValue) {
   EXPECT_EQ(typed, helped);
 }
 
+// More jobs than get series: the lowest ids get them, whatever order the
+// engines list their jobs in (it was hash-table order, which changes as
+// jobs come and go, so series came and went between scrapes).
+TEST(Metrics, TheJobsWithSeriesAreTheLowestIds) {
+  CounterReport r;
+  for (uint32_t k = 0; k < MetricsServer::kMaxJobs + 10; ++k) {
+    engine::JobInfo job{};
+    job.job_id = static_cast<uint32_t>(MetricsServer::kMaxJobs + 10 - k);  // descending
+    r.engine.jobs.push_back(job);
+    r.engine.stragglers.push_back({});
+  }
+  const std::string text = FormatPrometheus({"v", "udp", "k"}, r);
+  EXPECT_NE(text.find("tributaryd_job_completions_total{job=\"1\"}"), std::string::npos);
+  EXPECT_NE(text.find("tributaryd_job_completions_total{job=\"256\"}"), std::string::npos);
+  EXPECT_EQ(text.find("tributaryd_job_completions_total{job=\"257\"}"), std::string::npos);
+}
+
 TEST(Metrics, LabelValuesAreEscaped) {
   const std::string text = FormatPrometheus({"1.0 \"rc\"\\x", "udp", "a\nb"}, CounterReport{});
   EXPECT_NE(text.find("version=\"1.0 \\\"rc\\\"\\\\x\""), std::string::npos) << text;

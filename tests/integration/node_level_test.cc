@@ -458,6 +458,52 @@ TEST_F(NodeLevel, LocalRanksThatDisagreeOnTheOperationAreRefusedAlike) {
   EXPECT_EQ(failures, "") << daemon_.Output();
 }
 
+// The same refusal with other hosts in the job: theirs agreed and sent the
+// operation's stripes. A review of 2026-12-07 found the refusing host went
+// on healthy and its next operation paired with those stripes, so host 1's
+// first and host 0's second all-reduce both returned OK with each other's
+// data. Now the refusing host's communicator fails: no rank gets a result
+// it did not ask for (host 1's first fails when host 0's ranks leave).
+TEST_F(NodeLevel, ARefusalOnOneHostFailsItRatherThanPairingItsNextOperation) {
+  const Layout l{2, 2};
+  const uint32_t job = NextJobId();
+  const std::string failures = RunRanks(4, 120, [&](int rank) {
+    CommConfig c = NodeConfig(daemon_, job, rank, l);
+    c.options.op_timeout_ms = 3000;
+    auto comm = Communicator::Create(c);
+    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    std::vector<float> send(5000, 1.0f), recv(5000);
+    if (!comm.value()->Register(send.data(), send.size() * 4).ok() ||
+        !comm.value()->Register(recv.data(), recv.size() * 4).ok()) {
+      return Fail(rank, "register");
+    }
+    const size_t first = rank == 0 ? 10 : rank == 1 ? 5000 : 1000;  // host 0 disagrees
+    auto req = comm.value()->AllReduce(send.data(), recv.data(), first, DataType::kFloat32,
+                                       ReduceOp::kSum);
+    if (!req.ok()) return Fail(rank, "submit 1: " + req.status().ToString());
+    const Status s1 = req.value().Wait();
+    // The second operation runs whatever the first said: it is the one that
+    // paired with the other host's first.
+    std::fill(send.begin(), send.end(), 3.0f);
+    auto again =
+        comm.value()->AllReduce(send.data(), recv.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
+    const Status s2 = again.ok() ? again.value().Wait() : again.status();
+    if (s1.ok()) return Fail(rank, "the first all-reduce returned OK");
+    if (rank < 2 && s2.ok()) return Fail(rank, "host 0's second all-reduce returned OK");
+    if (rank < 2 && (s1.code() != StatusCode::kFailedPrecondition ||
+                     s1.message().find("this communicator fails") == std::string::npos)) {
+      return Fail(rank, "expected the refusal that fails the communicator: " + s1.ToString());
+    }
+    if (s2.ok()) {
+      for (size_t e = 0; e < 1000; ++e) {
+        if (recv[e] != 12.0f) return Fail(rank, "second all-reduce: wrong result");
+      }
+    }
+    return 0;
+  });
+  EXPECT_EQ(failures, "") << daemon_.Output();
+}
+
 // Host 1's ranks never all-reduce: host 0's ranks time out with the
 // stripe's own verdict, which names the host the aggregator waits for (a
 // stripe's rank is a host), not an anonymous "did not complete in time".

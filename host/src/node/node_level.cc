@@ -401,6 +401,15 @@ Status NodeLevel::Execute(const NodeOp& op, bool* fatal) {
           Status w = segment_->WaitAll(NodeSegment::kResDone, mark(g), deadline, "refusal");
           if (!w.ok()) return w;
           rounds_done_ = base + 1;
+          if (stripe_ != nullptr) {
+            // Other hosts, whose ranks agreed, have sent this operation's
+            // stripes: this host's next operation would pair with them and
+            // both would complete with each other's data. It fails instead
+            // (the other hosts then time out on their stripes).
+            return Status(s.code(), s.message() +
+                                        "; this communicator fails, since other hosts of the job "
+                                        "may have sent this operation's stripes");
+          }
           *fatal = false;
           return s;
         }

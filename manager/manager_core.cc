@@ -146,6 +146,8 @@ std::vector<DaemonView> ManagerCore::Views(std::vector<const Daemon*>* order) co
     v.capacity_bytes = d.info.capacity_bytes();
     v.used_slots = d.used_slots;
     v.used_bytes = d.used_bytes;
+    v.max_jobs = d.info.max_jobs();
+    v.jobs = d.jobs.size();
     views.push_back(std::move(v));
     order->push_back(&d);
   }
@@ -473,8 +475,14 @@ Status ManagerCore::Restore(const v1::ListReply& state, int64_t now_ms) {
     // gRPC backoff after the manager's restart, and marking them down would
     // fail the running jobs the restart must leave alone.
     d.last_heartbeat_ms = now_ms + 2 * static_cast<int64_t>(options_.daemon_timeout_ms);
-    // One saved down keeps its silence (forget_daemon_after_s counts from it).
-    if (!d.up) d.last_heartbeat_ms = std::min(d.last_heartbeat_ms, s.last_heartbeat_unix_ms());
+    // One saved down keeps its silence (forget_daemon_after_s counts from
+    // it); where the state does not say (etcd keeps no heartbeat times: 0),
+    // it counts from now, or every down daemon would be forgotten at once.
+    if (!d.up && s.last_heartbeat_unix_ms() > 0) {
+      d.last_heartbeat_ms = std::min(d.last_heartbeat_ms, s.last_heartbeat_unix_ms());
+    } else if (!d.up) {
+      d.last_heartbeat_ms = now_ms;
+    }
   }
   for (const v1::Job& j : state.jobs()) {
     JobEntry& entry = jobs_[j.job_id()];

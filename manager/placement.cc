@@ -39,6 +39,7 @@ class Placer {
     const DaemonView& v = daemons_[d];
     return static_cast<double>(v.used_slots) / static_cast<double>(std::max<uint64_t>(1, v.capacity_slots));
   }
+  static bool FullOfJobs(const DaemonView& v) { return v.max_jobs != 0 && v.jobs >= v.max_jobs; }
   bool RoleFits(const DaemonView& v, bool leaf) const {
     return v.role == DaemonRole::kAny || v.role == (leaf ? DaemonRole::kLeaf : DaemonRole::kInner);
   }
@@ -90,7 +91,7 @@ Status Placer::PickDaemon(int pos, bool leaf, uint32_t fan_in, int* out) const {
     }
     const uint64_t free_slots = v.capacity_slots > v.used_slots ? v.capacity_slots - v.used_slots : 0;
     const uint64_t free_bytes = v.capacity_bytes > v.used_bytes ? v.capacity_bytes - v.used_bytes : 0;
-    if (free_slots < need_slots || free_bytes < need_bytes) {
+    if (free_slots < need_slots || free_bytes < need_bytes || FullOfJobs(v)) {
       if (short_one < 0 || Load(d) < Load(short_one)) short_one = d;
       continue;
     }
@@ -104,6 +105,11 @@ Status Placer::PickDaemon(int pos, bool leaf, uint32_t fan_in, int* out) const {
   }
   if (short_one >= 0) {
     const DaemonView& v = daemons_[short_one];
+    if (FullOfJobs(v)) {
+      // The daemon would refuse the whole heartbeat reply naming one more.
+      return ResourceExhausted("daemon " + v.name + " at " + where + " holds " +
+                               std::to_string(v.jobs) + " jobs, its max_jobs");
+    }
     const uint64_t free_slots = v.capacity_slots > v.used_slots ? v.capacity_slots - v.used_slots : 0;
     const uint64_t free_bytes = v.capacity_bytes > v.used_bytes ? v.capacity_bytes - v.used_bytes : 0;
     if (free_slots < need_slots) {

@@ -45,6 +45,8 @@ struct DaemonView {
   uint64_t capacity_bytes = 0;
   uint64_t used_slots = 0;
   uint64_t used_bytes = 0;
+  uint64_t max_jobs = 0;  // 0: not said
+  uint64_t jobs = 0;      // jobs placed on it
 };
 
 struct PlacementRequest {

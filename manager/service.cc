@@ -209,7 +209,11 @@ class ManagerServer::Service final : public v1::Manager::Service {
         used += d.used_slots();
         capacity += d.info().capacity_slots();
       }
-      for (const v1::Job& j : state.jobs()) (j.state() == "running" ? running : failed) += 1;
+      // List includes the last ended jobs too: neither running nor failed.
+      for (const v1::Job& j : state.jobs()) {
+        if (j.state() == "running") ++running;
+        if (j.state().rfind("failed:", 0) == 0) ++failed;
+      }
       m.Family("tributary_manager_daemons", "gauge", "Registered daemons by state.");
       m.Sample("tributary_manager_daemons", "state=\"up\"", up);
       m.Sample("tributary_manager_daemons", "state=\"down\"", down);

@@ -106,6 +106,7 @@ void ManagerClient::Loop() {
       d->set_role(RoleOf(options_.role));
       d->set_capacity_slots(options_.capacity_slots);
       d->set_capacity_bytes(options_.capacity_bytes);
+      d->set_max_jobs(options_.max_jobs);
       d->set_version(TRIBUTARY_VERSION);
       d->set_uplink_keys(true);
       pb::RegisterReply reply;

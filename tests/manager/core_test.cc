@@ -412,8 +412,9 @@ TEST_F(CoreTest, ADaemonDownLongEnoughAndHoldingNothingIsForgotten) {
   ManagerOptions o = Options();
   o.forget_daemon_after_s = 10;
   ManagerCore core(&topo_, o);
-  Register(&core, "leaf0", 128, 0);
-  const uint64_t session = Register(&core, "leaf1", 128, 0);
+  // At 1 ms: a saved heartbeat time of 0 means "not known" (etcd's records).
+  Register(&core, "leaf0", 128, 1);
+  const uint64_t session = Register(&core, "leaf1", 128, 1);
   const auto names = [](const ManagerCore& c) {
     v1::ListReply list;
     c.List(&list);
@@ -445,6 +446,65 @@ TEST_F(CoreTest, ADaemonDownLongEnoughAndHoldingNothingIsForgotten) {
   // It may come back.
   Register(&core, "leaf0", 128, 10200);
   EXPECT_EQ(names(core), (std::set<std::string>{"d-leaf0", "d-leaf1"}));
+}
+
+// A daemon refuses a whole heartbeat reply that names more jobs than its
+// max_jobs: the manager placed them anyway (it was never told), and the
+// daemon then took no change at all. Placement now counts its jobs.
+TEST_F(CoreTest, ADaemonGetsNoMoreJobsThanItsMaxJobs) {
+  RegisterAll(1024, 0);
+  v1::DaemonInfo info;
+  info.set_uplink_keys(true);
+  info.set_name("d-leaf0");
+  info.set_endpoint("127.0.0.1:" + std::to_string(9000 + topo_.FindNode("leaf0")));
+  info.set_position("leaf0");
+  info.set_capacity_slots(1024);
+  info.set_capacity_bytes(1ull << 30);
+  info.set_max_jobs(2);
+  v1::RegisterReply reply;
+  ASSERT_TRUE(core_.RegisterDaemon(info, 1, &reply).ok());
+  v1::CreateJobRequest req;
+  req.add_rank_hosts("h0-0");
+  req.set_slot_count(16);
+  v1::Job job;
+  ASSERT_TRUE(core_.CreateJob(req, 2, &job).ok());
+  ASSERT_TRUE(core_.CreateJob(req, 3, &job).ok());
+  const Status s = core_.CreateJob(req, 4, &job);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("daemon d-leaf0 at leaf0 holds 2 jobs, its max_jobs"),
+            std::string::npos)
+      << s.message();
+  // Hosts under another leaf are not affected.
+  req.set_rank_hosts(0, "h1-0");
+  EXPECT_TRUE(core_.CreateJob(req, 5, &job).ok());
+}
+
+// etcd keeps no heartbeat times (0 in its records): a daemon saved down was
+// restored with a silence since 1970, and a takeover forgot every one of
+// them at its first expiry pass. Its silence now counts from the restore.
+TEST_F(CoreTest, ADaemonSavedDownWithoutItsHeartbeatTimeIsKeptAfterARestore) {
+  v1::Job job;
+  v1::ListReply state;
+  ASSERT_NO_FATAL_FAILURE(JobSnapshot(&job, &state));
+  std::string down_name;
+  for (v1::DaemonStatus& d : *state.mutable_daemons()) {
+    if (d.jobs_size() > 0) continue;
+    d.set_up(false);
+    d.set_last_heartbeat_unix_ms(0);
+    down_name = d.info().name();
+    break;
+  }
+  ASSERT_FALSE(down_name.empty());
+  ManagerCore restarted(&topo_, Options());
+  // A realistic clock (unix ms): more than forget_daemon_after_s (a day)
+  // after 1970.
+  ASSERT_TRUE(restarted.Restore(state, 1'700'000'000'000).ok());
+  restarted.Expire(1'700'000'000'001);
+  v1::ListReply list;
+  restarted.List(&list);
+  bool kept = false;
+  for (const auto& d : list.daemons()) kept = kept || d.info().name() == down_name;
+  EXPECT_TRUE(kept) << down_name << " forgotten at the first expiry after the restore";
 }
 
 }  // namespace

@@ -733,6 +733,19 @@ TEST_F(ReplicaTest, MetricsShowLeadershipCallsAndSaves) {
       << follower_text;
   EXPECT_EQ(Scrape(a->metrics_address(), "/readyz").first, 200);
   EXPECT_EQ(Scrape(b->metrics_address(), "/readyz").first, 200);  // following, etcd reachable
+  {
+    // A job ended on request is neither running nor failed (it was counted
+    // failed while the leader listed it among the recently ended).
+    v1::EndJobRequest end;
+    end.set_job_id(pair.job.job_id());
+    v1::EndJobReply end_reply;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(pair.leader_stub->EndJob(&ctx, end, &end_reply).ok());
+  }
+  const std::string after = Scrape(a->metrics_address(), "/metrics").second;
+  EXPECT_NE(after.find("tributary_manager_jobs{state=\"running\"} 0\n"), std::string::npos)
+      << after;
+  EXPECT_NE(after.find("tributary_manager_jobs{state=\"failed\"} 0\n"), std::string::npos) << after;
   EXPECT_EQ(Scrape(b->metrics_address(), "/healthz").first, 200);
   // The exposition format as Prometheus reads it.
   const std::string path = cluster_->dir() + "/scrape.txt";

@@ -72,9 +72,15 @@ Finding CheckManagerJob(const DoctorInputs& in) {
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  const int64_t silent_ms = now_ms - job.last_heartbeat_unix_ms();
-  saw += "; last heartbeat " + std::to_string(silent_ms / 1000) + " s ago (the job ends after " +
-         std::to_string(job.heartbeat_timeout_ms() / 1000) + " s)";
+  // 0: not known to the replica that answered (a follower reads etcd,
+  // which keeps no heartbeat times).
+  const bool heard = job.last_heartbeat_unix_ms() > 0;
+  const int64_t silent_ms = heard ? now_ms - job.last_heartbeat_unix_ms() : 0;
+  saw += heard ? "; last heartbeat " + std::to_string(silent_ms / 1000) + " s ago"
+               : std::string(
+                     "; last heartbeat unknown to the replica that answered (not the "
+                     "leader)");
+  saw += " (the job ends after " + std::to_string(job.heartbeat_timeout_ms() / 1000) + " s)";
   if (!in.daemon_metrics.empty()) {
     std::string body, why;
     if (FetchDaemonMetrics(in.daemon_metrics, &body, &why)) {
@@ -96,7 +102,7 @@ Finding CheckManagerJob(const DoctorInputs& in) {
     return {kName, Verdict::kFail, saw,
             "daemon(s) " + names + " stopped heartbeating: systemctl status tributaryd there"};
   }
-  if (job.heartbeat_timeout_ms() > 0 &&
+  if (heard && job.heartbeat_timeout_ms() > 0 &&
       silent_ms > static_cast<int64_t>(job.heartbeat_timeout_ms()) / 2) {
     return {kName, Verdict::kWarn, saw,
             "nobody heartbeats the job: is its launcher's `tributary job keepalive` running?"};

@@ -25,6 +25,16 @@
 namespace tributary::internal {
 namespace {
 
+// No struct ends in padding: a field appended later would lie inside an
+// older struct_size that never declared it (as block_sparse,
+// inline_progress_bytes and redundant_auto did), and be read from whatever
+// that program's padding held. Append fields so these hold.
+static_assert(sizeof(trib_config_t) == TRIB_SIZE_THROUGH(trib_config_t, reserved0));
+static_assert(sizeof(trib_stats_t) == TRIB_SIZE_THROUGH(trib_stats_t, gap_resends));
+static_assert(sizeof(trib_memory_desc_t) == TRIB_SIZE_THROUGH(trib_memory_desc_t, dmabuf_offset));
+static_assert(sizeof(trib_straggler_report_t) ==
+              TRIB_SIZE_THROUGH(trib_straggler_report_t, ranks));
+
 static_assert(TRIB_MEMORY_HOST == static_cast<int>(MemoryKind::kHost) &&
                   TRIB_MEMORY_HOST_PINNED == static_cast<int>(MemoryKind::kHostPinned) &&
                   TRIB_MEMORY_CUDA_DEVICE == static_cast<int>(MemoryKind::kCudaDevice) &&

@@ -19,7 +19,9 @@
  * ever added at the end, so a program built against an older header keeps
  * working with a newer library: a smaller struct_size is accepted, the
  * library reads (or writes) only the fields that lie wholly inside it and
- * uses defaults for the others. A struct_size larger than the library knows
+ * uses defaults for the others (each struct ends without padding, so a later
+ * field never lies where an older struct_size had padding). A struct_size
+ * larger than the library knows
  * (a newer header than the library) is refused with TRIB_INVALID_ARGUMENT,
  * as is one too small to hold the struct's first fields (each struct says
  * which). The older trib_comm_config_t and trib_comm_create are unchanged.
@@ -93,7 +95,7 @@ TRIB_API const char* trib_status_name(trib_status_t status);
 /* "float32", ... and the element size in bytes; NULL and 0 for an invalid value. */
 TRIB_API const char* trib_dtype_name(trib_dtype_t dtype);
 TRIB_API size_t trib_dtype_size(trib_dtype_t dtype);
-/* "sum", "prod", "min", "max"; NULL for an invalid value. */
+/* "sum", "prod", "min", "max", "avg"; NULL for an invalid value. */
 TRIB_API const char* trib_op_name(trib_op_t op);
 
 /* ---- Configuration ---- */
@@ -218,6 +220,13 @@ typedef struct trib_config {
    * milliseconds with nothing sent before each lane sends a keepalive
    * request that keeps its job at the aggregator; 0 = never. */
   uint32_t keepalive_ms;
+  /* Reserved, 0 (not read). It fills what would be the struct's trailing
+   * padding: a field added later must never lie in the padding of an older
+   * struct_size, where a program built against that header left whatever
+   * its memory held. (block_sparse, inline_progress_bytes and
+   * redundant_auto did: a program that fills this struct itself rather than
+   * with trib_config_init must zero it, e.g. `= {0}` or memset.) */
+  uint32_t reserved0;
 } trib_config_t;
 
 /* Sets every field after struct_size to the defaults as overridden by the

@@ -147,6 +147,7 @@ std::vector<DaemonView> ManagerCore::Views(std::vector<const Daemon*>* order) co
     v.used_slots = d.used_slots;
     v.used_bytes = d.used_bytes;
     v.max_jobs = d.info.max_jobs();
+    v.confirmed = d.session != 0;
     v.jobs = d.jobs.size();
     views.push_back(std::move(v));
     order->push_back(&d);
@@ -455,7 +456,11 @@ void ManagerCore::Snapshot(v1::ListReply* state) const {
   for (const auto& [id, entry] : jobs_) *state->add_jobs() = entry.job;
 }
 
-Status ManagerCore::Restore(const v1::ListReply& state, int64_t now_ms) {
+Status ManagerCore::Restore(const v1::ListReply& state, int64_t now_ms, bool keep_sessions) {
+  std::map<std::string, std::pair<uint64_t, int64_t>> sessions;  // name -> session, heartbeat
+  if (keep_sessions) {
+    for (const auto& [name, d] : daemons_) sessions[name] = {d.session, d.last_heartbeat_ms};
+  }
   daemons_.clear();
   jobs_.clear();
   ended_.clear();
@@ -482,6 +487,10 @@ Status ManagerCore::Restore(const v1::ListReply& state, int64_t now_ms) {
       d.last_heartbeat_ms = std::min(d.last_heartbeat_ms, s.last_heartbeat_unix_ms());
     } else if (!d.up) {
       d.last_heartbeat_ms = now_ms;
+    }
+    if (auto kept = sessions.find(d.info.name()); kept != sessions.end()) {
+      d.session = kept->second.first;
+      d.last_heartbeat_ms = kept->second.second;
     }
   }
   for (const v1::Job& j : state.jobs()) {

@@ -84,7 +84,10 @@ class ManagerCore {
   // jobs with trees and keys). Restore() rebuilds reservations from the job
   // trees and gives every daemon that was up a fresh grace period.
   void Snapshot(v1::ListReply* state) const;
-  Status Restore(const v1::ListReply& state, int64_t now_ms);
+  // `keep_sessions`: a rollback to this replica's own last saved state (a
+  // save that failed): daemons it knows keep their sessions and heartbeat
+  // times instead of having to register again.
+  Status Restore(const v1::ListReply& state, int64_t now_ms, bool keep_sessions = false);
 
   // Bumped by every change worth persisting (not by heartbeat timestamps).
   uint64_t generation() const { return generation_; }

@@ -95,7 +95,9 @@ Status Placer::PickDaemon(int pos, bool leaf, uint32_t fan_in, int* out) const {
       if (short_one < 0 || Load(d) < Load(short_one)) short_one = d;
       continue;
     }
-    if (best < 0 || std::make_tuple(Load(d), v.name) < std::make_tuple(Load(best), daemons_[best].name)) {
+    if (best < 0 ||
+        std::make_tuple(!v.confirmed, Load(d), v.name) <
+            std::make_tuple(!daemons_[best].confirmed, Load(best), daemons_[best].name)) {
       best = d;
     }
   }

@@ -47,6 +47,10 @@ struct DaemonView {
   uint64_t used_bytes = 0;
   uint64_t max_jobs = 0;  // 0: not said
   uint64_t jobs = 0;      // jobs placed on it
+  // Heard from since this manager took over (registered): one restored
+  // from saved state is taken only where no heard-from daemon fits, since
+  // it may have died with the previous leader.
+  bool confirmed = true;
 };
 
 struct PlacementRequest {

@@ -430,7 +430,10 @@ class ManagerServer::Service final : public v1::Manager::Service {
     if (s.code() == StatusCode::kAborted && store_->Load(&state, &exists).ok()) {
       core_->Restore(state, now_ms_());
     } else {
-      core_->Restore(saved_, now_ms_());
+      // Our own last save: the daemons we hear from keep their sessions (a
+      // reset would make every one register again, and give those about
+      // to be declared dead a new grace period).
+      core_->Restore(saved_, now_ms_(), /*keep_sessions=*/true);
     }
     saved_generation_ = core_->generation();
     return s.code() == StatusCode::kAborted || s.code() == StatusCode::kUnavailable

@@ -24,15 +24,22 @@ class CoreTest : public ::testing::Test {
     o.job_timeout_ms = 1000;
     return o;
   }
-  uint64_t Register(ManagerCore* core, const std::string& pos, uint64_t slots, int64_t now,
-                    bool uplink_keys = true) {
+  // What daemon `name` at `pos` registers with.
+  static v1::DaemonInfo Info(const std::string& name, const std::string& pos, uint16_t port,
+                             uint64_t slots) {
     v1::DaemonInfo info;
-    info.set_uplink_keys(uplink_keys);
-    info.set_name("d-" + pos);
-    info.set_endpoint("127.0.0.1:" + std::to_string(9000 + topo_.FindNode(pos)));
+    info.set_uplink_keys(true);
+    info.set_name(name);
+    info.set_endpoint("127.0.0.1:" + std::to_string(port));
     info.set_position(pos);
     info.set_capacity_slots(slots);
     info.set_capacity_bytes(1ull << 30);
+    return info;
+  }
+  uint64_t Register(ManagerCore* core, const std::string& pos, uint64_t slots, int64_t now,
+                    bool uplink_keys = true) {
+    v1::DaemonInfo info = Info("d-" + pos, pos, 9000 + topo_.FindNode(pos), slots);
+    info.set_uplink_keys(uplink_keys);
     v1::RegisterReply reply;
     EXPECT_TRUE(core->RegisterDaemon(info, now, &reply).ok());
     return reply.session();
@@ -388,12 +395,7 @@ TEST_F(CoreTest, ARunningJobOnADaemonSavedDownIsRestoredFailed) {
 // Daemons heartbeat at the interval the registration reply names, and learn
 // new jobs only then: a third of the daemon timeout unless configured.
 TEST_F(CoreTest, TheRegistrationReplyNamesTheHeartbeatInterval) {
-  v1::DaemonInfo info;
-  info.set_name("d-leaf0");
-  info.set_endpoint("127.0.0.1:9000");
-  info.set_position("leaf0");
-  info.set_capacity_slots(8);
-  info.set_capacity_bytes(1ull << 30);
+  const v1::DaemonInfo info = Info("d-leaf0", "leaf0", 9000, 8);
   v1::RegisterReply reply;
   ASSERT_TRUE(core_.RegisterDaemon(info, 0, &reply).ok());
   EXPECT_EQ(reply.heartbeat_interval_ms(), 33u);  // 100 ms / 3
@@ -453,13 +455,7 @@ TEST_F(CoreTest, ADaemonDownLongEnoughAndHoldingNothingIsForgotten) {
 // daemon then took no change at all. Placement now counts its jobs.
 TEST_F(CoreTest, ADaemonGetsNoMoreJobsThanItsMaxJobs) {
   RegisterAll(1024, 0);
-  v1::DaemonInfo info;
-  info.set_uplink_keys(true);
-  info.set_name("d-leaf0");
-  info.set_endpoint("127.0.0.1:" + std::to_string(9000 + topo_.FindNode("leaf0")));
-  info.set_position("leaf0");
-  info.set_capacity_slots(1024);
-  info.set_capacity_bytes(1ull << 30);
+  v1::DaemonInfo info = Info("d-leaf0", "leaf0", 9000 + topo_.FindNode("leaf0"), 1024);
   info.set_max_jobs(2);
   v1::RegisterReply reply;
   ASSERT_TRUE(core_.RegisterDaemon(info, 1, &reply).ok());
@@ -505,6 +501,50 @@ TEST_F(CoreTest, ADaemonSavedDownWithoutItsHeartbeatTimeIsKeptAfterARestore) {
   bool kept = false;
   for (const auto& d : list.daemons()) kept = kept || d.info().name() == down_name;
   EXPECT_TRUE(kept) << down_name << " forgotten at the first expiry after the restore";
+}
+
+// After a takeover every daemon is restored unconfirmed until it registers
+// again; a daemon that died with the previous leader never does. Placement
+// takes a confirmed daemon of the position first, however loaded (before,
+// the least loaded, possibly dead, one took the job). A rollback of this
+// replica's own failed save keeps the sessions: nobody registers again.
+TEST_F(CoreTest, RestoredDaemonsAreTakenOnlyWhereNoConfirmedOneFitsAndRollbacksKeepSessions) {
+  RegisterAll(128, 0);
+  const v1::DaemonInfo twin = Info("d-leaf0b", "leaf0", 8999, 128);
+  v1::RegisterReply reply;
+  ASSERT_TRUE(core_.RegisterDaemon(twin, 0, &reply).ok());
+  v1::CreateJobRequest req;
+  req.add_rank_hosts("h0-0");
+  req.set_slot_count(8);
+  std::vector<std::string> at;
+  for (int i = 0; i < 3; ++i) {  // d-leaf0, d-leaf0b, d-leaf0: d-leaf0 the more loaded
+    v1::Job job;
+    ASSERT_TRUE(core_.CreateJob(req, 1, &job).ok());
+    at.push_back(job.tree(0).daemon());
+  }
+  ASSERT_EQ(at, (std::vector<std::string>{"d-leaf0", "d-leaf0b", "d-leaf0"}));
+  v1::ListReply state;
+  core_.Snapshot(&state);
+
+  // Kept sessions: the old one still heartbeats.
+  ManagerCore rolled_back(&topo_, Options());
+  for (const auto& n : topo_.nodes()) Register(&rolled_back, n.name, 128, 0);
+  v1::HeartbeatRequest beat;
+  beat.set_name("d-leaf1");
+  beat.set_session(Register(&rolled_back, "leaf1", 128, 0));
+  ASSERT_TRUE(rolled_back.Restore(state, 10, /*keep_sessions=*/true).ok());
+  v1::HeartbeatReply beat_reply;
+  ASSERT_TRUE(rolled_back.Heartbeat(beat, 11, &beat_reply).ok());
+  EXPECT_FALSE(beat_reply.reregister());
+
+  ManagerCore taken_over(&topo_, Options());
+  ASSERT_TRUE(taken_over.Restore(state, 10).ok());
+  ASSERT_TRUE(taken_over.Heartbeat(beat, 11, &beat_reply).ok());
+  EXPECT_TRUE(beat_reply.reregister()) << "a takeover knows no session";
+  Register(&taken_over, "leaf0", 128, 12);  // d-leaf0 is back; d-leaf0b never comes
+  v1::Job job;
+  ASSERT_TRUE(taken_over.CreateJob(req, 13, &job).ok());
+  EXPECT_EQ(job.tree(0).daemon(), "d-leaf0");
 }
 
 }  // namespace

@@ -94,6 +94,23 @@ Status ManagerCore::RegisterDaemon(const v1::DaemonInfo& info, int64_t now_ms,
       }
     }
   }
+  // Back with less room (capacity_slots, max_memory_mb or max_jobs
+  // lowered): its newest jobs fail until the rest fit. Kept, they would be
+  // refused by its engine (or its whole heartbeat reply refused) while the
+  // manager called them running.
+  const auto over = [&] {
+    return d.used_slots > info.capacity_slots() || d.used_bytes > info.capacity_bytes() ||
+           (info.max_jobs() != 0 && d.jobs.size() > info.max_jobs());
+  };
+  while (!d.jobs.empty() && over()) {
+    uint32_t newest = *d.jobs.begin();
+    for (uint32_t id : d.jobs) {
+      if (jobs_.at(id).job.created_unix_ms() > jobs_.at(newest).job.created_unix_ms()) newest = id;
+    }
+    FailJob(&jobs_.at(newest),
+            "daemon " + info.name() + " re-registered with less capacity than its jobs hold");
+    if (d.jobs.count(newest) != 0) break;  // not running: holds nothing more to free
+  }
   d.info = info;
   d.position = position;
   d.up = true;

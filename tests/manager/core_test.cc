@@ -547,5 +547,33 @@ TEST_F(CoreTest, RestoredDaemonsAreTakenOnlyWhereNoConfirmedOneFitsAndRollbacksK
   EXPECT_EQ(job.tree(0).daemon(), "d-leaf0");
 }
 
+// A daemon restarted with less room (max_memory_mb, capacity_slots or
+// max_jobs lowered) loses its newest jobs until the rest fit: kept, its
+// engine would refuse them while the manager called them running.
+TEST_F(CoreTest, ADaemonBackWithLessCapacityFailsItsNewestJobsUntilTheRestFit) {
+  RegisterAll(128, 0);
+  v1::CreateJobRequest req;
+  req.add_rank_hosts("h0-0");
+  req.set_slot_count(64);
+  v1::Job first, second;
+  ASSERT_TRUE(core_.CreateJob(req, 1, &first).ok());
+  ASSERT_TRUE(core_.CreateJob(req, 2, &second).ok());
+  v1::RegisterReply reply;
+  ASSERT_TRUE(
+      core_.RegisterDaemon(Info("d-leaf0", "leaf0", 9000 + topo_.FindNode("leaf0"), 64), 3, &reply)
+          .ok());
+  v1::Job now;
+  ASSERT_TRUE(core_.GetJob(first.job_id(), &now).ok());
+  EXPECT_EQ(now.state(), "running");
+  ASSERT_TRUE(core_.GetJob(second.job_id(), &now).ok());
+  EXPECT_EQ(now.state(),
+            "failed: daemon d-leaf0 re-registered with less capacity than its jobs hold");
+  v1::ListReply list;
+  core_.List(&list);
+  for (const auto& d : list.daemons()) {
+    if (d.info().name() == "d-leaf0") EXPECT_EQ(d.used_slots(), 64u);
+  }
+}
+
 }  // namespace
 }  // namespace tributary::manager

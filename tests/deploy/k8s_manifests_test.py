@@ -10,7 +10,8 @@
 #     and etcd's --initial-cluster names the same members;
 #   - every file a container reads lies in a volume it mounts; secret files
 #     are among the keys manager.yaml tells the operator to create;
-#   - every flag in a command line is one the binary accepts (its --help);
+#   - every flag in a command line is one the binary accepts (its --help),
+#     and the daemon's whole command line passes tributaryd --print-config;
 #   - the managers' topology (the generated ConfigMap) loads: the real
 #     tributary-manager starts on it (file state, loopback, port 0);
 #   - daemon and manager probe /readyz and /healthz on their metrics port;
@@ -126,6 +127,14 @@ def check_overlay(overlay):
         for a in args[1:]:
             check(re.search(r"\s%s(?![\w-])" % re.escape(a.split("=", 1)[0]), helptext) is not None,
                   "%s does not take %s" % (os.path.basename(binary), a.split("=", 1)[0]))
+
+    # The daemon's command line validates as a whole (--print-config exits 2
+    # on a value out of range or a setting nothing would read); the pod's
+    # variables get sample values.
+    sample = [re.sub(r"\$\(NODE_IP\)", "198.18.0.1", re.sub(r"\$\(NODE_NAME\)", "node0", a))
+              for a in dargs[1:]]
+    proc = subprocess.run([DAEMON] + sample + ["--print-config"], capture_output=True, text=True)
+    check(proc.returncode == 0, "tributaryd refuses the daemon's command line: " + proc.stderr.strip())
 
     # The topology loads in the real manager.
     topology = list(by_kind["ConfigMap"].values())[0]["data"]["topology.yaml"]

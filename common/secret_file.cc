@@ -9,8 +9,25 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace tributary::base {
+namespace {
+
+// Whether this process runs with group `gid` (effective or supplementary).
+bool InOwnGroups(gid_t gid) {
+  if (gid == ::getegid()) return true;
+  const int n = ::getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  const int got = ::getgroups(n, groups.data());
+  for (int i = 0; i < got; ++i) {
+    if (groups[static_cast<size_t>(i)] == gid) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 bool ReadPrivateFile(const std::string& path, size_t max_bytes, std::string* content,
                      std::string* error) {
@@ -26,11 +43,13 @@ bool ReadPrivateFile(const std::string& path, size_t max_bytes, std::string* con
   std::string problem;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     problem = "not a regular file";
-  } else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+  } else if ((st.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO)) ||
+             ((st.st_mode & S_IRGRP) && !InOwnGroups(st.st_gid))) {
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%o", static_cast<unsigned>(st.st_mode & 0777));
-    problem =
-        std::string("open to group or others (mode ") + mode + "): it holds a secret; chmod 600 it";
+    problem = std::string("open to group or others (mode ") + mode +
+              "): it holds a secret; chmod 600 it (640 where its group is one this process "
+              "runs in, as Kubernetes' fsGroup gives a Secret's files)";
   } else if (st.st_uid != ::geteuid() && st.st_uid != 0) {
     problem = "owned by uid " + std::to_string(st.st_uid) + ", not by this process (uid " +
               std::to_string(::geteuid()) + ") or root, who could replace it; chown it";

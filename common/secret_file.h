@@ -2,7 +2,10 @@
 // Reading a file that holds a secret (a bearer token, a key): one policy
 // for every program, as ssh has for its keys. The file must be a regular
 // file (a FIFO would hold the start, a directory reads as empty), closed
-// to group and others (anyone who can read it can impersonate its owner),
+// to others and not writable by its group (anyone who can read it can
+// impersonate its owner), readable by its group only where that group is
+// one this process runs in (Kubernetes mounts a Secret's files root-owned,
+// mode 0440, group the pod's fsGroup, for a non-root container to read),
 // and owned by this process's user or root (its owner could replace the
 // secret that this process trusts or presents). Dependency-free.
 // Thread-safe (no state).

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/secret_file.h"
 #include "common/net/host_port.h"
 #include "common/http/prometheus.h"
 #if TRIBUTARY_HAVE_METRICS
@@ -538,7 +539,13 @@ Status ManagerServer::Start() {
   if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
     Status s = ReadFileText(options_.tls_cert_file, "the TLS certificate", &pair.cert_chain);
-    if (s.ok()) s = ReadFileText(options_.tls_key_file, "the TLS key", &pair.private_key);
+    if (s.ok()) {
+      // A secret like the token and the state key: one policy for all.
+      std::string error;
+      if (!base::ReadPrivateFile(options_.tls_key_file, 1 << 20, &pair.private_key, &error)) {
+        s = InvalidArgument("the TLS key " + error);
+      }
+    }
     if (!s.ok()) return s;
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back(pair);

@@ -123,11 +123,14 @@ int main(int argc, char** argv) {
                                                 .count());
   uint64_t incarnation = now_ns;
   if (!config.identity_file.empty()) {
-    Result<uint64_t> next = agent::NextIncarnation(config.identity_file + ".incarnation", now_ns);
+    std::string warning;
+    Result<uint64_t> next =
+        agent::NextIncarnation(config.identity_file + ".incarnation", now_ns, &warning);
     if (!next.ok()) {
       std::fprintf(stderr, "tributaryd: %s\n", next.status().message().c_str());
       return kExitUsage;
     }
+    if (!warning.empty()) TRIB_LOG(kWarn, "tributaryd", "%s", warning.c_str());
     if (next.value() != now_ns) {
       TRIB_LOG(kWarn, "tributaryd",
                "the clock is behind this daemon's last start (recorded in %s.incarnation): its "

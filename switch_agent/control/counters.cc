@@ -2,6 +2,7 @@
 // See counters.h. Thread-safety: loop thread only.
 #include "switch_agent/control/counters.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -119,8 +120,15 @@ std::string FormatCounters(const char* why, const char* dataplane_name, const Co
   // Per job, the children that most often arrived last: stragglers named by
   // the aggregator that saw them, not guessed (at most kMaxJobsListed jobs).
   constexpr size_t kMaxJobsListed = 32;
+  // By job id (a striped job's lanes together): the same jobs in every
+  // report, not the engines' hash-table order.
+  std::vector<size_t> order(r.engine.jobs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return r.engine.jobs[a].job_id < r.engine.jobs[b].job_id;
+  });
   size_t listed = 0;
-  for (size_t i = 0; i < r.engine.jobs.size(); ++i) {
+  for (size_t i : order) {
     if (listed++ == kMaxJobsListed) {
       s += "  (more jobs not listed)\n";
       break;

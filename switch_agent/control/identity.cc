@@ -88,10 +88,8 @@ Result<proto::Identity> LoadIdentity(const std::string& path) {
   return id;
 }
 
-Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns) {
-  auto error = [&](const std::string& what) {
-    return Status(StatusCode::kInvalidArgument, "incarnation file " + path + ": " + what);
-  };
+Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns, std::string* warning) {
+  const std::string at = "incarnation file " + path + ": ";
   uint64_t next = now_ns;
   if (FILE* in = std::fopen(path.c_str(), "re")) {
     char text[32] = {};
@@ -102,17 +100,26 @@ Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns) {
     const unsigned long long last = std::strtoull(text, &end, 10);
     if (n == 0 || end == text || (*end != '\n' && *end != '\0') || errno != 0 ||
         last > UINT64_MAX - (uint64_t{1} << 32)) {
-      return error(
-          "must hold one decimal number (the last run's incarnation); remove it to "
-          "start from the clock");
+      return Status(StatusCode::kInvalidArgument,
+                    at + "must hold one decimal number (the last run's incarnation); remove it "
+                         "to start from the clock");
     }
     next = std::max<uint64_t>(now_ns, last + (uint64_t{1} << 32));
   } else if (errno != ENOENT) {
-    return error(std::string("cannot read: ") + std::strerror(errno));
+    *warning = at + "cannot read (" + std::strerror(errno) +
+               "): the clock alone says this "
+               "run's incarnation";
+    return next;
   }
+  // Recorded for the next run. Where it cannot be (a read-only mount),
+  // this run still goes on, said at WARN: the next one has the clock.
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return error(std::string("cannot write ") + tmp + ": " + std::strerror(errno));
+  if (fd < 0) {
+    *warning = at + "cannot write " + tmp + " (" + std::strerror(errno) +
+               "): the next run's incarnation has only the clock";
+    return next;
+  }
   const std::string line = std::to_string(next) + "\n";
   const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
                        ::fsync(fd) == 0;
@@ -121,7 +128,9 @@ Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns) {
   if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = written ? errno : err;
     ::unlink(tmp.c_str());
-    return error(std::string("cannot write: ") + std::strerror(e != 0 ? e : EIO));
+    *warning = at + "cannot write (" + std::strerror(e != 0 ? e : EIO) +
+               "): the next run's incarnation has only the clock";
+    return next;
   }
   std::string dir = path;
   const int dir_fd = ::open(::dirname(dir.data()), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -26,9 +26,11 @@ Result<proto::Identity> LoadIdentity(const std::string& path);
 // clock stepped back, a DPU booted without a real-time clock before NTP),
 // that start plus 2^32, room for the +1 of every recycle a run makes.
 // Records the result in `path` (written to a temporary file, synced,
-// renamed) before returning. A malformed or unwritable file is an error
-// naming it; a missing one is created.
-Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns);
+// renamed) before returning; a missing file is created. A malformed one is
+// an error naming it; one that cannot be read (then the clock decides) or
+// written (a read-only mount) sets `*warning` instead, for the caller to
+// say at WARN.
+Result<uint64_t> NextIncarnation(const std::string& path, uint64_t now_ns, std::string* warning);
 
 // The public key as 64 hex digits (logs, `tributaryd --print-public-key`).
 std::string PublicKeyHex(const proto::Identity& identity);

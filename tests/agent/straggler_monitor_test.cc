@@ -125,6 +125,21 @@ TEST(StragglerMonitorTest, CountsThatRestartOrWereNotSeenNameNobody) {
       << w[0];
 }
 
+// The report lists jobs by id, whatever order the engines hold them in, so
+// that the 32 it shows are the same from one report to the next.
+TEST(StragglerMonitorTest, TheReportListsJobsById) {
+  CounterReport r;
+  for (uint32_t id : {9u, 3u, 5u}) {
+    r.engine.jobs.push_back({id, 1, 2, 16, 4096, 2, 0, 0, 0, {}});
+    r.engine.stragglers.push_back({});
+  }
+  const std::string text = FormatCounters("test", "udp", r);
+  const size_t at3 = text.find("job 3:"), at5 = text.find("job 5:"), at9 = text.find("job 9:");
+  ASSERT_NE(at9, std::string::npos) << text;
+  EXPECT_LT(at3, at5) << text;
+  EXPECT_LT(at5, at9) << text;
+}
+
 TEST(StragglerMonitorTest, ReportLineNamesTheLastRanks) {
   const engine::EngineSnapshot s = Snapshot(200, 3, 150);
   const std::string line = FormatJobStragglers(s.jobs[0], s.stragglers[0]);

@@ -192,7 +192,11 @@ TEST_F(CliUsageTest, BenchInterruptedWhileTheDaemonStartsExits130) {
       "-c",
       "printf \"%s\\n\" \"#!/bin/sh\" \"exec sleep 30\" > \"$1/slow\"; chmod +x \"$1/slow\"; "
       "TMPDIR=\"$1\" TRIBUTARYD=\"$1/slow\" \"$0\" bench --ranks 2 -b 8 -e 8 & pid=$!; "
-      "sleep 0.5; kill -INT $pid; wait $pid",
+      // Its handler is installed before the daemon's log is made: a signal
+      // sent sooner would be ignored (bash starts `&` jobs with SIGINT
+      // ignored).
+      "for i in $(seq 400); do ls \"$1\"/tributaryd-*.log >/dev/null 2>&1 && break; "
+      "sleep 0.05; done; kill -INT $pid; wait $pid",
       Env("TRIBUTARY_CLI"), dir};
   const Outcome run = RunProgram("/bin/bash", args);
   EXPECT_EQ(run.exit_code, 130) << Describe(args, run);

@@ -43,8 +43,8 @@ TEST_F(SecretFileTest, APrivateFileIsReadUpToTheLimit) {
   EXPECT_EQ(content, "x");
 }
 
-TEST_F(SecretFileTest, AFileOpenToGroupOrOthersIsRefused) {
-  for (const mode_t mode : {0644, 0640, 0604, 0602, 0620, 0601}) {
+TEST_F(SecretFileTest, AFileOpenToOthersOrWritableByItsGroupIsRefused) {
+  for (const mode_t mode : {0644, 0604, 0602, 0620, 0601, 0660, 0610}) {
     const std::string path = Write("open", "s3cret\n", mode);
     std::string content = "untouched", error;
     EXPECT_FALSE(ReadPrivateFile(path, 4096, &content, &error)) << std::oct << mode;
@@ -53,6 +53,26 @@ TEST_F(SecretFileTest, AFileOpenToGroupOrOthersIsRefused) {
     EXPECT_NE(error.find("chmod 600"), std::string::npos) << error;
     EXPECT_EQ(content, "untouched");
   }
+}
+
+// Kubernetes mounts a Secret's files root-owned, mode 0440, in the pod's
+// fsGroup, for a non-root container to read: group read is allowed where
+// the group is one this process runs in, and refused for any other group.
+TEST_F(SecretFileTest, GroupReadIsAllowedOnlyForAGroupOfThisProcess) {
+  const std::string path = Write("fsgroup", "s3cret\n", 0440);
+  ASSERT_EQ(chown(path.c_str(), -1, getegid()), 0);
+  std::string content, error;
+  ASSERT_TRUE(ReadPrivateFile(path, 4096, &content, &error)) << error;
+  EXPECT_EQ(content, "s3cret\n");
+  ASSERT_EQ(chmod(path.c_str(), 0640), 0);
+  EXPECT_TRUE(ReadPrivateFile(path, 4096, &content, &error)) << error;
+  if (geteuid() != 0) GTEST_SKIP() << "chgrp to a foreign group needs root";  // CI runs as root
+  gid_t foreign = 4242;
+  while (foreign == getegid()) ++foreign;
+  ASSERT_EQ(chown(path.c_str(), -1, foreign), 0);
+  // Root's supplementary groups: none of them is 4242 on a test machine.
+  EXPECT_FALSE(ReadPrivateFile(path, 4096, &content, &error));
+  EXPECT_NE(error.find("open to group or others (mode 640)"), std::string::npos) << error;
 }
 
 TEST_F(SecretFileTest, AFileOwnedByAnotherUserIsRefused) {

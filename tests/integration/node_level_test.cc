@@ -108,6 +108,20 @@ CommConfig NodeConfig(const DaemonProcess& d, uint32_t job, uint32_t rank, const
   return c;
 }
 
+// Creates rank c.rank's communicator and registers `send` and `recv` with
+// it; 0, or the rank's failure.
+int CreateWithBuffers(const CommConfig& c, std::unique_ptr<Communicator>* comm,
+                      std::vector<float>* send, std::vector<float>* recv) {
+  auto created = Communicator::Create(c);
+  if (!created.ok()) return Fail(c.rank, "create: " + created.status().ToString());
+  *comm = std::move(created).value();
+  if (!(*comm)->Register(send->data(), send->size() * 4).ok() ||
+      !(*comm)->Register(recv->data(), recv->size() * 4).ok()) {
+    return Fail(c.rank, "register");
+  }
+  return 0;
+}
+
 // Every type and operator at each count, in and out of place; checks the
 // node level is the one the layout asks for.
 int EveryTypeAndOp(const CommConfig& c, const Layout& l, const std::vector<size_t>& counts) {
@@ -404,13 +418,9 @@ TEST_F(NodeLevel, LocalRanksThatDisagreeOnTheOperationAreRefusedAlike) {
   const std::string failures = RunRanks(2, 120, [&](int rank) {
     CommConfig c = NodeConfig(daemon_, job, rank, l);
     c.options.op_timeout_ms = 10000;
-    auto comm = Communicator::Create(c);
-    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    std::unique_ptr<Communicator> comm;
     std::vector<float> send(5000, 1.0f), recv(5000);
-    if (!comm.value()->Register(send.data(), send.size() * 4).ok() ||
-        !comm.value()->Register(recv.data(), recv.size() * 4).ok()) {
-      return Fail(rank, "register");
-    }
+    if (int rc = CreateWithBuffers(c, &comm, &send, &recv)) return rc;
     struct Call {
       size_t count;
       DataType dtype;
@@ -437,7 +447,7 @@ TEST_F(NodeLevel, LocalRanksThatDisagreeOnTheOperationAreRefusedAlike) {
     for (const auto& k : cases) {
       const Call& call = k.calls[rank];
       std::fill(recv.begin(), recv.end(), -1.0f);
-      auto req = comm.value()->AllReduce(send.data(), recv.data(), call.count, call.dtype, call.op);
+      auto req = comm->AllReduce(send.data(), recv.data(), call.count, call.dtype, call.op);
       if (!req.ok())
         return Fail(rank, "case " + std::to_string(i) + ": submit: " + req.status().ToString());
       const Status s = req.value().Wait();
@@ -470,23 +480,18 @@ TEST_F(NodeLevel, ARefusalOnOneHostFailsItRatherThanPairingItsNextOperation) {
   const std::string failures = RunRanks(4, 120, [&](int rank) {
     CommConfig c = NodeConfig(daemon_, job, rank, l);
     c.options.op_timeout_ms = 3000;
-    auto comm = Communicator::Create(c);
-    if (!comm.ok()) return Fail(rank, "create: " + comm.status().ToString());
+    std::unique_ptr<Communicator> comm;
     std::vector<float> send(5000, 1.0f), recv(5000);
-    if (!comm.value()->Register(send.data(), send.size() * 4).ok() ||
-        !comm.value()->Register(recv.data(), recv.size() * 4).ok()) {
-      return Fail(rank, "register");
-    }
+    if (int rc = CreateWithBuffers(c, &comm, &send, &recv)) return rc;
     const size_t first = rank == 0 ? 10 : rank == 1 ? 5000 : 1000;  // host 0 disagrees
-    auto req = comm.value()->AllReduce(send.data(), recv.data(), first, DataType::kFloat32,
-                                       ReduceOp::kSum);
+    auto req = comm->AllReduce(send.data(), recv.data(), first, DataType::kFloat32, ReduceOp::kSum);
     if (!req.ok()) return Fail(rank, "submit 1: " + req.status().ToString());
     const Status s1 = req.value().Wait();
     // The second operation runs whatever the first said: it is the one that
     // paired with the other host's first.
     std::fill(send.begin(), send.end(), 3.0f);
     auto again =
-        comm.value()->AllReduce(send.data(), recv.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
+        comm->AllReduce(send.data(), recv.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
     const Status s2 = again.ok() ? again.value().Wait() : again.status();
     if (s1.ok()) return Fail(rank, "the first all-reduce returned OK");
     if (rank < 2 && s2.ok()) return Fail(rank, "host 0's second all-reduce returned OK");
